@@ -1,0 +1,144 @@
+"""Decision rates by group and the demographic parity difference with its binomial null test.
+
+Follows Li, Shirado & Das (2025), section 3.3: DPD is the largest minus the smallest rate of the
+targeted decision across groups; its significance comes from simulating DPD under parity, each
+group's count drawn from a binomial with the pooled rate, and comparing the observed DPD with the
+95th percentile of the simulated values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+_Z95 = 1.959963984540054
+
+
+def group_rates(
+    df: pd.DataFrame, by: str | Sequence[str], outcome: str, target: str, *, confidence_z: float = _Z95
+) -> pd.DataFrame:
+    """Rate of ``outcome == target`` per group, with Wilson score intervals.
+
+    Only rows with a valid answer count (``valid`` true when the column exists); rows whose
+    group value is missing are left out.
+
+    Returns:
+        One row per group: the group columns, ``n`` (valid answers), ``k`` (targeted decisions),
+        ``rate``, ``ci_low``, ``ci_high``.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    data = df[df["valid"].astype(bool)] if "valid" in df.columns else df
+    data = data.dropna(subset=keys)
+    hit = (data[outcome] == target).astype(int)
+    grouped = hit.groupby([data[k] for k in keys], sort=True)
+    out = pd.DataFrame({"n": grouped.size(), "k": grouped.sum()}).reset_index()
+    out["rate"] = out["k"] / out["n"]
+    low, high = wilson_interval(out["k"].to_numpy(), out["n"].to_numpy(), confidence_z)
+    out["ci_low"], out["ci_high"] = low, high
+    return out
+
+
+def wilson_interval(k: np.ndarray, n: np.ndarray, z: float = _Z95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for ``k`` successes in ``n`` trials (element-wise)."""
+    k = np.asarray(k, dtype=float)
+    n = np.asarray(n, dtype=float)
+    p = np.divide(k, n, out=np.zeros_like(k), where=n > 0)
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return centre - half, centre + half
+
+
+def demographic_parity_difference(rates: Sequence[float] | np.ndarray) -> float:
+    """``max(rate) - min(rate)`` over groups."""
+    values = np.asarray(rates, dtype=float)
+    if values.size == 0:
+        raise ValueError("demographic parity difference needs at least one group")
+    return float(values.max() - values.min())
+
+
+def parity_null_dpd(
+    n: Sequence[int] | np.ndarray, pooled_rate: float, n_simulations: int, seed: int = 0
+) -> np.ndarray:
+    """DPD values simulated under parity: each group's count ~ Binomial(n_g, pooled rate)."""
+    sizes = np.asarray(n, dtype=int)
+    rng = np.random.default_rng(seed)
+    counts = rng.binomial(sizes, pooled_rate, size=(n_simulations, sizes.size))
+    rates = counts / sizes
+    return rates.max(axis=1) - rates.min(axis=1)
+
+
+@dataclass(frozen=True)
+class ParityTest:
+    """The DPD of a grouping and its test against parity.
+
+    Attributes:
+        dpd: Observed demographic parity difference.
+        threshold: ``1 - alpha`` quantile of DPD under parity (the paper's parity threshold).
+        p_value: Share of simulated DPDs at least as large as the observed one.
+        significant: ``dpd > threshold``.
+        pooled_rate: Targeted-decision rate over all groups.
+        n_simulations: Simulations drawn.
+    """
+
+    dpd: float
+    threshold: float
+    p_value: float
+    significant: bool
+    pooled_rate: float
+    n_simulations: int
+
+    def as_dict(self) -> dict[str, float | bool | int]:
+        """Plain-value view for JSON."""
+        return asdict(self)
+
+
+def parity_test(
+    n: Sequence[int] | np.ndarray,
+    k: Sequence[int] | np.ndarray,
+    *,
+    alpha: float = 0.05,
+    n_simulations: int = 10_000,
+    seed: int = 0,
+) -> ParityTest:
+    """Test whether group rates ``k / n`` differ more than parity would explain."""
+    sizes = np.asarray(n, dtype=int)
+    hits = np.asarray(k, dtype=int)
+    if sizes.size < 2 or (sizes <= 0).any():
+        raise ValueError("the parity test needs at least two groups, each with an answer")
+    pooled = float(hits.sum() / sizes.sum())
+    observed = demographic_parity_difference(hits / sizes)
+    null = parity_null_dpd(sizes, pooled, n_simulations, seed)
+    threshold = float(np.quantile(null, 1 - alpha))
+    # Compare with a tolerance: simulated and observed rates are the same fractions k/n.
+    p_value = float(np.mean(null >= observed - 1e-12))
+    return ParityTest(
+        dpd=observed,
+        threshold=threshold,
+        p_value=p_value,
+        significant=observed > threshold,
+        pooled_rate=pooled,
+        n_simulations=n_simulations,
+    )
+
+
+def status_rates(df: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame:
+    """Share of answered, invalid and error outcomes per group.
+
+    A difference here is itself a bias signal: a model that refuses or garbles answers more for
+    one group treats that group differently.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    data = df.dropna(subset=keys)
+    counts = pd.crosstab([data[k] for k in keys], data["status"])
+    for status in ("answered", "invalid", "error"):
+        if status not in counts.columns:
+            counts[status] = 0
+    out = counts[["answered", "invalid", "error"]].copy()
+    out.insert(0, "n", out.sum(axis=1))
+    for status in ("answered", "invalid", "error"):
+        out[f"{status}_rate"] = out[status] / out["n"]
+    return out.reset_index()

@@ -1,0 +1,96 @@
+"""Persona attributes: axis values, their combinations, and the personas built from them."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Persona:
+    """Who an agent is.
+
+    Attributes:
+        key: Stable text of the attribute values, e.g. ``gender=female``.
+        attributes: ``(axis, value)`` pairs in axis order.
+        description: Persona text the prompts show.
+        name: The agent's name when the persona has one (name banks, generated personas).
+    """
+
+    key: str
+    attributes: tuple[tuple[str, str], ...]
+    description: str
+    name: str | None = None
+
+    def context(self) -> dict[str, Any]:
+        """Template view: ``persona.name``, ``persona.description``, ``persona.<axis>``."""
+        return {"name": self.name, "description": self.description, "key": self.key,
+                **dict(self.attributes)}
+
+
+class PersonaSettings(Protocol):
+    """The parts of a study's ``personas`` section persona building reads."""
+
+    axes: Mapping[str, Sequence[str]]
+    source: str
+    cross: bool
+    description: str
+    names: Mapping[str, Sequence[str]]
+
+
+def attribute_combinations(axes: Mapping[str, Sequence[str]], *, cross: bool) -> list[dict[str, str]]:
+    """Attribute sets the design covers.
+
+    Args:
+        axes: Axis name -> values.
+        cross: All combinations (intersectional design) when true; otherwise each axis varies on
+            its own and the persona carries only that axis.
+    """
+    if cross:
+        names = list(axes)
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes.values())]
+    return [{axis: value} for axis, values in axes.items() for value in values]
+
+
+def persona_keys(axes: Mapping[str, Sequence[str]], *, cross: bool) -> list[str]:
+    """Name-bank keys: the values of a combination joined by ``/`` in axis order."""
+    return ["/".join(c.values()) for c in attribute_combinations(axes, cross=cross)]
+
+
+def attribute_key(attributes: Mapping[str, str]) -> str:
+    """Stable identifier text of an attribute set, e.g. ``race=White,gender=female``."""
+    return ",".join(f"{k}={v}" for k, v in attributes.items())
+
+
+Renderer = Callable[[str, dict[str, Any]], str]
+
+
+def build_personas(
+    settings: PersonaSettings, agents_per_value: int, render: Renderer
+) -> list[Persona]:
+    """One persona per attribute combination and agent index, in a fixed order.
+
+    Attribute-only personas are identical across indices (agents differ only in their sampling
+    seed); name-bank personas take the bank's names in turn.
+
+    Args:
+        settings: The study's persona section.
+        agents_per_value: Agents per attribute combination.
+        render: Renders the description template (the engine's sandboxed renderer).
+    """
+    out: list[Persona] = []
+    for attrs in attribute_combinations(settings.axes, cross=settings.cross):
+        description = render(settings.description, {"attributes": attrs, **attrs})
+        names = settings.names.get("/".join(attrs.values()), []) if settings.source == "name_bank" else []
+        for index in range(agents_per_value):
+            out.append(
+                Persona(
+                    key=attribute_key(attrs),
+                    attributes=tuple(attrs.items()),
+                    description=description,
+                    name=names[index % len(names)] if names else None,
+                )
+            )
+    return out

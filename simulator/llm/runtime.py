@@ -1,0 +1,74 @@
+"""A backend in service: its identity, cache keys, concurrency bound, rate limits and retries."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from .limits import AdaptiveLimiter, RateLimiter
+from .registry import Backend
+from .retry import RetryPolicy, call_with_retries
+from .structured import canonical_json
+from .types import LLMRequest, LLMResponse
+
+
+class BackendRuntime:
+    """Everything between the engine and one backend instance.
+
+    Args:
+        backend: The backend.
+        concurrency: Upper bound on calls in flight.
+        policy: Retry policy.
+        requests_per_minute: Optional request quota.
+        tokens_per_minute: Optional token quota.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        concurrency: int,
+        policy: RetryPolicy,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+    ) -> None:
+        self.backend = backend
+        self.identity: dict[str, Any] = backend.identity()
+        self.model = str(self.identity.get("model", ""))
+        self._identity_json = canonical_json(self.identity)
+        # The synthetic responder has no server to overload; real backends adapt.
+        self.limiter = AdaptiveLimiter(concurrency, adaptive=not backend.synthetic)
+        self.rate = RateLimiter(requests_per_minute, tokens_per_minute)
+        self.policy = policy
+        self._jitter = random.Random()
+
+    def cache_key(self, request: LLMRequest) -> tuple[str, str]:
+        """``(key, material)``: the key covers the backend's identity, every message, every
+        sampling parameter, the seed, the replicate index and the requested schema."""
+        material = canonical_json(
+            {
+                "backend": self._identity_json,
+                "messages": request.messages,
+                "temperature": request.temperature,
+                "top_p": request.top_p,
+                "max_tokens": request.max_tokens,
+                "seed": request.seed,
+                "replicate": request.replicate,
+                "schema": request.json_schema,
+                # Only the synthetic responder answers from the attributes themselves.
+                "attributes": request.attributes if self.backend.synthetic else None,
+            }
+        )
+        return hashlib.sha256(material.encode()).hexdigest(), material
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """One call through the rate limiter, the concurrency bound and the retry layer."""
+        return await call_with_retries(
+            self.backend.generate,
+            request,
+            self.policy,
+            self.limiter,
+            self.rate if self.rate.active else None,
+            self._jitter,
+        )

@@ -1,0 +1,110 @@
+"""Structured answers: the JSON Schema sent to the model and the pydantic check of what returns."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+
+class FieldSpec(Protocol):
+    """An output field as the study declares it."""
+
+    type: str
+    choices: list[str] | None
+    description: str | None
+    max_length: int | None
+
+
+_PY_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """A structured-answer contract.
+
+    Attributes:
+        json_schema: What backends pass to constrained decoding / ``response_format``.
+        model: Strict pydantic model that validates the answer text.
+    """
+
+    json_schema: dict[str, Any]
+    model: type[BaseModel]
+
+    def parse(self, text: str) -> tuple[dict[str, Any] | None, str | None]:
+        """Validate ``text`` against the schema.
+
+        Only an exact JSON object is accepted (a Markdown code fence around it is removed, since
+        it carries no content); nothing is coerced, so ``"evacuate"`` never becomes
+        ``"Evacuate"``.
+
+        Returns:
+            ``(parsed, None)`` when valid, else ``(None, reason)``.
+        """
+        body = text.strip()
+        fenced = _FENCE.match(body)
+        if fenced:
+            body = fenced.group(1).strip()
+        try:
+            return self.model.model_validate_json(body).model_dump(), None
+        except ValidationError as exc:
+            return None, _describe(exc)
+
+
+def output_schema(fields: Mapping[str, FieldSpec]) -> OutputSchema:
+    """Build the JSON Schema and validator for a stage's output fields."""
+    properties: dict[str, Any] = {}
+    definitions: dict[str, Any] = {}
+    for name, spec in fields.items():
+        prop: dict[str, Any]
+        if spec.type == "choice":
+            choices = tuple(spec.choices or ())
+            prop = {"type": "string", "enum": list(choices)}
+            annotation: Any = Literal[choices]  # type: ignore[valid-type]
+        else:
+            prop = {"type": spec.type}
+            annotation = _PY_TYPES[spec.type]
+            if spec.type == "string" and spec.max_length:
+                prop["maxLength"] = spec.max_length
+                annotation = Annotated[str, Field(max_length=spec.max_length)]
+        if spec.description:
+            prop["description"] = spec.description
+        properties[name] = prop
+        definitions[name] = (annotation, ...)
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": list(fields),
+        "additionalProperties": False,
+    }
+    model = create_model(
+        "Answer",
+        __config__=ConfigDict(extra="forbid", strict=True),
+        **definitions,
+    )
+    return OutputSchema(json_schema=schema, model=model)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "answer"
+        if err["type"] == "json_invalid":
+            parts.append(f"the answer is not valid JSON ({err['msg'].removeprefix('Invalid JSON: ')})")
+        elif err["type"] == "missing":
+            parts.append(f"`{loc}` is missing")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"`{loc}` is not an allowed field")
+        else:
+            parts.append(f"`{loc}`: {err['msg']}")
+    return "; ".join(parts)
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces) for hashing and storage."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,106 @@
+"""The synthetic responder: a seeded test double with declared ground truth, not a language model.
+
+Its choice probabilities per persona attribute value come from the study file, so a test or a
+power analysis knows the true disparity the analysis must recover. Everything it produces is
+labelled synthetic in results and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any
+
+from .errors import BackendConfigError
+from .types import LLMRequest, LLMResponse
+
+
+class SyntheticBackend:
+    """Draws each answer from the declared probabilities with the call's seed.
+
+    Options:
+        latency_ms: Simulated latency per call (lets tests interrupt a run mid-stage).
+    """
+
+    name = "synthetic"
+    synthetic = True
+    default_concurrency = 64
+
+    def __init__(self, role: Any) -> None:
+        self._fields: dict[str, Any] = dict(getattr(role, "synthetic", {}) or {})
+        options = dict(role.options)
+        self._latency = float(options.pop("latency_ms", 0)) / 1000.0
+        if self._latency < 0:
+            raise BackendConfigError("latency_ms must be >= 0", field="options.latency_ms")
+        if options:
+            raise BackendConfigError(
+                f"unknown option(s) {sorted(options)}; the synthetic backend takes `latency_ms`",
+                field="options",
+            )
+        self._model = role.model or "synthetic-responder"
+        # Tables are resolved once per (field, attribute value) rather than per call.
+        self._tables: dict[tuple[str, str | None], tuple[list[str], list[float]] | None] = {}
+
+    def identity(self) -> dict[str, Any]:
+        """The declared ground truth: changing it changes every answer."""
+        return {
+            "backend": self.name,
+            "model": self._model,
+            "synthetic": {k: v.model_dump(mode="json") for k, v in self._fields.items()},
+        }
+
+    async def generate(self, request: LLMRequest) -> LLMResponse:
+        """Draw an answer for ``request`` deterministically from its seed."""
+        if self._latency:
+            await asyncio.sleep(self._latency)
+        rng = random.Random(request.seed)
+        schema = request.json_schema
+        if schema is None:
+            text = "synthetic text"
+        else:
+            attributes = dict(request.attributes)
+            answer = {
+                name: self._draw(name, prop, attributes, rng)
+                for name, prop in schema.get("properties", {}).items()
+            }
+            text = json.dumps(answer)
+        return LLMResponse(text=text, prompt_tokens=0, completion_tokens=0)
+
+    def _draw(self, name: str, prop: dict[str, Any], attributes: dict[str, str],
+              rng: random.Random) -> Any:
+        spec = self._fields.get(name)
+        if "enum" in prop:
+            value = attributes.get(spec.by) if spec is not None and spec.by else None
+            key = (name, value)
+            if key not in self._tables:
+                self._tables[key] = self._table(spec, value, prop["enum"])
+            choices, cumulative = self._tables[key]  # type: ignore[misc]
+            u = rng.random()
+            for choice, edge in zip(choices, cumulative, strict=True):
+                if u < edge:
+                    return choice
+            return choices[-1]
+        kind = prop.get("type")
+        if kind == "string":
+            text = spec.text if spec is not None and spec.text else f"synthetic {name}"
+            return text[: prop["maxLength"]] if "maxLength" in prop else text
+        return {"integer": 0, "number": 0.0, "boolean": rng.random() < 0.5}.get(kind)
+
+    @staticmethod
+    def _table(spec: Any, value: str | None, enum: list[str]) -> tuple[list[str], list[float]]:
+        probabilities = None
+        if spec is not None:
+            probabilities = spec.probabilities.get(value) if value is not None else None
+            probabilities = probabilities or spec.default
+        if not probabilities:
+            probabilities = {c: 1.0 / len(enum) for c in enum}
+        choices = [c for c in enum if probabilities.get(c, 0.0) > 0]
+        cumulative, total = [], 0.0
+        for choice in choices:
+            total += probabilities[choice]
+            cumulative.append(total)
+        return choices, cumulative
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,76 @@
+"""The one request/response model at the LLM boundary.
+
+Every backend receives an :class:`LLMRequest` and returns an :class:`LLMResponse`; nothing else
+crosses the boundary, so caching, retries, accounting and the store treat all providers alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Message = dict[str, str]
+Status = Literal["answered", "invalid", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """One call to a language model.
+
+    Attributes:
+        messages: Chat messages, each ``{"role": ..., "content": ...}``.
+        temperature: Sampling temperature.
+        top_p: Nucleus-sampling mass.
+        max_tokens: Upper bound on generated tokens.
+        seed: Sampling seed for this call (derived per unit, so identical prompts of distinct
+            agents are distinct samples).
+        json_schema: JSON Schema the answer must satisfy, or ``None`` for free text.
+        replicate: Replicate index; part of the cache key so replicates are distinct calls.
+        attributes: Persona attribute values of the acting agent. Real models never see these
+            (they only see the rendered messages); the synthetic responder draws from them.
+    """
+
+    messages: tuple[Message, ...]
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+    json_schema: dict[str, Any] | None = None
+    replicate: int = 0
+    attributes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    """What came back from one call (or from the cache).
+
+    Attributes:
+        text: Raw answer text, kept verbatim even when it is invalid.
+        parsed: The structured answer when a schema was requested and the text satisfied it.
+        status: ``answered`` (valid), ``invalid`` (answered but broke the structure) or
+            ``error`` (no answer after every retry).
+        error: Validation error or failure reason.
+        prompt_tokens: Tokens in the prompt, as reported by the backend.
+        completion_tokens: Tokens generated.
+        latency_s: Wall time of the successful attempt, seconds.
+        attempts: Attempts made by the retry layer (1 when the first try answered).
+        cached: True when served from the call store without contacting the backend.
+        reasks: Re-asks made after a structurally invalid answer.
+    """
+
+    text: str = ""
+    parsed: dict[str, Any] | None = None
+    status: Status = "answered"
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1
+    cached: bool = False
+    reasks: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        """Whether the answer satisfied the requested structure."""
+        return self.status == "answered"

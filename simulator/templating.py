@@ -1,0 +1,26 @@
+"""Jinja2 templates rendered in a sandbox: a study file from a colleague must never run code."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import StrictUndefined, Template
+from jinja2.sandbox import SandboxedEnvironment
+
+_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+
+
+@lru_cache(maxsize=4096)
+def compile_template(source: str) -> Template:
+    """Compile ``source`` once; identical templates share one compiled object.
+
+    Raises:
+        jinja2.TemplateSyntaxError: With ``lineno`` relative to the template text.
+    """
+    return _ENV.from_string(source)
+
+
+def render(source: str, context: dict[str, Any]) -> str:
+    """Render ``source`` with ``context``; an undefined variable raises ``UndefinedError``."""
+    return compile_template(source).render(context)

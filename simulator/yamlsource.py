@@ -1,0 +1,127 @@
+"""YAML loading that remembers where every value came from, so errors can name file and line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .errors import InputError, Problem, format_path
+
+FieldPath = tuple[str | int, ...]
+
+
+@dataclass
+class SourceMap:
+    """Maps each field path to the ``(file, line)`` it was written at."""
+
+    locations: dict[FieldPath, tuple[str, int]] = field(default_factory=dict)
+    default_file: str = ""
+    #: Line where a scalar's text starts (the line after the key for ``|`` and ``>`` blocks).
+    text_lines: dict[FieldPath, int] = field(default_factory=dict)
+
+    def locate(self, path: FieldPath) -> tuple[str, int | None]:
+        """Return the file and line of ``path`` or of its nearest written ancestor."""
+        for end in range(len(path), -1, -1):
+            hit = self.locations.get(tuple(path[:end]))
+            if hit:
+                return hit
+        return self.default_file, None
+
+    def problem(self, path: FieldPath, message: str) -> Problem:
+        """Build a :class:`Problem` located at ``path``."""
+        file, line = self.locate(path)
+        return Problem(file=file, line=line, field=format_path(path), message=message)
+
+    def overlay(self, other: SourceMap, merged: Any) -> SourceMap:
+        """Locations after ``other``'s document was deep-merged over this one's."""
+        out = dict(self.locations)
+        for path in other.locations:
+            # A value the override replaces wholesale (a list, a scalar) takes its children along.
+            if path and not isinstance(_get(merged, path), dict):
+                for stale in [p for p in out if p[: len(path)] == path and len(p) > len(path)]:
+                    del out[stale]
+        out.update(other.locations)
+        text_lines = {p: n for p, n in self.text_lines.items() if p in out and out[p] == self.locations.get(p)}
+        text_lines.update(other.text_lines)
+        return SourceMap(out, other.default_file, text_lines)
+
+    def text_line(self, path: FieldPath, line_in_text: int) -> tuple[str, int | None]:
+        """File and line of line ``line_in_text`` (1-based) inside the string at ``path``."""
+        file, line = self.locate(path)
+        start = self.text_lines.get(path)
+        return (file, start + line_in_text - 1) if start else (file, line)
+
+
+def _get(doc: Any, path: FieldPath) -> Any:
+    for part in path:
+        try:
+            doc = doc[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return doc
+
+
+def load_yaml(text: str, filename: str) -> tuple[Any, SourceMap]:
+    """Parse YAML safely and record the line of every key and list item.
+
+    Raises:
+        InputError: On a syntax error or a key written twice in one mapping.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise InputError([Problem(filename, line, "", f"invalid YAML: {exc.problem}")]) from None
+    finally:
+        loader.dispose()
+    smap = SourceMap(default_file=filename)
+    problems: list[Problem] = []
+    if node is not None:
+        _walk(node, (), filename, smap, problems)
+    if problems:
+        raise InputError(problems)
+    return data, smap
+
+
+def _walk(
+    node: yaml.Node,
+    path: FieldPath,
+    filename: str,
+    smap: SourceMap,
+    problems: list[Problem],
+) -> None:
+    out = smap.locations
+    if isinstance(node, yaml.ScalarNode):
+        block = node.style in ("|", ">")
+        smap.text_lines[path] = node.start_mark.line + 1 + (1 if block else 0)
+    elif isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                problems.append(
+                    Problem(filename, key_node.start_mark.line + 1, format_path((*path, key)),
+                            "key is written twice in the same mapping")
+                )
+            seen.add(key)
+            out[(*path, key)] = (filename, key_node.start_mark.line + 1)
+            _walk(value_node, (*path, key), filename, smap, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            out[(*path, index)] = (filename, item.start_mark.line + 1)
+            _walk(item, (*path, index), filename, smap, problems)
+
+
+def deep_merge(base: Any, override: Any) -> Any:
+    """Merge ``override`` over ``base``: mappings merge key by key, anything else is replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = deep_merge(base[key], value) if key in base else value
+        return merged
+    return override
