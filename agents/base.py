@@ -47,7 +47,7 @@ class LLMAgent(mesa.Agent):
         self.failed_stage: str | None = None
 
     @property
-    def persona(self):  # noqa: ANN201 - Persona, re-exported from personas
+    def persona(self):
         """The agent's persona."""
         return self.spec.persona
 
@@ -60,11 +60,19 @@ class LLMAgent(mesa.Agent):
         if self.failed_stage is not None:
             return None
         spec = self.spec
-        context = template_context(self.study, spec.condition, spec.condition_vars, spec.persona,
-                                   spec.replicate, self.outputs)
+        context = template_context(
+            self.study,
+            spec.condition,
+            spec.condition_vars,
+            spec.persona,
+            spec.replicate,
+            self.outputs,
+        )
         messages: list[dict[str, str]] = []
         if stage.system is not None:
-            messages.append({"role": "system", "content": compile_template(stage.system).render(context)})
+            messages.append(
+                {"role": "system", "content": compile_template(stage.system).render(context)}
+            )
         messages.append({"role": "user", "content": compile_template(stage.prompt).render(context)})
         return LLMRequest(
             messages=tuple(messages),
@@ -82,6 +90,6 @@ class LLMAgent(mesa.Agent):
         if response is None or response.status != "answered":
             self.failed_stage = self.failed_stage or stage.name
             return
-        self.outputs[stage.name] = response.parsed if response.parsed is not None else {
-            "text": response.text
-        }
+        self.outputs[stage.name] = (
+            response.parsed if response.parsed is not None else {"text": response.text}
+        )

@@ -18,7 +18,12 @@ _Z95 = 1.959963984540054
 
 
 def group_rates(
-    df: pd.DataFrame, by: str | Sequence[str], outcome: str, target: str, *, confidence_z: float = _Z95
+    df: pd.DataFrame,
+    by: str | Sequence[str],
+    outcome: str,
+    target: str,
+    *,
+    confidence_z: float = _Z95,
 ) -> pd.DataFrame:
     """Rate of ``outcome == target`` per group, with Wilson score intervals.
 

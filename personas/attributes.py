@@ -26,8 +26,12 @@ class Persona:
 
     def context(self) -> dict[str, Any]:
         """Template view: ``persona.name``, ``persona.description``, ``persona.<axis>``."""
-        return {"name": self.name, "description": self.description, "key": self.key,
-                **dict(self.attributes)}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "key": self.key,
+            **dict(self.attributes),
+        }
 
 
 class PersonaSettings(Protocol):
@@ -40,7 +44,9 @@ class PersonaSettings(Protocol):
     names: Mapping[str, Sequence[str]]
 
 
-def attribute_combinations(axes: Mapping[str, Sequence[str]], *, cross: bool) -> list[dict[str, str]]:
+def attribute_combinations(
+    axes: Mapping[str, Sequence[str]], *, cross: bool
+) -> list[dict[str, str]]:
     """Attribute sets the design covers.
 
     Args:
@@ -83,7 +89,11 @@ def build_personas(
     out: list[Persona] = []
     for attrs in attribute_combinations(settings.axes, cross=settings.cross):
         description = render(settings.description, {"attributes": attrs, **attrs})
-        names = settings.names.get("/".join(attrs.values()), []) if settings.source == "name_bank" else []
+        names = (
+            settings.names.get("/".join(attrs.values()), [])
+            if settings.source == "name_bank"
+            else []
+        )
         for index in range(agents_per_value):
             out.append(
                 Persona(

@@ -26,16 +26,21 @@ from rich.text import Text
 
 from .errors import InputError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Agent-based simulation for auditing social bias in language models.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Agent-based simulation for auditing social bias in language models.",
+)
 out_console = Console()
 err_console = Console(stderr=True)
 
 
 def _fail_input(exc: InputError) -> None:
     for problem in exc.problems:
-        err_console.print(f"[red]error[/red] {str(problem).removeprefix(': ')}", highlight=False,
-                          soft_wrap=True)
+        err_console.print(
+            f"[red]error[/red] {str(problem).removeprefix(': ')}", highlight=False, soft_wrap=True
+        )
     raise typer.Exit(2)
 
 
@@ -65,32 +70,56 @@ def _progress_factory(progress: Progress) -> Callable[[int, str], Callable[[int]
 @app.command()
 def run(
     study: Annotated[str | None, typer.Argument(help="Study file or built-in study name.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/NAME-TIME).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Run directory (default runs/NAME-TIME).")
+    ] = None,
     backend: Annotated[str | None, typer.Option(help="Backend for every role.")] = None,
     model: Annotated[str | None, typer.Option(help="Model id for every role.")] = None,
     agents: Annotated[int | None, typer.Option(help="Agents per persona value.")] = None,
-    max_concurrency: Annotated[int | None, typer.Option(help="Calls in flight per backend.")] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option(help="Calls in flight per backend.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Study seed.")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory.")] = None,
-    replay: Annotated[Path | None, typer.Option(
-        help="Answer from this earlier run's calls.sqlite first (exact replay).")] = None,
-    max_error_rate: Annotated[float, typer.Option(
-        help="Stop (exit 1, resumable) when more than this share of units fail.")] = 0.5,
+    replay: Annotated[
+        Path | None,
+        typer.Option(help="Answer from this earlier run's calls.sqlite first (exact replay)."),
+    ] = None,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
+    ] = 0.5,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
 
-    options = RunOptions(study=study, out=out, backend=backend, model=model, agents=agents,
-                         max_concurrency=max_concurrency, seed=seed, resume=resume, replay=replay,
-                         max_error_rate=max_error_rate)
+    options = RunOptions(
+        study=study,
+        out=out,
+        backend=backend,
+        model=model,
+        agents=agents,
+        max_concurrency=max_concurrency,
+        seed=seed,
+        resume=resume,
+        replay=replay,
+        max_error_rate=max_error_rate,
+    )
     try:
         prepared = prepare(options)
     except InputError as exc:
         _fail_input(exc)
     progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("calls"), _RateColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-        TimeRemainingColumn(), console=err_console, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("calls"),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
     )
     try:
         with progress:
@@ -106,12 +135,16 @@ def run(
         print_report(outcome.summary, out_console)
     _print_accounting(outcome.summary)
     calls = outcome.summary["calls"]
-    out_console.print(f"run directory: {outcome.out}  (new calls: {calls['new']}, "
-                      f"from cache: {calls['from_cache']})")
+    out_console.print(
+        f"run directory: {outcome.out}  (new calls: {calls['new']}, "
+        f"from cache: {calls['from_cache']})"
+    )
     if outcome.status != "complete":
-        err_console.print(f"[red]run {outcome.status}[/red]: {outcome.message}\n"
-                          f"everything answered is saved; continue with: "
-                          f"biasim run --resume {outcome.out}")
+        err_console.print(
+            f"[red]run {outcome.status}[/red]: {outcome.message}\n"
+            f"everything answered is saved; continue with: "
+            f"biasim run --resume {outcome.out}"
+        )
         raise typer.Exit(1)
 
 
@@ -120,15 +153,41 @@ def _print_accounting(summary: dict) -> None:
     if not rows:
         return
     table = Table(title="Calls by role and model")
-    for col in ("role", "backend", "model", "calls", "answered", "invalid", "error",
-                "prompt tok", "completion tok", "latency s", "attempts", "re-asks"):
+    for col in (
+        "role",
+        "backend",
+        "model",
+        "calls",
+        "answered",
+        "invalid",
+        "error",
+        "prompt tok",
+        "completion tok",
+        "latency s",
+        "attempts",
+        "re-asks",
+    ):
         table.add_column(col, justify="left" if col in ("role", "backend", "model") else "right")
     for row in rows:
-        table.add_row(row["role"], row["backend"], row["model"],
-                      *[str(row[k] or 0) for k in ("calls", "answered", "invalid", "error",
-                                                   "prompt_tokens", "completion_tokens")],
-                      f"{row['latency_s'] or 0:.1f}", str(row["attempts"] or 0),
-                      str(row["reasks"] or 0))
+        table.add_row(
+            row["role"],
+            row["backend"],
+            row["model"],
+            *[
+                str(row[k] or 0)
+                for k in (
+                    "calls",
+                    "answered",
+                    "invalid",
+                    "error",
+                    "prompt_tokens",
+                    "completion_tokens",
+                )
+            ],
+            f"{row['latency_s'] or 0:.1f}",
+            str(row["attempts"] or 0),
+            str(row["reasks"] or 0),
+        )
     out_console.print(table)
 
 

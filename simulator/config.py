@@ -23,10 +23,31 @@ from .yamlsource import FieldPath, SourceMap, deep_merge, load_yaml
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 RESERVED_COLUMNS = frozenset(
     {
-        "unit_id", "agent_id", "stage", "role", "backend", "model", "condition", "replicate",
-        "agent_index", "persona_name", "persona", "status", "valid", "raw_text", "error",
-        "synthetic", "call_key", "prompt_tokens", "completion_tokens", "latency_s", "attempts",
-        "cached", "reasks", "outputs", "vars",
+        "unit_id",
+        "agent_id",
+        "stage",
+        "role",
+        "backend",
+        "model",
+        "condition",
+        "replicate",
+        "agent_index",
+        "persona_name",
+        "persona",
+        "status",
+        "valid",
+        "raw_text",
+        "error",
+        "synthetic",
+        "call_key",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_s",
+        "attempts",
+        "cached",
+        "reasks",
+        "outputs",
+        "vars",
     }
 )
 
@@ -292,7 +313,9 @@ def validate_study(
     try:
         config = StudyConfig.model_validate(data)
     except ValidationError as exc:
-        raise InputError([smap.problem(tuple(e["loc"]), _pydantic_message(e)) for e in exc.errors()])
+        raise InputError(
+            [smap.problem(tuple(e["loc"]), _pydantic_message(e)) for e in exc.errors()]
+        ) from None
     problems = check_study(config, smap, check_backends=check_backends)
     if problems:
         raise InputError(problems)
@@ -352,30 +375,46 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     problems: list[Problem] = []
     add = problems.append
     axes = config.personas.axes
-    if check_backends:
-        from .llm.registry import backend_names
+    from .llm.registry import backend_names
 
-        known = backend_names()
+    known_backends = backend_names()
+    if check_backends:
         for name, role in config.roles.items():
-            if role.backend not in known:
-                add(smap.problem(("roles", name, "backend"),
-                                 f"unknown backend `{role.backend}`; known: {', '.join(known)}"))
+            if role.backend not in known_backends:
+                add(
+                    smap.problem(
+                        ("roles", name, "backend"),
+                        f"unknown backend `{role.backend}`; known: {', '.join(known_backends)}",
+                    )
+                )
     for name, role in config.roles.items():
-        if role.synthetic and role.backend != "synthetic":
+        if role.synthetic and role.backend != "synthetic" and role.backend in known_backends:
             add(smap.problem(("roles", name, "synthetic"), "only allowed with backend `synthetic`"))
         for fname, spec in role.synthetic.items():
             if spec.by and spec.by not in axes:
-                add(smap.problem(("roles", name, "synthetic", fname, "by"),
-                                 f"`{spec.by}` is not a persona axis"))
+                add(
+                    smap.problem(
+                        ("roles", name, "synthetic", fname, "by"),
+                        f"`{spec.by}` is not a persona axis",
+                    )
+                )
             elif spec.by:
                 for value in spec.probabilities:
                     if value not in axes[spec.by]:
-                        add(smap.problem(("roles", name, "synthetic", fname, "probabilities", value),
-                                         f"`{value}` is not a value of axis `{spec.by}`"))
+                        add(
+                            smap.problem(
+                                ("roles", name, "synthetic", fname, "probabilities", value),
+                                f"`{value}` is not a value of axis `{spec.by}`",
+                            )
+                        )
     clashes = (set(axes) | set(config.vars)) & RESERVED_COLUMNS
     for clash in sorted(clashes):
-        add(smap.problem(("personas", "axes", clash) if clash in axes else ("vars", clash),
-                         f"`{clash}` is a reserved name"))
+        add(
+            smap.problem(
+                ("personas", "axes", clash) if clash in axes else ("vars", clash),
+                f"`{clash}` is a reserved name",
+            )
+        )
     for var in sorted(set(axes) & set(config.vars)):
         add(smap.problem(("vars", var), f"`{var}` is also a persona axis"))
     for cname, cvars in config.design.conditions.items():
@@ -383,9 +422,13 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
             add(smap.problem(("design", "conditions", cname, var), f"`{var}` is a reserved name"))
 
     if config.personas.source == "generated":
-        add(smap.problem(("personas", "source"),
-                         "LLM-generated personas are not available in this version; use "
-                         "`attribute` or `name_bank`"))
+        add(
+            smap.problem(
+                ("personas", "source"),
+                "LLM-generated personas are not available in this version; use "
+                "`attribute` or `name_bank`",
+            )
+        )
     if config.personas.source == "name_bank":
         for key in _persona_keys(config):
             if not config.personas.names.get(key):
@@ -413,8 +456,12 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                 for table in tables:
                     extra = set(table) - set(field_spec.choices)
                     if extra:
-                        add(smap.problem(("roles", stage.role, "synthetic", fname),
-                                         f"{sorted(extra)} are not choices of `{fname}`"))
+                        add(
+                            smap.problem(
+                                ("roles", stage.role, "synthetic", fname),
+                                f"{sorted(extra)} are not choices of `{fname}`",
+                            )
+                        )
 
     for i, analysis in enumerate(config.analyses):
         loc = ("analyses", i)
@@ -422,11 +469,21 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
         if fields is None:
             add(smap.problem((*loc, "stage"), f"no stage named `{analysis.stage}`"))
         elif analysis.field not in fields:
-            add(smap.problem((*loc, "field"), f"stage `{analysis.stage}` has no output field "
-                                              f"`{analysis.field}`"))
-        elif fields[analysis.field].choices and analysis.target not in fields[analysis.field].choices:
-            add(smap.problem((*loc, "target"), f"`{analysis.target}` is not one of "
-                                               f"{fields[analysis.field].choices}"))
+            add(
+                smap.problem(
+                    (*loc, "field"),
+                    f"stage `{analysis.stage}` has no output field `{analysis.field}`",
+                )
+            )
+        elif (
+            fields[analysis.field].choices and analysis.target not in fields[analysis.field].choices
+        ):
+            add(
+                smap.problem(
+                    (*loc, "target"),
+                    f"`{analysis.target}` is not one of {fields[analysis.field].choices}",
+                )
+            )
         for axis in analysis.groups:
             if axis not in axes:
                 add(smap.problem((*loc, "by"), f"`{axis}` is not a persona axis"))
@@ -448,7 +505,9 @@ def _check_templates(
     from personas import build_personas
 
     problems: list[Problem] = []
-    templates: list[tuple[FieldPath, str]] = [(("personas", "description"), config.personas.description)]
+    templates: list[tuple[FieldPath, str]] = [
+        (("personas", "description"), config.personas.description)
+    ]
     for i, stage in enumerate(config.stages):
         if stage.system is not None:
             templates.append((("stages", i, "system"), stage.system))
@@ -459,7 +518,9 @@ def _check_templates(
             compile_template(source)
         except TemplateSyntaxError as exc:
             file, line = smap.text_line(path, exc.lineno)
-            problems.append(Problem(file, line, _fmt(path), f"template syntax error: {exc.message}"))
+            problems.append(
+                Problem(file, line, _fmt(path), f"template syntax error: {exc.message}")
+            )
             broken.add(path)
     if broken:
         return problems
@@ -487,15 +548,22 @@ def _check_templates(
                         if ((("stages", i, part)), problem.message) not in seen:
                             seen.add((("stages", i, part), problem.message))
                             problems.append(problem)
-            outputs[stage.name] = {f: _placeholder(spec) for f, spec in stage_fields[stage.name].items()}
+            outputs[stage.name] = {
+                f: _placeholder(spec) for f, spec in stage_fields[stage.name].items()
+            }
             if not stage_fields[stage.name]:
                 outputs[stage.name] = {"text": "text"}
     return problems
 
 
 def _placeholder(spec: OutputField) -> Any:
-    return {"choice": (spec.choices or [""])[0], "string": "text", "integer": 0, "number": 0.0,
-            "boolean": True}[spec.type]
+    return {
+        "choice": (spec.choices or [""])[0],
+        "string": "text",
+        "integer": 0,
+        "number": 0.0,
+        "boolean": True,
+    }[spec.type]
 
 
 def _render_problem(smap: SourceMap, path: FieldPath, exc: Exception) -> Problem:

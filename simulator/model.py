@@ -17,12 +17,29 @@ from .llm.structured import output_schema
 from .llm.types import LLMResponse
 
 BASE_COLUMNS = [
-    "unit_id", "agent_id", "stage", "role", "backend", "model", "synthetic", "condition",
-    "replicate", "agent_index",
+    "unit_id",
+    "agent_id",
+    "stage",
+    "role",
+    "backend",
+    "model",
+    "synthetic",
+    "condition",
+    "replicate",
+    "agent_index",
 ]
 TAIL_COLUMNS = [
-    "persona_name", "status", "valid", "raw_text", "error", "prompt_tokens", "completion_tokens",
-    "latency_s", "attempts", "reasks", "cached",
+    "persona_name",
+    "status",
+    "valid",
+    "raw_text",
+    "error",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "attempts",
+    "reasks",
+    "cached",
 ]
 
 
@@ -106,8 +123,15 @@ class StudyModel(mesa.Model):
         requests = agents.map("compose", plan)
         positions = [i for i, request in enumerate(requests) if request is not None]
         calls = [
-            Call(unit_id=agent.unit(plan), stage=plan.name, role=plan.role, request=request,
-                 schema=plan.schema, runtime=runtime, reask=role.reask)
+            Call(
+                unit_id=agent.unit(plan),
+                stage=plan.name,
+                role=plan.role,
+                request=request,
+                schema=plan.schema,
+                runtime=runtime,
+                reask=role.reask,
+            )
             for agent, request in zip(agents, requests, strict=True)
             if request is not None
         ]
@@ -126,8 +150,13 @@ class StudyModel(mesa.Model):
         if self.stage_index == len(self.plans):
             self.running = False
 
-    def _row(self, agent: ScenarioAgent, plan: StagePlan, runtime: BackendRuntime,
-             response: LLMResponse | None) -> dict[str, Any]:
+    def _row(
+        self,
+        agent: ScenarioAgent,
+        plan: StagePlan,
+        runtime: BackendRuntime,
+        response: LLMResponse | None,
+    ) -> dict[str, Any]:
         spec = agent.spec
         row: dict[str, Any] = {
             "unit_id": agent.unit(plan),
@@ -144,8 +173,11 @@ class StudyModel(mesa.Model):
             **dict(spec.persona.attributes),
         }
         if response is None:
-            row.update(status="error", valid=False,
-                       error=f"skipped: stage `{agent.failed_stage}` gave no valid answer")
+            row.update(
+                status="error",
+                valid=False,
+                error=f"skipped: stage `{agent.failed_stage}` gave no valid answer",
+            )
             return row
         if response.parsed is not None:
             row.update(response.parsed)
@@ -165,6 +197,6 @@ class StudyModel(mesa.Model):
         )
         return row
 
-    def results(self):  # noqa: ANN201 - pandas.DataFrame
+    def results(self):
         """One row per agent action, in design order (stage by stage)."""
         return self.datacollector.get_table_dataframe("actions")

@@ -42,12 +42,20 @@ def analyze(df: pd.DataFrame, study: StudyConfig) -> dict[str, Any]:
         rows = df[df["stage"] == spec.stage]
         rates = group_rates(rows, spec.groups, spec.field, spec.target)
         result: dict[str, Any] = {
-            "kind": spec.kind, "stage": spec.stage, "field": spec.field, "target": spec.target,
-            "by": spec.groups, "groups": rates.to_dict("records"), "test": None,
+            "kind": spec.kind,
+            "stage": spec.stage,
+            "field": spec.field,
+            "target": spec.target,
+            "by": spec.groups,
+            "groups": rates.to_dict("records"),
+            "test": None,
         }
         if len(rates) >= 2 and (rates["n"] > 0).all():
             result["test"] = parity_test(
-                rates["n"], rates["k"], alpha=spec.alpha, n_simulations=spec.n_simulations,
+                rates["n"],
+                rates["k"],
+                alpha=spec.alpha,
+                n_simulations=spec.n_simulations,
                 seed=study.seed,
             ).as_dict()
         else:
@@ -61,18 +69,27 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     console = console or Console()
     if report["synthetic"]:
         console.print(Panel(SYNTHETIC_NOTE, style="bold yellow"))
-    console.print(f"[bold]{report['study']}[/bold]  models: {', '.join(report['models'])}  "
-                  f"units: {report['units']}  outcomes: {report['status_counts']}")
+    console.print(
+        f"[bold]{report['study']}[/bold]  models: {', '.join(report['models'])}  "
+        f"units: {report['units']}  outcomes: {report['status_counts']}"
+    )
     for result in report["analyses"]:
-        table = Table(title=f"Rate of {result['field']} = {result['target']} "
-                            f"({result['stage']}) by {', '.join(result['by'])}")
+        table = Table(
+            title=f"Rate of {result['field']} = {result['target']} "
+            f"({result['stage']}) by {', '.join(result['by'])}"
+        )
         for axis in result["by"]:
             table.add_column(axis)
         for col in ("valid n", result["target"], "rate", "95% CI (Wilson)"):
             table.add_column(col, justify="right")
         for row in result["groups"]:
-            table.add_row(*[str(row[a]) for a in result["by"]], str(row["n"]), str(row["k"]),
-                          f"{row['rate']:.3f}", f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
+            table.add_row(
+                *[str(row[a]) for a in result["by"]],
+                str(row["n"]),
+                str(row["k"]),
+                f"{row['rate']:.3f}",
+                f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]",
+            )
         console.print(table)
         test = result["test"]
         if test is None:
@@ -86,10 +103,15 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
                 f"p = {test['p_value']:.3f}: {verdict}"
             )
     for axis, rows in report["outcomes_by_group"].items():
-        table = Table(title=f"Answer outcomes by {axis} (a difference here is itself a bias signal)")
+        table = Table(
+            title=f"Answer outcomes by {axis} (a difference here is itself a bias signal)"
+        )
         for col in (axis, "units", "answered", "invalid", "error"):
             table.add_column(col, justify="left" if col == axis else "right")
         for row in rows:
-            table.add_row(str(row[axis]), str(row["n"]),
-                          *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error")])
+            table.add_row(
+                str(row[axis]),
+                str(row["n"]),
+                *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error")],
+            )
         console.print(table)

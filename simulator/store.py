@@ -134,11 +134,23 @@ class CallStore:
             self.new_calls += 1
         self._pending.append(
             (
-                call.key, call.unit_id, call.stage, call.role, call.backend, call.model, call.reask,
-                call.request, response.status, response.text,
+                call.key,
+                call.unit_id,
+                call.stage,
+                call.role,
+                call.backend,
+                call.model,
+                call.reask,
+                call.request,
+                response.status,
+                response.text,
                 json.dumps(response.parsed) if response.parsed is not None else None,
-                response.error, response.prompt_tokens, response.completion_tokens,
-                response.latency_s, response.attempts, time.time(),
+                response.error,
+                response.prompt_tokens,
+                response.completion_tokens,
+                response.latency_s,
+                response.attempts,
+                time.time(),
             )
         )
         if len(self._pending) >= _MAX_PENDING:
@@ -171,8 +183,20 @@ class CallStore:
             "SUM(status='error'), SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), "
             "SUM(attempts), SUM(reask) FROM calls GROUP BY role, backend, model ORDER BY role"
         )
-        keys = ("role", "backend", "model", "calls", "answered", "invalid", "error",
-                "prompt_tokens", "completion_tokens", "latency_s", "attempts", "reasks")
+        keys = (
+            "role",
+            "backend",
+            "model",
+            "calls",
+            "answered",
+            "invalid",
+            "error",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_s",
+            "attempts",
+            "reasks",
+        )
         return {"by_role": [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]}
 
     def close(self) -> None:

@@ -8,7 +8,9 @@ from typing import Any
 from jinja2 import StrictUndefined, Template
 from jinja2.sandbox import SandboxedEnvironment
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
+_ENV = SandboxedEnvironment(
+    undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False
+)
 
 
 @lru_cache(maxsize=4096)

@@ -43,7 +43,9 @@ class SourceMap:
                 for stale in [p for p in out if p[: len(path)] == path and len(p) > len(path)]:
                     del out[stale]
         out.update(other.locations)
-        text_lines = {p: n for p, n in self.text_lines.items() if p in out and out[p] == self.locations.get(p)}
+        text_lines = {
+            p: n for p, n in self.text_lines.items() if p in out and out[p] == self.locations.get(p)
+        }
         text_lines.update(other.text_lines)
         return SourceMap(out, other.default_file, text_lines)
 
@@ -105,8 +107,12 @@ def _walk(
             key = key_node.value
             if key in seen:
                 problems.append(
-                    Problem(filename, key_node.start_mark.line + 1, format_path((*path, key)),
-                            "key is written twice in the same mapping")
+                    Problem(
+                        filename,
+                        key_node.start_mark.line + 1,
+                        format_path((*path, key)),
+                        "key is written twice in the same mapping",
+                    )
                 )
             seen.add(key)
             out[(*path, key)] = (filename, key_node.start_mark.line + 1)

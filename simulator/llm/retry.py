@@ -97,8 +97,9 @@ async def call_with_retries(
                 reason += "; total timeout would pass before the next attempt"
             break
         await asyncio.sleep(delay)
-    return LLMResponse(status="error", error=f"{reason} (after {attempt} attempt(s))",
-                       attempts=attempt)
+    return LLMResponse(
+        status="error", error=f"{reason} (after {attempt} attempt(s))", attempts=attempt
+    )
 
 
 def _prompt_tokens(request: LLMRequest) -> int:

@@ -95,7 +95,9 @@ def _describe(exc: ValidationError) -> str:
     for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"]) or "answer"
         if err["type"] == "json_invalid":
-            parts.append(f"the answer is not valid JSON ({err['msg'].removeprefix('Invalid JSON: ')})")
+            parts.append(
+                f"the answer is not valid JSON ({err['msg'].removeprefix('Invalid JSON: ')})"
+            )
         elif err["type"] == "missing":
             parts.append(f"`{loc}` is missing")
         elif err["type"] == "extra_forbidden":

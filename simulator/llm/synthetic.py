@@ -67,8 +67,9 @@ class SyntheticBackend:
             text = json.dumps(answer)
         return LLMResponse(text=text, prompt_tokens=0, completion_tokens=0)
 
-    def _draw(self, name: str, prop: dict[str, Any], attributes: dict[str, str],
-              rng: random.Random) -> Any:
+    def _draw(
+        self, name: str, prop: dict[str, Any], attributes: dict[str, str], rng: random.Random
+    ) -> Any:
         spec = self._fields.get(name)
         if "enum" in prop:
             value = attributes.get(spec.by) if spec is not None and spec.by else None

@@ -1,0 +1,5 @@
+"""``python -m simulator`` runs the CLI."""
+
+from .cli import main
+
+main()

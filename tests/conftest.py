@@ -1,0 +1,86 @@
+"""Shared fixtures: small study files on the synthetic responder, and a CLI runner."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+SYNTHETIC_STUDY = """\
+name: synthetic_flood
+description: "Synthetic ground truth for tests"
+seed: 7
+vars:
+  scenario: "A flood is coming."
+roles:
+  decider:
+    backend: synthetic
+    temperature: 0.2
+    max_tokens: 64
+    max_concurrency: {concurrency}
+    options: {{latency_ms: {latency_ms}}}
+    synthetic:
+      decision:
+        by: gender
+        probabilities:
+          male: {{Evacuate: 0.3, Stay: 0.7}}
+          female: {{Evacuate: 0.8, Stay: 0.2}}
+        default: {{Evacuate: 0.5, Stay: 0.5}}
+personas:
+  axes:
+    gender: [male, female, non-binary]
+  description: "a person whose gender identity is {{{{ gender }}}}"
+stages:
+  - name: decide
+    role: decider
+    prompt: |-
+      You are {{{{ persona.description }}}}.
+      {{{{ scenario }}}}
+    output:
+      decision: {{type: choice, choices: [Evacuate, Stay]}}
+      rationale: {{type: string, max_length: 80}}
+design:
+  agents_per_value: {agents}
+  replicates: {replicates}
+analyses:
+  - stage: decide
+    field: decision
+    target: Evacuate
+    by: gender
+"""
+
+
+def write_study(
+    path: Path,
+    *,
+    agents: int = 20,
+    replicates: int = 1,
+    latency_ms: float = 0,
+    concurrency: int = 16,
+) -> Path:
+    """Write the synthetic study with the given design."""
+    path.write_text(
+        SYNTHETIC_STUDY.format(
+            agents=agents, replicates=replicates, latency_ms=latency_ms, concurrency=concurrency
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def synthetic_study(tmp_path: Path) -> Path:
+    """A small synthetic study file."""
+    return write_study(tmp_path / "study.yaml")
+
+
+@pytest.fixture
+def cli() -> CliRunner:
+    """Typer's runner (stdout and stderr kept apart)."""
+    return CliRunner()
+
+
+def dedent(text: str) -> str:
+    """Strip the common indentation of a YAML literal in a test."""
+    return textwrap.dedent(text).lstrip("\n")

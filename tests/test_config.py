@@ -1,0 +1,186 @@
+"""Study files: schema, extends, overrides, and errors that name file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.config import Override, load_study, study_json_schema
+from simulator.errors import InputError
+from tests.conftest import dedent, write_study
+
+
+def problems(path: Path | str, overrides=None) -> list[str]:
+    with pytest.raises(InputError) as info:
+        load_study(path, overrides)
+    return [str(p) for p in info.value.problems]
+
+
+def test_builtin_default_study_is_valid_and_cites_its_seed() -> None:
+    study = load_study("emergency_response")
+    assert study.config.roles["decider"].backend == "local"
+    assert "Appendix A" in (study.config.source or "")
+    assert study.config.personas.axes["gender"] == ["male", "female", "non-binary"]
+    assert "National Weather Service" in study.config.vars["scenario"]
+
+
+def test_unknown_field_names_file_line_and_path(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text().replace("    temperature: 0.2\n", "    temprature: 0.2\n")
+    path.write_text(text)
+    line = text.splitlines().index("    temprature: 0.2") + 1
+    assert problems(path) == [f"{path}:{line}: roles.decider.temprature: unknown field"]
+
+
+def test_missing_field_points_at_the_parent(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text().replace("  agents_per_value: 20\n", "")
+    path.write_text(text)
+    line = text.splitlines().index("design:") + 1
+    assert problems(path) == [f"{path}:{line}: design.agents_per_value: required field is missing"]
+
+
+def test_wrong_type_and_range_are_reported_together(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = (
+        path.read_text()
+        .replace("temperature: 0.2", "temperature: 9")
+        .replace("max_tokens: 64", "max_tokens: lots")
+    )
+    path.write_text(text)
+    found = problems(path)
+    assert len(found) == 2
+    assert any("roles.decider.temperature" in p and "less than or equal to 2" in p for p in found)
+    assert any("roles.decider.max_tokens" in p and "integer" in p for p in found)
+
+
+def test_undefined_template_variable_names_the_template_line(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text().replace("{{ scenario }}", "{{ scenaro }}")
+    path.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "{{ scenaro }}" in ln)
+    assert problems(path) == [
+        f"{path}:{line}: stages[0].prompt: template variable `scenaro` does not exist"
+    ]
+
+
+def test_template_syntax_error_names_its_line(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text().replace("{{ scenario }}", "{{ scenario ")
+    path.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "{{ scenario " in ln)
+    found = problems(path)
+    assert len(found) == 1 and found[0].startswith(
+        f"{path}:{line}: stages[0].prompt: template syntax"
+    )
+
+
+def test_sandbox_refuses_code_execution(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text().replace(
+        "{{ scenario }}", "{{ scenario.__class__.__mro__[1].__subclasses__() }}"
+    )
+    path.write_text(text)
+    found = problems(path)
+    assert len(found) == 1 and "stages[0].prompt" in found[0]
+    assert "sandbox" in found[0] or "unsafe" in found[0]
+
+
+def test_yaml_syntax_error_and_duplicate_keys(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nroles: [\n")
+    found = problems(bad)
+    assert len(found) == 1 and found[0].startswith(f"{bad}:3: invalid YAML")
+    dup = write_study(tmp_path / "dup.yaml")
+    dup.write_text(dup.read_text().replace("seed: 7\n", "seed: 7\nseed: 8\n"))
+    assert problems(dup) == [f"{dup}:4: seed: key is written twice in the same mapping"]
+
+
+def test_cross_references_are_checked(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = (
+        path.read_text()
+        .replace("    role: decider", "    role: judge")
+        .replace("    target: Evacuate", "    target: Flee")
+        .replace("backend: synthetic", "backend: warp-drive")
+    )
+    path.write_text(text)
+    found = "\n".join(problems(path))
+    assert "stages[0].role: no role named `judge`" in found
+    assert "analyses[0].target: `Flee` is not one of ['Evacuate', 'Stay']" in found
+    assert "roles.decider.backend: unknown backend `warp-drive`" in found
+
+
+def test_api_key_may_not_be_written_in_a_study(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    path.write_text(path.read_text().replace("latency_ms: 0}", "latency_ms: 0, api_key: sk-1}"))
+    found = problems(path)
+    assert len(found) == 1 and "api_key_env" in found[0] and "roles.decider.options" in found[0]
+
+
+def test_extends_overrides_fields_and_keeps_locations(tmp_path: Path) -> None:
+    child = tmp_path / "child.yaml"
+    child.write_text(
+        dedent("""
+        extends: emergency_response
+        name: er_big
+        design:
+          agents_per_value: 50
+        roles:
+          decider:
+            temperature: 0.9
+    """)
+    )
+    study = load_study(child)
+    config = study.config
+    assert config.name == "er_big"
+    assert config.design.agents_per_value == 50
+    assert config.roles["decider"].temperature == 0.9
+    assert config.roles["decider"].max_tokens == 160  # inherited
+    assert config.stages[0].output["decision"].choices == ["Evacuate", "Stay"]
+    child.write_text(child.read_text().replace("temperature: 0.9", "temperature: hot"))
+    assert problems(child) == [
+        f"{child}:7: roles.decider.temperature: Input should be a valid number, "
+        "unable to parse string as a number"
+    ]
+
+
+def test_error_in_an_inherited_field_is_located_in_the_base_file(tmp_path: Path) -> None:
+    child = tmp_path / "child.yaml"
+    child.write_text(dedent("""
+        extends: emergency_response
+        stages:
+          - name: decide
+            role: decider
+            prompt: "Go or stay?"
+            output:
+              decision: {type: choice, choices: [Go, Stay]}
+    """))
+    base = load_study("emergency_response").path
+    base_line = next(
+        i for i, ln in enumerate(Path(base).read_text().splitlines(), 1) if "target: Evacuate" in ln
+    )
+    assert problems(child) == [
+        f"{base}:{base_line}: analyses[0].target: `Evacuate` is not one of ['Go', 'Stay']"
+    ]
+
+
+def test_extends_unknown_base_is_located(tmp_path: Path) -> None:
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: nope\nname: x\n")
+    found = problems(child)
+    assert len(found) == 1 and found[0].startswith(f"{child}:1: extends:")
+
+
+def test_command_line_override_errors_name_the_option(synthetic_study: Path) -> None:
+    found = problems(synthetic_study, [Override("--agents", ("design", "agents_per_value"), 0)])
+    assert found == [
+        "--agents: design.agents_per_value: Input should be greater than or equal to 1"
+    ]
+
+
+def test_json_schema_describes_study_files() -> None:
+    schema = study_json_schema()
+    assert {"roles", "personas", "stages", "design", "extends"} <= set(schema["properties"])
+    assert "RoleConfig" in schema["$defs"]

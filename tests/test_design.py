@@ -1,0 +1,90 @@
+"""The design matrix: counts, stable ids, per-call seeds, crossed and one-at-a-time axes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.config import load_study
+from simulator.design import call_seed, design_matrix
+from tests.conftest import write_study
+
+
+def test_counts_and_ids_are_stable(tmp_path: Path) -> None:
+    config = load_study(write_study(tmp_path / "s.yaml", agents=3, replicates=2)).config
+    specs = design_matrix(config)
+    assert len(specs) == 3 * 3 * 2
+    ids = [s.agent_id for s in specs]
+    assert len(set(ids)) == len(ids)
+    assert ids[0] == "default/gender=male/0/r0"
+    assert ids[1] == "default/gender=male/0/r1"
+    assert design_matrix(config) == specs  # same study, same matrix
+
+
+def test_crossed_and_separate_axes(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    text = (
+        write_study(path, agents=2)
+        .read_text()
+        .replace(
+            "    gender: [male, female, non-binary]\n",
+            "    gender: [male, female]\n    race: [White, Black, Asian]\n",
+        )
+    )
+    path.write_text(text)
+    crossed = design_matrix(load_study(path).config)
+    assert len(crossed) == 2 * 3 * 2
+    assert {s.persona.key for s in crossed} >= {"gender=female,race=Asian"}
+    path.write_text(text.replace("  description:", "  cross: false\n  description:"))
+    path.write_text(path.read_text().replace("gender }}", "attributes }}"))
+    separate = design_matrix(load_study(path).config)
+    assert len(separate) == (2 + 3) * 2
+    assert {s.persona.key for s in separate} == {
+        "gender=male",
+        "gender=female",
+        "race=White",
+        "race=Black",
+        "race=Asian",
+    }
+
+
+def test_name_bank_assigns_names_in_turn(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    bank = (
+        "  source: name_bank\n"
+        "  names:\n"
+        "    male: [James, John]\n"
+        "    female: [Mary]\n"
+        "    non-binary: [Alex, Sam, Robin]\n"
+        "  description:"
+    )
+    text = write_study(path, agents=3).read_text().replace("  description:", bank)
+    path.write_text(text)
+    specs = design_matrix(load_study(path).config)
+    names = {(s.persona.key, s.index): s.persona.name for s in specs}
+    assert names[("gender=male", 0)] == "James"
+    assert names[("gender=male", 2)] == "James"
+    assert names[("gender=female", 1)] == "Mary"
+    assert names[("gender=non-binary", 2)] == "Robin"
+
+
+def test_conditions_multiply_the_design(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    text = (
+        write_study(path, agents=2)
+        .read_text()
+        .replace(
+            "  replicates: 1\n",
+            "  replicates: 1\n  conditions:\n    calm: {tone: calm}\n    urgent: {tone: urgent}\n",
+        )
+    )
+    path.write_text(text.replace("{{ scenario }}", "{{ scenario }} ({{ tone }})"))
+    specs = design_matrix(load_study(path).config)
+    assert len(specs) == 2 * 3 * 2
+    assert {s.condition for s in specs} == {"calm", "urgent"}
+
+
+def test_call_seeds_differ_per_unit_and_repeat_per_unit() -> None:
+    seeds = {call_seed(1, f"default/gender=male/{i}/r0/decide") for i in range(1000)}
+    assert len(seeds) == 1000
+    assert call_seed(1, "u") == call_seed(1, "u") != call_seed(2, "u")
+    assert all(0 <= s < 2**31 for s in seeds)

@@ -1,0 +1,143 @@
+"""Cache keys cover everything that changes an answer; the store replays answers, never errors."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from simulator.llm.retry import RetryPolicy
+from simulator.llm.runtime import BackendRuntime
+from simulator.llm.synthetic import SyntheticBackend
+from simulator.llm.types import LLMRequest, LLMResponse
+from simulator.store import CallRecord, CallStore
+
+
+class FakeBackend:
+    name = "fake"
+    synthetic = False
+    default_concurrency = 4
+
+    def __init__(self, model: str = "m1") -> None:
+        self.model = model
+
+    def identity(self) -> dict:
+        return {"backend": self.name, "model": self.model}
+
+    async def generate(self, request: LLMRequest) -> LLMResponse:
+        return LLMResponse(text="{}")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def runtime(backend=None) -> BackendRuntime:
+    return BackendRuntime(backend or FakeBackend(), concurrency=2, policy=RetryPolicy())
+
+
+BASE = LLMRequest(
+    messages=({"role": "user", "content": "hi"},),
+    temperature=0.2,
+    top_p=1.0,
+    max_tokens=10,
+    seed=1,
+    json_schema={"type": "object"},
+    replicate=0,
+    attributes=(("gender", "female"),),
+)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"messages": ({"role": "user", "content": "hi!"},)},
+        {"messages": ({"role": "system", "content": "hi"},)},
+        {"temperature": 0.3},
+        {"top_p": 0.9},
+        {"max_tokens": 11},
+        {"seed": 2},
+        {"replicate": 1},
+        {"json_schema": {"type": "object", "required": ["a"]}},
+    ],
+)
+def test_every_answer_changing_field_changes_the_key(change: dict) -> None:
+    rt = runtime()
+    assert rt.cache_key(BASE)[0] != rt.cache_key(dataclasses.replace(BASE, **change))[0]
+
+
+def test_backend_identity_is_in_the_key_and_attributes_only_for_synthetic() -> None:
+    assert (
+        runtime(FakeBackend("m1")).cache_key(BASE)[0]
+        != runtime(FakeBackend("m2")).cache_key(BASE)[0]
+    )
+    rt = runtime()
+    other = dataclasses.replace(BASE, attributes=(("gender", "male"),))
+    assert rt.cache_key(BASE)[0] == rt.cache_key(other)[0]  # a real model never sees attributes
+    role = SimpleNamespace(options={}, model=None, synthetic={})
+    srt = runtime(SyntheticBackend(role))
+    assert srt.cache_key(BASE)[0] != srt.cache_key(other)[0]
+    assert rt.cache_key(BASE) == runtime().cache_key(BASE)  # deterministic across instances
+
+
+def _record(key: str, status: str = "answered", text: str = "{}") -> tuple[CallRecord, LLMResponse]:
+    call = CallRecord(
+        key=key, unit_id="u", stage="s", role="r", backend="b", model="m", request="{}"
+    )
+    return call, LLMResponse(
+        text=text,
+        parsed={"a": 1} if status == "answered" else None,
+        status=status,
+        error=None if status == "answered" else "bad",
+    )
+
+
+def test_store_replays_answers_and_invalids_but_not_errors(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "calls.sqlite")
+    store.record(*_record("k-ok"))
+    store.record(*_record("k-invalid", "invalid", "nope"))
+    store.record(*_record("k-error", "error", ""))
+    store.close()
+    store = CallStore(tmp_path / "calls.sqlite")
+    ok = store.lookup("k-ok")
+    assert ok is not None and ok.cached and ok.parsed == {"a": 1}
+    invalid = store.lookup("k-invalid")
+    assert invalid is not None and invalid.status == "invalid" and invalid.text == "nope"
+    assert store.lookup("k-error") is None
+    store.close()
+
+
+def test_group_commit_is_durable_at_the_next_loop_turn(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "calls.sqlite")
+
+    async def scenario() -> int:
+        store.record(*_record("k1"))
+        store.record(*_record("k2"))
+        await asyncio.sleep(0)  # one event-loop turn
+        # Another connection (as after a crash) sees both committed rows.
+        other = sqlite3.connect(tmp_path / "calls.sqlite")
+        try:
+            return other.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        finally:
+            other.close()
+
+    assert asyncio.run(scenario()) == 2
+    store.close()
+
+
+def test_replay_source_hits_are_copied_into_the_new_store(tmp_path: Path) -> None:
+    first = CallStore(tmp_path / "a.sqlite")
+    first.record(*_record("k1"))
+    first.close()
+    second = CallStore(tmp_path / "b.sqlite", replay_from=tmp_path / "a.sqlite")
+    hit = second.lookup("k1")
+    assert hit is not None and hit.cached
+    second.record(CallRecord("k1", "u", "s", "r", "b", "m", "{}"), hit)
+    assert second.new_calls == 0
+    second.close()
+    third = CallStore(tmp_path / "b.sqlite")
+    assert third.lookup("k1") is not None
+    third.close()
