@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mesa
@@ -29,6 +29,11 @@ class StagePlan:
     top_p: float
     max_tokens: int
     base_seed: int
+    #: Rendered messages by template context. Templates are pure functions of their variables
+    #: (the sandbox has no random filter), and agents sharing a persona share a prompt.
+    rendered: dict[tuple[Any, ...], tuple[dict[str, str], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 class LLMAgent(mesa.Agent):
@@ -60,22 +65,20 @@ class LLMAgent(mesa.Agent):
         if self.failed_stage is not None:
             return None
         spec = self.spec
-        context = template_context(
-            self.study,
-            spec.condition,
-            spec.condition_vars,
-            spec.persona,
-            spec.replicate,
-            self.outputs,
-        )
-        messages: list[dict[str, str]] = []
-        if stage.system is not None:
-            messages.append(
-                {"role": "system", "content": compile_template(stage.system).render(context)}
+        key = (spec.condition, spec.persona, spec.replicate, _freeze(self.outputs))
+        messages = stage.rendered.get(key)
+        if messages is None:
+            context = template_context(self.study, spec.condition, spec.condition_vars,
+                                       spec.persona, spec.replicate, self.outputs)
+            parts = [("system", stage.system), ("user", stage.prompt)]
+            messages = tuple(
+                {"role": role, "content": compile_template(source).render(context)}
+                for role, source in parts
+                if source is not None
             )
-        messages.append({"role": "user", "content": compile_template(stage.prompt).render(context)})
+            stage.rendered[key] = messages
         return LLMRequest(
-            messages=tuple(messages),
+            messages=messages,
             temperature=stage.temperature,
             top_p=stage.top_p,
             max_tokens=stage.max_tokens,
@@ -93,3 +96,7 @@ class LLMAgent(mesa.Agent):
         self.outputs[stage.name] = (
             response.parsed if response.parsed is not None else {"text": response.text}
         )
+
+
+def _freeze(outputs: dict[str, dict[str, Any]]) -> tuple[Any, ...]:
+    return tuple((stage, tuple(sorted(answer.items()))) for stage, answer in outputs.items())

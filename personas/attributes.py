@@ -94,10 +94,11 @@ def build_personas(
             if settings.source == "name_bank"
             else []
         )
+        key = attribute_key(attrs)
         for index in range(agents_per_value):
             out.append(
                 Persona(
-                    key=attribute_key(attrs),
+                    key=key,
                     attributes=tuple(attrs.items()),
                     description=description,
                     name=names[index % len(names)] if names else None,

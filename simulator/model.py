@@ -119,8 +119,9 @@ class StudyModel(mesa.Model):
         plan = self.plans[self.stage_index]
         runtime = self.runtimes[plan.role]
         role = self.study.roles[plan.role]
-        agents = self.agents_by_type[ScenarioAgent]
-        requests = agents.map("compose", plan)
+        agent_set = self.agents_by_type[ScenarioAgent]
+        requests = agent_set.map("compose", plan)
+        agents = list(agent_set)  # one pass over the weak-reference set, in the same order
         positions = [i for i, request in enumerate(requests) if request is not None]
         calls = [
             Call(

@@ -9,12 +9,13 @@ commits cheap and lets readers (a progress monitor, a test) look while the run w
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from .llm.types import LLMResponse
 
@@ -90,7 +91,11 @@ class CallStore:
     def __init__(self, path: Path | str, replay_from: Path | str | None = None) -> None:
         self.path = Path(path)
         self._conn = connect(self.path)
-        self._has_rows = self._conn.execute("SELECT 1 FROM calls LIMIT 1").fetchone() is not None
+        # Keys with a replayable answer: most lookups in a fresh run are misses, and a set
+        # answers those without touching the database.
+        self._known = {
+            row[0] for row in self._conn.execute("SELECT key FROM calls WHERE status != 'error'")
+        }
         self._replay: sqlite3.Connection | None = None
         if replay_from is not None:
             self._replay = sqlite3.connect(f"file:{replay_from}?mode=ro", uri=True)
@@ -101,7 +106,7 @@ class CallStore:
 
     def lookup(self, key: str) -> LLMResponse | None:
         """The stored answer for ``key`` (answered or invalid; errors are never replayed)."""
-        for conn in (self._conn if self._has_rows else None, self._replay):
+        for conn in (self._conn if key in self._known else None, self._replay):
             if conn is None:
                 continue
             row = conn.execute(_LOOKUP, (key,)).fetchone()
@@ -111,7 +116,7 @@ class CallStore:
                 status, text, parsed, error, ptok, ctok, latency, attempts = row
                 return LLMResponse(
                     text=text or "",
-                    parsed=json.loads(parsed) if parsed else None,
+                    parsed=orjson.loads(parsed) if parsed else None,
                     status=status,
                     error=error,
                     prompt_tokens=ptok or 0,
@@ -144,7 +149,7 @@ class CallStore:
                 call.request,
                 response.status,
                 response.text,
-                json.dumps(response.parsed) if response.parsed is not None else None,
+                orjson.dumps(response.parsed).decode() if response.parsed is not None else None,
                 response.error,
                 response.prompt_tokens,
                 response.completion_tokens,
@@ -153,6 +158,8 @@ class CallStore:
                 time.time(),
             )
         )
+        if response.status != "error":
+            self._known.add(call.key)
         if len(self._pending) >= _MAX_PENDING:
             self.flush()
         elif not self._flush_scheduled:
@@ -173,7 +180,6 @@ class CallStore:
         self._conn.execute("BEGIN")
         self._conn.executemany(_INSERT, rows)
         self._conn.execute("COMMIT")
-        self._has_rows = True
 
     def totals(self) -> dict[str, Any]:
         """Per role and model: calls, statuses, tokens, latency and attempts (re-asks included)."""

@@ -11,6 +11,9 @@ from jinja2.sandbox import SandboxedEnvironment
 _ENV = SandboxedEnvironment(
     undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False
 )
+# A prompt must be a function of its variables: a random filter would make runs irreproducible
+# and the render cache unsound.
+del _ENV.filters["random"]
 
 
 @lru_cache(maxsize=4096)

@@ -1,4 +1,4 @@
-"""OpenAI and OpenAI-compatible servers (vLLM, llama.cpp server, LM Studio, ...) via the official SDK.
+"""OpenAI and OpenAI-compatible servers (vLLM, llama.cpp, LM Studio, ...) via the official SDK.
 
 The SDK's own retries are switched off (``max_retries=0``): :mod:`simulator.llm.retry` is the one
 retry layer, so every failure is translated here into the normalised errors it understands.
@@ -161,18 +161,18 @@ def map_openai_error(exc: BaseException, secret: str | None = None) -> BackendEr
     if openai is None or not isinstance(exc, openai.OpenAIError):
         return None
     if isinstance(exc, openai.APIStatusError):
-        message = _clip(f"{type(exc).__name__} (HTTP {exc.status_code}): {exc.message}")
+        message = clip_message(f"{type(exc).__name__} (HTTP {exc.status_code}): {exc.message}")
         return error_for_status(exc.status_code, redact(message, secret), exc.response.headers)
     if isinstance(exc, openai.APITimeoutError):
         return TransientError("request timed out in the OpenAI SDK")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-        return TransientError(redact(_clip(f"connection error: {detail}"), secret))
+        return TransientError(redact(clip_message(f"connection error: {detail}"), secret))
     if isinstance(exc, openai.APIResponseValidationError):
         return TransientError(f"malformed response body: {exc.message}")
     # Content-filter stops, client-side misuse, missing credentials: another try cannot help.
-    return FatalBackendError(redact(_clip(f"{type(exc).__name__}: {exc}"), secret))
+    return FatalBackendError(redact(clip_message(f"{type(exc).__name__}: {exc}"), secret))
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -207,12 +207,11 @@ def is_local_url(url: str | None) -> bool:
     host = (urlsplit(url if "://" in url else f"http://{url}").hostname or "").lower()
     if not host:
         return False
-    if host == "localhost" or host.endswith(_LOCAL_SUFFIXES) or "." not in host.strip("[]"):
-        return True
     try:
-        address = ipaddress.ip_address(host.strip("[]"))
+        address = ipaddress.ip_address(host)
     except ValueError:
-        return False
+        # A single-label name (``vllm``, ``ollama``) is a docker or LAN service name.
+        return host == "localhost" or host.endswith(_LOCAL_SUFFIXES) or "." not in host
     return address.is_loopback or address.is_private or address.is_link_local
 
 
@@ -313,8 +312,16 @@ def structured_mode(options: Mapping[str, Any], modes: tuple[str, ...], default:
     return str(mode)
 
 
-def _clip(text: str) -> str:
-    # Error pages can be whole HTML documents; the reason column needs the gist only.
+def clip_message(text: str) -> str:
+    """Collapse whitespace and cap length: error pages can be whole HTML documents, and the
+    reason recorded with a failed call needs the gist only.
+
+    Args:
+        text: Any message.
+
+    Returns:
+        At most 500 characters on one line.
+    """
     text = " ".join(str(text).split())
     return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 3] + "..."
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 
@@ -108,5 +108,5 @@ def _describe(exc: ValidationError) -> str:
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces) for hashing and storage."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Deterministic JSON (sorted keys, no spaces, UTF-8) for hashing and storage."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
