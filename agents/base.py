@@ -68,8 +68,14 @@ class LLMAgent(mesa.Agent):
         key = (spec.condition, spec.persona, spec.replicate, _freeze(self.outputs))
         messages = stage.rendered.get(key)
         if messages is None:
-            context = template_context(self.study, spec.condition, spec.condition_vars,
-                                       spec.persona, spec.replicate, self.outputs)
+            context = template_context(
+                self.study,
+                spec.condition,
+                spec.condition_vars,
+                spec.persona,
+                spec.replicate,
+                self.outputs,
+            )
             parts = [("system", stage.system), ("user", stage.prompt)]
             messages = tuple(
                 {"role": role, "content": compile_template(source).render(context)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -56,7 +57,9 @@ _RESERVED_KWARGS = frozenset(
     {"model", "model_provider", "base_url", "temperature", "top_p", "max_tokens", "num_predict",
      "seed"}
 )
-_SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
+_SECRET_NAME = re.compile(
+    r"(^|_)(api_?key|key|token|access_token|secret|password|authorization|credentials?)$"
+)
 
 class LangChainBackend:
     """A LangChain chat model in service.
@@ -99,16 +102,16 @@ class LangChainBackend:
             raise BackendConfigError("`kwargs` must be a mapping", field="options.kwargs")
         for key in extra:
             lowered = str(key).lower()
-            if any(word in lowered for word in _SECRET_WORDS):
-                raise BackendConfigError(
-                    f"`{key}` may not be written in a study file; name the environment variable "
-                    "that holds it with `api_key_env`",
-                    field=f"options.kwargs.{key}",
-                )
             if lowered in _RESERVED_KWARGS:
                 raise BackendConfigError(
                     f"`{key}` is set by the role (model, sampling) or by options.base_url, "
                     "not by options.kwargs",
+                    field=f"options.kwargs.{key}",
+                )
+            if _SECRET_NAME.search(lowered):
+                raise BackendConfigError(
+                    f"`{key}` may not be written in a study file; name the environment variable "
+                    "that holds it with `api_key_env`",
                     field=f"options.kwargs.{key}",
                 )
         self.kwargs = dict(extra)
@@ -146,10 +149,11 @@ class LangChainBackend:
         self._model = self._build(model_name.strip(), build)
         fields = type(self._model).model_fields
         if "max_retries" in fields and "max_retries" not in self.kwargs and (
-            getattr(self._model, "max_retries", 0) not in (0, None)
+            getattr(self._model, "max_retries", None) != 0
         ):
-            # Integrations that retry on their own build their SDK client with that setting at
-            # construction, so switching it off means building again, not copying.
+            # Integrations that retry on their own (``None`` usually means the SDK's default of
+            # two retries) build their SDK client with that setting at construction, so
+            # switching it off means building again, not copying.
             build["max_retries"] = 0
             self._model = self._build(model_name.strip(), build)
         table = _SAMPLING_FIELDS.get(provider, _DEFAULT_SAMPLING_FIELDS)

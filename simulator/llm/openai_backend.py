@@ -286,6 +286,11 @@ def option_str(options: Mapping[str, Any], name: str, default: str | None = None
 def check_options(options: Mapping[str, Any], allowed: set[str], backend: str) -> None:
     """Reject options a backend does not know (a typo should not silently do nothing).
 
+    Args:
+        options: The role's options.
+        allowed: Names the backend understands.
+        backend: Backend name, for the message.
+
     Raises:
         BackendConfigError: Unknown option names.
     """
@@ -299,6 +304,14 @@ def check_options(options: Mapping[str, Any], allowed: set[str], backend: str) -
 
 def structured_mode(options: Mapping[str, Any], modes: tuple[str, ...], default: str) -> str:
     """The ``structured`` option, checked against ``modes``.
+
+    Args:
+        options: The role's options.
+        modes: Accepted values.
+        default: Value when absent.
+
+    Returns:
+        The mode.
 
     Raises:
         BackendConfigError: Not one of ``modes``.

@@ -15,7 +15,6 @@ import orjson
 from .errors import BackendConfigError
 from .types import LLMRequest, LLMResponse
 
-
 _MASK64 = (1 << 64) - 1
 
 

@@ -1,0 +1,94 @@
+"""``python -m benchmarks``: run every benchmark, print a table, write bench-results/bench.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import embedded, engine, orchestration
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", choices=["engine", "embedded", "orchestration"], action="append")
+    parser.add_argument("--out", type=Path, default=Path("bench-results") / "bench.json")
+    args = parser.parse_args()
+    chosen = args.only or ["engine", "embedded", "orchestration"]
+    results: dict = {
+        "machine": {"platform": platform.platform(), "python": platform.python_version()}
+    }
+    if "engine" in chosen:
+        results["engine"] = engine.run()
+    if "embedded" in chosen:
+        results["embedded"] = embedded.run()
+    if "orchestration" in chosen:
+        results["orchestration"] = orchestration.run()
+
+    table = Table(title="biasim benchmarks")
+    for col in ("benchmark", "measure", "value", "target", "ok"):
+        table.add_column(col, justify="left" if col in ("benchmark", "measure") else "right")
+    if "engine" in results:
+        e = results["engine"]
+        table.add_row(
+            "engine (synthetic, store on)",
+            f"stage actions/s ({e['units']} units)",
+            f"{e['stage_actions_per_s']:,.0f}",
+            f">= {e['target_actions_per_s']:,.0f}",
+            "yes" if e["meets_target"] else "NO",
+        )
+        table.add_row(
+            "",
+            "whole run actions/s (incl. agents, parquet+csv)",
+            f"{e['run_actions_per_s']:,.0f}",
+            "",
+            "",
+        )
+        table.add_row("", "peak RSS MB", f"{e['peak_rss_mb']:,.0f}", "", "")
+    if "embedded" in results:
+        b = results["embedded"]
+        table.add_row("embedded SmolLM2-135M", "tokens/s", f"{b['tokens_per_s']:.1f}", "", "")
+        table.add_row("", "decisions/min", f"{b['decisions_per_min']:.1f}", "", "")
+        table.add_row(
+            "",
+            f"engine overhead vs direct llama-cpp ({b['decisions']} calls)",
+            f"{b['overhead']:+.1%}",
+            f"<= {b['target_overhead']:.0%}",
+            "yes" if b["meets_target"] else "NO",
+        )
+    if "orchestration" in results:
+        o = results["orchestration"]
+        for level in o["levels"]:
+            ok = ""
+            if level["concurrency"] == 64:
+                ok = "yes" if o["meets_target"] else "NO"
+            table.add_row(
+                "loopback OpenAI, 100 ms" if level["concurrency"] == 1 else "",
+                f"calls/s at concurrency {level['concurrency']}",
+                f"{level['calls_per_s']:,.1f} ({level['fraction_of_ideal']:.0%} of "
+                f"{level['ideal_calls_per_s']:,.0f})",
+                f">= {o['target_fraction_at_64']:.0%}" if level["concurrency"] == 64 else "",
+                ok,
+            )
+        table.add_row(
+            "", "sequential SDK baseline calls/s", f"{o['sequential_calls_per_s']:.1f}", "", ""
+        )
+        table.add_row(
+            "",
+            "speed-up at 64 over sequential",
+            f"{o['speedup_at_64_over_sequential']:.0f}x",
+            "",
+            "",
+        )
+    Console().print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""(c) Orchestration throughput against a loopback OpenAI-protocol server answering after 100 ms.
+
+The whole stack is on: render, cache lookup, rate/concurrency limits, retry layer, the official
+``openai`` SDK over real HTTP, schema validation, the store. The ideal is concurrency / latency.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from simulator.runner import RunOptions, execute, prepare
+
+LATENCY_S = 0.1
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "loopback_llm_server.py"
+STUDY = """\
+name: bench_orchestration
+description: orchestration benchmark
+roles:
+  decider:
+    backend: openai
+    model: loopback-model
+    max_concurrency: CONCURRENCY
+    temperature: 0.2
+    max_tokens: 64
+    options: {base_url: "BASE_URL"}
+personas:
+  axes:
+    gender: [male, female, non-binary]
+stages:
+  - name: decide
+    role: decider
+    prompt: "You are {{ persona.description }}. A flood is coming. Evacuate or stay?"
+    output:
+      decision: {type: choice, choices: [Evacuate, Stay]}
+      rationale: {type: string, max_length: 100}
+design:
+  agents_per_value: AGENTS
+"""
+TARGET_AT_64 = 0.90
+
+
+class LoopbackServer:
+    """The loopback server in its own process, so it does not share our interpreter's core."""
+
+    def __enter__(self) -> str:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), "--port", "0", "--latency-ms", str(LATENCY_S * 1000)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline().split() if self.proc.stdout else []
+        if len(line) != 2 or line[0] != "LISTENING":
+            self.proc.kill()
+            raise RuntimeError(f"loopback server did not start: {line}")
+        return f"http://127.0.0.1:{line[1]}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def _engine(base_url: str, concurrency: int, calls: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        study = Path(tmp) / "study.yaml"
+        study.write_text(
+            STUDY.replace("CONCURRENCY", str(concurrency))
+            .replace("BASE_URL", base_url)
+            .replace("AGENTS", str(calls // 3))
+        )
+        outcome = execute(prepare(RunOptions(study=str(study), out=Path(tmp) / "run")))
+    seconds = outcome.summary["timings"]["stages_s"]["decide"]
+    done = len(outcome.results)
+    ideal = concurrency / LATENCY_S
+    return {
+        "concurrency": concurrency,
+        "calls": done,
+        "answered": int((outcome.results["status"] == "answered").sum()),
+        "calls_per_s": done / seconds,
+        "ideal_calls_per_s": ideal,
+        "fraction_of_ideal": done / seconds / ideal,
+    }
+
+
+def _sequential(base_url: str, calls: int) -> float:
+    """One agent's call after another with the plain SDK, as sequential agent stepping does."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key="not-needed", max_retries=0)
+    start = time.perf_counter()
+    for i in range(calls):
+        client.chat.completions.create(
+            model="loopback-model",
+            temperature=0.2,
+            max_tokens=64,
+            seed=i,
+            messages=[{"role": "user", "content": f"agent {i}: evacuate or stay?"}],
+        )
+    client.close()
+    return calls / (time.perf_counter() - start)
+
+
+def run() -> dict[str, Any]:
+    """Throughput at concurrency 1, 16, 64 and 256, and the sequential baseline."""
+    with LoopbackServer() as base_url:
+        _engine(base_url, 16, 48)  # warm up imports and connections
+        levels = [_engine(base_url, c, max(30, c * 12)) for c in (1, 16, 64, 256)]
+        sequential = _sequential(base_url, 30)
+    at64 = next(level for level in levels if level["concurrency"] == 64)
+    return {
+        "latency_s": LATENCY_S,
+        "levels": levels,
+        "sequential_calls_per_s": sequential,
+        "speedup_at_64_over_sequential": at64["calls_per_s"] / sequential,
+        "target_fraction_at_64": TARGET_AT_64,
+        "meets_target": at64["fraction_of_ideal"] >= TARGET_AT_64,
+    }
