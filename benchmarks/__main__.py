@@ -79,6 +79,14 @@ def main() -> None:
         )
         table.add_row(
             "",
+            "reference: openai SDK alone, 64 tasks, no engine",
+            f"{o['raw_sdk_calls_per_s_at_64']:,.1f}",
+            "",
+            "",
+        )
+        table.add_row("", "engine / SDK alone at 64", f"{o['engine_vs_raw_sdk_at_64']:.0%}", "", "")
+        table.add_row(
+            "",
             "speed-up at 64 over sequential",
             f"{o['speedup_at_64_over_sequential']:.0f}x",
             "",

@@ -104,18 +104,81 @@ def _sequential(base_url: str, calls: int) -> float:
     return calls / (time.perf_counter() - start)
 
 
+def _raw_sdk(base_url: str, concurrency: int, calls: int) -> float:
+    """The SDK alone: ``concurrency`` tasks posting the same kind of body, no engine at all.
+
+    This is the ceiling the engine can reach with the official client on this machine.
+    """
+    import asyncio
+
+    import openai
+
+    async def main() -> float:
+        client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key="not-needed",
+            max_retries=0,
+            http_client=openai.DefaultAioHttpClient(),
+        )
+        response_type = type(
+            await client.post("/chat/completions", cast_to=_http_response(), body=_body(0))
+        )
+        todo = iter(range(calls))
+
+        async def worker() -> None:
+            for i in todo:
+                await client.post("/chat/completions", body=_body(i), cast_to=response_type)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - start
+        await client.close()
+        return calls / elapsed
+
+    return asyncio.run(main())
+
+
+def _http_response() -> type:
+    import importlib
+
+    sdk_http = importlib.import_module("openai._base_client")
+    return (getattr(sdk_http, "httpx2", None) or sdk_http.httpx).Response
+
+
+def _body(i: int) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {"decision": {"type": "string", "enum": ["Evacuate", "Stay"]}},
+        "required": ["decision"],
+    }
+    return {
+        "model": "loopback-model",
+        "seed": i,
+        "temperature": 0.2,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": f"agent {i}: evacuate or stay?"}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema},
+        },
+    }
+
+
 def run() -> dict[str, Any]:
     """Throughput at concurrency 1, 16, 64 and 256, and the sequential baseline."""
     with LoopbackServer() as base_url:
         _engine(base_url, 16, 48)  # warm up imports and connections
         levels = [_engine(base_url, c, max(30, c * 12)) for c in (1, 16, 64, 256)]
         sequential = _sequential(base_url, 30)
+        raw_sdk_64 = _raw_sdk(base_url, 64, 64 * 12)
     at64 = next(level for level in levels if level["concurrency"] == 64)
     return {
         "latency_s": LATENCY_S,
         "levels": levels,
         "sequential_calls_per_s": sequential,
         "speedup_at_64_over_sequential": at64["calls_per_s"] / sequential,
+        "raw_sdk_calls_per_s_at_64": raw_sdk_64,
+        "engine_vs_raw_sdk_at_64": at64["calls_per_s"] / raw_sdk_64,
         "target_fraction_at_64": TARGET_AT_64,
         "meets_target": at64["fraction_of_ideal"] >= TARGET_AT_64,
     }

@@ -1314,7 +1314,9 @@ class LoopbackLLMServer:
         elif fault is not None and kind is FaultKind.HANG:
             delay = fault.seconds
         if delay > 0:
-            await asyncio.sleep(delay)  # only this connection's task waits
+            # Counted from the request's arrival, so a busy server answers after the stated
+            # latency rather than that plus its own queueing (only this connection waits).
+            await asyncio.sleep(max(0.0, delay - (time.monotonic() - started)))
         if writer.transport.is_closing():
             return False
 
