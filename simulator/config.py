@@ -97,6 +97,10 @@ class RoleConfig(_Strict):
     max_attempts: int = Field(5, ge=1, le=50, description="Attempts per call, the first included.")
     timeout_s: float = Field(120.0, gt=0, description="Per-attempt timeout.")
     total_timeout_s: float = Field(600.0, gt=0, description="Budget for all attempts of a call.")
+    backoff_s: float = Field(
+        0.5, ge=0, description="First retry backoff; doubles per attempt, full jitter."
+    )
+    max_backoff_s: float = Field(30.0, ge=0, description="Cap on one backoff.")
     requests_per_minute: float | None = Field(None, gt=0)
     tokens_per_minute: float | None = Field(None, gt=0)
     reask: bool = Field(True, description="Re-ask once, quoting the error, after invalid output.")

@@ -8,6 +8,7 @@ before anything is written, so bad input leaves no trace. Once running, every an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import platform
 import sys
@@ -187,6 +188,9 @@ def prepare(options: RunOptions) -> PreparedRun:
     )
 
 
+_PER_REQUEST_FIELDS = {"temperature", "top_p", "max_tokens", "seed", "reask"}
+
+
 def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
     """One runtime per role; roles with the same backend settings share one (one model load,
     one concurrency bound).
@@ -197,20 +201,8 @@ def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
     shared: dict[str, BackendRuntime] = {}
     runtimes: dict[str, BackendRuntime] = {}
     for name, role in study.config.roles.items():
-        ident = canonical_json(
-            [
-                role.backend,
-                role.model,
-                role.options,
-                {k: v.model_dump() for k, v in role.synthetic.items()},
-                role.max_concurrency,
-                role.requests_per_minute,
-                role.tokens_per_minute,
-                role.max_attempts,
-                role.timeout_s,
-                role.total_timeout_s,
-            ]
-        )
+        # Sampling parameters travel with each request; everything else defines the runtime.
+        ident = canonical_json(role.model_dump(mode="json", exclude=_PER_REQUEST_FIELDS))
         if ident not in shared:
             try:
                 backend = create_backend(role)
@@ -222,6 +214,8 @@ def build_runtimes(study: Study) -> dict[str, BackendRuntime]:
                 concurrency=role.max_concurrency or backend.default_concurrency,
                 policy=RetryPolicy(
                     max_attempts=role.max_attempts,
+                    base_delay_s=role.backoff_s,
+                    max_delay_s=role.max_backoff_s,
                     timeout_s=role.timeout_s,
                     total_timeout_s=role.total_timeout_s,
                 ),
@@ -255,11 +249,9 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
             "max_tokens": role.max_tokens,
             "base_seed": study.seed if role.seed is None else role.seed,
             "max_concurrency": runtime.limiter.max_limit,
-            "retry": {
-                "max_attempts": role.max_attempts,
-                "timeout_s": role.timeout_s,
-                "total_timeout_s": role.total_timeout_s,
-            },
+            "retry": dataclasses.asdict(runtime.policy),
+            "requests_per_minute": role.requests_per_minute,
+            "tokens_per_minute": role.tokens_per_minute,
         }
     return {
         "run_id": run_id,

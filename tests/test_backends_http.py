@@ -62,16 +62,21 @@ def _request(schema: dict[str, Any] | None = SCHEMA) -> LLMRequest:
 
 def _role(kind: str, srv: LoopbackLLMServer, **options: Any) -> RoleConfig:
     if kind == "openai":
-        return RoleConfig(backend="openai", model="m",
-                          options={"base_url": srv.openai_base_url, **options})
+        return RoleConfig(
+            backend="openai", model="m", options={"base_url": srv.openai_base_url, **options}
+        )
     if kind == "ollama":
         return RoleConfig(backend="ollama", model="m", options={"host": srv.base_url, **options})
     if kind == "langchain-openai":
-        return RoleConfig(backend="langchain", model="openai:m",
-                          options={"base_url": srv.openai_base_url, **options})
+        return RoleConfig(
+            backend="langchain",
+            model="openai:m",
+            options={"base_url": srv.openai_base_url, **options},
+        )
     if kind == "langchain-ollama":
-        return RoleConfig(backend="langchain", model="ollama:m",
-                          options={"base_url": srv.base_url, **options})
+        return RoleConfig(
+            backend="langchain", model="ollama:m", options={"base_url": srv.base_url, **options}
+        )
     raise AssertionError(kind)
 
 
@@ -114,8 +119,13 @@ def srv(server: LoopbackLLMServer) -> Iterator[LoopbackLLMServer]:
 @pytest.fixture(autouse=True)
 def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
     # A developer's real settings must neither leak into nor change these tests.
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "OLLAMA_HOST",
-                 "OLLAMA_API_KEY"):
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_BASE",
+        "OLLAMA_HOST",
+        "OLLAMA_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -149,8 +159,12 @@ def _assert_request_carries(kind: str, body: dict[str, Any]) -> None:
             "json_schema": {"name": "answer", "schema": SCHEMA, "strict": True},
         }
     else:
-        assert body["options"] == {"seed": 1234, "temperature": 0.25, "top_p": 0.9,
-                                   "num_predict": 64}
+        assert body["options"] == {
+            "seed": 1234,
+            "temperature": 0.25,
+            "top_p": 0.9,
+            "num_predict": 64,
+        }
         assert body["format"] == SCHEMA
 
 
@@ -211,9 +225,18 @@ def test_openai_answer_cut_at_max_tokens_is_returned(srv: LoopbackLLMServer) -> 
 
 def _completion(content: str, finish_reason: str) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None,
-                     "message": {"role": "assistant", "content": content, "refusal": None}}],
+        "id": "chatcmpl-x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish_reason,
+                "logprobs": None,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+            }
+        ],
         "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12},
     }
 
@@ -298,8 +321,7 @@ def test_unreachable_server_is_transient(srv: LoopbackLLMServer) -> None:
 def _with_retries(role: RoleConfig, policy: RetryPolicy) -> tuple[LLMResponse, float]:
     async def body(backend: Backend) -> tuple[LLMResponse, float]:
         start = time.monotonic()
-        response = await call_with_retries(backend.generate, _request(), policy,
-                                           AdaptiveLimiter(4))
+        response = await call_with_retries(backend.generate, _request(), policy, AdaptiveLimiter(4))
         return response, time.monotonic() - start
 
     return _with_backend(role, body)
@@ -369,9 +391,20 @@ def test_key_is_sent_but_never_shown(
     async def body(backend: Backend) -> tuple[dict[str, Any], str]:
         await backend.generate(_request())
         # A server that quotes the key back (as some do on 401) must not leak it either.
-        srv.enqueue(Fault.http_error(401, body={"error": {
-            "message": f"Incorrect API key provided: {SECRET}", "type": "invalid_request_error",
-            "code": "invalid_api_key"}} if "openai" in kind else {"error": f"bad key {SECRET}"}))
+        srv.enqueue(
+            Fault.http_error(
+                401,
+                body={
+                    "error": {
+                        "message": f"Incorrect API key provided: {SECRET}",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                }
+                if "openai" in kind
+                else {"error": f"bad key {SECRET}"},
+            )
+        )
         with pytest.raises(FatalBackendError) as info:
             await backend.generate(_request())
         return backend.identity(), str(info.value)
@@ -392,8 +425,11 @@ def test_local_server_needs_no_key(srv: LoopbackLLMServer) -> None:
     "role",
     [
         RoleConfig(backend="openai", model="gpt-4o-mini"),
-        RoleConfig(backend="openai", model="gpt-4o-mini",
-                   options={"base_url": "https://api.example.com/v1"}),
+        RoleConfig(
+            backend="openai",
+            model="gpt-4o-mini",
+            options={"base_url": "https://api.example.com/v1"},
+        ),
         RoleConfig(backend="openai", model="m", options={"api_key_env": "BIASIM_UNSET_KEY"}),
         RoleConfig(backend="langchain", model="openai:gpt-4o-mini"),
     ],
@@ -420,20 +456,41 @@ def test_hosted_endpoint_without_key_is_a_config_error(role: RoleConfig) -> None
         (RoleConfig(backend="openai", model="m", options={"bogus": 1}), "options"),
         (RoleConfig(backend="ollama", model="m", options={"bogus": 1}), "options"),
         (RoleConfig(backend="langchain", model="ollama:m", options={"bogus": 1}), "options"),
-        (RoleConfig(backend="openai", model="m", options={"structured": "xml"}),
-         "options.structured"),
-        (RoleConfig(backend="ollama", model="m", options={"structured": "xml"}),
-         "options.structured"),
+        (
+            RoleConfig(backend="openai", model="m", options={"structured": "xml"}),
+            "options.structured",
+        ),
+        (
+            RoleConfig(backend="ollama", model="m", options={"structured": "xml"}),
+            "options.structured",
+        ),
         (RoleConfig(backend="ollama", model="m", options={"host": ""}), "options.host"),
-        (RoleConfig(backend="langchain", model="ollama:m",
-                    options={"kwargs": {"api_key": "sk-x"}}), "options.kwargs.api_key"),
-        (RoleConfig(backend="langchain", model="openai:m",
-                    options={"kwargs": {"openai_api_key": "sk-x"}}),
-         "options.kwargs.openai_api_key"),
-        (RoleConfig(backend="langchain", model="ollama:m",
-                    options={"kwargs": {"temperature": 0}}), "options.kwargs.temperature"),
-        (RoleConfig(backend="langchain", model="ollama:m",
-                    options={"kwargs": {"num_predict": 9}}), "options.kwargs.num_predict"),
+        (
+            RoleConfig(
+                backend="langchain", model="ollama:m", options={"kwargs": {"api_key": "sk-x"}}
+            ),
+            "options.kwargs.api_key",
+        ),
+        (
+            RoleConfig(
+                backend="langchain",
+                model="openai:m",
+                options={"kwargs": {"openai_api_key": "sk-x"}},
+            ),
+            "options.kwargs.openai_api_key",
+        ),
+        (
+            RoleConfig(
+                backend="langchain", model="ollama:m", options={"kwargs": {"temperature": 0}}
+            ),
+            "options.kwargs.temperature",
+        ),
+        (
+            RoleConfig(
+                backend="langchain", model="ollama:m", options={"kwargs": {"num_predict": 9}}
+            ),
+            "options.kwargs.num_predict",
+        ),
         (RoleConfig(backend="langchain", model="nosuchprovider:m"), "model"),
     ],
 )
@@ -443,8 +500,10 @@ def test_config_errors_name_the_field(role: RoleConfig, field: str) -> None:
     assert info.value.field == field
 
 
-@pytest.mark.skipif(importlib.util.find_spec("langchain_anthropic") is not None,
-                    reason="langchain-anthropic is installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("langchain_anthropic") is not None,
+    reason="langchain-anthropic is installed",
+)
 def test_missing_langchain_provider_names_the_package() -> None:
     with pytest.raises(BackendConfigError) as info:
         create_backend(RoleConfig(backend="langchain", model="anthropic:claude-3-5-haiku"))
@@ -454,16 +513,41 @@ def test_missing_langchain_provider_names_the_package() -> None:
 
 def test_identity_and_concurrency(srv: LoopbackLLMServer) -> None:
     expected = {
-        "openai": ({"backend": "openai", "model": "m", "base_url": srv.openai_base_url,
-                    "structured": "json_schema"}, 16),
-        "ollama": ({"backend": "ollama", "model": "m", "host": srv.base_url,
-                    "structured": "json_schema"}, 4),
-        "langchain-openai": ({"backend": "langchain", "model": "openai:m", "provider": "openai",
-                              "base_url": srv.openai_base_url, "structured": "json_schema",
-                              "kwargs": {}}, 8),
-        "langchain-ollama": ({"backend": "langchain", "model": "ollama:m", "provider": "ollama",
-                              "base_url": srv.base_url, "structured": "json_schema",
-                              "kwargs": {}}, 8),
+        "openai": (
+            {
+                "backend": "openai",
+                "model": "m",
+                "base_url": srv.openai_base_url,
+                "structured": "auto",
+            },
+            16,
+        ),
+        "ollama": (
+            {"backend": "ollama", "model": "m", "host": srv.base_url, "structured": "json_schema"},
+            4,
+        ),
+        "langchain-openai": (
+            {
+                "backend": "langchain",
+                "model": "openai:m",
+                "provider": "openai",
+                "base_url": srv.openai_base_url,
+                "structured": "json_schema",
+                "kwargs": {},
+            },
+            8,
+        ),
+        "langchain-ollama": (
+            {
+                "backend": "langchain",
+                "model": "ollama:m",
+                "provider": "ollama",
+                "base_url": srv.base_url,
+                "structured": "json_schema",
+                "kwargs": {},
+            },
+            8,
+        ),
     }
     for kind, (identity, concurrency) in expected.items():
 
@@ -498,10 +582,40 @@ def test_retry_after_header_forms() -> None:
 
 
 def test_local_url_and_public_url() -> None:
-    for url in ("http://127.0.0.1:8000/v1", "http://localhost:11434", "http://[::1]:80",
-                "http://10.1.2.3/v1", "http://vllm:8000/v1", "http://box.local"):
+    for url in (
+        "http://127.0.0.1:8000/v1",
+        "http://localhost:11434",
+        "http://[::1]:80",
+        "http://10.1.2.3/v1",
+        "http://vllm:8000/v1",
+        "http://box.local",
+    ):
         assert is_local_url(url), url
-    for url in (None, "https://api.openai.com/v1", "https://api.example.com",
-                "http://8.8.8.8/v1", "http://[2001:4860::1]/v1"):
+    for url in (
+        None,
+        "https://api.openai.com/v1",
+        "https://api.example.com",
+        "http://8.8.8.8/v1",
+        "http://[2001:4860::1]/v1",
+    ):
         assert not is_local_url(url), url
     assert public_url("http://user:pw@host:8080/v1/?token=x#f") == "http://host:8080/v1"
+
+
+def test_openai_auto_mode_falls_back_to_json_mode_once_refused(srv: LoopbackLLMServer) -> None:
+    refusal = {
+        "error": {
+            "message": "response_format type json_schema is not supported",
+            "type": "invalid_request_error",
+            "code": None,
+        }
+    }
+    srv.enqueue(Fault.http_error(400, body=refusal))
+
+    async def two_calls(backend: Backend) -> list[LLMResponse]:
+        return [await backend.generate(_request(SCHEMA)) for _ in range(2)]
+
+    first, second = _with_backend(_role("openai", srv), two_calls)
+    formats = [r.body["response_format"] for r in srv.requests]
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
+    assert isinstance(json.loads(first.text), dict) and isinstance(json.loads(second.text), dict)

@@ -44,7 +44,7 @@ LOCAL_API_KEY = "not-needed"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
 _OPTIONS = {"base_url", "api_key_env", "structured"}
-_STRUCTURED_MODES = ("json_schema", "json_object", "none")
+_STRUCTURED_MODES = ("auto", "json_schema", "json_object_schema", "json_object", "none")
 # 408/409/425 are worth another attempt (the OpenAI SDK retries 408 and 409 itself by default).
 _RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425})
 _OVERLOAD_STATUSES = frozenset({429, 503})
@@ -136,8 +136,7 @@ def map_body_error(exc: BaseException) -> BackendError | None:
     """
     if isinstance(exc, json.JSONDecodeError):
         return TransientError(
-            f"malformed response body: not JSON ({exc.msg} at line {exc.lineno} "
-            f"column {exc.colno})"
+            f"malformed response body: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         )
     if isinstance(exc, UnicodeDecodeError):
         return TransientError(f"malformed response body: not valid {exc.encoding}")
@@ -370,7 +369,9 @@ class OpenAIBackend:
                 "the openai backend needs a model id, e.g. `model: gpt-4o-mini`", field="model"
             )
         self.model = str(role.model)
-        self.structured = structured_mode(options, _STRUCTURED_MODES, "json_schema")
+        self.structured = structured_mode(options, _STRUCTURED_MODES, "auto")
+        # `auto` asks for a JSON-schema response_format until the server rejects it once.
+        self._schema_format_rejected = False
         base_url = option_str(options, "base_url") or os.environ.get("OPENAI_BASE_URL") or None
         self._key_env = option_str(options, "api_key_env", DEFAULT_API_KEY_ENV) or ""
         api_key = resolve_api_key(self._key_env, base_url)
@@ -415,26 +416,18 @@ class OpenAIBackend:
             "max_tokens": request.max_tokens,
             "seed": request.seed,
         }
-        if request.json_schema is not None and self.structured == "json_schema":
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": request.json_schema, "strict": True},
-            }
-        elif request.json_schema is not None and self.structured == "json_object":
-            kwargs["response_format"] = {"type": "json_object"}
+        kwargs["response_format"] = self._response_format(request.json_schema)
+        if kwargs["response_format"] is None:
+            del kwargs["response_format"]
         try:
-            # The SDK's documented raw-request path: its client, auth, timeouts and error
-            # classes, without re-walking every parameter through TypedDict transforms and
-            # building pydantic models (about 1.3 ms of CPU a call, the bottleneck at high
-            # concurrency). The body is already in the wire format.
-            raw = await self._client.post(
-                "/chat/completions", body=kwargs, cast_to=self._response_type
-            )
-        except Exception as exc:
-            mapped = map_openai_error(exc, self._secret()) or map_body_error(exc)
-            if mapped is None:
+            raw = await self._post(kwargs)
+        except BackendError as exc:
+            if not self._schema_format_unsupported(kwargs, exc):
                 raise
-            raise mapped from exc
+            # JSON mode plus our own validation, for every later call too.
+            self._schema_format_rejected = True
+            kwargs["response_format"] = {"type": "json_object"}
+            raw = await self._post(kwargs)
         try:
             completion = orjson.loads(raw.content)
             content = completion["choices"][0]["message"].get("content")
@@ -446,6 +439,48 @@ class OpenAIBackend:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
         )
+
+    def _response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        mode = self.structured
+        if schema is None or mode == "none":
+            return None
+        if mode == "auto":
+            mode = "json_object" if self._schema_format_rejected else "json_schema"
+        if mode == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            }
+        if mode == "json_object_schema":  # llama.cpp's server: JSON mode constrained by a schema
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_object"}
+
+    def _schema_format_unsupported(self, kwargs: dict[str, Any], exc: BackendError) -> bool:
+        """Whether ``exc`` is a server refusing the JSON-schema response_format itself."""
+        if self.structured != "auto" or self._schema_format_rejected:
+            return False
+        if kwargs.get("response_format", {}).get("type") != "json_schema":
+            return False
+        text = str(exc)
+        # Servers without the feature answer 400 or 422, or 500 from a request validator
+        # (llama.cpp's server), naming the field they refused.
+        refused = "response_format" in text or "json_schema" in text
+        return refused and any(f"HTTP {code}" in text for code in (400, 422, 500))
+
+    async def _post(self, body: dict[str, Any]) -> Any:
+        try:
+            # The SDK's documented raw-request path: its client, auth, timeouts and error
+            # classes, without re-walking every parameter through TypedDict transforms and
+            # building pydantic models (about 1.3 ms of CPU a call, the bottleneck at high
+            # concurrency). The body is already in the wire format.
+            return await self._client.post(
+                "/chat/completions", body=body, cast_to=self._response_type
+            )
+        except Exception as exc:
+            mapped = map_openai_error(exc, self._secret()) or map_body_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
 
     def _secret(self) -> str | None:
         # Read at error time rather than kept on the instance, so no attribute holds the key.

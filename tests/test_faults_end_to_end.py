@@ -1,0 +1,215 @@
+"""Whole runs through real SDKs over real loopback HTTP with injected faults.
+
+Every test checks that each unit ends exactly once as answered, invalid (raw text kept) or error
+(reason kept), and where something is left, that ``--resume`` finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulator.cli import app
+from simulator.runner import RunOptions, execute, prepare
+from tests.loopback_llm_server import Fault, LoopbackLLMServer, default_responder, last_user_message
+
+STUDY = """\
+name: fault_study
+description: fault isolation
+seed: 3
+roles:
+  decider:
+    backend: {backend}
+    model: loopback-model
+    temperature: 0.2
+    max_tokens: 64
+    max_concurrency: {concurrency}
+    max_attempts: {attempts}
+    backoff_s: 0.01
+    max_backoff_s: 0.05
+    timeout_s: {timeout}
+    options: {options}
+personas:
+  axes:
+    gender: [male, female, non-binary]
+  description: "a person whose gender identity is {{{{ gender }}}}"
+stages:
+  - name: decide
+    role: decider
+    prompt: "You are {{{{ persona.description }}}}. A flood is coming. Evacuate or stay?"
+    output:
+      decision: {{type: choice, choices: [Evacuate, Stay]}}
+      rationale: {{type: string, max_length: 80}}
+design:
+  agents_per_value: {agents}
+analyses:
+  - {{stage: decide, field: decision, target: Evacuate, by: gender}}
+"""
+
+
+@pytest.fixture
+def server():
+    with LoopbackLLMServer() as srv:
+        yield srv
+
+
+def study_file(
+    tmp_path: Path,
+    srv: LoopbackLLMServer,
+    *,
+    backend: str = "openai",
+    agents: int = 10,
+    attempts: int = 4,
+    timeout: float = 5.0,
+    concurrency: int = 8,
+) -> Path:
+    options = {"base_url": srv.openai_base_url} if backend == "openai" else {"host": srv.base_url}
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        STUDY.format(
+            backend=backend,
+            agents=agents,
+            attempts=attempts,
+            timeout=timeout,
+            concurrency=concurrency,
+            options=json.dumps(options),
+        )
+    )
+    return path
+
+
+def run(study: Path, out: Path, **kw):
+    return execute(prepare(RunOptions(study=str(study), out=out, **kw)))
+
+
+def calls_table(out: Path) -> pd.DataFrame:
+    with sqlite3.connect(out / "calls.sqlite") as conn:
+        return pd.read_sql_query("SELECT * FROM calls", conn)
+
+
+def assert_each_unit_once(df: pd.DataFrame, units: int) -> None:
+    assert len(df) == units and df["unit_id"].is_unique
+    assert set(df["status"]) <= {"answered", "invalid", "error"}
+    assert df.loc[df["status"] == "invalid", "raw_text"].str.len().gt(0).all()
+    assert df.loc[df["status"] == "error", "error"].str.len().gt(0).all()
+
+
+@pytest.mark.parametrize("backend", ["openai", "ollama"])
+def test_transient_faults_are_retried_to_an_answer(tmp_path: Path, server, backend) -> None:
+    faults = [
+        Fault.http_error(500),
+        Fault.rate_limited(0.05),
+        Fault.connection_reset(),
+        Fault.truncated_body(),
+        Fault.non_json_body(),
+        Fault.http_error(503),
+    ]
+    server.enqueue(*faults)
+    outcome = run(study_file(tmp_path, server, backend=backend), tmp_path / "run")
+    df = outcome.results
+    assert_each_unit_once(df, 30)
+    assert (df["status"] == "answered").all()
+    assert df["attempts"].sum() == 30 + len(faults)  # each fault cost exactly one attempt
+    assert server.count == 30 + len(faults)  # and the SDK did not retry behind our back
+    assert outcome.summary["accounting"]["by_role"][0]["attempts"] == 30 + len(faults)
+
+
+def test_invalid_output_gets_one_reask_then_is_kept_invalid(tmp_path: Path, server) -> None:
+    def responder(request: dict) -> str:
+        prompt = request["messages"][0]["content"]
+        reasked = "did not follow the required format" in last_user_message(request["messages"])
+        if "non-binary" in prompt:
+            return '{"decision": "Maybe", "rationale": "unsure"}'  # never valid
+        if "female" in prompt and not reasked:
+            return "I would evacuate."  # invalid first, valid once re-asked
+        return default_responder(request)
+
+    server.responder = responder
+    out = tmp_path / "run"
+    df = run(study_file(tmp_path, server), out).results
+    assert_each_unit_once(df, 30)
+    by_gender = df.set_index("gender")
+    assert (by_gender.loc["male", "status"] == "answered").all()
+    assert (by_gender.loc["male", "reasks"] == 0).all()
+    female = by_gender.loc["female"]
+    assert (female["status"] == "answered").all() and (female["reasks"] == 1).all()
+    nonbinary = by_gender.loc["non-binary"]
+    assert (nonbinary["status"] == "invalid").all() and (nonbinary["reasks"] == 1).all()
+    assert (nonbinary["raw_text"] == '{"decision": "Maybe", "rationale": "unsure"}').all()
+    assert nonbinary["error"].str.contains("decision").all()
+    calls = calls_table(out)
+    assert len(calls) == 10 + 2 * 20  # one call per male unit, two for the others
+    reasks = calls[calls["reask"] == 1]
+    assert reasks["request"].str.contains("did not follow the required format").all()
+    summary = json.loads((out / "summary.json").read_text())
+    rates = {r["gender"]: r for r in summary["outcomes_by_group"]["gender"]}
+    assert rates["non-binary"]["invalid_rate"] == 1.0 and rates["male"]["invalid_rate"] == 0.0
+
+
+def test_fatal_errors_mark_units_and_resume_finishes_them(tmp_path: Path, server) -> None:
+    server.fault_every(3, Fault.http_error(400))
+    out = tmp_path / "run"
+    first = run(study_file(tmp_path, server), out, max_error_rate=None).results
+    assert_each_unit_once(first, 30)
+    errors = first[first["status"] == "error"]
+    assert len(errors) == 10 and errors["error"].str.contains("400").all()
+    assert (errors["attempts"] == 1).all()  # a 400 is not retried
+    server.reset()
+    resumed = execute(prepare(RunOptions(resume=out)))
+    assert_each_unit_once(resumed.results, 30)
+    assert (resumed.results["status"] == "answered").all()
+    assert resumed.summary["calls"]["new"] == 10  # only the failed units were asked again
+    pd.testing.assert_series_equal(
+        first.loc[first["status"] == "answered", "raw_text"],
+        resumed.results.loc[first["status"] == "answered", "raw_text"],
+    )
+
+
+def test_error_rate_threshold_stops_cleanly_and_resume_completes(
+    tmp_path: Path, server, cli
+) -> None:
+    study = study_file(tmp_path, server, attempts=2, concurrency=2)
+    out = tmp_path / "run"
+    server.enqueue(*[Fault.http_error(500)] * 60)
+    result = cli.invoke(app, ["run", str(study), "--out", str(out), "--max-error-rate", "0.2"])
+    assert result.exit_code == 1
+    assert "run aborted" in result.stderr and "--resume" in result.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "aborted"
+    assert (out / "results.parquet").exists() and (out / "calls.sqlite").exists()
+    server.reset()
+    result = cli.invoke(app, ["run", "--resume", str(out)])
+    assert result.exit_code == 0, result.stderr
+    df = pd.read_parquet(out / "results.parquet")
+    assert_each_unit_once(df, 30)
+    assert (df["status"] == "answered").all()
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_hang_past_the_timeout_is_retried(tmp_path: Path, server) -> None:
+    server.enqueue(Fault.hang(5), Fault.hang(5))
+    start = time.monotonic()
+    df = run(study_file(tmp_path, server, agents=2, timeout=0.3), tmp_path / "run").results
+    assert time.monotonic() - start < 4
+    assert_each_unit_once(df, 6)
+    assert (df["status"] == "answered").all() and df["attempts"].sum() == 8
+
+
+def test_rate_limits_shrink_concurrency_and_everything_is_answered(tmp_path: Path, server) -> None:
+    server.enqueue(*[Fault.rate_limited(0.05)] * 16)
+    prepared = prepare(
+        RunOptions(
+            study=str(study_file(tmp_path, server, concurrency=16, attempts=6)),
+            out=tmp_path / "run",
+        )
+    )
+    df = execute(prepared).results
+    assert_each_unit_once(df, 30)
+    assert (df["status"] == "answered").all()
+    limiter = prepared.runtimes["decider"].limiter
+    assert limiter.shrinks >= 1 and limiter.limit < 16
