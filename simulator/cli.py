@@ -150,45 +150,16 @@ def run(
 
 def _print_accounting(summary: dict) -> None:
     rows = summary.get("accounting", {}).get("by_role", [])
-    if not rows:
-        return
-    table = Table(title="Calls by role and model")
-    for col in (
-        "role",
-        "backend",
-        "model",
-        "calls",
-        "answered",
-        "invalid",
-        "error",
-        "prompt tok",
-        "completion tok",
-        "latency s",
-        "attempts",
-        "re-asks",
-    ):
-        table.add_column(col, justify="left" if col in ("role", "backend", "model") else "right")
     for row in rows:
-        table.add_row(
-            row["role"],
-            row["backend"],
-            row["model"],
-            *[
-                str(row[k] or 0)
-                for k in (
-                    "calls",
-                    "answered",
-                    "invalid",
-                    "error",
-                    "prompt_tokens",
-                    "completion_tokens",
-                )
-            ],
-            f"{row['latency_s'] or 0:.1f}",
-            str(row["attempts"] or 0),
-            str(row["reasks"] or 0),
+        calls = row["calls"] or 0
+        out_console.print(
+            f"[bold]{row['role']}[/bold] {row['backend']}:{row['model']}: {calls} calls "
+            f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
+            f"{row['error'] or 0} error), tokens {row['prompt_tokens'] or 0} in / "
+            f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
+            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks",
+            highlight=False,
         )
-    out_console.print(table)
 
 
 @app.command()
