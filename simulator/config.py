@@ -16,40 +16,12 @@ from jinja2 import TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
 from .templating import compile_template, render
 from .yamlsource import FieldPath, SourceMap, deep_merge, load_yaml
 
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-RESERVED_COLUMNS = frozenset(
-    {
-        "unit_id",
-        "agent_id",
-        "stage",
-        "role",
-        "backend",
-        "model",
-        "condition",
-        "replicate",
-        "agent_index",
-        "persona_name",
-        "persona",
-        "status",
-        "valid",
-        "raw_text",
-        "error",
-        "synthetic",
-        "call_key",
-        "prompt_tokens",
-        "completion_tokens",
-        "latency_s",
-        "attempts",
-        "cached",
-        "reasks",
-        "outputs",
-        "vars",
-    }
-)
 
 
 class _Strict(BaseModel):

@@ -9,38 +9,13 @@ import mesa
 
 from agents import ScenarioAgent, StagePlan
 
+from .columns import CALL_COLUMNS, ID_COLUMNS
 from .config import StudyConfig
 from .design import design_matrix
 from .dispatch import Call, Dispatcher
 from .llm.runtime import BackendRuntime
 from .llm.structured import output_schema
 from .llm.types import LLMResponse
-
-BASE_COLUMNS = [
-    "unit_id",
-    "agent_id",
-    "stage",
-    "role",
-    "backend",
-    "model",
-    "synthetic",
-    "condition",
-    "replicate",
-    "agent_index",
-]
-TAIL_COLUMNS = [
-    "persona_name",
-    "status",
-    "valid",
-    "raw_text",
-    "error",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_s",
-    "attempts",
-    "reasks",
-    "cached",
-]
 
 
 def result_columns(study: StudyConfig) -> list[str]:
@@ -50,7 +25,7 @@ def result_columns(study: StudyConfig) -> list[str]:
         for name in stage.output or {"text": None}:
             if name not in fields:
                 fields.append(name)
-    return [*BASE_COLUMNS, *study.personas.axes, *TAIL_COLUMNS[:1], *fields, *TAIL_COLUMNS[1:]]
+    return [*ID_COLUMNS, *study.personas.axes, *CALL_COLUMNS[:1], *fields, *CALL_COLUMNS[1:]]
 
 
 class StudyModel(mesa.Model):

@@ -1,0 +1,30 @@
+"""Results-table column names, defined once: the schema reserves them, the model fills them."""
+
+ID_COLUMNS = (
+    "unit_id",
+    "agent_id",
+    "stage",
+    "role",
+    "backend",
+    "model",
+    "synthetic",
+    "condition",
+    "replicate",
+    "agent_index",
+)
+CALL_COLUMNS = (
+    "persona_name",
+    "status",
+    "valid",
+    "raw_text",
+    "error",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "attempts",
+    "reasks",
+    "cached",
+)
+#: Names a study may not use for axes, variables or output fields: results columns and the
+#: names templates already give a meaning to.
+RESERVED = frozenset((*ID_COLUMNS, *CALL_COLUMNS, "persona", "outputs", "vars"))
