@@ -213,3 +213,43 @@ def test_rate_limits_shrink_concurrency_and_everything_is_answered(tmp_path: Pat
     assert (df["status"] == "answered").all()
     limiter = prepared.runtimes["decider"].limiter
     assert limiter.shrinks >= 1 and limiter.limit < 16
+
+
+def test_roles_mix_backends_and_keys_stay_out_of_every_artifact(
+    tmp_path: Path, server, monkeypatch
+) -> None:
+    secret = "sk-biasim-test-secret-4242"
+    monkeypatch.setenv("BIASIM_TEST_KEY", secret)
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        STUDY.format(
+            backend="synthetic", agents=4, attempts=2, timeout=5, concurrency=4, options="{}"
+        ).replace("    model: loopback-model\n", "")
+    )
+    text = (
+        study.read_text()
+        .replace(
+            "design:",
+            "  - name: explain\n    role: explainer\n"
+            "    prompt: 'You chose {{ outputs.decide.decision }}. Why?'\n"
+            "design:",
+        )
+        .replace(
+            "personas:",
+            "  explainer:\n    backend: openai\n    model: loopback-model\n"
+            f"    options: {{base_url: '{server.openai_base_url}', api_key_env: BIASIM_TEST_KEY}}\n"
+            "personas:",
+        )
+    )
+    study.write_text(text)
+    out = tmp_path / "run"
+    df = run(study, out).results
+    assert_each_unit_once(df, 24)
+    assert set(df.loc[df["stage"] == "decide", "backend"]) == {"synthetic"}
+    assert set(df.loc[df["stage"] == "explain", "backend"]) == {"openai"}
+    assert (df["status"] == "answered").all()
+    # The key reached the server, as a bearer token ...
+    assert all(r.headers.get("authorization") == f"Bearer {secret}" for r in server.requests)
+    # ... and nowhere else.
+    for path in out.iterdir():
+        assert secret.encode() not in path.read_bytes(), path.name
