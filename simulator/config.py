@@ -226,7 +226,8 @@ class Override:
 
     Attributes:
         option: The option as typed, e.g. ``--agents``; errors name it instead of a file line.
-        path: Field path it sets, e.g. ``("design", "agents_per_value")``.
+        path: Field path it sets, e.g. ``("design", "agents_per_value")``; ``"*"`` matches
+            every key at that level, e.g. ``("roles", "*", "backend")``.
         value: New value.
         drop: Sibling keys to remove (options of a backend the role no longer uses).
     """
@@ -236,16 +237,38 @@ class Override:
     value: Any
     drop: tuple[str, ...] = ()
 
-    def apply(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Return a copy of ``data`` with the override in place."""
-        out = copy.deepcopy(data)
-        node = out
+    def paths(self, data: dict[str, Any]) -> list[FieldPath]:
+        """Concrete paths: a ``"*"`` part stands for every key of that mapping (every role)."""
+        found: list[FieldPath] = [()]
         for part in self.path[:-1]:
-            node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
-        node[self.path[-1]] = self.value
-        for key in self.drop:
-            node.pop(key, None)
+            expanded: list[FieldPath] = []
+            for prefix in found:
+                node = _get_path(data, prefix)
+                if part == "*":
+                    keys = list(node) if isinstance(node, dict) else []
+                    expanded.extend((*prefix, key) for key in keys)
+                else:
+                    expanded.append((*prefix, part))
+            found = expanded
+        return [(*prefix, self.path[-1]) for prefix in found]
+
+    def apply(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Return a copy of ``data`` with the override in place at each of its paths."""
+        out = copy.deepcopy(data)
+        for path in self.paths(data):
+            node = out
+            for part in path[:-1]:
+                node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+            node[path[-1]] = self.value
+            for key in self.drop:
+                node.pop(key, None)
         return out
+
+
+def _get_path(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        data = data.get(part, {}) if isinstance(data, dict) else {}
+    return data
 
 
 def load_study(
@@ -282,10 +305,10 @@ def validate_study(
         InputError: Listing every problem with file, line and field.
     """
     for override in overrides or []:
+        paths = override.paths(data)
         data = override.apply(data)
-        smap = smap.overlay(
-            SourceMap({override.path: (override.option, 0)}, smap.default_file), data
-        )
+        located = SourceMap({path: (override.option, 0) for path in paths}, smap.default_file)
+        smap = smap.overlay(located, data)
     try:
         config = StudyConfig.model_validate(data)
     except ValidationError as exc:

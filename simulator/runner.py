@@ -103,20 +103,19 @@ class RunOutcome:
     message: str = ""
 
 
-def _overrides(options: RunOptions, data_roles: list[str]) -> list[Override]:
+def _overrides(options: RunOptions) -> list[Override]:
+    every_role = ("roles", "*")
     out: list[Override] = []
-    for role in data_roles:
-        if options.backend is not None:
-            drop = ("options",) + (("synthetic",) if options.backend != "synthetic" else ())
-            out.append(Override("--backend", ("roles", role, "backend"), options.backend, drop))
-        if options.model is not None:
-            out.append(Override("--model", ("roles", role, "model"), options.model))
-        if options.max_concurrency is not None:
-            out.append(
-                Override(
-                    "--max-concurrency", ("roles", role, "max_concurrency"), options.max_concurrency
-                )
-            )
+    if options.backend is not None:
+        # Options belong to the backend a role used before; the synthetic block only to synthetic.
+        drop = ("options",) + (("synthetic",) if options.backend != "synthetic" else ())
+        out.append(Override("--backend", (*every_role, "backend"), options.backend, drop))
+    if options.model is not None:
+        out.append(Override("--model", (*every_role, "model"), options.model))
+    if options.max_concurrency is not None:
+        out.append(
+            Override("--max-concurrency", (*every_role, "max_concurrency"), options.max_concurrency)
+        )
     if options.agents is not None:
         out.append(Override("--agents", ("design", "agents_per_value"), options.agents))
     if options.seed is not None:
@@ -154,22 +153,17 @@ def prepare(options: RunOptions) -> PreparedRun:
             data = previous["study"]
         except (ValueError, KeyError) as exc:
             raise InputError(f"{manifest_path}: unreadable manifest ({exc})") from None
-        roles = list(data.get("roles", {}))
         study = validate_study(
             data,
             SourceMap(default_file=str(manifest_path)),
             str(manifest_path),
-            _overrides(RunOptions(max_concurrency=options.max_concurrency), roles),
+            _overrides(RunOptions(max_concurrency=options.max_concurrency)),
         )
         out = run_dir
     else:
         if options.study is None:
             raise InputError("give a STUDY (file or built-in name) or --resume RUN_DIR")
-        from .config import _load_with_extends  # the raw document, to name the roles
-
-        raw, _, _ = _load_with_extends(options.study, ())
-        roles = list(raw.get("roles", {}) or {}) if isinstance(raw.get("roles"), dict) else []
-        study = load_study(options.study, _overrides(options, roles))
+        study = load_study(options.study, _overrides(options))
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         out = options.out or Path("runs") / f"{study.config.name}-{stamp}"
         reason = check_writable(out)
