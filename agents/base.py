@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import mesa
 
+from personas import Persona
 from simulator.design import AgentSpec, call_seed, template_context, unit_id
 from simulator.llm.structured import OutputSchema
 from simulator.llm.types import LLMRequest, LLMResponse
@@ -52,7 +53,7 @@ class LLMAgent(mesa.Agent):
         self.failed_stage: str | None = None
 
     @property
-    def persona(self):
+    def persona(self) -> Persona:
         """The agent's persona."""
         return self.spec.persona
 

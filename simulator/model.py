@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import mesa
+import pandas as pd
 
 from agents import ScenarioAgent, StagePlan
 
@@ -173,6 +174,6 @@ class StudyModel(mesa.Model):
         )
         return row
 
-    def results(self):
+    def results(self) -> pd.DataFrame:
         """One row per agent action, in design order (stage by stage)."""
         return self.datacollector.get_table_dataframe("actions")

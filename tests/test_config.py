@@ -148,7 +148,8 @@ def test_extends_overrides_fields_and_keeps_locations(tmp_path: Path) -> None:
 
 def test_error_in_an_inherited_field_is_located_in_the_base_file(tmp_path: Path) -> None:
     child = tmp_path / "child.yaml"
-    child.write_text(dedent("""
+    child.write_text(
+        dedent("""
         extends: emergency_response
         stages:
           - name: decide
@@ -156,7 +157,8 @@ def test_error_in_an_inherited_field_is_located_in_the_base_file(tmp_path: Path)
             prompt: "Go or stay?"
             output:
               decision: {type: choice, choices: [Go, Stay]}
-    """))
+    """)
+    )
     base = load_study("emergency_response").path
     base_line = next(
         i for i, ln in enumerate(Path(base).read_text().splitlines(), 1) if "target: Evacuate" in ln

@@ -15,10 +15,12 @@ from simulator.llm.retry import RetryPolicy, call_with_retries
 from simulator.llm.synthetic import uniform
 from simulator.llm.types import LLMRequest, LLMResponse
 
-REQUEST = LLMRequest(messages=({"role": "user", "content": "x"},), temperature=0, top_p=1,
-                     max_tokens=5, seed=1)
-FAST = RetryPolicy(max_attempts=4, base_delay_s=0.001, max_delay_s=0.01, timeout_s=1,
-                   total_timeout_s=5)
+REQUEST = LLMRequest(
+    messages=({"role": "user", "content": "x"},), temperature=0, top_p=1, max_tokens=5, seed=1
+)
+FAST = RetryPolicy(
+    max_attempts=4, base_delay_s=0.001, max_delay_s=0.01, timeout_s=1, total_timeout_s=5
+)
 
 
 def scripted(*outcomes):

@@ -45,21 +45,38 @@ _LC_METHOD = {"json_schema": "json_schema", "json_object": "json_mode"}
 # Our sampling parameter -> the chat model's field, per provider. Anything a provider lacks is
 # dropped (checked against the class's fields once, at construction).
 _SAMPLING_FIELDS: dict[str, dict[str, str]] = {
-    "openai": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
-               "seed": "seed"},
-    "ollama": {"temperature": "temperature", "top_p": "top_p", "max_tokens": "num_predict",
-               "seed": "seed"},
+    "openai": {
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "max_tokens": "max_tokens",
+        "seed": "seed",
+    },
+    "ollama": {
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "max_tokens": "num_predict",
+        "seed": "seed",
+    },
 }
 _DEFAULT_SAMPLING_FIELDS = {"temperature": "temperature", "max_tokens": "max_tokens"}
 
 # kwargs that would be silently overridden per call, or would put a secret in the study file.
 _RESERVED_KWARGS = frozenset(
-    {"model", "model_provider", "base_url", "temperature", "top_p", "max_tokens", "num_predict",
-     "seed"}
+    {
+        "model",
+        "model_provider",
+        "base_url",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "num_predict",
+        "seed",
+    }
 )
 _SECRET_NAME = re.compile(
     r"(^|_)(api_?key|key|token|access_token|secret|password|authorization|credentials?)$"
 )
+
 
 class LangChainBackend:
     """A LangChain chat model in service.
@@ -123,8 +140,9 @@ class LangChainBackend:
         self._http_client: Any = None
         if provider == "openai":
             key_env = key_env or DEFAULT_API_KEY_ENV
-            effective_url = (base_url or os.environ.get("OPENAI_BASE_URL")
-                             or os.environ.get("OPENAI_API_BASE"))
+            effective_url = (
+                base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+            )
             build["api_key"] = resolve_api_key(key_env, effective_url)
             build.setdefault("max_retries", 0)  # the retry layer is the only one that retries
             build.setdefault("timeout", SDK_TIMEOUT_S)
@@ -148,8 +166,10 @@ class LangChainBackend:
         self._key_env = key_env
         self._model = self._build(model_name.strip(), build)
         fields = type(self._model).model_fields
-        if "max_retries" in fields and "max_retries" not in self.kwargs and (
-            getattr(self._model, "max_retries", None) != 0
+        if (
+            "max_retries" in fields
+            and "max_retries" not in self.kwargs
+            and (getattr(self._model, "max_retries", None) != 0)
         ):
             # Integrations that retry on their own (``None`` usually means the SDK's default of
             # two retries) build their SDK client with that setting at construction, so
@@ -229,7 +249,8 @@ class LangChainBackend:
                 return cut
             secret = os.environ.get(self._key_env) if self._key_env else None
             mapped = (
-                map_openai_error(exc, secret) or map_ollama_error(exc, secret)
+                map_openai_error(exc, secret)
+                or map_ollama_error(exc, secret)
                 or map_body_error(exc)
             )
             if mapped is None:
