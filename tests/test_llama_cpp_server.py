@@ -87,18 +87,19 @@ def llama_server():
     proc.wait(timeout=20)
 
 
+def run_study(tmp_path: Path, base_url: str, backend: str, model: str, extra: str):
+    """Run the default study, one agent per value, with ``backend`` against the server."""
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY.format(backend=backend, model=model, base_url=base_url, extra=extra))
+    prepared = prepare(RunOptions(study=str(study), out=tmp_path / "run"))
+    return prepared, execute(prepared)
+
+
 def test_openai_backend_against_llama_cpp_server(tmp_path: Path, llama_server: str) -> None:
     # llama.cpp's server constrains JSON mode with its own `schema` extension.
-    study = tmp_path / "study.yaml"
-    study.write_text(
-        STUDY.format(
-            backend="openai",
-            model="smollm2",
-            base_url=llama_server,
-            extra=", structured: json_object_schema",
-        )
+    _, outcome = run_study(
+        tmp_path, llama_server, "openai", "smollm2", ", structured: json_object_schema"
     )
-    outcome = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")))
     df = outcome.results
     assert len(df) == 3 and df["unit_id"].is_unique
     assert (df["status"] == "answered").all(), df[["status", "error", "raw_text"]].to_dict(
@@ -114,16 +115,10 @@ def test_openai_backend_against_llama_cpp_server(tmp_path: Path, llama_server: s
 
 def test_langchain_backend_against_llama_cpp_server(tmp_path: Path, llama_server: str) -> None:
     # LangChain's own structured-output mechanism in JSON mode (the server has no json_schema).
-    study = tmp_path / "study.yaml"
-    study.write_text(
-        STUDY.format(
-            backend="langchain",
-            model="openai:smollm2",
-            base_url=llama_server,
-            extra=", structured: json_object",
-        )
+    _, outcome = run_study(
+        tmp_path, llama_server, "langchain", "openai:smollm2", ", structured: json_object"
     )
-    df = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run"))).results
+    df = outcome.results
     assert len(df) == 3 and df["unit_id"].is_unique
     assert set(df["status"]) <= {"answered", "invalid"}
     for text in df["raw_text"]:
@@ -134,12 +129,8 @@ def test_langchain_backend_against_llama_cpp_server(tmp_path: Path, llama_server
 def test_auto_mode_falls_back_to_json_mode_when_the_schema_format_is_refused(
     tmp_path: Path, llama_server: str
 ) -> None:
-    study = tmp_path / "study.yaml"
-    study.write_text(
-        STUDY.format(backend="openai", model="smollm2", base_url=llama_server, extra="")
-    )
-    prepared = prepare(RunOptions(study=str(study), out=tmp_path / "run"))
-    df = execute(prepared).results
+    prepared, outcome = run_study(tmp_path, llama_server, "openai", "smollm2", "")
+    df = outcome.results
     assert prepared.runtimes["decider"].backend._schema_format_rejected
     # Plain JSON mode: the server returns JSON, our validation decides; nothing is an error.
     assert set(df["status"]) <= {"answered", "invalid"}
