@@ -64,13 +64,6 @@ def _answered(
     """Rows with a usable answer, and rows whose answer is ``positive``."""
     outcome = df[outcome_col]
     hit = (outcome == positive).to_numpy(dtype=bool)
-    if not hit.any():
-        seen = sorted(map(str, outcome.dropna().unique()))
-        shown = ", ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
-        raise ValueError(
-            f"outcome column `{outcome_col}` never takes the positive value {positive!r}; "
-            f"values seen: {shown or 'none'}"
-        )
     ok = outcome.notna() & ~outcome.isin(list(invalid))
     if valid is not None:
         ok &= df[valid].fillna(False).astype(bool)
@@ -428,11 +421,15 @@ def cmh_test(
     n, a, t, m1 = n[keep], a[keep], t[keep], m1[keep]
     b, c = n - a, m1 - a
     d = (t - m1) - b
-    odds_ratio = (a * d / t).sum(axis=0) / (b * c / t).sum(axis=0)
     expected = (n * m1 / t).sum(axis=0)
     variance = (n * (t - n) * m1 * (t - m1) / (t**2 * (t - 1))).sum(axis=0)
     shift = np.maximum(np.abs(a.sum(axis=0) - expected) - (0.5 if correction else 0.0), 0.0)
-    statistic = shift**2 / variance
+    # Complete separation (a group always or never accepted) is a legitimate result: the
+    # Mantel-Haenszel odds ratio is then inf or 0. With no variance at all (every answer the
+    # same in every stratum) the test is undefined: NaN, kept out of adjustment families.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        odds_ratio = (a * d / t).sum(axis=0) / (b * c / t).sum(axis=0)
+        statistic = np.where(variance > 0, shift**2 / variance, np.nan)
     out = groups.copy()
     out["n_strata"] = (n > 0).sum(axis=0)
     out["odds_ratio"], out["statistic"] = odds_ratio, statistic
@@ -623,6 +620,7 @@ def disparity_report(
     invalid: Sequence[object] = INVALID,
     threshold: float = 0.8,
     n_simulations: int = 10_000,
+    require_positive: bool = True,
 ) -> dict[str, pd.DataFrame | float]:
     """Every disparity statistic of this module for one decisions table.
 
@@ -647,6 +645,9 @@ def disparity_report(
         invalid: Outcome values that mark an unusable answer (excluded and counted).
         threshold: Impact-ratio threshold (four-fifths).
         n_simulations: Draws for the parity and impact-ratio chance distributions.
+        require_positive: Refuse a table where ``positive`` never occurs: with labels typed by
+            hand that is nearly always a misspelt label. A study whose labels are fixed passes
+            False, because a model that never accepts anyone is a finding (every rate 0).
 
     Returns:
         ``rates`` (``acceptance_rates``), ``population_rate``, ``n_valid``, ``n_excluded``,
@@ -656,7 +657,8 @@ def disparity_report(
         and ``p_adjusted``) and ``cmh``.
 
     Raises:
-        ValueError: A named column is missing, or ``positive`` never occurs in the outcome.
+        ValueError: A named column is missing, or (with ``require_positive``) ``positive`` never
+            occurs in the outcome.
     """
     keys = _as_list(group_cols)
     named = [
@@ -665,6 +667,13 @@ def disparity_report(
         *([stratum_col] if stratum_col else []),
     ]
     _require_columns(df, [*keys, *named, *([valid] if valid else [])])
+    if require_positive and not (df[outcome_col] == positive).any():
+        seen = sorted(map(str, df[outcome_col].dropna().unique()))
+        shown = ", ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
+        raise ValueError(
+            f"outcome column `{outcome_col}` never takes the positive value {positive!r}; "
+            f"values seen: {shown or 'none'}"
+        )
     common = {"valid": valid, "invalid": invalid}
     rates = acceptance_rates(df, keys, outcome_col, positive, **common)
     answered = rates[rates["n"] > 0]

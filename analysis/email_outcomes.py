@@ -794,6 +794,37 @@ def classification_report(
 # --------------------------------------------------------------------------------------------
 
 
+def label_agreement(
+    first: Sequence[str], second: Sequence[str], labels: Sequence[str] = LABELS
+) -> tuple[pd.DataFrame, float, float]:
+    """How far two labelers agree on the same emails (e.g. an LLM judge and the rules).
+
+    Returns:
+        The confusion table (rows: ``first``'s label, columns: ``second``'s, counts), the share
+        of emails with the same label, and Cohen's kappa: agreement beyond what the two
+        labelers' marginal label shares give by chance, ``(p_o - p_e) / (1 - p_e)``; NaN when
+        chance agreement is already 1 (both labelers use one and the same label throughout).
+
+    Raises:
+        ValueError: On length mismatch, no items, or a label outside ``labels``.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"got {len(first)} and {len(second)} labels")
+    if len(first) == 0:
+        raise ValueError("nothing to compare")
+    labels = list(labels)
+    outside = sorted(set(first).union(second) - set(labels))
+    if outside:
+        raise ValueError(f"labels {outside} are not among {labels}")
+    counts = _confusion(first, second, labels)
+    total = counts.sum()
+    observed = np.trace(counts) / total
+    expected = float((counts.sum(axis=1) * counts.sum(axis=0)).sum() / total**2)
+    kappa = (observed - expected) / (1 - expected) if expected < 1 else float("nan")
+    table = pd.DataFrame(counts, index=pd.Index(labels, name="first"), columns=labels)
+    return table.reset_index(), float(observed), float(kappa)
+
+
 def validity_by_group(
     df: pd.DataFrame,
     group_cols: str | Sequence[str],

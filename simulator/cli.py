@@ -173,8 +173,15 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
     except InputError as exc:
         _fail_input(exc)
     config = loaded.config
-    units = len(design_matrix(config)) * len(config.stages)
-    out_console.print(f"{loaded.path}: ok - {len(config.stages)} stage(s), {units} unit(s)")
+    agents = len(design_matrix(config))
+    conditional = sum(stage.when is not None for stage in config.stages)
+    # A `when` may read earlier answers, so only the bound is knowable before a run.
+    bound = f"up to {agents * len(config.stages)}" if conditional else agents * len(config.stages)
+    note = f" ({conditional} stage(s) run only `when` their condition holds)" if conditional else ""
+    out_console.print(
+        f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
+        + note
+    )
 
 
 @app.command()

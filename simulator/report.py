@@ -289,6 +289,14 @@ def _acceptance(
         labels = rows["agent_id"].map(judged).fillna("invalid").tolist()
     rows = rows.assign(outcome=labels)
     rows.loc[~rows["valid"].astype(bool), "outcome"] = "invalid"
+    agreement: dict[str, Any] = {}
+    if spec.classifier == "judge" and len(rows):
+        # A reviewer's first question about an LLM judge: does it agree with the transparent
+        # rules on the same (redacted) emails, and where not.
+        rules = email_outcomes.RuleClassifier().predict(redacted)
+        table, share, kappa = email_outcomes.label_agreement(rows["outcome"].tolist(), rules)
+        evidence.tables[f"{name}_judge_vs_rules"] = table.rename(columns={"first": "judge"})
+        agreement = {"judge_rules_agreement": share, "judge_rules_kappa": kappa}
     evidence.tables[f"{name}_outcomes"] = rows[
         ["unit_id", "model_label", *spec.groups, "persona_name", "outcome"]
     ]
@@ -300,6 +308,7 @@ def _acceptance(
         "name": name,
         "stage": spec.stage,
         "classifier": spec.classifier,
+        **agreement,
         "models": {},
     }
     for model, part in rows.groupby("model_label"):
@@ -313,6 +322,7 @@ def _acceptance(
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
             seed=study.seed,
+            require_positive=False,
         )
         prefix = _slug(name, model)
         scalars = {}
@@ -323,8 +333,30 @@ def _acceptance(
                 scalars[key] = value
         tests = report.get("permutation")
         for column in spec.breakdowns:
+            # The paper marks each cell of Tables 1-4 by a permutation test within its row; each
+            # table is one declared family for `adjust`.
+            row_tests = (
+                report["permutation_by_stratum"]
+                if column == spec.strata
+                else disparity.adjust_family(
+                    disparity.permutation_vs_population(
+                        part,
+                        spec.groups,
+                        "outcome",
+                        "accept",
+                        unit="name" if spec.unit == "name" else "email",
+                        unit_col="persona_name",
+                        stratum_col=column,
+                        n_permutations=spec.n_permutations,
+                        seed=study.seed,
+                    ),
+                    "p_two_sided",
+                    spec.adjust,
+                )
+            )
+            evidence.tables[f"{prefix}_by_{column}_tests"] = row_tests
             evidence.tables[f"{prefix}_by_{column}"] = disparity.rate_breakdown(
-                part, column, spec.groups, "outcome", "accept"
+                part, column, spec.groups, "outcome", "accept", tests=row_tests, p_col="p_adjusted"
             )
         result["models"][model] = {
             **scalars,
@@ -423,6 +455,12 @@ def _print_decisions(result: dict[str, Any], console: Console) -> None:
 
 
 def _print_acceptance(result: dict[str, Any], console: Console) -> None:
+    if "judge_rules_agreement" in result:
+        console.print(
+            f"LLM judge vs rule classifier on the same emails: "
+            f"{_fmt(result['judge_rules_agreement'], '.1%')} agree, Cohen's kappa "
+            f"{_fmt(result['judge_rules_kappa'], '.2f')} (table {result['name']}_judge_vs_rules)"
+        )
     for model, part in result["models"].items():
         table = Table(
             title=f"Acceptance rate by group ({model}, classifier: {result['classifier']})"

@@ -257,7 +257,12 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
         "roles": roles,
         "seeds": {
             "study": study.seed,
-            "per_call": "blake2b('<base_seed>:<unit_id>') & 0x7fffffff",
+            "per_call": (
+                f"replicate r uses design.replicate_seeds[r] = {study.design.replicate_seeds} "
+                "for every call (as the paper reports its seeds)"
+                if study.design.replicate_seeds
+                else "blake2b('<base_seed>:<unit_id>') & 0x7fffffff"
+            ),
         },
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -400,3 +400,27 @@ def test_report_has_every_part() -> None:
     plain = disparity_report(df, GROUPS, "outcome", positive="accept", n_simulations=500)
     assert "cmh" not in plain
     assert (plain["permutation"]["method"] == "exact").all()
+
+
+def test_a_table_without_any_positive_is_a_finding_when_labels_are_fixed() -> None:
+    """A model that rejects everyone: every rate is 0, nothing is significant, and no statistic
+    turns into an error or a warning (a study's run must still write its report)."""
+    df = _decisions(0, {}, roles=3)
+    df = df.assign(outcome="reject")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = disparity_report(
+            df,
+            GROUPS,
+            "outcome",
+            positive="accept",
+            stratum_col="role",
+            n_permutations=50,
+            n_simulations=200,
+            require_positive=False,
+        )
+    assert (report["rates"]["rate"] == 0).all() and report["dpd"] == 0
+    assert (report["permutation"]["p_two_sided"] == 1).all()
+    assert report["cmh"]["p_value"].isna().all()  # no variance: CMH is undefined, not 0 or 1

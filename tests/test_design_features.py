@@ -494,6 +494,8 @@ def test_replicate_seeds_set_replicates_and_are_the_literal_call_seeds(tmp_path:
     requests = calls(out)["request"]
     seeds = {(r["replicate"], r["seed"]) for r in requests}
     assert seeds == {(0, 11), (1, 42), (2, 50)}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "[11, 42, 50]" in manifest["seeds"]["per_call"]
 
 
 # --- name banks ------------------------------------------------------------------------------

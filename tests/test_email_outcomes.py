@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from scipy.stats import fisher_exact
 from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+from sklearn.metrics import accuracy_score, cohen_kappa_score, confusion_matrix, f1_score
 from sklearn.metrics import precision_recall_fscore_support as prfs
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import Pipeline
@@ -34,6 +34,7 @@ from analysis.email_outcomes import (
     RuleClassifier,
     SvmClassifier,
     classification_report,
+    label_agreement,
     read_labelled_emails,
     redact_names,
     validity_by_group,
@@ -504,3 +505,30 @@ def test_validity_by_group_refuses_missing_labels() -> None:
     frame = pd.DataFrame({"g": ["a", "b"], "outcome": ["accept", None]})
     with pytest.raises(ValueError, match="no 'outcome'"):
         validity_by_group(frame, "g", "outcome")
+
+
+# ------------------------------------------------------------------------- judge vs rules
+
+
+def test_label_agreement_matches_sklearn_kappa_and_confusion() -> None:
+    rng = np.random.default_rng(5)
+    first = rng.choice(["accept", "reject", "invalid"], size=300, p=[0.5, 0.4, 0.1]).tolist()
+    # The second labeler copies the first 70% of the time, otherwise guesses.
+    guess = rng.choice(["accept", "reject", "invalid"], size=300).tolist()
+    copy = rng.random(300) < 0.7
+    second = [f if c else g for f, g, c in zip(first, guess, copy, strict=True)]
+    table, share, kappa = label_agreement(first, second)
+    labels = ["accept", "reject", "invalid"]
+    assert kappa == pytest.approx(cohen_kappa_score(first, second, labels=labels))
+    assert share == pytest.approx(accuracy_score(first, second))
+    assert (
+        table[labels].to_numpy().tolist() == confusion_matrix(first, second, labels=labels).tolist()
+    )
+    assert table["first"].tolist() == labels
+
+
+def test_label_agreement_is_nan_when_chance_agreement_is_certain() -> None:
+    _, share, kappa = label_agreement(["accept"] * 4, ["accept"] * 4)
+    assert share == 1.0 and math.isnan(kappa)
+    with pytest.raises(ValueError, match="among"):
+        label_agreement(["accept"], ["maybe"])

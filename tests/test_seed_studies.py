@@ -119,9 +119,63 @@ def test_an2024_hiring_recovers_an_injected_effect(tmp_path) -> None:
     others = tests[tests["race"] != "White"]
     assert (white["rate"] > 0.65).all() and (white["p_greater"] < 0.01).all()
     assert (others["rate"] < 0.55).all() and (others["p_greater"] > 0.5).all()
-    by_qualification = pd.read_csv(next((out / "tables").glob("hiring_*_by_qualification.csv")))
+    by_qualification = pd.read_csv(
+        next((out / "tables").glob("hiring_*_by_qualification.csv")), keep_default_na=False
+    )
     assert set(by_qualification["qualification"]) == {"not_stated", "highly"}
-    assert (out / "tables" / "hiring_validity.csv").is_file()
+    # Each cell is marked by its own within-row permutation test (Holm over the table): White
+    # is far above every row's average, so both its cells carry "p < 0.01, above".
+    assert (by_qualification["White female sig"] == "†+").all()
+    assert (by_qualification["White male sig"] == "†+").all()
+    row_tests = pd.read_csv(next((out / "tables").glob("hiring_*_by_qualification_tests.csv")))
+    assert len(row_tests) == 2 * 6 and (row_tests["p_adjusted"] >= row_tests["p_two_sided"]).all()
+    validity = pd.read_csv(out / "tables" / "hiring_validity.csv")
+    assert validity["n"].sum() == len(results)
+
+
+def test_an2024_judge_labels_replace_the_rules(tmp_path, cli) -> None:
+    """With the judge study the outcome comes from the judge stage: the emails here are offers
+    and rejections in equal shares for every group, but the (synthetic) judge labels every
+    White applicant's email accept and every other one reject, and the analysis must follow
+    the judge. The judge never sees the name."""
+    study = tmp_path / "judged.yaml"
+    study.write_text(
+        f"extends: {builtin_path('an2024_hiring_judge')}\n"
+        "name: judged_small\n"
+        "roles:\n"
+        "  hiring_manager:\n    backend: synthetic\n"
+        "    synthetic: {text: {default: {'We are pleased to offer you the job.': 0.5,\n"
+        "                                 'We regret that we cannot offer you the job.': 0.5}}}\n"
+        "  judge:\n    backend: synthetic\n"
+        "    synthetic:\n      outcome:\n        by: race\n"
+        "        probabilities: {White: {accept: 1}}\n"
+        "        default: {reject: 1}\n"
+        "design:\n  agents_per_value: 8\n  replicate_seeds: [11]\n  factors:\n"
+        "    template: {t2: null, t3: null, t4: null, t5: null}\n"
+        "    qualification: {highly: null, somewhat: null, not_qualified: null}\n"
+    )
+    validated = cli.invoke(app, ["validate", str(study)])
+    assert validated.exit_code == 0, validated.output
+    out = tmp_path / "run"
+    results = run(study, out)
+    assert results.groupby("stage").size().to_dict() == {"write": 41 * 48, "judge": 41 * 48}
+    outcomes = pd.read_csv(out / "tables" / "hiring_outcomes.csv")
+    accepted = (outcomes["outcome"] == "accept").groupby(outcomes["race"]).mean()
+    assert accepted.to_dict() == {"Black": 0.0, "Hispanic": 0.0, "White": 1.0}
+    written = results[results["stage"] == "write"]["text"]
+    assert 0.4 < written.str.contains("pleased").mean() < 0.6  # what the rules would have seen
+    # The judge-vs-rules table: judge labels in rows, the rules' in columns.
+    versus = pd.read_csv(out / "tables" / "hiring_judge_vs_rules.csv").set_index("judge")
+    assert versus.to_numpy().sum() == 41 * 48
+    assert versus.loc["accept", "accept"] > 0 and versus.loc["accept", "reject"] > 0
+    assert versus.loc["reject", "invalid"] == 0  # every text here is a clear offer or rejection
+    import sqlite3
+
+    with sqlite3.connect(out / "calls.sqlite") as db:
+        prompts = [r[0] for r in db.execute("SELECT request FROM calls WHERE stage = 'judge'")]
+    names = set(results["persona_name"])
+    assert prompts and all("[NAME]" in p for p in prompts)
+    assert not any(f"Dear {n}," in p for p in prompts for n in names)
 
 
 def test_analyze_external_decisions_csv(tmp_path, cli) -> None:
@@ -197,3 +251,42 @@ def test_li2025_contextualized_persona_case_on_the_embedded_model(tmp_path) -> N
     assert set(decided["decision"]) <= {"Evacuate", "Stay"}
     cases = pd.read_csv(out / "tables" / "decisions_cases.csv")
     assert len(cases) == 1 and cases.loc[0, "n_valid"] == len(decided)
+
+
+@pytest.mark.model
+def test_an2024_emails_written_and_judged_by_the_embedded_model(tmp_path) -> None:
+    """A small end-to-end run of the hiring study on SmolLM2: one template, one role, one
+    qualification level, one name per group; the same model then judges each redacted email."""
+    study = tmp_path / "hiring_model.yaml"
+    study.write_text(
+        f"extends: {builtin_path('an2024_hiring_judge')}\n"
+        "name: hiring_on_smollm2\n"
+        "roles: {hiring_manager: {max_tokens: 96}}\n"
+        "design:\n  agents_per_value: 1\n  replicate_seeds: [11]\n  factors:\n"
+        "    template: {t2: null, t3: null, t4: null, t5: null}\n"
+        '    job: {cto: {label: CTO, winobias_gender: none, bls_education: "Bachelor\'s degree",\n'
+        "                subset7: 'true'}}\n"
+        "    qualification: {not_stated: null, somewhat: null, highly: null}\n"
+    )
+    out = tmp_path / "run"
+    results = run(study, out)
+    assert results.groupby("stage").size().to_dict() == {"write": 6, "judge": 6}
+    assert set(results["model"]) == {"SmolLM2-135M-Instruct.Q4_1"}
+    emails = results[results["stage"] == "write"]
+    assert (emails["text"].str.len() > 0).all()
+    judged = results[results["stage"] == "judge"]
+    assert set(judged.loc[judged["valid"], "outcome"]) <= {"accept", "reject", "invalid"}
+    outcomes = pd.read_csv(out / "tables" / "hiring_outcomes.csv")
+    assert len(outcomes) == 6 and set(outcomes["outcome"]) <= {"accept", "reject", "invalid"}
+    valid = outcomes[outcomes["outcome"] != "invalid"]
+    if len(valid):
+        by_qualification = pd.read_csv(next((out / "tables").glob("hiring_*_by_qualification.csv")))
+        assert set(by_qualification["qualification"]) == {"not_qualified"}
+        assert by_qualification["n"].sum() == len(valid)
+    import sqlite3
+
+    with sqlite3.connect(out / "calls.sqlite") as db:
+        prompts = [r[0] for r in db.execute("SELECT request FROM calls WHERE stage = 'judge'")]
+    assert len(prompts) == 6
+    for name in set(emails["persona_name"]):
+        assert not any(f" {name} " in p or f" {name}," in p for p in prompts)
