@@ -308,6 +308,8 @@ def _acceptance(
         "name": name,
         "stage": spec.stage,
         "classifier": spec.classifier,
+        "groups": list(spec.groups),
+        "adjust": spec.adjust,
         **agreement,
         "models": {},
     }
@@ -361,6 +363,7 @@ def _acceptance(
         result["models"][model] = {
             **scalars,
             "rates": report["rates"].to_dict("records"),
+            "impact_ratios": report["impact_ratios"].to_dict("records"),
             "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
         }
     return result
@@ -461,43 +464,36 @@ def _print_acceptance(result: dict[str, Any], console: Console) -> None:
             f"{_fmt(result['judge_rules_agreement'], '.1%')} agree, Cohen's kappa "
             f"{_fmt(result['judge_rules_kappa'], '.2f')} (table {result['name']}_judge_vs_rules)"
         )
+    groups = result["groups"]
     for model, part in result["models"].items():
         table = Table(
             title=f"Acceptance rate by group ({model}, classifier: {result['classifier']})"
         )
-        rates = part["rates"]
-        groups = (
-            [
-                c
-                for c in rates[0]
-                if c
-                not in {
-                    "n",
-                    "k",
-                    "rate",
-                    "ci_low",
-                    "ci_high",
-                    "n_excluded",
-                    "population_rate",
-                    "n_units",
-                }
-            ]
-            if rates
-            else []
-        )
-        for col in (*groups, "valid n", "accepted", "rate", "95% CI"):
-            table.add_column(col, justify="right")
-        for row in rates:
+        key = [*groups]
+        ratios = {tuple(r[g] for g in key): r for r in part["impact_ratios"]}
+        tests = {tuple(r[g] for g in key): r for r in part["permutation"] or []}
+        for col in (*groups, "acc/n", "excl", "rate", "95% CI", "IR", "p"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for row in part["rates"]:
+            group = tuple(row[g] for g in key)
+            ratio, test = ratios.get(group, {}), tests.get(group, {})
+            flag = "!" if ratio.get("four_fifths_flag") else ""
             table.add_row(
-                *[str(row[g]) for g in groups],
-                str(row["n"]),
-                str(row["k"]),
+                *[str(v) for v in group],
+                f"{row['k']}/{row['n']}",
+                str(row["n_excluded"]),
                 _fmt(row["rate"]),
                 f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+                f"{_fmt(ratio.get('impact_ratio'), '.2f')}{flag}",
+                _fmt(test.get("p_adjusted")),
             )
         console.print(table)
         console.print(
-            f"DPD {_fmt(part.get('dpd'))}, population rate {_fmt(part.get('population_rate'))}; "
-            f"chance that an unbiased model fails four-fifths for some group: "
-            f"{_fmt(part.get('p_any_flag_by_chance'), '.1%')}"
+            f"DPD {_fmt(part.get('dpd'))} (parity p = {_fmt(part.get('dpd_p_value'))}), "
+            f"population rate {_fmt(part.get('population_rate'))}; chance that an unbiased "
+            f"model fails four-fifths for some group: "
+            f"{_fmt(part.get('p_any_flag_by_chance'), '.1%')}.\n"
+            f"acc/n = accepted / valid answers, excl = invalid (excluded); IR = impact ratio "
+            f"(rate / highest rate, ! = below four-fifths); p = permutation test of the group "
+            f"against the population, two-sided, {result['adjust']}-adjusted over the groups."
         )

@@ -96,7 +96,7 @@ design:
 """
 
 
-def test_an2024_hiring_recovers_an_injected_effect(tmp_path) -> None:
+def test_an2024_hiring_recovers_an_injected_effect(tmp_path, cli) -> None:
     study = tmp_path / "hiring.yaml"
     study.write_text(
         HIRING_SMALL.format(
@@ -131,6 +131,16 @@ def test_an2024_hiring_recovers_an_injected_effect(tmp_path) -> None:
     assert len(row_tests) == 2 * 6 and (row_tests["p_adjusted"] >= row_tests["p_two_sided"]).all()
     validity = pd.read_csv(out / "tables" / "hiring_validity.csv")
     assert validity["n"].sum() == len(results)
+    # The printed report: impact ratios 0.45 / 0.75 = 0.6 are flagged below four-fifths.
+    printed = cli.invoke(app, ["analyze", str(out)])
+    assert printed.exit_code == 0, printed.output
+    rows = [line for line in printed.output.splitlines() if line.startswith("│")]
+    races = ("White", "Black", "Hispanic")
+    acceptance = [r for r in rows if "male" in r and any(race in r for race in races)]
+    white = [r for r in acceptance if "White" in r]
+    assert len(acceptance) == 6 and len(white) == 2
+    assert not any("!" in r for r in white)
+    assert all("!" in r for r in acceptance if r not in white)
 
 
 def test_an2024_judge_labels_replace_the_rules(tmp_path, cli) -> None:
