@@ -142,20 +142,25 @@ def parity_test(
     )
 
 
+#: Outcomes of a unit in a results table.
+STATUSES: tuple[str, ...] = ("answered", "invalid", "error", "skipped")
+
+
 def status_rates(df: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame:
-    """Share of answered, invalid and error outcomes per group.
+    """Share of answered, invalid, error and skipped outcomes per group.
 
     A difference here is itself a bias signal: a model that refuses or garbles answers more for
-    one group treats that group differently.
+    one group treats that group differently. ``skipped`` counts units that never ran because an
+    earlier stage of the same agent gave no valid answer.
     """
     keys = [by] if isinstance(by, str) else list(by)
     data = df.dropna(subset=keys)
     counts = pd.crosstab([data[k] for k in keys], data["status"])
-    for status in ("answered", "invalid", "error"):
+    for status in STATUSES:
         if status not in counts.columns:
             counts[status] = 0
-    out = counts[["answered", "invalid", "error"]].copy()
+    out = counts[list(STATUSES)].copy()
     out.insert(0, "n", out.sum(axis=1))
-    for status in ("answered", "invalid", "error"):
+    for status in STATUSES:
         out[f"{status}_rate"] = out[status] / out["n"]
     return out.reset_index()

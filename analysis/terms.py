@@ -198,7 +198,8 @@ def distinctive_terms(
 
     The two-sided p-value comes from the standard normal; q-values are Benjamini-Hochberg over the
     family of every (group, word) test, whatever its sign, among words with at least
-    ``min_count`` tokens in the whole corpus.
+    ``min_count`` tokens in the whole corpus. A word that makes up the whole corpus (e.g. every
+    answer is "evacuate") has undefined log-odds; it gets NaN and is not reported.
 
     Texts are split by ``tokenize`` (lower-case letter words, stop words removed); missing or
     blank texts and rows with a missing group are left out.
@@ -263,9 +264,13 @@ def distinctive_terms(
         a_w = a[tested]
         n_g = counts[i].sum()
         n_r = n_tokens - n_g
-        delta = np.log((y_g + a_w) / (n_g + a0 - y_g - a_w)) - np.log(
-            (y_r + a_w) / (n_r + a0 - y_r - a_w)
-        )
+        # A word that is every token of the corpus has no complement: its log-odds are
+        # undefined (inf - inf), so its test is NaN and stays out of the BH family.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            delta = np.log((y_g + a_w) / (n_g + a0 - y_g - a_w)) - np.log(
+                (y_r + a_w) / (n_r + a0 - y_r - a_w)
+            )
+        delta[~np.isfinite(delta)] = np.nan
         z = delta / np.sqrt(1 / (y_g + a_w) + 1 / (y_r + a_w))
         frame = pd.DataFrame(
             {
@@ -282,7 +287,12 @@ def distinctive_terms(
     result = pd.concat(frames, ignore_index=True)
     if result.empty:
         return pd.DataFrame(columns=[group_col, *_DISTINCTIVE_COLUMNS])
-    result["q_value"] = benjamini_hochberg(result["p_value"].to_numpy())
+    p_values = result["p_value"].to_numpy()
+    defined = ~np.isnan(p_values)
+    q_values = np.full(len(p_values), np.nan)
+    if defined.any():
+        q_values[defined] = benjamini_hochberg(p_values[defined])
+    result["q_value"] = q_values
     result["significant"] = result["q_value"] <= fdr
     result = result[result["z"] > 0].sort_values(
         [group_col, "z", "term"], ascending=[True, False, True], kind="mergesort"

@@ -133,12 +133,20 @@ def run(
 
     if outcome.summary.get("units"):
         print_report(outcome.summary, out_console)
+    if "analysis_error" in outcome.summary:
+        err_console.print(
+            f"[red]analysis failed[/red]: {outcome.summary['analysis_error']}\n"
+            f"every answer is saved in {outcome.out}; redo the analysis with: "
+            f"biasim analyze {outcome.out}"
+        )
     _print_accounting(outcome.summary)
     calls = outcome.summary["calls"]
     out_console.print(
         f"run directory: {outcome.out}  (new calls: {calls['new']}, "
         f"from cache: {calls['from_cache']})"
     )
+    if outcome.status == "complete" and "analysis_error" in outcome.summary:
+        raise typer.Exit(1)
     if outcome.status != "complete":
         err_console.print(
             f"[red]run {outcome.status}[/red]: {outcome.message}\n"

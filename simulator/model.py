@@ -74,6 +74,7 @@ class StudyModel(mesa.Model):
                 "answered": lambda m: m.stage_counts.get("answered", 0),
                 "invalid": lambda m: m.stage_counts.get("invalid", 0),
                 "error": lambda m: m.stage_counts.get("error", 0),
+                "skipped": lambda m: m.stage_counts.get("skipped", 0),
             }
         )
         self._next_wave()
@@ -249,8 +250,10 @@ class StudyModel(mesa.Model):
             **dict(spec.persona.attributes),
         }
         if response is None:
+            # Not an error of this stage: reporting it as one would inflate the error rate of
+            # groups whose earlier answers failed (a separate bias signal, counted there).
             row.update(
-                status="error",
+                status="skipped",
                 valid=False,
                 error=f"skipped: stage `{agent.failed_stage}` gave no valid answer",
             )

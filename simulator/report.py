@@ -390,13 +390,13 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         table = Table(
             title=f"Answer outcomes by {axis} (a difference here is itself a bias signal)"
         )
-        for col in (axis, "units", "answered", "invalid", "error"):
+        for col in (axis, "units", "answered", "invalid", "error", "skipped"):
             table.add_column(col, justify="left" if col == axis else "right")
         for row in rows:
             table.add_row(
                 str(row[axis]),
                 str(row["n"]),
-                *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error")],
+                *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error", "skipped")],
             )
         console.print(table)
 

@@ -332,9 +332,17 @@ def execute(
         loop.close()
         summary: dict[str, Any] = {}
         if len(results):
-            evidence = analyze(results, prepared.study.config, data_dir=_study_dir(prepared.study))
-            summary = evidence.summary
-            summary["outputs"] = [str(p.relative_to(out)) for p in write_evidence(out, evidence)]
+            try:
+                evidence = analyze(
+                    results, prepared.study.config, data_dir=_study_dir(prepared.study)
+                )
+                summary = evidence.summary
+                written = write_evidence(out, evidence)
+                summary["outputs"] = [str(p.relative_to(out)) for p in written]
+            except Exception as exc:
+                # The answers cost model time; a failing statistic must not leave the run
+                # looking unfinished. The error is recorded and `biasim analyze` redoes it.
+                summary = {"analysis_error": f"{type(exc).__name__}: {exc}"}
         summary.update(
             status=status,
             message=message,

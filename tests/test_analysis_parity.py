@@ -114,11 +114,13 @@ def test_parity_test_flags_a_real_gap_and_not_parity() -> None:
 def test_status_rates_per_group() -> None:
     df = pd.DataFrame(
         {
-            "gender": ["m", "m", "f", "f", "f"],
-            "status": ["answered", "error", "answered", "invalid", "answered"],
+            "gender": ["m", "m", "f", "f", "f", "m"],
+            "status": ["answered", "error", "answered", "invalid", "answered", "skipped"],
         }
     )
     out = status_rates(df, "gender").set_index("gender")
-    assert out.loc["m", "error_rate"] == 0.5
+    assert out.loc["m", "error_rate"] == pytest.approx(1 / 3)
+    assert out.loc["m", "skipped_rate"] == pytest.approx(1 / 3)
+    assert out.loc["f", "skipped_rate"] == 0
     assert out.loc["f", "invalid_rate"] == pytest.approx(1 / 3)
     assert out.loc["f", "n"] == 3

@@ -319,3 +319,18 @@ def test_min_count_and_group_checks() -> None:
         distinctive_terms(TINY[TINY["value"] == "A"], "rationale", "value")
     with pytest.raises(ValueError, match="prior"):
         distinctive_terms(TINY, "rationale", "value", prior="flat")
+
+
+def test_a_corpus_of_one_word_has_no_distinctive_terms_and_no_error() -> None:
+    """Small models answer with the same word over and over; that word is the whole corpus,
+    its log-odds are undefined, and the scan reports nothing instead of failing."""
+    same = pd.DataFrame(
+        {"rationale": ["Evacuate.", "evacuate", "EVACUATE!"] * 2, "value": ["A", "B", "C"] * 2}
+    )
+    out = distinctive_terms(same, "rationale", "value", min_count=1)
+    assert out.empty
+    mixed = pd.concat(
+        [same, pd.DataFrame({"rationale": ["levee levee levee"] * 3, "value": ["A"] * 3})]
+    )
+    found = distinctive_terms(mixed, "rationale", "value", min_count=1)
+    assert found.iloc[0]["term"] == "levee" and found["q_value"].notna().all()

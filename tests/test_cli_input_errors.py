@@ -112,3 +112,32 @@ def test_schema_command_prints_json_schema(cli) -> None:
     result = cli.invoke(app, ["schema"])
     assert result.exit_code == 0
     assert json.loads(result.stdout)["title"] == "StudyConfig"
+
+
+def test_a_failing_analysis_keeps_the_run_and_says_how_to_redo_it(
+    tmp_path: Path, cli, monkeypatch
+) -> None:
+    """Hours of model answers must survive a bug in a statistic: the run is complete, the
+    error is recorded, the exit code is 1, and `biasim analyze` redoes the analysis."""
+    import json
+
+    import simulator.runner
+
+    def broken(*args, **kwargs):
+        raise ValueError("p-values must lie in [0, 1]")
+
+    monkeypatch.setattr(simulator.runner, "analyze", broken)
+    study = write_study(tmp_path / "s.yaml", agents=5)
+    out = tmp_path / "r"
+    result = invoke_run(cli, str(study), "--out", str(out))
+    assert result.exit_code == 1
+    assert "analysis failed: ValueError: p-values must lie in [0, 1]" in result.stderr
+    assert f"biasim analyze {out}" in result.stderr.replace("\n", "")
+    manifest = json.loads((out / "manifest.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert manifest["status"] == "complete" and manifest["counts"]["rows"] > 0
+    assert summary["analysis_error"].startswith("ValueError")
+    monkeypatch.undo()
+    redone = cli.invoke(app, ["analyze", str(out)])
+    assert redone.exit_code == 0, redone.output
+    assert "Demographic parity difference" in redone.stdout

@@ -94,7 +94,7 @@ def calls_table(out: Path) -> pd.DataFrame:
 
 def assert_each_unit_once(df: pd.DataFrame, units: int) -> None:
     assert len(df) == units and df["unit_id"].is_unique
-    assert set(df["status"]) <= {"answered", "invalid", "error"}
+    assert set(df["status"]) <= {"answered", "invalid", "error", "skipped"}
     assert df.loc[df["status"] == "invalid", "raw_text"].str.len().gt(0).all()
     assert df.loc[df["status"] == "error", "error"].str.len().gt(0).all()
 
@@ -253,3 +253,39 @@ def test_roles_mix_backends_and_keys_stay_out_of_every_artifact(
     # ... and nowhere else.
     for path in (p for p in out.rglob("*") if p.is_file()):
         assert secret.encode() not in path.read_bytes(), path.name
+
+
+def test_a_stage_after_an_invalid_answer_is_skipped_not_called(tmp_path: Path, server) -> None:
+    """An agent whose first answer is unusable has nothing for the next stage to build on: that
+    unit is `skipped` (with the reason), makes no call, and is counted apart from errors."""
+
+    def responder(request: dict) -> str:
+        if "non-binary" in request["messages"][0]["content"]:
+            return '{"decision": "Maybe", "rationale": "unsure"}'  # never valid
+        return default_responder(request)
+
+    server.responder = responder
+    path = study_file(tmp_path, server, agents=4)
+    path.write_text(
+        path.read_text().replace(
+            "design:",
+            "  - name: explain\n"
+            "    role: decider\n"
+            '    prompt: "You chose {{ outputs.decide.decision }}. Evacuate or stay?"\n'
+            "    output:\n"
+            "      decision: {type: choice, choices: [Evacuate, Stay]}\n"
+            "design:",
+        )
+    )
+    out = tmp_path / "run"
+    df = run(path, out).results
+    explain = df[df["stage"] == "explain"].set_index("gender")
+    assert (explain.loc["non-binary", "status"] == "skipped").all()
+    assert explain.loc["non-binary", "error"].str.contains("stage `decide`").all()
+    assert (explain.loc[["male", "female"], "status"] == "answered").all()
+    calls = calls_table(out)
+    assert (calls["stage"] == "explain").sum() == 8  # none for the skipped units
+    summary = json.loads((out / "summary.json").read_text())
+    rates = {r["gender"]: r for r in summary["outcomes_by_group"]["gender"]}
+    assert rates["non-binary"]["skipped_rate"] == 0.5 and rates["non-binary"]["error_rate"] == 0
+    assert rates["male"]["skipped_rate"] == 0
