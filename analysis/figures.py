@@ -255,7 +255,7 @@ def plot_implicit_explicit(
     ax.set_ylabel("mean DPD over cases (± sd)")
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), max(1.1, ax.get_ylim()[1] + 0.1))
     ax.legend(frameon=False)
-    ax.set_title("Implicit vs explicit bias (k/n = significant cases)")
+    ax.set_title("Implicit vs explicit bias\n(k/n = significant cases)")
     return _finish(fig, path)
 
 
