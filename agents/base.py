@@ -106,9 +106,9 @@ class LLMAgent(mesa.Agent):
 
     def schema(self, stage: StagePlan) -> OutputSchema | None:
         """The stage's output contract for this agent (choices may come from its variables)."""
-        dynamic = {n: f for n, f in (stage.output or {}).items() if f.choices_from}
-        if not dynamic:
-            return stage.schema
+        if stage.schema is not None or not stage.output:
+            return stage.schema  # fixed choices: one schema for every agent, built once
+        dynamic = {n: f for n, f in stage.output.items() if f.choices_from}
         context = self._context()
         choices = tuple(
             tuple(c.strip() for c in str(context[f.choices_from]).split("|") if c.strip())

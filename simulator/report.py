@@ -98,9 +98,10 @@ def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
     """One row per decision with ``attribute`` (the axis) and ``value`` columns."""
     if not separately:
         data = df.dropna(subset=axes)
-        return data.assign(
-            attribute="×".join(axes), value=data[axes].astype(str).agg("/".join, axis=1)
-        )
+        value = data[axes[0]].astype(str)
+        for axis in axes[1:]:  # column-wise: a row-wise join costs seconds at 10^5 rows
+            value = value + "/" + data[axis].astype(str)
+        return data.assign(attribute="×".join(axes), value=value)
     parts = [
         df[df[axis].notna()].assign(attribute=axis, value=lambda d, a=axis: d[a]) for axis in axes
     ]
