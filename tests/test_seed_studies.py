@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -179,8 +181,6 @@ def test_an2024_judge_labels_replace_the_rules(tmp_path, cli) -> None:
     assert versus.to_numpy().sum() == 41 * 48
     assert versus.loc["accept", "accept"] > 0 and versus.loc["accept", "reject"] > 0
     assert versus.loc["reject", "invalid"] == 0  # every text here is a clear offer or rejection
-    import sqlite3
-
     with sqlite3.connect(out / "calls.sqlite") as db:
         prompts = [r[0] for r in db.execute("SELECT request FROM calls WHERE stage = 'judge'")]
     names = set(results["persona_name"])
@@ -293,10 +293,52 @@ def test_an2024_emails_written_and_judged_by_the_embedded_model(tmp_path) -> Non
         by_qualification = pd.read_csv(next((out / "tables").glob("hiring_*_by_qualification.csv")))
         assert set(by_qualification["qualification"]) == {"not_qualified"}
         assert by_qualification["n"].sum() == len(valid)
-    import sqlite3
-
     with sqlite3.connect(out / "calls.sqlite") as db:
         prompts = [r[0] for r in db.execute("SELECT request FROM calls WHERE stage = 'judge'")]
     assert len(prompts) == 6
     for name in set(emails["persona_name"]):
         assert not any(f" {name} " in p or f" {name}," in p for p in prompts)
+
+
+@pytest.mark.model
+def test_li2025_completion_model_path_on_the_embedded_model(tmp_path) -> None:
+    """The agent role plays a completion model (no structured output): it answers appendix C's
+    free-text prompt, and the formatter role extracts {decision, rationale} from that text."""
+    study = tmp_path / "completion.yaml"
+    study.write_text(
+        f"extends: {LI2025}\n"
+        "name: li2025_completion\n"
+        "roles:\n"
+        "  persona_writer: {max_tokens: 48}\n"
+        "  agent: {structured_output: false, max_tokens: 64}\n"
+        "  formatter: {max_tokens: 96}\n"
+        "personas: {axes: {race: null, ideology: null}}\n"
+        "design:\n  factors:\n"
+        "    scenario: {authority_compliance: null, negative_information_sharing: null,\n"
+        "               career_path_selection: null}\n"
+        "    persona_condition: {non_contextualized: null, contextualized: null,\n"
+        "                        explicit: null}\n"
+    )
+    out = tmp_path / "run"
+    results = run(study, out, agents=1)
+    decide = results[results["stage"] == "decide"]
+    assert len(decide) == 3
+    with sqlite3.connect(out / "calls.sqlite") as db:
+        rows = db.execute(
+            "SELECT unit_id, request, status FROM calls WHERE stage = 'decide' AND reask = 0"
+        ).fetchall()
+    free = [json.loads(r[1]) for r in rows if not r[0].endswith("/format")]
+    formatted = [json.loads(r[1]) for r in rows if r[0].endswith("/format")]
+    answered_free = [r for r in rows if not r[0].endswith("/format") and r[2] == "answered"]
+    assert len(free) == 3 and all(req["schema"] is None for req in free)
+    # Appendix C's completion prompt, then its extraction prompt quoting the completion.
+    question = "Do you choose to evacuate or stay"
+    assert all(question in req["messages"][-1]["content"] for req in free)
+    assert len(answered_free) == 3 and len(formatted) == 3  # free text is always an answer
+    assert all(req["schema"] is not None for req in formatted)
+    assert all(
+        "skilled at extracting structured information" in req["messages"][-1]["content"]
+        for req in formatted
+    )
+    valid = decide[decide["valid"]]
+    assert set(valid["decision"]) <= {"Evacuate", "Stay"}
