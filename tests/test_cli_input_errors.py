@@ -131,8 +131,9 @@ def test_a_failing_analysis_keeps_the_run_and_says_how_to_redo_it(
     out = tmp_path / "r"
     result = invoke_run(cli, str(study), "--out", str(out))
     assert result.exit_code == 1
-    assert "analysis failed: ValueError: p-values must lie in [0, 1]" in result.stderr
-    assert f"biasim analyze {out}" in result.stderr.replace("\n", "")
+    stderr = " ".join(result.stderr.split())  # rich wraps at the terminal width
+    assert "analysis failed: ValueError: p-values must lie in [0, 1]" in stderr
+    assert f"biasim analyze {out}" in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["rows"] > 0
