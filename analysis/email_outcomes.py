@@ -730,11 +730,19 @@ that decided it>"}
 # --------------------------------------------------------------------------------------------
 
 
-def _confusion(true: Sequence[str], predicted: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+def _confusion(first: Sequence[str], second: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+    """Counts of (``first``, ``second``) label pairs, after checking both against ``labels``."""
+    if len(first) != len(second):
+        raise ValueError(f"got {len(first)} labels but {len(second)} to compare them with")
+    if len(first) == 0:
+        raise ValueError("nothing to compare")
+    outside = sorted(set(first).union(second) - set(labels))
+    if outside:
+        raise ValueError(f"labels {outside} are not among {list(labels)}")
     index = {label: i for i, label in enumerate(labels)}
     counts = np.zeros((len(labels), len(labels)), dtype=int)
-    for t, p in zip(true, predicted, strict=True):
-        counts[index[t], index[p]] += 1
+    for a, b in zip(first, second, strict=True):
+        counts[index[a], index[b]] += 1
     return counts
 
 
@@ -757,14 +765,7 @@ def classification_report(
     Raises:
         ValueError: On length mismatch, no items, or a label outside ``labels``.
     """
-    if len(true) != len(predicted):
-        raise ValueError(f"got {len(true)} true labels but {len(predicted)} predictions")
-    if len(true) == 0:
-        raise ValueError("nothing to evaluate")
     labels = list(labels)
-    outside = sorted(set(true).union(predicted) - set(labels))
-    if outside:
-        raise ValueError(f"labels {outside} are not among {labels}")
     counts = _confusion(true, predicted, labels)
     tp = np.diag(counts).astype(float)
     predicted_n = counts.sum(axis=0)
@@ -808,14 +809,7 @@ def label_agreement(
     Raises:
         ValueError: On length mismatch, no items, or a label outside ``labels``.
     """
-    if len(first) != len(second):
-        raise ValueError(f"got {len(first)} and {len(second)} labels")
-    if len(first) == 0:
-        raise ValueError("nothing to compare")
     labels = list(labels)
-    outside = sorted(set(first).union(second) - set(labels))
-    if outside:
-        raise ValueError(f"labels {outside} are not among {labels}")
     counts = _confusion(first, second, labels)
     total = counts.sum()
     observed = np.trace(counts) / total

@@ -470,13 +470,12 @@ def _print_acceptance(result: dict[str, Any], console: Console) -> None:
         table = Table(
             title=f"Acceptance rate by group ({model}, classifier: {result['classifier']})"
         )
-        key = [*groups]
-        ratios = {tuple(r[g] for g in key): r for r in part["impact_ratios"]}
-        tests = {tuple(r[g] for g in key): r for r in part["permutation"] or []}
+        ratios = {tuple(r[g] for g in groups): r for r in part["impact_ratios"]}
+        tests = {tuple(r[g] for g in groups): r for r in part["permutation"] or []}
         for col in (*groups, "acc/n", "excl", "rate", "95% CI", "IR", "p"):
             table.add_column(col, justify="right", no_wrap=True)
         for row in part["rates"]:
-            group = tuple(row[g] for g in key)
+            group = tuple(row[g] for g in groups)
             ratio, test = ratios.get(group, {}), tests.get(group, {})
             flag = "!" if ratio.get("four_fifths_flag") else ""
             table.add_row(
