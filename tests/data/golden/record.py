@@ -1,0 +1,30 @@
+"""Record the golden analysis outputs of ``tests/golden_studies.py`` with the code on the
+Python path (run once, on the commit named there): ``python tests/data/golden/record.py``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from golden_studies import GOLDEN_DIR, STUDIES  # noqa: E402
+
+from simulator.runner import RunOptions, execute, prepare  # noqa: E402
+
+for name, (text, options) in STUDIES.items():
+    with tempfile.TemporaryDirectory() as tmp:
+        study = Path(tmp) / f"{name}.yaml"
+        study.write_text(text)
+        out = Path(tmp) / "run"
+        outcome = execute(prepare(RunOptions(study=str(study), out=out, **options)))
+        target = GOLDEN_DIR / name
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(out / "tables", target)
+        (target / "analyses.json").write_text(
+            json.dumps(outcome.summary["analyses"], indent=1, sort_keys=True, default=str) + "\n"
+        )
+        print(name, len(list(target.iterdir())), "files")
