@@ -130,9 +130,10 @@ def plot_dpd_by_condition(
     condition_col: str = "persona_condition",
     case_cols: Sequence[str] = ("scenario", "attribute"),
     order: Sequence[str] | None = None,
+    title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
-    """Fig. 5: the DPD of every case, one bar per persona condition.
+    """Fig. 5: the DPD of every case, one bar per persona condition (Figs. 11-12: per model).
 
     Cases (combinations of ``case_cols``) are grouped along the x axis in order of first
     appearance; within a group, conditions follow ``order`` (default: first appearance). Each
@@ -145,6 +146,7 @@ def plot_dpd_by_condition(
         condition_col: Column naming the persona condition.
         case_cols: Columns identifying a case.
         order: Conditions to draw, in this order.
+        title: Axes title (default ``DPD by <condition_col>``).
         path: When given, the PNG is written there with ``save_figure``.
 
     Returns:
@@ -198,7 +200,7 @@ def plot_dpd_by_condition(
         Line2D([], [], color="black", linewidth=1.5, label="parity threshold"),
     ]
     ax.legend(handles=handles, loc="upper left", ncols=len(handles), frameon=False)
-    ax.set_title(f"DPD by {condition_col}")
+    ax.set_title(title or f"DPD by {condition_col}")
     return _finish(fig, path)
 
 
@@ -256,6 +258,57 @@ def plot_implicit_explicit(
     ax.set_ylim(min(0.0, ax.get_ylim()[0]), max(1.1, ax.get_ylim()[1] + 0.1))
     ax.legend(frameon=False)
     ax.set_title("Implicit vs explicit bias\n(k/n = significant cases)")
+    return _finish(fig, path)
+
+
+def plot_rates_by_model(
+    rates: pd.DataFrame,
+    *,
+    group_cols: Sequence[str],
+    model_col: str = "model_label",
+    order: Sequence[str] | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Acceptance (or decision) rate per group, one bar per model, with Wilson intervals.
+
+    Args:
+        rates: One row per model and group with ``rate``, ``ci_low``, ``ci_high``.
+        group_cols: Columns naming a group (joined in the tick label).
+        model_col: Column naming the model.
+        order: Models to draw, in this order (default: first appearance).
+        path: When given, the PNG is written there with ``save_figure``.
+
+    Returns:
+        The figure, with one axes and one bar container per model.
+    """
+    models = list(order) if order is not None else list(dict.fromkeys(rates[model_col]))
+    labels = rates[list(group_cols)].astype(str).agg(" ".join, axis=1)
+    groups = list(dict.fromkeys(labels))
+    position = {g: i for i, g in enumerate(groups)}
+    width = 0.8 / max(len(models), 1)
+    fig = Figure(
+        figsize=(max(6.0, 1.5 + 0.3 * len(groups) * max(len(models), 1)), 4.5),
+        layout="constrained",
+    )
+    ax = fig.add_subplot()
+    for m, model in enumerate(models):
+        mask = (rates[model_col] == model).to_numpy()
+        part = rates[mask]
+        x = np.array([position[g] for g in labels[mask]]) + (m - (len(models) - 1) / 2) * width
+        rate = part["rate"].to_numpy(dtype=float)
+        errors = np.vstack(
+            [
+                rate - part["ci_low"].to_numpy(dtype=float),
+                part["ci_high"].to_numpy(dtype=float) - rate,
+            ]
+        )
+        ax.bar(x, rate, width * 0.95, yerr=errors, capsize=3, color=f"C{m}", label=str(model))
+    ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1))
+    ax.set_ylabel("rate (95% Wilson interval)")
+    ax.legend(frameon=False, ncols=min(len(models), 4))
+    ax.set_title("Rate per group and model")
     return _finish(fig, path)
 
 

@@ -10,16 +10,13 @@ import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from jinja2 import TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
     Field,
-    Tag,
+    SerializeAsAny,
     ValidationError,
     field_validator,
     model_validator,
@@ -30,18 +27,13 @@ from personas.namebank import NameBankError, load_name_bank
 from .columns import CALL_COLUMNS, ID_COLUMNS
 from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
+from .fields import Identifier, LevelName, Strict
+from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind, kind_names
 from .templating import compile_expression, compile_template, render
 from .yamlsource import FieldPath, SourceMap, deep_merge, load_yaml
 
-Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-LevelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SyntheticField(_Strict):
+class SyntheticField(Strict):
     """How the synthetic responder fills one output field (ground truth, not a language model)."""
 
     by: str | None = Field(None, description="Persona axis whose value selects the probabilities.")
@@ -65,7 +57,7 @@ class SyntheticField(_Strict):
         return self
 
 
-class ModelVariant(_Strict):
+class ModelVariant(Strict):
     """One of several models a role is played by; unset fields keep the role's value."""
 
     label: str | None = Field(
@@ -77,6 +69,11 @@ class ModelVariant(_Strict):
     model: str | None = None
     options: dict[str, Any] | None = None
     structured_output: bool | None = None
+    synthetic: dict[str, SyntheticField] | None = Field(
+        None,
+        description="Only for backend `synthetic`: this variant's declared answers (e.g. two "
+        "'models' with different biases for a power analysis of a model comparison).",
+    )
 
     @field_validator("options")
     @classmethod
@@ -94,7 +91,7 @@ def _check_no_secrets(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-class RoleConfig(_Strict):
+class RoleConfig(Strict):
     """Which backend and model play a role, and how they sample."""
 
     backend: str = Field("local", description="Backend name from the registry.")
@@ -158,7 +155,7 @@ class RoleConfig(_Strict):
         return out
 
 
-class OutputField(_Strict):
+class OutputField(Strict):
     """One field of a structured answer."""
 
     type: Literal["choice", "string", "integer", "number", "boolean"] = "string"
@@ -182,7 +179,7 @@ class OutputField(_Strict):
         return self
 
 
-class CompletionConfig(_Strict):
+class CompletionConfig(Strict):
     """A stage for completion models: a free-text prompt, then a formatter extracts the answer."""
 
     prompt: str = Field(description="Free-text prompt template (e.g. ending in 'Answer: ...').")
@@ -193,7 +190,7 @@ class CompletionConfig(_Strict):
     )
 
 
-class StageConfig(_Strict):
+class StageConfig(Strict):
     """One model step: every agent sends one request rendered from these templates."""
 
     name: Identifier
@@ -219,7 +216,7 @@ class StageConfig(_Strict):
     )
 
 
-class PersonaConfig(_Strict):
+class PersonaConfig(Strict):
     """Persona axes and where each agent's persona comes from."""
 
     axes: dict[Identifier, list[str]] = Field(min_length=1)
@@ -252,7 +249,7 @@ class PersonaConfig(_Strict):
         return axes
 
 
-class DesignConfig(_Strict):
+class DesignConfig(Strict):
     """How many agents, replicates and conditions."""
 
     agents_per_value: int = Field(
@@ -289,113 +286,10 @@ class DesignConfig(_Strict):
         return self
 
 
-class ExplicitConfig(_Strict):
-    """The explicit-bias question-answering condition (seed 004, appendix D)."""
-
-    stages: list[str] = Field(min_length=1, description="Stages asking for the likely attribute.")
-    field: str = Field("answer", description="Output field holding the chosen attribute label.")
-    unknown: str = Field("Unknown", description="The label meaning undecided / equally likely.")
-
-
-class TermsConfig(_Strict):
-    """Rationale analysis: declared term sets and a data-driven scan of distinctive words."""
-
-    field: str = Field("rationale", description="Output field holding the rationale text.")
-    term_sets: str | dict[str, list[str]] = Field(
-        "default",
-        description="`default` (the seed-004 paper's terms), a YAML path, or name -> regexes.",
-    )
-    top_n: int = Field(15, ge=1, description="Distinctive words reported per attribute value.")
-
-
-class AnalysisConfig(_Strict):
-    """Decision rates by persona group, DPD with its parity test, and the evidence around it.
-
-    The minimal form (stage, field, target, by) gives rates and one DPD. The optional parts
-    make it the seed-004 analysis for any study: `cases` split the data (scenario, model, ...),
-    `separately` treats each axis as its own case, `condition` compares conditions (ablation),
-    `explicit` adds the question-answering condition, `terms` analyses rationales and
-    `predictions` checks directional alignment with real-world findings.
-    """
-
-    kind: Literal["demographic_parity"] = "demographic_parity"
-    name: Identifier | None = Field(None, description="Name of the output tables and figures.")
-    stage: str
-    field: str
-    target: str | None = Field(None, description="The targeted decision whose rate is compared.")
-    target_from: str | None = Field(
-        None,
-        description="Recorded design variable holding each case's targeted decision (e.g. one "
-        "per scenario); instead of `target`.",
-    )
-    by: list[str] | str = Field(description="Persona axis (or axes) defining groups.")
-    separately: bool = Field(
-        False, description="Each axis in `by` is its own case (agents carry one axis each)."
-    )
-    cases: list[str] = Field(
-        default_factory=list, description="Design factors that split the analysis into cases."
-    )
-    condition: str | None = Field(
-        None, description="Factor whose levels are compared case by case (persona ablation)."
-    )
-    explicit: ExplicitConfig | None = None
-    terms: TermsConfig | None = None
-    predictions: str | None = Field(
-        None,
-        description="Directional predictions (`default`: the seed-004 paper's Table 3, or a "
-        "YAML path) checked against the observed rates.",
-    )
-    alpha: float = Field(0.05, gt=0, lt=1)
-    n_simulations: int = Field(10_000, ge=100)
-
-    @property
-    def groups(self) -> list[str]:
-        """The grouping axes as a list."""
-        return [self.by] if isinstance(self.by, str) else list(self.by)
-
-    @model_validator(mode="after")
-    def _one_target(self) -> AnalysisConfig:
-        if (self.target is None) == (self.target_from is None):
-            raise ValueError("give exactly one of `target` and `target_from`")
-        return self
-
-
-class AcceptanceConfig(_Strict):
-    """Acceptance-rate disparities of written decisions (seed 001): classify, then test."""
-
-    kind: Literal["acceptance"]
-    name: Identifier | None = None
-    stage: str = Field(description="Stage whose text is a decision (e.g. the hiring email).")
-    field: str = Field("text", description="Field holding the text (free-text stages: `text`).")
-    classifier: Literal["rules", "svm", "judge"] = "rules"
-    judge_stage: str | None = Field(
-        None, description="For classifier `judge`: the stage whose `outcome` field labels texts."
-    )
-    training_csv: str | None = Field(
-        None,
-        description="For classifier `svm`: labelled CSV (`text,label`); starter set if absent.",
-    )
-    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
-    unit: Literal["email", "name"] = Field(
-        "name", description="Exchangeable unit of the permutation test."
-    )
-    strata: str | None = Field(None, description="Factor tested separately, then combined.")
-    breakdowns: list[str] = Field(
-        default_factory=list, description="Columns giving one rate table each (Tables 1-4)."
-    )
-    n_permutations: int = Field(5000, ge=100)
-    adjust: Literal["holm", "bh", "none"] = "holm"
-
-
 RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS))
 
 
-def _analysis_kind(value: Any) -> str:
-    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    return kind or "demographic_parity"
-
-
-class StudyConfig(_Strict):
+class StudyConfig(Strict):
     """A whole study file."""
 
     name: Identifier
@@ -409,13 +303,10 @@ class StudyConfig(_Strict):
     personas: PersonaConfig
     stages: list[StageConfig] = Field(min_length=1)
     design: DesignConfig
-    analyses: list[
-        Annotated[
-            Annotated[AnalysisConfig, Tag("demographic_parity")]
-            | Annotated[AcceptanceConfig, Tag("acceptance")],
-            Discriminator(_analysis_kind),
-        ]
-    ] = Field(default_factory=list)
+    analyses: list[SerializeAsAny[AnalysisSpec]] = Field(
+        default_factory=list,
+        description="Analyses of the results; each entry's `kind` selects its fields.",
+    )
 
 
 @dataclass(frozen=True)
@@ -431,6 +322,13 @@ class Study:
 def study_json_schema() -> dict[str, Any]:
     """The JSON Schema of study files, for editors."""
     schema = StudyConfig.model_json_schema()
+    kinds = []
+    for name in kind_names():
+        spec = get_kind(name).spec.model_json_schema(ref_template="#/$defs/{model}")
+        schema.setdefault("$defs", {}).update(spec.pop("$defs", {}))
+        schema["$defs"][spec["title"]] = spec
+        kinds.append({"$ref": f"#/$defs/{spec['title']}"})
+    schema["properties"]["analyses"]["items"] = {"anyOf": kinds}
     schema["properties"]["extends"] = {
         "type": "string",
         "description": "Built-in study name or path this file overrides.",
@@ -528,16 +426,55 @@ def validate_study(
         located = SourceMap({path: (override.option, 0) for path in paths}, smap.default_file)
         smap = smap.overlay(located, data)
     data = _read_data_files(data, smap)
+    # Each analysis is validated against its own kind's spec, so the kinds (plug-ins) are
+    # found at load time and their errors keep their full field path.
+    raw_analyses = data.get("analyses") if isinstance(data, dict) else None
+    specs, problems = _parse_analyses(raw_analyses, smap)
     try:
-        config = StudyConfig.model_validate(data)
+        config = StudyConfig.model_validate({**data, "analyses": []})
     except ValidationError as exc:
-        raise InputError(
-            [smap.problem(tuple(e["loc"]), _pydantic_message(e)) for e in exc.errors()]
-        ) from None
+        problems = [
+            smap.problem(tuple(e["loc"]), _pydantic_message(e)) for e in exc.errors()
+        ] + problems
+    if problems:
+        raise InputError(problems)
+    config = config.model_copy(update={"analyses": specs})
     problems = check_study(config, smap, check_backends=check_backends)
     if problems:
         raise InputError(problems)
     return Study(config=config, resolved=config.model_dump(mode="json"), source_map=smap, path=path)
+
+
+def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list[Problem]]:
+    """Each entry of ``analyses:`` as its kind's spec, with every problem located."""
+    if raw is None:
+        return [], []
+    if not isinstance(raw, list):
+        return [], [smap.problem(("analyses",), "must be a list of analyses")]
+    specs: list[AnalysisSpec] = []
+    problems: list[Problem] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            problems.append(smap.problem(("analyses", i), "an analysis must be a mapping"))
+            continue
+        name = entry.get("kind") or DEFAULT_KIND
+        try:
+            kind = get_kind(str(name))
+        except UnknownKind:
+            problems.append(
+                smap.problem(
+                    ("analyses", i, "kind"),
+                    f"unknown analysis kind `{name}`; known: {', '.join(kind_names())}",
+                )
+            )
+            continue
+        try:
+            specs.append(kind.spec.model_validate({**entry, "kind": kind.name}))
+        except ValidationError as exc:
+            problems.extend(
+                smap.problem(("analyses", i, *e["loc"]), _pydantic_message(e)) for e in exc.errors()
+            )
+    return specs, problems
 
 
 def _data_path(smap: SourceMap, path: FieldPath, value: str) -> Path:
@@ -707,25 +644,21 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                     )
                 )
     for name, role in config.roles.items():
-        if role.synthetic and role.backend != "synthetic" and role.backend in known_backends:
-            add(smap.problem(("roles", name, "synthetic"), "only allowed with backend `synthetic`"))
-        for fname, spec in role.synthetic.items():
-            if spec.by and spec.by not in axes:
-                add(
-                    smap.problem(
-                        ("roles", name, "synthetic", fname, "by"),
-                        f"`{spec.by}` is not a persona axis",
-                    )
-                )
-            elif spec.by:
-                for value in spec.probabilities:
-                    if value not in axes[spec.by]:
-                        add(
-                            smap.problem(
-                                ("roles", name, "synthetic", fname, "probabilities", value),
-                                f"`{value}` is not a value of axis `{spec.by}`",
+        for at, tables, backend in _synthetic_tables(name, role):
+            if tables and backend != "synthetic" and backend in known_backends:
+                add(smap.problem(at, "only allowed with backend `synthetic`"))
+            for fname, spec in tables.items():
+                if spec.by and spec.by not in axes:
+                    add(smap.problem((*at, fname, "by"), f"`{spec.by}` is not a persona axis"))
+                elif spec.by:
+                    for value in spec.probabilities:
+                        if value not in axes[spec.by]:
+                            add(
+                                smap.problem(
+                                    (*at, fname, "probabilities", value),
+                                    f"`{value}` is not a value of axis `{spec.by}`",
+                                )
                             )
-                        )
     clashes = (set(axes) | set(config.vars)) & RESERVED_COLUMNS
     for clash in sorted(clashes):
         add(
@@ -838,8 +771,8 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
         stage_names.append(stage.name)
         stage_fields[stage.name] = dict(stage.output or {})
         role = config.roles.get(stage.role)
-        if role is not None:
-            for fname, spec in role.synthetic.items():
+        for at, declared, _ in _synthetic_tables(stage.role, role) if role else []:
+            for fname, spec in declared.items():
                 field_spec = (stage.output or {}).get(fname)
                 if field_spec is None or not field_spec.choices:
                     continue
@@ -849,97 +782,45 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                     if extra:
                         add(
                             smap.problem(
-                                ("roles", stage.role, "synthetic", fname),
-                                f"{sorted(extra)} are not choices of `{fname}`",
+                                (*at, fname), f"{sorted(extra)} are not choices of `{fname}`"
                             )
                         )
 
-    columns = {*factors, *config.design.record, "model_label"}
+    names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
-        problems.extend(
-            _check_analysis(analysis, ("analyses", i), smap, stage_fields, axes, columns)
-        )
+        facts = StudyFacts(config, smap, ("analyses", i))
+        get_kind(analysis.kind).check(analysis, facts)
+        problems.extend(facts.problems)
+        name = analysis_name(analysis, i)
+        if name in names:
+            add(
+                smap.problem(
+                    ("analyses", i, "name"),
+                    f"analyses[{names[name]}] already writes tables named `{name}`",
+                )
+            )
+        names.setdefault(name, i)
 
     problems.extend(_check_templates(config, smap, stage_fields))
     return problems
 
 
-def _check_analysis(
-    analysis: AnalysisConfig | AcceptanceConfig,
-    loc: FieldPath,
-    smap: SourceMap,
-    stage_fields: dict[str, dict[str, OutputField]],
-    axes: dict[str, list[str]],
-    columns: set[str],
-) -> list[Problem]:
-    problems: list[Problem] = []
+def _synthetic_tables(
+    name: str, role: RoleConfig
+) -> list[tuple[FieldPath, dict[str, SyntheticField], str]]:
+    """Where a role declares synthetic answers: ``(path, tables, backend)`` for the role and
+    for each model variant that declares its own."""
+    found = [(("roles", name, "synthetic"), dict(role.synthetic), role.backend)]
+    for j, entry in enumerate(role.models or []):
+        if isinstance(entry, ModelVariant) and entry.synthetic is not None:
+            at = ("roles", name, "models", j, "synthetic")
+            found.append((at, dict(entry.synthetic), entry.backend or role.backend))
+    return found
 
-    def field_of(stage: str, field: str, path: FieldPath, stage_path: FieldPath) -> None:
-        fields = stage_fields.get(stage)
-        if fields is None:
-            problems.append(smap.problem(stage_path, f"no stage named `{stage}`"))
-        elif field not in (fields or {"text": None}):
-            problems.append(smap.problem(path, f"stage `{stage}` has no output field `{field}`"))
 
-    def column(name: str | None, path: FieldPath) -> None:
-        if name is not None and name not in columns:
-            problems.append(
-                smap.problem(path, f"`{name}` is not a design factor or recorded variable")
-            )
-
-    field_of(analysis.stage, analysis.field, (*loc, "field"), (*loc, "stage"))
-    present = [a for a in analysis.groups if a in axes]
-    lenient = isinstance(analysis, AnalysisConfig) and analysis.separately and present
-    for axis in analysis.groups:
-        # Each axis of a `separately` analysis is its own case: a study extending a grid may
-        # drop axes, and their cases simply do not exist.
-        if axis not in axes and not lenient:
-            problems.append(
-                smap.problem(
-                    (*loc, "by" if isinstance(analysis, AnalysisConfig) else "groups"),
-                    f"`{axis}` is not a persona axis",
-                )
-            )
-    if isinstance(analysis, AcceptanceConfig):
-        if analysis.classifier == "judge":
-            if analysis.judge_stage is None:
-                problems.append(
-                    smap.problem((*loc, "judge_stage"), "the judge classifier needs `judge_stage`")
-                )
-            else:
-                field_of(
-                    analysis.judge_stage, "outcome", (*loc, "judge_stage"), (*loc, "judge_stage")
-                )
-        column(analysis.strata, (*loc, "strata"))
-        for j, name in enumerate(analysis.breakdowns):
-            column(name, (*loc, "breakdowns", j))
-        return problems
-    fields = stage_fields.get(analysis.stage) or {}
-    spec = fields.get(analysis.field)
-    if (
-        analysis.target is not None
-        and spec is not None
-        and spec.choices
-        and analysis.target not in spec.choices
-    ):
-        problems.append(
-            smap.problem((*loc, "target"), f"`{analysis.target}` is not one of {spec.choices}")
-        )
-    column(analysis.target_from, (*loc, "target_from"))
-    for j, name in enumerate(analysis.cases):
-        column(name, (*loc, "cases", j))
-    column(analysis.condition, (*loc, "condition"))
-    if analysis.explicit is not None:
-        for j, stage in enumerate(analysis.explicit.stages):
-            field_of(
-                stage,
-                analysis.explicit.field,
-                (*loc, "explicit", "field"),
-                (*loc, "explicit", "stages", j),
-            )
-    if analysis.terms is not None:
-        field_of(analysis.stage, analysis.terms.field, (*loc, "terms", "field"), (*loc, "stage"))
-    return problems
+def analysis_name(spec: AnalysisSpec, index: int) -> str:
+    """The name an analysis's tables and figures carry: its ``name``, else ``analysisN``."""
+    return spec.name or f"analysis{index + 1}"
 
 
 def _persona_keys(config: StudyConfig) -> list[str]:

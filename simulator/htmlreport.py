@@ -1,0 +1,212 @@
+"""The self-contained HTML report (``report.html``): one page, figures embedded as data URIs,
+no script and no request to anything outside the file.
+
+Every number a kind shows comes from its JSON summary and carries ``data-path`` (its path in
+``summary.json``) and ``data-value`` (the unrounded value), so a test can check that the page
+says what the summary says.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;
+background:#f6f7f9;line-height:1.45}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 60px}
+h1{font-size:1.7em;margin:.2em 0}h2{margin-top:1.8em;border-bottom:2px solid #d5d9e0;
+padding-bottom:.2em}h3{margin-top:1.4em}
+.banner{background:#fff3cd;border:1px solid #e0b300;padding:10px 14px;border-radius:6px;
+font-weight:600}
+.muted{color:#5b6473}.card{background:#fff;border:1px solid #dde1e7;border-radius:8px;
+padding:14px 18px;margin:14px 0}
+table{border-collapse:collapse;margin:8px 0 4px;font-size:.88em;background:#fff}
+th,td{border:1px solid #d5d9e0;padding:3px 8px;text-align:right;white-space:nowrap}
+th{background:#eef1f5}td.t,th.t{text-align:left}
+.scroll{overflow-x:auto;max-width:100%}
+figure{margin:12px 0;background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:8px}
+figure img{max-width:100%;height:auto}figcaption{font-size:.85em;color:#5b6473}
+.sig{font-weight:700;color:#9c1c1c}.flag{color:#9c1c1c;font-weight:700}
+ul.limits li{margin:4px 0}dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
+dt{font-weight:600}dd{margin:0}nav a{margin-right:12px}
+"""
+
+
+def fmt(value: Any, spec: str = ".3f") -> str:
+    """A value as the report prints it: ``-`` when missing, ``yes``/``no`` for booleans.
+
+    Args:
+        value: The value.
+        spec: A format spec (``.3f``, ``.1%``), ``int`` or ``text``.
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if spec == "text":
+        return str(value)
+    if spec == "int":
+        return f"{int(value):,}"
+    if isinstance(value, int | float):
+        return format(value, spec)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table drawn from summary records.
+
+    Attributes:
+        key: Record key.
+        label: Header (the key when absent).
+        spec: Format (see :func:`fmt`); ``ci`` draws ``[key, upper]``.
+        upper: For ``ci``: the key of the upper bound.
+        star: Record key of a boolean that adds ``*`` (significance) after the value.
+    """
+
+    key: str
+    label: str | None = None
+    spec: str = "text"
+    upper: str | None = None
+    star: str | None = None
+
+
+def _number(path: str, value: Any, spec: str) -> str:
+    raw = "" if value is None else str(value)
+    return (
+        f'<span data-path="{html.escape(path)}" data-value="{html.escape(raw)}">'
+        f"{html.escape(fmt(value, spec))}</span>"
+    )
+
+
+@dataclass
+class HtmlSection:
+    """The HTML of one part of the report, written by a kind from its summary.
+
+    Attributes:
+        title: Section heading.
+        path: JSON path of the summary this section renders (``analyses.0``).
+        figures: Figure name -> PNG bytes, available to :meth:`figure`.
+    """
+
+    title: str
+    path: str = ""
+    figures: dict[str, bytes] = field(default_factory=dict)
+    parts: list[str] = field(default_factory=list)
+
+    def heading(self, text: str) -> None:
+        """A sub-heading."""
+        self.parts.append(f"<h3>{html.escape(text)}</h3>")
+
+    def paragraph(self, text: str, *, muted: bool = False) -> None:
+        """A paragraph of plain text."""
+        cls = ' class="muted"' if muted else ""
+        self.parts.append(f"<p{cls}>{html.escape(text)}</p>")
+
+    def number(self, key: str, value: Any, spec: str = ".3f") -> str:
+        """Inline HTML for one summary value at ``<path>.<key>`` (for :meth:`raw`)."""
+        return _number(f"{self.path}.{key}" if self.path else key, value, spec)
+
+    def raw(self, markup: str) -> None:
+        """Markup built with :meth:`number` and escaped text."""
+        self.parts.append(markup)
+
+    def table(
+        self,
+        records: Sequence[dict[str, Any]],
+        *,
+        key: str,
+        columns: Sequence[Column] | None = None,
+        title: str | None = None,
+        note: str | None = None,
+        where: Iterable[int] | None = None,
+    ) -> None:
+        """A table of ``records`` (the summary list at ``<path>.<key>``).
+
+        Args:
+            records: The records.
+            key: Their key in the summary (dotted for nested lists).
+            columns: Columns to show (default: every key of the first record).
+            title: Caption.
+            note: A line under the table explaining its columns.
+            where: Indices of the records to show (default: all).
+        """
+        if columns is None:
+            first = records[0] if records else {}
+            columns = [
+                Column(k, spec=".3f" if isinstance(v, float) else "text") for k, v in first.items()
+            ]
+        base = f"{self.path}.{key}" if self.path else key
+        head = "".join(
+            f'<th class="{"t" if c.spec == "text" else ""}">{html.escape(c.label or c.key)}</th>'
+            for c in columns
+        )
+        body = []
+        for i in where if where is not None else range(len(records)):
+            record = records[i]
+            cells = []
+            for c in columns:
+                value = record.get(c.key)
+                if c.spec == "text":
+                    cell = html.escape(fmt(value, "text"))
+                    cells.append(f'<td class="t">{cell}</td>')
+                    continue
+                if c.spec == "ci":
+                    cell = (
+                        f"[{_number(f'{base}.{i}.{c.key}', value, '.3f')}, "
+                        f"{_number(f'{base}.{i}.{c.upper}', record.get(c.upper), '.3f')}]"
+                    )
+                else:
+                    cell = _number(f"{base}.{i}.{c.key}", value, c.spec)
+                if c.star and record.get(c.star):
+                    cell += '<span class="sig">*</span>'
+                cells.append(f"<td>{cell}</td>")
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        caption = f"<caption>{html.escape(title)}</caption>" if title else ""
+        self.parts.append(
+            f'<div class="scroll"><table>{caption}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>"
+        )
+        if note:
+            self.paragraph(note, muted=True)
+
+    def figure(self, name: str, caption: str) -> None:
+        """The figure ``name`` (a PNG the run wrote) with a caption; nothing when absent."""
+        png = self.figures.get(name)
+        if png is None:
+            return
+        data = base64.b64encode(png).decode("ascii")
+        self.parts.append(
+            f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)} ({html.escape(name)}.png)</figcaption></figure>"
+        )
+
+    def render(self, anchor: str) -> str:
+        """The section's HTML."""
+        return (
+            f'<section id="{html.escape(anchor)}"><h2>{html.escape(self.title)}</h2>'
+            + "".join(self.parts)
+            + "</section>"
+        )
+
+
+def page(title: str, head: str, sections: Sequence[tuple[str, HtmlSection]]) -> str:
+    """The whole document: ``head`` (trusted markup) then each ``(anchor, section)``."""
+    nav = "".join(
+        f'<a href="#{html.escape(anchor)}">{html.escape(s.title)}</a>' for anchor, s in sections
+    )
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body><main>"
+        f"{head}<nav>{nav}</nav>"
+        + "".join(s.render(anchor) for anchor, s in sections)
+        + f'<p class="muted">Written by biasim on {stamp}.</p></main></body></html>'
+    )

@@ -1,0 +1,414 @@
+"""Kind ``acceptance``: acceptance-rate disparities of written decisions (seed 001). Each text
+is labelled accept / reject / invalid with the applicant's name redacted (rules, an SVM or an
+LLM judge), then rates, impact ratios and permutation tests per group and model, the paper's
+breakdown tables, and, with several models, the models side by side with tests of their
+differences."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import Field
+from rich.console import Console
+from rich.table import Table
+
+from analysis import disparity, figures
+from analysis.models import model_difference_tests
+
+from ..htmlreport import Column, HtmlSection, fmt
+from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+
+
+class AcceptanceSpec(AnalysisSpec):
+    """Acceptance-rate disparities of written decisions (seed 001): classify, then test."""
+
+    kind: Literal["acceptance"]
+    stage: str = Field(description="Stage whose text is a decision (e.g. the hiring email).")
+    field: str = Field("text", description="Field holding the text (free-text stages: `text`).")
+    classifier: Literal["rules", "svm", "judge"] = "rules"
+    judge_stage: str | None = Field(
+        None, description="For classifier `judge`: the stage whose `outcome` field labels texts."
+    )
+    training_csv: str | None = Field(
+        None,
+        description="For classifier `svm`: labelled CSV (`text,label`); starter set if absent.",
+    )
+    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
+    unit: Literal["email", "name"] = Field(
+        "name", description="Exchangeable unit of the permutation test."
+    )
+    strata: str | None = Field(None, description="Factor tested separately, then combined.")
+    breakdowns: list[str] = Field(
+        default_factory=list, description="Columns giving one rate table each (Tables 1-4)."
+    )
+    n_permutations: int = Field(5000, ge=100)
+    adjust: Literal["holm", "bh", "none"] = "holm"
+
+
+_ACCEPTANCE_NOTE = (
+    "acc/n = accepted / valid answers, excl = invalid (excluded); IR = impact ratio (rate / "
+    "highest rate, ! = below four-fifths); p = permutation test of the group against the "
+    "population, two-sided, {adjust}-adjusted over the groups."
+)
+_DIFFERENCE_NOTE = (
+    "p = permutation test of |DPD A - DPD B| (max - min acceptance rate over the groups): model "
+    "labels are swapped within each prompt (same template, name and seed) under the null that "
+    "both models answer each prompt alike; p adj. over the model pairs (* = significant)."
+)
+
+
+class AcceptanceKind(AnalysisKind):
+    """Acceptance rates of hiring-decision emails by group (seed 001)."""
+
+    name = "acceptance"
+    spec = AcceptanceSpec
+    title = "Acceptance rates of written decisions"
+
+    def check(self, spec: AcceptanceSpec, facts: StudyFacts) -> None:
+        facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
+        facts.need_axes(spec.groups, ("groups",))
+        if spec.classifier == "judge":
+            if spec.judge_stage is None:
+                facts.problem(("judge_stage",), "the judge classifier needs `judge_stage`")
+            else:
+                facts.need_field(spec.judge_stage, "outcome", ("judge_stage",), ("judge_stage",))
+        facts.need_column(spec.strata, ("strata",))
+        for j, name in enumerate(spec.breakdowns):
+            facts.need_column(name, ("breakdowns", j))
+
+    def outcomes(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext):
+        """The decision stage's rows with ``outcome`` (accept / reject / invalid), the texts
+        redacted, and the rules' labels of the same texts (for the judge's agreement)."""
+        from analysis import email_outcomes  # scikit-learn: imported only by this kind
+
+        rows = results[(results["stage"] == spec.stage)].reset_index(drop=True)
+        texts = rows[spec.field].fillna("").astype(str).tolist()
+        names = rows["persona_name"].fillna("").astype(str).tolist()
+        redacted = email_outcomes.redact_names(texts, names)
+        if spec.classifier == "rules":
+            labels = email_outcomes.RuleClassifier().predict(redacted)
+        elif spec.classifier == "svm":
+            training = (
+                ctx.resolve(spec.training_csv)
+                if spec.training_csv
+                else email_outcomes.STARTER_LABELS
+            )
+            labels = email_outcomes.SvmClassifier.from_csv(training).predict(redacted)
+        else:
+            judged = results[results["stage"] == spec.judge_stage].set_index("agent_id")
+            labels = rows["agent_id"].map(judged["outcome"]).fillna("invalid").tolist()
+        rows = rows.assign(outcome=labels)
+        rows.loc[~rows["valid"].astype(bool), "outcome"] = "invalid"
+        return rows, redacted
+
+    def compute(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext) -> Section:
+        from analysis import email_outcomes
+
+        name = ctx.name
+        rows, redacted = self.outcomes(results, spec, ctx)
+        section = Section(summary={})
+        agreement: dict[str, Any] = {}
+        if spec.classifier == "judge" and len(rows):
+            # A reviewer's first question about an LLM judge: does it agree with the transparent
+            # rules on the same (redacted) emails, and where not.
+            rules = email_outcomes.RuleClassifier().predict(redacted)
+            table, share, kappa = email_outcomes.label_agreement(rows["outcome"].tolist(), rules)
+            section.tables[f"{name}_judge_vs_rules"] = table.rename(columns={"first": "judge"})
+            agreement = {"judge_rules_agreement": share, "judge_rules_kappa": kappa}
+        section.tables[f"{name}_outcomes"] = rows[
+            ["unit_id", "model_label", *spec.groups, "persona_name", "outcome"]
+        ]
+        validity, pairwise = email_outcomes.validity_by_group(rows, spec.groups, "outcome")
+        section.tables[f"{name}_validity"] = validity
+        section.tables[f"{name}_validity_pairwise"] = pairwise
+        section.summary.update(
+            stage=spec.stage,
+            classifier=spec.classifier,
+            groups=list(spec.groups),
+            adjust=spec.adjust,
+            **agreement,
+            models={},
+        )
+        models = ctx.models_in(rows)
+        for model in models:
+            part = rows[rows["model_label"] == model]
+            section.summary["models"][model] = self._model(part, model, spec, ctx, section)
+        if len(models) > 1:
+            self._across_models(rows, spec, ctx, models, section)
+        return section
+
+    def _model(
+        self,
+        part: pd.DataFrame,
+        model: str,
+        spec: AcceptanceSpec,
+        ctx: AnalysisContext,
+        section: Section,
+    ) -> dict[str, Any]:
+        seed = ctx.study.seed
+        report = disparity.disparity_report(
+            part,
+            spec.groups,
+            "outcome",
+            positive="accept",
+            unit_col="persona_name" if spec.unit == "name" else None,
+            stratum_col=spec.strata,
+            n_permutations=spec.n_permutations,
+            adjust=spec.adjust,
+            seed=seed,
+            require_positive=False,
+        )
+        prefix = slug(ctx.name, model)
+        scalars = {}
+        for key, value in report.items():
+            if isinstance(value, pd.DataFrame):
+                section.tables[f"{prefix}_{key}"] = value
+            else:
+                scalars[key] = value
+        tests = report.get("permutation")
+        for column in spec.breakdowns:
+            # The paper marks each cell of Tables 1-4 by a permutation test within its row; each
+            # table is one declared family for `adjust`.
+            row_tests = (
+                report["permutation_by_stratum"]
+                if column == spec.strata
+                else disparity.adjust_family(
+                    disparity.permutation_vs_population(
+                        part,
+                        spec.groups,
+                        "outcome",
+                        "accept",
+                        unit="name" if spec.unit == "name" else "email",
+                        unit_col="persona_name",
+                        stratum_col=column,
+                        n_permutations=spec.n_permutations,
+                        seed=seed,
+                    ),
+                    "p_two_sided",
+                    spec.adjust,
+                )
+            )
+            section.tables[f"{prefix}_by_{column}_tests"] = row_tests
+            section.tables[f"{prefix}_by_{column}"] = disparity.rate_breakdown(
+                part, column, spec.groups, "outcome", "accept", tests=row_tests, p_col="p_adjusted"
+            )
+        return {
+            **scalars,
+            "rates": report["rates"].to_dict("records"),
+            "impact_ratios": report["impact_ratios"].to_dict("records"),
+            "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
+        }
+
+    def _across_models(
+        self,
+        rows: pd.DataFrame,
+        spec: AcceptanceSpec,
+        ctx: AnalysisContext,
+        models: list[str],
+        section: Section,
+    ) -> None:
+        """Rates and impact ratios side by side, a figure, and a test per model pair."""
+        per_model = section.summary["models"]
+        side = []
+        for model in models:
+            for rate, ratio in zip(
+                per_model[model]["rates"], per_model[model]["impact_ratios"], strict=True
+            ):
+                side.append(
+                    {
+                        **{g: rate[g] for g in spec.groups},
+                        "model_label": model,
+                        "rate": rate["rate"],
+                        "impact_ratio": ratio["impact_ratio"],
+                    }
+                )
+        long = pd.DataFrame(side)
+        wide = long.pivot_table(
+            index=spec.groups, columns="model_label", values=["rate", "impact_ratio"]
+        )
+        wide.columns = [f"{stat}_{model}" for stat, model in wide.columns]
+        ordered = [f"{s}_{m}" for m in models for s in ("rate", "impact_ratio")]
+        section.tables[f"{ctx.name}_rates_by_model"] = wide.reindex(columns=ordered).reset_index()
+        rates = pd.concat(
+            [pd.DataFrame(per_model[m]["rates"]).assign(model_label=m) for m in models],
+            ignore_index=True,
+        )
+        section.figures[slug(ctx.name, "rates_by_model")] = figures.plot_rates_by_model(
+            rates, group_cols=spec.groups, order=models
+        )
+        answered = rows[rows["outcome"] != "invalid"]
+        group = answered[spec.groups[0]].astype(str)
+        for column in spec.groups[1:]:
+            group = group + " " + answered[column].astype(str)
+        match = answered["unit_id"].astype(str)
+        model_col = answered["model_label"].astype(str)
+        prefix = (model_col + "/").where(model_col != "", "")
+        match = pd.Series(
+            [
+                u[len(p) :] if p and u.startswith(p) else u
+                for u, p in zip(match, prefix, strict=True)
+            ],
+            index=answered.index,
+        )
+        tests = model_difference_tests(
+            answered.assign(_group=group, _accept=answered["outcome"] == "accept", _match=match),
+            model_col="model_label",
+            models=models,
+            case_cols=[],
+            group_col="_group",
+            outcome_col="_accept",
+            match_col="_match",
+            n_permutations=spec.n_permutations,
+            adjust=spec.adjust,
+            seed=ctx.study.seed,
+        )
+        section.tables[f"{ctx.name}_model_differences"] = tests
+        section.summary["model_order"] = models
+        section.summary["model_differences"] = tests.to_dict("records")
+
+    def selections(
+        self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext
+    ) -> pd.DataFrame:
+        rows, _ = self.outcomes(results, spec, ctx)
+        selected = (rows["outcome"] == "accept").astype("boolean")
+        selected[rows["outcome"] == "invalid"] = pd.NA
+        return rows.assign(selected=selected)
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        if "judge_rules_agreement" in summary:
+            console.print(
+                f"LLM judge vs rule classifier on the same emails: "
+                f"{fmt(summary['judge_rules_agreement'], '.1%')} agree, Cohen's kappa "
+                f"{fmt(summary['judge_rules_kappa'], '.2f')} (table "
+                f"{summary['name']}_judge_vs_rules)"
+            )
+        groups = summary["groups"]
+        for model, part in summary["models"].items():
+            table = Table(
+                title=f"Acceptance rate by group ({model}, classifier: {summary['classifier']})"
+            )
+            ratios = {tuple(r[g] for g in groups): r for r in part["impact_ratios"]}
+            tests = {tuple(r[g] for g in groups): r for r in part["permutation"] or []}
+            for col in (*groups, "acc/n", "excl", "rate", "95% CI", "IR", "p"):
+                table.add_column(col, justify="right", no_wrap=True)
+            for row in part["rates"]:
+                group = tuple(row[g] for g in groups)
+                ratio, test = ratios.get(group, {}), tests.get(group, {})
+                flag = "!" if ratio.get("four_fifths_flag") else ""
+                table.add_row(
+                    *[str(v) for v in group],
+                    f"{row['k']}/{row['n']}",
+                    str(row["n_excluded"]),
+                    fmt(row["rate"]),
+                    f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
+                    f"{fmt(ratio.get('impact_ratio'), '.2f')}{flag}",
+                    fmt(test.get("p_adjusted")),
+                )
+            console.print(table)
+            console.print(
+                f"DPD {fmt(part.get('dpd'))} (parity p = {fmt(part.get('dpd_p_value'))}), "
+                f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
+                f"model fails four-fifths for some group: "
+                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')}.\n"
+                + _ACCEPTANCE_NOTE.format(adjust=summary["adjust"])
+            )
+        differences = summary.get("model_differences") or []
+        if differences:
+            table = Table(title=f"Differences between models ({summary['name']})")
+            for col in ("model A", "model B", "DPD A", "DPD B", "p", "p adj."):
+                table.add_column(col, justify="right")
+            for row in differences:
+                table.add_row(
+                    str(row["model_a"]),
+                    str(row["model_b"]),
+                    fmt(row["dpd_a"]),
+                    fmt(row["dpd_b"]),
+                    fmt(row["p_value"]),
+                    fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
+                )
+            console.print(table)
+            console.print(_DIFFERENCE_NOTE)
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        groups = summary["groups"]
+        section.paragraph(
+            f"Each text of stage {summary['stage']} is labelled accept / reject / invalid by "
+            f"the {summary['classifier']} classifier with the applicant's name redacted; rates "
+            "are over valid answers, with Wilson 95% intervals."
+        )
+        if "judge_rules_agreement" in summary:
+            section.raw(
+                "<p>LLM judge vs the rule classifier on the same emails: "
+                + section.number("judge_rules_agreement", summary["judge_rules_agreement"], ".1%")
+                + " agree, Cohen's kappa "
+                + section.number("judge_rules_kappa", summary["judge_rules_kappa"], ".2f")
+                + ".</p>"
+            )
+        for model, part in summary["models"].items():
+            at = f"models.{model}"
+            section.heading(f"Model {model or '(default)'}")
+            section.raw(
+                "<p>DPD "
+                + section.number(f"{at}.dpd", part.get("dpd"))
+                + " (parity p = "
+                + section.number(f"{at}.dpd_p_value", part.get("dpd_p_value"))
+                + "), population rate "
+                + section.number(f"{at}.population_rate", part.get("population_rate"))
+                + "; chance that an unbiased model fails four-fifths for some group: "
+                + section.number(f"{at}.p_any_flag_by_chance", part["p_any_flag_by_chance"], ".1%")
+                + ".</p>"
+            )
+            text = [Column(g) for g in groups]
+            section.table(
+                part["rates"],
+                key=f"{at}.rates",
+                title="Acceptance rate by group",
+                columns=[
+                    *text,
+                    Column("n", "valid n", "int"),
+                    Column("k", "accepted", "int"),
+                    Column("n_excluded", "excluded", "int"),
+                    Column("rate", "rate", ".3f"),
+                    Column("ci_low", "95% CI", "ci", upper="ci_high"),
+                ],
+            )
+            section.table(
+                part["impact_ratios"],
+                key=f"{at}.impact_ratios",
+                title="Impact ratios (rate / highest rate)",
+                columns=[
+                    *text,
+                    Column("impact_ratio", "impact ratio", ".3f"),
+                    Column("four_fifths_flag", "below 4/5", "text"),
+                ],
+            )
+            if part.get("permutation"):
+                section.table(
+                    part["permutation"],
+                    key=f"{at}.permutation",
+                    title="Permutation test of each group against the population",
+                    columns=[
+                        *text,
+                        Column("rate", "rate", ".3f"),
+                        Column("p_two_sided", "p", ".3f"),
+                        Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
+                    ],
+                )
+        if summary.get("model_differences"):
+            section.table(
+                summary["model_differences"],
+                key="model_differences",
+                title="Differences between models",
+                columns=[
+                    Column("model_a", "model A"),
+                    Column("model_b", "model B"),
+                    Column("dpd_a", "DPD A", ".3f"),
+                    Column("dpd_b", "DPD B", ".3f"),
+                    Column("n_matched", "matched prompts", "int"),
+                    Column("p_value", "p", ".3f"),
+                    Column("p_adjusted", "p adj.", ".3f", star="significant"),
+                ],
+                note=_DIFFERENCE_NOTE,
+            )
+            section.figure(slug(summary["name"], "rates_by_model"), "Acceptance rates per model")

@@ -1,0 +1,201 @@
+"""What an analysis kind is: a spec read from the study file, a check of that spec against the
+study, a computation on the results table, and its renderings (console, HTML).
+
+A kind glues the study configuration to the plain functions in ``analysis/``; those never see
+the engine. Everything a kind returns is plain data: JSON-able summaries, DataFrames, figures.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pandas as pd
+from pydantic import Field
+
+from ..errors import Problem
+from ..fields import Identifier, Strict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.console import Console
+
+    from ..config import OutputField, StudyConfig
+    from ..htmlreport import HtmlSection
+    from ..yamlsource import FieldPath, SourceMap
+
+
+class AnalysisSpec(Strict):
+    """The part of ``analyses:`` every kind shares; a kind's spec subclasses it."""
+
+    kind: str = Field(description="Analysis kind (see `biasim kinds`).")
+    name: Identifier | None = Field(None, description="Name of the output tables and figures.")
+
+
+@dataclass
+class StudyFacts:
+    """What a kind checks its spec against, and where its problems are reported.
+
+    Attributes:
+        config: The study (without its analyses' typed specs checked yet).
+        smap: Source locations of the study file.
+        at: Path of this analysis in the study, e.g. ``("analyses", 0)``.
+        problems: Problems found so far; the helpers append to it.
+    """
+
+    config: StudyConfig
+    smap: SourceMap
+    at: FieldPath
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def axes(self) -> dict[str, list[str]]:
+        """Persona axes and their values."""
+        return self.config.personas.axes
+
+    @property
+    def stage_fields(self) -> dict[str, dict[str, OutputField]]:
+        """Stage name -> its output fields (empty for free-text stages, which give `text`)."""
+        return {stage.name: dict(stage.output or {}) for stage in self.config.stages}
+
+    @property
+    def columns(self) -> set[str]:
+        """Results columns a spec may name besides the persona axes: factors, recorded
+        variables and ``model_label``."""
+        design = self.config.design
+        return {*design.factors, *design.record, "model_label"}
+
+    def problem(self, path: FieldPath, message: str) -> None:
+        """Report ``message`` at ``path`` relative to this analysis."""
+        self.problems.append(self.smap.problem((*self.at, *path), message))
+
+    def need_stage(self, stage: str, path: FieldPath) -> bool:
+        """Report a stage the study does not have; True when it exists."""
+        if stage in self.stage_fields:
+            return True
+        self.problem(path, f"no stage named `{stage}`")
+        return False
+
+    def need_field(self, stage: str, name: str, path: FieldPath, stage_path: FieldPath) -> None:
+        """Report a stage that does not exist or has no output field ``name``."""
+        if not self.need_stage(stage, stage_path):
+            return
+        fields = self.stage_fields[stage] or {"text": None}
+        if name not in fields:
+            self.problem(path, f"stage `{stage}` has no output field `{name}`")
+
+    def need_column(self, name: str | None, path: FieldPath) -> None:
+        """Report a name that is not a design factor, recorded variable or ``model_label``."""
+        if name is not None and name not in self.columns:
+            self.problem(path, f"`{name}` is not a design factor or recorded variable")
+
+    def need_axes(self, axes: list[str], path: FieldPath) -> None:
+        """Report every name in ``axes`` that is not a persona axis."""
+        for axis in axes:
+            if axis not in self.axes:
+                self.problem(path, f"`{axis}` is not a persona axis")
+
+
+@dataclass(frozen=True)
+class AnalysisContext:
+    """What a computation may read besides the results and its spec.
+
+    Attributes:
+        study: The study that produced the results.
+        name: This analysis's name (prefix of its tables and figures).
+        data_dir: Where relative data paths in the spec resolve (the study file's folder).
+        models: Model labels in the order reports show them (the study's, or the user's in
+            ``biasim compare``).
+    """
+
+    study: StudyConfig
+    name: str
+    data_dir: Path | None = None
+    models: tuple[str, ...] = ()
+
+    def resolve(self, path: str) -> Path:
+        """A data path from the spec: relative to the study file when it exists there."""
+        candidate = Path(path)
+        if not candidate.is_absolute() and self.data_dir is not None:
+            local = self.data_dir / candidate
+            if local.exists():
+                return local
+        return candidate
+
+    def models_in(self, results: pd.DataFrame) -> list[str]:
+        """Model labels present in ``results``, in report order."""
+        present = list(dict.fromkeys(results["model_label"])) if len(results) else []
+        ordered = [m for m in self.models if m in present]
+        return ordered + [m for m in present if m not in ordered]
+
+
+def slug(*parts: Any) -> str:
+    """A file-name-safe name joined from ``parts`` (empty parts are left out)."""
+    return "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)).strip("-") for p in parts if p)
+
+
+@dataclass
+class Section:
+    """What one analysis produced.
+
+    Attributes:
+        summary: JSON-able results; the report adds ``kind`` and ``name``. Consoles and HTML
+            pages render from it, so the numbers they show are the numbers in summary.json.
+        tables: Table name (file stem) -> table.
+        figures: Figure name (file stem) -> figure.
+    """
+
+    summary: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+
+class AnalysisKind:
+    """Base of every analysis kind. Subclasses set ``name``, ``spec`` and ``title`` and
+    override :meth:`compute`; the other hooks have working defaults.
+
+    Register a kind with :func:`simulator.kinds.register_kind` or the ``biasim.analyses``
+    entry-point group; nothing central changes.
+    """
+
+    #: The value of ``kind:`` in the study file.
+    name: ClassVar[str]
+    #: The pydantic model of this kind's entry in ``analyses:``.
+    spec: ClassVar[type[AnalysisSpec]]
+    #: A heading for reports.
+    title: ClassVar[str] = "Analysis"
+
+    def check(self, spec: Any, facts: StudyFacts) -> None:
+        """Report what the spec names that the study lacks (stages, fields, axes, columns).
+
+        Called before any model call; report through ``facts``, never raise.
+        """
+
+    def compute(self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext) -> Section:
+        """The analysis of ``results`` (every row of the run, every model).
+
+        When ``results`` holds several models, a kind adds its cross-model tables, figures and
+        tests here, so one multi-model run and ``biasim compare`` of single runs agree.
+        """
+        raise NotImplementedError
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        """Print the summary's headline numbers (default: its scalar entries)."""
+        scalars = {k: v for k, v in summary.items() if isinstance(v, int | float | str)}
+        console.print(f"[bold]{summary.get('name')}[/bold] ({self.name}): {scalars}")
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        """Write the summary into the report page (default: every list of records as a
+        table)."""
+        for key, value in summary.items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                section.table(value, key=key, title=key.replace("_", " "))
+
+    def selections(
+        self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext
+    ) -> pd.DataFrame | None:
+        """One row per decision for an audit (``model_label``, persona axes, ``selected``
+        True/False/NA for excluded answers), or None when the kind decides nothing."""
+        return None

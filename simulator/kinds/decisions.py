@@ -1,0 +1,579 @@
+"""Kind ``demographic_parity``: rates of a targeted decision by persona group, the DPD of each
+case with its parity test, and the seed-004 evidence around it (persona-condition ablation,
+the explicit question-answering condition, rationale terms, directional alignment) and, with
+several models, the models side by side with tests of their differences (Figs. 11-12)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field, model_validator
+from rich.console import Console
+from rich.table import Table
+
+from analysis import cases as case_stats
+from analysis import figures, terms
+from analysis.models import model_difference_tests
+
+from ..fields import Strict
+from ..htmlreport import Column, HtmlSection, fmt
+from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+
+
+class ExplicitConfig(Strict):
+    """The explicit-bias question-answering condition (seed 004, appendix D)."""
+
+    stages: list[str] = Field(min_length=1, description="Stages asking for the likely attribute.")
+    field: str = Field("answer", description="Output field holding the chosen attribute label.")
+    unknown: str = Field("Unknown", description="The label meaning undecided / equally likely.")
+
+
+class TermsConfig(Strict):
+    """Rationale analysis: declared term sets and a data-driven scan of distinctive words."""
+
+    field: str = Field("rationale", description="Output field holding the rationale text.")
+    term_sets: str | dict[str, list[str]] = Field(
+        "default",
+        description="`default` (the seed-004 paper's terms), a YAML path, or name -> regexes.",
+    )
+    top_n: int = Field(15, ge=1, description="Distinctive words reported per attribute value.")
+
+
+class DecisionsSpec(AnalysisSpec):
+    """Decision rates by persona group, DPD with its parity test, and the evidence around it.
+
+    The minimal form (stage, field, target, by) gives rates and one DPD. The optional parts
+    make it the seed-004 analysis for any study: `cases` split the data (scenario, model, ...),
+    `separately` treats each axis as its own case, `condition` compares conditions (ablation),
+    `explicit` adds the question-answering condition, `terms` analyses rationales and
+    `predictions` checks directional alignment with real-world findings.
+    """
+
+    kind: Literal["demographic_parity"] = "demographic_parity"
+    stage: str
+    field: str
+    target: str | None = Field(None, description="The targeted decision whose rate is compared.")
+    target_from: str | None = Field(
+        None,
+        description="Recorded design variable holding each case's targeted decision (e.g. one "
+        "per scenario); instead of `target`.",
+    )
+    by: list[str] | str = Field(description="Persona axis (or axes) defining groups.")
+    separately: bool = Field(
+        False, description="Each axis in `by` is its own case (agents carry one axis each)."
+    )
+    cases: list[str] = Field(
+        default_factory=list, description="Design factors that split the analysis into cases."
+    )
+    condition: str | None = Field(
+        None, description="Factor whose levels are compared case by case (persona ablation)."
+    )
+    explicit: ExplicitConfig | None = None
+    terms: TermsConfig | None = None
+    predictions: str | None = Field(
+        None,
+        description="Directional predictions (`default`: the seed-004 paper's Table 3, or a "
+        "YAML path) checked against the observed rates.",
+    )
+    alpha: float = Field(0.05, gt=0, lt=1)
+    n_simulations: int = Field(10_000, ge=100)
+    n_permutations: int = Field(
+        2000, ge=100, description="Permutations of each test of a difference between models."
+    )
+    adjust: Literal["holm", "bh", "none"] = Field(
+        "holm", description="Adjustment over the family of model-difference tests."
+    )
+
+    @property
+    def groups(self) -> list[str]:
+        """The grouping axes as a list."""
+        return [self.by] if isinstance(self.by, str) else list(self.by)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DecisionsSpec:
+        if (self.target is None) == (self.target_from is None):
+            raise ValueError("give exactly one of `target` and `target_from`")
+        return self
+
+
+_DIFFERENCE_NOTE = (
+    "p = permutation test of |DPD A - DPD B|: model labels are swapped within each agent "
+    "(same persona, index, replicate and design cell) under the null that both models answer "
+    "each agent alike; p adj. over every case and model pair (* = significant)."
+)
+
+
+def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
+    """One row per decision with ``attribute`` (the axis) and ``value`` columns."""
+    if not separately:
+        data = df.dropna(subset=axes)
+        value = data[axes[0]].astype(str)
+        for axis in axes[1:]:  # column-wise: a row-wise join costs seconds at 10^5 rows
+            value = value + "/" + data[axis].astype(str)
+        return data.assign(attribute="×".join(axes), value=value)
+    parts = [
+        df[df[axis].notna()].assign(attribute=axis, value=lambda d, a=axis: d[a]) for axis in axes
+    ]
+    return pd.concat(parts, ignore_index=True) if parts else df.iloc[0:0]
+
+
+class DecisionsKind(AnalysisKind):
+    """Decision rates, DPD per case and its parity test (seed 004 and any binary decision)."""
+
+    name = "demographic_parity"
+    spec = DecisionsSpec
+    title = "Decision rates and demographic parity"
+
+    def check(self, spec: DecisionsSpec, facts: StudyFacts) -> None:
+        facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
+        # Each axis of a `separately` analysis is its own case: a study extending a grid may
+        # drop axes, and their cases simply do not exist.
+        if not (spec.separately and any(a in facts.axes for a in spec.groups)):
+            facts.need_axes(spec.groups, ("by",))
+        output = (facts.stage_fields.get(spec.stage) or {}).get(spec.field)
+        if (
+            spec.target is not None
+            and output is not None
+            and output.choices
+            and spec.target not in output.choices
+        ):
+            facts.problem(("target",), f"`{spec.target}` is not one of {output.choices}")
+        facts.need_column(spec.target_from, ("target_from",))
+        for j, name in enumerate(spec.cases):
+            facts.need_column(name, ("cases", j))
+        facts.need_column(spec.condition, ("condition",))
+        if spec.explicit is not None:
+            for j, stage in enumerate(spec.explicit.stages):
+                facts.need_field(
+                    stage, spec.explicit.field, ("explicit", "field"), ("explicit", "stages", j)
+                )
+        if spec.terms is not None:
+            facts.need_field(spec.stage, spec.terms.field, ("terms", "field"), ("stage",))
+
+    def decisions(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext):
+        """The analysed stage's rows in long form (``attribute``, ``value``) with ``_hit``:
+        whether the answer is the targeted decision (NA when there is no answer)."""
+        axes = [a for a in spec.groups if a in ctx.study.personas.axes]
+        rows = _long(results[results["stage"] == spec.stage], axes, spec.separately)
+        target = rows[spec.target_from] if spec.target_from else spec.target
+        return rows.assign(_hit=(rows[spec.field] == target).where(rows[spec.field].notna()))
+
+    def compute(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext) -> Section:
+        study, name = ctx.study, ctx.name
+        section = Section(summary={})
+        rows = self.decisions(results, spec, ctx)
+        condition = [spec.condition] if spec.condition else []
+        case_cols = ["model_label", *condition, *spec.cases, "attribute"]
+        rates = case_stats.case_rates(rows, case_cols, "value", "_hit", True)
+        cases = case_stats.case_parity(
+            rates,
+            case_cols,
+            "value",
+            alpha=spec.alpha,
+            n_simulations=spec.n_simulations,
+            seed=study.seed,
+        )
+        if spec.target_from:
+            targets = rows.groupby(spec.cases or ["model_label"])[spec.target_from].first()
+            cases = cases.merge(targets.reset_index(), how="left") if spec.cases else cases
+        section.tables[f"{name}_rates"] = rates
+        section.tables[f"{name}_cases"] = cases
+        summary = section.summary
+        summary.update(
+            stage=spec.stage,
+            field=spec.field,
+            target=spec.target or f"per case ({spec.target_from})",
+            case_columns=case_cols,
+            groups=rates.to_dict("records"),
+            cases=cases.to_dict("records"),
+        )
+        panel_cases = [c for c in spec.cases if c != "model_label"]
+        for key, part in rates.groupby(["model_label", *condition], sort=False):
+            key = key if isinstance(key, tuple) else (key,)
+            mask = np.logical_and.reduce(
+                [cases[c] == v for c, v in zip(["model_label", *condition], key, strict=True)]
+            )
+            section.figures[slug(name, "shares", *key)] = figures.plot_decision_shares(
+                part,
+                cases[mask],
+                col_col=panel_cases[0] if panel_cases else "attribute",
+                title=f"{study.name}: {' / '.join(map(str, key))}",
+            )
+        if spec.condition:
+            ablation = case_stats.ablation_table(
+                cases, ["model_label", *spec.cases, "attribute"], spec.condition, conditions=None
+            )
+            section.tables[f"{name}_ablation"] = ablation
+            for model, part in cases.groupby("model_label"):
+                section.figures[slug(name, "dpd_by_condition", model)] = (
+                    figures.plot_dpd_by_condition(
+                        part,
+                        condition_col=spec.condition,
+                        case_cols=tuple([*panel_cases, "attribute"]),
+                    )
+                )
+        implicit = cases
+        x_cases = None
+        if spec.explicit is not None:
+            trials = _long(
+                results[results["stage"].isin(spec.explicit.stages)],
+                [a for a in spec.groups if a in study.personas.axes],
+                spec.separately,
+            )
+            explicit_cols = ["model_label", *spec.cases, "attribute"]
+            x_rates = case_stats.explicit_rates(
+                trials,
+                explicit_cols,
+                spec.explicit.field,
+                unknown=spec.explicit.unknown,
+                labels=_explicit_labels(study, spec),
+            )
+            x_cases = case_stats.explicit_parity(
+                x_rates,
+                explicit_cols,
+                unknown=spec.explicit.unknown,
+                alpha=spec.alpha,
+                n_simulations=spec.n_simulations,
+                seed=study.seed,
+            )
+            section.tables[f"{name}_explicit_rates"] = x_rates
+            section.tables[f"{name}_explicit_cases"] = x_cases
+            if spec.condition:
+                # The paper's technique is the last persona condition (contextualized personas).
+                main = [
+                    c
+                    for c in study.design.factors[spec.condition]
+                    if c in set(cases[spec.condition])
+                ]
+                implicit = cases[cases[spec.condition] == main[-1]] if main else cases
+                summary["implicit_condition"] = main[-1] if main else None
+            comparison = case_stats.implicit_vs_explicit(implicit, x_cases)
+            section.tables[f"{name}_implicit_vs_explicit"] = comparison
+            section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
+                comparison, model_order=ctx.models_in(comparison) or None
+            )
+            summary["explicit_cases"] = x_cases.to_dict("records")
+            summary["implicit_vs_explicit"] = comparison.to_dict("records")
+        if spec.terms is not None:
+            self._terms(rows, spec, ctx, condition, section)
+        if spec.predictions is not None:
+            path = (
+                case_stats.DEFAULT_PREDICTIONS
+                if spec.predictions == "default"
+                else ctx.resolve(spec.predictions)
+            )
+            scenario_col = spec.cases[0] if spec.cases else "scenario"
+            alignment = case_stats.directional_alignment(
+                rates.rename(columns={scenario_col: "scenario"})
+                if scenario_col != "scenario"
+                else rates,
+                case_stats.load_predictions(path),
+                by=("model_label", *condition),
+            )
+            section.tables[f"{name}_alignment"] = alignment
+            summary["alignment"] = alignment.to_dict("records")
+        models = ctx.models_in(results)
+        if len(models) > 1:
+            self._across_models(rows, cases, implicit, x_cases, spec, ctx, models, section)
+        return section
+
+    def _terms(
+        self,
+        rows: pd.DataFrame,
+        spec: DecisionsSpec,
+        ctx: AnalysisContext,
+        condition: list[str],
+        section: Section,
+    ) -> None:
+        assert spec.terms is not None
+        answered = rows[rows["valid"].astype(bool)]
+        sets = spec.terms.term_sets
+        term_sets = (
+            terms.load_term_sets()
+            if sets == "default"
+            else (terms.load_term_sets(ctx.resolve(sets)) if isinstance(sets, str) else sets)
+        )
+        group_cols = ["model_label", *condition, *spec.cases, "attribute", "value"]
+        section.tables[f"{ctx.name}_terms"] = terms.term_counts(
+            answered, spec.terms.field, group_cols, term_sets
+        )
+        scans = []
+        keys = ["model_label", *condition, *spec.cases, "attribute"]
+        for key, part in answered.groupby(keys):
+            if part["value"].nunique() < 2:
+                continue
+            scan = terms.distinctive_terms(
+                part, spec.terms.field, "value", top_n=spec.terms.top_n, min_count=2
+            )
+            for col, value in zip(keys, key, strict=True):
+                scan.insert(0, col, value)
+            scans.append(scan)
+        if scans:
+            section.tables[f"{ctx.name}_distinctive_terms"] = pd.concat(scans, ignore_index=True)
+
+    def _across_models(
+        self,
+        rows: pd.DataFrame,
+        cases: pd.DataFrame,
+        implicit: pd.DataFrame,
+        x_cases: pd.DataFrame | None,
+        spec: DecisionsSpec,
+        ctx: AnalysisContext,
+        models: list[str],
+        section: Section,
+    ) -> None:
+        """Cases side by side per model, Figs. 11-12, and a test per case and model pair."""
+        name = ctx.name
+        condition = [spec.condition] if spec.condition else []
+        case_keys = [*condition, *spec.cases, "attribute"]
+        section.tables[f"{name}_cases_by_model"] = _side_by_side(cases, case_keys, models)
+        figure_keys = tuple([*[c for c in spec.cases if c != "model_label"], "attribute"])
+        # Fig. 12 draws the paper's technique: the last persona condition when there are several.
+        section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
+            implicit,
+            condition_col="model_label",
+            case_cols=figure_keys,
+            order=models,
+            title="Implicit bias (agent decisions) across models",
+        )
+        if x_cases is not None:
+            section.figures[slug(name, "explicit_by_model")] = figures.plot_dpd_by_condition(
+                x_cases,
+                condition_col="model_label",
+                case_cols=figure_keys,
+                order=models,
+                title="Explicit bias (question answering) across models",
+            )
+        answered = rows[rows["_hit"].notna()]
+        tests = model_difference_tests(
+            answered.assign(_hit=answered["_hit"].astype(bool), _match=_match_key(answered)),
+            model_col="model_label",
+            models=models,
+            case_cols=case_keys,
+            group_col="value",
+            outcome_col="_hit",
+            match_col="_match",
+            n_permutations=spec.n_permutations,
+            adjust=spec.adjust,
+            seed=ctx.study.seed,
+        )
+        section.tables[f"{name}_model_differences"] = tests
+        section.summary["models"] = models
+        section.summary["model_differences"] = tests.to_dict("records")
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        case_cols = [c for c in summary["case_columns"] if c != "model_label"]
+        cases = summary["cases"]
+        if len(cases) == 1:
+            table = Table(
+                title=f"Rate of {summary['field']} = {summary['target']} ({summary['stage']})"
+            )
+            for col in ("group", "valid n", "excluded", "targeted", "rate", "95% CI (Wilson)"):
+                table.add_column(col, justify="right")
+            for row in summary["groups"]:
+                table.add_row(
+                    str(row["value"]),
+                    str(row["n_valid"]),
+                    str(row["n_excluded"]),
+                    str(row["k"]),
+                    fmt(row["rate"]),
+                    f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
+                )
+            console.print(table)
+        table = Table(title=f"Demographic parity difference per case ({summary['name']})")
+        for col in ("model", *case_cols, "DPD", "threshold", "by chance", "p", "excluded"):
+            table.add_column(col, justify="right")
+        for row in cases:
+            mark = "*" if row["significant"] else ""
+            table.add_row(
+                str(row["model_label"]),
+                *[str(row[c]) for c in case_cols],
+                f"{fmt(row['dpd'])}{mark}",
+                fmt(row["threshold"]),
+                fmt(row["chance_dpd"]),
+                fmt(row["p_value"]),
+                str(row["n_excluded"]),
+            )
+        console.print(table)
+        console.print(
+            "DPD = max - min rate of the targeted decision; threshold = 95th percentile of DPD in "
+            "binomial simulations at the pooled rate (* = significant); 'by chance' = mean DPD "
+            "under parity."
+        )
+        for row in summary.get("implicit_vs_explicit", []):
+            console.print(
+                f"[bold]implicit vs explicit[/bold] ({row['model_label']}): implicit mean DPD "
+                f"{fmt(row['mean_dpd_implicit'])} (sd {fmt(row['sd_dpd_implicit'])}, "
+                f"{row['n_significant_implicit']}/{row['n_cases_implicit']} significant) "
+                "vs explicit "
+                f"{fmt(row['mean_dpd_explicit'])} (sd {fmt(row['sd_dpd_explicit'])}, "
+                f"{row['n_significant_explicit']}/{row['n_cases_explicit']} significant); "
+                f"t = {fmt(row['t_statistic'], '.2f')}, p = {fmt(row['p_value'])}"
+            )
+        differences = summary.get("model_differences") or []
+        if differences:
+            keys = [c for c in differences[0] if c in case_cols]
+            table = Table(title=f"Differences between models per case ({summary['name']})")
+            for col in (*keys, "model A", "model B", "DPD A", "DPD B", "p", "p adj."):
+                table.add_column(col, justify="right")
+            for row in differences:
+                table.add_row(
+                    *[str(row[c]) for c in keys],
+                    str(row["model_a"]),
+                    str(row["model_b"]),
+                    fmt(row["dpd_a"]),
+                    fmt(row["dpd_b"]),
+                    fmt(row["p_value"]),
+                    fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
+                )
+            console.print(table)
+            console.print(_DIFFERENCE_NOTE)
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        case_cols = [c for c in summary["case_columns"] if c != "model_label"]
+        section.paragraph(
+            f"Rate of {summary['field']} = {summary['target']} in stage {summary['stage']}, by "
+            "persona group, with Wilson 95% intervals; invalid or undecided answers are excluded "
+            "and counted."
+        )
+        text = [Column("model_label", "model"), *[Column(c) for c in case_cols]]
+        section.table(
+            summary["cases"],
+            key="cases",
+            title="Demographic parity difference per case",
+            columns=[
+                *text,
+                Column("n_valid", "valid n", "int"),
+                Column("n_excluded", "excluded", "int"),
+                Column("dpd", "DPD", ".3f", star="significant"),
+                Column("threshold", "threshold", ".3f"),
+                Column("chance_dpd", "by chance", ".3f"),
+                Column("p_value", "p", ".3f"),
+            ],
+            note="DPD = max - min rate; threshold = 95th percentile of DPD in binomial simulations "
+            "at the pooled rate (* = significant at alpha); 'by chance' = mean DPD under parity.",
+        )
+        section.table(
+            summary["groups"],
+            key="groups",
+            title="Rates per group",
+            columns=[
+                *text,
+                Column("value", "group"),
+                Column("n_valid", "valid n", "int"),
+                Column("n_excluded", "excluded", "int"),
+                Column("k", "targeted", "int"),
+                Column("rate", "rate", ".3f"),
+                Column("ci_low", "95% CI (Wilson)", "ci", upper="ci_high"),
+            ],
+        )
+        prefix = summary["name"]
+        for name in section.figures:
+            if name.startswith(f"{prefix}_shares"):
+                section.figure(name, "Decision shares per case (seed 004, Fig. 4)")
+        for name in section.figures:
+            if name.startswith(f"{prefix}_dpd_by_condition"):
+                section.figure(name, "DPD by persona condition (Fig. 5)")
+        if summary.get("explicit_cases"):
+            section.table(
+                summary["explicit_cases"],
+                key="explicit_cases",
+                title="Explicit condition: DPD of the attribute named, Unknown excluded",
+                columns=[
+                    Column("model_label", "model"),
+                    *[Column(c) for c in case_cols if c in summary["explicit_cases"][0]],
+                    Column("n_valid", "answers", "int"),
+                    Column("dpd", "DPD", ".3f", star="significant"),
+                    Column("threshold", "threshold", ".3f"),
+                    Column("p_value", "p", ".3f"),
+                ],
+            )
+        if summary.get("implicit_vs_explicit"):
+            section.table(
+                summary["implicit_vs_explicit"],
+                key="implicit_vs_explicit",
+                title="Implicit (agent decisions) vs explicit (question answering)",
+                columns=[
+                    Column("model_label", "model"),
+                    Column("mean_dpd_implicit", "implicit mean DPD", ".3f"),
+                    Column("sd_dpd_implicit", "sd", ".3f"),
+                    Column("n_significant_implicit", "significant", "int"),
+                    Column("n_cases_implicit", "cases", "int"),
+                    Column("mean_dpd_explicit", "explicit mean DPD", ".3f"),
+                    Column("sd_dpd_explicit", "sd", ".3f"),
+                    Column("n_significant_explicit", "significant", "int"),
+                    Column("n_cases_explicit", "cases", "int"),
+                    Column("t_statistic", "t", ".2f"),
+                    Column("p_value", "p", ".3f"),
+                ],
+                note="Two-sample t-test of case DPDs, implicit against explicit (seed 004, §5.1).",
+            )
+            section.figure(
+                slug(prefix, "implicit_vs_explicit"), "Implicit vs explicit bias per model (Fig. 3)"
+            )
+        if summary.get("model_differences"):
+            keys = [c for c in summary["model_differences"][0] if c in case_cols]
+            section.table(
+                summary["model_differences"],
+                key="model_differences",
+                title="Differences between models per case",
+                columns=[
+                    *[Column(c) for c in keys],
+                    Column("model_a", "model A"),
+                    Column("model_b", "model B"),
+                    Column("dpd_a", "DPD A", ".3f"),
+                    Column("dpd_b", "DPD B", ".3f"),
+                    Column("n_matched", "matched agents", "int"),
+                    Column("p_value", "p", ".3f"),
+                    Column("p_adjusted", "p adj.", ".3f", star="significant"),
+                ],
+                note=_DIFFERENCE_NOTE,
+            )
+            section.figure(
+                slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
+            )
+            section.figure(
+                slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
+            )
+        if summary.get("alignment"):
+            section.table(
+                summary["alignment"],
+                key="alignment",
+                title="Directional alignment with real-world findings (Table 3)",
+            )
+
+
+def _side_by_side(cases: pd.DataFrame, keys: list[str], models: list[str]) -> pd.DataFrame:
+    """One row per case, the DPD, significance and p-value of each model in columns."""
+    wide = cases.pivot_table(
+        index=keys, columns="model_label", values=["dpd", "p_value"], aggfunc="first"
+    )
+    wide.columns = [f"{stat}_{model}" for stat, model in wide.columns]
+    ordered = [f"{stat}_{m}" for m in models for stat in ("dpd", "p_value")]
+    return wide.reindex(columns=[c for c in ordered if c in wide.columns]).reset_index()
+
+
+def _match_key(rows: pd.DataFrame) -> pd.Series:
+    """The agent's identity without its model: the same persona, agent index, replicate and
+    design cell answered by each model (ids are ``model/condition/slot``)."""
+    model = rows["model_label"].astype(str)
+    agent = rows["agent_id"].astype(str)
+    prefix = (model + "/").where(model != "", "")
+    return pd.Series(
+        [a[len(p) :] if p and a.startswith(p) else a for a, p in zip(agent, prefix, strict=True)],
+        index=rows.index,
+    )
+
+
+def _explicit_labels(study: Any, spec: DecisionsSpec) -> dict[str, list[str]] | None:
+    assert spec.explicit is not None
+    labels: dict[str, list[str]] = {}
+    for stage in study.stages:
+        if stage.name in spec.explicit.stages and stage.output:
+            out = stage.output.get(spec.explicit.field)
+            axis_match = [a for a in spec.groups if stage.when and f"'{a}'" in stage.when]
+            if out is not None and out.choices and axis_match:
+                labels[axis_match[0]] = list(out.choices)
+    return labels or None
