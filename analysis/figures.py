@@ -162,7 +162,7 @@ def plot_dpd_by_condition(
     case_keys = list(dict.fromkeys(cases[keys].itertuples(index=False, name=None)))
     width = 0.8 / max(len(conditions), 1)
     fig = Figure(
-        figsize=(max(6.0, 1.5 + 0.35 * len(case_keys) * max(len(conditions), 1)), 4.5),
+        figsize=(max(7.0, 1.5 + 0.35 * len(case_keys) * max(len(conditions), 1)), 4.8),
         layout="constrained",
     )
     ax = fig.add_subplot()
@@ -199,7 +199,10 @@ def plot_dpd_by_condition(
         Patch(facecolor="white", edgecolor="black", hatch=SIGNIFICANT_HATCH, label="significant"),
         Line2D([], [], color="black", linewidth=1.5, label="parity threshold"),
     ]
-    ax.legend(handles=handles, loc="upper left", ncols=len(handles), frameon=False)
+    # Below the axes, wrapped: one row of every condition does not fit beside a single case.
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False
+    )
     ax.set_title(title or f"DPD by {condition_col}")
     return _finish(fig, path)
 

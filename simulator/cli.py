@@ -263,21 +263,61 @@ def analyze(
         return
     if run_dir is None:
         _fail_input(InputError("give a RUN_DIR, or --decisions FILE.csv"))
-    from .report import analyze as analyze_results
-    from .report import print_report, write_evidence
-    from .runner import _study_dir, load_run
+    from .report import print_report
+    from .runner import reanalyze
 
     try:
-        study, results = load_run(run_dir)
+        summary = reanalyze(run_dir)
     except InputError as exc:
         _fail_input(exc)
-    evidence = analyze_results(results, study.config, data_dir=_study_dir(study))
-    written = write_evidence(run_dir, evidence)
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+    else:
+        print_report(summary, out_console)
+        out_console.print(
+            f"wrote {len(summary['outputs'])} tables and figures, summary.json and "
+            f"report.html under {run_dir}"
+        )
+
+
+@app.command()
+def compare(
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run directories of one study, in the order to show.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Report directory (default runs/compare-TIME).")
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=RUN_DIR: the name a run's model gets (repeatable)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Compare runs whose studies differ (differences are listed).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Combine runs of the same study on different models into one report: the models side by
+    side, cross-model figures, tests of model differences, report.html."""
+    from .compare import compare_runs
+    from .report import print_report
+
+    target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        evidence, _, differences = compare_runs(runs, target, labels=label, force=force)
+    except InputError as exc:
+        _fail_input(exc)
     if as_json:
         sys.stdout.write(json.dumps(evidence.summary, indent=2, default=str) + "\n")
-    else:
-        print_report(evidence.summary, out_console)
-        out_console.print(f"wrote {len(written)} tables and figures under {run_dir}")
+        return
+    print_report(evidence.summary, out_console)
+    for difference in differences:
+        err_console.print(f"[yellow]forced[/yellow]: {difference}", highlight=False)
+    out_console.print(
+        f"models in order: {', '.join(evidence.summary['model_labels'])}\n"
+        f"wrote {len(evidence.summary['outputs'])} tables and figures, summary.json and "
+        f"report.html under {target}"
+    )
 
 
 def _analyze_external(

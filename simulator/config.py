@@ -145,8 +145,11 @@ class RoleConfig(Strict):
         out: dict[str, RoleConfig] = {}
         for entry in self.models:
             variant = ModelVariant(model=entry) if isinstance(entry, str) else entry
+            # Attributes, not a dump: nested sections keep their types in the copied role.
             changes = {
-                k: v for k, v in variant.model_dump(exclude={"label"}).items() if v is not None
+                k: getattr(variant, k)
+                for k in type(variant).model_fields
+                if k != "label" and getattr(variant, k) is not None
             }
             if "backend" in changes and "options" not in changes:
                 changes["options"] = {}  # options belong to the backend they were written for

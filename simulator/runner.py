@@ -32,6 +32,7 @@ from .llm.runtime import BackendRuntime
 from .llm.structured import canonical_json
 from .model import StudyModel
 from .report import analyze, write_evidence
+from .reportpage import write_report
 from .results import ResultsWriter, result_schema
 from .rundir import (
     CALLS,
@@ -353,6 +354,7 @@ def execute(
             timings={"wall_s": wall, "stages_s": stage_seconds, "waves_s": model.wave_seconds},
             units_expected=model.total_units,
         )
+        _write_page(out, summary, prepared.study.resolved, manifest)
         write_json(out / SUMMARY, summary)
         manifest["status"] = status
         manifest["sessions"][-1].update(
@@ -381,6 +383,37 @@ async def _close_backends(runtimes: dict[str, BackendRuntime]) -> None:
 def _study_dir(study: Study) -> Path | None:
     path = Path(study.path)
     return path.parent if path.is_file() and path.suffix in {".yaml", ".yml"} else None
+
+
+def _write_page(
+    out: Path, summary: dict[str, Any], study: dict[str, Any], manifest: dict[str, Any]
+) -> None:
+    """``report.html``; a page that cannot be drawn is recorded, never fatal to the run."""
+    try:
+        write_report(out, summary, study, [{"label": "", "path": str(out), "manifest": manifest}])
+    except Exception as exc:
+        summary["report_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def reanalyze(run_dir: Path) -> dict[str, Any]:
+    """Redo a finished run's analyses from its stored results (no call): rewrite its tables,
+    figures, ``summary.json`` (keeping the run's status, accounting and timings) and
+    ``report.html``; return the new summary.
+
+    Raises:
+        InputError: Not a run directory.
+    """
+    study, results = load_run(run_dir)
+    evidence = analyze(results, study.config, data_dir=_study_dir(study))
+    written = write_evidence(run_dir, evidence)
+    previous = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
+    previous.pop("analysis_error", None)
+    previous.pop("report_error", None)
+    summary = {**previous, **evidence.summary}
+    summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
+    _write_page(run_dir, summary, study.resolved, read_json(run_dir / MANIFEST))
+    write_json(run_dir / SUMMARY, summary)
+    return summary
 
 
 def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:

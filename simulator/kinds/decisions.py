@@ -212,6 +212,11 @@ class DecisionsKind(AnalysisKind):
                         part,
                         condition_col=spec.condition,
                         case_cols=tuple([*panel_cases, "attribute"]),
+                        order=[
+                            level
+                            for level in study.design.factors[spec.condition]
+                            if level in set(part[spec.condition])
+                        ],
                     )
                 )
         implicit = cases
@@ -360,7 +365,7 @@ class DecisionsKind(AnalysisKind):
             seed=ctx.study.seed,
         )
         section.tables[f"{name}_model_differences"] = tests
-        section.summary["models"] = models
+        section.summary["model_order"] = models
         section.summary["model_differences"] = tests.to_dict("records")
 
     def print(self, summary: dict[str, Any], console: Console) -> None:

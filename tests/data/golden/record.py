@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from golden_studies import GOLDEN_DIR, STUDIES  # noqa: E402
+from golden_studies import GOLDEN_DIR, STUDIES
 
-from simulator.runner import RunOptions, execute, prepare  # noqa: E402
+from simulator.runner import RunOptions, execute, prepare
 
 for name, (text, options) in STUDIES.items():
     with tempfile.TemporaryDirectory() as tmp:

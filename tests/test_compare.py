@@ -1,0 +1,149 @@
+"""`biasim compare`: runs of one study on two synthetic "models" with different declared biases
+give the same report as one run listing both models; the models' order is the user's; runs of
+different studies are refused unless forced, naming what differs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scenarios import builtin_path
+from simulator.cli import app
+from simulator.runner import RunOptions, execute, prepare
+
+FAIR = "{label: fair, synthetic: {decision: {default: {Evacuate: 0.5, Stay: 0.5}}}}"
+BIASED = (
+    "{label: biased, synthetic: {decision: {by: gender, probabilities: {Female: {Evacuate: 0.9,"
+    " Stay: 0.1}}, default: {Evacuate: 0.3, Stay: 0.7}}}}"
+)
+STUDY = """\
+extends: {base}
+name: li2025_two_models
+roles:
+  persona_writer: {{backend: synthetic}}
+  agent:
+    backend: synthetic
+    models: [{models}]
+  formatter: {{backend: synthetic}}
+personas: {{axes: {{race: null, ideology: null}}}}
+design:
+  agents_per_value: {agents}
+  factors:
+    scenario: {{authority_compliance: null, negative_information_sharing: null,
+               career_path_selection: null}}
+"""
+
+
+def _run(tmp_path: Path, name: str, models: str, agents: int = 30) -> Path:
+    study = tmp_path / f"{name}.yaml"
+    study.write_text(STUDY.format(base=builtin_path("li2025_decisions"), models=models, agents=agents))
+    out = tmp_path / name
+    execute(prepare(RunOptions(study=str(study), out=out)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("compare")
+    return {
+        "both": _run(tmp, "both", f"{FAIR}, {BIASED}"),
+        "fair": _run(tmp, "fair", FAIR),
+        "biased": _run(tmp, "biased", BIASED),
+        "fewer": _run(tmp, "fewer", BIASED, agents=20),
+        "tmp": tmp,
+    }
+
+
+def test_compare_equals_one_two_model_run(runs, cli) -> None:
+    out = runs["tmp"] / "cmp"
+    result = cli.invoke(
+        app, ["compare", str(runs["fair"]), str(runs["biased"]), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "models in order: fair, biased" in result.stdout
+    tables = sorted(p.name for p in (out / "tables").glob("*.csv"))
+    assert tables == sorted(p.name for p in (runs["both"] / "tables").glob("*.csv"))
+    for name in tables:
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / "tables" / name),
+            pd.read_csv(runs["both"] / "tables" / name),
+            obj=name,
+        )
+    together = json.loads((runs["both"] / "summary.json").read_text())
+    compared = json.loads((out / "summary.json").read_text())
+    assert json.dumps(compared["analyses"]) == json.dumps(together["analyses"])
+    # The cross-model figures (seed 004 Figs. 3, 11 and 12) and the page.
+    figures = {p.stem for p in (out / "figures").glob("*.png")}
+    assert {
+        "decisions_implicit_vs_explicit",
+        "decisions_implicit_by_model",
+        "decisions_explicit_by_model",
+    } <= figures
+    assert (out / "report.html").is_file() and (runs["both"] / "report.html").is_file()
+
+
+def test_the_declared_difference_is_found_and_the_same_model_is_not(runs) -> None:
+    tests = pd.read_csv(runs["both"] / "tables" / "decisions_model_differences.csv")
+    contextualized = tests[tests["persona_condition"] == "contextualized"]
+    (row,) = contextualized.to_dict("records")
+    assert (row["model_a"], row["model_b"]) == ("fair", "biased")
+    assert row["dpd_b"] > 0.4 and row["p_adjusted"] < 0.01
+    assert row["n_matched"] == 90  # 30 agents x 3 genders, answered by both models
+    wide = pd.read_csv(runs["both"] / "tables" / "decisions_cases_by_model.csv")
+    assert {"dpd_fair", "p_value_fair", "dpd_biased", "p_value_biased"} <= set(wide.columns)
+
+
+def test_the_order_of_models_is_the_users(runs, cli) -> None:
+    out = runs["tmp"] / "cmp_reversed"
+    result = cli.invoke(
+        app,
+        [
+            "compare",
+            str(runs["biased"]),
+            str(runs["fair"]),
+            "--label",
+            f"B={runs['biased']}",
+            "--label",
+            f"F={runs['fair']}",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model_labels"] == ["B", "F"]
+    comparison = pd.read_csv(out / "tables" / "decisions_implicit_vs_explicit.csv")
+    assert list(comparison["model_label"]) == ["B", "F"]
+    tests = pd.read_csv(out / "tables" / "decisions_model_differences.csv")
+    assert set(zip(tests["model_a"], tests["model_b"], strict=True)) == {("B", "F")}
+
+
+def test_runs_of_different_studies_are_refused_unless_forced(runs, cli) -> None:
+    out = runs["tmp"] / "cmp_refused"
+    refused = cli.invoke(app, ["compare", str(runs["fair"]), str(runs["fewer"]), "--out", str(out)])
+    assert refused.exit_code == 2
+    stderr = " ".join(refused.stderr.split())
+    assert "not of the same study" in stderr and "design.agents_per_value: 30 vs 20" in stderr
+    assert not out.exists()  # nothing half-written
+    forced = cli.invoke(
+        app, ["compare", str(runs["fair"]), str(runs["fewer"]), "--out", str(out), "--force"]
+    )
+    assert forced.exit_code == 0, forced.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert any("agents_per_value" in d for d in summary["study_differences"])
+
+
+def test_compare_input_errors(runs, cli, tmp_path) -> None:
+    one = cli.invoke(app, ["compare", str(runs["fair"]), "--out", str(tmp_path / "x")])
+    assert one.exit_code == 2 and "at least two run directories" in one.stderr
+    same = cli.invoke(
+        app, ["compare", str(runs["fair"]), str(runs["fair"]), "--out", str(tmp_path / "y")]
+    )
+    assert same.exit_code == 2 and "--label NAME=RUN_DIR" in " ".join(same.stderr.split())
+    missing = cli.invoke(
+        app, ["compare", str(runs["fair"]), str(tmp_path), "--out", str(tmp_path / "z")]
+    )
+    assert missing.exit_code == 2 and "not a finished run directory" in missing.stderr
