@@ -41,7 +41,7 @@ def test_p_value_equals_the_exact_enumeration() -> None:
     observed = _statistic(df)
     # Oracle: every way to choose which of a prompt's answers carry label a.
     choices = []
-    for prompt, part in df.groupby("prompt"):
+    for _, part in df.groupby("prompt"):
         n_a = int((part["model"] == "a").sum())
         choices.append([(part.index, set(c)) for c in itertools.combinations(part.index, n_a)])
     exceed = total = 0
@@ -86,7 +86,9 @@ def _hiring_study(rng: np.random.Generator) -> pd.DataFrame:
     names = np.arange(48)
     name_effect = rng.normal(0.0, 1.2, 48)
     role_effect = rng.normal(0.0, 0.8, 15)
-    grid = pd.MultiIndex.from_product([range(15), names, ["a", "b"]], names=["role", "name", "model"])
+    grid = pd.MultiIndex.from_product(
+        [range(15), names, ["a", "b"]], names=["role", "name", "model"]
+    )
     df = grid.to_frame(index=False)
     df["group"] = (df["name"] // 8).astype(str)
     logit = name_effect[df["name"]] + role_effect[df["role"]] + 0.5 * (df["name"] // 8 == 0)

@@ -39,7 +39,9 @@ design:
 
 def _run(tmp_path: Path, name: str, models: str, agents: int = 30) -> Path:
     study = tmp_path / f"{name}.yaml"
-    study.write_text(STUDY.format(base=builtin_path("li2025_decisions"), models=models, agents=agents))
+    study.write_text(
+        STUDY.format(base=builtin_path("li2025_decisions"), models=models, agents=agents)
+    )
     out = tmp_path / name
     execute(prepare(RunOptions(study=str(study), out=out)))
     return out
@@ -59,9 +61,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def test_compare_equals_one_two_model_run(runs, cli) -> None:
     out = runs["tmp"] / "cmp"
-    result = cli.invoke(
-        app, ["compare", str(runs["fair"]), str(runs["biased"]), "--out", str(out)]
-    )
+    result = cli.invoke(app, ["compare", str(runs["fair"]), str(runs["biased"]), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "models in order: fair, biased" in result.stdout
     tables = sorted(p.name for p in (out / "tables").glob("*.csv"))

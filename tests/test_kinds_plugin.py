@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
