@@ -2,8 +2,8 @@
 no script and no request to anything outside the file.
 
 Every number a kind shows comes from its JSON summary and carries ``data-path`` (its path in
-``summary.json``) and ``data-value`` (the unrounded value), so a test can check that the page
-says what the summary says.
+``summary.json`` as a JSON array, since model labels may hold dots) and ``data-value`` (the
+unrounded value), so a test can check that the page says what the summary says.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ th,td{border:1px solid #d5d9e0;padding:3px 8px;text-align:right;white-space:nowr
 th{background:#eef1f5}td.t,th.t{text-align:left}
 .scroll{overflow-x:auto;max-width:100%}
 figure{margin:12px 0;background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:8px}
-figure img{max-width:100%;height:auto}figcaption{font-size:.85em;color:#5b6473}
+figure img{max-width:min(100%,780px);height:auto}figcaption{font-size:.85em;color:#5b6473}
 .sig{font-weight:700;color:#9c1c1c}.flag{color:#9c1c1c;font-weight:700}
 ul.limits li{margin:4px 0}dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
 dt{font-weight:600}dd{margin:0}nav a{margin-right:12px}
@@ -77,10 +78,19 @@ class Column:
     star: str | None = None
 
 
-def _number(path: str, value: Any, spec: str) -> str:
+#: A path into the summary: keys and list indices.
+Path = tuple[str | int, ...]
+
+
+def _parts(key: str | Path) -> Path:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _number(path: Path, value: Any, spec: str) -> str:
     raw = "" if value is None else str(value)
     return (
-        f'<span data-path="{html.escape(path)}" data-value="{html.escape(raw)}">'
+        f'<span data-path="{html.escape(json.dumps(list(path)))}" '
+        f'data-value="{html.escape(raw)}">'
         f"{html.escape(fmt(value, spec))}</span>"
     )
 
@@ -91,12 +101,12 @@ class HtmlSection:
 
     Attributes:
         title: Section heading.
-        path: JSON path of the summary this section renders (``analyses.0``).
+        path: Path of the summary this section renders in summary.json (``("analyses", 0)``).
         figures: Figure name -> PNG bytes, available to :meth:`figure`.
     """
 
     title: str
-    path: str = ""
+    path: Path = ()
     figures: dict[str, bytes] = field(default_factory=dict)
     parts: list[str] = field(default_factory=list)
 
@@ -109,9 +119,9 @@ class HtmlSection:
         cls = ' class="muted"' if muted else ""
         self.parts.append(f"<p{cls}>{html.escape(text)}</p>")
 
-    def number(self, key: str, value: Any, spec: str = ".3f") -> str:
-        """Inline HTML for one summary value at ``<path>.<key>`` (for :meth:`raw`)."""
-        return _number(f"{self.path}.{key}" if self.path else key, value, spec)
+    def number(self, key: str | Path, value: Any, spec: str = ".3f") -> str:
+        """Inline HTML for one summary value at ``path + key`` (for :meth:`raw`)."""
+        return _number((*self.path, *_parts(key)), value, spec)
 
     def raw(self, markup: str) -> None:
         """Markup built with :meth:`number` and escaped text."""
@@ -121,7 +131,7 @@ class HtmlSection:
         self,
         records: Sequence[dict[str, Any]],
         *,
-        key: str,
+        key: str | Path,
         columns: Sequence[Column] | None = None,
         title: str | None = None,
         note: str | None = None,
@@ -131,7 +141,7 @@ class HtmlSection:
 
         Args:
             records: The records.
-            key: Their key in the summary (dotted for nested lists).
+            key: Their key in the summary (a tuple of parts for nested lists).
             columns: Columns to show (default: every key of the first record).
             title: Caption.
             note: A line under the table explaining its columns.
@@ -142,7 +152,7 @@ class HtmlSection:
             columns = [
                 Column(k, spec=".3f" if isinstance(v, float) else "text") for k, v in first.items()
             ]
-        base = f"{self.path}.{key}" if self.path else key
+        base = (*self.path, *_parts(key))
         head = "".join(
             f'<th class="{"t" if c.spec == "text" else ""}">{html.escape(c.label or c.key)}</th>'
             for c in columns
@@ -159,11 +169,11 @@ class HtmlSection:
                     continue
                 if c.spec == "ci":
                     cell = (
-                        f"[{_number(f'{base}.{i}.{c.key}', value, '.3f')}, "
-                        f"{_number(f'{base}.{i}.{c.upper}', record.get(c.upper), '.3f')}]"
+                        f"[{_number((*base, i, c.key), value, '.3f')}, "
+                        f"{_number((*base, i, c.upper or ''), record.get(c.upper or ''), '.3f')}]"
                     )
                 else:
-                    cell = _number(f"{base}.{i}.{c.key}", value, c.spec)
+                    cell = _number((*base, i, c.key), value, c.spec)
                 if c.star and record.get(c.star):
                     cell += '<span class="sig">*</span>'
                 cells.append(f"<td>{cell}</td>")

@@ -94,7 +94,7 @@ def _plain_table(rows: list[dict[str, Any]], columns: list[Column]) -> str:
 
 
 def _outcomes_section(summary: dict[str, Any]) -> HtmlSection:
-    section = HtmlSection("Answer outcomes by group", path="outcomes_by_group")
+    section = HtmlSection("Answer outcomes by group", path=("outcomes_by_group",))
     section.paragraph(
         "Share of each group's units answered, invalid (broke the requested structure after a "
         "re-ask), error (the call failed) and skipped (an earlier stage gave no valid answer). "
@@ -188,7 +188,7 @@ def render(
     for i, analysis in enumerate(summary.get("analyses", [])):
         kind = get_kind(analysis["kind"])
         mine = {k: v for k, v in figures.items() if k.startswith(f"{analysis['name']}_")}
-        section = HtmlSection(f"{kind.title}: {analysis['name']}", f"analyses.{i}", mine)
+        section = HtmlSection(f"{kind.title}: {analysis['name']}", ("analyses", i), mine)
         kind.html(analysis, section)
         sections.append((f"analysis-{i}", section))
     if summary.get("outcomes_by_group"):

@@ -13,6 +13,7 @@ are skipped, with the reason, when no Chromium can be had or ``playwright`` is n
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -352,14 +353,15 @@ def open_report(path: Path, screenshot: Path) -> PageReport:
 
 
 def json_path_get(data: Any, path: str) -> Any:
-    """Resolve a dotted path such as ``analyses.0.cases.3.dpd`` in parsed JSON.
+    """Resolve a path such as ``analyses.0.cases.3.dpd`` in parsed JSON.
 
     Parts index mappings by key (a digit part is tried as a key first, since JSON object keys
-    are strings) and lists by non-negative integer.
+    are strings) and lists by non-negative integer. A path written as a JSON array
+    (``["analyses", 0, "models", "gpt-4.1", "dpd"]``) allows keys holding dots or nothing.
 
     Args:
         data: Parsed JSON (dicts, lists, scalars).
-        path: Dot-separated keys and list indices.
+        path: Dot-separated keys and list indices, or a JSON array of them.
 
     Returns:
         The value at the path.
@@ -367,9 +369,10 @@ def json_path_get(data: Any, path: str) -> Any:
     Raises:
         KeyError: With the path (and the failing part) when it does not resolve.
     """
+    parts = [str(p) for p in json.loads(path)] if path.startswith("[") else path.split(".")
     current = data
-    for depth, part in enumerate(path.split(".")):
-        where = ".".join(path.split(".")[: depth + 1])
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[: depth + 1])
         if isinstance(current, Mapping):
             if part not in current:
                 raise KeyError(f"{path!r}: no key {part!r} at {where!r}")

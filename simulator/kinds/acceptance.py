@@ -346,23 +346,23 @@ class AcceptanceKind(AnalysisKind):
                 + ".</p>"
             )
         for model, part in summary["models"].items():
-            at = f"models.{model}"
+            at = ("models", model)
             section.heading(f"Model {model or '(default)'}")
             section.raw(
                 "<p>DPD "
-                + section.number(f"{at}.dpd", part.get("dpd"))
+                + section.number((*at, "dpd"), part.get("dpd"))
                 + " (parity p = "
-                + section.number(f"{at}.dpd_p_value", part.get("dpd_p_value"))
+                + section.number((*at, "dpd_p_value"), part.get("dpd_p_value"))
                 + "), population rate "
-                + section.number(f"{at}.population_rate", part.get("population_rate"))
+                + section.number((*at, "population_rate"), part.get("population_rate"))
                 + "; chance that an unbiased model fails four-fifths for some group: "
-                + section.number(f"{at}.p_any_flag_by_chance", part["p_any_flag_by_chance"], ".1%")
+                + section.number((*at, "p_any_flag_by_chance"), part["p_any_flag_by_chance"], ".1%")
                 + ".</p>"
             )
             text = [Column(g) for g in groups]
             section.table(
                 part["rates"],
-                key=f"{at}.rates",
+                key=(*at, "rates"),
                 title="Acceptance rate by group",
                 columns=[
                     *text,
@@ -375,7 +375,7 @@ class AcceptanceKind(AnalysisKind):
             )
             section.table(
                 part["impact_ratios"],
-                key=f"{at}.impact_ratios",
+                key=(*at, "impact_ratios"),
                 title="Impact ratios (rate / highest rate)",
                 columns=[
                     *text,
@@ -386,7 +386,7 @@ class AcceptanceKind(AnalysisKind):
             if part.get("permutation"):
                 section.table(
                     part["permutation"],
-                    key=f"{at}.permutation",
+                    key=(*at, "permutation"),
                     title="Permutation test of each group against the population",
                     columns=[
                         *text,
