@@ -521,6 +521,44 @@ def impact_ratios(
     return out
 
 
+def impact_ratios_by_stratum(
+    df: pd.DataFrame,
+    stratum_col: str,
+    group_cols: Columns,
+    outcome_col: str,
+    positive: object,
+    *,
+    threshold: float = 0.8,
+    n_simulations: int = 10_000,
+    seed: int = 0,
+    invalid: Sequence[object] = INVALID,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`acceptance_rates` and :func:`impact_ratios` within each stratum (e.g. job).
+
+    Returns:
+        ``(rates, ratios)``, each with ``stratum_col`` first; a stratum without any valid
+        answer has rates (``n = 0``) but no impact ratios.
+    """
+    _require_columns(df, [stratum_col])
+    rates, ratios = [], []
+    for stratum, part in df.groupby(stratum_col, sort=True):
+        table = acceptance_rates(part, group_cols, outcome_col, positive, invalid=invalid)
+        rates.append(table.assign(**{stratum_col: stratum}))
+        if (table["n"] > 0).any():
+            found = impact_ratios(
+                table, threshold=threshold, n_simulations=n_simulations, seed=seed
+            )
+            ratios.append(found.assign(**{stratum_col: stratum}))
+
+    def first(tables: list[pd.DataFrame]) -> pd.DataFrame:
+        if not tables:
+            return pd.DataFrame(columns=[stratum_col])
+        out = pd.concat(tables, ignore_index=True)
+        return out[[stratum_col, *[c for c in out.columns if c != stratum_col]]]
+
+    return first(rates), first(ratios)
+
+
 def _ratios(rates: np.ndarray) -> np.ndarray:
     """Each row's rates over that row's maximum (1 where the maximum is 0)."""
     top = rates.max(axis=1, keepdims=True)

@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -214,6 +214,21 @@ def list_studies() -> None:
 
 
 @app.command()
+def kinds() -> None:
+    """List the analysis kinds a study's `analyses:` may use (built-in and plug-ins)."""
+    from .kinds import get_kind, kind_names
+
+    table = Table(show_header=True)
+    for col in ("kind", "what", "fields"):
+        table.add_column(col)
+    for name in kind_names():
+        kind = get_kind(name)
+        fields = ", ".join(f for f in kind.spec.model_fields if f not in ("kind", "name"))
+        table.add_row(name, kind.title, fields)
+    out_console.print(table)
+
+
+@app.command()
 def analyze(
     run_dir: Annotated[
         Path | None, typer.Argument(help="A run directory (tables and figures are rewritten).")
@@ -230,7 +245,11 @@ def analyze(
         str | None, typer.Option(help="With --decisions: the decision column.")
     ] = None,
     positive: Annotated[
-        str | None, typer.Option(help="With --decisions: the favourable value (default: accept).")
+        str | None,
+        typer.Option(
+            help="With --decisions: the favourable value (default: 1 or true for a 0/1 or "
+            "true/false column, else accept)."
+        ),
     ] = None,
     stratum_col: Annotated[
         str | None, typer.Option(help="With --decisions: test within strata (e.g. job), combine.")
@@ -252,7 +271,7 @@ def analyze(
             decisions,
             group_cols,
             outcome_col,
-            positive or "accept",
+            positive,
             stratum_col,
             unit_col,
             out,
@@ -320,11 +339,114 @@ def compare(
     )
 
 
+@app.command()
+def audit(
+    source: Annotated[Path, typer.Argument(help="A run directory or a decisions CSV.")],
+    audit_format: Annotated[str, typer.Option("--format", help="Audit format: ll144.")] = "ll144",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Directory for the tables (default: RUN_DIR/audit; required for a CSV)."),
+    ] = None,
+    sex_col: Annotated[str | None, typer.Option(help="Sex category column.")] = None,
+    race_col: Annotated[str | None, typer.Option(help="Race/ethnicity category column.")] = None,
+    selected_col: Annotated[
+        str | None, typer.Option(help="CSV: selected flag (1/0, true/false, yes/no).")
+    ] = None,
+    outcome_col: Annotated[
+        str | None, typer.Option(help="CSV: decision column, with --positive.")
+    ] = None,
+    positive: Annotated[str | None, typer.Option(help="CSV: the selected decision.")] = None,
+    score_col: Annotated[
+        str | None, typer.Option(help="CSV: a score (scoring rate = share above the median).")
+    ] = None,
+    date_col: Annotated[str | None, typer.Option(help="CSV: date of each decision.")] = None,
+    by: Annotated[
+        str | None, typer.Option(help="Comma-separated columns audited separately (e.g. job).")
+    ] = None,
+    exclude_small: Annotated[
+        bool, typer.Option(help="Leave categories under 2% of the data out of impact ratios.")
+    ] = False,
+    analysis: Annotated[
+        str | None, typer.Option(help="Run: the analysis whose decisions are audited.")
+    ] = None,
+) -> None:
+    """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
+    race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
+    from .audit import FORMATS, AuditOptions, attach_to_run, ll144_audit, write_audit
+    from .errors import Problem
+    from .rundir import check_writable
+
+    problems = []
+    if audit_format not in FORMATS:
+        problems.append(
+            Problem("--format", None, "", f"`{audit_format}`; known: {', '.join(FORMATS)}")
+        )
+    if not source.exists():
+        problems.append(Problem(str(source), None, "", "no such run directory or file"))
+    if source.is_file() and out is None:
+        problems.append(Problem("--out", None, "", "required when auditing a CSV"))
+    target = out or source / "audit"
+    if out is not None or source.is_dir():
+        reason = check_writable(target)
+        if reason and not (out is None and target.is_dir()):
+            problems.append(Problem("--out", None, "", reason))
+    if problems:
+        _fail_input(InputError(problems))
+    options = AuditOptions(
+        sex_col=sex_col,
+        race_col=race_col,
+        selected_col=selected_col,
+        outcome_col=outcome_col,
+        positive=positive,
+        score_col=score_col,
+        date_col=date_col,
+        by=[c.strip() for c in (by or "").split(",") if c.strip()],
+        exclude_small=exclude_small,
+        analysis=analysis,
+    )
+    try:
+        result = ll144_audit(source, options)
+    except InputError as exc:
+        _fail_input(exc)
+    written = write_audit(result, target)
+    if source.is_dir():
+        written.append(attach_to_run(source, result))
+    else:
+        from .audit import public
+        from .reportpage import write_report
+
+        summary = {"study": f"LL144 audit of {source.name}", "audit": public(result)}
+        written.append(write_report(target, summary, {"name": summary["study"]}, []))
+    _print_audit(result)
+    out_console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
+
+
+def _print_audit(result: dict) -> None:
+    rate = result["metric"]
+    for key, frame in result["_frames"].items():
+        if key == "counts":
+            continue
+        table = Table(title=f"LL144 {key.replace('_', '/')} ({rate.replace('_', ' ')})")
+        for col in frame.columns:
+            table.add_column(str(col), justify="right")
+        for row in frame.itertuples(index=False):
+            table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
+        out_console.print(table)
+    source = result["source"]
+    dates = source.get("date_range")
+    out_console.print(
+        f"individuals assessed {result['n_assessed']}, without outcome "
+        f"{result['n_missing_outcome']}, unknown category {result['unknown']}; data: "
+        f"{source['kind']}; dates {dates[0] + ' to ' + dates[1] if dates else 'not given'}",
+        highlight=False,
+    )
+
+
 def _analyze_external(
     path: Path,
     group_cols: str | None,
     outcome_col: str | None,
-    positive: str,
+    positive: str | None,
     stratum_col: str | None,
     unit_col: str | None,
     out: Path | None,
@@ -334,7 +456,7 @@ def _analyze_external(
 ) -> None:
     import pandas as pd
 
-    from analysis.disparity import disparity_report
+    from analysis.disparity import disparity_report, impact_ratios_by_stratum
 
     from .errors import Problem
 
@@ -361,6 +483,7 @@ def _analyze_external(
                 ]
             )
         )
+    positive, how = _default_positive(df[outcome_col], positive)
     if positive not in set(df[outcome_col].dropna()):
         values = sorted(set(df[outcome_col].dropna()))[:10]
         _fail_input(
@@ -393,6 +516,12 @@ def _analyze_external(
     )
     tables = {k: v for k, v in report.items() if isinstance(v, pd.DataFrame)}
     scalars = {k: v for k, v in report.items() if not isinstance(v, pd.DataFrame)}
+    scalars["positive"] = positive
+    scalars["positive_from"] = how
+    if stratum_col:
+        tables["rates_by_stratum"], tables["impact_ratios_by_stratum"] = impact_ratios_by_stratum(
+            df, stratum_col, groups, outcome_col or "", positive, seed=seed
+        )
     if out is not None:
         from .rundir import write_atomic
 
@@ -412,11 +541,27 @@ def _analyze_external(
         out_console.print(rich_table)
     nan = float("nan")
     out_console.print(
-        f"rows used {scalars.get('n_valid')}, excluded {scalars.get('n_excluded')}; "
+        f"positive outcome: {positive} ({how}); rows used {scalars.get('n_valid')}, "
+        f"excluded {scalars.get('n_excluded')}; "
         f"DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
         f"chance an unbiased decision-maker fails four-fifths for some group: "
         f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}"
     )
+
+
+def _default_positive(values: Any, given: str | None) -> tuple[str, str]:
+    """The favourable outcome and how it was chosen: as given, or 1 / true for a 0/1 or
+    true/false column, else ``accept``."""
+    if given is not None:
+        return given, "--positive"
+    seen = {str(v) for v in values.dropna()}
+    if seen and seen <= {"0", "1"}:
+        return "1", "default for a 0/1 column; --positive to change"
+    lowered = {v.lower() for v in seen}
+    if seen and lowered <= {"true", "false"}:
+        true = next((v for v in seen if v.lower() == "true"), "true")
+        return true, "default for a true/false column; --positive to change"
+    return "accept", "default; --positive to change"
 
 
 def main() -> None:

@@ -184,7 +184,7 @@ def render(
         runs: ``{label, path, manifest}`` of each run shown (one for a run).
         figures: Figure name -> PNG bytes.
     """
-    sections: list[tuple[str, HtmlSection]] = [("models", _models_section(runs))]
+    sections: list[tuple[str, HtmlSection]] = [("models", _models_section(runs))] if runs else []
     for i, analysis in enumerate(summary.get("analyses", [])):
         kind = get_kind(analysis["kind"])
         mine = {k: v for k, v in figures.items() if k.startswith(f"{analysis['name']}_")}

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from simulator.cli import app
 from simulator.runner import RunOptions, execute, prepare
 
 from .browser import assert_numbers_match, open_report
@@ -66,10 +67,14 @@ def test_report_of_a_two_model_seed_004_run(tmp_path) -> None:
     assert "Small samples: the smallest group has 10 valid answers" in shown
 
 
-def test_report_of_a_hiring_judge_run(tmp_path) -> None:
+def test_report_of_a_hiring_judge_run_with_its_audit(tmp_path, cli) -> None:
     text, options = STUDIES["hiring_judge_small"]
     out = _run(tmp_path, "judge", text, **options)
+    audited = cli.invoke(app, ["audit", str(out), "--format", "ll144"])
+    assert audited.exit_code == 0, audited.output
     shown, checked = _check(out, tmp_path / "judge.png")
+    assert "Bias audit (NYC Local Law 144)" in shown
+    assert "Intersectional categories (sex x race/ethnicity)" in shown
     assert checked > 50
     assert "LLM judge vs the rule classifier" in shown
     assert "Impact ratios (rate / highest rate)" in shown

@@ -160,6 +160,16 @@ class DecisionsKind(AnalysisKind):
         target = rows[spec.target_from] if spec.target_from else spec.target
         return rows.assign(_hit=(rows[spec.field] == target).where(rows[spec.field].notna()))
 
+    def selections(
+        self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext
+    ) -> pd.DataFrame:
+        """Each decision of the analysed stage with ``selected``: the targeted decision was
+        made (NA when the answer is invalid or missing)."""
+        rows = results[results["stage"] == spec.stage]
+        target = rows[spec.target_from] if spec.target_from else spec.target
+        answered = rows["valid"].astype("boolean").fillna(False) & rows[spec.field].notna()
+        return rows.assign(selected=(rows[spec.field] == target).astype("boolean").where(answered))
+
     def compute(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext) -> Section:
         study, name = ctx.study, ctx.name
         section = Section(summary={})
