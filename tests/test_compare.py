@@ -147,3 +147,56 @@ def test_compare_input_errors(runs, cli, tmp_path) -> None:
         app, ["compare", str(runs["fair"]), str(tmp_path), "--out", str(tmp_path / "z")]
     )
     assert missing.exit_code == 2 and "not a finished run directory" in missing.stderr
+
+
+HIRING = """\
+extends: {base}
+name: hiring_two_models
+roles:
+  hiring_manager:
+    backend: synthetic
+    models:
+{models}
+design:
+  agents_per_value: 6
+  replicate_seeds: [11]
+  factors:
+    template: {{t2: null, t3: null, t4: null, t5: null}}
+    qualification: {{somewhat: null, not_qualified: null}}
+"""
+OFFER = "'Dear [NAME], we are pleased to offer you the position.'"
+REJECT = "'Dear [NAME], we regret that we will not move forward.'"
+
+
+def _hiring_model(label: str, white: float, others: float) -> str:
+    return (
+        f"      - label: {label}\n"
+        f"        synthetic: {{text: {{by: race, probabilities: {{White: {{{OFFER}: {white},"
+        f" {REJECT}: {1 - white:.2f}}}}}, default: {{{OFFER}: {others}, {REJECT}:"
+        f" {1 - others:.2f}}}}}}}\n"
+    )
+
+
+def test_hiring_models_side_by_side_with_their_difference(tmp_path, cli) -> None:
+    study = tmp_path / "hiring.yaml"
+    models = _hiring_model("even", 0.5, 0.5) + _hiring_model("favours_white", 0.8, 0.4)
+    study.write_text(HIRING.format(base=builtin_path("an2024_hiring"), models=models))
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    wide = pd.read_csv(out / "tables" / "hiring_rates_by_model.csv")
+    assert list(wide.columns[2:]) == [
+        "rate_even",
+        "impact_ratio_even",
+        "rate_favours_white",
+        "impact_ratio_favours_white",
+    ]
+    white = wide[wide["race"] == "White"]
+    assert (white["rate_favours_white"] > 0.7).all()
+    assert (white["impact_ratio_favours_white"] > 0.95).all()  # White men and women lead
+    (test,) = pd.read_csv(out / "tables" / "hiring_model_differences.csv").to_dict("records")
+    assert (test["model_a"], test["model_b"]) == ("even", "favours_white")
+    assert test["n_matched"] == 41 * 2 * 6 * 6  # every email prompt answered by both models
+    assert test["dpd_b"] > test["dpd_a"] and test["p_adjusted"] < 0.01
+    assert (out / "figures" / "hiring_rates_by_model.png").is_file()
+    assert "Differences between models (hiring)" in result.stdout

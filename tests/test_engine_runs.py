@@ -49,6 +49,7 @@ def test_run_directory_contents(tmp_path: Path) -> None:
         "calls.sqlite",
         "figures",
         "manifest.json",
+        "report.html",
         "results.csv",
         "results.parquet",
         "summary.json",

@@ -17,7 +17,16 @@ from analysis import disparity, figures
 from analysis.models import model_difference_tests
 
 from ..htmlreport import Column, HtmlSection, fmt
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from .base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+    without_model,
+)
+from .differences import html_differences, print_differences
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -241,18 +250,12 @@ class AcceptanceKind(AnalysisKind):
         group = answered[spec.groups[0]].astype(str)
         for column in spec.groups[1:]:
             group = group + " " + answered[column].astype(str)
-        match = answered["unit_id"].astype(str)
-        model_col = answered["model_label"].astype(str)
-        prefix = (model_col + "/").where(model_col != "", "")
-        match = pd.Series(
-            [
-                u[len(p) :] if p and u.startswith(p) else u
-                for u, p in zip(match, prefix, strict=True)
-            ],
-            index=answered.index,
-        )
         tests = model_difference_tests(
-            answered.assign(_group=group, _accept=answered["outcome"] == "accept", _match=match),
+            answered.assign(
+                _group=group,
+                _accept=answered["outcome"] == "accept",
+                _match=without_model(answered, "unit_id"),
+            ),
             model_col="model_label",
             models=models,
             case_cols=[],
@@ -313,22 +316,14 @@ class AcceptanceKind(AnalysisKind):
                 f"{fmt(part.get('p_any_flag_by_chance'), '.1%')}.\n"
                 + _ACCEPTANCE_NOTE.format(adjust=summary["adjust"])
             )
-        differences = summary.get("model_differences") or []
-        if differences:
-            table = Table(title=f"Differences between models ({summary['name']})")
-            for col in ("model A", "model B", "DPD A", "DPD B", "p", "p adj."):
-                table.add_column(col, justify="right")
-            for row in differences:
-                table.add_row(
-                    str(row["model_a"]),
-                    str(row["model_b"]),
-                    fmt(row["dpd_a"]),
-                    fmt(row["dpd_b"]),
-                    fmt(row["p_value"]),
-                    fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
-                )
-            console.print(table)
-            console.print(_DIFFERENCE_NOTE)
+        if summary.get("model_differences"):
+            print_differences(
+                summary["model_differences"],
+                [],
+                f"Differences between models ({summary['name']})",
+                _DIFFERENCE_NOTE,
+                console,
+            )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         groups = summary["groups"]
@@ -396,19 +391,11 @@ class AcceptanceKind(AnalysisKind):
                     ],
                 )
         if summary.get("model_differences"):
-            section.table(
+            html_differences(
+                section,
                 summary["model_differences"],
-                key="model_differences",
-                title="Differences between models",
-                columns=[
-                    Column("model_a", "model A"),
-                    Column("model_b", "model B"),
-                    Column("dpd_a", "DPD A", ".3f"),
-                    Column("dpd_b", "DPD B", ".3f"),
-                    Column("n_matched", "matched prompts", "int"),
-                    Column("p_value", "p", ".3f"),
-                    Column("p_adjusted", "p adj.", ".3f", star="significant"),
-                ],
-                note=_DIFFERENCE_NOTE,
+                [],
+                "Differences between models",
+                _DIFFERENCE_NOTE,
             )
             section.figure(slug(summary["name"], "rates_by_model"), "Acceptance rates per model")

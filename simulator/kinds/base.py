@@ -136,6 +136,20 @@ def slug(*parts: Any) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)).strip("-") for p in parts if p)
 
 
+def without_model(rows: pd.DataFrame, id_col: str) -> pd.Series:
+    """Ids (``agent_id`` or ``unit_id``) without their model prefix: the same prompt answered
+    by each model (ids are ``model/condition/slot``), for matching answers across models."""
+    model = rows["model_label"].astype(str)
+    ids = rows[id_col].astype(str)
+    return pd.Series(
+        [
+            i[len(m) + 1 :] if m and i.startswith(m + "/") else i
+            for i, m in zip(ids, model, strict=True)
+        ],
+        index=rows.index,
+    )
+
+
 @dataclass
 class Section:
     """What one analysis produced.

@@ -19,7 +19,16 @@ from analysis.models import model_difference_tests
 
 from ..fields import Strict
 from ..htmlreport import Column, HtmlSection, fmt
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from .base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+    without_model,
+)
+from .differences import html_differences, print_differences
 
 
 class ExplicitConfig(Strict):
@@ -363,7 +372,9 @@ class DecisionsKind(AnalysisKind):
             )
         answered = rows[rows["_hit"].notna()]
         tests = model_difference_tests(
-            answered.assign(_hit=answered["_hit"].astype(bool), _match=_match_key(answered)),
+            answered.assign(
+                _hit=answered["_hit"].astype(bool), _match=without_model(answered, "agent_id")
+            ),
             model_col="model_label",
             models=models,
             case_cols=case_keys,
@@ -429,22 +440,13 @@ class DecisionsKind(AnalysisKind):
             )
         differences = summary.get("model_differences") or []
         if differences:
-            keys = [c for c in differences[0] if c in case_cols]
-            table = Table(title=f"Differences between models per case ({summary['name']})")
-            for col in (*keys, "model A", "model B", "DPD A", "DPD B", "p", "p adj."):
-                table.add_column(col, justify="right")
-            for row in differences:
-                table.add_row(
-                    *[str(row[c]) for c in keys],
-                    str(row["model_a"]),
-                    str(row["model_b"]),
-                    fmt(row["dpd_a"]),
-                    fmt(row["dpd_b"]),
-                    fmt(row["p_value"]),
-                    fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
-                )
-            console.print(table)
-            console.print(_DIFFERENCE_NOTE)
+            print_differences(
+                differences,
+                [c for c in differences[0] if c in case_cols],
+                f"Differences between models per case ({summary['name']})",
+                _DIFFERENCE_NOTE,
+                console,
+            )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         case_cols = [c for c in summary["case_columns"] if c != "model_label"]
@@ -529,22 +531,13 @@ class DecisionsKind(AnalysisKind):
                 slug(prefix, "implicit_vs_explicit"), "Implicit vs explicit bias per model (Fig. 3)"
             )
         if summary.get("model_differences"):
-            keys = [c for c in summary["model_differences"][0] if c in case_cols]
-            section.table(
-                summary["model_differences"],
-                key="model_differences",
-                title="Differences between models per case",
-                columns=[
-                    *[Column(c) for c in keys],
-                    Column("model_a", "model A"),
-                    Column("model_b", "model B"),
-                    Column("dpd_a", "DPD A", ".3f"),
-                    Column("dpd_b", "DPD B", ".3f"),
-                    Column("n_matched", "matched agents", "int"),
-                    Column("p_value", "p", ".3f"),
-                    Column("p_adjusted", "p adj.", ".3f", star="significant"),
-                ],
-                note=_DIFFERENCE_NOTE,
+            differences = summary["model_differences"]
+            html_differences(
+                section,
+                differences,
+                [c for c in differences[0] if c in case_cols],
+                "Differences between models per case",
+                _DIFFERENCE_NOTE,
             )
             section.figure(
                 slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
@@ -568,18 +561,6 @@ def _side_by_side(cases: pd.DataFrame, keys: list[str], models: list[str]) -> pd
     wide.columns = [f"{stat}_{model}" for stat, model in wide.columns]
     ordered = [f"{stat}_{m}" for m in models for stat in ("dpd", "p_value")]
     return wide.reindex(columns=[c for c in ordered if c in wide.columns]).reset_index()
-
-
-def _match_key(rows: pd.DataFrame) -> pd.Series:
-    """The agent's identity without its model: the same persona, agent index, replicate and
-    design cell answered by each model (ids are ``model/condition/slot``)."""
-    model = rows["model_label"].astype(str)
-    agent = rows["agent_id"].astype(str)
-    prefix = (model + "/").where(model != "", "")
-    return pd.Series(
-        [a[len(p) :] if p and a.startswith(p) else a for a, p in zip(agent, prefix, strict=True)],
-        index=rows.index,
-    )
 
 
 def _explicit_labels(study: Any, spec: DecisionsSpec) -> dict[str, list[str]] | None:
