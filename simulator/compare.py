@@ -194,7 +194,11 @@ def compare_runs(
     summary = evidence.summary
     summary.update(
         compared_runs=[
-            {"path": str(run.path), "labels": run.labels, "status": run.manifest.get("status")}
+            {
+                "path": str(run.path.resolve()),
+                "labels": run.labels,
+                "status": run.manifest.get("status"),
+            }
             for run in runs
         ],
         study_differences=differences,
@@ -202,7 +206,11 @@ def compare_runs(
         written=dt.datetime.now(dt.UTC).isoformat(),
     )
     pages = [
-        {"label": ", ".join(run.labels.values()), "path": str(run.path), "manifest": run.manifest}
+        {
+            "label": ", ".join(run.labels.values()),
+            "path": str(run.path.resolve()),
+            "manifest": run.manifest,
+        }
         for run in runs
     ]
     write_report(out, summary, first, pages)

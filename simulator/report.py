@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from rich.console import Console
@@ -20,7 +21,7 @@ from analysis import figures
 from analysis.parity import status_rates
 
 from .config import StudyConfig, analysis_name
-from .kinds import AnalysisContext, get_kind
+from .kinds import AnalysisContext, Section, get_kind
 from .rundir import write_atomic
 
 SYNTHETIC_NOTE = (
@@ -79,10 +80,32 @@ def analyze(
         name = analysis_name(spec, i)
         ctx = AnalysisContext(study=study, name=name, data_dir=data_dir, models=tuple(order))
         section = get_kind(spec.kind).compute(df, spec, ctx)
+        if len(order) > 1:
+            _in_model_order(section, order)
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
         evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
     return evidence
+
+
+def _in_model_order(section: Section, order: list[str]) -> None:
+    """Rows of every table and summary list of a multi-model analysis in the user's model
+    order (statistics group by label, which sorts it alphabetically); stable within a model."""
+    rank = {m: i for i, m in enumerate(order)}
+
+    def position(label: Any) -> int:
+        return rank.get(label, len(rank))
+
+    for name, table in section.tables.items():
+        if "model_label" in table.columns:
+            keys = table["model_label"].map(position).to_numpy()
+            section.tables[name] = table.iloc[np.argsort(keys, kind="stable")].reset_index(
+                drop=True
+            )
+    for key, value in section.summary.items():
+        records = isinstance(value, list) and value and isinstance(value[0], dict)
+        if records and "model_label" in value[0]:
+            section.summary[key] = sorted(value, key=lambda r: position(r.get("model_label")))
 
 
 def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:

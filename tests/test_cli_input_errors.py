@@ -111,7 +111,12 @@ def test_schema_command_prints_json_schema(cli) -> None:
 
     result = cli.invoke(app, ["schema"])
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["title"] == "StudyConfig"
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "StudyConfig"
+    # Every registered analysis kind's fields are in the schema editors read.
+    kinds = schema["properties"]["analyses"]["items"]["anyOf"]
+    assert {k["$ref"].rsplit("/", 1)[1] for k in kinds} == {"AcceptanceSpec", "DecisionsSpec"}
+    assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]
 
 
 def test_a_failing_analysis_keeps_the_run_and_says_how_to_redo_it(

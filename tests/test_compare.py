@@ -200,3 +200,14 @@ def test_hiring_models_side_by_side_with_their_difference(tmp_path, cli) -> None
     assert test["dpd_b"] > test["dpd_a"] and test["p_adjusted"] < 0.01
     assert (out / "figures" / "hiring_rates_by_model.png").is_file()
     assert "Differences between models (hiring)" in result.stdout
+
+
+def test_tables_follow_the_models_order(runs) -> None:
+    """Statistics group by label (alphabetical); the run listed `fair` first, and so do its
+    tables and summaries."""
+    cases = pd.read_csv(runs["both"] / "tables" / "decisions_cases.csv")
+    assert list(dict.fromkeys(cases["model_label"])) == ["fair", "biased"]
+    summary = json.loads((runs["both"] / "summary.json").read_text())
+    (decisions,) = summary["analyses"]
+    assert list(dict.fromkeys(c["model_label"] for c in decisions["cases"])) == ["fair", "biased"]
+    assert summary["model_labels"] == ["fair", "biased"]
