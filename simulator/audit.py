@@ -67,14 +67,14 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
             ctx = AnalysisContext(study.config, name, _study_dir(study))
             frame = get_kind(spec.kind).selections(results, spec, ctx)
             if frame is not None:
-                chosen = (name, spec.kind, frame)
+                chosen = (name, spec.kind, frame, i)
                 break
     if chosen is None:
         what = f"no analysis named `{options.analysis}`" if options.analysis else "no analysis"
         raise InputError(
             [Problem(str(run_dir), None, "--analysis", f"{what} of this run decides anything")]
         )
-    name, kind, frame = chosen
+    name, kind, frame, index = chosen
     manifest = read_json(run_dir / MANIFEST)
     sessions = manifest.get("sessions", [])
     dates = [s.get(k) for s in sessions for k in ("started", "finished") if s.get(k)]
@@ -89,6 +89,11 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "date_range": date_range(dates),
         "date_basis": "when the run's model calls were made",
     }
+    source["n_distinct_applicants"] = int(frame["persona_name"].nunique())
+    strata = [c for c in get_kind(kind).audit_strata(study.config.analyses[index]) if c]
+    for column in strata:
+        if column not in options.by and frame[column].nunique() > 1:
+            options.by.append(column)
     if "model_label" not in options.by and frame["model_label"].nunique() > 1:
         options.by = ["model_label", *options.by]
     return frame.assign(_selected=frame["selected"]), source
@@ -249,6 +254,7 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "n_total": audit.n_total,
         "n_missing_outcome": audit.n_missing_outcome,
         "n_assessed": audit.n_assessed,
+        "n_distinct_applicants": about.pop("n_distinct_applicants", None),
         "unknown": audit.unknown,
         "threshold": audit.threshold,
         "exclude_small": audit.exclude_small,
@@ -291,6 +297,40 @@ def attach_to_run(run_dir: Path, result: dict[str, Any]) -> Path:
     )
     write_json(run_dir / SUMMARY, summary)
     return page
+
+
+def audit_limits(audit: dict[str, Any]) -> list[str]:
+    """What a reader of the audit tables must know: who counts as an individual, what was left
+    out, and categories too small to serve as the reference of the impact ratios."""
+    found = []
+    distinct = audit.get("n_distinct_applicants")
+    if distinct is not None and distinct < audit["n_assessed"]:
+        found.append(
+            f"The audit counts {audit['n_assessed']} decisions about {distinct} distinct "
+            "simulated applicants (names): each decision is one assessment, so the counts per "
+            "category are decisions, and the information about each category rests on "
+            "fewer people than the counts suggest."
+        )
+    if audit["n_missing_outcome"]:
+        found.append(
+            f"{audit['n_missing_outcome']} rows have no outcome (e.g. an invalid answer) and "
+            "are in no calculation."
+        )
+    unknown = {k: v for k, v in audit["unknown"].items() if v}
+    if unknown:
+        listed = ", ".join(f"{k.replace('_', '/')}: {v}" for k, v in unknown.items())
+        found.append(f"Individuals of unknown category, left out of that table: {listed}.")
+    for key, rows in audit["tables"].items():
+        rate = audit["metric"]
+        ranked = [r for r in rows if r.get("impact_ratio") == 1 and r.get("under_2pct")]
+        for row in ranked:
+            found.append(
+                f"In the {key.replace('_', '/')} table the highest {rate.replace('_', ' ')} "
+                f"belongs to a category under 2% of the data (n = {row['n']}): every other "
+                "impact ratio is relative to it; --exclude-small leaves it out, as the rules "
+                "allow."
+            )
+    return found
 
 
 def audit_html(audit: dict[str, Any]) -> HtmlSection:
@@ -338,6 +378,7 @@ def audit_html(audit: dict[str, Any]) -> HtmlSection:
                 Column(rate, metric, ".3f"),
                 Column("impact_ratio", "impact ratio", ".3f"),
                 Column("share", "share of data", ".1%"),
+                Column("below_four_fifths", "below 4/5", "text"),
                 Column("under_2pct", "under 2%", "text"),
                 Column("excluded", "excluded", "text"),
             ],

@@ -289,6 +289,10 @@ def analyze(
         summary = reanalyze(run_dir)
     except InputError as exc:
         _fail_input(exc)
+    except Exception as exc:
+        # A statistic that fails on these answers: say which, without a traceback.
+        err_console.print(f"[red]analysis failed[/red]: {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from None
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
@@ -387,7 +391,7 @@ def audit(
         problems.append(Problem("--out", None, "", "required when auditing a CSV"))
     target = out or source / "audit"
     if out is not None or source.is_dir():
-        reason = check_writable(target)
+        reason = check_writable(target, hint="; name a new directory with --out")
         if reason and not (out is None and target.is_dir()):
             problems.append(Problem("--out", None, "", reason))
     if problems:
@@ -501,7 +505,7 @@ def _analyze_external(
     if out is not None:
         from .rundir import check_writable
 
-        reason = check_writable(out)
+        reason = check_writable(out, hint="; name a new directory with --out")
         if reason:
             _fail_input(InputError([Problem("--out", None, "", reason)]))
     report = disparity_report(

@@ -165,9 +165,12 @@ def compare_runs(
     """
     if len(paths) < 2:
         raise InputError([Problem("RUN_DIR", None, "", "give at least two run directories")])
-    reason = check_writable(out)
+    reason = check_writable(out, hint="; name a new directory with --out")
     if reason:
         raise InputError([Problem("--out", None, "", reason)])
+    twice = sorted({str(p) for p in paths if [q.resolve() for q in paths].count(p.resolve()) > 1})
+    if twice:
+        raise InputError([Problem(t, None, "", "given twice; give each run once") for t in twice])
     runs = load_runs(paths, parse_labels(labels or []))
     differences: list[str] = []
     first = runs[0].manifest["study"]

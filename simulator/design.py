@@ -51,13 +51,13 @@ class AgentSpec:
     slot: str
 
     def seed_id(self, shared: frozenset[str]) -> str:
-        """The agent id with the ``shared`` coordinates blanked: agents that differ only there
-        draw the same seed, so identical prompts make identical (shareable) calls."""
-        if not shared:
-            return self.agent_id
+        """The agent id without its model and with the ``shared`` coordinates blanked: agents
+        that differ only there draw the same seed, so identical prompts make identical
+        (shareable) calls. The model never enters the seed, so a prompt gets the same seed in a
+        run of one model and in a run listing several: ``biasim compare`` of single runs and
+        one multi-model run see the same answers."""
         levels = ",".join(f"{f}={'*' if f in shared else lv}" for f, lv in self.levels)
-        model = "*" if MODEL_LABEL in shared else self.model_label
-        return _agent_id(model, levels or "default", self.slot)
+        return _agent_id("", levels or "default", self.slot)
 
 
 def _agent_id(model: str, condition: str, slot: str) -> str:

@@ -41,6 +41,40 @@ class Evidence:
     figures: dict[str, Figure] = field(default_factory=dict)
 
 
+def base_summary(
+    df: pd.DataFrame, study: StudyConfig, models: list[str] | None = None
+) -> dict[str, Any]:
+    """What every report states whatever its analyses: the study, whether the answers are
+    synthetic, unit outcomes, the models in report order, and outcome rates per group (per
+    model when there are several, since one model may fail a group more than another)."""
+    synthetic = bool(df["synthetic"].fillna(False).astype(bool).any()) if len(df) else False
+    present = list(dict.fromkeys(df["model_label"])) if len(df) else []
+    order = [m for m in (models or []) if m in present] + [
+        m for m in present if m not in (models or [])
+    ]
+    summary: dict[str, Any] = {
+        "study": study.name,
+        "synthetic": synthetic,
+        "units": len(df),
+        "status_counts": {k: int(v) for k, v in df["status"].value_counts().items()},
+        "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
+        "model_labels": order,
+        "outcomes_by_group": {},
+        "analyses": [],
+    }
+    by_model = ["model_label"] if len(order) > 1 else []
+    for axis in study.personas.axes:
+        if axis in df and df[axis].notna().any():
+            rates = status_rates(df, [*by_model, axis])
+            if by_model:
+                rank = {m: i for i, m in enumerate(order)}
+                rates = rates.iloc[
+                    np.argsort(rates["model_label"].map(rank).to_numpy(), kind="stable")
+                ]
+            summary["outcomes_by_group"][axis] = rates.to_dict("records")
+    return summary
+
+
 def analyze(
     df: pd.DataFrame,
     study: StudyConfig,
@@ -56,26 +90,8 @@ def analyze(
         data_dir: Where relative data paths of analyses (training CSV, predictions) resolve.
         models: Model labels in report order (default: order of first appearance).
     """
-    synthetic = bool(df["synthetic"].fillna(False).astype(bool).any()) if len(df) else False
-    present = list(dict.fromkeys(df["model_label"])) if len(df) else []
-    order = [m for m in (models or []) if m in present] + [
-        m for m in present if m not in (models or [])
-    ]
-    evidence = Evidence(
-        summary={
-            "study": study.name,
-            "synthetic": synthetic,
-            "units": len(df),
-            "status_counts": {k: int(v) for k, v in df["status"].value_counts().items()},
-            "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
-            "model_labels": order,
-            "outcomes_by_group": {},
-            "analyses": [],
-        }
-    )
-    for axis in study.personas.axes:
-        if axis in df and df[axis].notna().any():
-            evidence.summary["outcomes_by_group"][axis] = status_rates(df, axis).to_dict("records")
+    evidence = Evidence(summary=base_summary(df, study, models))
+    order = evidence.summary["model_labels"]
     for i, spec in enumerate(study.analyses):
         name = analysis_name(spec, i)
         ctx = AnalysisContext(study=study, name=name, data_dir=data_dir, models=tuple(order))
@@ -128,7 +144,13 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     if report["synthetic"]:
         console.print(Panel(SYNTHETIC_NOTE, style="bold yellow"))
     console.print(
-        f"[bold]{report['study']}[/bold]  models: {', '.join(report['models'])}  "
+        f"[bold]{report['study']}[/bold]  models: {', '.join(report['models'])}"
+        + (
+            f" as {', '.join(report['model_labels'])}"
+            if len(report.get("model_labels") or []) > 1
+            else ""
+        )
+        + "  "
         f"units: {report['units']}  outcomes: {report['status_counts']}"
     )
     for result in report["analyses"]:
@@ -137,10 +159,14 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         table = Table(
             title=f"Answer outcomes by {axis} (a difference here is itself a bias signal)"
         )
-        for col in (axis, "units", "answered", "invalid", "error", "skipped"):
-            table.add_column(col, justify="left" if col == axis else "right")
+        models = bool(rows) and "model_label" in rows[0]
+        for col in (*(["model"] if models else []), axis, "units", "answered", "invalid"):
+            table.add_column(col, justify="right" if col in ("units", "answered") else "left")
+        for col in ("error", "skipped"):
+            table.add_column(col, justify="right")
         for row in rows:
             table.add_row(
+                *([str(row["model_label"])] if models else []),
                 str(row[axis]),
                 str(row["n"]),
                 *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error", "skipped")],

@@ -39,6 +39,13 @@ def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, A
             f'<p class="banner">Run status: {html.escape(str(status))}. '
             f"{html.escape(str(summary.get('message') or ''))}</p>"
         )
+    forced = summary.get("study_differences") or []
+    if forced:
+        items = "".join(f"<li>{html.escape(d)}</li>" for d in forced)
+        parts.append(
+            '<div class="banner">These runs are not of the same study (compared with '
+            f"--force); what differs:<ul>{items}</ul></div>"
+        )
     if len(runs) > 1:
         items = "".join(
             f"<li><b>{html.escape(r['label'])}</b>: {html.escape(r['path'])}</li>" for r in runs
@@ -51,7 +58,11 @@ def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
     section = HtmlSection("Models and parameters")
     rows = []
     for run in runs:
-        for role, info in (run.get("manifest") or {}).get("roles", {}).items():
+        manifest = run.get("manifest") or {}
+        used = _roles_in_use(manifest.get("study") or {})
+        for role, info in manifest.get("roles", {}).items():
+            if used is not None and role.split("[")[0] not in used:
+                continue  # declared but playing no stage (e.g. a formatter for no completion model)
             backend = info.get("backend") or {}
             rows.append(
                 {
@@ -77,6 +88,24 @@ def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
         listed = ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))
         section.paragraph(f"Packages: {listed}.", muted=True)
     return section
+
+
+def _roles_in_use(study: dict[str, Any]) -> set[str] | None:
+    """Roles that play a stage: each stage's role, and its formatter when one of that role's
+    models is a completion model; None when the study does not say."""
+    stages = study.get("stages")
+    if not isinstance(stages, list):
+        return None
+    roles = study.get("roles") or {}
+    used = set()
+    for stage in stages:
+        used.add(stage.get("role"))
+        role = roles.get(stage.get("role")) or {}
+        variants = [role, *[m for m in role.get("models") or [] if isinstance(m, dict)]]
+        completion = any(v.get("structured_output") is False for v in variants)
+        if completion and stage.get("completion"):
+            used.add(stage["completion"].get("formatter"))
+    return used
 
 
 def _plain_table(rows: list[dict[str, Any]], columns: list[Column]) -> str:
@@ -106,6 +135,7 @@ def _outcomes_section(summary: dict[str, Any]) -> HtmlSection:
             key=axis,
             title=f"by {axis}",
             columns=[
+                *([Column("model_label", "model")] if rows and "model_label" in rows[0] else []),
                 Column(axis),
                 Column("n", "units", "int"),
                 Column("answered_rate", "answered", ".1%"),
@@ -139,10 +169,10 @@ def limits(summary: dict[str, Any]) -> list[str]:
             f"{SMALL_N}); intervals are wide and a non-significant test is weak evidence of "
             "parity."
         )
-    counts = summary.get("status_counts", {})
-    units = sum(counts.values()) or 1
+    counts = summary.get("status_counts") or {}
+    units = sum(counts.values())
     excluded = units - counts.get("answered", 0)
-    if excluded:
+    if counts and excluded:
         found.append(
             f"{excluded} of {units} units ({excluded / units:.1%}) have no valid answer "
             "(invalid, error or skipped); they are excluded from the rates and counted per "
@@ -152,10 +182,15 @@ def limits(summary: dict[str, Any]) -> list[str]:
         found.append(f"An analysis failed: {summary['analysis_error']}.")
     if summary.get("status") not in (None, "complete"):
         found.append(f"The run is {summary['status']}: not every unit was answered.")
-    found.append(
-        "Each p-value tests the hypothesis stated beside its table; adjusted p-values are "
-        "adjusted over the family named there, not over the whole report."
-    )
+    if summary.get("analyses"):
+        found.append(
+            "Each p-value tests the hypothesis stated beside its table; adjusted p-values are "
+            "adjusted over the family named there, not over the whole report."
+        )
+    if summary.get("audit"):
+        from .audit import audit_limits
+
+        found += audit_limits(summary["audit"])
     return found
 
 

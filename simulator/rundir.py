@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -15,21 +16,44 @@ RESULTS_CSV = "results.csv"
 SUMMARY = "summary.json"
 
 
+def _default_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+#: Mode of files written here: what an ordinary open() would give, not mkstemp's owner-only.
+FILE_MODE = _default_mode()
+
+
 def write_atomic(path: Path, write: Any) -> None:
     """Call ``write(tmp_path)`` then rename over ``path``."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _finite(data: Any) -> Any:
+    """NaN and infinities as null: strict JSON, readable by every parser (not only Python's)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
+
+
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically."""
-    write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2, default=str) + "\n"))
+    """Write JSON atomically; missing numbers (NaN) are written as null."""
+    text = json.dumps(_finite(data), indent=2, default=str, allow_nan=False)
+    write_atomic(path, lambda tmp: tmp.write_text(text + "\n"))
 
 
 def read_json(path: Path) -> Any:
@@ -37,7 +61,7 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def check_writable(out: Path) -> str | None:
+def check_writable(out: Path, hint: str = " (use --resume to continue a run there)") -> str | None:
     """Why ``out`` cannot become a new run directory, or ``None`` when it can.
 
     Creates and removes a probe directory in the nearest existing ancestor: permission bits say
@@ -47,7 +71,7 @@ def check_writable(out: Path) -> str | None:
         if not out.is_dir():
             return f"{out} exists and is not a directory"
         if any(out.iterdir()):
-            return f"{out} already exists and is not empty (use --resume to continue a run there)"
+            return f"{out} already exists and is not empty{hint}"
     ancestor = out if out.exists() else out.parent
     while not ancestor.exists():
         ancestor = ancestor.parent

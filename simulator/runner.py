@@ -31,7 +31,7 @@ from .llm.retry import RetryPolicy
 from .llm.runtime import BackendRuntime
 from .llm.structured import canonical_json
 from .model import StudyModel
-from .report import analyze, write_evidence
+from .report import analyze, base_summary, write_evidence
 from .reportpage import write_report
 from .results import ResultsWriter, result_schema
 from .rundir import (
@@ -345,7 +345,10 @@ def execute(
             except Exception as exc:
                 # The answers cost model time; a failing statistic must not leave the run
                 # looking unfinished. The error is recorded and `biasim analyze` redoes it.
-                summary = {"analysis_error": f"{type(exc).__name__}: {exc}"}
+                summary = {
+                    **base_summary(results, prepared.study.config),
+                    "analysis_error": f"{type(exc).__name__}: {exc}",
+                }
         summary.update(
             status=status,
             message=message,

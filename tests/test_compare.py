@@ -37,11 +37,24 @@ design:
 """
 
 
-def _run(tmp_path: Path, name: str, models: str, agents: int = 30) -> Path:
+def _run(tmp_path: Path, name: str, models: str, agents: int = 60) -> Path:
     study = tmp_path / f"{name}.yaml"
     study.write_text(
         STUDY.format(base=builtin_path("li2025_decisions"), models=models, agents=agents)
     )
+    out = tmp_path / name
+    execute(prepare(RunOptions(study=str(study), out=out)))
+    return out
+
+
+def _plain(tmp_path: Path, name: str, variant: str) -> Path:
+    """The variant's answers declared on the role itself: a run with no model list, as
+    `biasim run STUDY --backend ... --model ...` makes."""
+    synthetic = variant[variant.index("synthetic:") + len("synthetic:") : -1].strip()
+    text = STUDY.format(base=builtin_path("li2025_decisions"), models="", agents=60)
+    text = text.replace("    models: []\n", f"    synthetic: {synthetic}\n")
+    study = tmp_path / f"{name}.yaml"
+    study.write_text(text)
     out = tmp_path / name
     execute(prepare(RunOptions(study=str(study), out=out)))
     return out
@@ -55,6 +68,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         "fair": _run(tmp, "fair", FAIR),
         "biased": _run(tmp, "biased", BIASED),
         "fewer": _run(tmp, "fewer", BIASED, agents=20),
+        "fair_plain": _plain(tmp, "fair_plain", FAIR),
+        "biased_plain": _plain(tmp, "biased_plain", BIASED),
         "tmp": tmp,
     }
 
@@ -85,13 +100,38 @@ def test_compare_equals_one_two_model_run(runs, cli) -> None:
     assert (out / "report.html").is_file() and (runs["both"] / "report.html").is_file()
 
 
-def test_the_declared_difference_is_found_and_the_same_model_is_not(runs) -> None:
+def test_compare_of_runs_without_model_lists_equals_the_two_model_run(runs, cli) -> None:
+    """Seeds do not depend on the model: plain single runs, labelled on the command line, see
+    the answers the two-model run saw."""
+    out = runs["tmp"] / "cmp_plain"
+    result = cli.invoke(
+        app,
+        [
+            "compare",
+            str(runs["fair_plain"]),
+            str(runs["biased_plain"]),
+            "--label",
+            f"fair={runs['fair_plain']}",
+            "--label",
+            f"biased={runs['biased_plain']}",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    for name in ("decisions_cases.csv", "decisions_model_differences.csv", "decisions_rates.csv"):
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / "tables" / name), pd.read_csv(runs["both"] / "tables" / name)
+        )
+
+
+def test_the_declared_difference_is_found(runs) -> None:
     tests = pd.read_csv(runs["both"] / "tables" / "decisions_model_differences.csv")
     contextualized = tests[tests["persona_condition"] == "contextualized"]
     (row,) = contextualized.to_dict("records")
     assert (row["model_a"], row["model_b"]) == ("fair", "biased")
     assert row["dpd_b"] > 0.4 and row["p_adjusted"] < 0.01
-    assert row["n_matched"] == 90  # 30 agents x 3 genders, answered by both models
+    assert row["n_matched"] == 180  # 60 agents x 3 genders, answered by both models
     wide = pd.read_csv(runs["both"] / "tables" / "decisions_cases_by_model.csv")
     assert {"dpd_fair", "p_value_fair", "dpd_biased", "p_value_biased"} <= set(wide.columns)
 
@@ -126,7 +166,7 @@ def test_runs_of_different_studies_are_refused_unless_forced(runs, cli) -> None:
     refused = cli.invoke(app, ["compare", str(runs["fair"]), str(runs["fewer"]), "--out", str(out)])
     assert refused.exit_code == 2
     stderr = " ".join(refused.stderr.split())
-    assert "not of the same study" in stderr and "design.agents_per_value: 30 vs 20" in stderr
+    assert "not of the same study" in stderr and "design.agents_per_value: 60 vs 20" in stderr
     assert not out.exists()  # nothing half-written
     forced = cli.invoke(
         app, ["compare", str(runs["fair"]), str(runs["fewer"]), "--out", str(out), "--force"]
@@ -142,7 +182,7 @@ def test_compare_input_errors(runs, cli, tmp_path) -> None:
     same = cli.invoke(
         app, ["compare", str(runs["fair"]), str(runs["fair"]), "--out", str(tmp_path / "y")]
     )
-    assert same.exit_code == 2 and "--label NAME=RUN_DIR" in " ".join(same.stderr.split())
+    assert same.exit_code == 2 and "given twice; give each run once" in same.stderr
     missing = cli.invoke(
         app, ["compare", str(runs["fair"]), str(tmp_path), "--out", str(tmp_path / "z")]
     )

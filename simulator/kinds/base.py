@@ -196,9 +196,27 @@ class AnalysisKind:
         raise NotImplementedError
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
-        """Print the summary's headline numbers (default: its scalar entries)."""
-        scalars = {k: v for k, v in summary.items() if isinstance(v, int | float | str)}
-        console.print(f"[bold]{summary.get('name')}[/bold] ({self.name}): {scalars}")
+        """Print the summary (default: its scalars, then each list of records as a table)."""
+        from rich.table import Table
+
+        from ..htmlreport import fmt
+
+        scalars = {
+            k: v
+            for k, v in summary.items()
+            if isinstance(v, int | float | str) and k not in ("kind", "name")
+        }
+        console.print(f"[bold]{summary.get('name')}[/bold] ({self.name}) {scalars or ''}")
+        for key, value in summary.items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                table = Table(title=f"{summary.get('name')}: {key}")
+                for column in value[0]:
+                    table.add_column(str(column), justify="right")
+                for row in value:
+                    table.add_row(
+                        *[fmt(v) if isinstance(v, float) else str(v) for v in row.values()]
+                    )
+                console.print(table)
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """Write the summary into the report page (default: every list of records as a
@@ -206,6 +224,11 @@ class AnalysisKind:
         for key, value in summary.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 section.table(value, key=key, title=key.replace("_", " "))
+
+    def audit_strata(self, spec: Any) -> list[str]:
+        """Columns an audit of this analysis's decisions splits by (its conditions and cases:
+        pooling scenarios or persona conditions into one selection rate means nothing)."""
+        return []
 
     def selections(
         self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext

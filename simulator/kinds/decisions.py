@@ -169,6 +169,9 @@ class DecisionsKind(AnalysisKind):
         target = rows[spec.target_from] if spec.target_from else spec.target
         return rows.assign(_hit=(rows[spec.field] == target).where(rows[spec.field].notna()))
 
+    def audit_strata(self, spec: DecisionsSpec) -> list[str]:
+        return [c for c in [spec.condition, *spec.cases] if c and c != "model_label"]
+
     def selections(
         self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext
     ) -> pd.DataFrame:

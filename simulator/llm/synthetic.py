@@ -54,6 +54,10 @@ class SyntheticBackend:
                 field="options",
             )
         self._model = role.model or "synthetic-responder"
+        # Seeds do not depend on the model (see AgentSpec.seed_id); mixing in the declared
+        # truth keeps two synthetic "models" of one study independent draws, as two real
+        # models are, instead of sharing every random number.
+        self._salt = zlib.crc32(orjson.dumps(self.identity(), option=orjson.OPT_SORT_KEYS))
         # Tables are resolved once per (field, attribute value) rather than per call.
         self._tables: dict[tuple[Any, ...], tuple[list[str], list[float]] | None] = {}
 
@@ -72,7 +76,7 @@ class SyntheticBackend:
         schema = request.json_schema
         # A literal per-replicate seed (as papers report them) is shared by every prompt of the
         # replicate; mixing in the prompt keeps different prompts' draws independent.
-        seed = (
+        seed = self._salt ^ (
             request.seed ^ zlib.crc32(request.messages[-1]["content"].encode())
             if request.messages
             else request.seed

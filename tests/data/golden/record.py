@@ -1,5 +1,6 @@
-"""Record the golden analysis outputs of ``tests/golden_studies.py`` with the code on the
-Python path (run once, on the commit named there): ``python tests/data/golden/record.py``."""
+"""Record the golden analysis inputs (results, manifest) and outputs (tables, summaries) of
+``tests/golden_studies.py`` with the code on the Python path (run once, on the commit named
+there): ``PYTHONPATH=<checkout of that commit> python tests/data/golden/record.py``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ for name, (text, options) in STUDIES.items():
         target = GOLDEN_DIR / name
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(out / "tables", target)
+        # The inputs too: the identity test re-analyses these very answers, so it checks the
+        # analysis code alone, whatever the engine's draws become.
+        shutil.copy(out / "results.parquet", target / "results.parquet")
+        shutil.copy(out / "manifest.json", target / "manifest.json")
         (target / "analyses.json").write_text(
             json.dumps(outcome.summary["analyses"], indent=1, sort_keys=True, default=str) + "\n"
         )
