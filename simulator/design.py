@@ -56,6 +56,8 @@ class AgentSpec:
         (shareable) calls. The model never enters the seed, so a prompt gets the same seed in a
         run of one model and in a run listing several: ``biasim compare`` of single runs and
         one multi-model run see the same answers."""
+        if not shared:  # the common case, per call: no string building
+            return self.agent_id[len(self.model_label) + 1 :] if self.model_label else self.agent_id
         levels = ",".join(f"{f}={'*' if f in shared else lv}" for f, lv in self.levels)
         return _agent_id("", levels or "default", self.slot)
 
