@@ -28,7 +28,9 @@ for name, (text, options) in STUDIES.items():
         # The inputs too: the identity test re-analyses these very answers, so it checks the
         # analysis code alone, whatever the engine's draws become.
         shutil.copy(out / "results.parquet", target / "results.parquet")
-        shutil.copy(out / "manifest.json", target / "manifest.json")
+        manifest = json.loads((out / "manifest.json").read_text())
+        manifest["study_path"] = study.name  # not the temporary directory of this machine
+        (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         (target / "analyses.json").write_text(
             json.dumps(outcome.summary["analyses"], indent=1, sort_keys=True, default=str) + "\n"
         )
