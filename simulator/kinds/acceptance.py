@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis import disparity, figures
-from analysis.models import model_difference_tests
 
 from ..htmlreport import Column, HtmlSection, fmt
 from .base import (
@@ -24,9 +23,8 @@ from .base import (
     Section,
     StudyFacts,
     slug,
-    without_model,
 )
-from .differences import html_differences, print_differences
+from .differences import add_model_differences, html_differences, print_differences
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -250,25 +248,18 @@ class AcceptanceKind(AnalysisKind):
         group = answered[spec.groups[0]].astype(str)
         for column in spec.groups[1:]:
             group = group + " " + answered[column].astype(str)
-        tests = model_difference_tests(
-            answered.assign(
-                _group=group,
-                _accept=answered["outcome"] == "accept",
-                _match=without_model(answered, "unit_id"),
-            ),
-            model_col="model_label",
+        add_model_differences(
+            section,
+            ctx,
+            answered.assign(_group=group, _accept=answered["outcome"] == "accept"),
             models=models,
             case_cols=[],
             group_col="_group",
             outcome_col="_accept",
-            match_col="_match",
+            id_col="unit_id",
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
-            seed=ctx.study.seed,
         )
-        section.tables[f"{ctx.name}_model_differences"] = tests
-        section.summary["model_order"] = models
-        section.summary["model_differences"] = tests.to_dict("records")
 
     def selections(
         self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext

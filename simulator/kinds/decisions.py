@@ -15,7 +15,6 @@ from rich.table import Table
 
 from analysis import cases as case_stats
 from analysis import figures, terms
-from analysis.models import model_difference_tests
 
 from ..fields import Strict
 from ..htmlreport import Column, HtmlSection, fmt
@@ -26,9 +25,8 @@ from .base import (
     Section,
     StudyFacts,
     slug,
-    without_model,
 )
-from .differences import html_differences, print_differences
+from .differences import add_model_differences, html_differences, print_differences
 
 
 class ExplicitConfig(Strict):
@@ -374,23 +372,18 @@ class DecisionsKind(AnalysisKind):
                 title="Explicit bias (question answering) across models",
             )
         answered = rows[rows["_hit"].notna()]
-        tests = model_difference_tests(
-            answered.assign(
-                _hit=answered["_hit"].astype(bool), _match=without_model(answered, "agent_id")
-            ),
-            model_col="model_label",
+        add_model_differences(
+            section,
+            ctx,
+            answered.assign(_hit=answered["_hit"].astype(bool)),
             models=models,
             case_cols=case_keys,
             group_col="value",
             outcome_col="_hit",
-            match_col="_match",
+            id_col="agent_id",
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
-            seed=ctx.study.seed,
         )
-        section.tables[f"{name}_model_differences"] = tests
-        section.summary["model_order"] = models
-        section.summary["model_differences"] = tests.to_dict("records")
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         case_cols = [c for c in summary["case_columns"] if c != "model_label"]

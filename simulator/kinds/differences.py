@@ -5,10 +5,46 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from analysis.models import model_difference_tests
+
 from ..htmlreport import Column, HtmlSection, fmt
+from .base import AnalysisContext, Section, without_model
+
+
+def add_model_differences(
+    section: Section,
+    ctx: AnalysisContext,
+    rows: pd.DataFrame,
+    *,
+    models: list[str],
+    case_cols: list[str],
+    group_col: str,
+    outcome_col: str,
+    id_col: str,
+    n_permutations: int,
+    adjust: str,
+) -> None:
+    """Test every case and pair of models, prompts matched by ``id_col`` without its model,
+    and put the table and its records into ``section`` (``<name>_model_differences``)."""
+    tests = model_difference_tests(
+        rows.assign(_match=without_model(rows, id_col)),
+        model_col="model_label",
+        models=models,
+        case_cols=case_cols,
+        group_col=group_col,
+        outcome_col=outcome_col,
+        match_col="_match",
+        n_permutations=n_permutations,
+        adjust=adjust,
+        seed=ctx.study.seed,
+    )
+    section.tables[f"{ctx.name}_model_differences"] = tests
+    section.summary["model_order"] = models
+    section.summary["model_differences"] = tests.to_dict("records")
 
 
 def print_differences(
