@@ -15,6 +15,7 @@ from .cases import (
     implicit_vs_explicit,
     load_predictions,
 )
+from .counterfactual import counterfactual_table, counterfactual_test
 from .disparity import (
     acceptance_rates,
     adjust_family,
@@ -36,6 +37,13 @@ from .parity import (
     status_rates,
     wilson_interval,
 )
+from .pipeline import (
+    choice_rates,
+    compounding,
+    first_position_test,
+    position_table,
+    stage_table,
+)
 from .terms import distinctive_terms, load_term_sets, term_counts
 
 __all__ = [
@@ -47,14 +55,19 @@ __all__ = [
     "benjamini_hochberg",
     "case_parity",
     "case_rates",
+    "choice_rates",
     "cmh_test",
     "combine_pvalues_across",
+    "compounding",
+    "counterfactual_table",
+    "counterfactual_test",
     "demographic_parity_difference",
     "directional_alignment",
     "disparity_report",
     "distinctive_terms",
     "explicit_parity",
     "explicit_rates",
+    "first_position_test",
     "group_rates",
     "holm",
     "impact_ratios",
@@ -65,7 +78,9 @@ __all__ = [
     "parity_null_dpd",
     "parity_test",
     "permutation_vs_population",
+    "position_table",
     "rate_breakdown",
+    "stage_table",
     "status_rates",
     "term_counts",
     "wilson_interval",

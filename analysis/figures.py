@@ -9,7 +9,9 @@ and, when a ``path`` is given, also written as PNG. Inputs are plain DataFrames:
 * cases: case columns + ``n_groups``, ``n_valid``, ``n_excluded``, ``pooled_rate``, ``dpd``,
   ``threshold``, ``chance_dpd``, ``p_value``, ``significant``, ``max_group``, ``min_group``;
 * implicit/explicit summary: ``model_label`` + ``n_cases_*``, ``mean_dpd_*``, ``sd_dpd_*``,
-  ``n_significant_*`` for ``implicit`` and ``explicit``, and ``t_statistic``, ``p_value``, ``df``.
+  ``n_significant_*`` for ``implicit`` and ``explicit``, and ``t_statistic``, ``p_value``, ``df``;
+* pipeline stages (``analysis.pipeline.stage_table``): ``stage``, ``group``, ``value``,
+  ``entered``, ``advanced``, ``cumulative_rate``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import LogLocator, NullLocator, PercentFormatter
 
 DPI = 150
 TARGET_COLOR = "#3b6ea8"
@@ -34,6 +36,9 @@ ALTERNATIVE_COLOR = "#d9d9d9"
 IMPLICIT_COLOR = "#c0504d"
 EXPLICIT_COLOR = "#4f81bd"
 SIGNIFICANT_HATCH = "//"
+FUNNEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+# Line-end labels of a funnel are kept this far apart (axes fraction, about one 9 pt line).
+_LABEL_GAP = 0.055
 # Percent labels on bar segments narrower than this would overlap the bar edges.
 _MIN_LABELLED_SHARE = 0.06
 
@@ -315,6 +320,86 @@ def plot_rates_by_model(
     return _finish(fig, path)
 
 
+def plot_funnel(
+    table: pd.DataFrame,
+    group: str,
+    title: str | None = None,
+    *,
+    log_scale: bool = False,
+    path: str | Path | None = None,
+) -> Figure:
+    """Each group's survival through a selection pipeline, from application to the last stage.
+
+    One line per value of ``group`` (in table order) with a marker per point: at "applied" every
+    group is at 100 %, and after each stage at its ``cumulative_rate`` (the share of the group's
+    applicants who advanced there). The last point of each line is labelled with the value and
+    its share, right of the axes, spread apart so they never overlap and tied to their points
+    by thin leader lines. Tick labels give the stage and how many candidates (of all groups)
+    are still in.
+
+    Args:
+        table: Pipeline stages table (see module docstring), possibly for several group
+            columns; the rows whose ``group`` is ``group`` are drawn.
+        group: The group column whose values become lines, e.g. ``"race"``.
+        title: Axes title (default ``Who is still in, by <group>``).
+        log_scale: A logarithmic y axis, for pipelines whose last stage keeps few candidates.
+        path: When given, the PNG is written there with ``save_figure``.
+
+    Returns:
+        The figure, with one axes holding one line per group value.
+
+    Raises:
+        ValueError: ``table`` has no rows for ``group``.
+    """
+    rows = table[table["group"] == group]
+    if rows.empty:
+        known = sorted(map(str, table["group"].unique())) if "group" in table else []
+        raise ValueError(f"no rows for group `{group}`; the table has {known}")
+    stages = list(dict.fromkeys(rows["stage"]))
+    values = list(dict.fromkeys(rows["value"]))
+    first = rows[rows["stage"] == stages[0]]
+    counts = [int(first["entered"].sum())]
+    counts += [int(rows.loc[rows["stage"] == stage, "advanced"].sum()) for stage in stages]
+    x = np.arange(len(stages) + 1)
+    shares = {}
+    for value in values:
+        by_stage = rows[rows["value"] == value].set_index("stage")["cumulative_rate"]
+        shares[value] = np.concatenate([[1.0], by_stage.reindex(stages).to_numpy(dtype=float)])
+    fig = Figure(figsize=(max(6.5, 1.5 * len(x) + 3.0), 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    for i, value in enumerate(values):
+        ax.plot(
+            x,
+            shares[value],
+            color=f"C{i}",
+            marker=FUNNEL_MARKERS[i % len(FUNNEL_MARKERS)],
+            linewidth=2,
+            markersize=6,
+            label=str(value),
+        )
+    if log_scale:
+        positive = [v for s in shares.values() for v in s if v > 0]
+        ax.set_yscale("log")
+        ax.set_ylim(min(positive, default=0.01) / 1.5, 1.25)
+        # Ticks at 1, 2 and 5 per decade: a decade apart alone leaves one or two labels.
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_locator(NullLocator())
+    else:
+        ax.set_ylim(0, 1.08)
+    ax.set_xlim(-0.25, x[-1] + 0.25)
+    ends = [(str(v), shares[v][-1], f"C{i}") for i, v in enumerate(values)]
+    _label_line_ends(ax, x[-1], ends, log_scale)
+    labels = ["applied", *map(str, stages)]
+    ax.set_xticks(x, [f"{label}\n(n = {n:,})" for label, n in zip(labels, counts, strict=True)])
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
+    ax.set_ylabel("share of the group's applicants still in")
+    ax.grid(axis="y", color="#e6e6e6", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_title(title or f"Who is still in, by {group}")
+    return _finish(fig, path)
+
+
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     """Write ``fig`` as PNG atomically (temporary file, then ``os.replace``) and close it.
 
@@ -369,6 +454,56 @@ def _shares_panel(
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1))
     ax.set_xlabel(f"% choosing {target}" if target else "% choosing the target")
+
+
+def _label_line_ends(
+    ax: Axes, x: float, ends: Sequence[tuple[str, float, str]], log_scale: bool
+) -> None:
+    """Label each line's last point ``value  12.5%`` (``ends``: label, y, colour), spread apart.
+
+    Labels are kept ``_LABEL_GAP`` apart in axes coordinates, so they never overlap however
+    close the lines end; each has a thin leader line to its point.
+    """
+    low, high = ax.get_ylim()
+
+    def to_axes(y: float) -> float:
+        if log_scale:
+            return (math.log(y) - math.log(low)) / (math.log(high) - math.log(low))
+        return (y - low) / (high - low)
+
+    drawn = sorted((end for end in ends if not math.isnan(end[1])), key=lambda end: end[1])
+    # A share of 0 has no point on a log axis; its label sits at the bottom.
+    at = [y if y > 0 or not log_scale else low for _, y, _ in drawn]
+    wanted = [to_axes(y) for y in at]
+    placed = list(wanted)
+    for i in range(1, len(placed)):
+        placed[i] = max(placed[i], placed[i - 1] + _LABEL_GAP)
+    # Labels pushed above the axes come back down, pushing the lower ones down in turn.
+    for i in reversed(range(len(placed))):
+        ceiling = 1.0 if i == len(placed) - 1 else placed[i + 1] - _LABEL_GAP
+        placed[i] = min(placed[i], ceiling)
+    # The leader starts at the label's left edge, so leaders fan out between the last points
+    # and the labels instead of crossing the labels.
+    leader = {
+        "arrowstyle": "-",
+        "color": "#999999",
+        "linewidth": 0.6,
+        "shrinkA": 2,
+        "shrinkB": 4,
+        "relpos": (0.0, 0.5),
+    }
+    for (name, y, color), point, put in zip(drawn, at, placed, strict=True):
+        # Labels sit right of the axes (constrained layout makes room for them, however long).
+        ax.annotate(
+            f"{name}  {y:.1%}",
+            xy=(x, point),
+            xytext=(1.04, put),
+            textcoords="axes fraction",
+            va="center",
+            fontsize=9,
+            color=color,
+            arrowprops=leader,
+        )
 
 
 def _case_label(case: pd.Series) -> str:

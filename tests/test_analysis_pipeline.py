@@ -1,0 +1,593 @@
+"""Pipeline stages, compounding, position effects and counterfactual name swaps.
+
+Oracles are independent of the code under test: tables written by hand, scipy's Fisher and
+binomial tests, statsmodels' McNemar and multipletests, and exact permutation distributions
+enumerated with itertools.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+
+from analysis.counterfactual import counterfactual_table, counterfactual_test
+from analysis.figures import plot_funnel, save_figure
+from analysis.pipeline import (
+    choice_rates,
+    compounding,
+    first_position_test,
+    position_table,
+    stage_table,
+)
+
+# --------------------------------------------------------------------------- builders
+
+
+def _frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["candidate", "stage", "race", "advanced", "cluster"])
+
+
+def _pipeline(
+    rng: np.random.Generator,
+    n: int,
+    stages: list[tuple[str, int, int]],
+    effect: dict[str, float],
+    shares: tuple[float, ...] = (0.4, 0.3, 0.2, 0.1),
+) -> pd.DataFrame:
+    """A nested pipeline: each stage shuffles its entrants into pools of ``pool`` (the last one
+    possibly smaller) and advances the top ``k`` of each pool by a score shifted by group;
+    the next stage's entrants are exactly those advanced."""
+    groups = list(effect)
+    alive = pd.DataFrame(
+        {
+            "candidate": [f"c{i}" for i in range(n)],
+            "race": rng.choice(groups, size=n, p=list(shares)),
+        }
+    )
+    frames = []
+    for name, pool, k in stages:
+        alive = alive.iloc[rng.permutation(len(alive))].reset_index(drop=True)
+        cluster = np.arange(len(alive)) // pool
+        score = rng.normal(size=len(alive)) + alive["race"].map(effect).to_numpy()
+        stage = alive.assign(stage=name, cluster=[f"{name}-{c}" for c in cluster], score=score)
+        rank = stage.groupby("cluster")["score"].rank(ascending=False, method="first")
+        stage["advanced"] = (rank <= k).to_numpy()
+        frames.append(stage.drop(columns="score"))
+        alive = stage.loc[stage["advanced"], ["candidate", "race"]]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _two_group_stage(n_a: int, k_a: int, n_b: int, k_b: int) -> pd.DataFrame:
+    """One stage, nobody in a pool: group A with k_a of n_a advancing, B with k_b of n_b."""
+    race = ["A"] * n_a + ["B"] * n_b
+    advanced = [True] * k_a + [False] * (n_a - k_a) + [True] * k_b + [False] * (n_b - k_b)
+    return pd.DataFrame(
+        {
+            "candidate": [f"c{i}" for i in range(n_a + n_b)],
+            "stage": "screen",
+            "race": race,
+            "advanced": advanced,
+        }
+    )
+
+
+def _dpd(counts: dict[str, int], entered: dict[str, int]) -> float:
+    rates = [counts[g] / entered[g] for g in entered]
+    return max(rates) - min(rates)
+
+
+# --------------------------------------------------------------------------- stage_table
+
+
+def test_stage_table_counts_and_rates_by_hand():
+    rows = [
+        # screen: pools p1 (4 read, 2 advance) and p2 (6 read, 1 advances)
+        ("a1", "screen", "A", True, "p1"),
+        ("a2", "screen", "A", True, "p1"),
+        ("b1", "screen", "B", False, "p1"),
+        ("b2", "screen", "B", False, "p1"),
+        ("a3", "screen", "A", False, "p2"),
+        ("a4", "screen", "A", False, "p2"),
+        ("b3", "screen", "B", True, "p2"),
+        ("b4", "screen", "B", False, "p2"),
+        ("b5", "screen", "B", False, "p2"),
+        ("c1", "screen", "C", False, "p2"),
+        # hire: one shortlist of three, one hired
+        ("a1", "hire", "A", True, "h1"),
+        ("a2", "hire", "A", False, "h1"),
+        ("b3", "hire", "B", False, "h1"),
+    ]
+    table = stage_table(_frame(rows), ["screen", "hire"], "race", n_permutations=99)
+    assert list(table["stage"]) == ["screen"] * 3 + ["hire"] * 3
+    assert list(table["value"]) == ["A", "B", "C"] * 2
+    assert (table["group"] == "race").all()
+    assert list(table["entered"]) == [4, 5, 1, 2, 1, 0]
+    assert list(table["advanced"]) == [2, 1, 0, 1, 0, 0]
+    np.testing.assert_allclose(table["rate"], [0.5, 0.2, 0.0, 0.5, 0.0, np.nan])
+    np.testing.assert_allclose(table["cumulative_rate"], [0.5, 0.2, 0.0, 0.25, 0.0, 0.0])
+    np.testing.assert_allclose(table["impact_ratio"], [1.0, 0.4, 0.0, 1.0, 0.0, np.nan])
+    assert list(table["four_fifths"]) == [False, True, True, False, True, False]
+    np.testing.assert_allclose(table["dpd"], [0.5] * 6)
+    assert set(table["test"]) == {"permutation_within_pool"}
+    assert (table["n_permutations"] == 99).all()
+
+
+def test_fisher_without_pools_and_two_groups_matches_scipy():
+    frame = _two_group_stage(30, 18, 25, 7)
+    table = stage_table(frame, ["screen"], "race")
+    expected = stats.fisher_exact([[18, 12], [7, 18]]).pvalue
+    assert set(table["test"]) == {"fisher_exact"}
+    assert (table["n_permutations"] == 0).all()
+    np.testing.assert_allclose(table["p_value"], expected, rtol=1e-12)
+    # A third group, or a pool, rules Fisher's 2 x 2 test out.
+    third = pd.concat(
+        [frame, frame.head(3).assign(candidate=["x1", "x2", "x3"], race="C")], ignore_index=True
+    )
+    assert set(stage_table(third, ["screen"], "race")["test"]) == {"permutation"}
+    pooled = frame.assign(cluster=[f"p{i // 5}" for i in range(len(frame))])
+    assert set(stage_table(pooled, ["screen"], "race")["test"]) == {"permutation_within_pool"}
+    # A pool of one is a candidate judged alone: one evaluation id per candidate is no pool.
+    alone = stage_table(frame.assign(cluster=frame["candidate"]), ["screen"], "race")
+    assert set(alone["test"]) == {"fisher_exact"}
+    np.testing.assert_allclose(alone["p_value"], expected, rtol=1e-12)
+
+
+def test_holm_across_stages_matches_statsmodels():
+    # Four unpooled two-group stages (independent candidates per stage, for simplicity): each
+    # stage's p-value is Fisher's, adjusted over the four stages.
+    counts = [(30, 18, 25, 7), (40, 20, 40, 19), (20, 15, 20, 5), (50, 10, 50, 18)]
+    frames = []
+    for s, (n_a, k_a, n_b, k_b) in enumerate(counts):
+        part = _two_group_stage(n_a, k_a, n_b, k_b)
+        frames.append(part.assign(stage=f"s{s}", candidate=part["candidate"] + f"-{s}"))
+    stages = [f"s{s}" for s in range(4)]
+    frame = pd.concat(frames, ignore_index=True)
+    for adjust, theirs in (("holm", "holm"), ("bh", "fdr_bh")):
+        table = stage_table(frame, stages, "race", adjust=adjust)
+        per_stage = table.groupby("stage", sort=False)[["p_value", "p_adjusted"]].first()
+        fisher = [stats.fisher_exact([[a, n - a], [b, m - b]]).pvalue for n, a, m, b in counts]
+        np.testing.assert_allclose(per_stage["p_value"], fisher, rtol=1e-12)
+        np.testing.assert_allclose(
+            per_stage["p_adjusted"], multipletests(fisher, method=theirs)[1], rtol=1e-12
+        )
+
+
+def test_permutation_without_pools_agrees_with_fisher_and_exact_enumeration():
+    n_a, k_a, n_b, k_b = 60, 21, 40, 8
+    frame = _two_group_stage(n_a, k_a, n_b, k_b)
+    n_perm = 20_000
+    table = stage_table(frame, ["screen"], "race", method="permutation", n_permutations=n_perm)
+    p_perm = float(table["p_value"].iloc[0])
+    assert set(table["test"]) == {"permutation"}
+    fisher = stats.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]]).pvalue
+    assert abs(p_perm - fisher) < 0.02
+    # Exact: group A's count among the 29 advancing is hypergeometric; |rate difference| >= obs.
+    total, picks = n_a + n_b, k_a + k_b
+    support = np.arange(max(0, picks - n_b), min(picks, n_a) + 1)
+    diff = np.abs(support / n_a - (picks - support) / n_b)
+    observed = abs(k_a / n_a - k_b / n_b)
+    exact = stats.hypergeom.pmf(support, total, n_a, picks)[diff >= observed - 1e-12].sum()
+    assert abs(p_perm - exact) < 4 * np.sqrt(exact * (1 - exact) / n_perm) + 1 / n_perm
+
+
+def test_within_pool_permutation_matches_enumerated_distribution():
+    # Three groups; a small pool (4, 2 advance), a pool of 5 (3 advance), a pool larger than
+    # the vectorised sampler's limit (70, 1 advances: drawn from the hypergeometric) and three
+    # candidates judged alone (1 advances): every within-block relabelling is equally likely.
+    blocks = [
+        ("p1", ["A", "A", "B", "C"], [True, True, False, False]),
+        ("p2", ["A", "B", "B", "C", "C"], [False, True, False, True, True]),
+        ("p3", ["A"] * 30 + ["B"] * 25 + ["C"] * 15, [False] * 60 + [True] + [False] * 9),
+        (None, ["B", "C", "A"], [False, True, False]),
+    ]
+    rows, i = [], 0
+    for cluster, labels, advanced in blocks:
+        for label, adv in zip(labels, advanced, strict=True):
+            rows.append((f"c{i}", "screen", label, adv, cluster))
+            i += 1
+    frame = _frame(rows)
+    entered = frame["race"].value_counts().to_dict()
+    advanced = frame.loc[frame["advanced"], "race"].value_counts().to_dict()
+    observed = _dpd(dict.fromkeys(entered, 0) | advanced, entered)
+    # Enumerate: each block independently advances any subset of its observed size.
+    options = []
+    for _, labels, advanced in blocks:
+        subsets = itertools.combinations(range(len(labels)), sum(advanced))
+        options.append([[labels[j] for j in subset] for subset in subsets])
+    hits = total = 0
+    for choice in itertools.product(*options):
+        counts = dict.fromkeys(entered, 0)
+        for picked in choice:
+            for label in picked:
+                counts[label] += 1
+        hits += _dpd(counts, entered) >= observed - 1e-12
+        total += 1
+    exact = hits / total
+    n_perm = 20_000
+    table = stage_table(frame, ["screen"], "race", n_permutations=n_perm, seed=3)
+    p = float(table["p_value"].iloc[0])
+    # Exact p = 0.104 (to 0.009 at 4 sd); permuting over the whole stage gives about 0.074.
+    assert 0.05 < exact < 0.2
+    assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / n_perm)
+
+
+def test_within_pool_test_keeps_pools_fixed():
+    # Group A is read in pools of 4 with 2 advancing, group B in pools of 8 with 1 advancing:
+    # rates 0.5 and 0.125, but no pool mixes groups, so no relabelling within pools changes
+    # anything and p = 1. Ignoring the pools would call this a strong disparity.
+    rows = []
+    for p in range(10):
+        rows += [(f"a{p}-{j}", "screen", "A", j < 2, f"a{p}") for j in range(4)]
+        rows += [(f"b{p}-{j}", "screen", "B", j < 1, f"b{p}") for j in range(8)]
+    frame = _frame(rows)
+    pooled = stage_table(frame, ["screen"], "race", n_permutations=500)
+    assert pooled["p_value"].iloc[0] == 1.0
+    unpooled = stage_table(frame.drop(columns="cluster"), ["screen"], "race", method="permutation")
+    assert unpooled["p_value"].iloc[0] < 0.01
+
+
+def test_stage_table_seeded_and_validates_input():
+    rng = np.random.default_rng(0)
+    frame = _pipeline(rng, 400, [("screen", 8, 3)], {"A": 0.0, "B": 0.0, "C": 0.0, "D": 0.0})
+    first = stage_table(frame, ["screen"], "race", n_permutations=199, seed=5)
+    again = stage_table(frame, ["screen"], "race", n_permutations=199, seed=5)
+    pd.testing.assert_frame_equal(first, again)
+    with pytest.raises(ValueError, match="not in `stages`"):
+        stage_table(frame, ["interview"], "race")
+    with pytest.raises(ValueError, match="several rows"):
+        stage_table(pd.concat([frame, frame.head(1)]), ["screen"], "race")
+    with pytest.raises(ValueError, match="missing values"):
+        stage_table(
+            frame.assign(advanced=np.where(frame.index == 0, None, True)), ["screen"], "race"
+        )
+
+
+# --------------------------------------------------------------------------- compounding
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_product_of_stage_ratios_is_end_to_end_ratio(seed):
+    rng = np.random.default_rng(seed)
+    effect = {"A": 0.3, "B": 0.0, "C": -0.2, "D": -0.5}
+    stages = [("screen", 8, 3), ("interview", 6, 2), ("hire", 4, 1)]
+    frame = _pipeline(rng, 2400, stages, effect)
+    names = [s for s, _, _ in stages]
+    out = compounding(frame, names, "race").set_index("value")
+    # By hand, from the raw rows.
+    first = frame[frame["stage"] == names[0]].groupby("race").size()
+    hired = frame[(frame["stage"] == names[-1]) & frame["advanced"]].groupby("race").size()
+    e2e = (hired.reindex(first.index, fill_value=0) / first).astype(float)
+    reference = e2e.idxmax()
+    np.testing.assert_allclose(out["end_to_end_rate"], e2e, rtol=1e-12)
+    assert out["reference"].sum() == 1 and out.loc[reference, "reference"]
+    np.testing.assert_allclose(out["end_to_end_ratio"], e2e / e2e[reference], rtol=1e-12)
+    np.testing.assert_allclose(out["product"], e2e / e2e[reference], rtol=1e-12)
+    stage_rates = frame.groupby(["stage", "race"])["advanced"].mean()
+    for name in names:
+        ratios = stage_rates[name] / stage_rates[name][reference]
+        np.testing.assert_allclose(out[f"ratio_{name}"], ratios, rtol=1e-12)
+    assert out["identity_holds"].all() and out["nested"].all()
+
+
+def test_identity_fails_when_entrants_are_not_the_advanced():
+    rows = [
+        ("a1", "s1", "A", True, None),
+        ("a2", "s1", "A", True, None),
+        ("a3", "s1", "A", False, None),
+        ("a4", "s1", "A", False, None),
+        ("b1", "s1", "B", True, None),
+        ("b2", "s1", "B", True, None),
+        ("b3", "s1", "B", False, None),
+        ("b4", "s1", "B", False, None),
+        ("a1", "s2", "A", True, None),
+        ("a2", "s2", "A", False, None),
+        ("a3", "s2", "A", False, None),  # a3 did not advance at s1 but enters s2
+        ("b1", "s2", "B", True, None),
+        ("b2", "s2", "B", False, None),
+    ]
+    out = compounding(_frame(rows), ["s1", "s2"], "race").set_index("value")
+    # Both end to end at 1/4 (reference A, the first of the tie); B's stage-2 ratio is
+    # (1/2) / (1/3) = 1.5, so the product 1.5 is not the end-to-end ratio 1.
+    assert out.loc["A", "reference"]
+    assert out.loc["B", "end_to_end_ratio"] == pytest.approx(1.0)
+    assert out.loc["B", "product"] == pytest.approx(1.5)
+    assert not out.loc["B", "identity_holds"]
+    assert not out["nested"].any()
+
+
+def test_compounding_survives_zero_rates():
+    rows = [
+        ("a1", "s1", "A", True, None),
+        ("a2", "s1", "A", False, None),
+        ("b1", "s1", "B", False, None),
+        ("b2", "s1", "B", False, None),
+        ("a1", "s2", "A", True, None),
+    ]
+    out = compounding(_frame(rows), ["s1", "s2"], "race").set_index("value")
+    assert out.loc["B", "ratio_s1"] == 0.0 and np.isnan(out.loc["B", "ratio_s2"])
+    assert out.loc["B", "product"] == 0.0 and out.loc["B", "end_to_end_ratio"] == 0.0
+    assert out["identity_holds"].all()
+    nobody = _frame([(r[0], r[1], r[2], False, None) for r in rows[:4]])
+    out = compounding(nobody, ["s1", "s2"], "race")
+    assert out["end_to_end_ratio"].isna().all() and out["identity_holds"].all()
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def _readings(rng: np.random.Generator, n_eval: int, size: int, k: int, first_bias: float = 0):
+    """Evaluations showing ``size`` documents of groups A/B in random order; the reader picks
+    ``k`` at random, or (with ``first_bias``) always includes position 1 with that probability."""
+    rows = []
+    for e in range(n_eval):
+        groups = rng.choice(["A", "B"], size=size)
+        if rng.random() < first_bias:
+            picked = {0, *rng.choice(np.arange(1, size), size=k - 1, replace=False)}
+        else:
+            picked = set(rng.choice(size, size=k, replace=False))
+        rows += [(f"e{e}-{size}-{k}", j + 1, size, k, j in picked, groups[j]) for j in range(size)]
+    return pd.DataFrame(rows, columns=["evaluation", "position", "size", "k", "chosen", "race"])
+
+
+def test_position_table_and_choice_rates_by_hand():
+    rows = [
+        ("e1", 1, 3, 1, True, "A"),
+        ("e1", 2, 3, 1, False, "B"),
+        ("e1", 3, 3, 1, False, "B"),
+        ("e2", 1, 3, 1, True, "B"),
+        ("e2", 2, 3, 1, False, "A"),
+        ("e2", 3, 3, 1, False, "A"),
+        ("e3", 1, 2, 1, False, "A"),
+        ("e3", 2, 2, 1, True, "B"),
+    ]
+    readings = pd.DataFrame(rows, columns=["evaluation", "position", "size", "k", "chosen", "race"])
+    table = position_table(readings)
+    assert list(zip(table["size"], table["k"], table["position"], strict=True)) == [
+        (2, 1, 1),
+        (2, 1, 2),
+        (3, 1, 1),
+        (3, 1, 2),
+        (3, 1, 3),
+    ]
+    assert list(table["n"]) == [1, 1, 2, 2, 2]
+    assert list(table["chosen"]) == [0, 1, 2, 0, 0]
+    np.testing.assert_allclose(table["rate"], [0, 1, 1, 0, 0])
+    np.testing.assert_allclose(table["chance"], [0.5, 0.5, 1 / 3, 1 / 3, 1 / 3])
+    rates = choice_rates(readings, "race").set_index("value")
+    assert list(rates["shown"]) == [4, 4] and list(rates["chosen"]) == [1, 2]
+    # A shown at (size 3) x3 and (size 2) x1: mean chance (1/3 * 3 + 1/2) / 4.
+    np.testing.assert_allclose(rates["chance"], [(1 + 0.5) / 4, (2 / 3 + 0.5 + 1 / 3) / 4])
+    np.testing.assert_allclose(rates["ratio_to_chance"], rates["rate"] / rates["chance"])
+    with pytest.raises(ValueError, match="more than one"):
+        position_table(readings.assign(size=[3, 3, 3, 3, 3, 4, 2, 2]))
+
+
+def test_first_position_test_matches_scipy_binomtest():
+    rng = np.random.default_rng(4)
+    readings = pd.concat(
+        [_readings(rng, 120, 8, 3, first_bias=0.3), _readings(rng, 80, 4, 1)], ignore_index=True
+    )
+    # One evaluation loses its position-1 row: excluded from the test, and counted.
+    readings = readings.drop(index=readings.index[readings["evaluation"].eq("e5-8-3")][0])
+    out = first_position_test(readings).set_index(["size", "k"])
+    for (size, k), n_eval in (((4, 1), 80), ((8, 3), 119)):
+        first = readings[(readings["position"] == 1) & (readings["size"] == size)]
+        hits = int(first["chosen"].sum())
+        row = out.loc[(size, k)]
+        assert row["n_evaluations"] == n_eval and row["first_chosen"] == hits
+        assert row["chance"] == pytest.approx(k / size)
+        assert row["p_value"] == pytest.approx(stats.binomtest(hits, n_eval, k / size).pvalue)
+    assert list(out["n_excluded"]) == [0, 1]
+    np.testing.assert_allclose(out["p_adjusted"], multipletests(out["p_value"], method="holm")[1])
+    assert out.loc[(8, 3), "p_value"] < 0.01  # the biased reader is caught
+
+
+# --------------------------------------------------------------------------- counterfactual
+
+
+def _paired(both: int, only_a: int, only_b: int, neither: int, a="Emily", b="Lakisha"):
+    """Paired readings with the given 2 x 2 counts (document id -> outcome under a and b)."""
+    cells = [(True, True)] * both + [(True, False)] * only_a
+    cells += [(False, True)] * only_b + [(False, False)] * neither
+    rows = []
+    for d, (x, y) in enumerate(cells):
+        rows += [(f"d{d}", a, x), (f"d{d}", b, y)]
+    return pd.DataFrame(rows, columns=["document", "variant", "outcome"])
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [(40, 12, 3, 45), (10, 0, 0, 5), (5, 7, 7, 1), (0, 1, 0, 0), (300, 41, 60, 120), (2, 0, 9, 3)],
+)
+def test_counterfactual_matches_statsmodels_mcnemar(counts):
+    both, only_a, only_b, neither = counts
+    result = counterfactual_test(_paired(*counts))
+    expected = mcnemar(np.array([[both, only_a], [only_b, neither]]), exact=True).pvalue
+    assert result["p_value"] == pytest.approx(expected, rel=1e-12)
+    n = sum(counts)
+    assert (result["a"], result["b"]) == ("Emily", "Lakisha")
+    assert result["n_pairs"] == n and result["excluded"] == 0
+    assert (result["both"], result["only_a"], result["only_b"], result["neither"]) == counts
+    assert result["flip_rate"] == pytest.approx((only_a + only_b) / n)
+    assert result["rate_a"] == pytest.approx((both + only_a) / n)
+    assert result["difference"] == pytest.approx((only_a - only_b) / n)
+
+
+def test_counterfactual_counts_unpaired_documents():
+    paired = _paired(20, 6, 1, 13)
+    extra = pd.DataFrame(
+        [
+            ("x1", "Emily", True),  # never read as Lakisha
+            ("x2", "Lakisha", False),  # never read as Emily
+            ("x3", "Emily", True),
+            ("x3", "Lakisha", None),  # an invalid answer: no reading
+        ],
+        columns=["document", "variant", "outcome"],
+    )
+    result = counterfactual_test(pd.concat([paired, extra], ignore_index=True))
+    assert result["n_pairs"] == 40 and result["excluded"] == 3
+    swapped = counterfactual_test(paired, a="Lakisha", b="Emily")
+    assert (swapped["only_a"], swapped["only_b"]) == (1, 6)
+    with pytest.raises(ValueError, match="several readings"):
+        counterfactual_test(pd.concat([paired, paired.head(1)]))
+
+
+def test_counterfactual_table_every_pair_holm_adjusted():
+    rng = np.random.default_rng(9)
+    rates = {"Emily": 0.6, "Greg": 0.55, "Lakisha": 0.4}
+    rows = [
+        (f"d{d}", name, bool(rng.random() < rate))
+        for d in range(150)
+        for name, rate in rates.items()
+    ]
+    paired = pd.DataFrame(rows, columns=["document", "variant", "outcome"])
+    paired = paired.drop(index=[0, 4, 8])  # three documents lose one reading each
+    table = counterfactual_table(paired, "variant")
+    assert list(zip(table["a"], table["b"], strict=True)) == [
+        ("Emily", "Greg"),
+        ("Emily", "Lakisha"),
+        ("Greg", "Lakisha"),
+    ]
+    assert list(table["excluded"]) == [2, 2, 2] and list(table["n_pairs"]) == [148, 148, 148]
+    for _, row in table.iterrows():
+        single = counterfactual_test(paired, a=row["a"], b=row["b"])
+        assert row["p_value"] == single["p_value"] and row["only_a"] == single["only_a"]
+    np.testing.assert_allclose(
+        table["p_adjusted"], multipletests(table["p_value"], method="holm")[1], rtol=1e-12
+    )
+    with pytest.raises(ValueError, match="3 variants"):
+        counterfactual_test(paired)
+
+
+# --------------------------------------------------------------------------- figure
+
+
+def test_plot_funnel_one_line_per_group(tmp_path):
+    rng = np.random.default_rng(2)
+    effect = {"Asian": 0.1, "Black": -0.4, "Hispanic": -0.1, "White": 0.3}
+    frame = _pipeline(rng, 1600, [("screen", 8, 3), ("shortlist", 3, 1)], effect)
+    table = stage_table(frame, ["screen", "shortlist"], "race", n_permutations=99)
+    fig = plot_funnel(table, "race")
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines] == list(effect)
+    for line, value in zip(ax.lines, effect, strict=True):
+        expected = table.loc[table["value"] == value, "cumulative_rate"].to_numpy()
+        np.testing.assert_allclose(line.get_ydata(), [1.0, *expected])
+    labels = [text.get_text() for text in ax.texts]
+    assert len(labels) == 4 and all("%" in label for label in labels)
+    save_figure(fig, tmp_path / "funnel.png", dpi=120)
+    assert mpimg.imread(tmp_path / "funnel.png").shape[:2] == (576, 900)
+    assert len(plot_funnel(table, "race", log_scale=True).axes[0].lines) == 4
+    with pytest.raises(ValueError, match="no rows for group"):
+        plot_funnel(table, "gender")
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def _rejection_rate(p_values: list[float], alpha: float = 0.05) -> float:
+    return float(np.mean(np.asarray(p_values) <= alpha))
+
+
+@pytest.mark.slow
+def test_within_pool_permutation_test_is_calibrated():
+    # 100 pools of 8 drawn from a population with four groups of unequal size; the top 3 of
+    # each pool by a score with a pool-level random effect and no group effect advance. The
+    # 199-permutation test rejects at most 10/200 = 5 % for a continuous statistic (ties in
+    # the DPD only make it conservative). 1000 studies put the rate's sd at 0.007, so the
+    # [0.03, 0.07] band is about 3 sd either side.
+    rng = np.random.default_rng(20240601)
+    groups = np.array(["A", "B", "C", "D"])
+    n_pools, pool, k = 100, 8, 3
+    cluster = np.repeat([f"p{i}" for i in range(n_pools)], pool)
+    candidate = [f"c{i}" for i in range(n_pools * pool)]
+    p_values = []
+    for study in range(1000):
+        race = rng.choice(groups, size=n_pools * pool, p=[0.4, 0.3, 0.2, 0.1])
+        score = np.repeat(rng.normal(size=n_pools), pool) + rng.normal(size=n_pools * pool)
+        # Rank within each pool: top k of every consecutive block of 8.
+        rank = np.argsort(np.argsort(-score.reshape(n_pools, pool), axis=1), axis=1).ravel()
+        frame = pd.DataFrame(
+            {
+                "candidate": candidate,
+                "stage": "screen",
+                "race": race,
+                "advanced": rank < k,
+                "cluster": cluster,
+            }
+        )
+        table = stage_table(frame, ["screen"], "race", n_permutations=199, seed=study)
+        p_values.append(float(table["p_value"].iloc[0]))
+    assert 0.03 <= _rejection_rate(p_values) <= 0.07
+
+
+@pytest.mark.slow
+def test_mcnemar_exact_is_calibrated():
+    # Each document has its own acceptance propensity (Beta(2, 2)); both readings are
+    # independent draws from it, the name having no effect. A document is discordant with
+    # probability 2 E[p (1 - p)] = 0.4. The exact test is conservative: its size given D
+    # discordant pairs is about 0.035 at D = 100 and 0.04 at D = 200. With 800 documents
+    # (D about 320) the expected size is 0.044 (computed by summing the exact size over the
+    # binomial distribution of D); 2000 studies put the estimate's sd at 0.0046.
+    rng = np.random.default_rng(7)
+    n_docs, p_values = 800, []
+    documents = np.repeat([f"d{i}" for i in range(n_docs)], 2)
+    variants = np.tile(["Emily", "Lakisha"], n_docs)
+    for _ in range(2000):
+        propensity = np.repeat(rng.beta(2, 2, size=n_docs), 2)
+        outcome = rng.random(2 * n_docs) < propensity
+        frame = pd.DataFrame({"document": documents, "variant": variants, "outcome": outcome})
+        p_values.append(counterfactual_test(frame)["p_value"])
+    assert 0.03 <= _rejection_rate(p_values) <= 0.07
+
+
+@pytest.mark.slow
+def test_first_position_test_is_calibrated():
+    # 300 evaluations of 8 documents picking 3 at random: the exact binomial test of position 1
+    # against 3/8 has size 0.049 at n = 300 (smaller n is more conservative: 0.038 at 100).
+    rng = np.random.default_rng(11)
+    n_eval, size, k = 300, 8, 3
+    evaluation = np.repeat(np.arange(n_eval), size)
+    position = np.tile(np.arange(1, size + 1), n_eval)
+    p_values = []
+    for _ in range(2000):
+        keys = rng.random((n_eval, size))
+        chosen = (np.argsort(np.argsort(keys, axis=1), axis=1) < k).ravel()
+        frame = pd.DataFrame(
+            {"evaluation": evaluation, "position": position, "size": size, "k": k}
+        ).assign(chosen=chosen)
+        p_values.append(float(first_position_test(frame)["p_value"].iloc[0]))
+    assert 0.03 <= _rejection_rate(p_values) <= 0.07
+
+
+@pytest.mark.slow
+def test_permutation_test_scales_to_large_pipelines():
+    # 100,000 candidates in pools of 8, 2,000 permutations: seconds, not minutes (the bound is
+    # generous for slow machines; a per-permutation sort would take far longer).
+    rng = np.random.default_rng(0)
+    n = 100_000
+    frame = pd.DataFrame(
+        {
+            "candidate": np.arange(n).astype(str),
+            "stage": "screen",
+            "race": rng.choice(["A", "B", "C", "D"], size=n),
+            "advanced": (np.arange(n) % 8) < 3,
+            "cluster": (np.arange(n) // 8).astype(str),
+        }
+    )
+    start = time.perf_counter()
+    table = stage_table(frame, ["screen"], "race", n_permutations=2000)
+    assert time.perf_counter() - start < 20
+    assert table["test"].iloc[0] == "permutation_within_pool"
