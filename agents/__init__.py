@@ -1,6 +1,35 @@
-"""Agent roles. Agents compose requests and read answers; they never import a concrete backend."""
+"""Agent roles. Agents compose requests and read answers; they never import a concrete backend.
+
+Each role is a Mesa agent class, so a model addresses a population through
+``model.agents_by_type[Screener]`` and the like.
+"""
 
 from .base import LLMAgent, StagePlan
+from .readers import SELECTED, Evaluator, HiringManager, ReaderAgent, Reading, Screener
 from .scenario_agent import ScenarioAgent
+from .writers import Applicant, LetterWriter
 
-__all__ = ["LLMAgent", "ScenarioAgent", "StagePlan"]
+#: Population ``agent`` names -> the class of their agents.
+AGENT_CLASSES: dict[str, type[LLMAgent]] = {
+    "applicant": Applicant,
+    "letter_writer": LetterWriter,
+    "decision_maker": ScenarioAgent,
+    "screener": Screener,
+    "hiring_manager": HiringManager,
+    "evaluator": Evaluator,
+}
+
+__all__ = [
+    "AGENT_CLASSES",
+    "SELECTED",
+    "Applicant",
+    "Evaluator",
+    "HiringManager",
+    "LLMAgent",
+    "LetterWriter",
+    "ReaderAgent",
+    "Reading",
+    "ScenarioAgent",
+    "Screener",
+    "StagePlan",
+]

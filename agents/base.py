@@ -46,6 +46,10 @@ class StagePlan:
     extract: str | None = None
     formatter_role: str | None = None
     replicate_seeds: tuple[int, ...] | None = None
+    #: Reading stages: documents each reader picks (pairs and pools) and the expression that
+    #: decides whether a single reading advances its document.
+    select: int | None = None
+    advance: str | None = None
     #: Output fields (for choices that depend on template variables, see ``choices_from``).
     output: Mapping[str, Any] | None = None
     #: Rendered messages and ``when`` results by template context. Templates are pure functions
@@ -145,18 +149,7 @@ class LLMAgent(mesa.Agent):
         key = (part, text, *self._key())
         messages = stage.rendered.get(key)
         if messages is None:
-            context = self._context({"text": text} if part == "extract" else None)
-            source = {
-                "prompt": stage.prompt,
-                "completion": stage.completion_prompt,
-                "extract": stage.extract,
-            }[part]
-            parts = [("system", stage.system if part != "extract" else None), ("user", source)]
-            messages = tuple(
-                {"role": role, "content": compile_template(src).render(context)}
-                for role, src in parts
-                if src is not None
-            )
+            messages = render_messages(stage, part, self._context(), text)
             stage.rendered[key] = messages
         if stage.replicate_seeds is not None:
             seed = stage.replicate_seeds[spec.replicate]
@@ -182,6 +175,25 @@ class LLMAgent(mesa.Agent):
         self.outputs[stage.name] = (
             response.parsed if response.parsed is not None else {"text": response.text}
         )
+
+
+def render_messages(
+    stage: StagePlan, part: str, context: dict[str, Any], text: str | None = None
+) -> tuple[dict[str, str], ...]:
+    """The chat messages of ``stage``'s ``part`` (see :meth:`LLMAgent.compose`) in ``context``."""
+    if part == "extract":
+        context = {**context, "text": text}
+    source = {
+        "prompt": stage.prompt,
+        "completion": stage.completion_prompt,
+        "extract": stage.extract,
+    }[part]
+    parts = [("system", stage.system if part != "extract" else None), ("user", source)]
+    return tuple(
+        {"role": role, "content": compile_template(src).render(context)}
+        for role, src in parts
+        if src is not None
+    )
 
 
 def _freeze(outputs: dict[str, dict[str, Any]]) -> tuple[Any, ...]:

@@ -26,6 +26,30 @@ CALL_COLUMNS = (
     "reasks",
     "cached",
 )
+#: Columns of studies with populations: who acted, and what each reading showed and advanced.
+PIPELINE_COLUMNS = (
+    "population",
+    "evaluation",
+    "cluster",
+    "reads",
+    "shown",
+    "variant",
+    "advanced",
+    "selected",
+)
 #: Names a study may not use for axes, variables or output fields: results columns and the
 #: names templates already give a meaning to.
-RESERVED = frozenset((*ID_COLUMNS, *CALL_COLUMNS, "persona", "outputs", "vars"))
+RESERVED = frozenset(
+    (
+        *ID_COLUMNS,
+        *CALL_COLUMNS,
+        *PIPELINE_COLUMNS,
+        "persona",
+        "outputs",
+        "vars",
+        "documents",
+        "document",
+        "select",
+        "pool_size",
+    )
+)

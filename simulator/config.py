@@ -24,11 +24,13 @@ from pydantic import (
 
 from personas.namebank import NameBankError, load_name_bank
 
-from .columns import CALL_COLUMNS, ID_COLUMNS
+from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
 from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
 from .fields import Identifier, LevelName, Strict
 from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind, kind_names
+from .persona_config import PersonaConfig
+from .populations import PopulationConfig, ReadsConfig, stage_population
 from .templating import compile_expression, compile_template, render
 from .yamlsource import FieldPath, SourceMap, deep_merge, load_yaml
 
@@ -45,9 +47,24 @@ class SyntheticField(Strict):
         None, description="{choice: probability} for unlisted values; uniform when absent."
     )
     text: str | None = Field(None, description="Literal text for string fields.")
+    weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="For `selected` (pair and pool readers): axis value -> weight of a shown "
+        "document whose author has it (1 when unlisted); the k picked are drawn without "
+        "replacement with probability proportional to weight.",
+    )
+    positions: list[float] | None = Field(
+        None,
+        description="For `selected`: weight multiplier by shown position (1, 2, ...), to "
+        "declare a position effect.",
+    )
 
     @model_validator(mode="after")
     def _sums_to_one(self) -> SyntheticField:
+        if any(w <= 0 for w in [*self.weights.values(), *(self.positions or [])]):
+            raise ValueError("weights must be positive")
+        if self.weights and not self.by:
+            raise ValueError("`by` must name the persona axis the weights are keyed on")
         tables = list(self.probabilities.values()) + ([self.default] if self.default else [])
         for table in tables:
             if any(p < 0 for p in table.values()) or abs(sum(table.values()) - 1.0) > 1e-6:
@@ -119,7 +136,10 @@ class RoleConfig(Strict):
         default_factory=dict, description="Backend-specific options (model_path, base_url, ...)."
     )
     synthetic: dict[str, SyntheticField] = Field(
-        default_factory=dict, description="Only for backend `synthetic`: field -> responder."
+        default_factory=dict,
+        description="Field -> how the synthetic responder answers it: the declared truth when "
+        "the role runs on backend `synthetic` (e.g. `--backend synthetic`); real backends "
+        "ignore it, so one study file can both run on a model and test its own analysis.",
     )
     structured_output: bool = Field(
         True,
@@ -217,39 +237,25 @@ class StageConfig(Strict):
     completion: CompletionConfig | None = Field(
         None, description="How completion models (structured_output: false) answer this stage."
     )
-
-
-class PersonaConfig(Strict):
-    """Persona axes and where each agent's persona comes from."""
-
-    axes: dict[Identifier, list[str]] = Field(min_length=1)
-    source: Literal["attribute", "name_bank", "generated"] = "attribute"
-    cross: bool = Field(True, description="Cross the axes (intersectional) or vary one at a time.")
-    description: str = Field(
-        "{% for k, v in attributes.items() %}{{ k }}: {{ v }}{% if not loop.last %}; "
-        "{% endif %}{% endfor %}",
-        description="Template of the persona text; sees `attributes` and each axis by name.",
+    population: Identifier | None = Field(
+        None, description="The population acting in this stage (the first one when absent)."
     )
-    names: dict[str, list[str]] = Field(
-        default_factory=dict,
-        description="For source `name_bank`: attribute key ('female', or 'White/female' for "
-        "crossed axes in axis order) -> names, assigned to agents in turn.",
-    )
-    name_bank: str | None = Field(
+    reads: ReadsConfig | None = Field(
         None,
-        description="For source `name_bank`: a CSV (column `name` plus one column per axis) or a "
-        "built-in bank (`an2024`, `bias_transmission`); read into `names` when loading.",
+        description="A reading stage: the documents another population wrote, and how they "
+        "are matched (templates see `documents`, each with `label`, `name` and `text`).",
     )
-
-    @field_validator("axes")
-    @classmethod
-    def _values(cls, axes: dict[str, list[str]]) -> dict[str, list[str]]:
-        for axis, values in axes.items():
-            if not values:
-                raise ValueError(f"axis `{axis}` has no values")
-            if len(set(values)) != len(values):
-                raise ValueError(f"axis `{axis}` lists a value twice")
-        return axes
+    select: int | None = Field(
+        None,
+        ge=1,
+        description="Pair and pool readings: how many documents the reader picks (the answer "
+        "field `selected` lists their labels); the picked advance.",
+    )
+    advance: str | None = Field(
+        None,
+        description="Single readings: expression over the answer fields deciding whether the "
+        "document advances (e.g. `decision == 'Interview'`).",
+    )
 
 
 class DesignConfig(Strict):
@@ -289,7 +295,7 @@ class DesignConfig(Strict):
         return self
 
 
-RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS))
+RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS))
 
 
 class StudyConfig(Strict):
@@ -304,6 +310,12 @@ class StudyConfig(Strict):
     )
     roles: dict[Identifier, RoleConfig] = Field(min_length=1)
     personas: PersonaConfig
+    populations: dict[Identifier, PopulationConfig] | None = Field(
+        None,
+        min_length=1,
+        description="Several populations whose agents read each other's work (applicants, "
+        "screeners, managers); each stage names its population.",
+    )
     stages: list[StageConfig] = Field(min_length=1)
     design: DesignConfig
     analyses: list[SerializeAsAny[AnalysisSpec]] = Field(
@@ -647,14 +659,12 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                     )
                 )
     for name, role in config.roles.items():
-        for at, tables, backend in _synthetic_tables(name, role):
-            if tables and backend != "synthetic" and backend in known_backends:
-                add(smap.problem(at, "only allowed with backend `synthetic`"))
+        for at, tables, _ in _synthetic_tables(name, role):
             for fname, spec in tables.items():
                 if spec.by and spec.by not in axes:
                     add(smap.problem((*at, fname, "by"), f"`{spec.by}` is not a persona axis"))
                 elif spec.by:
-                    for value in spec.probabilities:
+                    for value in [*spec.probabilities, *spec.weights]:
                         if value not in axes[spec.by]:
                             add(
                                 smap.problem(
@@ -804,7 +814,12 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
             )
         names.setdefault(name, i)
 
-    problems.extend(_check_templates(config, smap, stage_fields))
+    from .populations import check_pipeline
+
+    pipeline_problems = check_pipeline(config, smap)
+    problems.extend(pipeline_problems)
+    if not pipeline_problems:
+        problems.extend(_check_templates(config, smap, stage_fields))
     return problems
 
 
@@ -893,14 +908,28 @@ def _check_templates(
     ]
     label = model_labels(config)[0]
     render_errors = (UndefinedError, SecurityError, TypeError, ValueError)
+    readers = _reader_specs(config)
     for chosen in variations:
         levels = tuple(chosen.items())
         variables = tuple(item for f, lv in levels for item in factors[f][lv].items())
         for persona in personas:
             spec = AgentSpec("", "check", levels, variables, label, persona, 0, 0, "")
             outputs: dict[str, dict[str, Any]] = {}
+            own: dict[str, tuple[AgentSpec, dict[str, dict[str, Any]]]] = {}
             for i, stage in enumerate(config.stages):
                 ctx = template_context(config, spec, outputs)
+                if config.populations:
+                    # Each population's agents see their own persona and earlier answers;
+                    # readers also see the documents of one evaluation.
+                    reader, answers = (
+                        own.setdefault(stage_population(config, stage), (readers[stage.name], {}))
+                        if stage.name in readers
+                        else (spec, outputs)
+                    )
+                    ctx = template_context(config, reader, answers)
+                    if stage.reads is not None:
+                        ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
+                        ctx.update(_reading_placeholders(stage, persona))
                 if stage.when is not None:
                     try:
                         if not compile_expression(stage.when)(ctx):
@@ -938,10 +967,60 @@ def _check_templates(
                         compile_template(source).render(context)
                     except render_errors as exc:
                         report(path, exc)
-                outputs[stage.name] = {
+                answer = {
                     f: _placeholder(spec_) for f, spec_ in stage_fields[stage.name].items()
                 } or {"text": "text"}
+                if stage.name in readers:
+                    own[stage_population(config, stage)][1][stage.name] = answer
+                else:
+                    outputs[stage.name] = answer
+                if stage.advance is not None:
+                    try:
+                        compile_expression(stage.advance)(answer)
+                    except render_errors as exc:
+                        message = _render_problem(smap, ("stages", i, "advance"), exc).message
+                        report(("stages", i, "advance"), ValueError(message))
     return problems
+
+
+def _reader_specs(config: StudyConfig) -> dict[str, Any]:
+    """Stage -> the first agent of its population, for stages whose population has personas
+    of its own (or none): their templates see that agent, not an applicant."""
+    from .design import iter_populations
+
+    if not config.populations:
+        return {}
+    first: dict[str, Any] = {}
+    for spec in iter_populations(config):
+        first.setdefault(spec.population, spec)
+    return {
+        stage.name: first[stage_population(config, stage)]
+        for stage in config.stages
+        if config.populations[stage_population(config, stage)].personas != "study"
+    }
+
+
+def _reading_placeholders(stage: StageConfig, persona: Any) -> dict[str, Any]:
+    """What a reading's templates see, filled with stand-ins (see ``agents.Reading``)."""
+    reads = stage.reads
+    assert reads is not None
+    size = {"single": 1, "pair": 2}.get(reads.matching) or reads.size or (stage.select or 1) + 1
+    documents = [
+        {
+            "label": i + 1,
+            "name": persona.name,
+            "text": "text",
+            "attributes": dict(persona.attributes),
+            "variant": "",
+        }
+        for i in range(size)
+    ]
+    return {
+        "documents": documents,
+        "document": documents[0],
+        "select": stage.select or (1 if reads.matching == "pair" else 0),
+        "pool_size": size,
+    }
 
 
 def _placeholder(spec: OutputField) -> Any:

@@ -49,6 +49,8 @@ class AgentSpec:
     index: int
     replicate: int
     slot: str
+    #: The population the agent belongs to ("" in a study without populations).
+    population: str = ""
 
     def seed_id(self, shared: frozenset[str]) -> str:
         """The agent id without its model and with the ``shared`` coordinates blanked: agents
@@ -112,6 +114,62 @@ def iter_design(config: StudyConfig) -> Iterator[AgentSpec]:
                         replicate=replicate,
                         slot=slot,
                     )
+
+
+def population_sizes(config: StudyConfig) -> dict[str, int]:
+    """Agents per population of a study with populations."""
+    from .populations import populations
+
+    return {name: len(_population_specs(config, name)) for name in populations(config)}
+
+
+def iter_populations(config: StudyConfig) -> Iterator[AgentSpec]:
+    """Every agent of every population, population by population (ids start with its name)."""
+    from .populations import populations
+
+    for name in populations(config):
+        yield from _population_specs(config, name)
+
+
+def _population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
+    from dataclasses import replace
+
+    from personas import Persona
+
+    from .populations import populations
+
+    pop = populations(config)[name]
+    if pop.personas == "study":
+        return [
+            replace(spec, agent_id=f"{name}/{spec.agent_id}", population=name)
+            for spec in iter_design(config)
+        ]
+    if pop.personas is None:
+        personas = [Persona(key="agent", attributes=(), description="")] * pop.count
+    else:
+        personas = build_personas(pop.personas, pop.count, render)
+    width = len(str(max(pop.count - 1, 1)))
+    specs = []
+    counters: dict[str, int] = {}
+    for persona in personas:
+        index = counters.get(persona.key, 0)
+        counters[persona.key] = index + 1
+        slot = f"{persona.key}/{index:0{width}d}/r0"
+        specs.append(
+            AgentSpec(
+                agent_id=f"{name}/{slot}",
+                condition="default",
+                levels=(),
+                variables=(),
+                model_label="",
+                persona=persona,
+                index=index,
+                replicate=0,
+                slot=slot,
+                population=name,
+            )
+        )
+    return specs
 
 
 def design_matrix(config: StudyConfig) -> list[AgentSpec]:

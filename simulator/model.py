@@ -17,15 +17,18 @@ from typing import Any
 import mesa
 import orjson
 
-from agents import ScenarioAgent, StagePlan
+from agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
 
 from .config import RoleConfig, StageConfig, StudyConfig
-from .design import MODEL_LABEL, design_size, iter_design, model_labels
+from .design import MODEL_LABEL, design_size, iter_design, iter_populations, model_labels
 from .dispatch import Call, Dispatcher
 from .llm.runtime import BackendRuntime
 from .llm.structured import output_schema
 from .llm.types import LLMRequest, LLMResponse
+from .matching import Document, form_evaluations
+from .populations import is_pipeline, populations, stage_order, stage_population
 from .results import ResultsWriter
+from .templating import compile_expression
 
 #: Runtimes by (role, model label); the label is "" for roles played by one model.
 Runtimes = dict[tuple[str, str], BackendRuntime]
@@ -62,9 +65,24 @@ class StudyModel(mesa.Model):
         self._loop = loop
         self._variants = {name: role.variants() for name, role in study.roles.items()}
         multi = len(model_labels(study)) > 1
-        self.plans = [self._plan(stage, multi) for stage in study.stages]
-        self.agents_total = design_size(study)
-        self._design = iter_design(study)
+        self.stage_configs = {stage.name: stage for stage in study.stages}
+        self.plans = [self._plan(self.stage_configs[n], multi) for n in stage_order(study)]
+        #: A study with populations: agents read each other's work, so every agent of every
+        #: population is held at once (one wave) and stages run in pipeline order.
+        self.pipeline = is_pipeline(study)
+        self.members: dict[str, list[LLMAgent]] = {}
+        #: Writing stage -> its answered documents, in design order.
+        self.documents: dict[str, list[Document]] = {}
+        #: Reading stage -> evaluation cluster -> authors advanced (in label order).
+        self.advanced: dict[str, dict[str, list[str]]] = {}
+        #: Stage -> documents left out of its evaluations, by reason.
+        self.exclusions: dict[str, dict[str, int]] = {}
+        if self.pipeline:
+            self._design = iter_populations(study)
+            self.agents_total = sum(1 for _ in iter_populations(study))
+        else:
+            self.agents_total = design_size(study)
+            self._design = iter_design(study)
         self.stage_index = 0
         self.wave = 0
         self.units_done = 0
@@ -84,7 +102,13 @@ class StudyModel(mesa.Model):
 
     @property
     def total_units(self) -> int:
-        """Units of work in the whole run (agents x stages; stages an agent skips count)."""
+        """Units of work in the whole run (agents x stages; stages an agent skips count).
+
+        With populations, a reading stage's units are its evaluations: their number is known
+        once the stages before it have answered, so this is the count if every answer is
+        valid (an estimate the progress bar uses)."""
+        if self.pipeline:
+            return _expected_units(self.study)
         return self.agents_total * len(self.plans)
 
     def _plan(self, stage: StageConfig, multi_model: bool) -> StagePlan:
@@ -113,6 +137,10 @@ class StudyModel(mesa.Model):
             extract=completion.extract if completion else None,
             formatter_role=completion.formatter if completion else None,
             replicate_seeds=tuple(seeds) if seeds else None,
+            select=stage.select
+            if stage.select is not None or stage.reads is None or stage.reads.matching != "pair"
+            else 1,
+            advance=stage.advance,
         )
 
     def _next_wave(self) -> None:
@@ -122,7 +150,8 @@ class StudyModel(mesa.Model):
         # 30,000 agents). Frozen objects are skipped; unfreezing first lets the previous
         # wave's objects be collected as usual.
         gc.unfreeze()
-        batch = list(itertools.islice(self._design, self.study.design.batch_size))
+        size = None if self.pipeline else self.study.design.batch_size
+        batch = list(itertools.islice(self._design, size))
         if not batch:
             # The last wave's agents stay: removing them one by one costs time and frees
             # nothing that the end of the run does not free anyway.
@@ -130,7 +159,16 @@ class StudyModel(mesa.Model):
             return
         for agent in list(self.agents):
             agent.remove()
-        ScenarioAgent.create_agents(self, len(batch), spec=batch, study=self.study)
+        if self.pipeline:
+            pops = populations(self.study)
+            for name, pop in pops.items():
+                specs = [s for s in batch if s.population == name]
+                created = AGENT_CLASSES[pop.agent].create_agents(
+                    self, len(specs), spec=specs, study=self.study
+                )
+                self.members[name] = list(created)
+        else:
+            ScenarioAgent.create_agents(self, len(batch), spec=batch, study=self.study)
         gc.freeze()
         self.wave += 1
         self.wave_seconds += time.perf_counter() - start
@@ -143,14 +181,22 @@ class StudyModel(mesa.Model):
     def step(self) -> None:
         """Run the next stage for every agent of the current wave."""
         plan = self.plans[self.stage_index]
-        agents = list(self.agents_by_type[ScenarioAgent])
-        acting = [a for a in agents if a.takes_part(plan)]
+        config = self.stage_configs[plan.name]
+        if not self.pipeline:
+            agents: list[Any] = list(self.agents_by_type[ScenarioAgent])
+        elif config.reads is not None:
+            agents = self._readings(plan)
+        else:
+            agents = self.members[stage_population(self.study, config)]
+        acting = [a for a in agents if isinstance(a, Reading) or a.takes_part(plan)]
         responses = self._loop.run_until_complete(self._answer(plan, acting))
         rows = []
         self.stage_counts = {}
         for agent, response in zip(acting, responses, strict=True):
             agent.observe(plan, response)
             row = self._row(agent, plan, response)
+            if self.pipeline:
+                self._record(agent, plan, response, row)
             self.stage_counts[row["status"]] = self.stage_counts.get(row["status"], 0) + 1
             rows.append(row)
         self.writer.write(rows)
@@ -161,9 +207,7 @@ class StudyModel(mesa.Model):
             self.stage_index = 0
             self._next_wave()
 
-    async def _answer(
-        self, plan: StagePlan, agents: list[ScenarioAgent]
-    ) -> list[LLMResponse | None]:
+    async def _answer(self, plan: StagePlan, agents: list[Any]) -> list[LLMResponse | None]:
         """Answers for ``agents`` (``None`` where an earlier stage failed)."""
         completion = [
             a.failed_stage is None
@@ -206,7 +250,7 @@ class StudyModel(mesa.Model):
         self,
         plan: StagePlan,
         role: str,
-        agents: list[ScenarioAgent],
+        agents: list[Any],
         requests: list[LLMRequest | None],
         suffix: str,
     ) -> list[LLMResponse | None]:
@@ -240,9 +284,77 @@ class StudyModel(mesa.Model):
         answers = await self.dispatcher.run(calls)
         return [None if slot is None else answers[slot] for slot in slots]
 
-    def _row(
-        self, agent: ScenarioAgent, plan: StagePlan, response: LLMResponse | None
-    ) -> dict[str, Any]:
+    def _readings(self, plan: StagePlan) -> list[Reading]:
+        """The evaluations of a reading stage, dealt to its readers in turn."""
+        config = self.stage_configs[plan.name]
+        reads = config.reads
+        assert reads is not None
+        documents = self.documents.get(reads.stage, [])
+        carried = None
+        if reads.after is not None:
+            advanced = self.advanced.get(reads.after, {})
+            carried = advanced if reads.draw == "carry" else None
+            passed = {author for authors in advanced.values() for author in authors}
+            documents = [d for d in documents if d.author.agent_id in passed]
+        matching = form_evaluations(
+            reads,
+            plan.name,
+            documents,
+            k=plan.select or 0,
+            seed=self.study.seed,
+            axes=self.study.personas.axes,
+            carried=carried,
+            names=self._names() if reads.counterfactual else None,
+        )
+        self.exclusions[plan.name] = dict(matching.excluded)
+        readers = self.members[stage_population(self.study, config)]
+        return [
+            readers[i % len(readers)].read(evaluation)  # type: ignore[attr-defined]
+            for i, evaluation in enumerate(matching.evaluations)
+        ]
+
+    def _names(self) -> Any:
+        from personas import build_personas
+
+        from .templating import render
+
+        personas = build_personas(self.study.personas, self.study.design.agents_per_value, render)
+        counters: dict[str, int] = {}
+        names: dict[tuple[Any, ...], str | None] = {}
+        for persona in personas:
+            index = counters.get(persona.key, 0)
+            counters[persona.key] = index + 1
+            names[(persona.attributes, index)] = persona.name
+        return lambda attributes, index: names.get((attributes, index))
+
+    def _record(
+        self, actor: Any, plan: StagePlan, response: LLMResponse | None, row: dict[str, Any]
+    ) -> None:
+        """Keep a written document, or who a reading advanced, for the stages after it."""
+        valid = response is not None and response.status == "answered"
+        if not isinstance(actor, Reading):
+            if valid:
+                field = self._document_field(plan.name)
+                text = row.get(field)
+                self.documents.setdefault(plan.name, []).append(
+                    Document(actor.spec, row["unit_id"], "" if text is None else str(text))
+                )
+            return
+        evaluation = actor.evaluation
+        stage = self.advanced.setdefault(plan.name, {})
+        cluster = stage.setdefault(evaluation.cluster, [])
+        labels = _advanced_labels(plan, response) if valid else []
+        for label in labels:
+            cluster.append(evaluation.shown[label - 1].document.author.agent_id)
+        row["advanced"] = "|".join(str(label) for label in labels) if valid else None
+
+    def _document_field(self, stage: str) -> str:
+        for config in self.study.stages:
+            if config.reads is not None and config.reads.stage == stage:
+                return config.reads.field
+        return "text"
+
+    def _row(self, agent: Any, plan: StagePlan, response: LLMResponse | None) -> dict[str, Any]:
         spec = agent.spec
         runtime = self._role(plan.role, spec.model_label)[1]
         row: dict[str, Any] = {
@@ -262,6 +374,24 @@ class StudyModel(mesa.Model):
             **{v: dict(spec.variables).get(v) for v in self.study.design.record},
             **dict(spec.persona.attributes),
         }
+        if self.pipeline:
+            row["population"] = spec.population
+            if isinstance(agent, Reading):
+                shown = agent.evaluation.shown
+                # The design levels every shown document shares (e.g. the job): a reading
+                # can be filtered and broken down like the documents it read.
+                levels = dict(shown[0].document.author.levels)
+                for other in shown[1:]:
+                    theirs = dict(other.document.author.levels)
+                    levels = {f: v for f, v in levels.items() if theirs.get(f) == v}
+                row.update(levels)
+                row.update(
+                    evaluation=agent.evaluation.id,
+                    cluster=agent.evaluation.cluster,
+                    reads="|".join(s.document.unit_id for s in shown),
+                    shown="|".join(s.name or "" for s in shown),
+                    variant=shown[0].variant or None,
+                )
         if response is None:
             # Not an error of this stage: reporting it as one would inflate the error rate of
             # groups whose earlier answers failed (a separate bias signal, counted there).
@@ -273,6 +403,8 @@ class StudyModel(mesa.Model):
             return row
         if response.parsed is not None:
             row.update(response.parsed)
+            if isinstance(row.get(SELECTED), list):
+                row[SELECTED] = "|".join(str(label) for label in row[SELECTED])
         elif plan.schema is None and response.status != "error":
             row["text"] = response.text
         row.update(
@@ -288,6 +420,52 @@ class StudyModel(mesa.Model):
             cached=response.cached,
         )
         return row
+
+
+def _advanced_labels(plan: StagePlan, response: LLMResponse | None) -> list[int]:
+    """Labels (1-based) of the shown documents an answered reading advances."""
+    parsed = (response.parsed if response is not None else None) or {}
+    if plan.select:
+        return sorted(int(label) for label in parsed.get(SELECTED, []))
+    if plan.advance is not None:
+        return [1] if compile_expression(plan.advance)(parsed) else []
+    return []
+
+
+def _expected_units(study: StudyConfig) -> int:
+    """Units of a study with populations if every answer is valid (see ``total_units``)."""
+    from .design import population_sizes
+
+    sizes = population_sizes(study)
+    docs: dict[str, int] = {}
+    advanced: dict[str, int] = {}
+    pools: dict[str, int] = {}
+    total = 0
+    for name in stage_order(study):
+        stage = next(s for s in study.stages if s.name == name)
+        reads = stage.reads
+        if reads is None:
+            docs[name] = sizes[stage_population(study, stage)]
+            total += docs[name]
+            continue
+        n = advanced.get(reads.after, 0) if reads.after else docs.get(reads.stage, 0)
+        if reads.matching == "single":
+            units = n * (
+                len(study.personas.axes[reads.counterfactual]) if reads.counterfactual else 1
+            )
+            advanced[name] = n
+        elif reads.matching == "pair":
+            units = n  # two orders of n / 2 pairs
+            advanced[name] = n // 2
+        elif reads.draw == "carry":
+            units = pools.get(reads.after or "", 0)
+            advanced[name] = units * (stage.select or 1)
+        else:
+            units = -(-n // (reads.size or 1))
+            advanced[name] = units * (stage.select or 1)
+        pools[name] = units
+        total += units
+    return total
 
 
 def _merge(completion: LLMResponse, extracted: LLMResponse | None) -> LLMResponse:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from .columns import CALL_COLUMNS, ID_COLUMNS
+from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
 from .config import OutputField, StudyConfig
 
 _ARROW_TYPES = {
@@ -54,7 +54,13 @@ def result_schema(study: StudyConfig) -> pa.Schema:
     ]
     columns += [(f, pa.string()) for f in study.design.factors]
     columns += [(v, pa.string()) for v in study.design.record]
-    columns += [(a, pa.string()) for a in study.personas.axes]
+    if study.populations:
+        columns += [(c, pa.string()) for c in PIPELINE_COLUMNS]
+    axes = dict.fromkeys(study.personas.axes)
+    for pop in (study.populations or {}).values():
+        if pop.personas is not None and pop.personas != "study":
+            axes.update(dict.fromkeys(pop.personas.axes))
+    columns += [(a, pa.string()) for a in axes]
     columns.append((CALL_COLUMNS[0], pa.string()))
     columns += list(fields.items())
     columns += [(c, _FIXED_TYPES.get(c, pa.string())) for c in CALL_COLUMNS[1:]]

@@ -115,7 +115,11 @@ def test_schema_command_prints_json_schema(cli) -> None:
     assert schema["title"] == "StudyConfig"
     # Every registered analysis kind's fields are in the schema editors read.
     kinds = schema["properties"]["analyses"]["items"]["anyOf"]
-    assert {k["$ref"].rsplit("/", 1)[1] for k in kinds} == {"AcceptanceSpec", "DecisionsSpec"}
+    assert {k["$ref"].rsplit("/", 1)[1] for k in kinds} == {
+        "AcceptanceSpec",
+        "DecisionsSpec",
+        "PipelineSpec",
+    }
     assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]
 
 

@@ -21,6 +21,7 @@ DEFAULT_KIND = "demographic_parity"
 _BUILTIN: dict[str, str] = {
     "demographic_parity": "simulator.kinds.decisions:DecisionsKind",
     "acceptance": "simulator.kinds.acceptance:AcceptanceKind",
+    "pipeline": "simulator.kinds.pipeline:PipelineKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}

@@ -46,20 +46,22 @@ class BackendRuntime:
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
         """``(key, material)``: the key covers the backend's identity, every message, every
         sampling parameter, the seed, the replicate index and the requested schema."""
-        material = canonical_json(
-            {
-                "backend": self._identity_json,
-                "messages": request.messages,
-                "temperature": request.temperature,
-                "top_p": request.top_p,
-                "max_tokens": request.max_tokens,
-                "seed": request.seed,
-                "replicate": request.replicate,
-                "schema": request.json_schema,
-                # Only the synthetic responder answers from the attributes themselves.
-                "attributes": request.attributes if self.backend.synthetic else None,
-            }
-        )
+        fields = {
+            "backend": self._identity_json,
+            "messages": request.messages,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+            "seed": request.seed,
+            "replicate": request.replicate,
+            "schema": request.json_schema,
+            # Only the synthetic responder answers from the attributes themselves.
+            "attributes": request.attributes if self.backend.synthetic else None,
+        }
+        if request.shown and self.backend.synthetic:
+            # Only for readings, so the keys of every other call stay what they were.
+            fields["shown"] = request.shown
+        material = canonical_json(fields)
         return hashlib.sha256(material.encode()).hexdigest(), material
 
     async def complete(self, request: LLMRequest) -> LLMResponse:

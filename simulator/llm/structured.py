@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 
 
 class FieldSpec(Protocol):
@@ -18,6 +25,24 @@ class FieldSpec(Protocol):
     choices: list[str] | None
     description: str | None
     max_length: int | None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The answer of a pair or pool reader: the labels (1..``of``) of the ``count`` picked."""
+
+    count: int
+    of: int
+    type: str = "selection"
+    choices: list[str] | None = None
+    description: str | None = None
+    max_length: int | None = None
+
+
+def _distinct(labels: list[int]) -> list[int]:
+    if len(set(labels)) != len(labels):
+        raise ValueError("list each picked label once")
+    return labels
 
 
 _PY_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
@@ -62,7 +87,21 @@ def output_schema(fields: Mapping[str, FieldSpec]) -> OutputSchema:
     definitions: dict[str, Any] = {}
     for name, spec in fields.items():
         prop: dict[str, Any]
-        if spec.type == "choice":
+        if isinstance(spec, Selection):
+            prop = {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1, "maximum": spec.of},
+                "minItems": spec.count,
+                "maxItems": spec.count,
+                "uniqueItems": True,
+            }
+            label = Annotated[int, Field(ge=1, le=spec.of)]
+            annotation = Annotated[
+                list[label],  # type: ignore[valid-type]
+                Field(min_length=spec.count, max_length=spec.count),
+                AfterValidator(_distinct),
+            ]
+        elif spec.type == "choice":
             choices = tuple(spec.choices or ())
             prop = {"type": "string", "enum": list(choices)}
             annotation: Any = Literal[choices]  # type: ignore[valid-type]

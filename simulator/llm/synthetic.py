@@ -8,12 +8,13 @@ labelled synthetic in results and reports.
 from __future__ import annotations
 
 import asyncio
+import math
 import zlib
 from typing import Any
 
 import orjson
 
-from .errors import BackendConfigError
+from .errors import BackendConfigError, FatalBackendError
 from .types import LLMRequest, LLMResponse
 
 _MASK64 = (1 << 64) - 1
@@ -36,6 +37,8 @@ class SyntheticBackend:
 
     Options:
         latency_ms: Simulated latency per call (lets tests interrupt a run mid-stage).
+        fail_rate: Share of calls that fail for good, drawn from each call's seed (declared
+            faults: what the run and its analyses do with units that never answered).
     """
 
     name = "synthetic"
@@ -48,9 +51,13 @@ class SyntheticBackend:
         self._latency = float(options.pop("latency_ms", 0)) / 1000.0
         if self._latency < 0:
             raise BackendConfigError("latency_ms must be >= 0", field="options.latency_ms")
+        self._fail_rate = float(options.pop("fail_rate", 0))
+        if not 0 <= self._fail_rate <= 1:
+            raise BackendConfigError("fail_rate must lie in [0, 1]", field="options.fail_rate")
         if options:
             raise BackendConfigError(
-                f"unknown option(s) {sorted(options)}; the synthetic backend takes `latency_ms`",
+                f"unknown option(s) {sorted(options)}; the synthetic backend takes "
+                "`latency_ms` and `fail_rate`",
                 field="options",
             )
         self._model = role.model or "synthetic-responder"
@@ -66,7 +73,7 @@ class SyntheticBackend:
         return {
             "backend": self.name,
             "model": self._model,
-            "synthetic": {k: v.model_dump(mode="json") for k, v in self._fields.items()},
+            "synthetic": {k: _declared(v) for k, v in self._fields.items()},
         }
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
@@ -74,6 +81,8 @@ class SyntheticBackend:
         if self._latency:
             await asyncio.sleep(self._latency)
         schema = request.json_schema
+        if self._fail_rate and uniform(self._salt ^ request.seed, 7919) < self._fail_rate:
+            raise FatalBackendError("declared synthetic failure (option fail_rate)")
         # A literal per-replicate seed (as papers report them) is shared by every prompt of the
         # replicate; mixing in the prompt keeps different prompts' draws independent.
         seed = self._salt ^ (
@@ -96,7 +105,9 @@ class SyntheticBackend:
         else:
             attributes = dict(request.attributes)
             answer = {
-                name: self._draw(name, prop, attributes, uniform(seed, salt))
+                name: self._pick(name, prop, request.shown, seed)
+                if prop.get("type") == "array"
+                else self._draw(name, prop, attributes, uniform(seed, salt))
                 for salt, (name, prop) in enumerate(schema.get("properties", {}).items())
             }
             text = orjson.dumps(answer).decode()
@@ -120,6 +131,29 @@ class SyntheticBackend:
             return text[: prop["maxLength"]] if "maxLength" in prop else text
         return {"integer": 0, "number": 0.0, "boolean": u < 0.5}.get(kind)
 
+    def _pick(
+        self, name: str, prop: dict[str, Any], shown: tuple[Any, ...], seed: int
+    ) -> list[int]:
+        """The labels a reader picks: ``minItems`` of the shown documents without replacement,
+        with probability proportional to the declared weights (the Gumbel top-k draw)."""
+        spec = self._fields.get(name)
+        count = int(prop.get("minItems", 1))
+        size = int(prop["items"]["maximum"])
+        keys = []
+        for i in range(size):
+            weight = 1.0
+            if spec is not None:
+                if spec.by and i < len(shown):
+                    weight *= spec.weights.get(dict(shown[i]).get(spec.by, ""), 1.0)
+                if spec.positions and i < len(spec.positions):
+                    weight *= spec.positions[i]
+            # 1 - u lies in (0, 1]: the logarithms are finite.
+            keys.append(
+                math.log(weight) - math.log(-math.log(1.0 - uniform(seed, 1000 + i)) or 1e-300)
+            )
+        order = sorted(range(size), key=lambda i: -keys[i])
+        return [i + 1 for i in order[:count]]
+
     @staticmethod
     def _all_tables(spec: Any) -> list[dict[str, float]]:
         return [*spec.probabilities.values(), *([spec.default] if spec.default else [])]
@@ -141,3 +175,13 @@ class SyntheticBackend:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+def _declared(spec: Any) -> dict[str, Any]:
+    """A synthetic table as declared; the selection fields only when set, so the identity
+    (and every draw) of tables written before they existed stays what it was."""
+    dumped = spec.model_dump(mode="json")
+    for key in ("weights", "positions"):
+        if not dumped.get(key):
+            dumped.pop(key, None)
+    return dumped

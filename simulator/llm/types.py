@@ -38,6 +38,9 @@ class LLMRequest:
     json_schema: dict[str, Any] | None = None
     replicate: int = 0
     attributes: tuple[tuple[str, str], ...] = ()
+    #: For a reading: the persona attributes each shown document stands for, in the order
+    #: shown (empty where a name is redacted). Only the synthetic responder reads them.
+    shown: tuple[tuple[tuple[str, str], ...], ...] = ()
 
 
 @dataclass(slots=True)

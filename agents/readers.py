@@ -1,0 +1,133 @@
+"""Agents who read what other agents wrote: screeners, hiring managers, evaluators.
+
+A reader's unit of work is a :class:`Reading`: one evaluation (one document, a pair or a pool)
+shown to it with stable labels (Applicant 1, 2, ...). Its answer rates the document or picks
+``select`` of them by label; the model turns that into who advances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.design import AgentSpec, call_seed
+from simulator.llm.structured import OutputSchema, Selection, output_schema
+from simulator.llm.types import LLMRequest, LLMResponse
+from simulator.matching import Evaluation
+
+from .base import LLMAgent, StagePlan, render_messages
+
+#: The answer field in which pair and pool readers list the labels they pick.
+SELECTED = "selected"
+
+
+class ReaderAgent(LLMAgent):
+    """An agent that reads documents other agents wrote and rates or picks among them."""
+
+    def read(self, evaluation: Evaluation) -> Reading:
+        """The unit of work of reading ``evaluation``."""
+        return Reading(self, evaluation)
+
+
+class Screener(ReaderAgent):
+    """Reads applications and shortlists some (a pool) or accepts them (one at a time)."""
+
+
+class HiringManager(ReaderAgent):
+    """Decides among candidates others advanced (e.g. picks one of a shortlist)."""
+
+
+class Evaluator(ReaderAgent):
+    """Rates documents another agent wrote (a letter, an application), alone or side by side."""
+
+
+@dataclass(slots=True)
+class Reading:
+    """One evaluation by one reader: what the model dispatches, like an agent's own stage."""
+
+    agent: ReaderAgent
+    evaluation: Evaluation
+    failed_stage: str | None = None
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The reader's design entry."""
+        return self.agent.spec
+
+    def unit(self, stage: StagePlan) -> str:
+        """Stable id: the reader, the stage and the evaluation (so a resumed stage reads the
+        same documents under the same id)."""
+        return f"{self.agent.spec.agent_id}/{stage.name}/{self.evaluation.id}"
+
+    def context(self) -> dict[str, Any]:
+        """What the templates see: the reader's own variables, ``documents`` (each with
+        ``label``, ``name``, ``text`` and the ``attributes`` its name stands for), ``document``
+        (the first), ``select`` and ``pool_size``, and the design variables every shown
+        document shares (e.g. the job they applied for)."""
+        shown = self.evaluation.shown
+        documents = [
+            {
+                "label": i + 1,
+                "name": s.name,
+                "text": s.text,
+                "attributes": dict(s.attributes),
+                "variant": s.variant,
+            }
+            for i, s in enumerate(shown)
+        ]
+        common = _common(shown[0].document.author, [s.document.author for s in shown[1:]])
+        return {
+            **common,
+            **self.agent._context(),
+            "documents": documents,
+            "document": documents[0],
+            "select": self.evaluation.k,
+            "pool_size": len(shown),
+        }
+
+    def schema(self, stage: StagePlan) -> OutputSchema | None:
+        """The stage's answer fields, plus ``selected`` (k labels) for pairs and pools."""
+        if not self.evaluation.k:
+            return self.agent.schema(stage)
+        key = ("selection", self.evaluation.k, len(self.evaluation.shown))
+        hit = stage.rendered.get(key)
+        if hit is None:
+            fields: dict[str, Any] = dict(stage.output or {})
+            fields[SELECTED] = Selection(count=self.evaluation.k, of=len(self.evaluation.shown))
+            hit = output_schema(fields)
+            stage.rendered[key] = hit
+        return hit
+
+    def compose(
+        self, stage: StagePlan, *, part: str = "prompt", text: str | None = None
+    ) -> LLMRequest:
+        """The request for this reading (``part`` as in :meth:`LLMAgent.compose`)."""
+        messages = render_messages(stage, part, self.context(), text)
+        schema = self.schema(stage) if part != "completion" else None
+        shown = tuple(s.attributes for s in self.evaluation.shown)
+        attributes = dict(self.agent.spec.persona.attributes)
+        if len(shown) == 1:
+            # A single reading: the synthetic responder answers from the identity shown.
+            attributes.update(shown[0])
+        return LLMRequest(
+            messages=messages,
+            temperature=stage.temperature,
+            top_p=stage.top_p,
+            max_tokens=stage.max_tokens,
+            seed=call_seed(stage.base_seed, self.unit(stage)),
+            json_schema=schema.json_schema if schema is not None else None,
+            attributes=tuple(attributes.items()),
+            shown=shown,
+        )
+
+    def observe(self, stage: StagePlan, response: LLMResponse | None) -> None:
+        """Readers keep no state between evaluations: each is judged on its own."""
+
+
+def _common(first: AgentSpec, others: list[AgentSpec]) -> dict[str, Any]:
+    """Design variables and factor levels every author shares (none differ across the shown)."""
+    mine = {**dict(first.variables), **dict(first.levels)}
+    for other in others:
+        theirs = {**dict(other.variables), **dict(other.levels)}
+        mine = {k: v for k, v in mine.items() if theirs.get(k) == v}
+    return mine

@@ -1,0 +1,426 @@
+"""Kind ``pipeline``: where disparity enters a multi-stage selection and how it compounds.
+
+Reads the results of a study whose readers evaluate documents other agents wrote (see
+``simulator.populations``): per stage and group, who entered, who advanced, the stage selection
+rate, impact ratio and DPD with tests adjusted across stages; the decomposition of the
+end-to-end impact ratio into stage ratios; position effects and choice rates against chance for
+pairs and pools; flip rates and McNemar's test for counterfactual (name-swapped) readings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+from rich.console import Console
+from rich.table import Table
+
+from analysis import counterfactual, figures, multiple, pipeline
+
+from ..htmlreport import Column, HtmlSection, fmt
+from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+
+
+class PipelineSpec(AnalysisSpec):
+    """Stage-by-stage selection of candidates whose documents readers evaluated."""
+
+    kind: Literal["pipeline"]
+    stages: list[str] = Field(
+        min_length=1,
+        description="Reading stages in pipeline order, each `after` the one before; a "
+        "counterfactual stage may be listed anywhere (it gets its paired test instead).",
+    )
+    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
+    n_permutations: int = Field(2000, ge=100, description="Permutations per stage test.")
+    adjust: Literal["holm", "bh", "none"] = Field(
+        "holm", description="Adjustment of the stage tests across stages."
+    )
+
+
+_STAGE_NOTE = (
+    "entered = candidates in a valid evaluation of the stage; advanced = picked (pairs, pools) "
+    "or accepted (single readings); IR = impact ratio (rate / highest rate, ! = below "
+    "four-fifths); p = {test}, {adjust}-adjusted across stages; cumulative = advanced / "
+    "entered the first stage."
+)
+_COMPOUND_NOTE = (
+    "End-to-end ratio = the group's rate from the first stage to the last over the reference "
+    "group's (the highest); it is exactly the product of the stage ratios (each stage's rate "
+    "over the reference group's), so the table shows where the disparity entered."
+)
+
+
+class PipelineKind(AnalysisKind):
+    """Selection through the stages of a pipeline, by group."""
+
+    name = "pipeline"
+    spec = PipelineSpec
+    title = "Pipeline: selection by stage"
+
+    def check(self, spec: PipelineSpec, facts: StudyFacts) -> None:
+        facts.need_axes(spec.groups, ("groups",))
+        stages = {s.name: s for s in facts.config.stages}
+        chain: list[str] = []
+        written: set[str] = set()
+        for j, name in enumerate(spec.stages):
+            stage = stages.get(name)
+            if stage is None:
+                facts.problem(("stages", j), f"no stage named `{name}`")
+                continue
+            if stage.reads is None:
+                facts.problem(("stages", j), f"`{name}` reads no documents (it has no `reads`)")
+                continue
+            written.add(stage.reads.stage)
+            if stage.reads.counterfactual is not None:
+                continue
+            if chain and stage.reads.after != chain[-1]:
+                facts.problem(
+                    ("stages", j),
+                    f"`{name}` does not follow `{chain[-1]}` (its `after` is "
+                    f"`{stage.reads.after}`): list the stages in pipeline order",
+                )
+            chain.append(name)
+        if len(written) > 1:
+            facts.problem(("stages",), f"the stages read different documents: {sorted(written)}")
+
+    def compute(self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext) -> Section:
+        stages = {s.name: s for s in ctx.study.stages}
+        writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
+        authors = _authors(results, writing, spec.groups)
+        readings = _readings(results, spec.stages, writing, authors)
+        chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
+        summary: dict[str, Any] = {
+            "writing_stage": writing,
+            "stages": chain,
+            "groups": spec.groups,
+            "adjust": spec.adjust,
+            "applications": len(authors),
+            "documents_failed": int((~authors["valid"]).sum()),
+        }
+        section = Section(summary=summary)
+        candidates, exclusions = _candidates(readings, chain, authors)
+        summary["exclusions"] = exclusions
+        section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(exclusions)
+        by_group: dict[str, Any] = {}
+        for group in spec.groups if chain else []:
+            table = pipeline.stage_table(
+                candidates,
+                chain,
+                group,
+                n_permutations=spec.n_permutations,
+                seed=ctx.study.seed,
+                adjust=spec.adjust,
+            )
+            compound = pipeline.compounding(candidates, chain, group)
+            section.tables[slug(ctx.name, "stages", group)] = table
+            section.tables[slug(ctx.name, "compounding", group)] = compound
+            section.figures[slug(ctx.name, "funnel", group)] = figures.plot_funnel(
+                table, group, title=f"Who is still in, by {group}"
+            )
+            by_group[group] = {
+                "stages": _records(table),
+                "compounding": _records(compound),
+            }
+        summary["by_group"] = by_group
+        chosen = readings[readings["valid"] & (readings["k"] > 0)]
+        summary["position_effect"] = []
+        summary["choice_rates"] = {}
+        for stage, rows in chosen.groupby("stage", sort=False):
+            # Per stage: two stages may show the same format to different readers.
+            positions = pipeline.position_table(rows).assign(stage=stage)
+            section.tables[slug(ctx.name, "positions", stage)] = positions
+            first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)
+            summary["position_effect"] += _records(first)
+            summary["choice_rates"][stage] = {
+                group: _records(pipeline.choice_rates(rows, group)) for group in spec.groups
+            }
+        if summary["position_effect"]:
+            p = np.array([r["p_value"] for r in summary["position_effect"]])
+            adjusted = multiple.adjust(p, spec.adjust)
+            for record, value in zip(summary["position_effect"], adjusted, strict=True):
+                record["p_adjusted"] = float(value)
+        summary["counterfactual"] = {}
+        for name in spec.stages:
+            reads = stages[name].reads
+            assert reads is not None
+            if reads.counterfactual is None:
+                continue
+            paired = readings[(readings["stage"] == name) & readings["valid"]].rename(
+                columns={"candidate": "document", "chosen": "outcome"}
+            )
+            result = counterfactual.counterfactual_test(paired)
+            result["axis"] = reads.counterfactual
+            summary["counterfactual"][name] = _plain(result)
+        return section
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        console.print(
+            f"[bold]{summary['name']}[/bold]: {summary['applications']} applications "
+            f"({summary['documents_failed']} failed to write)"
+            + (f", stages {' -> '.join(summary['stages'])}" if summary["stages"] else "")
+        )
+        for group, parts in summary["by_group"].items():
+            table = Table(title=f"{summary['name']}: selection by stage and {group}")
+            for col in (
+                "stage",
+                group,
+                "entered",
+                "advanced",
+                "rate",
+                "IR",
+                "DPD",
+                "p adj.",
+                "cumulative",
+            ):
+                table.add_column(col, justify="right")
+            for row in parts["stages"]:
+                flag = "!" if row["four_fifths"] else ""
+                table.add_row(
+                    row["stage"],
+                    str(row["value"]),
+                    str(row["entered"]),
+                    str(row["advanced"]),
+                    fmt(row["rate"]),
+                    fmt(row["impact_ratio"]) + flag,
+                    fmt(row["dpd"]),
+                    fmt(row["p_adjusted"]),
+                    fmt(row["cumulative_rate"]),
+                )
+            console.print(table)
+            compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
+            stage_cols = [f"ratio_{s}" for s in summary["stages"]]
+            for col in (group, *stage_cols, "product", "end-to-end", "identity"):
+                compound.add_column(col, justify="right")
+            for row in parts["compounding"]:
+                compound.add_row(
+                    str(row["value"]),
+                    *[fmt(row[c]) for c in stage_cols],
+                    fmt(row["product"]),
+                    fmt(row["end_to_end_ratio"]),
+                    "holds" if row["identity_holds"] else "FAILS",
+                )
+            console.print(compound)
+            console.print(
+                "  " + " x ".join(f"{s}" for s in summary["stages"]) + " = end-to-end, exactly"
+            )
+        for row in summary.get("position_effect", []):
+            console.print(
+                f"  position effect at {row['stage']}: the first shown was picked in "
+                f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
+                f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
+                f"p ({summary['adjust']}) = {fmt(row['p_adjusted'])}"
+            )
+        for stage, groups in summary.get("choice_rates", {}).items():
+            for group, rows in groups.items():
+                console.print(
+                    f"  picked when shown at {stage}, by {group}: "
+                    + ", ".join(
+                        f"{r['value']} {fmt(r['rate'], '.1%')} ({r['chosen']}/{r['shown']})"
+                        for r in rows
+                    )
+                    + f"; chance {fmt(rows[0]['chance'], '.1%')}"
+                )
+        for stage, result in summary.get("counterfactual", {}).items():
+            console.print(
+                f"  counterfactual {stage} ({result['axis']}): {result['n_pairs']} documents, "
+                f"flip rate {fmt(result['flip_rate'], '.1%')}, McNemar exact p = "
+                f"{fmt(result['p_value'])}"
+            )
+        if summary["exclusions"]:
+            console.print(
+                "  excluded: "
+                + "; ".join(
+                    f"{e['stage']}: {e['count']} {e['reason']}" for e in summary["exclusions"]
+                )
+            )
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        section.paragraph(
+            f"{summary['applications']} applications ({summary['documents_failed']} failed to "
+            f"write); stages {' → '.join(summary['stages'])}."
+        )
+        for group, parts in summary["by_group"].items():
+            section.table(
+                parts["stages"],
+                key=["by_group", group, "stages"],
+                title=f"Selection by stage and {group}",
+                columns=[
+                    Column("stage", "stage", "text"),
+                    Column("value", group, "text"),
+                    Column("entered", "entered", "int"),
+                    Column("advanced", "advanced", "int"),
+                    Column("rate", "rate", ".3f"),
+                    Column("impact_ratio", "impact ratio", ".3f"),
+                    Column("four_fifths", "below 4/5", "text"),
+                    Column("dpd", "DPD", ".3f"),
+                    Column("p_value", "p", ".3f"),
+                    Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
+                    Column("cumulative_rate", "cumulative", ".3f"),
+                ],
+                note=_STAGE_NOTE.format(test="see `test`", adjust=summary["adjust"]),
+            )
+            stage_cols = [Column(f"ratio_{s}", f"ratio at {s}", ".3f") for s in summary["stages"]]
+            section.table(
+                parts["compounding"],
+                key=["by_group", group, "compounding"],
+                title=f"End-to-end impact ratio by {group}, decomposed",
+                columns=[
+                    Column("value", group, "text"),
+                    Column("end_to_end_rate", "end-to-end rate", ".3f"),
+                    *stage_cols,
+                    Column("product", "product", ".3f"),
+                    Column("end_to_end_ratio", "end-to-end ratio", ".3f"),
+                    Column("identity_holds", "identity", "text"),
+                ],
+                note=_COMPOUND_NOTE,
+            )
+            section.figure(
+                slug(summary["name"], "funnel", group),
+                f"Share of each {group} still in the pipeline after each stage",
+            )
+        if summary.get("position_effect"):
+            section.table(
+                summary["position_effect"],
+                key="position_effect",
+                title="Position effect: is the first document shown picked more than chance?",
+            )
+        for stage, result in summary.get("counterfactual", {}).items():
+            section.table(
+                [result],
+                key=["counterfactual", stage],
+                title=f"Counterfactual readings at {stage}: same document, name swapped",
+            )
+        if summary["exclusions"]:
+            section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
+
+
+def _authors(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
+    """One row per writer: its document's unit id, group values and whether it wrote."""
+    rows = results[results["stage"] == writing]
+    return pd.DataFrame(
+        {
+            "candidate": rows["agent_id"].astype(str).to_numpy(),
+            "unit_id": rows["unit_id"].astype(str).to_numpy(),
+            "valid": rows["valid"].fillna(False).astype(bool).to_numpy(),
+            **{g: rows[g].astype(str).to_numpy() for g in groups},
+        }
+    )
+
+
+def _readings(
+    results: pd.DataFrame, stages: list[str], writing: str, authors: pd.DataFrame
+) -> pd.DataFrame:
+    """One row per document shown in an evaluation of ``stages``: evaluation, cluster,
+    position, pool size, k, whether it was picked (advanced), and its author's groups."""
+    by_unit = authors.set_index("unit_id")
+    records: list[dict[str, Any]] = []
+    for stage in stages:
+        rows = results[results["stage"] == stage]
+        for row in rows.itertuples(index=False):
+            units = str(row.reads).split("|") if isinstance(row.reads, str) else []
+            advanced = (
+                {int(x) for x in str(row.advanced).split("|") if x}
+                if isinstance(row.advanced, str)
+                else set()
+            )
+            selected = getattr(row, "selected", None)
+            k = len(str(selected).split("|")) if isinstance(selected, str) and selected else 0
+            valid = bool(row.valid)
+            for position, unit in enumerate(units, start=1):
+                records.append(
+                    {
+                        "stage": stage,
+                        # Ids are unique within a stage; readings of several stages mix.
+                        "evaluation": f"{stage}/{row.evaluation}",
+                        "cluster": f"{stage}/{row.cluster}",
+                        "position": position,
+                        "size": len(units),
+                        "k": k if len(units) > 1 else 0,
+                        "chosen": position in advanced,
+                        "valid": valid,
+                        "variant": row.variant,
+                        "candidate": by_unit.at[unit, "candidate"]
+                        if unit in by_unit.index
+                        else unit,
+                    }
+                )
+    frame = pd.DataFrame.from_records(
+        records,
+        columns=[
+            "stage",
+            "evaluation",
+            "cluster",
+            "position",
+            "size",
+            "k",
+            "chosen",
+            "valid",
+            "variant",
+            "candidate",
+        ],
+    )
+    groups = authors.set_index("candidate").drop(columns=["unit_id", "valid"])
+    return frame.join(groups, on="candidate")
+
+
+def _candidates(
+    readings: pd.DataFrame, chain: list[str], authors: pd.DataFrame
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The stage table's input (candidates in valid evaluations of each stage) and what was
+    left out, counted by stage and reason: nothing is dropped silently."""
+    exclusions: list[dict[str, Any]] = []
+    failed = int((~authors["valid"]).sum())
+    if failed:
+        exclusions.append({"stage": "(writing)", "reason": "document not written", "count": failed})
+    expected = set(authors.loc[authors["valid"], "candidate"])
+    frames = []
+    for stage in chain:
+        rows = readings[readings["stage"] == stage]
+        valid = rows[rows["valid"]]
+        failed_eval = set(rows.loc[~rows["valid"], "candidate"]) - set(valid["candidate"])
+        unmatched = expected - set(rows["candidate"])
+        if failed_eval:
+            exclusions.append(
+                {
+                    "stage": stage,
+                    "reason": "in an evaluation that failed",
+                    "count": len(failed_eval),
+                }
+            )
+        if unmatched:
+            exclusions.append(
+                {
+                    "stage": stage,
+                    "reason": "not matched (pool left over, no partner)",
+                    "count": len(unmatched),
+                }
+            )
+        # A pair shows each candidate twice (both orders): it advances when picked in either,
+        # as the engine advances it.
+        first = valid.drop_duplicates("candidate").set_index("candidate")
+        advanced = valid.groupby("candidate", sort=False)["chosen"].any()
+        frames.append(first.assign(advanced=advanced).reset_index())
+        expected = set(advanced[advanced].index)
+    candidates = (
+        pd.concat(frames, ignore_index=True) if frames else readings.iloc[0:0].assign(advanced=[])
+    )
+    return candidates, exclusions
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [_plain(r) for r in frame.to_dict("records")]
+
+
+def _plain(record: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, np.bool_):
+            value = bool(value)
+        elif isinstance(value, np.integer):
+            value = int(value)
+        elif isinstance(value, np.floating):
+            value = float(value)
+        out[str(key)] = value
+    return out
