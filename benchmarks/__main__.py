@@ -10,22 +10,26 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import disparity, embedded, engine, orchestration
+from . import disparity, embedded, engine, orchestration, pipeline
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--only", choices=["engine", "embedded", "orchestration", "disparity"], action="append"
+        "--only",
+        choices=["engine", "pipeline", "embedded", "orchestration", "disparity"],
+        action="append",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "bench.json")
     args = parser.parse_args()
-    chosen = args.only or ["engine", "embedded", "orchestration", "disparity"]
+    chosen = args.only or ["engine", "pipeline", "embedded", "orchestration", "disparity"]
     results: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version()}
     }
     if "engine" in chosen:
         results["engine"] = engine.run()
+    if "pipeline" in chosen:
+        results["pipeline"] = pipeline.run()
     if "embedded" in chosen:
         results["embedded"] = embedded.run()
     if "orchestration" in chosen:
@@ -53,6 +57,23 @@ def main() -> None:
             "",
         )
         table.add_row("", "peak RSS MB", f"{e['peak_rss_mb']:,.0f}", "", "")
+    if "pipeline" in results:
+        p = results["pipeline"]
+        table.add_row(
+            f"pipeline ({p['applicants']:,} applicants, 8 -> 3 -> 1)",
+            f"actions/s end to end ({p['actions']:,} actions)",
+            f"{p['run_actions_per_s']:,.0f}",
+            f">= {p['target_actions_per_s']:,.0f}",
+            "yes" if p["run_actions_per_s"] >= p["target_actions_per_s"] else "NO",
+        )
+        table.add_row("", "actions/s in the stages", f"{p['stage_actions_per_s']:,.0f}", "", "")
+        table.add_row(
+            "",
+            "peak RSS MB (its own process)",
+            f"{p['peak_rss_mb']:,.0f}",
+            f"<= {p['target_peak_mb']:,.0f}",
+            "yes" if p["peak_rss_mb"] <= p["target_peak_mb"] else "NO",
+        )
     if "embedded" in results:
         b = results["embedded"]
         table.add_row("embedded SmolLM2-135M", "tokens/s", f"{b['tokens_per_s']:.1f}", "", "")

@@ -85,8 +85,9 @@ def design_size(config: StudyConfig) -> int:
     return len(model_labels(config)) * combos * personas * config.design.replicates
 
 
-def iter_design(config: StudyConfig) -> Iterator[AgentSpec]:
-    """All agents, ordered by model, factor levels, persona, agent index and replicate."""
+def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec]:
+    """All agents, ordered by model, factor levels, persona, agent index and replicate (with
+    ``population``, its members: ids start with the population's name)."""
     design = config.design
     personas = build_personas(config.personas, design.agents_per_value, render)
     factors = design.factors
@@ -103,8 +104,9 @@ def iter_design(config: StudyConfig) -> Iterator[AgentSpec]:
                 counters[persona.key] = index + 1
                 for replicate in range(design.replicates):
                     slot = f"{persona.key}/{index:0{width}d}/r{replicate}"
+                    agent_id = _agent_id(model, condition, slot)
                     yield AgentSpec(
-                        agent_id=_agent_id(model, condition, slot),
+                        agent_id=f"{population}/{agent_id}" if population else agent_id,
                         condition=condition,
                         levels=levels,
                         variables=variables,
@@ -113,6 +115,7 @@ def iter_design(config: StudyConfig) -> Iterator[AgentSpec]:
                         index=index,
                         replicate=replicate,
                         slot=slot,
+                        population=population,
                     )
 
 
@@ -120,7 +123,15 @@ def population_sizes(config: StudyConfig) -> dict[str, int]:
     """Agents per population of a study with populations."""
     from .populations import populations
 
-    return {name: len(_population_specs(config, name)) for name in populations(config)}
+    sizes = {}
+    for name, pop in populations(config).items():
+        if pop.personas == "study":
+            sizes[name] = design_size(config)
+        elif pop.personas is None:
+            sizes[name] = pop.count
+        else:
+            sizes[name] = len(build_personas(pop.personas, pop.count, render))
+    return sizes
 
 
 def iter_populations(config: StudyConfig) -> Iterator[AgentSpec]:
@@ -132,18 +143,13 @@ def iter_populations(config: StudyConfig) -> Iterator[AgentSpec]:
 
 
 def _population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
-    from dataclasses import replace
-
     from personas import Persona
 
     from .populations import populations
 
     pop = populations(config)[name]
     if pop.personas == "study":
-        return [
-            replace(spec, agent_id=f"{name}/{spec.agent_id}", population=name)
-            for spec in iter_design(config)
-        ]
+        return list(iter_design(config, name))
     if pop.personas is None:
         personas = [Persona(key="agent", attributes=(), description="")] * pop.count
     else:

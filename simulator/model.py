@@ -77,9 +77,12 @@ class StudyModel(mesa.Model):
         self.advanced: dict[str, dict[str, list[str]]] = {}
         #: Stage -> documents left out of its evaluations, by reason.
         self.exclusions: dict[str, dict[str, int]] = {}
+        self._expected: int | None = None
         if self.pipeline:
+            from .design import population_sizes
+
             self._design = iter_populations(study)
-            self.agents_total = sum(1 for _ in iter_populations(study))
+            self.agents_total = sum(population_sizes(study).values())
         else:
             self.agents_total = design_size(study)
             self._design = iter_design(study)
@@ -108,7 +111,9 @@ class StudyModel(mesa.Model):
         once the stages before it have answered, so this is the count if every answer is
         valid (an estimate the progress bar uses)."""
         if self.pipeline:
-            return _expected_units(self.study)
+            if self._expected is None:
+                self._expected = _expected_units(self.study)
+            return self._expected
         return self.agents_total * len(self.plans)
 
     def _plan(self, stage: StageConfig, multi_model: bool) -> StagePlan:

@@ -277,3 +277,32 @@ def test_kill_in_a_pool_stage_then_resume_reads_the_same_documents(tmp_path: Pat
     with sqlite3.connect(out / "calls.sqlite") as conn:
         total, distinct = conn.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM calls").fetchone()
     assert total == distinct == 240  # no call asked twice
+
+
+@pytest.mark.model
+def test_the_built_in_pipeline_runs_on_the_embedded_model(tmp_path: Path, cli) -> None:
+    study = tmp_path / "small.yaml"
+    study.write_text(
+        "extends: hiring_pipeline\n"
+        "roles:\n  applicant: {max_tokens: 60}\n"
+        "design:\n  agents_per_value: 2\n"
+        "  factors:\n    job:\n      accountant: {job_title: accountant}\n"
+    )
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    results = pd.read_parquet(out / "results.parquet")
+    assert set(results["stage"]) == {"apply", "screen", "offer"}
+    assert not results["synthetic"].any() and set(results["backend"]) == {"local"}
+    letters = results[results["stage"] == "apply"]
+    assert len(letters) == 12 and letters["text"].str.len().min() > 20
+    screen = results[results["stage"] == "screen"]
+    assert sorted(len(r.split("|")) for r in screen["reads"]) == [4, 8]  # 12 letters, 2 pools
+    summary = json.loads((out / "summary.json").read_text())["analyses"][0]
+    # Whatever the small model answered, every letter is accounted for: entered or excluded.
+    entered = pd.DataFrame(summary["by_group"]["race"]["stages"])
+    screened = int(entered[entered["stage"] == "screen"]["entered"].sum())
+    excluded = sum(
+        e["count"] for e in summary["exclusions"] if e["stage"] in ("screen", "(writing)")
+    )
+    assert screened + excluded == 12

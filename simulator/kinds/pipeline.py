@@ -314,7 +314,7 @@ def _readings(
 ) -> pd.DataFrame:
     """One row per document shown in an evaluation of ``stages``: evaluation, cluster,
     position, pool size, k, whether it was picked (advanced), and its author's groups."""
-    by_unit = authors.set_index("unit_id")
+    by_unit = dict(zip(authors["unit_id"], authors["candidate"], strict=True))
     records: list[dict[str, Any]] = []
     for stage in stages:
         rows = results[results["stage"] == stage]
@@ -341,9 +341,7 @@ def _readings(
                         "chosen": position in advanced,
                         "valid": valid,
                         "variant": row.variant,
-                        "candidate": by_unit.at[unit, "candidate"]
-                        if unit in by_unit.index
-                        else unit,
+                        "candidate": by_unit.get(unit, unit),
                     }
                 )
     frame = pd.DataFrame.from_records(
