@@ -36,7 +36,8 @@ class Shown:
 
     Attributes:
         document: The document.
-        name: The author name shown (``None`` when redacted or the persona has none).
+        name: The author name shown (:data:`REDACTED` when redacted, ``None`` when the
+            persona has no name).
         attributes: The persona attributes the shown name stands for: the author's, or the
             counterfactual's; empty when redacted (the reader cannot know them).
         text: The text shown (the author's name replaced when redacted or swapped).
@@ -152,7 +153,8 @@ def show(
     persona = document.author.persona
     own = persona.name
     if redact:
-        return Shown(document, None, (), _replace_name(document.text, own, REDACTED))
+        # The label a template prints is the withheld marker, never "None".
+        return Shown(document, REDACTED, (), _replace_name(document.text, own, REDACTED))
     if attributes is None:
         return Shown(document, own, persona.attributes, document.text, variant)
     text = _replace_name(document.text, own, name) if name else document.text

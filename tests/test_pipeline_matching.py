@@ -113,7 +113,8 @@ def test_redaction_removes_the_name(tmp_path: Path) -> None:
     matching = form_evaluations(reads, "rate", docs, k=0, seed=3, axes=axes)
     for e in matching.evaluations:
         shown = e.shown[0]
-        assert shown.name is None and shown.attributes == () and REDACTED in shown.text
+        assert shown.name == REDACTED and shown.attributes == () and REDACTED in shown.text
+        assert e.shown[0].document.author.persona.name not in shown.text
 
 
 def test_carry_pools_keep_the_shortlist_of_each_pool(tmp_path: Path) -> None:

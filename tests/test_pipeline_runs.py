@@ -179,7 +179,9 @@ def test_counterfactual_readings_give_statsmodels_mcnemar(tmp_path: Path, cli) -
     data["analyses"][0]["stages"] = ["rate"]
     data["design"]["agents_per_value"] = 30
     out, stdout = run(cli, tmp_path, data)
-    result = json.loads((out / "summary.json").read_text())["analyses"][0]["counterfactual"]["rate"]
+    (result,) = json.loads((out / "summary.json").read_text())["analyses"][0]["counterfactual"][
+        "rate"
+    ]["pairs"]
     rows = pd.read_parquet(out / "results.parquet")
     rows = rows[rows["stage"] == "rate"]
     # Each letter read twice, once under a woman's name and once under a man's.
@@ -228,6 +230,10 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
     gender = {r["value"]: r for r in summary["choice_rates"]["compare"]["gender"]}
     assert gender["female"]["shown"] == gender["male"]["shown"] == 64
     assert gender["female"]["chance"] == 0.5
+    # The stage table counts showings too: one pick is one success, whatever the order.
+    stages = {r["value"]: r for r in summary["by_group"]["gender"]["stages"]}
+    assert stages["female"]["entered"] == stages["male"]["entered"] == 64
+    assert stages["female"]["advanced"] + stages["male"]["advanced"] == 64
 
 
 def answered(db: Path, stage: str) -> int:

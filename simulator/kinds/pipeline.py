@@ -40,7 +40,8 @@ class PipelineSpec(AnalysisSpec):
 
 
 _STAGE_NOTE = (
-    "entered = candidates in a valid evaluation of the stage; advanced = picked (pairs, pools) "
+    "entered = candidates in a valid evaluation of the stage (for pairs: showings, each pair "
+    "in both orders); advanced = picked (pairs, pools) "
     "or accepted (single readings); IR = impact ratio (rate / highest rate, ! = below "
     "four-fifths); p = {test}, {adjust}-adjusted across stages; cumulative = advanced / "
     "entered the first stage."
@@ -102,7 +103,9 @@ class PipelineKind(AnalysisKind):
         section = Section(summary=summary)
         candidates, exclusions = _candidates(readings, chain, authors)
         summary["exclusions"] = exclusions
-        section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(exclusions)
+        section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
+            exclusions, columns=["stage", "reason", "count"]
+        )
         by_group: dict[str, Any] = {}
         for group in spec.groups if chain else []:
             table = pipeline.stage_table(
@@ -150,9 +153,17 @@ class PipelineKind(AnalysisKind):
             paired = readings[(readings["stage"] == name) & readings["valid"]].rename(
                 columns={"candidate": "document", "chosen": "outcome"}
             )
-            result = counterfactual.counterfactual_test(paired)
-            result["axis"] = reads.counterfactual
-            summary["counterfactual"][name] = _plain(result)
+            values = ctx.study.personas.axes[reads.counterfactual]
+            table = counterfactual.counterfactual_table(
+                paired,
+                variants=[v for v in values if v in set(paired["variant"])],
+                adjust=spec.adjust,
+            )
+            section.tables[slug(ctx.name, "counterfactual", name)] = table
+            summary["counterfactual"][name] = {
+                "axis": reads.counterfactual,
+                "pairs": _records(table),
+            }
         return section
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
@@ -223,11 +234,14 @@ class PipelineKind(AnalysisKind):
                     + f"; chance {fmt(rows[0]['chance'], '.1%')}"
                 )
         for stage, result in summary.get("counterfactual", {}).items():
-            console.print(
-                f"  counterfactual {stage} ({result['axis']}): {result['n_pairs']} documents, "
-                f"flip rate {fmt(result['flip_rate'], '.1%')}, McNemar exact p = "
-                f"{fmt(result['p_value'])}"
-            )
+            for row in result["pairs"]:
+                console.print(
+                    f"  counterfactual {stage}: the same {row['n_pairs']} documents under a "
+                    f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
+                    f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
+                    f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) = "
+                    f"{fmt(row['p_adjusted'])}"
+                )
         if summary["exclusions"]:
             console.print(
                 "  excluded: "
@@ -255,11 +269,16 @@ class PipelineKind(AnalysisKind):
                     Column("impact_ratio", "impact ratio", ".3f"),
                     Column("four_fifths", "below 4/5", "text"),
                     Column("dpd", "DPD", ".3f"),
-                    Column("p_value", "p", ".3f"),
-                    Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
+                    Column("test", "test", "text"),
+                    Column("p_value", "p", ".4f"),
+                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
                     Column("cumulative_rate", "cumulative", ".3f"),
                 ],
-                note=_STAGE_NOTE.format(test="see `test`", adjust=summary["adjust"]),
+                note=_STAGE_NOTE.format(
+                    test="the test named (permutation_within_pool: group labels shuffled "
+                    "within each pool)",
+                    adjust=summary["adjust"],
+                ).replace(" (rate / highest rate, ! = below four-fifths)", " (rate / highest)"),
             )
             stage_cols = [Column(f"ratio_{s}", f"ratio at {s}", ".3f") for s in summary["stages"]]
             section.table(
@@ -288,9 +307,23 @@ class PipelineKind(AnalysisKind):
             )
         for stage, result in summary.get("counterfactual", {}).items():
             section.table(
-                [result],
-                key=["counterfactual", stage],
-                title=f"Counterfactual readings at {stage}: same document, name swapped",
+                result["pairs"],
+                key=["counterfactual", stage, "pairs"],
+                title=f"Counterfactual readings at {stage}: the same document under names of "
+                f"two {result['axis']} values",
+                columns=[
+                    Column("a", "name A", "text"),
+                    Column("b", "name B", "text"),
+                    Column("n_pairs", "documents", "int"),
+                    Column("rate_a", "advanced as A", ".3f"),
+                    Column("rate_b", "advanced as B", ".3f"),
+                    Column("only_a", "only as A", "int"),
+                    Column("only_b", "only as B", "int"),
+                    Column("flip_rate", "flip rate", ".3f"),
+                    Column("p_value", "McNemar exact p", ".4f"),
+                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+                    Column("excluded", "excluded", "int"),
+                ],
             )
         if summary["exclusions"]:
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
@@ -395,11 +428,19 @@ def _candidates(
                     "count": len(unmatched),
                 }
             )
-        # A pair shows each candidate twice (both orders): it advances when picked in either,
-        # as the engine advances it.
-        first = valid.drop_duplicates("candidate").set_index("candidate")
         advanced = valid.groupby("candidate", sort=False)["chosen"].any()
-        frames.append(first.assign(advanced=advanced).reset_index())
+        if valid["candidate"].duplicated().any():
+            # A pair shows each candidate twice (both orders): the stage's rates count
+            # showings, so the position effect cancels and one pick is one success. Who goes
+            # on is who was picked in either showing, as the engine advances them.
+            frames.append(
+                valid.assign(
+                    advanced=valid["chosen"],
+                    candidate=valid["candidate"] + "@" + valid["evaluation"],
+                )
+            )
+        else:
+            frames.append(valid.assign(advanced=valid["chosen"]))
         expected = set(advanced[advanced].index)
     candidates = (
         pd.concat(frames, ignore_index=True) if frames else readings.iloc[0:0].assign(advanced=[])
