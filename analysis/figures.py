@@ -389,7 +389,8 @@ def plot_funnel(
     ax.set_xlim(-0.25, x[-1] + 0.25)
     ends = [(str(v), shares[v][-1], f"C{i}") for i, v in enumerate(values)]
     _label_line_ends(ax, x[-1], ends, log_scale)
-    labels = ["applied", *map(str, stages)]
+    # The counts are those still in after each stage: "after screen", not "screen".
+    labels = ["applied", *(f"after {s}" for s in stages)]
     ax.set_xticks(x, [f"{label}\n(n = {n:,})" for label, n in zip(labels, counts, strict=True)])
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
     ax.set_ylabel("share of the group's applicants still in")

@@ -292,7 +292,7 @@ def test_the_built_in_pipeline_runs_on_the_embedded_model(tmp_path: Path, cli) -
         "extends: hiring_pipeline\n"
         "roles:\n  applicant: {max_tokens: 60}\n"
         "design:\n  agents_per_value: 2\n"
-        "  factors:\n    job:\n      accountant: {job_title: accountant}\n"
+        "  factors:\n    job: {software_engineer: null, registered_nurse: null}\n"
     )
     out = tmp_path / "run"
     result = cli.invoke(app, ["run", str(study), "--out", str(out)])

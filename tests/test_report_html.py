@@ -79,3 +79,35 @@ def test_report_of_a_hiring_judge_run_with_its_audit(tmp_path, cli) -> None:
     assert "LLM judge vs the rule classifier" in shown
     assert "Impact ratios (rate / highest rate)" in shown
     assert "Small samples" not in shown  # 164 emails per group
+
+
+def test_report_of_a_pipeline_run(tmp_path) -> None:
+    import yaml
+
+    from tests import pipeline_studies
+
+    data = pipeline_studies.study()
+    data["design"]["agents_per_value"] = 16
+    data["stages"].append(
+        {
+            "name": "rate",
+            "population": "screeners",
+            "role": "screener",
+            "reads": {"stage": "apply", "counterfactual": "gender"},
+            "output": {"decision": {"type": "choice", "choices": ["Interview", "Reject"]}},
+            "advance": "decision == 'Interview'",
+            "prompt": "{{ document.name }}: {{ document.text }}",
+        }
+    )
+    data["analyses"][0]["stages"] = ["screen", "offer", "rate"]
+    out = _run(tmp_path, "pipeline", yaml.safe_dump(data, sort_keys=False))
+    shown, checked = _check(out, tmp_path / "pipeline.png")
+    assert checked > 80
+    for heading in (
+        "Selection by stage and race",
+        "End-to-end impact ratio by race, decomposed",
+        "Position effect: is the first document shown picked more than chance?",
+        "Picked when shown at screen, by gender, against chance",
+        "Counterfactual readings at rate",
+    ):
+        assert heading in shown, heading

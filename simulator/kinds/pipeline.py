@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis import counterfactual, figures, multiple, pipeline
+from analysis.parity import wilson_interval
 
 from ..htmlreport import Column, HtmlSection, fmt
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
@@ -43,7 +44,8 @@ _STAGE_NOTE = (
     "entered = candidates in a valid evaluation of the stage (for pairs: showings, each pair "
     "in both orders); advanced = picked (pairs, pools) "
     "or accepted (single readings); IR = impact ratio (rate / highest rate, ! = below "
-    "four-fifths); p = {test}, {adjust}-adjusted across stages; cumulative = advanced / "
+    "four-fifths); 95% CI = Wilson interval of the rate (conservative for pools, where exactly "
+    "k are picked); p = {test}, {adjust}-adjusted across stages; cumulative = advanced / "
     "entered the first stage."
 )
 _COMPOUND_NOTE = (
@@ -73,7 +75,8 @@ class PipelineKind(AnalysisKind):
             if stage.reads is None:
                 facts.problem(("stages", j), f"`{name}` reads no documents (it has no `reads`)")
                 continue
-            written.add(stage.reads.stage)
+            if stage.reads.stage in stages:  # a missing one is the study check's error
+                written.add(stage.reads.stage)
             if stage.reads.counterfactual is not None:
                 continue
             if chain and stage.reads.after != chain[-1]:
@@ -116,6 +119,9 @@ class PipelineKind(AnalysisKind):
                 seed=ctx.study.seed,
                 adjust=spec.adjust,
             )
+            low, high = wilson_interval(table["advanced"].to_numpy(), table["entered"].to_numpy())
+            table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
+            table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
             compound = pipeline.compounding(candidates, chain, group)
             section.tables[slug(ctx.name, "stages", group)] = table
             section.tables[slug(ctx.name, "compounding", group)] = compound
@@ -174,18 +180,10 @@ class PipelineKind(AnalysisKind):
         )
         for group, parts in summary["by_group"].items():
             table = Table(title=f"{summary['name']}: selection by stage and {group}")
-            for col in (
-                "stage",
-                group,
-                "entered",
-                "advanced",
-                "rate",
-                "IR",
-                "DPD",
-                "p adj.",
-                "cumulative",
-            ):
-                table.add_column(col, justify="right")
+            # Few columns, folded never cut: a truncated group name or number misleads. What
+            # is one value per stage (DPD, test) is printed under the table.
+            for col in ("stage", group, "in", "picked", "rate (95% CI)", "IR", "cumulative"):
+                table.add_column(col, justify="right", overflow="fold")
             for row in parts["stages"]:
                 flag = "!" if row["four_fifths"] else ""
                 table.add_row(
@@ -193,17 +191,23 @@ class PipelineKind(AnalysisKind):
                     str(row["value"]),
                     str(row["entered"]),
                     str(row["advanced"]),
-                    fmt(row["rate"]),
+                    f"{fmt(row['rate'])} "
+                    f"({fmt(row['ci_low'], '.2f')}-{fmt(row['ci_high'], '.2f')})",
                     fmt(row["impact_ratio"]) + flag,
-                    fmt(row["dpd"]),
-                    fmt(row["p_adjusted"]),
                     fmt(row["cumulative_rate"]),
                 )
             console.print(table)
+            for stage in summary["stages"]:
+                row = next(r for r in parts["stages"] if r["stage"] == stage)
+                console.print(
+                    f"  {stage}: DPD {fmt(row['dpd'])}, p ({summary['adjust']}) "
+                    f"{_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
+                )
+            console.print("  ! = impact ratio below four-fifths")
             compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
             stage_cols = [f"ratio_{s}" for s in summary["stages"]]
             for col in (group, *stage_cols, "product", "end-to-end", "identity"):
-                compound.add_column(col, justify="right")
+                compound.add_column(col, justify="right", overflow="fold")
             for row in parts["compounding"]:
                 compound.add_row(
                     str(row["value"]),
@@ -221,7 +225,7 @@ class PipelineKind(AnalysisKind):
                 f"  position effect at {row['stage']}: the first shown was picked in "
                 f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
                 f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
-                f"p ({summary['adjust']}) = {fmt(row['p_adjusted'])}"
+                f"p ({summary['adjust']}) {_p(row['p_adjusted'])}"
             )
         for stage, groups in summary.get("choice_rates", {}).items():
             for group, rows in groups.items():
@@ -239,8 +243,8 @@ class PipelineKind(AnalysisKind):
                     f"  counterfactual {stage}: the same {row['n_pairs']} documents under a "
                     f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
                     f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
-                    f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) = "
-                    f"{fmt(row['p_adjusted'])}"
+                    f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
+                    f"{_p(row['p_adjusted'])}"
                 )
         if summary["exclusions"]:
             console.print(
@@ -266,6 +270,7 @@ class PipelineKind(AnalysisKind):
                     Column("entered", "entered", "int"),
                     Column("advanced", "advanced", "int"),
                     Column("rate", "rate", ".3f"),
+                    Column("ci_low", "95% CI", "ci", upper="ci_high"),
                     Column("impact_ratio", "impact ratio", ".3f"),
                     Column("four_fifths", "below 4/5", "text"),
                     Column("dpd", "DPD", ".3f"),
@@ -304,7 +309,33 @@ class PipelineKind(AnalysisKind):
                 summary["position_effect"],
                 key="position_effect",
                 title="Position effect: is the first document shown picked more than chance?",
+                columns=[
+                    Column("stage", "stage", "text"),
+                    Column("size", "shown", "int"),
+                    Column("k", "picked", "int"),
+                    Column("n_evaluations", "evaluations", "int"),
+                    Column("first_chosen", "first picked", "int"),
+                    Column("share", "share", ".3f"),
+                    Column("chance", "chance", ".3f"),
+                    Column("p_value", "p (exact binomial)", ".4f"),
+                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+                ],
             )
+        for stage, groups in summary.get("choice_rates", {}).items():
+            for group, rows in groups.items():
+                section.table(
+                    rows,
+                    key=["choice_rates", stage, group],
+                    title=f"Picked when shown at {stage}, by {group}, against chance",
+                    columns=[
+                        Column("value", group, "text"),
+                        Column("shown", "shown", "int"),
+                        Column("chosen", "picked", "int"),
+                        Column("rate", "rate", ".3f"),
+                        Column("chance", "chance", ".3f"),
+                        Column("ratio_to_chance", "rate / chance", ".3f"),
+                    ],
+                )
         for stage, result in summary.get("counterfactual", {}).items():
             section.table(
                 result["pairs"],
@@ -446,6 +477,13 @@ def _candidates(
         pd.concat(frames, ignore_index=True) if frames else readings.iloc[0:0].assign(advanced=[])
     )
     return candidates, exclusions
+
+
+def _p(value: float | None) -> str:
+    """``= p`` as printed, or ``< 0.001`` rather than a misleading ``= 0.000``."""
+    if value is not None and value == value and value < 0.001:
+        return "< 0.001"
+    return f"= {fmt(value)}"
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
