@@ -174,14 +174,26 @@ def _print_accounting(summary: dict) -> None:
 def validate(study: Annotated[str, typer.Argument(help="Study file or built-in name.")]) -> None:
     """Check a study file and render every template once."""
     from .config import load_study
-    from .design import design_matrix
+    from .design import design_size
 
     try:
         loaded = load_study(study)
     except InputError as exc:
         _fail_input(exc)
     config = loaded.config
-    agents = len(design_matrix(config))
+    if config.populations:
+        from .design import population_sizes
+        from .model import expected_units
+
+        sizes = population_sizes(config)
+        out_console.print(
+            f"{loaded.path}: ok - {len(config.stages)} stage(s), "
+            + ", ".join(f"{n} {name}" for name, n in sizes.items())
+            + f", {expected_units(config)} unit(s) if every answer is valid (readings depend "
+            "on who advances)"
+        )
+        return
+    agents = design_size(config)
     conditional = sum(stage.when is not None for stage in config.stages)
     # A `when` may read earlier answers, so only the bound is knowable before a run.
     bound = f"up to {agents * len(config.stages)}" if conditional else agents * len(config.stages)

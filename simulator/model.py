@@ -112,7 +112,7 @@ class StudyModel(mesa.Model):
         valid (an estimate the progress bar uses)."""
         if self.pipeline:
             if self._expected is None:
-                self._expected = _expected_units(self.study)
+                self._expected = expected_units(self.study)
             return self._expected
         return self.agents_total * len(self.plans)
 
@@ -437,8 +437,9 @@ def _advanced_labels(plan: StagePlan, response: LLMResponse | None) -> list[int]
     return []
 
 
-def _expected_units(study: StudyConfig) -> int:
-    """Units of a study with populations if every answer is valid (see ``total_units``)."""
+def expected_units(study: StudyConfig) -> int:
+    """Units of a study with populations if every answer is valid (see ``total_units``):
+    each writer once per writing stage, and each reading stage's evaluations."""
     from .design import population_sizes
 
     sizes = population_sizes(study)

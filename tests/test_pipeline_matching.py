@@ -218,3 +218,12 @@ def test_a_cycle_is_rejected(tmp_path: Path, cli) -> None:
         "the stages form a cycle: second -> first -> second" in result.stderr
     ), result.stderr
     assert f"{path}:" in result.stderr
+
+
+def test_validate_counts_each_population_and_the_expected_units(tmp_path: Path, cli) -> None:
+    path = pipeline_studies.write(tmp_path / "s.yaml", pipeline_studies.study())
+    result = cli.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    # 64 letters, 64 / 8 screening pools, one offer per shortlist.
+    text = " ".join(result.stdout.split())
+    assert "64 applicants, 2 screeners, 1 managers, 80 unit(s)" in text
