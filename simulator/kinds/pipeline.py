@@ -93,7 +93,11 @@ class PipelineKind(AnalysisKind):
         stages = {s.name: s for s in ctx.study.stages}
         writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
         authors = _authors(results, writing, spec.groups)
-        readings = _readings(results, spec.stages, writing, authors)
+        picks = {
+            name: stages[name].select or (1 if stages[name].reads.matching == "pair" else 0)  # type: ignore[union-attr]
+            for name in spec.stages
+        }
+        readings = _readings(results, picks, authors)
         chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
         summary: dict[str, Any] = {
             "writing_stage": writing,
@@ -373,44 +377,35 @@ def _authors(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataF
     )
 
 
-def _readings(
-    results: pd.DataFrame, stages: list[str], writing: str, authors: pd.DataFrame
-) -> pd.DataFrame:
-    """One row per document shown in an evaluation of ``stages``: evaluation, cluster,
-    position, pool size, k, whether it was picked (advanced), and its author's groups."""
+def _readings(results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFrame) -> pd.DataFrame:
+    """One row per document shown in an evaluation of the stages in ``picks`` (stage -> how
+    many each reader picks, 0 for single readings): evaluation, cluster, position, pool size,
+    k, whether it was picked (advanced), and its author's groups."""
+    rows = results[results["stage"].isin(list(picks))]
+    rows = rows[rows["reads"].notna()]
+    units = rows["reads"].astype(str).str.split("|")
+    advanced = rows["advanced"].fillna("").astype(str).str.split("|")
+    stage = rows["stage"].astype(str)
+    frame = pd.DataFrame(
+        {
+            "stage": stage,
+            # Ids are unique within a stage; readings of several stages mix.
+            "evaluation": stage + "/" + rows["evaluation"].astype(str),
+            "cluster": stage + "/" + rows["cluster"].astype(str),
+            "size": units.str.len(),
+            "k": stage.map(picks).fillna(0).astype(int),
+            "valid": rows["valid"].fillna(False).astype(bool),
+            "variant": rows["variant"],
+            "unit": units,
+            "picked": advanced.map(lambda labels: {int(x) for x in labels if x}),
+        }
+    ).explode("unit", ignore_index=True)
+    frame["position"] = frame.groupby("evaluation", sort=False).cumcount() + 1
+    frame["chosen"] = [p in s for p, s in zip(frame["position"], frame["picked"], strict=True)]
     by_unit = dict(zip(authors["unit_id"], authors["candidate"], strict=True))
-    records: list[dict[str, Any]] = []
-    for stage in stages:
-        rows = results[results["stage"] == stage]
-        for row in rows.itertuples(index=False):
-            units = str(row.reads).split("|") if isinstance(row.reads, str) else []
-            advanced = (
-                {int(x) for x in str(row.advanced).split("|") if x}
-                if isinstance(row.advanced, str)
-                else set()
-            )
-            selected = getattr(row, "selected", None)
-            k = len(str(selected).split("|")) if isinstance(selected, str) and selected else 0
-            valid = bool(row.valid)
-            for position, unit in enumerate(units, start=1):
-                records.append(
-                    {
-                        "stage": stage,
-                        # Ids are unique within a stage; readings of several stages mix.
-                        "evaluation": f"{stage}/{row.evaluation}",
-                        "cluster": f"{stage}/{row.cluster}",
-                        "position": position,
-                        "size": len(units),
-                        "k": k if len(units) > 1 else 0,
-                        "chosen": position in advanced,
-                        "valid": valid,
-                        "variant": row.variant,
-                        "candidate": by_unit.get(unit, unit),
-                    }
-                )
-    frame = pd.DataFrame.from_records(
-        records,
-        columns=[
+    frame["candidate"] = [by_unit.get(u, u) for u in frame["unit"]]
+    frame = frame[
+        [
             "stage",
             "evaluation",
             "cluster",
@@ -421,8 +416,8 @@ def _readings(
             "valid",
             "variant",
             "candidate",
-        ],
-    )
+        ]
+    ]
     groups = authors.set_index("candidate").drop(columns=["unit_id", "valid"])
     return frame.join(groups, on="candidate")
 
