@@ -123,7 +123,11 @@ class PipelineKind(AnalysisKind):
                 seed=ctx.study.seed,
                 adjust=spec.adjust,
             )
-            low, high = wilson_interval(table["advanced"].to_numpy(), table["entered"].to_numpy())
+            entered = table["entered"].to_numpy()
+            # A group nobody of which reached a stage has no rate and no interval there.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                low, high = wilson_interval(table["advanced"].to_numpy(), entered)
+            low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
             table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
             table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
             compound = pipeline.compounding(candidates, chain, group)
