@@ -81,6 +81,18 @@ BASE: dict[str, Any] = {
 }
 
 
+#: A screener stage reading each letter under a woman's and a man's name (counterfactual).
+COUNTERFACTUAL_STAGE: dict[str, Any] = {
+    "name": "rate",
+    "population": "screeners",
+    "role": "screener",
+    "reads": {"stage": "apply", "counterfactual": "gender"},
+    "output": {"decision": {"type": "choice", "choices": ["Interview", "Reject"]}},
+    "advance": "decision == 'Interview'",
+    "prompt": "Applicant {{ document.name }}:\n{{ document.text }}",
+}
+
+
 def study(**changes: Any) -> dict[str, Any]:
     """A copy of :data:`BASE` with top-level keys replaced."""
     out = copy.deepcopy(BASE)

@@ -164,18 +164,7 @@ def test_counterfactual_readings_give_statsmodels_mcnemar(tmp_path: Path, cli) -
             },
         }
     }
-    data["stages"] = [
-        data["stages"][0],
-        {
-            "name": "rate",
-            "population": "screeners",
-            "role": "screener",
-            "reads": {"stage": "apply", "counterfactual": "gender"},
-            "output": {"decision": {"type": "choice", "choices": ["Interview", "Reject"]}},
-            "advance": "decision == 'Interview'",
-            "prompt": "Applicant {{ document.name }}:\n{{ document.text }}",
-        },
-    ]
+    data["stages"] = [data["stages"][0], pipeline_studies.COUNTERFACTUAL_STAGE]
     data["analyses"][0]["stages"] = ["rate"]
     data["design"]["agents_per_value"] = 30
     out, stdout = run(cli, tmp_path, data)

@@ -88,17 +88,7 @@ def test_report_of_a_pipeline_run(tmp_path) -> None:
 
     data = pipeline_studies.study()
     data["design"]["agents_per_value"] = 16
-    data["stages"].append(
-        {
-            "name": "rate",
-            "population": "screeners",
-            "role": "screener",
-            "reads": {"stage": "apply", "counterfactual": "gender"},
-            "output": {"decision": {"type": "choice", "choices": ["Interview", "Reject"]}},
-            "advance": "decision == 'Interview'",
-            "prompt": "{{ document.name }}: {{ document.text }}",
-        }
-    )
+    data["stages"].append(pipeline_studies.COUNTERFACTUAL_STAGE)
     data["analyses"][0]["stages"] = ["screen", "offer", "rate"]
     out = _run(tmp_path, "pipeline", yaml.safe_dump(data, sort_keys=False))
     shown, checked = _check(out, tmp_path / "pipeline.png")
