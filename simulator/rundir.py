@@ -82,3 +82,62 @@ def check_writable(out: Path, hint: str = " (use --resume to continue a run ther
     except OSError as exc:
         return f"cannot write to {ancestor}: {exc.strerror or exc}"
     return None
+
+
+LOCK = ".lock"
+
+
+class RunDirectoryBusy(RuntimeError):
+    """Another process holds the run directory's lock."""
+
+
+class RunLock:
+    """An exclusive OS lock (``flock``) on a run directory, held while one process writes it.
+
+    The lock belongs to the open file, so the operating system releases it when its process
+    ends in any way (a crash or ``kill -9`` included): a lock file left behind by a dead process
+    is never mistaken for a live writer. The file records who holds it, for the message the
+    next writer sees.
+
+    Args:
+        run_dir: The run directory (created when missing).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK
+        self._handle: Any = None
+
+    def acquire(self) -> None:
+        """Take the lock or say who has it.
+
+        Raises:
+            RunDirectoryBusy: Another live process holds it; the message names its pid.
+        """
+        import fcntl
+        import sys
+        import time
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise RunDirectoryBusy(
+                f"{self.path.parent} is being written by {holder}; wait for it to finish "
+                "(or stop it) before running, resuming or analysing there"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        started = time.strftime("%Y-%m-%d %H:%M:%S")
+        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv[:2])}, since {started})\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        """Let the next writer in (the file stays: removing it could race a new holder)."""
+        if self._handle is not None:
+            self._handle.close()  # closing the file releases the flock
+            self._handle = None

@@ -13,6 +13,7 @@ import datetime as dt
 import platform
 import sys
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,10 +37,13 @@ from .reportpage import write_report
 from .results import ResultsWriter, result_schema
 from .rundir import (
     CALLS,
+    LOCK,
     MANIFEST,
     RESULTS_CSV,
     RESULTS_PARQUET,
     SUMMARY,
+    RunDirectoryBusy,
+    RunLock,
     check_writable,
     read_json,
     write_json,
@@ -282,7 +286,28 @@ def execute(
         progress: ``progress(total_units, label)`` returns a callback taking units finished.
     """
     out = prepared.out
-    out.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out, "--resume" if prepared.resume else "--out")
+    try:
+        if not prepared.resume and any(p.name != LOCK for p in out.iterdir()):
+            # Another run wrote here between this one's check and its lock.
+            raise InputError([Problem("--out", None, "", f"{out} already exists and is not empty")])
+        return _execute(prepared, progress)
+    finally:
+        lock.release()
+
+
+def _lock(out: Path, option: str) -> RunLock:
+    """The run directory's lock, or exit 2 naming who holds it."""
+    lock = RunLock(out)
+    try:
+        lock.acquire()
+    except RunDirectoryBusy as exc:
+        raise InputError([Problem(option, None, "", str(exc))]) from None
+    return lock
+
+
+def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutcome:
+    out = prepared.out
     started = dt.datetime.now(dt.UTC).isoformat()
     manifest = prepared.previous or _manifest(prepared, uuid.uuid4().hex, started)
     manifest["status"] = "running"
@@ -303,6 +328,7 @@ def execute(
     model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop, writer)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
     status, message = "complete", ""
+    failure = ""
     stage_seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
@@ -324,6 +350,11 @@ def execute(
         status, message = "aborted", str(exc)
     except KeyboardInterrupt:
         status, message = "interrupted", "interrupted by the user"
+    except Exception as exc:
+        # Whatever broke after the run directory existed, the run is not complete: what was
+        # answered is in the store and `--resume` continues from it.
+        status, message = "failed", f"{type(exc).__name__}: {exc}"
+        failure = "".join(traceback.format_exception(exc))
     finally:
         wall = time.perf_counter() - t0
         writer.close()
@@ -357,6 +388,8 @@ def execute(
             timings={"wall_s": wall, "stages_s": stage_seconds, "waves_s": model.wave_seconds},
             units_expected=model.total_units,
         )
+        if failure:
+            summary["traceback"] = failure
         _write_page(out, summary, prepared.study.resolved, manifest)
         write_json(out / SUMMARY, summary)
         manifest["status"] = status
@@ -407,6 +440,14 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
         InputError: Not a run directory.
     """
     study, results = load_run(run_dir)
+    lock = _lock(run_dir, "RUN_DIR")
+    try:
+        return _reanalyze(run_dir, study, results)
+    finally:
+        lock.release()
+
+
+def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
     evidence = analyze(results, study.config, data_dir=_study_dir(study))
     written = write_evidence(run_dir, evidence)
     previous = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}

@@ -46,6 +46,7 @@ def test_run_directory_contents(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run(write_study(tmp_path / "s.yaml", agents=5, replicates=2), out)
     assert sorted(p.name for p in out.iterdir()) == [
+        ".lock",
         "calls.sqlite",
         "figures",
         "manifest.json",
