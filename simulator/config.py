@@ -7,6 +7,7 @@ field: the YAML itself, the schema, then cross-references and a dry render of ev
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -909,77 +910,87 @@ def _check_templates(
     label = model_labels(config)[0]
     render_errors = (UndefinedError, SecurityError, TypeError, ValueError)
     readers = _reader_specs(config)
-    for chosen in variations:
+    # Every answer a later template can branch on: the first choice of every field, then each
+    # other choice of one field at a time (a template that breaks only after "Stay" is found
+    # before any call, not after half a run).
+    branches: list[tuple[str, str, int] | None] = [None]
+    for stage in config.stages:
+        for fname, fspec in (stage.output or {}).items():
+            count = _choice_count(config, fspec)
+            branches += [(stage.name, fname, k) for k in range(1, count)]
+    for branch, chosen, persona in itertools.product(branches, variations, personas):
         levels = tuple(chosen.items())
         variables = tuple(item for f, lv in levels for item in factors[f][lv].items())
-        for persona in personas:
-            spec = AgentSpec("", "check", levels, variables, label, persona, 0, 0, "")
-            outputs: dict[str, dict[str, Any]] = {}
-            own: dict[str, tuple[AgentSpec, dict[str, dict[str, Any]]]] = {}
-            for i, stage in enumerate(config.stages):
-                ctx = template_context(config, spec, outputs)
-                if config.populations:
-                    # Each population's agents see their own persona and earlier answers;
-                    # readers also see the documents of one evaluation.
-                    reader, answers = (
-                        own.setdefault(stage_population(config, stage), (readers[stage.name], {}))
-                        if stage.name in readers
-                        else (spec, outputs)
-                    )
-                    ctx = template_context(config, reader, answers)
-                    if stage.reads is not None:
-                        ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
-                        ctx.update(_reading_placeholders(stage, persona))
-                if stage.when is not None:
-                    try:
-                        if not compile_expression(stage.when)(ctx):
-                            continue
-                    except render_errors as exc:
-                        # The expression is one line: locate the field, not a template line.
-                        message = _render_problem(smap, ("stages", i, "when"), exc).message
-                        if (("stages", i, "when"), message) not in seen:
-                            seen.add((("stages", i, "when"), message))
-                            problems.append(smap.problem(("stages", i, "when"), message))
+        spec = AgentSpec("", "check", levels, variables, label, persona, 0, 0, "")
+        outputs: dict[str, dict[str, Any]] = {}
+        own: dict[str, tuple[AgentSpec, dict[str, dict[str, Any]]]] = {}
+        for i, stage in enumerate(config.stages):
+            ctx = template_context(config, spec, outputs)
+            if config.populations:
+                # Each population's agents see their own persona and earlier answers;
+                # readers also see the documents of one evaluation.
+                reader, answers = (
+                    own.setdefault(stage_population(config, stage), (readers[stage.name], {}))
+                    if stage.name in readers
+                    else (spec, outputs)
+                )
+                ctx = template_context(config, reader, answers)
+                if stage.reads is not None:
+                    ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
+                    ctx.update(_reading_placeholders(stage, persona))
+            if stage.when is not None:
+                try:
+                    if not compile_expression(stage.when)(ctx):
                         continue
-                parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
-                    (("stages", i, "system"), stage.system, ctx),
-                    (("stages", i, "prompt"), stage.prompt, ctx),
+                except render_errors as exc:
+                    # The expression is one line: locate the field, not a template line.
+                    message = _render_problem(smap, ("stages", i, "when"), exc).message
+                    if (("stages", i, "when"), message) not in seen:
+                        seen.add((("stages", i, "when"), message))
+                        problems.append(smap.problem(("stages", i, "when"), message))
+                    continue
+            parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
+                (("stages", i, "system"), stage.system, ctx),
+                (("stages", i, "prompt"), stage.prompt, ctx),
+            ]
+            if stage.completion is not None:
+                parts += [
+                    (("stages", i, "completion", "prompt"), stage.completion.prompt, ctx),
+                    (
+                        ("stages", i, "completion", "extract"),
+                        stage.completion.extract,
+                        {**ctx, "text": "text"},
+                    ),
                 ]
-                if stage.completion is not None:
-                    parts += [
-                        (("stages", i, "completion", "prompt"), stage.completion.prompt, ctx),
-                        (
-                            ("stages", i, "completion", "extract"),
-                            stage.completion.extract,
-                            {**ctx, "text": "text"},
-                        ),
-                    ]
-                for fname, fspec in (stage.output or {}).items():
-                    if fspec.choices_from and not str(ctx.get(fspec.choices_from) or "").strip():
-                        report(
-                            ("stages", i, "output", fname, "choices_from"),
-                            ValueError(f"no template variable `{fspec.choices_from}` here"),
-                        )
-                for path, source, context in parts:
-                    if source is None:
-                        continue
-                    try:
-                        compile_template(source).render(context)
-                    except render_errors as exc:
-                        report(path, exc)
-                answer = {
-                    f: _placeholder(spec_) for f, spec_ in stage_fields[stage.name].items()
-                } or {"text": "text"}
-                if stage.name in readers:
-                    own[stage_population(config, stage)][1][stage.name] = answer
-                else:
-                    outputs[stage.name] = answer
-                if stage.advance is not None:
-                    try:
-                        compile_expression(stage.advance)(answer)
-                    except render_errors as exc:
-                        message = _render_problem(smap, ("stages", i, "advance"), exc).message
-                        report(("stages", i, "advance"), ValueError(message))
+            for fname, fspec in (stage.output or {}).items():
+                if fspec.choices_from and not str(ctx.get(fspec.choices_from) or "").strip():
+                    report(
+                        ("stages", i, "output", fname, "choices_from"),
+                        ValueError(f"no template variable `{fspec.choices_from}` here"),
+                    )
+            for path, source, context in parts:
+                if source is None:
+                    continue
+                try:
+                    compile_template(source).render(context)
+                except render_errors as exc:
+                    report(path, exc)
+            answer = {
+                f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage.name, f) else 0)
+                if branch is not None
+                else _placeholder(spec_, ctx)
+                for f, spec_ in stage_fields[stage.name].items()
+            } or {"text": "text"}
+            if stage.name in readers:
+                own[stage_population(config, stage)][1][stage.name] = answer
+            else:
+                outputs[stage.name] = answer
+            if stage.advance is not None:
+                try:
+                    compile_expression(stage.advance)(answer)
+                except render_errors as exc:
+                    message = _render_problem(smap, ("stages", i, "advance"), exc).message
+                    report(("stages", i, "advance"), ValueError(message))
     return problems
 
 
@@ -1023,14 +1034,39 @@ def _reading_placeholders(stage: StageConfig, persona: Any) -> dict[str, Any]:
     }
 
 
-def _placeholder(spec: OutputField) -> Any:
-    return {
-        "choice": (spec.choices or ["choice"])[0],
-        "string": "text",
-        "integer": 0,
-        "number": 0.0,
-        "boolean": True,
-    }[spec.type]
+def _choice_count(config: StudyConfig, spec: OutputField) -> int:
+    """How many answers a field can give that a template could tell apart (its branches)."""
+    if spec.type == "boolean":
+        return 2
+    if spec.type != "choice":
+        return 1
+    if spec.choices:
+        return len(spec.choices)
+    sources = [
+        config.vars,
+        *(lv for levels in config.design.factors.values() for lv in levels.values()),
+    ]
+    counts = [
+        len([c for c in str(source[spec.choices_from]).split("|") if c.strip()])
+        for source in sources
+        if spec.choices_from in source
+    ]
+    return max(counts, default=1)
+
+
+def _placeholder(spec: OutputField, context: dict[str, Any] | None = None, k: int = 0) -> Any:
+    """A stand-in answer for the dry render: the ``k``-th choice (or ``False`` for k = 1 of a
+    boolean), else a value of the field's type."""
+    if spec.type == "choice":
+        choices = spec.choices
+        if choices is None and spec.choices_from and context is not None:
+            raw = str(context.get(spec.choices_from) or "")
+            choices = [c.strip() for c in raw.split("|") if c.strip()]
+        choices = choices or ["choice"]
+        return choices[min(k, len(choices) - 1)]
+    if spec.type == "boolean":
+        return k == 0
+    return {"string": "text", "integer": 0, "number": 0.0}[spec.type]
 
 
 def _render_problem(smap: SourceMap, path: FieldPath, exc: Exception) -> Problem:

@@ -116,13 +116,13 @@ def test_a_run_that_breaks_after_its_directory_exists_is_failed_not_complete(
 ) -> None:
     study = write_study(tmp_path / "s.yaml", agents=20)
     text = study.read_text()
-    # A second stage whose template breaks only for some first answers: the dry render takes
-    # the first choice only, so the run starts and then fails part-way.
+    # A second stage whose template breaks only on long free text: the dry render's stand-in
+    # ("text") is short, the synthetic rationale is not, so the run starts and then fails.
     text = text.replace(
         "design:",
         "  - name: explain\n"
         "    role: decider\n"
-        "    prompt: \"{% if outputs.decide.decision == 'Stay' %}{{ undefined_name }}"
+        '    prompt: "{% if outputs.decide.rationale | length > 10 %}{{ undefined_name }}'
         '{% endif %}Why?"\n'
         "design:",
     )
@@ -143,3 +143,22 @@ def test_a_run_that_breaks_after_its_directory_exists_is_failed_not_complete(
             "SELECT COUNT(*) FROM calls WHERE stage='decide' AND status='answered'"
         ).fetchone()
     assert answered == 60
+
+
+def test_a_template_that_breaks_after_one_choice_fails_validation(tmp_path: Path, cli) -> None:
+    study = write_study(tmp_path / "s.yaml", agents=20)
+    study.write_text(
+        study.read_text().replace(
+            "design:",
+            "  - name: explain\n"
+            "    role: decider\n"
+            "    prompt: \"{% if outputs.decide.decision == 'Stay' %}{{ undefined_name }}"
+            '{% endif %}Why?"\n'
+            "design:",
+        )
+    )
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 2
+    assert "stages[1].prompt: template variable `undefined_name` does not exist" in result.stderr
+    assert not out.exists()  # found before any call
