@@ -75,9 +75,9 @@ class Reading:
             }
             for i, s in enumerate(shown)
         ]
-        common = _common(shown[0].document.author, [s.document.author for s in shown[1:]])
         return {
-            **common,
+            **self.evaluation.shared("variables"),
+            **self.evaluation.shared("levels"),
             **self.agent._context(),
             "documents": documents,
             "document": documents[0],
@@ -122,12 +122,3 @@ class Reading:
 
     def observe(self, stage: StagePlan, response: LLMResponse | None) -> None:
         """Readers keep no state between evaluations: each is judged on its own."""
-
-
-def _common(first: AgentSpec, others: list[AgentSpec]) -> dict[str, Any]:
-    """Design variables and factor levels every author shares (none differ across the shown)."""
-    mine = {**dict(first.variables), **dict(first.levels)}
-    for other in others:
-        theirs = {**dict(other.variables), **dict(other.levels)}
-        mine = {k: v for k, v in mine.items() if theirs.get(k) == v}
-    return mine

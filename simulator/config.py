@@ -997,17 +997,19 @@ def _check_templates(
 def _reader_specs(config: StudyConfig) -> dict[str, Any]:
     """Stage -> the first agent of its population, for stages whose population has personas
     of its own (or none): their templates see that agent, not an applicant."""
-    from .design import iter_populations
+    from .design import population_specs
 
     if not config.populations:
         return {}
-    first: dict[str, Any] = {}
-    for spec in iter_populations(config):
-        first.setdefault(spec.population, spec)
+    first = {
+        name: population_specs(config, name)[0]
+        for name, pop in config.populations.items()
+        if pop.personas != "study"
+    }
     return {
         stage.name: first[stage_population(config, stage)]
         for stage in config.stages
-        if config.populations[stage_population(config, stage)].personas != "study"
+        if stage_population(config, stage) in first
     }
 
 

@@ -139,10 +139,11 @@ def iter_populations(config: StudyConfig) -> Iterator[AgentSpec]:
     from .populations import populations
 
     for name in populations(config):
-        yield from _population_specs(config, name)
+        yield from population_specs(config, name)
 
 
-def _population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
+def population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
+    """The agents of population ``name``, in design order."""
     from personas import Persona
 
     from .populations import populations

@@ -68,6 +68,15 @@ class Evaluation:
     cluster: str
     k: int
 
+    def shared(self, part: str) -> dict[str, str]:
+        """What every shown document's author shares: their design ``levels`` (factor ->
+        level) or ``variables`` (the template variables those levels give), e.g. the job."""
+        common = dict(getattr(self.shown[0].document.author, part))
+        for other in self.shown[1:]:
+            theirs = dict(getattr(other.document.author, part))
+            common = {k: v for k, v in common.items() if theirs.get(k) == v}
+        return common
+
 
 @dataclass
 class Matching:

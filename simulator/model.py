@@ -75,6 +75,10 @@ class StudyModel(mesa.Model):
         self.documents: dict[str, list[Document]] = {}
         #: Reading stage -> evaluation cluster -> authors advanced (in label order).
         self.advanced: dict[str, dict[str, list[str]]] = {}
+        #: Writing stage -> the answer field its readers read.
+        self._document_fields = {
+            s.reads.stage: s.reads.field for s in study.stages if s.reads is not None
+        }
         #: Stage -> documents left out of its evaluations, by reason.
         self.exclusions: dict[str, dict[str, int]] = {}
         self._expected: int | None = None
@@ -339,8 +343,7 @@ class StudyModel(mesa.Model):
         valid = response is not None and response.status == "answered"
         if not isinstance(actor, Reading):
             if valid:
-                field = self._document_field(plan.name)
-                text = row.get(field)
+                text = row.get(self._document_fields.get(plan.name, "text"))
                 self.documents.setdefault(plan.name, []).append(
                     Document(actor.spec, row["unit_id"], "" if text is None else str(text))
                 )
@@ -352,12 +355,6 @@ class StudyModel(mesa.Model):
         for label in labels:
             cluster.append(evaluation.shown[label - 1].document.author.agent_id)
         row["advanced"] = "|".join(str(label) for label in labels) if valid else None
-
-    def _document_field(self, stage: str) -> str:
-        for config in self.study.stages:
-            if config.reads is not None and config.reads.stage == stage:
-                return config.reads.field
-        return "text"
 
     def _row(self, agent: Any, plan: StagePlan, response: LLMResponse | None) -> dict[str, Any]:
         spec = agent.spec
@@ -383,13 +380,8 @@ class StudyModel(mesa.Model):
             row["population"] = spec.population
             if isinstance(agent, Reading):
                 shown = agent.evaluation.shown
-                # The design levels every shown document shares (e.g. the job): a reading
-                # can be filtered and broken down like the documents it read.
-                levels = dict(shown[0].document.author.levels)
-                for other in shown[1:]:
-                    theirs = dict(other.document.author.levels)
-                    levels = {f: v for f, v in levels.items() if theirs.get(f) == v}
-                row.update(levels)
+                # A reading can be filtered and broken down like the documents it read.
+                row.update(agent.evaluation.shared("levels"))
                 row.update(
                     evaluation=agent.evaluation.id,
                     cluster=agent.evaluation.cluster,

@@ -137,8 +137,8 @@ class PipelineKind(AnalysisKind):
                 table, group, title=f"Who is still in, by {group}"
             )
             by_group[group] = {
-                "stages": _records(table),
-                "compounding": _records(compound),
+                "stages": table.to_dict("records"),
+                "compounding": compound.to_dict("records"),
             }
         summary["by_group"] = by_group
         chosen = readings[readings["valid"] & (readings["k"] > 0)]
@@ -149,9 +149,10 @@ class PipelineKind(AnalysisKind):
             positions = pipeline.position_table(rows).assign(stage=stage)
             section.tables[slug(ctx.name, "positions", stage)] = positions
             first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)
-            summary["position_effect"] += _records(first)
+            summary["position_effect"] += first.to_dict("records")
             summary["choice_rates"][stage] = {
-                group: _records(pipeline.choice_rates(rows, group)) for group in spec.groups
+                group: pipeline.choice_rates(rows, group).to_dict("records")
+                for group in spec.groups
             }
         if summary["position_effect"]:
             p = np.array([r["p_value"] for r in summary["position_effect"]])
@@ -176,7 +177,7 @@ class PipelineKind(AnalysisKind):
             section.tables[slug(ctx.name, "counterfactual", name)] = table
             summary["counterfactual"][name] = {
                 "axis": reads.counterfactual,
-                "pairs": _records(table),
+                "pairs": table.to_dict("records"),
             }
         return section
 
@@ -483,20 +484,3 @@ def _p(value: float | None) -> str:
     if value is not None and value == value and value < 0.001:
         return "< 0.001"
     return f"= {fmt(value)}"
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [_plain(r) for r in frame.to_dict("records")]
-
-
-def _plain(record: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        if isinstance(value, np.bool_):
-            value = bool(value)
-        elif isinstance(value, np.integer):
-            value = int(value)
-        elif isinstance(value, np.floating):
-            value = float(value)
-        out[str(key)] = value
-    return out
