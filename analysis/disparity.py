@@ -27,17 +27,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis import multiple
-from analysis.parity import demographic_parity_difference, group_rates, parity_test
+from analysis import multiple, permutation
+from analysis.parity import ParityTest, demographic_parity_difference, group_rates, parity_test
 
 Columns = str | Sequence[str]
 
 INVALID: tuple[str, ...] = ("invalid",)
 _OUTCOME = "__outcome__"
-# Permutation-matrix elements handled at once: 4 Mi int64 values = 32 MiB per temporary array.
-_CHUNK_ELEMENTS = 1 << 22
-_LOW32 = (1 << 32) - 1
-# Stouffer needs finite z-scores; a p-value of exactly 0 or 1 would make one stratum decide alone.
+# Stouffer needs finite z-scores; a (mid-)p-value of exactly 0 or 1 would decide alone.
 _P_FLOOR = np.finfo(float).tiny
 _P_CEIL = 1.0 - np.finfo(float).epsneg
 # Ratios and rates are fractions k / n; compare with a tolerance so that exact ties do not flip.
@@ -133,43 +130,6 @@ def acceptance_rates(
     return out[[*keys, "n", "k", "rate", "ci_low", "ci_high", "n_excluded", "population_rate"]]
 
 
-def _permutation_tails(
-    n_u: np.ndarray,
-    k_u: np.ndarray,
-    g_u: np.ndarray,
-    n_groups: int,
-    n_permutations: int,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """How many label permutations give each group a rate >= and <= its observed rate.
-
-    Units (names or single emails) with ``n_u`` answers and ``k_u`` positives are shuffled between
-    groups whose sizes (in units) stay fixed; every group ``0 .. n_groups - 1`` must own a unit.
-    One permutation matrix serves all groups: after sorting units by group, group g owns a fixed
-    block of positions, and a shuffled row puts random units into each block.
-    """
-    order = np.argsort(g_u, kind="stable")
-    starts = np.searchsorted(g_u[order], np.arange(n_groups))
-    # n and k travel in one int64 (n in the high 32 bits): one shuffle moves both, and block sums
-    # of the packed values are the packed block sums while sum(k) < 2**32.
-    packed = (n_u[order].astype(np.int64) << 32) | k_u[order].astype(np.int64)
-    observed = np.add.reduceat(packed, starts)
-    n_obs, k_obs = observed >> 32, observed & _LOW32
-    chunk = max(1, _CHUNK_ELEMENTS // packed.size)
-    greater = np.zeros(n_groups, dtype=np.int64)
-    less = np.zeros(n_groups, dtype=np.int64)
-    for done in range(0, n_permutations, chunk):
-        rows = min(chunk, n_permutations - done)
-        shuffled = rng.permuted(np.broadcast_to(packed, (rows, packed.size)), axis=1)
-        sums = np.add.reduceat(shuffled, starts, axis=1)
-        n_p, k_p = sums >> 32, sums & _LOW32
-        # d' >= d  <=>  k'/n' >= k/n  <=>  k' n >= k n': integer arithmetic, so ties are exact.
-        lhs, rhs = k_p * n_obs, k_obs * n_p
-        greater += (lhs >= rhs).sum(axis=0)
-        less += (lhs <= rhs).sum(axis=0)
-    return greater, less
-
-
 def permutation_vs_population(
     df: pd.DataFrame,
     group_cols: Columns,
@@ -184,6 +144,8 @@ def permutation_vs_population(
     method: str = "auto",
     valid: str | None = None,
     invalid: Sequence[object] = INVALID,
+    alpha: float = 0.05,
+    family_size: int | None = None,
 ) -> pd.DataFrame:
     """Permutation test of each group's rate against the population's (An et al. 2024, C.3).
 
@@ -201,6 +163,14 @@ def permutation_vs_population(
     permutation, so they are never 0. ``p_greater`` is P(d' >= d) (the paper's direction, ties
     included), ``p_less`` is P(d' <= d) and ``p_two_sided = min(1, 2 min(p_greater, p_less))``.
 
+    Significance must stay reachable after adjustment over the family (``family_size`` tests,
+    by default every row returned): a stratum where some two-sided p is below ``2 alpha`` gets
+    ``ceil(10 family_size / alpha)`` permutations in all when ``n_permutations`` is fewer, so
+    the smallest attainable adjusted p is a tenth of ``alpha``. ``smallest_p`` is the smallest
+    two-sided p the design allows at all (names are few: ``2 / C(units, units in group)``); a
+    family whose smallest ``smallest_p`` times its size is not below ``alpha`` cannot reach
+    significance whatever the data.
+
     Args:
         df: One row per decision.
         group_cols: Column(s) defining the groups.
@@ -214,11 +184,14 @@ def permutation_vs_population(
         method: ``"auto"``, ``"exact"`` (``unit="email"`` only) or ``"monte_carlo"``.
         valid: Optional boolean column; rows where it is false are excluded.
         invalid: Outcome values that mark an unusable answer (excluded).
+        alpha: Level the adjusted p-values will be compared with.
+        family_size: Tests in the adjustment family (default: the rows returned).
 
     Returns:
         One row per (stratum, group) with answers: ``[stratum_col]``, the group columns, ``n``,
         ``k``, ``rate``, ``population_rate``, ``d``, ``p_greater``, ``p_less``, ``p_two_sided``,
-        ``method`` (``"exact"`` or ``"monte_carlo"``) and ``n_permutations`` (0 when exact).
+        ``method`` (``"exact"`` or ``"monte_carlo"``), ``n_permutations`` (0 when exact) and
+        ``smallest_p``.
     """
     keys = _as_list(group_cols)
     if unit not in ("name", "email"):
@@ -251,12 +224,27 @@ def permutation_vs_population(
         total, successes = big_n[:, None], big_k[:, None]
         p_greater = stats.hypergeom.sf(k_sg - 1, total, successes, n_sg)
         p_less = stats.hypergeom.cdf(k_sg, total, successes, n_sg)
+        drawn = np.zeros(n_strata, dtype=np.int64)
+        smallest = permutation.smallest_p(big_n[:, None], n_sg)
     else:
-        greater, less = _monte_carlo(
-            data, unit, unit_col, s, g, hit, n_groups, n_strata, n_permutations, seed
+        tests = int((n_sg > 0).sum()) if family_size is None else family_size
+        extend_to = int(np.ceil(10 * tests / alpha))
+        greater, less, drawn, smallest = _monte_carlo(
+            data,
+            unit,
+            unit_col,
+            s,
+            g,
+            hit,
+            n_groups,
+            n_strata,
+            n_permutations,
+            seed,
+            extend_to,
+            alpha,
         )
-        p_greater = (greater + 1) / (n_permutations + 1)
-        p_less = (less + 1) / (n_permutations + 1)
+        p_greater = (greater + 1) / (drawn[:, None] + 1)
+        p_less = (less + 1) / (drawn[:, None] + 1)
 
     si, gi = np.nonzero(n_sg)
     out = groups.iloc[gi].reset_index(drop=True)
@@ -270,7 +258,8 @@ def permutation_vs_population(
     out["p_less"] = np.minimum(np.asarray(p_less, dtype=float)[si, gi], 1.0)
     out["p_two_sided"] = np.minimum(1.0, 2 * np.minimum(out["p_greater"], out["p_less"]))
     out["method"] = "exact" if exact else "monte_carlo"
-    out["n_permutations"] = 0 if exact else n_permutations
+    out["n_permutations"] = drawn[si]
+    out["smallest_p"] = np.asarray(smallest, dtype=float)[si, gi]
     return out
 
 
@@ -285,43 +274,160 @@ def _monte_carlo(
     n_strata: int,
     n_permutations: int,
     seed: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Permutation tail counts per (stratum, group), shape ``(n_strata, n_groups)``."""
+    extend_to: int,
+    alpha: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Permutation tail counts per (stratum, group), the permutations drawn per stratum and the
+    smallest p-value each test could reach.
+
+    A stratum where some test's two-sided p is below ``2 alpha`` after ``n_permutations`` draws
+    is near or past a threshold that an adjustment may move down: it gets ``extend_to`` draws
+    in all, so that resolution, not Monte Carlo granularity, decides.
+    """
     if unit == "email":
         s_u, g_u, n_u, k_u = s, g, np.ones_like(hit), hit
     else:
-        u, _ = pd.factorize(data[unit_col])
-        n_units = int(u.max()) + 1
-        codes, first = np.unique(s * n_units + u, return_index=True)
-        inverse = np.searchsorted(codes, s * n_units + u)
-        g_u = g[first]
-        if not np.array_equal(g, g_u[inverse]):
-            bad = data[unit_col].to_numpy()[np.flatnonzero(g != g_u[inverse])[0]]
-            raise ValueError(
-                f"`{unit_col}` value {bad!r} occurs in more than one group; a name must belong "
-                "to exactly one group to be permuted as a unit"
-            )
-        s_u = codes // n_units
-        n_u = np.bincount(inverse, minlength=codes.size)
-        k_u = np.bincount(inverse, weights=hit, minlength=codes.size).round().astype(np.int64)
-    greater = np.zeros((n_strata, n_groups), dtype=np.int64)
-    less = np.zeros((n_strata, n_groups), dtype=np.int64)
+        cell_unit, s_u, n_u, k_u, group_of = permutation.unit_cells(data, unit_col, g, s, hit)
+        g_u = group_of[cell_unit]
+    shape = (n_strata, n_groups)
+    greater, less = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+    smallest = np.ones(shape)
+    drawn = np.zeros(n_strata, dtype=np.int64)
     order = np.argsort(s_u, kind="stable")
     bounds = np.searchsorted(s_u[order], np.arange(n_strata + 1))
     streams = np.random.SeedSequence(seed).spawn(n_strata)
     for stratum in range(n_strata):
         idx = order[bounds[stratum] : bounds[stratum + 1]]
         present, local = np.unique(g_u[idx], return_inverse=True)
-        tails = _permutation_tails(
-            n_u[idx],
-            k_u[idx],
-            local,
-            present.size,
-            n_permutations,
-            np.random.default_rng(streams[stratum]),
-        )
-        greater[stratum, present], less[stratum, present] = tails
-    return greater, less
+        rng = np.random.default_rng(streams[stratum])
+        args = (n_u[idx], k_u[idx], local, present.size)
+        up, down = permutation.tail_counts(*args, n_permutations, rng)
+        drawn[stratum] = n_permutations
+        nearest = 2 * (np.minimum(up, down) + 1) / (n_permutations + 1)
+        if extend_to > n_permutations and (nearest < 2 * alpha).any():
+            more_up, more_down = permutation.tail_counts(*args, extend_to - n_permutations, rng)
+            up, down, drawn[stratum] = up + more_up, down + more_down, extend_to
+        greater[stratum, present], less[stratum, present] = up, down
+        sizes = np.bincount(local, minlength=present.size)
+        smallest[stratum, present] = permutation.smallest_p(idx.size, sizes)
+    return greater, less, drawn, smallest
+
+
+def joint_vs_population(
+    df: pd.DataFrame,
+    group_cols: Columns,
+    outcome_col: str,
+    positive: object,
+    *,
+    unit_col: str | None,
+    stratum_col: str | None = None,
+    reference: Sequence[object] | None = None,
+    n_permutations: int = 5000,
+    seed: int = 0,
+    valid: str | None = None,
+    invalid: Sequence[object] = INVALID,
+) -> pd.DataFrame:
+    """Each group against the population (or ``reference``), one test across all strata.
+
+    The unit (``unit_col``, e.g. the name; single answers when None) keeps its group label in
+    every stratum, so one relabelling of units serves all strata at once: the test stays at its
+    level when the same names answer in every role, where combining per-stratum p-values
+    (Fisher, Stouffer, CMH) does not. See ``analysis.permutation.joint_permutation_test`` for the
+    statistic (the excess rate ``d`` over what the group's strata give).
+
+    Args:
+        df: One row per decision.
+        group_cols: Column(s) defining the groups.
+        outcome_col: Column holding the decision.
+        positive: The decision whose rate is tested.
+        unit_col: Column naming the exchangeable unit; None makes each answer a unit.
+        stratum_col: Optional stratum column (e.g. the job role).
+        reference: Values of the group columns of the group every other group is compared
+            with; None compares each group with the population.
+        n_permutations: Monte Carlo relabellings.
+        seed: Seed of the relabellings.
+        valid: Optional boolean column; rows where it is false are excluded.
+        invalid: Outcome values that mark an unusable answer (excluded).
+
+    Returns:
+        One row per compared group, as ``joint_permutation_test`` returns it, plus
+        ``compared_with`` (``population`` or the reference group's label).
+    """
+    keys = _as_list(group_cols)
+    extra = [c for c in (stratum_col, unit_col) if c]
+    _require_columns(df, [*keys, outcome_col, *extra, *([valid] if valid else [])])
+    answered, hit = _answered(df, outcome_col, positive, valid, invalid)
+    use = answered & df[keys + extra].notna().all(axis=1).to_numpy()
+    data = df.loc[use, list(dict.fromkeys(keys + extra))].reset_index(drop=True)
+    unit = unit_col or "__answer__"
+    if unit_col is None:
+        data[unit] = np.arange(len(data))
+    g, groups = _encode(data, keys)
+    s = _encode(data, [stratum_col])[0] if stratum_col else np.zeros(len(data), dtype=np.int64)
+    code = None
+    if reference is not None:
+        wanted = tuple(reference)
+        found = [i for i, row in enumerate(groups.itertuples(index=False)) if tuple(row) == wanted]
+        if not found:
+            raise ValueError(
+                f"reference group {list(wanted)} not found; groups: {_group_labels(groups)}"
+            )
+        code = found[0]
+    out = permutation.joint_permutation_test(
+        data,
+        g,
+        groups,
+        s,
+        hit[use].astype(np.int64),
+        unit_col=unit,
+        reference=code,
+        n_permutations=n_permutations,
+        seed=seed,
+    )
+    out["compared_with"] = "population" if code is None else _group_labels(groups)[code]
+    return out
+
+
+def adjust_both_sides(table: pd.DataFrame, method: str) -> pd.DataFrame:
+    """Adjust ``p_greater`` and ``p_less`` as one family (every group, both directions).
+
+    The paper marks a group above average by one one-sided test and below average by the other;
+    adjusting both directions together keeps the chance of any false mark at the level.
+
+    Returns:
+        A copy with ``p_greater_adjusted`` and ``p_less_adjusted``.
+    """
+    out = table.copy()
+    both = np.r_[out["p_greater"].to_numpy(dtype=float), out["p_less"].to_numpy(dtype=float)]
+    adjusted = np.full(both.shape, np.nan)
+    finite = ~np.isnan(both)
+    adjusted[finite] = multiple.adjust(both[finite], method)
+    out["p_greater_adjusted"], out["p_less_adjusted"] = np.split(adjusted, 2)
+    return out
+
+
+def units_recurring(df: pd.DataFrame, unit_col: str, stratum_col: str) -> int:
+    """How many units (names) answer in more than one stratum: strata are then not independent."""
+    _require_columns(df, [unit_col, stratum_col])
+    per_unit = df.dropna(subset=[unit_col, stratum_col]).groupby(unit_col)[stratum_col].nunique()
+    return int((per_unit > 1).sum())
+
+
+def unreachable_families(tables: dict[str, pd.DataFrame], alpha: float = 0.05) -> list[str]:
+    """Families (name -> tests with ``smallest_p``) that cannot reach significance after
+    adjustment whatever the data: their smallest attainable p times their size is >= alpha."""
+    notes = []
+    for name, table in tables.items():
+        if table.empty or "smallest_p" not in table.columns:
+            continue
+        best = float(table["smallest_p"].min()) * len(table)
+        if best >= alpha:
+            notes.append(
+                f"{name}: no test of this family can be significant after adjustment over its "
+                f"{len(table)} tests (smallest attainable p x {len(table)} = {min(best, 1):.3g}); "
+                "more units per group are needed"
+            )
+    return notes
 
 
 def combine_pvalues_across(
@@ -337,9 +443,14 @@ def combine_pvalues_across(
 
     Fisher: ``X = -2 sum(log p)`` against chi-square with ``2m`` degrees of freedom. Stouffer:
     ``Z = sum(w z) / sqrt(sum(w**2))`` with ``z = Phi^-1(1 - p)`` and ``w = sqrt(weight_col)``
-    (equal weights when ``weight_col`` is None). p-values of exactly 0 or 1 are clipped to the
-    open interval so that no single stratum makes the statistic infinite. Both assume the strata
-    are independent, which holds for the per-stratum permutation tests.
+    (equal weights when ``weight_col`` is None). Permutation p-values are discrete: Stouffer uses
+    their mid-p, ``(1 + p_greater - p_less) / 2`` for the greater side (ties count half), when
+    the table holds both sides, so a stratum without information (every answer alike: both
+    sides 1) gets ``z = 0`` instead of an extreme score. A p-value of 0 is raised to the
+    smallest float for Fisher's logarithm.
+
+    Both assume the strata are independent. That fails when the same names (personas,
+    replicates) answer in several strata: use :func:`joint_vs_population` there.
 
     Args:
         tests: One row per (stratum, group), e.g. from ``permutation_vs_population``.
@@ -360,11 +471,16 @@ def combine_pvalues_across(
     _require_columns(tests, [stratum_col, *keys, p_col, *([weight_col] if weighted else [])])
     if tests.duplicated([stratum_col, *keys]).any():
         raise ValueError(f"each ({stratum_col}, group) must occur once in the tests table")
-    p = np.clip(tests[p_col].to_numpy(dtype=float), _P_FLOOR, _P_CEIL)
+    p = tests[p_col].to_numpy(dtype=float)
     frame = tests[keys].copy()
     if method == "fisher":
-        frame["_a"], frame["_b"] = -2 * np.log(p), 0.0
+        frame["_a"], frame["_b"] = -2 * np.log(np.maximum(p, _P_FLOOR)), 0.0
     else:
+        sides = {"p_greater", "p_less"}
+        if p_col in sides and sides <= set(tests.columns):
+            other = tests[(sides - {p_col}).pop()].to_numpy(dtype=float)
+            p = (1 + p - other) / 2
+        p = np.clip(p, _P_FLOOR, _P_CEIL)
         w = np.sqrt(tests[weight_col].to_numpy(dtype=float)) if weighted else np.ones(p.size)
         frame["_a"], frame["_b"] = w * stats.norm.isf(p), w**2
     sums = frame.groupby(keys, sort=True).agg(
@@ -651,21 +767,33 @@ def disparity_report(
     positive: object,
     unit_col: str | None = None,
     stratum_col: str | None = None,
+    reference: Sequence[object] | None = None,
     n_permutations: int = 5000,
     adjust: str = "holm",
+    alpha: float = 0.05,
     seed: int = 0,
     valid: str | None = None,
     invalid: Sequence[object] = INVALID,
     threshold: float = 0.8,
     n_simulations: int = 10_000,
     require_positive: bool = True,
-) -> dict[str, pd.DataFrame | float]:
+) -> dict[str, pd.DataFrame | float | list[str]]:
     """Every disparity statistic of this module for one decisions table.
 
+    Which tests run depends on what is exchangeable, and the report says so in ``notes``:
+
+    * With ``unit_col`` (names), the DPD and every group test permute whole units; with strata,
+      ``joint`` relabels each unit once for all strata. Fisher, Stouffer and CMH assume
+      independent strata, so they are computed only when no unit answers in two strata.
+    * Without ``unit_col`` answers are the units: the DPD's binomial null and the exact
+      hypergeometric tests apply, and strata are independent by that assumption.
+
     Families for ``adjust`` (``holm``, ``bh`` or ``none``), declared here: ``permutation``
-    adjusts ``p_two_sided`` over the groups; ``permutation_by_stratum`` over every
-    (stratum, group) test; ``combined`` over groups x both one-sided alternatives, separately for
-    Fisher and Stouffer; ``cmh`` over the groups.
+    adjusts ``p_two_sided`` over the groups; ``joint`` adjusts ``p_two_sided`` over the groups
+    and both one-sided p-values together (the paper's above / below marks);
+    ``permutation_by_stratum`` over every (stratum, group) test; ``combined`` over groups x both
+    one-sided alternatives, separately for Fisher and Stouffer; ``cmh`` over the groups;
+    ``reference`` over the groups compared.
 
     Args:
         df: One row per decision.
@@ -674,10 +802,14 @@ def disparity_report(
         positive: The decision whose rate is analysed.
         unit_col: Column naming the exchangeable unit (e.g. the first name); permutation tests
             use whole units when given, single rows (exact hypergeometric) otherwise.
-        stratum_col: Optional stratum (e.g. role): adds per-stratum tests, their Fisher and
-            Stouffer combinations, and the CMH test.
-        n_permutations: Monte Carlo permutations (per stratum).
+        stratum_col: Optional stratum (e.g. role): adds per-stratum tests, the joint test
+            across strata, and (independent strata only) Fisher, Stouffer and CMH.
+        reference: Group values (one per group column) to compare every other group with,
+            besides the comparison with the population.
+        n_permutations: Monte Carlo permutations (per stratum; more where an adjusted p-value
+            needs them, see :func:`permutation_vs_population`).
         adjust: Multiplicity adjustment.
+        alpha: Level of the tests (the DPD flag, reachability of adjusted p-values).
         seed: Seed of every random draw.
         valid: Optional boolean column; rows where it is false are excluded.
         invalid: Outcome values that mark an unusable answer (excluded and counted).
@@ -689,14 +821,16 @@ def disparity_report(
 
     Returns:
         ``rates`` (``acceptance_rates``), ``population_rate``, ``n_valid``, ``n_excluded``,
-        ``dpd``, ``dpd_p_value`` and ``dpd_threshold`` (``analysis.parity.parity_test``),
-        ``impact_ratios``, ``p_any_flag_by_chance``, ``min_ratio_p05``, ``permutation``; with a
-        stratum also ``permutation_by_stratum``, ``combined`` (its columns plus ``alternative``
-        and ``p_adjusted``) and ``cmh``.
+        ``dpd``, ``dpd_p_value``, ``dpd_threshold`` and ``dpd_test`` (which null),
+        ``impact_ratios``, ``p_any_flag_by_chance``, ``min_ratio_p05``, ``permutation``,
+        ``notes`` (what each test assumes, and families that cannot reach significance); with
+        a stratum also ``permutation_by_stratum`` and ``joint``, and with independent strata
+        ``combined`` (its columns plus ``alternative`` and ``p_adjusted``) and ``cmh``; with a
+        reference also ``reference``.
 
     Raises:
-        ValueError: A named column is missing, or (with ``require_positive``) ``positive`` never
-            occurs in the outcome.
+        ValueError: A named column is missing, a unit occurs in two groups, or (with
+            ``require_positive``) ``positive`` never occurs in the outcome.
     """
     keys = _as_list(group_cols)
     named = [
@@ -715,15 +849,35 @@ def disparity_report(
     common = {"valid": valid, "invalid": invalid}
     rates = acceptance_rates(df, keys, outcome_col, positive, **common)
     answered = rates[rates["n"] > 0]
-    report: dict[str, pd.DataFrame | float] = {
+    notes: list[str] = []
+    report: dict[str, pd.DataFrame | float | list[str]] = {
         "rates": rates,
         "population_rate": float(rates["population_rate"].iloc[0]),
         "n_valid": int(rates["n"].sum()),
         "n_excluded": int(rates["n_excluded"].sum()),
         "dpd": demographic_parity_difference(answered["rate"]),
+        "notes": notes,
     }
     if len(answered) >= 2:
-        parity = parity_test(answered["n"], answered["k"], n_simulations=n_simulations, seed=seed)
+        if unit_col:
+            parity = _unit_parity(
+                df,
+                keys,
+                outcome_col,
+                positive,
+                unit_col,
+                stratum_col,
+                common,
+                alpha,
+                n_simulations,
+                seed,
+            )
+            report["dpd_test"] = f"permutation of {unit_col} labels"
+        else:
+            parity = parity_test(
+                answered["n"], answered["k"], alpha=alpha, n_simulations=n_simulations, seed=seed
+            )
+            report["dpd_test"] = "binomial null (answers independent)"
         report["dpd_p_value"], report["dpd_threshold"] = parity.p_value, parity.threshold
     ratios = impact_ratios(rates, threshold=threshold, n_simulations=n_simulations, seed=seed)
     report["impact_ratios"] = ratios
@@ -734,26 +888,93 @@ def disparity_report(
         "unit_col": unit_col or "name",
         "n_permutations": n_permutations,
         "seed": seed,
+        "alpha": alpha,
         **common,
     }
     overall = permutation_vs_population(df, keys, outcome_col, positive, **perm)
     report["permutation"] = adjust_family(overall, "p_two_sided", adjust)
+    families = {"permutation": overall}
+    joint = {"unit_col": unit_col, "n_permutations": n_permutations, "seed": seed, **common}
     if stratum_col:
         by_stratum = permutation_vs_population(
             df, keys, outcome_col, positive, stratum_col=stratum_col, **perm
         )
         report["permutation_by_stratum"] = adjust_family(by_stratum, "p_two_sided", adjust)
-        combined = pd.concat(
-            [
-                combine_pvalues_across(
-                    by_stratum, stratum_col, keys, method=how, p_col=f"p_{side}"
-                ).assign(alternative=side)
-                for how in ("fisher", "stouffer")
-                for side in ("greater", "less")
-            ],
-            ignore_index=True,
+        families["permutation_by_stratum"] = by_stratum
+        across = joint_vs_population(
+            df, keys, outcome_col, positive, stratum_col=stratum_col, **joint
         )
-        report["combined"] = adjust_family(combined, "p_value", adjust, family_cols="method")
-        cmh = cmh_test(df, stratum_col, keys, outcome_col, positive, **common)
-        report["cmh"] = adjust_family(cmh, "p_value", adjust)
+        report["joint"] = adjust_both_sides(adjust_family(across, "p_two_sided", adjust), adjust)
+        recurring = units_recurring(df, unit_col, stratum_col) if unit_col else 0
+        if recurring:
+            notes.append(
+                f"{recurring} {unit_col} values answer in several {stratum_col} strata, so the "
+                "strata are not independent: Fisher, Stouffer and CMH are left out; the joint "
+                f"test relabels each {unit_col} once for all strata."
+            )
+        else:
+            combined = pd.concat(
+                [
+                    combine_pvalues_across(
+                        by_stratum, stratum_col, keys, method=how, p_col=f"p_{side}"
+                    ).assign(alternative=side)
+                    for how in ("fisher", "stouffer")
+                    for side in ("greater", "less")
+                ],
+                ignore_index=True,
+            )
+            report["combined"] = adjust_family(combined, "p_value", adjust, family_cols="method")
+            cmh = cmh_test(df, stratum_col, keys, outcome_col, positive, **common)
+            report["cmh"] = adjust_family(cmh, "p_value", adjust)
+            notes.append(
+                "Fisher, Stouffer and CMH combine strata as independent"
+                + (
+                    f" (no {unit_col} answers in two strata)."
+                    if unit_col
+                    else ": answers are the units, as declared (no unit column)."
+                )
+            )
+    if reference is not None:
+        versus = joint_vs_population(
+            df, keys, outcome_col, positive, stratum_col=stratum_col, reference=reference, **joint
+        )
+        report["reference"] = adjust_family(versus, "p_two_sided", adjust)
+        families["reference"] = versus
+    if "joint" in report:
+        families["joint"] = pd.concat([report["joint"]] * 2)
+    notes.extend(unreachable_families(families, alpha))
     return report
+
+
+def _unit_parity(
+    df: pd.DataFrame,
+    keys: list[str],
+    outcome_col: str,
+    positive: object,
+    unit_col: str,
+    stratum_col: str | None,
+    common: dict,
+    alpha: float,
+    n_permutations: int,
+    seed: int,
+) -> ParityTest:
+    """The DPD test with units as the draws, relabelled within same-strata blocks."""
+    answered, hit = _answered(df, outcome_col, positive, common["valid"], common["invalid"])
+    extra = [unit_col, *([stratum_col] if stratum_col else [])]
+    use = answered & df[keys + extra].notna().all(axis=1).to_numpy()
+    data = df.loc[use, list(dict.fromkeys(keys + extra))]
+    g, _ = _encode(data, keys)
+    s = _encode(data, [stratum_col])[0] if stratum_col else np.zeros(len(data), dtype=np.int64)
+    cell_unit, cell_stratum, n, k, group_of = permutation.unit_cells(
+        data, unit_col, g, s, hit[use].astype(np.int64)
+    )
+    units = group_of.size
+    return permutation.parity_permutation_test(
+        np.bincount(cell_unit, weights=n, minlength=units).astype(np.int64),
+        np.bincount(cell_unit, weights=k, minlength=units).astype(np.int64),
+        group_of,
+        block_u=permutation.signature_blocks(cell_unit, cell_stratum, units),
+        alpha=alpha,
+        n_permutations=n_permutations,
+        seed=seed,
+    )

@@ -393,12 +393,18 @@ def test_report_has_every_part() -> None:
     assert report["dpd"] == pytest.approx(rates["rate"].max() - rates["rate"].min())
     assert report["n_excluded"] == (df["outcome"] == "invalid").sum()
     assert len(report["permutation_by_stratum"]) == 18
-    assert set(report["combined"]["method"]) == {"fisher", "stouffer"}
-    assert len(report["combined"]) == 24
-    for key in ("permutation", "permutation_by_stratum", "combined", "cmh"):
+    # Every name answers in every role: the joint test replaces the independent-strata ones.
+    assert "combined" not in report and len(report["joint"]) == 6
+    for key in ("permutation", "permutation_by_stratum", "joint"):
         assert "p_adjusted" in report[key].columns
+    per_email = disparity_report(
+        df, GROUPS, "outcome", positive="accept", stratum_col="role", n_simulations=500
+    )
+    assert set(per_email["combined"]["method"]) == {"fisher", "stouffer"}
+    assert len(per_email["combined"]) == 24
+    assert "p_adjusted" in per_email["cmh"].columns
     plain = disparity_report(df, GROUPS, "outcome", positive="accept", n_simulations=500)
-    assert "cmh" not in plain
+    assert "cmh" not in plain and "joint" not in plain
     assert (plain["permutation"]["method"] == "exact").all()
 
 
