@@ -574,6 +574,17 @@ def _analyze_external(
     except DecisionsError as exc:
         where = str(path) if exc.column else f"--{(exc.argument or '').replace('_', '-')}"
         _fail_input(InputError([Problem(where, None, exc.column or "", str(exc))]))
+    if not checked.data[outcome_col].eq(positive).any():
+        why = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
+        _fail_input(
+            InputError(
+                [
+                    Problem(
+                        str(path), None, outcome_col, f"every `{positive}` row is excluded ({why})"
+                    )
+                ]
+            )
+        )
     if out is not None:
         from .rundir import check_writable
 

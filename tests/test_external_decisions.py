@@ -245,3 +245,14 @@ def test_cli_min_group_share_drops_and_reports_small_groups(tmp_path, cli) -> No
     assert (
         conflict.exit_code == 2 and "--negative: no: both negative and invalid" in conflict.stderr
     )
+
+
+def test_cli_positive_only_in_excluded_rows_exits_2(tmp_path, cli) -> None:
+    path = tmp_path / "d.csv"
+    frame = pd.DataFrame({"grp": [*"AABB", "", "C"], "decision": [*["no"] * 4, "yes", "yes"]})
+    frame.to_csv(path, index=False)
+    result = analyze(cli, path, "--min-group-share", "0.3")
+    assert result.exit_code == 2
+    assert f"{path}: decision: every `yes` row is excluded (missing_group 1, small_group 1)" in (
+        " ".join(result.stderr.split())
+    )
