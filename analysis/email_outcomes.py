@@ -65,6 +65,11 @@ from analysis.multiple import holm
 from analysis.parity import group_rates
 
 LABELS: tuple[str, str, str] = ("accept", "reject", "invalid")
+#: The starter data described above; ``scenarios`` ships it as package data beside this package,
+#: and the SVM trains on it when a study names no ``training_csv``.
+STARTER_LABELS: Path = (
+    Path(__file__).resolve().parents[1] / "scenarios" / "data" / "hiring_email_labels.csv"
+)
 
 # --------------------------------------------------------------------------------------------
 # Name redaction

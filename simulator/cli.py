@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -263,6 +264,29 @@ def analyze(
             "true/false column, else accept)."
         ),
     ] = None,
+    negative: Annotated[
+        str | None,
+        typer.Option(
+            help="With --decisions: comma-separated values meaning not selected (default: the "
+            "one value besides --positive and --invalid; any other value is an error)."
+        ),
+    ] = None,
+    invalid: Annotated[
+        str | None,
+        typer.Option(
+            help="With --decisions: comma-separated values of unusable answers, excluded and "
+            "counted (default: invalid)."
+        ),
+    ] = None,
+    min_group_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="With --decisions: leave groups under this share of the decided rows (e.g. "
+            "0.02) out of every test; they are reported as excluded.",
+        ),
+    ] = 0.0,
     stratum_col: Annotated[
         str | None, typer.Option(help="With --decisions: test within strata (e.g. job), combine.")
     ] = None,
@@ -281,11 +305,16 @@ def analyze(
     if decisions is not None:
         _analyze_external(
             decisions,
-            group_cols,
-            outcome_col,
-            positive,
-            stratum_col,
-            unit_col,
+            ExternalOptions(
+                group_cols=group_cols,
+                outcome_col=outcome_col,
+                positive=positive,
+                negative=negative,
+                invalid=invalid,
+                min_group_share=min_group_share,
+                stratum_col=stratum_col,
+                unit_col=unit_col,
+            ),
             out,
             permutations,
             seed,
@@ -458,13 +487,23 @@ def _print_audit(result: dict) -> None:
     )
 
 
+@dataclass(frozen=True)
+class ExternalOptions:
+    """What ``analyze --decisions`` reads from the CSV, as given on the command line."""
+
+    group_cols: str | None
+    outcome_col: str | None
+    positive: str | None
+    negative: str | None
+    invalid: str | None
+    min_group_share: float
+    stratum_col: str | None
+    unit_col: str | None
+
+
 def _analyze_external(
     path: Path,
-    group_cols: str | None,
-    outcome_col: str | None,
-    positive: str | None,
-    stratum_col: str | None,
-    unit_col: str | None,
+    options: ExternalOptions,
     out: Path | None,
     permutations: int,
     seed: int,
@@ -472,22 +511,27 @@ def _analyze_external(
 ) -> None:
     import pandas as pd
 
-    from analysis.disparity import disparity_report, impact_ratios_by_stratum
+    from analysis.disparity import INVALID, disparity_report, impact_ratios_by_stratum
+    from analysis.external import DecisionsError, check_decisions
 
     from .errors import Problem
 
+    outcome_col, stratum_col, unit_col = options.outcome_col, options.stratum_col, options.unit_col
     missing = [
-        f for f, v in (("--group-cols", group_cols), ("--outcome-col", outcome_col)) if not v
+        f
+        for f, v in (("--group-cols", options.group_cols), ("--outcome-col", outcome_col))
+        if not v
     ]
     if missing:
         _fail_input(
             InputError([Problem(m, None, "", "required with --decisions") for m in missing])
         )
+    assert outcome_col is not None
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         _fail_input(InputError(f"{path}: cannot read decisions CSV: {exc}"))
-    groups = [c.strip() for c in (group_cols or "").split(",") if c.strip()]
+    groups = _comma_list(options.group_cols)
     wanted = [*groups, outcome_col, *(c for c in (stratum_col, unit_col) if c)]
     absent = [c for c in wanted if c not in df.columns]
     if absent:
@@ -499,7 +543,7 @@ def _analyze_external(
                 ]
             )
         )
-    positive, how = _default_positive(df[outcome_col], positive)
+    positive, how = _default_positive(df[outcome_col], options.positive)
     if positive not in set(df[outcome_col].dropna()):
         values = sorted(set(df[outcome_col].dropna()))[:10]
         _fail_input(
@@ -508,8 +552,35 @@ def _analyze_external(
                     Problem(
                         str(path),
                         None,
-                        outcome_col or "",
+                        outcome_col,
                         f"no row has `{positive}`; values: {values}; use --positive",
+                    )
+                ]
+            )
+        )
+    invalid = _comma_list(options.invalid) if options.invalid is not None else list(INVALID)
+    try:
+        checked = check_decisions(
+            df,
+            groups,
+            outcome_col,
+            positive=positive,
+            negative=_comma_list(options.negative) if options.negative is not None else None,
+            invalid=invalid,
+            unit_col=unit_col,
+            stratum_col=stratum_col,
+            min_group_share=options.min_group_share,
+        )
+    except DecisionsError as exc:
+        where = str(path) if exc.column else f"--{(exc.argument or '').replace('_', '-')}"
+        _fail_input(InputError([Problem(where, None, exc.column or "", str(exc))]))
+    if not checked.data[outcome_col].eq(positive).any():
+        why = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
+        _fail_input(
+            InputError(
+                [
+                    Problem(
+                        str(path), None, outcome_col, f"every `{positive}` row is excluded ({why})"
                     )
                 ]
             )
@@ -520,24 +591,38 @@ def _analyze_external(
         reason = check_writable(out, hint="; name a new directory with --out")
         if reason:
             _fail_input(InputError([Problem("--out", None, "", reason)]))
+    data = checked.data
     report = disparity_report(
-        df,
+        data,
         groups,
-        outcome_col or "",
+        outcome_col,
         positive=positive,
         unit_col=unit_col,
         stratum_col=stratum_col,
         n_permutations=permutations,
         seed=seed,
+        invalid=invalid,
     )
     tables = {k: v for k, v in report.items() if isinstance(v, pd.DataFrame)}
     scalars = {k: v for k, v in report.items() if not isinstance(v, pd.DataFrame)}
-    scalars["positive"] = positive
-    scalars["positive_from"] = how
+    scalars.update(
+        positive=positive,
+        positive_from=how,
+        negative=list(checked.negative),
+        negative_from="--negative" if options.negative is not None else "the only other value",
+        invalid=invalid,
+        n_rows=checked.n_total,
+        # Every row in no test, whatever the reason (the disparity report counts only the
+        # answers excluded inside the groups it sees).
+        n_excluded=checked.n_total - checked.n_used,
+    )
     if stratum_col:
         tables["rates_by_stratum"], tables["impact_ratios_by_stratum"] = impact_ratios_by_stratum(
-            df, stratum_col, groups, outcome_col or "", positive, seed=seed
+            data, stratum_col, groups, outcome_col, positive, seed=seed, invalid=invalid
         )
+    tables["exclusions"] = checked.exclusions
+    if options.min_group_share > 0:
+        tables["small_groups"] = checked.small_groups
     if out is not None:
         from .rundir import write_atomic
 
@@ -556,13 +641,29 @@ def _analyze_external(
             rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
         out_console.print(rich_table)
     nan = float("nan")
+    negatives = ", ".join(checked.negative) or "none"
+    reasons = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
     out_console.print(
-        f"positive outcome: {positive} ({how}); rows used {scalars.get('n_valid')}, "
-        f"excluded {scalars.get('n_excluded')}; "
-        f"DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
+        f"positive outcome: {positive} ({how}); negative: {negatives} "
+        f"({scalars['negative_from']}); rows {checked.n_total}: used {checked.n_used}, "
+        f"excluded {scalars['n_excluded']}"
+        + (f" ({reasons})" if reasons else "")
+        + f"; DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
         f"chance an unbiased decision-maker fails four-fifths for some group: "
-        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}"
+        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}",
+        highlight=False,
     )
+    for row in checked.small_groups.to_dict("records"):
+        label = ", ".join(str(row[g]) for g in groups)
+        out_console.print(
+            f"left out, under {options.min_group_share:.1%} of the decided rows: {label} "
+            f"({row['n']} decided, {row['share']:.1%}; {row['n_rows']} rows)",
+            highlight=False,
+        )
+
+
+def _comma_list(text: str | None) -> list[str]:
+    return [v.strip() for v in (text or "").split(",") if v.strip()]
 
 
 def _default_positive(values: Any, given: str | None) -> tuple[str, str]:

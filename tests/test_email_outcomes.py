@@ -31,6 +31,7 @@ from statsmodels.stats.proportion import proportion_confint, proportions_ztest
 from analysis.email_outcomes import (
     JUDGE_PROMPT,
     LABELS,
+    STARTER_LABELS,
     RuleClassifier,
     SvmClassifier,
     classification_report,
@@ -40,7 +41,6 @@ from analysis.email_outcomes import (
     validity_by_group,
 )
 
-STARTER = Path(__file__).resolve().parents[1] / "scenarios" / "data" / "hiring_email_labels.csv"
 #: The papers and reference data beside the repository (tests skip when absent).
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 NAMES_300 = (
@@ -238,7 +238,7 @@ def test_rule_precedence_and_explanations(text: str, label: str, rule: str | Non
 
 
 def test_rules_agree_with_the_starter_labels() -> None:
-    data = read_labelled_emails(STARTER)
+    data = read_labelled_emails(STARTER_LABELS)
     predicted = RuleClassifier().predict(data["text"].tolist())
     assert accuracy_score(data["label"], predicted) >= 0.95
 
@@ -247,7 +247,7 @@ def test_rules_agree_with_the_starter_labels() -> None:
 
 
 def test_starter_csv_has_the_promised_mix() -> None:
-    data = read_labelled_emails(STARTER)
+    data = read_labelled_emails(STARTER_LABELS)
     counts = data["label"].value_counts()
     assert len(data) >= 90
     assert counts["accept"] >= 30 and counts["reject"] >= 30 and counts["invalid"] >= 20
@@ -294,11 +294,11 @@ def test_csv_errors_name_file_line_and_column(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def starter() -> pd.DataFrame:
-    return read_labelled_emails(STARTER)
+    return read_labelled_emails(STARTER_LABELS)
 
 
 def test_svm_trained_on_the_starter_set_labels_unseen_emails(starter: pd.DataFrame) -> None:
-    model = SvmClassifier.from_csv(STARTER)
+    model = SvmClassifier.from_csv(STARTER_LABELS)
     texts = ACCEPT_EMAILS + REJECT_EMAILS
     truth = ["accept"] * len(ACCEPT_EMAILS) + ["reject"] * len(REJECT_EMAILS)
     assert accuracy_score(truth, model.predict(texts)) >= 0.90

@@ -145,6 +145,30 @@ def test_an2024_hiring_recovers_an_injected_effect(tmp_path, cli) -> None:
     assert all("!" in r for r in acceptance if r not in white)
 
 
+def test_an2024_svm_classifier_without_a_training_file_uses_the_starter_set(tmp_path) -> None:
+    """`classifier: svm` without `training_csv` trains on the shipped starter labels: the
+    offers are labelled accept and the rejections reject, in the proportions written."""
+    study = tmp_path / "svm.yaml"
+    study.write_text(
+        HIRING_SMALL.format(
+            base=AN2024,
+            offer='"Dear [NAME], we are pleased to offer you the position."',
+            reject='"Dear [NAME], we regret to inform you that we will not be moving forward."',
+        ).replace("agents_per_value: 12", "agents_per_value: 2")
+        + "analyses:\n  - kind: acceptance\n    name: hiring\n    stage: write\n"
+        "    field: text\n    classifier: svm\n    groups: [race]\n    n_permutations: 100\n"
+    )
+    out = tmp_path / "run"
+    results = run(study, out)
+    outcomes = pd.read_csv(out / "tables" / "hiring_outcomes.csv")
+    assert len(outcomes) == len(results) == 41 * 2 * 6 * 2
+    text = outcomes["unit_id"].map(results.set_index("unit_id")["text"])
+    offered = text.str.contains("pleased to offer")
+    assert 0 < offered.mean() < 1
+    assert (outcomes.loc[offered, "outcome"] == "accept").all()
+    assert (outcomes.loc[~offered, "outcome"] == "reject").all()
+
+
 def test_an2024_judge_labels_replace_the_rules(tmp_path, cli) -> None:
     """With the judge study the outcome comes from the judge stage: the emails here are offers
     and rejections in equal shares for every group, but the (synthetic) judge labels every
