@@ -23,6 +23,7 @@ from simulator.llm.runtime import BackendRuntime
 from simulator.llm.structured import OUTSIDE_CHOICES
 from simulator.llm.types import LLMRequest, LLMResponse, completion_prompt
 from simulator.runner import RunOptions, execute, prepare
+from simulator.store import CallRecord, CallStore
 from tests.loopback_llm_server import LOOPBACK_TEXT, Fault, LoopbackLLMServer, default_responder
 
 MESSAGES = (
@@ -465,3 +466,29 @@ def test_the_embedded_model_completes_a_prompt_and_reports_the_cut() -> None:
 
     response = asyncio.run(main())
     assert response.text and response.completion_tokens == 4 and response.truncated
+
+
+def test_a_store_written_before_truncation_was_recorded_still_replays(tmp_path: Path) -> None:
+    old = tmp_path / "old.sqlite"
+    with sqlite3.connect(old) as conn:
+        conn.executescript(
+            "CREATE TABLE calls (id INTEGER PRIMARY KEY, key TEXT NOT NULL, unit_id TEXT NOT NULL,"
+            " stage TEXT NOT NULL, role TEXT NOT NULL, backend TEXT NOT NULL, model TEXT NOT NULL,"
+            " reask INTEGER NOT NULL, request TEXT NOT NULL, status TEXT NOT NULL, text TEXT,"
+            " parsed TEXT, error TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,"
+            " latency_s REAL, attempts INTEGER, created REAL NOT NULL);"
+            "INSERT INTO calls VALUES (1, 'k', 'u', 's', 'r', 'b', 'm', 0, '{}', 'answered',"
+            " 'hi', NULL, NULL, 1, 1, 0.1, 1, 0);"
+        )
+    replaying = CallStore(tmp_path / "new.sqlite", replay_from=old)
+    hit = replaying.lookup("k")
+    assert hit is not None and hit.text == "hi" and not hit.truncated
+    replaying.close()
+    resumed = CallStore(old)  # the column is added in place
+    assert resumed.lookup("k") is not None
+    record = CallRecord("k2", "u2", "s", "r", "b", "m", "{}")
+    resumed.record(record, LLMResponse(text="cut", truncated=True))
+    assert resumed.totals()["by_role"][0]["truncated"] == 1
+    cut = resumed.lookup("k2")
+    assert cut is not None and cut.truncated
+    resumed.close()
