@@ -36,9 +36,9 @@ class StagePlan:
     system: str | None
     prompt: str
     schema: OutputSchema | None
-    temperature: float
-    top_p: float
-    max_tokens: int
+    #: Model label -> the request's sampling fields (``LLMRequest`` names) as that model of
+    #: the stage's role samples; "" for a role one model plays (see ``sampling_for``).
+    sampling: Mapping[str, Mapping[str, Any]]
     base_seed: int
     when: str | None = None
     shared: frozenset[str] = frozenset()
@@ -52,10 +52,16 @@ class StagePlan:
     advance: str | None = None
     #: Output fields (for choices that depend on template variables, see ``choices_from``).
     output: Mapping[str, Any] | None = None
+    #: Whether choice fields are held to their choices (see ``StageConfig.forced_choice``).
+    forced_choice: bool = True
     #: Rendered messages and ``when`` results by template context. Templates are pure functions
     #: of their variables (the sandbox has no random filter), and agents sharing a persona and
     #: condition share a prompt.
     rendered: dict[tuple[Any, ...], Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def sampling_for(self, label: str) -> Mapping[str, Any]:
+        """The sampling of the model labelled ``label`` (the role's own when it has no models)."""
+        return self.sampling.get(label) or self.sampling[""]
 
 
 class LLMAgent(mesa.Agent):
@@ -124,7 +130,7 @@ class LLMAgent(mesa.Agent):
             fields = dict(stage.output or {})
             for (name, spec), options in zip(dynamic.items(), choices, strict=True):
                 fields[name] = spec.model_copy(update={"choices": list(options)})
-            hit = output_schema(fields)
+            hit = output_schema(fields, forced=stage.forced_choice)
             stage.rendered[key] = hit
         return hit
 
@@ -158,13 +164,11 @@ class LLMAgent(mesa.Agent):
         schema = self.schema(stage) if part != "completion" else None
         return LLMRequest(
             messages=messages,
-            temperature=stage.temperature,
-            top_p=stage.top_p,
-            max_tokens=stage.max_tokens,
             seed=seed,
             json_schema=schema.json_schema if schema is not None else None,
             replicate=spec.replicate,
             attributes=spec.persona.attributes,
+            **stage.sampling_for(spec.model_label),
         )
 
     def observe(self, stage: StagePlan, response: LLMResponse | None) -> None:

@@ -94,7 +94,7 @@ class Reading:
         if hit is None:
             fields: dict[str, Any] = dict(stage.output or {})
             fields[SELECTED] = Selection(count=self.evaluation.k, of=len(self.evaluation.shown))
-            hit = output_schema(fields)
+            hit = output_schema(fields, forced=stage.forced_choice)
             stage.rendered[key] = hit
         return hit
 
@@ -111,13 +111,11 @@ class Reading:
             attributes.update(shown[0])
         return LLMRequest(
             messages=messages,
-            temperature=stage.temperature,
-            top_p=stage.top_p,
-            max_tokens=stage.max_tokens,
             seed=call_seed(stage.base_seed, self.unit(stage)),
             json_schema=schema.json_schema if schema is not None else None,
             attributes=tuple(attributes.items()),
             shown=shown,
+            **stage.sampling_for(self.agent.spec.model_label),
         )
 
     def observe(self, stage: StagePlan, response: LLMResponse | None) -> None:

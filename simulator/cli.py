@@ -166,7 +166,12 @@ def _print_accounting(summary: dict) -> None:
             f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
             f"{row['error'] or 0} error), tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
-            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks",
+            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
+            + (
+                f", [yellow]{row['truncated']} cut at max_tokens[/yellow]"
+                if row.get("truncated")
+                else ""
+            ),
             highlight=False,
         )
 

@@ -24,6 +24,7 @@ CALL_COLUMNS = (
     "latency_s",
     "attempts",
     "reasks",
+    "truncated",
     "cached",
 )
 #: Columns of studies with populations: who acted, and what each reading showed and advanced.

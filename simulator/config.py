@@ -11,7 +11,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from jinja2 import TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
@@ -75,6 +75,18 @@ class SyntheticField(Strict):
         return self
 
 
+#: Sampling parameters, checked alike where a role sets them and where one of its models does.
+Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
+TopP = Annotated[float, Field(gt=0.0, le=1.0)]
+MaxTokens = Annotated[int, Field(ge=1, le=32768)]
+Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
+Stop = Annotated[list[str], Field(min_length=1, max_length=4)]
+Endpoint = Literal["chat", "completions"]
+#: Variant fields whose explicit null means something (no token cap, no penalty) rather than
+#: "keep the role's value".
+_NULLABLE = frozenset({"max_tokens", "frequency_penalty", "presence_penalty", "stop"})
+
+
 class ModelVariant(Strict):
     """One of several models a role is played by; unset fields keep the role's value."""
 
@@ -87,6 +99,15 @@ class ModelVariant(Strict):
     model: str | None = None
     options: dict[str, Any] | None = None
     structured_output: bool | None = None
+    endpoint: Endpoint | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    max_tokens: MaxTokens | None = Field(
+        None, description="This model's cap; an explicit null lifts the role's cap."
+    )
+    frequency_penalty: Penalty | None = None
+    presence_penalty: Penalty | None = None
+    stop: Stop | None = None
     synthetic: dict[str, SyntheticField] | None = Field(
         None,
         description="Only for backend `synthetic`: this variant's declared answers (e.g. two "
@@ -114,9 +135,26 @@ class RoleConfig(Strict):
 
     backend: str = Field("local", description="Backend name from the registry.")
     model: str | None = Field(None, description="Model id; the backend's default when absent.")
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1, le=32768)
+    temperature: Temperature = 0.7
+    top_p: TopP = 1.0
+    max_tokens: MaxTokens | None = Field(
+        256,
+        description="Cap on generated tokens; null for none (the server's or model's own limit, "
+        "e.g. a paper that sets no cap for chat models). Answers cut at the cap are flagged "
+        "`truncated`.",
+    )
+    frequency_penalty: Penalty | None = Field(
+        None, description="OpenAI-style frequency penalty; sent only when set."
+    )
+    presence_penalty: Penalty | None = Field(
+        None, description="OpenAI-style presence penalty; sent only when set."
+    )
+    stop: Stop | None = Field(None, description="Up to four stop sequences; sent only when set.")
+    endpoint: Endpoint = Field(
+        "chat",
+        description="`completions` for base models (GPT-3, a base GGUF, a vLLM or llama.cpp "
+        "server's /v1/completions): one prompt string instead of chat messages.",
+    )
     seed: int | None = Field(
         None, description="Base seed; each call's seed is derived from it and the unit id."
     )
@@ -170,7 +208,8 @@ class RoleConfig(Strict):
             changes = {
                 k: getattr(variant, k)
                 for k in type(variant).model_fields
-                if k != "label" and getattr(variant, k) is not None
+                if k != "label"
+                and (getattr(variant, k) is not None or k in _NULLABLE & variant.model_fields_set)
             }
             if "backend" in changes and "options" not in changes:
                 changes["options"] = {}  # options belong to the backend they were written for
@@ -237,6 +276,12 @@ class StageConfig(Strict):
     )
     completion: CompletionConfig | None = Field(
         None, description="How completion models (structured_output: false) answer this stage."
+    )
+    forced_choice: bool = Field(
+        True,
+        description="False: choice fields accept any answer, and one outside the choices (e.g. "
+        "'undecided') is kept in its column, marked invalid with the reason and not re-asked, "
+        "so analyses count it as excluded.",
     )
     population: Identifier | None = Field(
         None, description="The population acting in this stage (the first one when absent)."
@@ -775,6 +820,14 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
             )
         if completion_models and not stage.output:
             add(smap.problem(("stages", i, "output"), "a formatter needs output fields to extract"))
+        if not stage.forced_choice and not any(
+            f.type == "choice" for f in (stage.output or {}).values()
+        ):
+            add(
+                smap.problem(
+                    ("stages", i, "forced_choice"), "the stage has no `choice` field to relax"
+                )
+            )
         if stage.completion is not None and stage.completion.formatter not in config.roles:
             add(
                 smap.problem(

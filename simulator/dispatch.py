@@ -1,8 +1,9 @@
 """Runs one stage's calls concurrently and hands the answers back in the order they were asked.
 
 For each call: look it up in the store, else call the backend (rate limit, concurrency bound,
-retries), validate the structure, re-ask once quoting the validation error if it broke, and record
-every call. Completion order never matters: answers are returned by position.
+retries), validate the structure, re-ask once quoting the validation error if it broke (not when
+a well-formed answer chose outside a stage's open choices: that one is kept), and record every
+call. Completion order never matters: answers are returned by position.
 """
 
 from __future__ import annotations
@@ -101,7 +102,9 @@ class Dispatcher:
 
     async def _unit(self, call: Call) -> LLMResponse:
         response = await self._ask(call, call.request, reask=0)
-        if response.status == "invalid" and call.reask:
+        # An invalid answer that parsed chose outside open choices: kept as it is, since
+        # re-asking would force the choice the stage leaves open.
+        if response.status == "invalid" and response.parsed is None and call.reask:
             retry = replace(
                 call.request,
                 messages=(
@@ -140,6 +143,8 @@ class Dispatcher:
             response = await runtime.complete(request)
             if response.status != "error" and call.schema is not None:
                 response.parsed, response.error = call.schema.parse(response.text)
+                if response.parsed is not None:
+                    response.error = call.schema.outside_choices(response.parsed)
                 response.status = "answered" if response.error is None else "invalid"
         self.store.record(
             CallRecord(

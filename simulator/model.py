@@ -132,13 +132,12 @@ class StudyModel(mesa.Model):
             role=stage.role,
             system=stage.system,
             prompt=stage.prompt,
-            schema=output_schema(stage.output)
+            schema=output_schema(stage.output, forced=stage.forced_choice)
             if stage.output and not any(f.choices_from for f in stage.output.values())
             else None,
             output=stage.output,
-            temperature=role.temperature,
-            top_p=role.top_p,
-            max_tokens=role.max_tokens,
+            forced_choice=stage.forced_choice,
+            sampling={label: sampling(v) for label, v in self._variants[stage.role].items()},
             base_seed=self.study.seed if role.seed is None else role.seed,
             when=stage.when,
             shared=frozenset(shared),
@@ -239,14 +238,7 @@ class StudyModel(mesa.Model):
                 fmt_role, _ = self._role(plan.formatter_role or "", agents[i].spec.model_label)
                 request = agents[i].compose(plan, part="extract", text=answers[i].text)
                 extract_requests.append(
-                    replace(
-                        request,
-                        temperature=fmt_role.temperature,
-                        top_p=fmt_role.top_p,
-                        max_tokens=fmt_role.max_tokens,
-                    )
-                    if request is not None
-                    else None
+                    replace(request, **sampling(fmt_role)) if request is not None else None
                 )
             extracted = await self._dispatch(
                 plan, plan.formatter_role or "", extract_agents, extract_requests, suffix="/format"
@@ -273,7 +265,12 @@ class StudyModel(mesa.Model):
             role_config, runtime = self._role(role, agent.spec.model_label)
             if plan.shared:
                 # Agents that differ only in shared coordinates send the same request: ask once.
-                key = (id(runtime), orjson.dumps(request.messages), request.seed)
+                key = (
+                    id(runtime),
+                    orjson.dumps(request.messages),
+                    request.seed,
+                    *(getattr(request, name) for name in SAMPLING_FIELDS),
+                )
                 if key in seen:
                     slots.append(seen[key])
                     continue
@@ -414,6 +411,7 @@ class StudyModel(mesa.Model):
             latency_s=response.latency_s,
             attempts=response.attempts,
             reasks=response.reasks,
+            truncated=response.truncated,
             cached=response.cached,
         )
         return row
@@ -466,6 +464,25 @@ def expected_units(study: StudyConfig) -> int:
     return total
 
 
+#: The request fields a role (or one of its models) sets: sampling parameters and endpoint.
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop",
+    "endpoint",
+)
+
+
+def sampling(role: RoleConfig) -> dict[str, Any]:
+    """``role``'s values of :data:`SAMPLING_FIELDS`, as ``LLMRequest`` takes them."""
+    values = {name: getattr(role, name) for name in SAMPLING_FIELDS}
+    values["stop"] = tuple(role.stop) if role.stop else None
+    return values
+
+
 def _merge(completion: LLMResponse, extracted: LLMResponse | None) -> LLMResponse:
     """One answer from a completion and its extraction: the structure of the second, the raw
     text of the first (what the model wrote), the costs of both."""
@@ -479,5 +496,7 @@ def _merge(completion: LLMResponse, extracted: LLMResponse | None) -> LLMRespons
         latency_s=completion.latency_s + extracted.latency_s,
         attempts=completion.attempts + extracted.attempts,
         reasks=completion.reasks + extracted.reasks,
+        # A completion cut at its cap is what the formatter read: report it.
+        truncated=completion.truncated or extracted.truncated,
         cached=completion.cached and extracted.cached,
     )

@@ -22,6 +22,7 @@ from analysis.parity import status_rates
 
 from .config import StudyConfig, analysis_name
 from .kinds import AnalysisContext, Section, get_kind
+from .llm.structured import OUTSIDE_CHOICES
 from .rundir import write_atomic
 
 SYNTHETIC_NOTE = (
@@ -57,6 +58,14 @@ def base_summary(
         "synthetic": synthetic,
         "units": len(df),
         "status_counts": {k: int(v) for k, v in df["status"].value_counts().items()},
+        # Reported, never silent: answers cut at max_tokens, and answers kept but excluded
+        # because they chose none of a stage's open choices.
+        "truncated": int(df["truncated"].fillna(False).astype(bool).sum())
+        if "truncated" in df
+        else 0,
+        "outside_choices": int(df["error"].str.startswith(OUTSIDE_CHOICES, na=False).sum())
+        if "error" in df
+        else 0,
         "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
         "model_labels": order,
         "outcomes_by_group": {},
@@ -152,6 +161,16 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         )
         + "  "
         f"units: {report['units']}  outcomes: {report['status_counts']}"
+        + (
+            f"  [yellow]cut at max_tokens: {report['truncated']}[/yellow]"
+            if report.get("truncated")
+            else ""
+        )
+        + (
+            f"  excluded, outside the choices: {report['outside_choices']}"
+            if report.get("outside_choices")
+            else ""
+        )
     )
     for result in report["analyses"]:
         get_kind(result["kind"]).print(result, console)

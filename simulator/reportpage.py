@@ -54,6 +54,12 @@ def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, A
     return "".join(parts)
 
 
+def _penalties(info: dict[str, Any]) -> str:
+    """``frequency, presence`` when either is set, else empty (the server's default)."""
+    values = [info.get("frequency_penalty"), info.get("presence_penalty")]
+    return "" if values == [None, None] else ", ".join(str(v or 0) for v in values)
+
+
 def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
     section = HtmlSection("Models and parameters")
     rows = []
@@ -74,6 +80,8 @@ def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
                     "temperature": info.get("temperature"),
                     "top_p": info.get("top_p"),
                     "max_tokens": info.get("max_tokens"),
+                    "penalties (frequency, presence)": _penalties(info),
+                    "endpoint": info.get("endpoint", "chat"),
                     "base_seed": info.get("base_seed"),
                 }
             )

@@ -36,6 +36,7 @@ _FIXED_TYPES = {
     "latency_s": pa.float64(),
     "attempts": pa.int64(),
     "reasks": pa.int64(),
+    "truncated": pa.bool_(),
 }
 
 

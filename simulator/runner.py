@@ -27,11 +27,11 @@ from .config import Override, Study, load_study, validate_study
 from .dispatch import Dispatcher, RunAborted
 from .errors import InputError, Problem
 from .llm.errors import BackendConfigError
-from .llm.registry import create_backend
+from .llm.registry import create_backend, unsupported_setting
 from .llm.retry import RetryPolicy
 from .llm.runtime import BackendRuntime
 from .llm.structured import canonical_json
-from .model import StudyModel
+from .model import SAMPLING_FIELDS, StudyModel
 from .report import analyze, base_summary, write_evidence
 from .reportpage import write_report
 from .results import ResultsWriter, result_schema
@@ -187,7 +187,7 @@ def prepare(options: RunOptions) -> PreparedRun:
     )
 
 
-_PER_REQUEST_FIELDS = {"temperature", "top_p", "max_tokens", "seed", "reask", "models"}
+_PER_REQUEST_FIELDS = {*SAMPLING_FIELDS, "seed", "reask", "models"}
 
 
 def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
@@ -222,7 +222,15 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                     requests_per_minute=role.requests_per_minute,
                     tokens_per_minute=role.tokens_per_minute,
                 )
-            runtimes[(name, label)] = shared[ident]
+            runtime = shared[ident]
+            unsupported = unsupported_setting(runtime.backend, role)
+            if unsupported is not None:
+                field, message = unsupported
+                where = f" (model `{label}`)" if label else ""
+                raise InputError(
+                    [study.source_map.problem(("roles", name, field), message + where)]
+                )
+            runtimes[(name, label)] = runtime
     return runtimes
 
 
@@ -247,6 +255,12 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
             "temperature": role.temperature,
             "top_p": role.top_p,
             "max_tokens": role.max_tokens,
+            "endpoint": role.endpoint,
+            **{
+                name: getattr(role, name)
+                for name in ("frequency_penalty", "presence_penalty", "stop")
+                if getattr(role, name) is not None
+            },
             "base_seed": study.seed if role.seed is None else role.seed,
             "max_concurrency": runtime.limiter.max_limit,
             "retry": dataclasses.asdict(runtime.policy),

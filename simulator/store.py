@@ -38,18 +38,19 @@ CREATE TABLE IF NOT EXISTS calls (
     completion_tokens INTEGER,
     latency_s REAL,
     attempts INTEGER,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    truncated INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
-    "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _LOOKUP = (
-    "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts "
-    "FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
+    "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
+    "{truncated} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -76,7 +77,19 @@ def connect(path: Path | str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(_SCHEMA)
+    if not _has_truncated(conn):
+        # A store written before truncation was recorded (resumed): nothing was flagged then.
+        conn.execute("ALTER TABLE calls ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0")
     return conn
+
+
+def _has_truncated(conn: sqlite3.Connection) -> bool:
+    return any(row[1] == "truncated" for row in conn.execute("PRAGMA table_info(calls)"))
+
+
+def _lookup_sql(conn: sqlite3.Connection) -> str:
+    # A read-only replay source may predate the column: its answers read as not truncated.
+    return _LOOKUP.format(truncated="truncated" if _has_truncated(conn) else "0")
 
 
 class CallStore:
@@ -97,8 +110,10 @@ class CallStore:
             row[0] for row in self._conn.execute("SELECT key FROM calls WHERE status != 'error'")
         }
         self._replay: sqlite3.Connection | None = None
+        self._lookups = {self._conn: _lookup_sql(self._conn)}
         if replay_from is not None:
             self._replay = sqlite3.connect(f"file:{replay_from}?mode=ro", uri=True)
+            self._lookups[self._replay] = _lookup_sql(self._replay)
         self._pending: list[tuple[Any, ...]] = []
         self._flush_scheduled = False
         self.new_calls = 0
@@ -109,11 +124,11 @@ class CallStore:
         for conn in (self._conn if key in self._known else None, self._replay):
             if conn is None:
                 continue
-            row = conn.execute(_LOOKUP, (key,)).fetchone()
+            row = conn.execute(self._lookups[conn], (key,)).fetchone()
             replayed = conn is self._replay
             if row is not None:
                 self.cache_hits += 1
-                status, text, parsed, error, ptok, ctok, latency, attempts = row
+                status, text, parsed, error, ptok, ctok, latency, attempts, truncated = row
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -123,6 +138,7 @@ class CallStore:
                     completion_tokens=ctok or 0,
                     latency_s=latency or 0.0,
                     attempts=attempts or 1,
+                    truncated=bool(truncated),
                     cached=True,
                     extra={"replayed": True} if replayed else {},
                 )
@@ -156,6 +172,7 @@ class CallStore:
                 response.latency_s,
                 response.attempts,
                 time.time(),
+                int(response.truncated),
             )
         )
         if response.status != "error":
@@ -182,12 +199,14 @@ class CallStore:
         self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
-        """Per role and model: calls, statuses, tokens, latency and attempts (re-asks included)."""
+        """Per role and model: calls, statuses, tokens, latency, attempts (re-asks included)
+        and answers cut at ``max_tokens``."""
         self.flush()
         cur = self._conn.execute(
             "SELECT role, backend, model, COUNT(*), SUM(status='answered'), SUM(status='invalid'), "
             "SUM(status='error'), SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), "
-            "SUM(attempts), SUM(reask) FROM calls GROUP BY role, backend, model ORDER BY role"
+            "SUM(attempts), SUM(reask), SUM(truncated) FROM calls GROUP BY role, backend, model "
+            "ORDER BY role"
         )
         keys = (
             "role",
@@ -202,6 +221,7 @@ class CallStore:
             "latency_s",
             "attempts",
             "reasks",
+            "truncated",
         )
         return {"by_role": [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]}
 

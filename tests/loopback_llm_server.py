@@ -26,6 +26,11 @@ OpenAI
     ``POST /v1/chat/completions`` (also ``/chat/completions``): non-streaming
     ``chat.completion`` object, or SSE ``chat.completion.chunk`` events when ``"stream": true``.
     ``GET /v1/models`` (also ``/models``).
+    ``POST /v1/completions`` (also ``/completions``): the legacy plain-completion endpoint base
+    models are served on; a non-streaming ``text_completion`` object whose ``choices[0].text``
+    is the content (recorded with protocol ``"completions"``; ``prompt`` is the text hashed).
+    Content longer than ``max_tokens`` (about four characters a token) is cut there and
+    reported with ``finish_reason: "length"``, as a server stops sampling at the cap.
 Ollama
     ``POST /api/chat``: one JSON object when ``"stream": false``; otherwise (Ollama's default is
     streaming) NDJSON over chunked encoding: a content chunk with ``done: false`` then a final
@@ -146,6 +151,8 @@ Responder = Callable[[dict[str, Any]], Any]
 _CHAT_PATHS: dict[str, str] = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
+    "/v1/completions": "completions",
+    "/completions": "completions",
     "/api/chat": "ollama",
 }
 _CONTROL_PREFIX = "/_loopback/"
@@ -357,7 +364,7 @@ class RecordedRequest:
     Attributes:
         seq: 1-based arrival number among chat requests since the last reset.
         path: Request path (no query string).
-        protocol: ``"openai"`` or ``"ollama"``.
+        protocol: ``"openai"``, ``"completions"`` (OpenAI's plain completions) or ``"ollama"``.
         body: Parsed JSON body, or None when it was not a JSON object (answered 400).
         headers: Request headers, names lower-cased.
         fault: The fault applied, or None.
@@ -424,6 +431,13 @@ def last_user_message(messages: Any) -> str:
         if isinstance(message, dict) and message.get("role") == "user":
             return _message_text(message.get("content"))
     return ""
+
+
+def _prompt_text(request: Mapping[str, Any]) -> str:
+    # A plain completion has one prompt string; a chat request is keyed on its last user turn.
+    if request.get("protocol") == "completions":
+        return str(request.get("prompt") or "")
+    return last_user_message(request.get("messages"))
 
 
 def _request_seed(request: Mapping[str, Any]) -> Any:
@@ -615,7 +629,7 @@ def default_responder(request: dict[str, Any]) -> str:
     """
     mode, schema = requested_format(request)
     if mode == "schema" and schema is not None:
-        h = stable_hash(last_user_message(request.get("messages")), _request_seed(request))
+        h = stable_hash(_prompt_text(request), _request_seed(request))
         return json.dumps(build_from_schema(schema, h), ensure_ascii=False)
     if mode == "json":
         return json.dumps({"answer": "loopback"})
@@ -1357,7 +1371,9 @@ class LoopbackLLMServer:
                 )
 
         truncate = kind is FaultKind.TRUNCATED_BODY
-        if protocol == "openai":
+        if protocol == "completions":
+            payload = self._text_completion(body, content, seq)  # the engine never streams
+        elif protocol == "openai":
             if body.get("stream") is True:
                 return await self._stream_openai(writer, body, content, seq, keep, truncate)
             payload = self._openai_completion(body, content, seq)
@@ -1423,6 +1439,27 @@ class LoopbackLLMServer:
                 }
             ],
             "usage": self._openai_usage(body, content),
+        }
+
+    def _text_completion(self, body: Mapping[str, Any], content: str, seq: int) -> dict[str, Any]:
+        finish = "stop"
+        limit = body.get("max_tokens")
+        if isinstance(limit, int) and limit > 0 and _approx_tokens(content) > limit:
+            # Cut where a server would stop sampling (about four characters a token).
+            content, finish = content[: 4 * limit], "length"
+        prompt = _approx_tokens(str(body.get("prompt") or ""))
+        completion = _approx_tokens(content)
+        return {
+            "id": f"cmpl-loopback-{seq}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "choices": [{"index": 0, "text": content, "logprobs": None, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
         }
 
     def _ollama_message(

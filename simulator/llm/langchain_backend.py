@@ -261,10 +261,13 @@ class LangChainBackend:
             # Some integrations return the structure only as parsed data (e.g. via tool calls).
             text = json.dumps(parsed.model_dump() if hasattr(parsed, "model_dump") else parsed)
         usage = getattr(message, "usage_metadata", None) or {}
+        meta = getattr(message, "response_metadata", None) or {}
         return LLMResponse(
             text=text,
             prompt_tokens=int(usage.get("input_tokens", 0) or 0),
             completion_tokens=int(usage.get("output_tokens", 0) or 0),
+            # OpenAI-style integrations say `finish_reason`, Ollama's `done_reason`.
+            truncated="length" in (meta.get("finish_reason"), meta.get("done_reason")),
         )
 
     def _schema_argument(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -338,4 +341,5 @@ def _length_cutoff(exc: BaseException) -> LLMResponse | None:
         text=text,
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        truncated=True,
     )

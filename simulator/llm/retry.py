@@ -64,7 +64,8 @@ async def call_with_retries(
             break
         attempt += 1
         if rate is not None and rate.active:
-            await rate.wait(request.max_tokens + _prompt_tokens(request))
+            # Without a cap the answer's length is unknown: the prompt alone is paced.
+            await rate.wait((request.max_tokens or 0) + _prompt_tokens(request))
         retry_after: float | None = None
         async with limiter:
             start = time.perf_counter()

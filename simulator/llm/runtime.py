@@ -10,7 +10,7 @@ from .limits import AdaptiveLimiter, RateLimiter
 from .registry import Backend
 from .retry import RetryPolicy, call_with_retries
 from .structured import canonical_json
-from .types import LLMRequest, LLMResponse
+from .types import LLMRequest, LLMResponse, extra_sampling
 
 
 class BackendRuntime:
@@ -44,8 +44,9 @@ class BackendRuntime:
         self._jitter = random.Random()
 
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
-        """``(key, material)``: the key covers the backend's identity, every message, every
-        sampling parameter, the seed, the replicate index and the requested schema."""
+        """``(key, material)``: the key covers the backend's identity, the endpoint, every
+        message, every sampling parameter, the seed, the replicate index and the requested
+        schema."""
         fields = {
             "backend": self._identity_json,
             "messages": request.messages,
@@ -61,6 +62,10 @@ class BackendRuntime:
         if request.shown and self.backend.synthetic:
             # Only for readings, so the keys of every other call stay what they were.
             fields["shown"] = request.shown
+        # Set only when used, so the keys of calls without them stay what they were.
+        fields.update(extra_sampling(request))
+        if request.endpoint != "chat":
+            fields["endpoint"] = request.endpoint
         material = canonical_json(fields)
         return hashlib.sha256(material.encode()).hexdigest(), material
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
 import orjson
@@ -60,6 +60,8 @@ class OutputSchema:
 
     json_schema: dict[str, Any]
     model: type[BaseModel]
+    #: Choice fields whose choices are not enforced (``forced_choice: false``): their choices.
+    open_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def parse(self, text: str) -> tuple[dict[str, Any] | None, str | None]:
         """Validate ``text`` against the schema.
@@ -80,13 +82,36 @@ class OutputSchema:
         except ValidationError as exc:
             return None, _describe(exc)
 
+    def outside_choices(self, parsed: Mapping[str, Any]) -> str | None:
+        """Why a well-formed answer is excluded: the open choice fields it answered with
+        something else (e.g. "undecided"), or ``None`` when it chose."""
+        off = [
+            f"`{name}` is {parsed[name]!r}, not one of {list(choices)}"
+            for name, choices in self.open_choices.items()
+            if parsed.get(name) not in choices
+        ]
+        return f"{OUTSIDE_CHOICES}: {'; '.join(off)}" if off else None
 
-def output_schema(fields: Mapping[str, FieldSpec]) -> OutputSchema:
-    """Build the JSON Schema and validator for a stage's output fields."""
+
+#: Opens the reason of an answer kept but excluded because it chose none of the choices.
+OUTSIDE_CHOICES = "outside the choices (kept, not re-asked: forced_choice is off)"
+
+
+def output_schema(fields: Mapping[str, FieldSpec], *, forced: bool = True) -> OutputSchema:
+    """Build the JSON Schema and validator for a stage's output fields.
+
+    Args:
+        fields: The output fields.
+        forced: Whether choice fields must answer one of their choices (an enum the model is
+            held to). When false they are strings whose description lists the choices, and
+            :meth:`OutputSchema.outside_choices` tells an answer outside them.
+    """
     properties: dict[str, Any] = {}
     definitions: dict[str, Any] = {}
+    open_choices: dict[str, tuple[str, ...]] = {}
     for name, spec in fields.items():
         prop: dict[str, Any]
+        annotation: Any
         if isinstance(spec, Selection):
             prop = {
                 "type": "array",
@@ -101,10 +126,15 @@ def output_schema(fields: Mapping[str, FieldSpec]) -> OutputSchema:
                 Field(min_length=spec.count, max_length=spec.count),
                 AfterValidator(_distinct),
             ]
+        elif spec.type == "choice" and not forced:
+            open_choices[name] = tuple(spec.choices or ())
+            listed = ", ".join(open_choices[name])
+            prop = {"type": "string", "description": f"One of: {listed}."}
+            annotation = str
         elif spec.type == "choice":
             choices = tuple(spec.choices or ())
             prop = {"type": "string", "enum": list(choices)}
-            annotation: Any = Literal[choices]  # type: ignore[valid-type]
+            annotation = Literal[choices]  # type: ignore[valid-type]
         else:
             prop = {"type": spec.type}
             annotation = _PY_TYPES[spec.type]
@@ -112,7 +142,9 @@ def output_schema(fields: Mapping[str, FieldSpec]) -> OutputSchema:
                 prop["maxLength"] = spec.max_length
                 annotation = Annotated[str, Field(max_length=spec.max_length)]
         if spec.description:
-            prop["description"] = spec.description
+            prop["description"] = " ".join(
+                filter(None, (spec.description, prop.get("description")))
+            )
         properties[name] = prop
         definitions[name] = (annotation, ...)
     schema = {
@@ -126,7 +158,7 @@ def output_schema(fields: Mapping[str, FieldSpec]) -> OutputSchema:
         __config__=ConfigDict(extra="forbid", strict=True),
         **definitions,
     )
-    return OutputSchema(json_schema=schema, model=model)
+    return OutputSchema(json_schema=schema, model=model, open_choices=open_choices)
 
 
 def _describe(exc: ValidationError) -> str:

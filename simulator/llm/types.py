@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 Message = dict[str, str]
 Status = Literal["answered", "invalid", "error"]
+Endpoint = Literal["chat", "completions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,23 +22,33 @@ class LLMRequest:
         messages: Chat messages, each ``{"role": ..., "content": ...}``.
         temperature: Sampling temperature.
         top_p: Nucleus-sampling mass.
-        max_tokens: Upper bound on generated tokens.
+        max_tokens: Upper bound on generated tokens; ``None`` sets none (the server's or the
+            model's own limit).
         seed: Sampling seed for this call (derived per unit, so identical prompts of distinct
             agents are distinct samples).
         json_schema: JSON Schema the answer must satisfy, or ``None`` for free text.
         replicate: Replicate index; part of the cache key so replicates are distinct calls.
         attributes: Persona attribute values of the acting agent. Real models never see these
             (they only see the rendered messages); the synthetic responder draws from them.
+        frequency_penalty: OpenAI-style frequency penalty, or ``None`` to send none.
+        presence_penalty: OpenAI-style presence penalty, or ``None`` to send none.
+        stop: Stop sequences, or ``None``.
+        endpoint: ``chat`` (messages) or ``completions`` (one prompt string, see
+            :func:`completion_prompt`, for base models).
     """
 
     messages: tuple[Message, ...]
     temperature: float
     top_p: float
-    max_tokens: int
+    max_tokens: int | None
     seed: int
     json_schema: dict[str, Any] | None = None
     replicate: int = 0
     attributes: tuple[tuple[str, str], ...] = ()
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    stop: tuple[str, ...] | None = None
+    endpoint: Endpoint = "chat"
     #: For a reading: the persona attributes each shown document stands for, in the order
     #: shown (empty where a name is redacted). Only the synthetic responder reads them.
     shown: tuple[tuple[tuple[str, str], ...], ...] = ()
@@ -59,6 +70,8 @@ class LLMResponse:
         attempts: Attempts made by the retry layer (1 when the first try answered).
         cached: True when served from the call store without contacting the backend.
         reasks: Re-asks made after a structurally invalid answer.
+        truncated: The answer stopped at ``max_tokens`` (finish reason ``length``), not where
+            the model ended it.
     """
 
     text: str = ""
@@ -71,9 +84,39 @@ class LLMResponse:
     attempts: int = 1
     cached: bool = False
     reasks: int = 0
+    truncated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
         """Whether the answer satisfied the requested structure."""
         return self.status == "answered"
+
+
+def completion_prompt(messages: tuple[Message, ...]) -> str:
+    """The one prompt string a completions endpoint gets for chat ``messages``.
+
+    The contents in order, separated by one blank line, without role names: a base model
+    continues the text as it stands, so a stage's ``completion`` prompt (one user message) is
+    sent exactly as written, and a system message reads as the text's opening paragraph.
+
+    Args:
+        messages: The rendered chat messages.
+
+    Returns:
+        The prompt.
+    """
+    return "\n\n".join(m["content"] for m in messages)
+
+
+def extra_sampling(request: LLMRequest) -> dict[str, Any]:
+    """The optional sampling parameters ``request`` sets, by their OpenAI names (llama.cpp and
+    Ollama use the same): penalties and stop sequences, only those that are set."""
+    extra: dict[str, Any] = {}
+    if request.frequency_penalty is not None:
+        extra["frequency_penalty"] = request.frequency_penalty
+    if request.presence_penalty is not None:
+        extra["presence_penalty"] = request.presence_penalty
+    if request.stop is not None:
+        extra["stop"] = list(request.stop)
+    return extra
