@@ -151,13 +151,25 @@ class RoleConfig(Strict):
         None,
         min_length=1,
         description="Run the study once per model: model ids on this backend, or variants that "
-        "also change backend/options. Roles listing models must list the same labels.",
+        "also change backend/options. Roles listing models must list the same labels; the "
+        "roles that feed them (persona writers, formatters) then run per model too.",
+    )
+    shared: bool = Field(
+        False,
+        description="In a study comparing models: this role keeps its own model for every "
+        "model label (one persona writer or formatter for all) instead of each model playing it.",
     )
 
     @field_validator("options")
     @classmethod
     def _no_secrets(cls, options: dict[str, Any]) -> dict[str, Any]:
         return _check_no_secrets(options)
+
+    @model_validator(mode="after")
+    def _shared_has_one_model(self) -> RoleConfig:
+        if self.shared and self.models:
+            raise ValueError("a role listing `models` cannot be `shared`")
+        return self
 
     def variants(self) -> dict[str, RoleConfig]:
         """Label -> the role as played by that model (one unlabeled entry without ``models``)."""
@@ -743,6 +755,9 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                 where = "name_bank" if config.personas.name_bank else "names"
                 add(smap.problem(("personas", where), f"no names for `{key}`"))
 
+    from .casting import cast
+
+    players = cast(config)
     stage_names: list[str] = []
     stage_fields: dict[str, dict[str, OutputField]] = {}
     for i, stage in enumerate(config.stages):
@@ -761,9 +776,8 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                         ("stages", i, "shared_across", j), f"`{shared}` is not a design factor"
                     )
                 )
-        role_cfg = config.roles.get(stage.role)
-        completion_models = role_cfg is not None and any(
-            not v.structured_output for v in role_cfg.variants().values()
+        completion_models = any(
+            not v.structured_output for v in players.get(stage.role, {}).values()
         )
         if completion_models and stage.completion is None:
             add(
@@ -782,6 +796,22 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                     f"no role named `{stage.completion.formatter}`",
                 )
             )
+        elif stage.completion is not None:
+            formatter = stage.completion.formatter
+            unable = [k for k, v in players[formatter].items() if not v.structured_output]
+            if unable:
+                per_model = any(unable)  # labels: each model would format its own answers
+                add(
+                    smap.problem(
+                        ("stages", i, "completion", "formatter"),
+                        f"role `{formatter}` would be played by completion models "
+                        f"({', '.join(unable)}), which cannot return the structure; give it "
+                        "`shared: true` so its own model formats every model's answers"
+                        if per_model
+                        else f"role `{formatter}` is a completion model (structured_output: "
+                        "false) and cannot return the structure",
+                    )
+                )
         stage_names.append(stage.name)
         stage_fields[stage.name] = dict(stage.output or {})
         role = config.roles.get(stage.role)
