@@ -754,6 +754,9 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
             if not config.personas.names.get(key):
                 where = "name_bank" if config.personas.name_bank else "names"
                 add(smap.problem(("personas", where), f"no names for `{key}`"))
+        problem = _names_run_out(config, smap)
+        if problem is not None:
+            add(problem)
 
     from .casting import cast
 
@@ -852,6 +855,23 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     if not pipeline_problems:
         problems.extend(_check_templates(config, smap, stage_fields))
     return problems
+
+
+def _names_run_out(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """More agents per persona than a group has names (``--agents`` or the file): names would
+    repeat, which a name-swap design must declare (``repeat_names``), never do silently."""
+    personas = config.personas
+    per = config.design.agents_per_value
+    sizes = [(len(personas.names.get(k, [])), k) for k in _persona_keys(config)]
+    fewest, key = min(sizes, key=lambda size: size[0], default=(0, ""))
+    if personas.repeat_names or not 0 < fewest < per:
+        return None
+    bank = f"name bank `{personas.name_bank}`" if personas.name_bank else "`personas.names`"
+    return smap.problem(
+        ("design", "agents_per_value"),
+        f"{per} agents per persona value, but {bank} has {fewest} names for `{key}`: names "
+        f"would repeat; use at most {fewest}, or set `personas.repeat_names: true`",
+    )
 
 
 def _synthetic_tables(

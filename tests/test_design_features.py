@@ -583,3 +583,28 @@ def test_bank_lacking_a_value_combination_names_the_bank_field(tmp_path: Path) -
     (problem,) = problems(study)
     assert "`Black/male`" in problem.message
     assert problem.field == "personas.name_bank"
+
+
+def test_more_agents_than_a_group_has_names_is_an_input_error(tmp_path: Path) -> None:
+    study = bank_study(tmp_path, {"race": ["White"], "gender": ["female", "male"]})
+    (problem,) = problems(study)  # three agents per value, one name each
+    assert problem.field == "design.agents_per_value"
+    assert problem.file == str(study) and problem.line == line_of(study, "agents_per_value:")
+    assert "3 agents per persona value, but name bank `bank.csv` has 1 names for" in (
+        problem.message
+    )
+    assert "`personas.repeat_names: true`" in problem.message
+
+
+def test_declared_name_repetition_reuses_the_names_in_turn(tmp_path: Path) -> None:
+    study = bank_study(tmp_path, {"race": ["White"], "gender": ["female", "male"]})
+    study.write_text(
+        study.read_text().replace(
+            "  source: name_bank\n", "  source: name_bank\n  repeat_names: true\n"
+        )
+    )
+    specs = design_matrix(load_study(study).config)
+    names = [(s.persona.key, s.persona.name) for s in specs]
+    assert (
+        names == [("race=White,gender=female", "Ann")] * 3 + [("race=White,gender=male", "Bob")] * 3
+    )
