@@ -294,6 +294,11 @@ class DesignConfig(Strict):
         default_factory=list,
         description="Factor variables copied into the results as columns (for breakdowns).",
     )
+    only: dict[Identifier, dict[Identifier, str]] = Field(
+        default_factory=dict,
+        description="Factor -> {variable: value}: keep only the levels whose variables have "
+        "these values (e.g. `job: {subset7: 'true'}`, the 7 roles of seed 001's reduced runs).",
+    )
     batch_size: int = Field(
         20_000,
         ge=1,
@@ -547,9 +552,45 @@ def _read_data_files(data: Any, smap: SourceMap) -> Any:
                     factors[name] = _levels_from_csv(csv_path)
                 except InputError as exc:
                     problems.extend(exc.problems)
+        if not problems:
+            problems.extend(_keep_only(design, smap))
     if problems:
         raise InputError(problems)
     return data
+
+
+def _keep_only(design: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """Apply ``design.only`` to the factor levels in place (inline or read from a CSV), so a
+    study that extends another can keep a subset of levels the CSV marks."""
+    only = design.get("only")
+    if not isinstance(only, dict):
+        return []  # absent, or the schema reports its type
+    factors = design["factors"]
+    problems: list[Problem] = []
+    for name, wanted in only.items():
+        at = ("design", "only", name)
+        levels = factors.get(name)
+        if not isinstance(levels, dict):
+            problems.append(smap.problem(at, f"`{name}` is not a design factor"))
+            continue
+        if not isinstance(wanted, dict):
+            continue
+        for var, value in wanted.items():
+            if not isinstance(value, str):
+                problems.append(
+                    smap.problem((*at, var), f'must be text, e.g. "{str(value).lower()}"')
+                )
+            elif not any(isinstance(v, dict) and var in v for v in levels.values()):
+                problems.append(smap.problem((*at, var), f"no level of `{name}` defines `{var}`"))
+        kept = {
+            level: v
+            for level, v in levels.items()
+            if isinstance(v, dict) and all(v.get(k) == value for k, value in wanted.items())
+        }
+        if not kept and not problems:
+            problems.append(smap.problem(at, f"no level of `{name}` has these values"))
+        factors[name] = kept
+    return problems
 
 
 def _bank_names(personas: dict[str, Any], smap: SourceMap) -> dict[str, list[str]]:
