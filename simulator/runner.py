@@ -201,7 +201,11 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
     """
     shared: dict[str, BackendRuntime] = {}
     runtimes: dict[tuple[str, str], BackendRuntime] = {}
-    for name, played in cast(study.config).items():
+    # Roles listing models first: a bad variant is reported where it is written, not at a
+    # role it also plays (simulator.casting).
+    roles = study.config.roles
+    players = sorted(cast(study.config).items(), key=lambda item: not roles[item[0]].models)
+    for name, played in players:
         for label, role in played.items():
             # Sampling parameters travel with each request; everything else defines the runtime.
             ident = canonical_json(role.model_dump(mode="json", exclude=_PER_REQUEST_FIELDS))
