@@ -208,6 +208,29 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
         f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
         + note
     )
+    _print_casting(config)
+
+
+def _print_casting(config: Any) -> None:
+    """Which model answers each stage (and formats it) for each model label, when the study
+    compares models: the roles feeding the compared ones run per model unless shared."""
+    from .casting import castings
+    from .design import model_labels
+
+    labels = model_labels(config)
+    if len(labels) < 2:
+        return
+    out_console.print(f"models: {', '.join(labels)}", highlight=False, soft_wrap=True)
+    lines: dict[tuple[str, str, bool], list[str]] = {}
+    for c in castings(config):
+        lines.setdefault((c.stage, c.role, c.formats), []).append(
+            f"{c.label} -> {c.model}" if c.label else f"{c.model} for every model"
+        )
+    for (stage, role, formats), who in lines.items():
+        acts = "formatted by" if formats else "by"
+        out_console.print(
+            f"  {stage} {acts} `{role}`: {', '.join(who)}", highlight=False, soft_wrap=True
+        )
 
 
 @app.command()

@@ -189,13 +189,25 @@ class RoleConfig(Strict):
         None,
         min_length=1,
         description="Run the study once per model: model ids on this backend, or variants that "
-        "also change backend/options. Roles listing models must list the same labels.",
+        "also change backend/options. Roles listing models must list the same labels; the "
+        "roles that feed them (persona writers, formatters) then run per model too.",
+    )
+    shared: bool = Field(
+        False,
+        description="In a study comparing models: this role keeps its own model for every "
+        "model label (one persona writer or formatter for all) instead of each model playing it.",
     )
 
     @field_validator("options")
     @classmethod
     def _no_secrets(cls, options: dict[str, Any]) -> dict[str, Any]:
         return _check_no_secrets(options)
+
+    @model_validator(mode="after")
+    def _shared_has_one_model(self) -> RoleConfig:
+        if self.shared and self.models:
+            raise ValueError("a role listing `models` cannot be `shared`")
+        return self
 
     def variants(self) -> dict[str, RoleConfig]:
         """Label -> the role as played by that model (one unlabeled entry without ``models``)."""
@@ -326,6 +338,11 @@ class DesignConfig(Strict):
     record: list[Identifier] = Field(
         default_factory=list,
         description="Factor variables copied into the results as columns (for breakdowns).",
+    )
+    only: dict[Identifier, dict[Identifier, str]] = Field(
+        default_factory=dict,
+        description="Factor -> {variable: value}: keep only the levels whose variables have "
+        "these values (e.g. `job: {subset7: 'true'}`, the 7 roles of seed 001's reduced runs).",
     )
     batch_size: int = Field(
         20_000,
@@ -580,9 +597,45 @@ def _read_data_files(data: Any, smap: SourceMap) -> Any:
                     factors[name] = _levels_from_csv(csv_path)
                 except InputError as exc:
                     problems.extend(exc.problems)
+        if not problems:
+            problems.extend(_keep_only(design, smap))
     if problems:
         raise InputError(problems)
     return data
+
+
+def _keep_only(design: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """Apply ``design.only`` to the factor levels in place (inline or read from a CSV), so a
+    study that extends another can keep a subset of levels the CSV marks."""
+    only = design.get("only")
+    if not isinstance(only, dict):
+        return []  # absent, or the schema reports its type
+    factors = design["factors"]
+    problems: list[Problem] = []
+    for name, wanted in only.items():
+        at = ("design", "only", name)
+        levels = factors.get(name)
+        if not isinstance(levels, dict):
+            problems.append(smap.problem(at, f"`{name}` is not a design factor"))
+            continue
+        if not isinstance(wanted, dict):
+            continue
+        for var, value in wanted.items():
+            if not isinstance(value, str):
+                problems.append(
+                    smap.problem((*at, var), f'must be text, e.g. "{str(value).lower()}"')
+                )
+            elif not any(isinstance(v, dict) and var in v for v in levels.values()):
+                problems.append(smap.problem((*at, var), f"no level of `{name}` defines `{var}`"))
+        kept = {
+            level: v
+            for level, v in levels.items()
+            if isinstance(v, dict) and all(v.get(k) == value for k, value in wanted.items())
+        }
+        if not kept and not problems:
+            problems.append(smap.problem(at, f"no level of `{name}` has these values"))
+        factors[name] = kept
+    return problems
 
 
 def _bank_names(personas: dict[str, Any], smap: SourceMap) -> dict[str, list[str]]:
@@ -787,7 +840,13 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
             if not config.personas.names.get(key):
                 where = "name_bank" if config.personas.name_bank else "names"
                 add(smap.problem(("personas", where), f"no names for `{key}`"))
+        problem = _names_run_out(config, smap)
+        if problem is not None:
+            add(problem)
 
+    from .casting import cast
+
+    players = cast(config)
     stage_names: list[str] = []
     stage_fields: dict[str, dict[str, OutputField]] = {}
     for i, stage in enumerate(config.stages):
@@ -806,9 +865,8 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                         ("stages", i, "shared_across", j), f"`{shared}` is not a design factor"
                     )
                 )
-        role_cfg = config.roles.get(stage.role)
-        completion_models = role_cfg is not None and any(
-            not v.structured_output for v in role_cfg.variants().values()
+        completion_models = any(
+            not v.structured_output for v in players.get(stage.role, {}).values()
         )
         if completion_models and stage.completion is None:
             add(
@@ -835,6 +893,22 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                     f"no role named `{stage.completion.formatter}`",
                 )
             )
+        elif stage.completion is not None:
+            formatter = stage.completion.formatter
+            unable = [k for k, v in players[formatter].items() if not v.structured_output]
+            if unable:
+                per_model = any(unable)  # labels: each model would format its own answers
+                add(
+                    smap.problem(
+                        ("stages", i, "completion", "formatter"),
+                        f"role `{formatter}` would be played by completion models "
+                        f"({', '.join(unable)}), which cannot return the structure; give it "
+                        "`shared: true` so its own model formats every model's answers"
+                        if per_model
+                        else f"role `{formatter}` is a completion model (structured_output: "
+                        "false) and cannot return the structure",
+                    )
+                )
         stage_names.append(stage.name)
         stage_fields[stage.name] = dict(stage.output or {})
         role = config.roles.get(stage.role)
@@ -875,6 +949,23 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     if not pipeline_problems:
         problems.extend(_check_templates(config, smap, stage_fields))
     return problems
+
+
+def _names_run_out(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """More agents per persona than a group has names (``--agents`` or the file): names would
+    repeat, which a name-swap design must declare (``repeat_names``), never do silently."""
+    personas = config.personas
+    per = config.design.agents_per_value
+    sizes = [(len(personas.names.get(k, [])), k) for k in _persona_keys(config)]
+    fewest, key = min(sizes, key=lambda size: size[0], default=(0, ""))
+    if personas.repeat_names or not 0 < fewest < per:
+        return None
+    bank = f"name bank `{personas.name_bank}`" if personas.name_bank else "`personas.names`"
+    return smap.problem(
+        ("design", "agents_per_value"),
+        f"{per} agents per persona value, but {bank} has {fewest} names for `{key}`: names "
+        f"would repeat; use at most {fewest}, or set `personas.repeat_names: true`",
+    )
 
 
 def _synthetic_tables(

@@ -19,6 +19,7 @@ import orjson
 
 from agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
 
+from .casting import cast
 from .config import RoleConfig, StageConfig, StudyConfig
 from .design import MODEL_LABEL, design_size, iter_design, iter_populations, model_labels
 from .dispatch import Call, Dispatcher
@@ -63,7 +64,8 @@ class StudyModel(mesa.Model):
         self.dispatcher = dispatcher
         self.writer = writer
         self._loop = loop
-        self._variants = {name: role.variants() for name, role in study.roles.items()}
+        #: Role -> model label -> who plays it ("" for a role one model plays for every label).
+        self._variants = cast(study)
         multi = len(model_labels(study)) > 1
         self.stage_configs = {stage.name: stage for stage in study.stages}
         self.plans = [self._plan(self.stage_configs[n], multi) for n in stage_order(study)]
@@ -123,7 +125,7 @@ class StudyModel(mesa.Model):
     def _plan(self, stage: StageConfig, multi_model: bool) -> StagePlan:
         role = self.study.roles[stage.role]
         shared = set(stage.shared_across)
-        if multi_model and not role.models:
+        if multi_model and "" in self._variants[stage.role]:
             shared.add(MODEL_LABEL)  # one model plays this role for every variant: share it
         completion = stage.completion
         seeds = self.study.design.replicate_seeds

@@ -30,6 +30,11 @@ class PersonaConfig(Strict):
         description="For source `name_bank`: a CSV (column `name` plus one column per axis) or a "
         "built-in bank (`an2024`, `bias_transmission`); read into `names` when loading.",
     )
+    repeat_names: bool = Field(
+        False,
+        description="For source `name_bank`: allow more agents per value than a group has names "
+        "(names are reused in turn); otherwise that is an input error.",
+    )
 
     @field_validator("axes")
     @classmethod

@@ -105,11 +105,15 @@ def _roles_in_use(study: dict[str, Any]) -> set[str] | None:
     if not isinstance(stages, list):
         return None
     roles = study.get("roles") or {}
+    # A role without models may be played by each compared model (simulator.casting): count
+    # their variants too, so a formatter is not hidden when a completion model wrote personas.
+    compared = [m for r in roles.values() for m in r.get("models") or [] if isinstance(m, dict)]
     used = set()
     for stage in stages:
         used.add(stage.get("role"))
         role = roles.get(stage.get("role")) or {}
-        variants = [role, *[m for m in role.get("models") or [] if isinstance(m, dict)]]
+        own = role.get("models") or ([] if role.get("shared") else compared)
+        variants = [role, *[m for m in own if isinstance(m, dict)]]
         completion = any(v.get("structured_output") is False for v in variants)
         if completion and stage.get("completion"):
             used.add(stage["completion"].get("formatter"))

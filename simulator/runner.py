@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from .casting import cast
 from .config import Override, Study, load_study, validate_study
 from .dispatch import Dispatcher, RunAborted
 from .errors import InputError, Problem
@@ -187,7 +188,8 @@ def prepare(options: RunOptions) -> PreparedRun:
     )
 
 
-_PER_REQUEST_FIELDS = {*SAMPLING_FIELDS, "seed", "reask", "models"}
+#: Role fields that do not define a runtime (``shared`` says who plays a role, not how).
+_PER_REQUEST_FIELDS = {*SAMPLING_FIELDS, "seed", "reask", "models", "shared"}
 
 
 def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
@@ -199,8 +201,12 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
     """
     shared: dict[str, BackendRuntime] = {}
     runtimes: dict[tuple[str, str], BackendRuntime] = {}
-    for name, base in study.config.roles.items():
-        for label, role in base.variants().items():
+    # Roles listing models first: a bad variant is reported where it is written, not at a
+    # role it also plays (simulator.casting).
+    roles = study.config.roles
+    players = sorted(cast(study.config).items(), key=lambda item: not roles[item[0]].models)
+    for name, played in players:
+        for label, role in played.items():
             # Sampling parameters travel with each request; everything else defines the runtime.
             ident = canonical_json(role.model_dump(mode="json", exclude=_PER_REQUEST_FIELDS))
             if ident not in shared:
@@ -246,9 +252,10 @@ def _packages() -> dict[str, str]:
 
 def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any]:
     study = prepared.study.config
+    players = cast(study)
     roles = {}
     for (name, label), runtime in prepared.runtimes.items():
-        role = study.roles[name].variants()[label]
+        role = players[name][label]
         roles[f"{name}[{label}]" if label else name] = {
             "backend": runtime.identity,
             "synthetic": runtime.backend.synthetic,

@@ -151,3 +151,16 @@ def test_a_failing_analysis_keeps_the_run_and_says_how_to_redo_it(
     redone = cli.invoke(app, ["analyze", str(out)])
     assert redone.exit_code == 0, redone.output
     assert "Demographic parity difference" in redone.stdout
+
+
+def test_agents_above_the_name_banks_size_is_exit_2_not_reuse(tmp_path: Path, cli) -> None:
+    out = tmp_path / "r"
+    result = invoke_run(
+        cli, "an2024_hiring", "--backend", "synthetic", "--agents", "51", "--out", str(out)
+    )
+    assert result.exit_code == 2
+    assert (
+        "--agents: design.agents_per_value: 51 agents per persona value, but name bank `an2024` "
+        "has 50 names for `White/female`" in result.stderr
+    )
+    assert not out.exists()

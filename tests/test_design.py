@@ -47,10 +47,11 @@ def test_crossed_and_separate_axes(tmp_path: Path) -> None:
     }
 
 
-def test_name_bank_assigns_names_in_turn(tmp_path: Path) -> None:
+def test_name_bank_assigns_names_in_turn_when_repetition_is_declared(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     bank = (
         "  source: name_bank\n"
+        "  repeat_names: true\n"
         "  names:\n"
         "    male: [James, John]\n"
         "    female: [Mary]\n"

@@ -309,7 +309,8 @@ def test_shared_across_a_non_factor_is_an_input_error(tmp_path: Path) -> None:
 # --- model variants --------------------------------------------------------------------------
 
 
-def test_model_variants_run_the_full_design_and_share_single_model_roles(tmp_path: Path) -> None:
+def writer_and_two_models() -> dict[str, Any]:
+    """A writer role (no models) whose trait the decider, listing two models, reads."""
     data = base_study()
     data["roles"]["decider"]["models"] = ["m1", {"label": "big", "model": "m2"}]
     data["roles"]["writer"] = {
@@ -327,29 +328,63 @@ def test_model_variants_run_the_full_design_and_share_single_model_roles(tmp_pat
         },
     )
     data["stages"][1]["prompt"] = "You are {{ outputs.write.trait }}. Choose."
+    return data
+
+
+def test_model_variants_run_the_full_design_and_each_model_writes_its_own(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    df = run(write(tmp_path / "s.yaml", data), out).results
+    df = run(write(tmp_path / "s.yaml", writer_and_two_models()), out).results
     assert (df["status"] == "answered").all()
     decide = df[df["stage"] == "decide"]
     assert set(decide["model_label"]) == {"m1", "big"}
-    assert decide.groupby("model_label")["model"].unique().map(list).to_dict() == {
-        "m1": ["m1"],
-        "big": ["m2"],
-    }
+    by_label = {"m1": ["m1"], "big": ["m2"]}
+    assert decide.groupby("model_label")["model"].unique().map(list).to_dict() == by_label
     for _, group in decide.groupby("model_label"):
         assert sorted(zip(group["gender"], group["agent_index"], strict=True)) == sorted(
             (g, i) for g in ("male", "female") for i in range(4)
         )
+    # The writer feeds the decider, so each listed model writes its own agents' traits.
+    written = df[df["stage"] == "write"]
+    assert written.groupby("model_label")["model"].unique().map(list).to_dict() == by_label
+    assert set(written["role"]) == {"writer"}
+    stored = calls(out)
+    assert stored.groupby(["stage", "model"]).size().to_dict() == {
+        ("decide", "m1"): 8,
+        ("decide", "m2"): 8,
+        ("write", "m1"): 8,
+        ("write", "m2"): 8,
+    }
+    # Every decision read the trait its own model wrote, and the two models wrote differently.
+    traits = written.set_index("agent_id")["trait"]
+    prompts = stored.set_index("unit_id")["prompt"]
+    for row in decide.itertuples():
+        assert prompts[row.unit_id] == f"You are {traits[row.agent_id]}. Choose."
+    per_slot = written.groupby(written["agent_id"].map(slot))["trait"]
+    assert len(per_slot) == 8 and (per_slot.nunique() > 1).any()
+
+
+def test_a_shared_role_writes_once_for_every_model(tmp_path: Path) -> None:
+    data = writer_and_two_models()
+    data["roles"]["writer"]["shared"] = True
+    out = tmp_path / "run"
+    df = run(write(tmp_path / "s.yaml", data), out).results
     stored = calls(out)
     assert stored.groupby("stage").size().to_dict() == {"write": 8, "decide": 16}
-    assert stored.loc[stored["stage"] == "decide"].groupby("model").size().to_dict() == {
-        "m1": 8,
-        "m2": 8,
-    }
+    assert set(stored.loc[stored["stage"] == "write", "model"]) == {"synthetic-responder"}
     written = df[df["stage"] == "write"]
     assert len(written) == 16 and set(written["model_label"]) == {"m1", "big"}
+    assert set(written["model"]) == {"synthetic-responder"}
     per_slot = written.groupby(written["agent_id"].map(slot))["trait"]
     assert len(per_slot) == 8 and (per_slot.nunique() == 1).all()
+
+
+def test_a_role_listing_models_cannot_be_shared(tmp_path: Path) -> None:
+    data = writer_and_two_models()
+    data["roles"]["decider"]["shared"] = True
+    study = write(tmp_path / "s.yaml", data)
+    (problem,) = problems(study)
+    assert problem.field == "roles.decider"
+    assert "a role listing `models` cannot be `shared`" in problem.message
 
 
 def test_roles_listing_different_model_labels_is_an_input_error(tmp_path: Path) -> None:
@@ -548,3 +583,28 @@ def test_bank_lacking_a_value_combination_names_the_bank_field(tmp_path: Path) -
     (problem,) = problems(study)
     assert "`Black/male`" in problem.message
     assert problem.field == "personas.name_bank"
+
+
+def test_more_agents_than_a_group_has_names_is_an_input_error(tmp_path: Path) -> None:
+    study = bank_study(tmp_path, {"race": ["White"], "gender": ["female", "male"]})
+    (problem,) = problems(study)  # three agents per value, one name each
+    assert problem.field == "design.agents_per_value"
+    assert problem.file == str(study) and problem.line == line_of(study, "agents_per_value:")
+    assert "3 agents per persona value, but name bank `bank.csv` has 1 names for" in (
+        problem.message
+    )
+    assert "`personas.repeat_names: true`" in problem.message
+
+
+def test_declared_name_repetition_reuses_the_names_in_turn(tmp_path: Path) -> None:
+    study = bank_study(tmp_path, {"race": ["White"], "gender": ["female", "male"]})
+    study.write_text(
+        study.read_text().replace(
+            "  source: name_bank\n", "  source: name_bank\n  repeat_names: true\n"
+        )
+    )
+    specs = design_matrix(load_study(study).config)
+    names = [(s.persona.key, s.persona.name) for s in specs]
+    assert (
+        names == [("race=White,gender=female", "Ann")] * 3 + [("race=White,gender=male", "Bob")] * 3
+    )

@@ -69,6 +69,7 @@ def expected_rates(results: pd.DataFrame, stage: str, axis: str, weights: dict) 
 def test_declared_stage_disparities_are_recovered_and_compound(tmp_path: Path, cli) -> None:
     data = pipeline_studies.study()
     data["design"]["agents_per_value"] = 96  # 768 applicants, 96 pools of 8
+    data["personas"]["repeat_names"] = True  # 96 per group from the bank's 50
     out, stdout = run(cli, tmp_path, data)
     summary = json.loads((out / "summary.json").read_text())
     results = pd.read_parquet(out / "results.parquet")
