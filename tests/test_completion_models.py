@@ -203,6 +203,7 @@ roles:
       - {{label: base, model: davinci-002, endpoint: completions, max_tokens: 50,
           structured_output: false}}
   formatter:
+    shared: true
     backend: {backend}
     model: loopback-model
     temperature: 0.2
