@@ -54,6 +54,9 @@ class StagePlan:
     output: Mapping[str, Any] | None = None
     #: Whether choice fields are held to their choices (see ``StageConfig.forced_choice``).
     forced_choice: bool = True
+    #: Model label -> design keys besides the persona axes that the role's synthetic truth
+    #: reads (a factor, ``model_label``, ``persona_name``, ``persona``); empty for real models.
+    synthetic_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Rendered messages and ``when`` results by template context. Templates are pure functions
     #: of their variables (the sandbox has no random filter), and agents sharing a persona and
     #: condition share a prompt.
@@ -167,9 +170,24 @@ class LLMAgent(mesa.Agent):
             seed=seed,
             json_schema=schema.json_schema if schema is not None else None,
             replicate=spec.replicate,
-            attributes=spec.persona.attributes,
+            attributes=spec.persona.attributes + self._design_keys(stage),
             **stage.sampling_for(spec.model_label),
         )
+
+    def _design_keys(self, stage: StagePlan) -> tuple[tuple[str, str], ...]:
+        """The design values a synthetic truth is keyed on besides the persona's attributes
+        (none for real models, so their requests and cache keys stay as they were)."""
+        keys = stage.synthetic_keys.get(self.spec.model_label, ())
+        if not keys:
+            return ()
+        spec = self.spec
+        known = {
+            **dict(spec.levels),
+            "model_label": spec.model_label,
+            "persona_name": spec.persona.name or "",
+            "persona": f"{spec.persona.key}/{spec.index}",
+        }
+        return tuple((key, str(known.get(key, ""))) for key in keys)
 
     def observe(self, stage: StagePlan, response: LLMResponse | None) -> None:
         """Take in the answer to ``stage`` (``None`` when the stage was skipped)."""

@@ -852,12 +852,24 @@ def disparity_report(
     notes: list[str] = []
     report: dict[str, pd.DataFrame | float | list[str]] = {
         "rates": rates,
-        "population_rate": float(rates["population_rate"].iloc[0]),
+        "population_rate": float(rates["population_rate"].iloc[0]) if len(rates) else np.nan,
         "n_valid": int(rates["n"].sum()),
         "n_excluded": int(rates["n_excluded"].sum()),
-        "dpd": demographic_parity_difference(answered["rate"]),
+        "dpd": demographic_parity_difference(answered["rate"]) if len(answered) else np.nan,
         "notes": notes,
     }
+    if answered.empty:
+        # Every answer invalid is a finding (the model never wrote a usable decision), not an
+        # error: the report says so and tests nothing.
+        notes.append("no group has a valid answer: nothing to test")
+        empty = pd.DataFrame()
+        report.update(
+            impact_ratios=empty,
+            p_any_flag_by_chance=np.nan,
+            min_ratio_p05=np.nan,
+            permutation=empty,
+        )
+        return report
     if len(answered) >= 2:
         if unit_col:
             parity = _unit_parity(

@@ -39,10 +39,15 @@ from .yamlsource import FieldPath, SourceMap, deep_merge, load_yaml
 class SyntheticField(Strict):
     """How the synthetic responder fills one output field (ground truth, not a language model)."""
 
-    by: str | None = Field(None, description="Persona axis whose value selects the probabilities.")
+    by: str | list[str] | None = Field(
+        None,
+        description="What selects the probabilities: a persona axis, a design factor (e.g. a "
+        "condition or the role) or `model_label`; a list keys them by combination, written "
+        "`value|value` (e.g. `by: [race, gender]`, key `Black|female`).",
+    )
     probabilities: dict[str, dict[str, float]] = Field(
         default_factory=dict,
-        description="Axis value -> {choice: probability}. Values not listed use `default`.",
+        description="Value of `by` -> {choice: probability}. Values not listed use `default`.",
     )
     default: dict[str, float] | None = Field(
         None, description="{choice: probability} for unlisted values; uniform when absent."
@@ -59,6 +64,16 @@ class SyntheticField(Strict):
         description="For `selected`: weight multiplier by shown position (1, 2, ...), to "
         "declare a position effect.",
     )
+    unit: Literal["persona_name", "persona"] | None = Field(
+        None,
+        description="Unit-level heterogeneity: each name (`persona_name`) or each persona "
+        "(`persona`: one persona and agent index, across conditions) gets its own propensity, "
+        "a log-odds shift drawn once from N(0, unit_sd) and kept in every stage and stratum.",
+    )
+    unit_sd: float = Field(0.0, ge=0, le=10, description="SD of the units' log-odds shifts.")
+    shifted: str | None = Field(
+        None, description="The choice whose log-odds a unit's shift moves (default: the first)."
+    )
 
     @model_validator(mode="after")
     def _sums_to_one(self) -> SyntheticField:
@@ -72,7 +87,21 @@ class SyntheticField(Strict):
                 raise ValueError("probabilities must be non-negative and sum to 1")
         if self.probabilities and not self.by:
             raise ValueError("`by` must name the persona axis the probabilities are keyed on")
+        if isinstance(self.by, list):
+            if not self.by or self.weights:
+                raise ValueError("a list `by` needs at least one name and keys probabilities only")
+            for key in self.probabilities:
+                if len(key.split("|")) != len(self.by):
+                    joined = "|".join(self.by)
+                    raise ValueError(f"key `{key}` needs {len(self.by)} values: `{joined}`")
+        if self.unit_sd and self.unit is None:
+            raise ValueError("`unit_sd` needs `unit` (persona_name or persona)")
         return self
+
+    def design_keys(self) -> tuple[str, ...]:
+        """The design keys this table reads besides the answer's own field."""
+        by = [self.by] if isinstance(self.by, str) else list(self.by or [])
+        return tuple(by) + ((self.unit,) if self.unit and self.unit_sd else ())
 
 
 #: Sampling parameters, checked alike where a role sets them and where one of its models does.
@@ -760,17 +789,8 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     for name, role in config.roles.items():
         for at, tables, _ in _synthetic_tables(name, role):
             for fname, spec in tables.items():
-                if spec.by and spec.by not in axes:
-                    add(smap.problem((*at, fname, "by"), f"`{spec.by}` is not a persona axis"))
-                elif spec.by:
-                    for value in [*spec.probabilities, *spec.weights]:
-                        if value not in axes[spec.by]:
-                            add(
-                                smap.problem(
-                                    (*at, fname, "probabilities", value),
-                                    f"`{value}` is not a value of axis `{spec.by}`",
-                                )
-                            )
+                for problem in _synthetic_keys(config, spec, (*at, fname), smap):
+                    add(problem)
     clashes = (set(axes) | set(config.vars)) & RESERVED_COLUMNS
     for clash in sorted(clashes):
         add(
@@ -966,6 +986,44 @@ def _names_run_out(config: StudyConfig, smap: SourceMap) -> Problem | None:
         f"{per} agents per persona value, but {bank} has {fewest} names for `{key}`: names "
         f"would repeat; use at most {fewest}, or set `personas.repeat_names: true`",
     )
+
+
+def _synthetic_keys(
+    config: StudyConfig, spec: SyntheticField, at: FieldPath, smap: SourceMap
+) -> list[Problem]:
+    """Problems with what a synthetic table is keyed on: each `by` name must be a persona
+    axis, a design factor or `model_label`, and each key's values must exist where the
+    values are listed in the study (persona axes, inline factor levels)."""
+    axes = config.personas.axes
+    factors = config.design.factors
+    by = [spec.by] if isinstance(spec.by, str) else list(spec.by or [])
+    problems = []
+    known: list[list[str] | None] = []
+    for j, name in enumerate(by):
+        if name in axes:
+            known.append(list(axes[name]))
+        elif name in factors:
+            levels = factors[name]
+            known.append(list(levels) if isinstance(levels, dict) else None)
+        elif name == "model_label":
+            known.append(None)
+        else:
+            where = (*at, "by", j) if isinstance(spec.by, list) else (*at, "by")
+            problems.append(
+                smap.problem(
+                    where, f"`{name}` is not a persona axis, a design factor or `model_label`"
+                )
+            )
+            return problems
+    for key in [*spec.probabilities, *spec.weights]:
+        for name, values, value in zip(by, known, key.split("|"), strict=False):
+            if values is not None and value not in values:
+                problems.append(
+                    smap.problem(
+                        (*at, "probabilities", key), f"`{value}` is not a value of `{name}`"
+                    )
+                )
+    return problems
 
 
 def _synthetic_tables(

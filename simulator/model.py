@@ -11,6 +11,7 @@ import asyncio
 import gc
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -140,6 +141,11 @@ class StudyModel(mesa.Model):
             output=stage.output,
             forced_choice=stage.forced_choice,
             sampling={label: sampling(v) for label, v in self._variants[stage.role].items()},
+            synthetic_keys={
+                label: keys
+                for label, variant in self._variants[stage.role].items()
+                if (keys := _synthetic_keys(variant, self.study.personas.axes))
+            },
             base_seed=self.study.seed if role.seed is None else role.seed,
             when=stage.when,
             shared=frozenset(shared),
@@ -502,3 +508,12 @@ def _merge(completion: LLMResponse, extracted: LLMResponse | None) -> LLMRespons
         truncated=completion.truncated or extracted.truncated,
         cached=completion.cached and extracted.cached,
     )
+
+
+def _synthetic_keys(role: RoleConfig, axes: Mapping[str, Any]) -> tuple[str, ...]:
+    """Design keys the role's synthetic truth reads beyond the persona axes (none on a real
+    backend, which never sees them)."""
+    if role.backend != "synthetic":
+        return ()
+    keys = (key for spec in role.synthetic.values() for key in spec.design_keys())
+    return tuple(dict.fromkeys(k for k in keys if k not in axes))

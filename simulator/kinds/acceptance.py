@@ -49,20 +49,46 @@ class AcceptanceSpec(AnalysisSpec):
     breakdowns: list[str] = Field(
         default_factory=list, description="Columns giving one rate table each (Tables 1-4)."
     )
+    subset: str | None = Field(
+        None,
+        description="Column marking a subset of rows (true / yes / 1), e.g. `subset7`: adds "
+        "Table 1 of seed 001, one row for the subset and one for all rows, with marks from the "
+        "joint test within each.",
+    )
+    reference: list[str] | None = Field(
+        None,
+        description="Group values (one per `groups` axis), e.g. [White, male]: also test every "
+        "other group against this one, not only against the population.",
+    )
     n_permutations: int = Field(5000, ge=100)
     adjust: Literal["holm", "bh", "none"] = "holm"
 
 
 _ACCEPTANCE_NOTE = (
-    "acc/n = accepted / valid answers, excl = invalid (excluded); IR = impact ratio (rate / "
-    "highest rate, ! = below four-fifths); p = permutation test of the group against the "
-    "population, two-sided, {adjust}-adjusted over the groups."
+    "acc/n = accepted / valid answers, excl = invalid (excluded); all = accepted / every email, "
+    "invalid ones counted as not accepted (the paper's binary rate); IR = impact ratio (rate / "
+    "highest rate, ! = below four-fifths); p = {test}, two-sided, {adjust}-adjusted over the "
+    "groups."
+)
+_POPULATION_CAVEAT = (
+    "Each group is compared with the population, which includes it: when one group is treated "
+    "worse, every other group sits above the average and may test 'significantly above' "
+    "without being favoured. Set `reference` to compare every group with one group instead."
 )
 _DIFFERENCE_NOTE = (
     "p = permutation test of |DPD A - DPD B| (max - min acceptance rate over the groups): model "
     "labels are swapped within each prompt (same template, name and seed) under the null that "
     "both models answer each prompt alike; p adj. over the model pairs (* = significant)."
 )
+
+
+def _test_name(part: dict[str, Any]) -> str:
+    if part.get("test") == "joint":
+        return (
+            "joint permutation test across strata (each name relabelled once for every stratum; "
+            "d = excess over the rate its strata give)"
+        )
+    return "permutation test of the group against the population"
 
 
 class AcceptanceKind(AnalysisKind):
@@ -81,6 +107,20 @@ class AcceptanceKind(AnalysisKind):
             else:
                 facts.need_field(spec.judge_stage, "outcome", ("judge_stage",), ("judge_stage",))
         facts.need_column(spec.strata, ("strata",))
+        facts.need_column(spec.subset, ("subset",))
+        if spec.reference is not None and len(spec.reference) != len(spec.groups):
+            facts.problem(
+                ("reference",),
+                f"give one value per group axis ({', '.join(spec.groups)}), e.g. "
+                f"{[values[0] for values in facts.axes.values()][: len(spec.groups)]}",
+            )
+        elif spec.reference is not None:
+            for axis, value in zip(spec.groups, spec.reference, strict=True):
+                known = facts.axes.get(axis)
+                if known is not None and value not in known:
+                    facts.problem(
+                        ("reference",), f"`{value}` is not a value of `{axis}` ({', '.join(known)})"
+                    )
         for j, name in enumerate(spec.breakdowns):
             facts.need_column(name, ("breakdowns", j))
 
@@ -161,10 +201,15 @@ class AcceptanceKind(AnalysisKind):
             positive="accept",
             unit_col="persona_name" if spec.unit == "name" else None,
             stratum_col=spec.strata,
+            reference=spec.reference,
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
             seed=seed,
             require_positive=False,
+        )
+        rates = report["rates"]
+        rates["rate_all"] = rates["k"] / (rates["n"] + rates["n_excluded"]).where(
+            rates["n"] + rates["n_excluded"] > 0
         )
         prefix = slug(ctx.name, model)
         scalars = {}
@@ -173,8 +218,14 @@ class AcceptanceKind(AnalysisKind):
                 section.tables[f"{prefix}_{key}"] = value
             else:
                 scalars[key] = value
-        tests = report.get("permutation")
-        for column in spec.breakdowns:
+        # With strata the headline test is the joint one: it relabels each name once for every
+        # stratum; the pooled test ignores the strata.
+        tests = report.get("joint", report.get("permutation"))
+        # Without a single valid answer there is nothing to break down (the report says so).
+        breakdowns = spec.breakdowns if report["n_valid"] else []
+        if spec.subset and report["n_valid"]:
+            section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed)
+        for column in breakdowns:
             # The paper marks each cell of Tables 1-4 by a permutation test within its row; each
             # table is one declared family for `adjust`.
             row_tests = (
@@ -200,12 +251,53 @@ class AcceptanceKind(AnalysisKind):
             section.tables[f"{prefix}_by_{column}"] = disparity.rate_breakdown(
                 part, column, spec.groups, "outcome", "accept", tests=row_tests, p_col="p_adjusted"
             )
+        reference = report.get("reference")
         return {
             **scalars,
+            "test": "joint" if "joint" in report else "pooled",
             "rates": report["rates"].to_dict("records"),
             "impact_ratios": report["impact_ratios"].to_dict("records"),
             "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
+            "reference": reference.to_dict("records") if reference is not None else None,
         }
+
+    def _table1(self, part: pd.DataFrame, spec: AcceptanceSpec, seed: int) -> pd.DataFrame:
+        """Seed 001's Table 1: rates in the subset and in all rows, each cell marked by the
+        joint test within its row (one-sided each way, both directions adjusted together)."""
+        assert spec.subset is not None
+        flag = part[spec.subset].astype(str).str.lower().isin(["true", "yes", "1"])
+        rows, tests = [], []
+        for label, rows_of in ((spec.subset, part[flag]), ("all", part)):
+            if rows_of.empty:
+                continue
+            joint = disparity.adjust_both_sides(
+                disparity.joint_vs_population(
+                    rows_of,
+                    spec.groups,
+                    "outcome",
+                    "accept",
+                    unit_col="persona_name" if spec.unit == "name" else None,
+                    stratum_col=spec.strata,
+                    n_permutations=spec.n_permutations,
+                    seed=seed,
+                ),
+                spec.adjust,
+            )
+            joint["p_marked"] = joint["p_greater_adjusted"].where(
+                joint["d"] > 0, joint["p_less_adjusted"]
+            )
+            rows.append(rows_of.assign(_rows=label))
+            tests.append(joint.assign(_rows=label))
+        table = disparity.rate_breakdown(
+            pd.concat(rows),
+            "_rows",
+            spec.groups,
+            "outcome",
+            "accept",
+            tests=pd.concat(tests),
+            p_col="p_marked",
+        )
+        return table.rename(columns={"_rows": "rows"})
 
     def _across_models(
         self,
@@ -284,8 +376,9 @@ class AcceptanceKind(AnalysisKind):
             )
             ratios = {tuple(r[g] for g in groups): r for r in part["impact_ratios"]}
             tests = {tuple(r[g] for g in groups): r for r in part["permutation"] or []}
-            for col in (*groups, "acc/n", "excl", "rate", "95% CI", "IR", "p"):
-                table.add_column(col, justify="right", no_wrap=True)
+            for col in (*groups, "acc/n", "excl", "rate", "95% CI", "all", "IR", "p"):
+                # Fold rather than cut: a narrow terminal must never show "0.…" for a number.
+                table.add_column(col, justify="right", overflow="fold")
             for row in part["rates"]:
                 group = tuple(row[g] for g in groups)
                 ratio, test = ratios.get(group, {}), tests.get(group, {})
@@ -296,6 +389,7 @@ class AcceptanceKind(AnalysisKind):
                     str(row["n_excluded"]),
                     fmt(row["rate"]),
                     f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
+                    fmt(row.get("rate_all")),
                     f"{fmt(ratio.get('impact_ratio'), '.2f')}{flag}",
                     fmt(test.get("p_adjusted")),
                 )
@@ -304,9 +398,27 @@ class AcceptanceKind(AnalysisKind):
                 f"DPD {fmt(part.get('dpd'))} (parity p = {fmt(part.get('dpd_p_value'))}), "
                 f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
                 f"model fails four-fifths for some group: "
-                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')}.\n"
-                + _ACCEPTANCE_NOTE.format(adjust=summary["adjust"])
+                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')}. DPD test: "
+                f"{part.get('dpd_test', 'none')}.\n"
+                + _ACCEPTANCE_NOTE.format(adjust=summary["adjust"], test=_test_name(part))
+                + "\n"
+                + _POPULATION_CAVEAT
             )
+            for note in part.get("notes", []):
+                console.print(f"[yellow]note:[/yellow] {note}")
+            if part.get("reference"):
+                versus = Table(title=f"Each group against {part['reference'][0]['compared_with']}")
+                for col in (*groups, "rate", "d", "p", f"p ({summary['adjust']})"):
+                    versus.add_column(col, justify="right", no_wrap=True)
+                for row in part["reference"]:
+                    versus.add_row(
+                        *[str(row[g]) for g in groups],
+                        fmt(row["rate"]),
+                        fmt(row["d"], "+.3f"),
+                        fmt(row["p_two_sided"]),
+                        fmt(row["p_adjusted"]),
+                    )
+                console.print(versus)
         if summary.get("model_differences"):
             print_differences(
                 summary["model_differences"],
@@ -357,6 +469,7 @@ class AcceptanceKind(AnalysisKind):
                     Column("n_excluded", "excluded", "int"),
                     Column("rate", "rate", ".3f"),
                     Column("ci_low", "95% CI", "ci", upper="ci_high"),
+                    Column("rate_all", "accepted / all emails", ".3f"),
                 ],
             )
             section.table(
@@ -373,14 +486,32 @@ class AcceptanceKind(AnalysisKind):
                 section.table(
                     part["permutation"],
                     key=(*at, "permutation"),
-                    title="Permutation test of each group against the population",
+                    title=_test_name(part).capitalize(),
                     columns=[
                         *text,
                         Column("rate", "rate", ".3f"),
+                        Column("d", "d", "+.3f"),
+                        Column("p_two_sided", "p", ".3f"),
+                        Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
+                    ],
+                    note=_POPULATION_CAVEAT,
+                )
+            if part.get("reference"):
+                section.table(
+                    part["reference"],
+                    key=(*at, "reference"),
+                    title=f"Each group against {part['reference'][0]['compared_with']}",
+                    columns=[
+                        *text,
+                        Column("rate", "rate", ".3f"),
+                        Column("d", "d", "+.3f"),
                         Column("p_two_sided", "p", ".3f"),
                         Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
                     ],
                 )
+            section.paragraph(f"DPD test: {part.get('dpd_test', 'none')}.", muted=True)
+            for note in part.get("notes", []):
+                section.paragraph(f"Note: {note}", muted=True)
         if summary.get("model_differences"):
             html_differences(
                 section,

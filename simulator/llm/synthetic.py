@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import zlib
 from typing import Any
 
@@ -116,11 +117,13 @@ class SyntheticBackend:
     def _draw(self, name: str, prop: dict[str, Any], attributes: dict[str, str], u: float) -> Any:
         spec = self._fields.get(name)
         if "enum" in prop:
-            value = attributes.get(spec.by) if spec is not None and spec.by else None
+            value = _by_value(spec, attributes) if spec is not None else None
             key = (name, value, tuple(prop["enum"]))
             if key not in self._tables:
                 self._tables[key] = self._table(spec, value, prop["enum"])
             choices, cumulative = self._tables[key]  # type: ignore[misc]
+            if spec is not None and spec.unit_sd and spec.unit:
+                cumulative = self._shift(spec, choices, cumulative, attributes.get(spec.unit, ""))
             for choice, edge in zip(choices, cumulative, strict=True):
                 if u < edge:
                     return choice
@@ -154,6 +157,28 @@ class SyntheticBackend:
         order = sorted(range(size), key=lambda i: -keys[i])
         return [i + 1 for i in order[:count]]
 
+    def _shift(
+        self, spec: Any, choices: list[str], cumulative: list[float], unit: str
+    ) -> list[float]:
+        """The table with the unit's own propensity: the log-odds of ``spec.shifted`` (the
+        first choice by default) moved by the unit's N(0, unit_sd) draw, the same draw in every
+        call that unit makes (a name liked in one role is liked in all)."""
+        target = spec.shifted if spec.shifted in choices else choices[0]
+        z = statistics.NormalDist().inv_cdf(
+            min(max(uniform(zlib.crc32(unit.encode()), self._salt & 0xFFFF), 1e-12), 1 - 1e-12)
+        )
+        probs = [b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative, strict=True)]
+        probs = [
+            p * math.exp(z * spec.unit_sd) if c == target else p
+            for c, p in zip(choices, probs, strict=True)
+        ]
+        total, out = sum(probs), []
+        running = 0.0
+        for p in probs:
+            running += p / total
+            out.append(running)
+        return out
+
     @staticmethod
     def _all_tables(spec: Any) -> list[dict[str, float]]:
         return [*spec.probabilities.values(), *([spec.default] if spec.default else [])]
@@ -178,10 +203,19 @@ class SyntheticBackend:
 
 
 def _declared(spec: Any) -> dict[str, Any]:
-    """A synthetic table as declared; the selection fields only when set, so the identity
-    (and every draw) of tables written before they existed stays what it was."""
+    """A synthetic table as declared; the later fields only when set, so the identity (and
+    every draw) of tables written before they existed stays what it was."""
     dumped = spec.model_dump(mode="json")
-    for key in ("weights", "positions"):
+    for key in ("weights", "positions", "unit", "unit_sd", "shifted"):
         if not dumped.get(key):
             dumped.pop(key, None)
     return dumped
+
+
+def _by_value(spec: Any, attributes: dict[str, str]) -> str | None:
+    """The value of what selects ``spec``'s probabilities (``a|b`` for a list of keys)."""
+    if not spec.by:
+        return None
+    if isinstance(spec.by, str):
+        return attributes.get(spec.by)
+    return "|".join(attributes.get(key, "") for key in spec.by)
