@@ -192,6 +192,7 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
             + f", {expected_units(config)} unit(s) if every answer is valid (readings depend "
             "on who advances)"
         )
+        _print_analysis_notes(config, Path(loaded.path).parent)
         return
     agents = design_size(config)
     conditional = sum(stage.when is not None for stage in config.stages)
@@ -202,6 +203,17 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
         f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
         + note
     )
+    _print_analysis_notes(config, Path(loaded.path).parent)
+
+
+def _print_analysis_notes(config: Any, data_dir: Path) -> None:
+    """What each analysis says about its inputs (e.g. where its term sets come from)."""
+    from .config import analysis_name
+    from .kinds import get_kind
+
+    for i, spec in enumerate(config.analyses):
+        for line in get_kind(spec.kind).notes(spec, data_dir):
+            out_console.print(f"{analysis_name(spec, i)}: {line}", highlight=False)
 
 
 @app.command()

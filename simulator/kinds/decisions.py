@@ -5,6 +5,9 @@ several models, the models side by side with tests of their differences (Figs. 1
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from textwrap import shorten
 from typing import Any, Literal
 
 import numpy as np
@@ -24,6 +27,7 @@ from .base import (
     AnalysisSpec,
     Section,
     StudyFacts,
+    resolve_data_path,
     slug,
 )
 from .differences import add_model_differences, html_differences, print_differences
@@ -42,8 +46,22 @@ class TermsConfig(Strict):
 
     field: str = Field("rationale", description="Output field holding the rationale text.")
     term_sets: str | dict[str, list[str]] = Field(
-        "default",
-        description="`default` (the seed-004 paper's terms), a YAML path, or name -> regexes.",
+        description="Where the key terms come from, always named by the study: a bundled set "
+        f"({', '.join(f'`{n}`' for n in terms.BUNDLED_TERM_SETS)}: the seed-004 paper's), a "
+        "YAML path (relative to the study file), or name -> terms.",
+    )
+    inflections: bool = Field(
+        True, description="Plain-word terms and scanned words count their inflections too."
+    )
+    chosen: str | None = Field(
+        None,
+        description="Count terms only in rationales of units that chose this option; `target` "
+        "is each case's targeted decision.",
+    )
+    names_from: list[str] = Field(
+        default_factory=list,
+        description="`stage.field` outputs holding agents' names; these names and "
+        "`persona_name` are removed before the distinctive-words scan.",
     )
     top_n: int = Field(15, ge=1, description="Distinctive words reported per attribute value.")
 
@@ -157,7 +175,16 @@ class DecisionsKind(AnalysisKind):
                     stage, spec.explicit.field, ("explicit", "field"), ("explicit", "stages", j)
                 )
         if spec.terms is not None:
-            facts.need_field(spec.stage, spec.terms.field, ("terms", "field"), ("stage",))
+            _check_terms(spec, facts)
+
+    def notes(self, spec: DecisionsSpec, data_dir: Path | None) -> list[str]:
+        """Where the rationale term sets come from, set by set."""
+        if spec.terms is None:
+            return []
+        _, origin, sources = _term_sets(spec.terms, lambda path: resolve_data_path(path, data_dir))
+        lines = [f"rationale term sets: {origin}"]
+        lines += [f"  {name}: {shorten(source, 80)}" for name, source in sources.items()]
+        return lines
 
     def decisions(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext):
         """The analysed stage's rows in long form (``attribute``, ``value``) with ``_hit``:
@@ -282,7 +309,7 @@ class DecisionsKind(AnalysisKind):
             summary["explicit_cases"] = x_cases.to_dict("records")
             summary["implicit_vs_explicit"] = comparison.to_dict("records")
         if spec.terms is not None:
-            self._terms(rows, spec, ctx, condition, section)
+            self._terms(results, rows, spec, ctx, condition, section)
         if spec.predictions is not None:
             path = (
                 case_stats.DEFAULT_PREDICTIONS
@@ -306,31 +333,61 @@ class DecisionsKind(AnalysisKind):
 
     def _terms(
         self,
+        results: pd.DataFrame,
         rows: pd.DataFrame,
         spec: DecisionsSpec,
         ctx: AnalysisContext,
         condition: list[str],
         section: Section,
     ) -> None:
-        assert spec.terms is not None
+        config = spec.terms
+        assert config is not None
+        term_sets, origin, sources = _term_sets(config, ctx.resolve)
         answered = rows[rows["valid"].astype(bool)]
-        sets = spec.terms.term_sets
-        term_sets = (
-            terms.load_term_sets()
-            if sets == "default"
-            else (terms.load_term_sets(ctx.resolve(sets)) if isinstance(sets, str) else sets)
-        )
+        chose_col = None
+        if config.chosen is not None:
+            chosen = (
+                answered["_hit"]
+                if config.chosen == "target"
+                else answered[spec.field] == config.chosen
+            )
+            answered, chose_col = answered.assign(_chosen=chosen), "_chosen"
         group_cols = ["model_label", *condition, *spec.cases, "attribute", "value"]
-        section.tables[f"{ctx.name}_terms"] = terms.term_counts(
-            answered, spec.terms.field, group_cols, term_sets
+        counts = terms.term_counts(
+            answered,
+            config.field,
+            group_cols,
+            term_sets,
+            inflections=config.inflections,
+            chose_col=chose_col,
         )
+        if config.chosen is not None:
+            counts.insert(counts.columns.get_loc("term_set"), "chosen", config.chosen)
+        section.tables[f"{ctx.name}_terms"] = counts
+        own = answered.get("persona_name")
+        texts, removed = terms.strip_names(
+            answered[config.field], _agent_names(results, config), own
+        )
+        answered = answered.assign(**{config.field: texts})
+        section.summary["terms"] = {
+            "term_sets": origin,
+            "sources": sources,
+            "inflections": config.inflections,
+            "chosen": config.chosen,
+            "name_words_removed": removed,
+        }
         scans = []
         keys = ["model_label", *condition, *spec.cases, "attribute"]
         for key, part in answered.groupby(keys):
             if part["value"].nunique() < 2:
                 continue
             scan = terms.distinctive_terms(
-                part, spec.terms.field, "value", top_n=spec.terms.top_n, min_count=2
+                part,
+                config.field,
+                "value",
+                top_n=config.top_n,
+                min_count=2,
+                inflections=config.inflections,
             )
             for col, value in zip(keys, key, strict=True):
                 scan.insert(0, col, value)
@@ -541,12 +598,88 @@ class DecisionsKind(AnalysisKind):
             section.figure(
                 slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
             )
+        if summary.get("terms"):
+            used = summary["terms"]
+            among = f"units that chose {used['chosen']}" if used["chosen"] else "every unit"
+            section.paragraph(
+                f"Rationale terms: sets from {used['term_sets']}, counted in the rationales of "
+                f"{among}, inflections {'counted together' if used['inflections'] else 'apart'}"
+                f"; {used['name_words_removed']} name words removed before the "
+                "distinctive-words scan."
+            )
         if summary.get("alignment"):
             section.table(
                 summary["alignment"],
                 key="alignment",
                 title="Directional alignment with real-world findings (Table 3)",
             )
+
+
+def _check_terms(spec: DecisionsSpec, facts: StudyFacts) -> None:
+    """The rationale field, the term sets (loaded, so a broken file fails before any call),
+    the chosen option and the stages giving names."""
+    config = spec.terms
+    assert config is not None
+    facts.need_field(spec.stage, config.field, ("terms", "field"), ("stage",))
+    at = ("terms", "term_sets")
+    written_in = Path(facts.smap.locate((*facts.at, *at))[0]).parent
+    try:
+        _term_sets(config, lambda path: resolve_data_path(path, written_in))
+    except (OSError, ValueError) as err:
+        facts.problem(at, str(err))
+    output = (facts.stage_fields.get(spec.stage) or {}).get(spec.field)
+    options = output.choices if output is not None else None
+    if config.chosen not in (None, "target") and options and config.chosen not in options:
+        facts.problem(("terms", "chosen"), f"`{config.chosen}` is not one of {options}")
+    for j, ref in enumerate(config.names_from):
+        stage, _, name = ref.partition(".")
+        if not name:
+            facts.problem(("terms", "names_from", j), f"`{ref}` is not `stage.field`")
+        else:
+            path = ("terms", "names_from", j)
+            facts.need_field(stage, name, path, path)
+
+
+def _term_sets(
+    config: TermsConfig, resolve: Callable[[str], Path]
+) -> tuple[dict[str, list[str]], str, dict[str, str]]:
+    """The study's term sets, where they come from (said in the summary and by `validate`),
+    and each set's own source.
+
+    Raises:
+        ValueError: ``default`` (no study inherits another paper's terms), or a set file that
+            is missing or malformed.
+        OSError: The file cannot be read.
+    """
+    declared = config.term_sets
+    if isinstance(declared, dict):
+        terms.check_term_sets(declared)
+        return dict(declared), "inline in the study file", {n: "study file" for n in declared}
+    if declared in terms.BUNDLED_TERM_SETS:
+        path = terms.BUNDLED_TERM_SETS[declared]
+        origin = f"bundled `{declared}` ({path.name})"
+    elif declared == "default":
+        raise ValueError(
+            "name the term sets instead of `default`: "
+            + ", ".join(f"`{n}` ({p.name})" for n, p in terms.BUNDLED_TERM_SETS.items())
+            + ", a YAML path, or name -> terms"
+        )
+    else:
+        path = resolve(declared)
+        if not path.is_file():
+            raise ValueError(f"term-set file `{declared}` not found (looked at {path})")
+        origin = f"file {path}"
+    return terms.load_term_sets(path), origin, terms.term_set_sources(path)
+
+
+def _agent_names(results: pd.DataFrame, config: TermsConfig) -> list[str]:
+    """Every agent's name in the run: ``persona_name`` and the ``names_from`` outputs."""
+    names = results["persona_name"].dropna().tolist() if "persona_name" in results else []
+    for ref in config.names_from:
+        stage, _, name = ref.partition(".")
+        if name in results:
+            names += results.loc[results["stage"] == stage, name].dropna().tolist()
+    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
 
 
 def _side_by_side(cases: pd.DataFrame, keys: list[str], models: list[str]) -> pd.DataFrame:
