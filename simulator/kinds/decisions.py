@@ -6,6 +6,7 @@ several models, the models side by side with tests of their differences (Figs. 1
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import product
 from pathlib import Path
 from textwrap import shorten
 from typing import Any, Literal
@@ -237,6 +238,8 @@ class DecisionsKind(AnalysisKind):
             cases=cases.to_dict("records"),
         )
         panel_cases = [c for c in spec.cases if c != "model_label"]
+        col_col = panel_cases[0] if panel_cases else "attribute"
+        orders, targets = _figure_order(rows, spec, study, col_col)
         for key, part in rates.groupby(["model_label", *condition], sort=False):
             key = key if isinstance(key, tuple) else (key,)
             mask = np.logical_and.reduce(
@@ -245,7 +248,9 @@ class DecisionsKind(AnalysisKind):
             section.figures[slug(name, "shares", *key)] = figures.plot_decision_shares(
                 part,
                 cases[mask],
-                col_col=panel_cases[0] if panel_cases else "attribute",
+                col_col=col_col,
+                targets=targets,
+                orders=orders,
                 title=f"{study.name}: {' / '.join(map(str, key))}",
             )
         if spec.condition:
@@ -264,6 +269,9 @@ class DecisionsKind(AnalysisKind):
                             for level in study.design.factors[spec.condition]
                             if level in set(part[spec.condition])
                         ],
+                        orders=orders,
+                        targets=targets,
+                        title=f"DPD by {spec.condition}: {model}",
                     )
                 )
         implicit = cases
@@ -412,22 +420,36 @@ class DecisionsKind(AnalysisKind):
         case_keys = [*condition, *spec.cases, "attribute"]
         section.tables[f"{name}_cases_by_model"] = _side_by_side(cases, case_keys, models)
         figure_keys = tuple([*[c for c in spec.cases if c != "model_label"], "attribute"])
-        # Fig. 12 draws the paper's technique: the last persona condition when there are several.
-        section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
-            implicit,
-            condition_col="model_label",
-            case_cols=figure_keys,
-            order=models,
-            title="Implicit bias (agent decisions) across models",
-        )
+        orders, targets = _figure_order(rows, spec, ctx.study, figure_keys[0])
+        # Figs. 11 (explicit) and 12 (implicit) compare models on the paper's technique: the
+        # last persona condition when there are several.
+        drawn, technique = implicit, ""
+        if spec.condition and implicit[spec.condition].nunique() > 1:
+            present = set(implicit[spec.condition])
+            technique = [c for c in ctx.study.design.factors[spec.condition] if c in present][-1]
+            drawn = implicit[implicit[spec.condition] == technique]
         if x_cases is not None:
             section.figures[slug(name, "explicit_by_model")] = figures.plot_dpd_by_condition(
                 x_cases,
                 condition_col="model_label",
                 case_cols=figure_keys,
                 order=models,
-                title="Explicit bias (question answering) across models",
+                orders=orders,
+                targets=targets,
+                ylabel="DPD in the rate of naming each attribute",
+                title="Explicit bias (question answering) across models (Fig. 11)",
             )
+        section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
+            drawn,
+            condition_col="model_label",
+            case_cols=figure_keys,
+            order=models,
+            orders=orders,
+            targets=targets,
+            title="Implicit bias (agent decisions"
+            + (f", {technique}" if technique else "")
+            + ") across models (Fig. 12)",
+        )
         answered = rows[rows["_hit"].notna()]
         add_model_differences(
             section,
@@ -593,10 +615,10 @@ class DecisionsKind(AnalysisKind):
                 _DIFFERENCE_NOTE,
             )
             section.figure(
-                slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
+                slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
             )
             section.figure(
-                slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
+                slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
             )
         if summary.get("terms"):
             used = summary["terms"]
@@ -613,6 +635,26 @@ class DecisionsKind(AnalysisKind):
                 key="alignment",
                 title="Directional alignment with real-world findings (Table 3)",
             )
+
+
+def _figure_order(
+    rows: pd.DataFrame, spec: DecisionsSpec, study: Any, col_col: str
+) -> tuple[dict[str, list[Any]], dict[Any, str]]:
+    """The declared order of what figures show (design factors' levels, persona axes and
+    their values, as the study lists them, e.g. the paper's), and each ``col_col`` value's
+    targeted decision."""
+    axes = {a: study.personas.axes[a] for a in spec.groups if a in study.personas.axes}
+    if spec.separately:
+        attributes, values = list(axes), [v for vs in axes.values() for v in vs]
+    else:
+        attributes, values = ["×".join(axes)], ["/".join(p) for p in product(*axes.values())]
+    orders: dict[str, list[Any]] = {"attribute": attributes, "value": values}
+    orders.update({f: list(levels) for f, levels in study.design.factors.items()})
+    if spec.target is not None:
+        targets = {v: spec.target for v in rows[col_col].dropna().unique()}
+    else:
+        targets = rows.groupby(col_col)[spec.target_from].first().dropna().to_dict()
+    return orders, targets
 
 
 def _check_terms(spec: DecisionsSpec, facts: StudyFacts) -> None:
