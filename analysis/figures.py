@@ -165,9 +165,9 @@ def plot_dpd_by_condition(
     Cases (combinations of ``case_cols``) are grouped along the x axis in the order ``orders``
     gives (else first appearance); within a group, conditions follow ``order`` (default: first
     appearance). Each condition is one bar container labelled with the condition. Significant
-    bars are hatched and starred; the parity threshold of each case is a short black tick across
-    its bar. Tick labels are wrapped and the figure is made wide enough that they never
-    overlap. Filter to one model first.
+    bars are hatched and starred; a case without a DPD reads ``n/a``; the parity threshold of
+    each case is a short black tick across its bar. Tick labels are wrapped and the figure is
+    made wide enough that they never overlap. Filter to one model first.
 
     Args:
         cases: Cases table.
@@ -206,7 +206,18 @@ def plot_dpd_by_condition(
         significant = part["significant"].astype(bool).to_numpy()
         bars = ax.bar(x, part["dpd"].to_numpy(), width * 0.95, color=f"C{c}", label=str(condition))
         for bar, is_significant in zip(bars, significant, strict=True):
-            if is_significant:
+            if math.isnan(bar.get_height()):
+                # No DPD (fewer than two values answered): say so instead of an empty slot.
+                ax.text(
+                    bar.get_x() + bar.get_width() / 2,
+                    0.01,
+                    "n/a",
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
+            elif is_significant:
                 bar.set_hatch(SIGNIFICANT_HATCH)
                 ax.text(
                     bar.get_x() + bar.get_width() / 2,

@@ -331,6 +331,13 @@ def test_dpd_tick_labels_never_overlap(n_conditions: int) -> None:
     assert ticks[0].get_text() == "emergency\nresponse\n(Evacuate)\ngender"
 
 
+def test_a_case_without_dpd_reads_n_a() -> None:
+    cases = _condition_cases()
+    cases.loc[1, "dpd"] = float("nan")
+    (ax,) = plot_dpd_by_condition(cases, order=["none", "contextualized"]).axes
+    assert [t.get_text() for t in ax.texts].count("n/a") == 1
+
+
 def test_declared_orders_replace_alphabetical_ones() -> None:
     cases = _long_cases(3).sample(frac=1, random_state=3)
     order = ["no_persona", "non_contextualized", "contextualized"]
