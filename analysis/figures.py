@@ -343,12 +343,7 @@ def plot_rates_by_model(
         part = rates[mask]
         x = np.array([position[g] for g in labels[mask]]) + (m - (len(models) - 1) / 2) * width
         rate = part["rate"].to_numpy(dtype=float)
-        errors = np.vstack(
-            [
-                rate - part["ci_low"].to_numpy(dtype=float),
-                part["ci_high"].to_numpy(dtype=float) - rate,
-            ]
-        )
+        errors = _interval_errors(part)
         bars = ax.bar(
             x, rate, width * 0.95, yerr=errors, capsize=3, color=f"C{m}", label=str(model)
         )
@@ -531,6 +526,15 @@ def _sorted(table: pd.DataFrame, cols: Sequence[str], orders: Mapping[str, Seque
     return table.iloc[np.lexsort(keys[::-1])] if keys else table
 
 
+def _interval_errors(rates: pd.DataFrame) -> np.ndarray:
+    """Error-bar lengths below and above each ``rate`` to ``ci_low``/``ci_high``; a rate of 0
+    or 1 sits on its bound up to rounding, which must not make a length negative."""
+    rate = rates["rate"].to_numpy(dtype=float)
+    low = rate - rates["ci_low"].to_numpy(dtype=float)
+    high = rates["ci_high"].to_numpy(dtype=float) - rate
+    return np.clip(np.vstack([low, high]), 0, None)
+
+
 def _readable(value: Any) -> str:
     """A level as a label: ``emergency_response`` reads "emergency response"."""
     return str(value).replace("_", " ")
@@ -564,9 +568,7 @@ def _shares_panel(
     y = np.arange(len(panel))
     ax.barh(y, rates, color=TARGET_COLOR)
     ax.barh(y, 1 - rates, left=rates, color=ALTERNATIVE_COLOR)
-    low = rates - panel["ci_low"].to_numpy(dtype=float)
-    high = panel["ci_high"].to_numpy(dtype=float) - rates
-    ax.errorbar(rates, y, xerr=np.vstack([low, high]), fmt="none", ecolor="black", capsize=3, lw=1)
+    ax.errorbar(rates, y, xerr=_interval_errors(panel), fmt="none", ecolor="black", capsize=3, lw=1)
     for yi, n in zip(y, panel["n_valid"], strict=True):
         ax.text(1.02, yi, f"n = {int(n)}", ha="left", va="center", fontsize=8, clip_on=False)
     for yi, rate in zip(y, rates, strict=True):

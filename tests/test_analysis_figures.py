@@ -331,6 +331,15 @@ def test_dpd_tick_labels_never_overlap(n_conditions: int) -> None:
     assert ticks[0].get_text() == "emergency\nresponse\n(Evacuate)\ngender"
 
 
+def test_intervals_at_a_rate_of_one_draw_despite_rounding() -> None:
+    rates = _rates()
+    rates.loc[0, ["rate", "ci_low", "ci_high"]] = [1.0, 0.9, 1.0 - 1e-16]
+    ax = _panel(plot_decision_shares(rates, _cases()), "flood", "gender")
+    (bars,) = [c for c in ax.collections if len(c.get_segments()) == 3]
+    first = bars.get_segments()[0]
+    assert (first[0][0], first[1][0]) == pytest.approx((0.9, 1.0))
+
+
 def test_a_case_without_dpd_reads_n_a() -> None:
     cases = _condition_cases()
     cases.loc[1, "dpd"] = float("nan")
