@@ -44,7 +44,7 @@ from .pipeline import (
     position_table,
     stage_table,
 )
-from .terms import distinctive_terms, load_term_sets, term_counts
+from .terms import distinctive_terms, load_term_sets, strip_names, term_counts
 
 __all__ = [
     "ParityTest",
@@ -82,6 +82,7 @@ __all__ = [
     "rate_breakdown",
     "stage_table",
     "status_rates",
+    "strip_names",
     "term_counts",
     "wilson_interval",
 ]

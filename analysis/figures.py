@@ -19,15 +19,19 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.textpath import TextToPath
 from matplotlib.ticker import LogLocator, NullLocator, PercentFormatter
 
 DPI = 150
@@ -41,6 +45,12 @@ FUNNEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _LABEL_GAP = 0.055
 # Percent labels on bar segments narrower than this would overlap the bar edges.
 _MIN_LABELLED_SHARE = 0.06
+TICK_FONT_SIZE = 9
+BANNER_FONT_SIZE = 10
+# Tick label lines longer than this many characters are wrapped.
+_TICK_WRAP = 16
+# Measures text without a renderer, to size a figure before anything is drawn.
+_TEXT_PATH = TextToPath()
 
 
 def dpd_label(dpd: float, significant: bool, threshold: float) -> str:
@@ -62,18 +72,20 @@ def plot_decision_shares(
     col_col: str = "scenario",
     group_col: str = "value",
     targets: Mapping[str, str] | None = None,
+    orders: Mapping[str, Sequence[Any]] | None = None,
     title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
     """Fig. 4: the share of each persona group choosing the targeted decision, per case.
 
     A grid with one row per ``row_col`` value (persona groups such as gender) and one column per
-    ``col_col`` value (scenarios), in order of first appearance in ``rates``. Each panel has one
-    horizontal stacked bar per ``group_col`` value: the share choosing the target (dark, drawn
-    first) and the alternative (light), labelled with percentages; a vertical black line at the
-    case's pooled rate; and a title naming the scenario and giving ``dpd_label``. A value with
-    excluded answers has ``(n excl.)`` in its tick label. Filter both tables to one model and
-    persona condition first.
+    ``col_col`` value (scenarios). Each panel has one horizontal stacked bar per ``group_col``
+    value: the share choosing the target (dark, drawn first) with its Wilson 95% interval as an
+    error bar, and the alternative (light), labelled with percentages, and the number of valid
+    answers ``n = ...`` right of the bar; a vertical black line at the case's pooled rate; and a
+    title naming the scenario and giving ``dpd_label``. The rate axis names the targeted
+    decision. A value with excluded answers has ``(n excl.)`` in its tick label. Filter both
+    tables to one model and persona condition first.
 
     Args:
         rates: Rates table (see module docstring).
@@ -82,6 +94,9 @@ def plot_decision_shares(
         col_col: Column giving the grid columns.
         group_col: Column giving the bars within a panel.
         targets: ``col_col`` value -> name of the targeted decision, for the axis label.
+        orders: Column -> its values in the order to draw (the study's declared order, e.g.
+            the scenarios and each axis's values as the paper lists them); values not listed
+            follow in order of first appearance, and so do all values of a column not given.
         title: Figure title.
         path: When given, the PNG is written there with ``save_figure``.
 
@@ -93,11 +108,13 @@ def plot_decision_shares(
     """
     if rates.empty:
         raise ValueError("no rates to plot")
+    orders = orders or {}
+    rates = _sorted(rates, [row_col, col_col, group_col], orders)
     row_values = list(dict.fromkeys(rates[row_col]))
-    col_values = list(dict.fromkeys(rates[col_col]))
+    col_values = list(dict.fromkeys(_sorted(rates, [col_col], orders)[col_col]))
     max_bars = max(rates.groupby([row_col, col_col]).size().max(), 1)
     fig = Figure(
-        figsize=(4.2 * len(col_values), (0.45 * max_bars + 1.4) * len(row_values)),
+        figsize=(4.6 * len(col_values), (0.45 * max_bars + 1.6) * len(row_values)),
         layout="constrained",
     )
     axes = fig.subplots(len(row_values), len(col_values), squeeze=False)
@@ -116,14 +133,16 @@ def plot_decision_shares(
                 )
             target = None if targets is None else targets.get(col_value)
             _shares_panel(ax, panel, case.iloc[0], group_col, target)
-            ax.set_title(f"{col_value}\n{_case_label(case.iloc[0])}", fontsize=9)
+            ax.set_title(f"{_readable(col_value)}\n{_case_label(case.iloc[0])}", fontsize=9)
             if j == 0:
-                ax.set_ylabel(str(row_value))
+                ax.set_ylabel(_readable(row_value))
     handles = [
         Patch(facecolor=TARGET_COLOR, label="targeted decision"),
         Patch(facecolor=ALTERNATIVE_COLOR, label="alternative"),
+        Line2D([], [], color="black", marker="|", linestyle="-", label="95% Wilson interval"),
+        Line2D([], [], color="black", linewidth=1.5, label="pooled rate"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, frameon=False)
     if title:
         fig.suptitle(title)
     return _finish(fig, path)
@@ -135,22 +154,29 @@ def plot_dpd_by_condition(
     condition_col: str = "persona_condition",
     case_cols: Sequence[str] = ("scenario", "attribute"),
     order: Sequence[str] | None = None,
+    orders: Mapping[str, Sequence[Any]] | None = None,
+    targets: Mapping[str, str] | None = None,
+    ylabel: str = "DPD in the rate of the targeted decision",
     title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
     """Fig. 5: the DPD of every case, one bar per persona condition (Figs. 11-12: per model).
 
-    Cases (combinations of ``case_cols``) are grouped along the x axis in order of first
-    appearance; within a group, conditions follow ``order`` (default: first appearance). Each
-    condition is one bar container labelled with the condition. Significant bars are hatched and
-    starred; the parity threshold of each case is a short black tick across its bar. Filter to
-    one model first.
+    Cases (combinations of ``case_cols``) are grouped along the x axis in the order ``orders``
+    gives (else first appearance); within a group, conditions follow ``order`` (default: first
+    appearance). Each condition is one bar container labelled with the condition. Significant
+    bars are hatched and starred; a case without a DPD reads ``n/a``; the parity threshold of
+    each case is a short black tick across its bar. Tick labels are wrapped and the figure is
+    made wide enough that they never overlap. Filter to one model first.
 
     Args:
         cases: Cases table.
         condition_col: Column naming the persona condition.
         case_cols: Columns identifying a case.
         order: Conditions to draw, in this order.
+        orders: Case column -> its values in the order to draw (as ``plot_decision_shares``).
+        targets: First case column's value -> its targeted decision, shown in the tick label.
+        ylabel: The y axis label: what the DPD is a difference of.
         title: Axes title (default ``DPD by <condition_col>``).
         path: When given, the PNG is written there with ``save_figure``.
 
@@ -163,13 +189,14 @@ def plot_dpd_by_condition(
     keys = list(case_cols)
     if cases.duplicated([*keys, condition_col]).any():
         raise ValueError(f"several rows per case and {condition_col}; filter to one model first")
+    cases = _sorted(cases, keys, orders or {})
     conditions = list(order) if order is not None else list(dict.fromkeys(cases[condition_col]))
     case_keys = list(dict.fromkeys(cases[keys].itertuples(index=False, name=None)))
+    labels = [_case_tick(key, targets) for key in case_keys]
     width = 0.8 / max(len(conditions), 1)
-    fig = Figure(
-        figsize=(max(7.0, 1.5 + 0.35 * len(case_keys) * max(len(conditions), 1)), 4.8),
-        layout="constrained",
-    )
+    # Each case group is as wide as its bars need and its widest tick label line.
+    slot = max(0.32 * max(len(conditions), 1) + 0.2, *(_width_in(t) + 0.2 for t in labels))
+    fig = Figure(figsize=(max(7.0, 1.4 + slot * len(case_keys)), 5.2), layout="constrained")
     ax = fig.add_subplot()
     position = {key: n for n, key in enumerate(case_keys)}
     for c, condition in enumerate(conditions):
@@ -179,7 +206,18 @@ def plot_dpd_by_condition(
         significant = part["significant"].astype(bool).to_numpy()
         bars = ax.bar(x, part["dpd"].to_numpy(), width * 0.95, color=f"C{c}", label=str(condition))
         for bar, is_significant in zip(bars, significant, strict=True):
-            if is_significant:
+            if math.isnan(bar.get_height()):
+                # No DPD (fewer than two values answered): say so instead of an empty slot.
+                ax.text(
+                    bar.get_x() + bar.get_width() / 2,
+                    0.01,
+                    "n/a",
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
+            elif is_significant:
                 bar.set_hatch(SIGNIFICANT_HATCH)
                 ax.text(
                     bar.get_x() + bar.get_width() / 2,
@@ -195,20 +233,18 @@ def plot_dpd_by_condition(
             colors="black",
             linewidth=1.5,
         )
-    ax.set_xticks(range(len(case_keys)), ["\n".join(str(v) for v in key) for key in case_keys])
-    ax.set_ylabel("demographic parity difference")
+    ax.set_xticks(range(len(case_keys)), labels, fontsize=TICK_FONT_SIZE)
+    ax.set_xlim(-0.5, len(case_keys) - 0.5)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.2)
     # Explicit handles: a container's own handle would copy its first bar's hatch.
-    handles = [Patch(facecolor=f"C{c}", label=str(cond)) for c, cond in enumerate(conditions)]
+    handles = [Patch(facecolor=f"C{c}", label=_readable(cond)) for c, cond in enumerate(conditions)]
     handles += [
         Patch(facecolor="white", edgecolor="black", hatch=SIGNIFICANT_HATCH, label="significant"),
         Line2D([], [], color="black", linewidth=1.5, label="parity threshold"),
     ]
-    # Below the axes, wrapped: one row of every condition does not fit beside a single case.
-    fig.legend(
-        handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False
-    )
-    ax.set_title(title or f"DPD by {condition_col}")
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
+    ax.set_title(title or f"DPD by {_readable(condition_col)}")
     return _finish(fig, path)
 
 
@@ -277,10 +313,12 @@ def plot_rates_by_model(
     order: Sequence[str] | None = None,
     path: str | Path | None = None,
 ) -> Figure:
-    """Acceptance (or decision) rate per group, one bar per model, with Wilson intervals.
+    """Acceptance (or decision) rate per group, one bar per model, with Wilson intervals and
+    each bar's number of answers written up from its base.
 
     Args:
-        rates: One row per model and group with ``rate``, ``ci_low``, ``ci_high``.
+        rates: One row per model and group with ``rate``, ``ci_low``, ``ci_high`` and the
+            number of answers, ``n`` (or ``n_valid``).
         group_cols: Columns naming a group (joined in the tick label).
         model_col: Column naming the model.
         order: Models to draw, in this order (default: first appearance).
@@ -290,6 +328,7 @@ def plot_rates_by_model(
         The figure, with one axes and one bar container per model.
     """
     models = list(order) if order is not None else list(dict.fromkeys(rates[model_col]))
+    n_col = "n" if "n" in rates else "n_valid"
     labels = rates[list(group_cols)].astype(str).agg(" ".join, axis=1)
     groups = list(dict.fromkeys(labels))
     position = {g: i for i, g in enumerate(groups)}
@@ -304,13 +343,21 @@ def plot_rates_by_model(
         part = rates[mask]
         x = np.array([position[g] for g in labels[mask]]) + (m - (len(models) - 1) / 2) * width
         rate = part["rate"].to_numpy(dtype=float)
-        errors = np.vstack(
-            [
-                rate - part["ci_low"].to_numpy(dtype=float),
-                part["ci_high"].to_numpy(dtype=float) - rate,
-            ]
+        errors = _interval_errors(part)
+        bars = ax.bar(
+            x, rate, width * 0.95, yerr=errors, capsize=3, color=f"C{m}", label=str(model)
         )
-        ax.bar(x, rate, width * 0.95, yerr=errors, capsize=3, color=f"C{m}", label=str(model))
+        for bar, n in zip(bars, part[n_col], strict=True):
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                0.01,
+                f"n={int(n)}",
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="white",
+            )
     ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
     ax.set_ylim(0, 1.05)
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1))
@@ -401,6 +448,45 @@ def plot_funnel(
     return _finish(fig, path)
 
 
+def add_banner(fig: Figure, text: str) -> Figure:
+    """Stamp ``text`` across the top of ``fig`` in a band of its own, e.g. the notice that
+    the answers drawn came from the synthetic responder, not a language model.
+
+    The figure grows by the band's height and its layout keeps out of the band, so the banner
+    covers nothing. The text is wrapped to the figure's width.
+
+    Returns:
+        The same figure, with the banner as its last text (``fig.texts[-1]``).
+    """
+    width, height = fig.get_size_inches()
+    chars = len(text)
+    lines = [text]
+    # The longest lines that fit, measured in the banner's bold font with room for its box.
+    while chars > 10 and _width_in("\n".join(lines), BANNER_FONT_SIZE, "bold") > width - 0.4:
+        chars -= 2
+        lines = textwrap.wrap(text, chars)
+    band = (len(lines) * BANNER_FONT_SIZE * 1.4 + 10) / 72
+    fig.set_size_inches(width, height + band)
+    engine = fig.get_layout_engine()
+    top = 1 - band / (height + band)
+    if engine is not None and hasattr(engine, "set"):
+        engine.set(rect=(0, 0, 1, top))
+    else:
+        fig.subplots_adjust(top=top * fig.subplotpars.top)
+    fig.text(
+        0.5,
+        1 - band / (2 * (height + band)),
+        "\n".join(lines),
+        ha="center",
+        va="center",
+        fontsize=BANNER_FONT_SIZE,
+        fontweight="bold",
+        color="#7a5200",
+        bbox={"facecolor": "#fff3c4", "edgecolor": "#d9a400", "boxstyle": "round,pad=0.3"},
+    )
+    return fig
+
+
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     """Write ``fig`` as PNG atomically (temporary file, then ``os.replace``) and close it.
 
@@ -428,6 +514,53 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     return target
 
 
+def _sorted(table: pd.DataFrame, cols: Sequence[str], orders: Mapping[str, Sequence[Any]]):
+    """Rows ordered by ``cols`` in turn, each in its declared order (``orders``) and then in
+    order of first appearance; stable, so rows tied on every column keep theirs."""
+    keys = []
+    for col in cols:
+        declared = [v for v in orders.get(col, ()) if v in set(table[col])]
+        seen = declared + [v for v in dict.fromkeys(table[col]) if v not in declared]
+        rank = {v: i for i, v in enumerate(seen)}
+        keys.append(table[col].map(rank).to_numpy())
+    return table.iloc[np.lexsort(keys[::-1])] if keys else table
+
+
+def _interval_errors(rates: pd.DataFrame) -> np.ndarray:
+    """Error-bar lengths below and above each ``rate`` to ``ci_low``/``ci_high``; a rate of 0
+    or 1 sits on its bound up to rounding, which must not make a length negative."""
+    rate = rates["rate"].to_numpy(dtype=float)
+    low = rate - rates["ci_low"].to_numpy(dtype=float)
+    high = rates["ci_high"].to_numpy(dtype=float) - rate
+    return np.clip(np.vstack([low, high]), 0, None)
+
+
+def _readable(value: Any) -> str:
+    """A level as a label: ``emergency_response`` reads "emergency response"."""
+    return str(value).replace("_", " ")
+
+
+def _case_tick(key: tuple[Any, ...], targets: Mapping[str, str] | None) -> str:
+    """A case's tick label: each part wrapped, the first followed by its targeted decision."""
+    parts = [textwrap.fill(_readable(v), _TICK_WRAP) for v in key]
+    target = None if targets is None or not key else targets.get(key[0])
+    if target:
+        parts.insert(1, f"({target})")
+    return "\n".join(parts)
+
+
+def _width_in(text: str, size: float = TICK_FONT_SIZE, weight: str = "normal") -> float:
+    """Width in inches of the widest line of ``text`` in the default font at ``size``."""
+    font = FontProperties(size=size, weight=weight)
+    return (
+        max(
+            _TEXT_PATH.get_text_width_height_descent(line, font, ismath=False)[0]
+            for line in text.split("\n")
+        )
+        / 72
+    )
+
+
 def _shares_panel(
     ax: Axes, panel: pd.DataFrame, case: pd.Series, group_col: str, target: str | None
 ) -> None:
@@ -435,6 +568,9 @@ def _shares_panel(
     y = np.arange(len(panel))
     ax.barh(y, rates, color=TARGET_COLOR)
     ax.barh(y, 1 - rates, left=rates, color=ALTERNATIVE_COLOR)
+    ax.errorbar(rates, y, xerr=_interval_errors(panel), fmt="none", ecolor="black", capsize=3, lw=1)
+    for yi, n in zip(y, panel["n_valid"], strict=True):
+        ax.text(1.02, yi, f"n = {int(n)}", ha="left", va="center", fontsize=8, clip_on=False)
     for yi, rate in zip(y, rates, strict=True):
         if math.isnan(rate):
             ax.text(0.5, yi, "no valid answers", ha="center", va="center", fontsize=8)
@@ -454,7 +590,7 @@ def _shares_panel(
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1))
-    ax.set_xlabel(f"% choosing {target}" if target else "% choosing the target")
+    ax.set_xlabel(f"rate of {target}" if target else "rate of the targeted decision")
 
 
 def _label_line_ends(

@@ -198,6 +198,7 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
             + f", {expected_units(config)} unit(s) if every answer is valid (readings depend "
             "on who advances)"
         )
+        _print_analysis_notes(config, Path(loaded.path).parent)
         return
     agents = design_size(config)
     conditional = sum(stage.when is not None for stage in config.stages)
@@ -209,6 +210,7 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
         + note
     )
     _print_casting(config)
+    _print_analysis_notes(config, Path(loaded.path).parent)
 
 
 def _print_casting(config: Any) -> None:
@@ -231,6 +233,16 @@ def _print_casting(config: Any) -> None:
         out_console.print(
             f"  {stage} {acts} `{role}`: {', '.join(who)}", highlight=False, soft_wrap=True
         )
+
+
+def _print_analysis_notes(config: Any, data_dir: Path) -> None:
+    """What each analysis says about its inputs (e.g. where its term sets come from)."""
+    from .config import analysis_name
+    from .kinds import get_kind
+
+    for i, spec in enumerate(config.analyses):
+        for line in get_kind(spec.kind).notes(spec, data_dir):
+            out_console.print(f"{analysis_name(spec, i)}: {line}", highlight=False)
 
 
 @app.command()

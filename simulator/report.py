@@ -110,6 +110,10 @@ def analyze(
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
         evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
+    if evidence.summary["synthetic"]:
+        # Every figure of a synthetic run says so, wherever it is shown without the report.
+        for figure in evidence.figures.values():
+            figures.add_banner(figure, SYNTHETIC_NOTE)
     return evidence
 
 

@@ -11,12 +11,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer
 
 from analysis.figures import (
     SIGNIFICANT_HATCH,
     TARGET_COLOR,
+    add_banner,
     dpd_label,
     plot_decision_shares,
     plot_dpd_by_condition,
@@ -107,7 +109,8 @@ def test_decision_shares_draw_the_given_rates() -> None:
         assert [p.get_width() for p in alternative] == pytest.approx([1 - r for r in rates])
         assert [p.get_x() for p in alternative] == pytest.approx(rates)
         pooled, dpd, threshold, significant = CASES[(scenario, attribute)]
-        (mean_line,) = ax.lines
+        # The error bars' caps are markers without a line; the pooled rate is the one line.
+        (mean_line,) = [line for line in ax.lines if line.get_linestyle() != "None"]
         assert list(mean_line.get_xdata()) == pytest.approx([pooled, pooled])
         texts = {t.get_text() for t in ax.texts}
         assert {f"{round(100 * r)}%" for r in rates} <= texts
@@ -120,7 +123,7 @@ def test_decision_shares_draw_the_given_rates() -> None:
         labels = [t.get_text() for t in ax.get_yticklabels()]
         expected = [f"{v} ({e} excl.)" if e else v for v, _, e in values]
         assert labels == expected
-    assert _panel(fig, "flood", "gender").get_xlabel() == "% choosing Evacuate"
+    assert _panel(fig, "flood", "gender").get_xlabel() == "rate of Evacuate"
     assert fig.get_suptitle() == "m1"
 
 
@@ -267,3 +270,173 @@ def test_save_figure_closes_pyplot_figures(tmp_path) -> None:
     save_figure(fig, tmp_path / "line.png")
     assert not plt.fignum_exists(fig.number)
     assert mpimg.imread(tmp_path / "line.png").shape[:2] == (150, 300)
+
+
+def _drawn(fig):
+    """The figure rendered on an Agg canvas, so text extents are final."""
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _overlaps(texts, renderer) -> list[tuple[str, str]]:
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_text()]
+    return [
+        (a, b)
+        for i, (a, box_a) in enumerate(boxes)
+        for b, box_b in boxes[i + 1 :]
+        if box_a.overlaps(box_b)
+    ]
+
+
+LONG_SCENARIOS = [
+    "emergency_response",
+    "authority_compliance",
+    "negative_information_sharing",
+    "career_path_selection",
+]
+
+
+def _long_cases(n_conditions: int) -> pd.DataFrame:
+    conditions = ["no_persona", "non_contextualized", "contextualized"][:n_conditions]
+    rows = [
+        {
+            "scenario": s,
+            "attribute": a,
+            "persona_condition": c,
+            "dpd": 0.1 + 0.05 * i,
+            "threshold": 0.15,
+            "significant": i % 2 == 0,
+        }
+        for i, (s, a, c) in enumerate(
+            (s, a, c)
+            for s in LONG_SCENARIOS
+            for a in ("gender", "race", "ideology")
+            for c in conditions
+        )
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("n_conditions", [1, 3])
+def test_dpd_tick_labels_never_overlap(n_conditions: int) -> None:
+    targets = dict(zip(LONG_SCENARIOS, ["Evacuate", "Join", "Share", "Astronaut"], strict=True))
+    fig = plot_dpd_by_condition(_long_cases(n_conditions), targets=targets)
+    renderer = _drawn(fig)
+    (ax,) = fig.axes
+    ticks = ax.get_xticklabels()
+    assert len(ticks) == 12
+    assert _overlaps(ticks, renderer) == []
+    # The targeted decision is named under its scenario.
+    assert ticks[0].get_text() == "emergency\nresponse\n(Evacuate)\ngender"
+
+
+def test_intervals_at_a_rate_of_one_draw_despite_rounding() -> None:
+    rates = _rates()
+    rates.loc[0, ["rate", "ci_low", "ci_high"]] = [1.0, 0.9, 1.0 - 1e-16]
+    ax = _panel(plot_decision_shares(rates, _cases()), "flood", "gender")
+    (bars,) = [c for c in ax.collections if len(c.get_segments()) == 3]
+    first = bars.get_segments()[0]
+    assert (first[0][0], first[1][0]) == pytest.approx((0.9, 1.0))
+
+
+def test_a_case_without_dpd_reads_n_a() -> None:
+    cases = _condition_cases()
+    cases.loc[1, "dpd"] = float("nan")
+    (ax,) = plot_dpd_by_condition(cases, order=["none", "contextualized"]).axes
+    assert [t.get_text() for t in ax.texts].count("n/a") == 1
+
+
+def test_declared_orders_replace_alphabetical_ones() -> None:
+    cases = _long_cases(3).sample(frac=1, random_state=3)
+    order = ["no_persona", "non_contextualized", "contextualized"]
+    orders = {"scenario": LONG_SCENARIOS, "attribute": ["gender", "race", "ideology"]}
+    fig = plot_dpd_by_condition(cases, order=order, orders=orders)
+    (ax,) = fig.axes
+    labels = [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()]
+    expected = [f"{s} {a}".replace("_", " ") for s in LONG_SCENARIOS for a in orders["attribute"]]
+    # Wrapping only replaces spaces by line breaks.
+    assert labels == expected
+    assert [c.get_label() for c in ax.containers] == order
+    for container, condition in zip(ax.containers, order, strict=True):
+        part = cases[cases["persona_condition"] == condition].set_index(["scenario", "attribute"])
+        drawn = [b.get_height() for b in container]
+        want = [part.loc[(s, a), "dpd"] for s in LONG_SCENARIOS for a in orders["attribute"]]
+        assert drawn == pytest.approx(want)
+
+
+def test_decision_shares_follow_the_declared_order_with_intervals_and_n() -> None:
+    rates = _rates().sample(frac=1, random_state=5)
+    orders = {
+        "scenario": ["protest", "flood"],
+        "attribute": ["race", "gender"],
+        "value": ["Female", "Male", "Non-binary", "White", "Black", "Asian"],
+    }
+    fig = plot_decision_shares(
+        rates, _cases(), targets={"flood": "Evacuate", "protest": "Join"}, orders=orders
+    )
+    renderer = _drawn(fig)
+    # Rows race, gender; columns protest, flood (race x protest has no data).
+    assert not fig.axes[0].axison
+    assert fig.axes[1].get_title().startswith("flood")
+    assert fig.axes[2].get_title().startswith("protest")
+    gender_flood = fig.axes[3]
+    labels = [t.get_text() for t in gender_flood.get_yticklabels()]
+    assert labels == ["Female", "Male", "Non-binary"]
+    race_flood = fig.axes[1]
+    assert [t.get_text() for t in race_flood.get_yticklabels()] == [
+        "White",
+        "Black (3 excl.)",
+        "Asian",
+    ]
+    assert race_flood.get_xlabel() == "rate of Evacuate"
+    assert fig.axes[2].get_xlabel() == "rate of Join"
+    # Wilson interval of every target bar, and n printed beside it.
+    panel = _rates().set_index(["scenario", "attribute", "value"])
+    for ax, (scenario, attribute) in [
+        (race_flood, ("flood", "race")),
+        (gender_flood, ("flood", "gender")),
+    ]:
+        values = [t.get_text().split(" (")[0] for t in ax.get_yticklabels()]
+        (segments,) = [c for c in ax.collections if len(c.get_segments()) == len(values)][:1]
+        spans = [(seg[0][0], seg[1][0]) for seg in segments.get_segments()]
+        want = [
+            (
+                panel.loc[(scenario, attribute, v), "ci_low"],
+                panel.loc[(scenario, attribute, v), "ci_high"],
+            )
+            for v in values
+        ]
+        assert np.array(spans) == pytest.approx(np.array(want))
+        n_texts = [t.get_text() for t in ax.texts if t.get_text().startswith("n = ")]
+        assert n_texts == [f"n = {panel.loc[(scenario, attribute, v), 'n_valid']}" for v in values]
+    for ax in fig.axes:
+        if ax.axison:
+            assert _overlaps([*ax.get_yticklabels(), *ax.get_xticklabels()], renderer) == []
+    # Nothing of one panel runs into the next: tick labels, titles, the n beside the bars.
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.axison]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: plot_decision_shares(_rates(), _cases()),
+        lambda: plot_dpd_by_condition(_condition_cases()),
+        lambda: plot_implicit_explicit(_summary(["gpt-3", "gpt-4o"])),
+    ],
+)
+def test_banner_sits_in_its_own_band_above_everything(make) -> None:
+    fig = make()
+    height = fig.get_size_inches()[1]
+    add_banner(fig, "SYNTHETIC RESPONDER - not a language model. " * 3)
+    assert fig.get_size_inches()[1] > height
+    renderer = _drawn(fig)
+    banner = fig.texts[-1]
+    assert banner.get_text().startswith("SYNTHETIC RESPONDER")
+    box = banner.get_window_extent(renderer)
+    figure_box = fig.bbox
+    assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1 and box.y1 <= figure_box.y1
+    others = [ax.get_tightbbox(renderer) for ax in fig.axes]
+    others += [t.get_window_extent(renderer) for t in fig.texts[:-1]]
+    assert not any(box.overlaps(other) for other in others)

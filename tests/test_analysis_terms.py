@@ -10,11 +10,13 @@ import pytest
 import yaml
 from statsmodels.stats.multitest import multipletests
 
+from analysis.stemming import stem
 from analysis.terms import (
-    DEFAULT_TERM_SETS,
+    BUNDLED_TERM_SETS,
     STOP_WORDS,
     distinctive_terms,
     load_term_sets,
+    strip_names,
     term_counts,
     tokenize,
 )
@@ -34,9 +36,9 @@ PAPER_SETS = {
 }
 
 
-def test_default_term_sets_are_the_papers() -> None:
-    assert load_term_sets() == PAPER_SETS
-    raw = yaml.safe_load(DEFAULT_TERM_SETS.read_text(encoding="utf-8"))
+def test_bundled_li2025_term_sets_are_the_papers() -> None:
+    assert load_term_sets(BUNDLED_TERM_SETS["li2025"]) == PAPER_SETS
+    raw = yaml.safe_load(BUNDLED_TERM_SETS["li2025"].read_text(encoding="utf-8"))
     for name, entry in raw.items():
         assert "Section 5." in entry["source"], name
 
@@ -149,7 +151,7 @@ def test_word_boundaries_and_case(text: str, term_set: str, matches: int) -> Non
     assert out.loc[term_set, "n_matching"] == matches
 
 
-def test_term_counts_several_group_columns_and_default_sets() -> None:
+def test_term_counts_several_group_columns() -> None:
     df = pd.DataFrame(
         {
             "scenario": ["flood", "flood", "career", None],
@@ -157,7 +159,7 @@ def test_term_counts_several_group_columns_and_default_sets() -> None:
             "t": ["No immediate threat.", "Act now.", "Gain knowledge.", "no immediate"],
         }
     )
-    out = term_counts(df, "t", ["scenario", "value"])
+    out = term_counts(df, "t", ["scenario", "value"], PAPER_SETS)
     assert list(out.columns[:3]) == ["scenario", "value", "term_set"]
     flood = out[(out["scenario"] == "flood") & (out["term_set"] == "not_immediate")]
     assert flood[["n_documents", "n_matching"]].to_numpy().tolist() == [[2, 1]]
@@ -254,6 +256,7 @@ def test_log_odds_match_hand_computation(prior, alpha0, alpha) -> None:
     assert list(out.columns) == [
         "value",
         "term",
+        "forms",
         "count_group",
         "count_rest",
         "log_odds",
@@ -334,3 +337,147 @@ def test_a_corpus_of_one_word_has_no_distinctive_terms_and_no_error() -> None:
     )
     found = distinctive_terms(mixed, "rationale", "value", min_count=1)
     assert found.iloc[0]["term"] == "levee" and found["q_value"].notna().all()
+
+
+# Porter (1980), step 1 examples, with step 5a applied after them (a final e dropped when the
+# rest has m > 1, or m = 1 and does not end consonant-vowel-consonant).
+@pytest.mark.parametrize(
+    ("word", "key"),
+    [
+        ("caresses", "caress"),
+        ("ponies", "poni"),
+        ("ties", "ti"),
+        ("caress", "caress"),
+        ("cats", "cat"),
+        ("feed", "feed"),
+        ("plastered", "plaster"),
+        ("bled", "bled"),
+        ("motoring", "motor"),
+        ("sing", "sing"),
+        ("hopping", "hop"),
+        ("tanned", "tan"),
+        ("falling", "fall"),
+        ("hissing", "hiss"),
+        ("fizzed", "fizz"),
+        ("failing", "fail"),
+        ("filing", "file"),
+        ("happy", "happi"),
+        ("sky", "sky"),
+        ("conflated", "conflat"),
+        ("rate", "rate"),
+        ("cease", "ceas"),
+    ],
+)
+def test_stem_follows_porters_inflectional_rules(word: str, key: str) -> None:
+    assert stem(word) == key
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        ["value", "values", "valued", "valuing", "Value's"],
+        ["evacuate", "evacuates", "evacuated", "evacuating"],
+        ["child", "children", "child's", "children's"],
+        ["family", "families", "family's"],
+        ["prioritize", "prioritizes", "prioritized", "prioritizing"],
+        ["stand", "stands", "standing"],
+        ["hope", "hopes", "hoped", "hoping"],
+        ["son", "sons"],
+    ],
+)
+def test_inflections_share_one_key(family: list[str]) -> None:
+    assert len({stem(w) for w in family}) == 1
+
+
+@pytest.mark.parametrize(
+    "different",
+    [("son", "song"), ("pet", "petition"), ("new", "news"), ("car", "care"), ("hop", "hope")],
+)
+def test_different_words_keep_different_keys(different: tuple[str, str]) -> None:
+    assert stem(different[0]) != stem(different[1])
+
+
+def test_plain_terms_count_inflections_and_regex_terms_count_what_they_spell() -> None:
+    df = pd.DataFrame(
+        {
+            "g": ["x"] * 5,
+            "t": [
+                "Our families come first.",
+                "My family's safety.",
+                "I keep valuing safety.",
+                "We are petting the dog.",
+                "familyness",
+            ],
+        }
+    )
+    sets = {"family": ["family"], "safety": ["value safety"], "pets": ["pe(t|ts)"]}
+    on = term_counts(df, "t", "g", sets).set_index("term_set")["n_matching"]
+    off = term_counts(df, "t", "g", sets, inflections=False).set_index("term_set")["n_matching"]
+    # "families", "family's" / "valuing safety"; the regex spells pet|pets only.
+    assert on.to_dict() == {"family": 2, "safety": 1, "pets": 0}
+    assert off.to_dict() == {"family": 1, "safety": 0, "pets": 0}
+
+
+def test_a_span_matched_by_a_plain_and_a_regex_term_counts_once() -> None:
+    df = pd.DataFrame({"g": ["x"], "t": ["families and family"]})
+    out = term_counts(df, "t", "g", {"f": ["family", "famil(y|ies)"]})
+    assert out.loc[0, "occurrences"] == 2
+
+
+def test_counts_restricted_to_a_chosen_option_equal_counts_of_those_rows() -> None:
+    df = _corpus().assign(chose=[True, False, True, True, None, False, True, None] * 2)
+    restricted = term_counts(df, "rationale", "value", PAPER_SETS, chose_col="chose")
+    chosen_rows = df[df["chose"].astype("boolean").fillna(False).astype(bool)]
+    direct = term_counts(chosen_rows, "rationale", "value", PAPER_SETS)
+    merged = restricted.merge(
+        direct, how="left", on=["value", "term_set"], suffixes=("", "_direct")
+    )
+    # A group whose units all chose otherwise stays, with nothing counted.
+    for col in ("n_documents", "n_matching", "occurrences"):
+        assert (merged[col] == merged[f"{col}_direct"].fillna(0)).all(), col
+    assert set(merged.loc[merged["n_documents_direct"].isna(), "value"]) == {"Non-binary"}
+    # Every written text is either counted or counted as left out, never dropped.
+    written = df["rationale"].map(lambda t: isinstance(t, str) and bool(t.strip()))
+    by_value = written.groupby(df["value"]).sum()
+    first = restricted.drop_duplicates("value").set_index("value")
+    assert (first["n_documents"] + first["n_not_chosen"]).to_dict() == by_value.to_dict()
+    assert "n_not_chosen" not in direct.columns
+
+
+def test_strip_names_removes_own_name_any_case_and_others_as_written() -> None:
+    texts = pd.Series(["As maria, Maria's family matters.", "Ask Hope; I hope dearly.", None])
+    own = pd.Series(["Maria Lopez", "Jamal Hope", None])
+    cleaned, removed = strip_names(texts, names=["Hope Diaz"], own=own)
+    assert tokenize(cleaned[0]) == ["family", "matters"]
+    # "Hope" is another agent's name (as written) and this agent's own: any case goes.
+    assert tokenize(cleaned[1]) == ["ask", "dearly"]
+    assert pd.isna(cleaned[2])
+    assert removed == 4
+    others_only, n = strip_names(pd.Series(["Ask Hope; I hope dearly."]), names=["Hope Diaz"])
+    assert tokenize(others_only[0]) == ["ask", "hope", "dearly"] and n == 1
+
+
+def test_names_removed_before_the_scan_do_not_top_it() -> None:
+    df = _planted()
+    named = df.assign(
+        rationale=df["rationale"] + " " + df["value"].map({"Black": "Jamal"}).fillna("")
+    )
+    raw = distinctive_terms(named, "rationale", "value", top_n=3)
+    assert raw[raw["value"] == "Black"].iloc[0]["term"] in {"jamal", "levee"}
+    assert "jamal" in set(raw["term"])
+    cleaned, removed = strip_names(named["rationale"], names=["Jamal Washington"])
+    assert removed == 40
+    out = distinctive_terms(named.assign(rationale=cleaned), "rationale", "value", top_n=3)
+    assert "jamal" not in set(out["term"])
+    assert out[out["value"] == "Black"].iloc[0]["term"] == "levee"
+
+
+def test_distinctive_terms_count_inflections_together() -> None:
+    rows = [("A", "child children child's kid"), ("B", "kid kid dog")] * 5
+    df = pd.DataFrame(rows, columns=["value", "rationale"])
+    out = distinctive_terms(df, "rationale", "value", min_count=1).set_index(["value", "term"])
+    assert out.loc[("A", "child"), "count_group"] == 15
+    assert out.loc[("A", "child"), "forms"].split(", ") == ["child", "child's", "children"]
+    off = distinctive_terms(df, "rationale", "value", min_count=1, inflections=False)
+    assert set(off[off["value"] == "A"]["term"]) >= {"child", "children"}
+    assert off.set_index(["value", "term"]).loc[("A", "child"), "count_group"] == 5

@@ -117,18 +117,24 @@ class AnalysisContext:
 
     def resolve(self, path: str) -> Path:
         """A data path from the spec: relative to the study file when it exists there."""
-        candidate = Path(path)
-        if not candidate.is_absolute() and self.data_dir is not None:
-            local = self.data_dir / candidate
-            if local.exists():
-                return local
-        return candidate
+        return resolve_data_path(path, self.data_dir)
 
     def models_in(self, results: pd.DataFrame) -> list[str]:
         """Model labels present in ``results``, in report order."""
         present = list(dict.fromkeys(results["model_label"])) if len(results) else []
         ordered = [m for m in self.models if m in present]
         return ordered + [m for m in present if m not in ordered]
+
+
+def resolve_data_path(path: str, folder: Path | None) -> Path:
+    """``path`` in ``folder`` (the study file's) when it is relative and exists there, else
+    ``path`` as given."""
+    candidate = Path(path)
+    if not candidate.is_absolute() and folder is not None:
+        local = folder / candidate
+        if local.exists():
+            return local
+    return candidate
 
 
 def slug(*parts: Any) -> str:
@@ -186,6 +192,11 @@ class AnalysisKind:
 
         Called before any model call; report through ``facts``, never raise.
         """
+
+    def notes(self, spec: Any, data_dir: Path | None) -> list[str]:
+        """What ``biasim validate`` says about the spec beyond its problems, e.g. where data
+        it reads comes from (default: nothing). Called after a successful check."""
+        return []
 
     def compute(self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext) -> Section:
         """The analysis of ``results`` (every row of the run, every model).

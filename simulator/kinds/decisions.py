@@ -5,6 +5,10 @@ several models, the models side by side with tests of their differences (Figs. 1
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import product
+from pathlib import Path
+from textwrap import shorten
 from typing import Any, Literal
 
 import numpy as np
@@ -24,6 +28,7 @@ from .base import (
     AnalysisSpec,
     Section,
     StudyFacts,
+    resolve_data_path,
     slug,
 )
 from .differences import add_model_differences, html_differences, print_differences
@@ -42,8 +47,22 @@ class TermsConfig(Strict):
 
     field: str = Field("rationale", description="Output field holding the rationale text.")
     term_sets: str | dict[str, list[str]] = Field(
-        "default",
-        description="`default` (the seed-004 paper's terms), a YAML path, or name -> regexes.",
+        description="Where the key terms come from, always named by the study: a bundled set "
+        f"({', '.join(f'`{n}`' for n in terms.BUNDLED_TERM_SETS)}: the seed-004 paper's), a "
+        "YAML path (relative to the study file), or name -> terms.",
+    )
+    inflections: bool = Field(
+        True, description="Plain-word terms and scanned words count their inflections too."
+    )
+    chosen: str | None = Field(
+        None,
+        description="Count terms only in rationales of units that chose this option; `target` "
+        "is each case's targeted decision.",
+    )
+    names_from: list[str] = Field(
+        default_factory=list,
+        description="`stage.field` outputs holding agents' names; these names and "
+        "`persona_name` are removed before the distinctive-words scan.",
     )
     top_n: int = Field(15, ge=1, description="Distinctive words reported per attribute value.")
 
@@ -157,7 +176,16 @@ class DecisionsKind(AnalysisKind):
                     stage, spec.explicit.field, ("explicit", "field"), ("explicit", "stages", j)
                 )
         if spec.terms is not None:
-            facts.need_field(spec.stage, spec.terms.field, ("terms", "field"), ("stage",))
+            _check_terms(spec, facts)
+
+    def notes(self, spec: DecisionsSpec, data_dir: Path | None) -> list[str]:
+        """Where the rationale term sets come from, set by set."""
+        if spec.terms is None:
+            return []
+        _, origin, sources = _term_sets(spec.terms, lambda path: resolve_data_path(path, data_dir))
+        lines = [f"rationale term sets: {origin}"]
+        lines += [f"  {name}: {shorten(source, 80)}" for name, source in sources.items()]
+        return lines
 
     def decisions(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext):
         """The analysed stage's rows in long form (``attribute``, ``value``) with ``_hit``:
@@ -210,6 +238,8 @@ class DecisionsKind(AnalysisKind):
             cases=cases.to_dict("records"),
         )
         panel_cases = [c for c in spec.cases if c != "model_label"]
+        col_col = panel_cases[0] if panel_cases else "attribute"
+        orders, targets = _figure_order(rows, spec, study, col_col)
         for key, part in rates.groupby(["model_label", *condition], sort=False):
             key = key if isinstance(key, tuple) else (key,)
             mask = np.logical_and.reduce(
@@ -218,7 +248,9 @@ class DecisionsKind(AnalysisKind):
             section.figures[slug(name, "shares", *key)] = figures.plot_decision_shares(
                 part,
                 cases[mask],
-                col_col=panel_cases[0] if panel_cases else "attribute",
+                col_col=col_col,
+                targets=targets,
+                orders=orders,
                 title=f"{study.name}: {' / '.join(map(str, key))}",
             )
         if spec.condition:
@@ -237,6 +269,9 @@ class DecisionsKind(AnalysisKind):
                             for level in study.design.factors[spec.condition]
                             if level in set(part[spec.condition])
                         ],
+                        orders=orders,
+                        targets=targets,
+                        title=f"DPD by {spec.condition}: {model}",
                     )
                 )
         implicit = cases
@@ -282,7 +317,7 @@ class DecisionsKind(AnalysisKind):
             summary["explicit_cases"] = x_cases.to_dict("records")
             summary["implicit_vs_explicit"] = comparison.to_dict("records")
         if spec.terms is not None:
-            self._terms(rows, spec, ctx, condition, section)
+            self._terms(results, rows, spec, ctx, condition, section)
         if spec.predictions is not None:
             path = (
                 case_stats.DEFAULT_PREDICTIONS
@@ -306,31 +341,61 @@ class DecisionsKind(AnalysisKind):
 
     def _terms(
         self,
+        results: pd.DataFrame,
         rows: pd.DataFrame,
         spec: DecisionsSpec,
         ctx: AnalysisContext,
         condition: list[str],
         section: Section,
     ) -> None:
-        assert spec.terms is not None
+        config = spec.terms
+        assert config is not None
+        term_sets, origin, sources = _term_sets(config, ctx.resolve)
         answered = rows[rows["valid"].astype(bool)]
-        sets = spec.terms.term_sets
-        term_sets = (
-            terms.load_term_sets()
-            if sets == "default"
-            else (terms.load_term_sets(ctx.resolve(sets)) if isinstance(sets, str) else sets)
-        )
+        chose_col = None
+        if config.chosen is not None:
+            chosen = (
+                answered["_hit"]
+                if config.chosen == "target"
+                else answered[spec.field] == config.chosen
+            )
+            answered, chose_col = answered.assign(_chosen=chosen), "_chosen"
         group_cols = ["model_label", *condition, *spec.cases, "attribute", "value"]
-        section.tables[f"{ctx.name}_terms"] = terms.term_counts(
-            answered, spec.terms.field, group_cols, term_sets
+        counts = terms.term_counts(
+            answered,
+            config.field,
+            group_cols,
+            term_sets,
+            inflections=config.inflections,
+            chose_col=chose_col,
         )
+        if config.chosen is not None:
+            counts.insert(counts.columns.get_loc("term_set"), "chosen", config.chosen)
+        section.tables[f"{ctx.name}_terms"] = counts
+        own = answered.get("persona_name")
+        texts, removed = terms.strip_names(
+            answered[config.field], _agent_names(results, config), own
+        )
+        answered = answered.assign(**{config.field: texts})
+        section.summary["terms"] = {
+            "term_sets": origin,
+            "sources": sources,
+            "inflections": config.inflections,
+            "chosen": config.chosen,
+            "name_words_removed": removed,
+        }
         scans = []
         keys = ["model_label", *condition, *spec.cases, "attribute"]
         for key, part in answered.groupby(keys):
             if part["value"].nunique() < 2:
                 continue
             scan = terms.distinctive_terms(
-                part, spec.terms.field, "value", top_n=spec.terms.top_n, min_count=2
+                part,
+                config.field,
+                "value",
+                top_n=config.top_n,
+                min_count=2,
+                inflections=config.inflections,
             )
             for col, value in zip(keys, key, strict=True):
                 scan.insert(0, col, value)
@@ -355,22 +420,36 @@ class DecisionsKind(AnalysisKind):
         case_keys = [*condition, *spec.cases, "attribute"]
         section.tables[f"{name}_cases_by_model"] = _side_by_side(cases, case_keys, models)
         figure_keys = tuple([*[c for c in spec.cases if c != "model_label"], "attribute"])
-        # Fig. 12 draws the paper's technique: the last persona condition when there are several.
-        section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
-            implicit,
-            condition_col="model_label",
-            case_cols=figure_keys,
-            order=models,
-            title="Implicit bias (agent decisions) across models",
-        )
+        orders, targets = _figure_order(rows, spec, ctx.study, figure_keys[0])
+        # Figs. 11 (explicit) and 12 (implicit) compare models on the paper's technique: the
+        # last persona condition when there are several.
+        drawn, technique = implicit, ""
+        if spec.condition and implicit[spec.condition].nunique() > 1:
+            present = set(implicit[spec.condition])
+            technique = [c for c in ctx.study.design.factors[spec.condition] if c in present][-1]
+            drawn = implicit[implicit[spec.condition] == technique]
         if x_cases is not None:
             section.figures[slug(name, "explicit_by_model")] = figures.plot_dpd_by_condition(
                 x_cases,
                 condition_col="model_label",
                 case_cols=figure_keys,
                 order=models,
-                title="Explicit bias (question answering) across models",
+                orders=orders,
+                targets=targets,
+                ylabel="DPD in the rate of naming each attribute",
+                title="Explicit bias (question answering) across models (Fig. 11)",
             )
+        section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
+            drawn,
+            condition_col="model_label",
+            case_cols=figure_keys,
+            order=models,
+            orders=orders,
+            targets=targets,
+            title="Implicit bias (agent decisions"
+            + (f", {technique}" if technique else "")
+            + ") across models (Fig. 12)",
+        )
         answered = rows[rows["_hit"].notna()]
         add_model_differences(
             section,
@@ -536,10 +615,19 @@ class DecisionsKind(AnalysisKind):
                 _DIFFERENCE_NOTE,
             )
             section.figure(
-                slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
+                slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
             )
             section.figure(
-                slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
+                slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
+            )
+        if summary.get("terms"):
+            used = summary["terms"]
+            among = f"units that chose {used['chosen']}" if used["chosen"] else "every unit"
+            section.paragraph(
+                f"Rationale terms: sets from {used['term_sets']}, counted in the rationales of "
+                f"{among}, inflections {'counted together' if used['inflections'] else 'apart'}"
+                f"; {used['name_words_removed']} name words removed before the "
+                "distinctive-words scan."
             )
         if summary.get("alignment"):
             section.table(
@@ -547,6 +635,93 @@ class DecisionsKind(AnalysisKind):
                 key="alignment",
                 title="Directional alignment with real-world findings (Table 3)",
             )
+
+
+def _figure_order(
+    rows: pd.DataFrame, spec: DecisionsSpec, study: Any, col_col: str
+) -> tuple[dict[str, list[Any]], dict[Any, str]]:
+    """The declared order of what figures show (design factors' levels, persona axes and
+    their values, as the study lists them, e.g. the paper's), and each ``col_col`` value's
+    targeted decision."""
+    axes = {a: study.personas.axes[a] for a in spec.groups if a in study.personas.axes}
+    if spec.separately:
+        attributes, values = list(axes), [v for vs in axes.values() for v in vs]
+    else:
+        attributes, values = ["×".join(axes)], ["/".join(p) for p in product(*axes.values())]
+    orders: dict[str, list[Any]] = {"attribute": attributes, "value": values}
+    orders.update({f: list(levels) for f, levels in study.design.factors.items()})
+    if spec.target is not None:
+        targets = {v: spec.target for v in rows[col_col].dropna().unique()}
+    else:
+        targets = rows.groupby(col_col)[spec.target_from].first().dropna().to_dict()
+    return orders, targets
+
+
+def _check_terms(spec: DecisionsSpec, facts: StudyFacts) -> None:
+    """The rationale field, the term sets (loaded, so a broken file fails before any call),
+    the chosen option and the stages giving names."""
+    config = spec.terms
+    assert config is not None
+    facts.need_field(spec.stage, config.field, ("terms", "field"), ("stage",))
+    at = ("terms", "term_sets")
+    written_in = Path(facts.smap.locate((*facts.at, *at))[0]).parent
+    try:
+        _term_sets(config, lambda path: resolve_data_path(path, written_in))
+    except (OSError, ValueError) as err:
+        facts.problem(at, str(err))
+    output = (facts.stage_fields.get(spec.stage) or {}).get(spec.field)
+    options = output.choices if output is not None else None
+    if config.chosen not in (None, "target") and options and config.chosen not in options:
+        facts.problem(("terms", "chosen"), f"`{config.chosen}` is not one of {options}")
+    for j, ref in enumerate(config.names_from):
+        stage, _, name = ref.partition(".")
+        if not name:
+            facts.problem(("terms", "names_from", j), f"`{ref}` is not `stage.field`")
+        else:
+            path = ("terms", "names_from", j)
+            facts.need_field(stage, name, path, path)
+
+
+def _term_sets(
+    config: TermsConfig, resolve: Callable[[str], Path]
+) -> tuple[dict[str, list[str]], str, dict[str, str]]:
+    """The study's term sets, where they come from (said in the summary and by `validate`),
+    and each set's own source.
+
+    Raises:
+        ValueError: ``default`` (no study inherits another paper's terms), or a set file that
+            is missing or malformed.
+        OSError: The file cannot be read.
+    """
+    declared = config.term_sets
+    if isinstance(declared, dict):
+        terms.check_term_sets(declared)
+        return dict(declared), "inline in the study file", {n: "study file" for n in declared}
+    if declared in terms.BUNDLED_TERM_SETS:
+        path = terms.BUNDLED_TERM_SETS[declared]
+        origin = f"bundled `{declared}` ({path.name})"
+    elif declared == "default":
+        raise ValueError(
+            "name the term sets instead of `default`: "
+            + ", ".join(f"`{n}` ({p.name})" for n, p in terms.BUNDLED_TERM_SETS.items())
+            + ", a YAML path, or name -> terms"
+        )
+    else:
+        path = resolve(declared)
+        if not path.is_file():
+            raise ValueError(f"term-set file `{declared}` not found (looked at {path})")
+        origin = f"file {path}"
+    return terms.load_term_sets(path), origin, terms.term_set_sources(path)
+
+
+def _agent_names(results: pd.DataFrame, config: TermsConfig) -> list[str]:
+    """Every agent's name in the run: ``persona_name`` and the ``names_from`` outputs."""
+    names = results["persona_name"].dropna().tolist() if "persona_name" in results else []
+    for ref in config.names_from:
+        stage, _, name = ref.partition(".")
+        if name in results:
+            names += results.loc[results["stage"] == stage, name].dropna().tolist()
+    return [n for n in dict.fromkeys(names) if isinstance(n, str)]
 
 
 def _side_by_side(cases: pd.DataFrame, keys: list[str], models: list[str]) -> pd.DataFrame:
