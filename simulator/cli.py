@@ -205,9 +205,12 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
     # A `when` may read earlier answers, so only the bound is knowable before a run.
     bound = f"up to {agents * len(config.stages)}" if conditional else agents * len(config.stages)
     note = f" ({conditional} stage(s) run only `when` their condition holds)" if conditional else ""
+    # Never hard-wrapped: the path must stay copyable, and scripts read the counts.
     out_console.print(
         f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
-        + note
+        + note,
+        soft_wrap=True,
+        highlight=False,
     )
     _print_casting(config)
     _print_analysis_notes(config, Path(loaded.path).parent)

@@ -123,15 +123,20 @@ def _walk(
             _walk(item, (*path, index), filename, smap, problems)
 
 
-def deep_merge(base: Any, override: Any) -> Any:
+def deep_merge(base: Any, override: Any, path: tuple[Any, ...] = ()) -> Any:
     """Merge ``override`` over ``base``: mappings merge key by key, anything else is replaced,
-    and ``key: null`` removes the key (so a study can drop a factor level or an axis)."""
-    if isinstance(base, dict) and isinstance(override, dict):
+    and ``key: null`` removes the key (so a study can drop a factor level or an axis).
+
+    A synthetic field's declared truth (``...synthetic.<field>``) is replaced whole: merging
+    two probability tables would give one that sums to more than 1.
+    """
+    atomic = len(path) >= 2 and path[-2] == "synthetic"
+    if isinstance(base, dict) and isinstance(override, dict) and not atomic:
         merged = dict(base)
         for key, value in override.items():
             if value is None:
                 merged.pop(key, None)
             else:
-                merged[key] = deep_merge(base[key], value) if key in base else value
+                merged[key] = deep_merge(base[key], value, (*path, key)) if key in base else value
         return merged
     return override
