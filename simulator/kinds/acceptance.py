@@ -353,6 +353,18 @@ class AcceptanceKind(AnalysisKind):
             adjust=spec.adjust,
         )
 
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        tests: dict[str, float | None] = {}
+        for model, part in summary["models"].items():
+            at = f"{model}: " if len(summary["models"]) > 1 else ""
+            adjusted = [r["p_adjusted"] for r in part.get("permutation") or []]
+            name = "joint test" if part.get("test") == "joint" else "group test"
+            tests[f"{at}any group ({name}, {summary['adjust']})"] = (
+                min(adjusted) if adjusted else None
+            )
+            tests[f"{at}DPD ({part.get('dpd_test', 'none')})"] = part.get("dpd_p_value")
+        return tests
+
     def selections(
         self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext
     ) -> pd.DataFrame:

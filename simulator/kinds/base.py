@@ -236,6 +236,11 @@ class AnalysisKind:
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 section.table(value, key=key, title=key.replace("_", " "))
 
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        """The tests a reviewer reads first, as ``name -> p-value``, for ``biasim power``
+        (default: none). Adjusted p-values where the kind adjusts."""
+        return {}
+
     def audit_strata(self, spec: Any) -> list[str]:
         """Columns an audit of this analysis's decisions splits by (its conditions and cases:
         pooling scenarios or persona conditions into one selection rate means nothing)."""

@@ -5,6 +5,7 @@ several models, the models side by side with tests of their differences (Figs. 1
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from itertools import product
 from pathlib import Path
@@ -195,6 +196,24 @@ class DecisionsKind(AnalysisKind):
         rows = _long(results[results["stage"] == spec.stage], axes, spec.separately)
         target = rows[spec.target_from] if spec.target_from else spec.target
         return rows.assign(_hit=(rows[spec.field] == target).where(rows[spec.field].notna()))
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        tests: dict[str, float | None] = {}
+        by_model: dict[str, list[float]] = {}
+        for case in summary.get("cases", []):
+            if case.get("p_value") is not None and not math.isnan(case["p_value"]):
+                by_model.setdefault(case.get("model_label") or "", []).append(case["p_value"])
+        several = len(by_model) > 1
+        for model, p in by_model.items():
+            at = f"{model}: " if several else ""
+            # Holm's smallest adjusted p: is any case's DPD significant over the family?
+            tests[f"{at}any case DPD (holm over {len(p)} cases)"] = min(1.0, min(p) * len(p))
+        rows = summary.get("implicit_vs_explicit", [])
+        for row in rows:
+            at = f"{row['model_label']}: " if len(rows) > 1 else ""
+            tests[f"{at}implicit vs explicit beyond chance"] = row.get("p_excess")
+            tests[f"{at}implicit vs explicit, paper's t-test"] = row.get("p_value")
+        return tests
 
     def audit_strata(self, spec: DecisionsSpec) -> list[str]:
         return [c for c in [spec.condition, *spec.cases] if c and c != "model_label"]
