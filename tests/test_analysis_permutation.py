@@ -49,6 +49,20 @@ def name_study(
     )
 
 
+def by_name_and_role(df: pd.DataFrame, n_permutations: int) -> dict:
+    """The report of a name-swap design tested within and across roles."""
+    return disparity_report(
+        df,
+        GROUPS,
+        "outcome",
+        positive="accept",
+        unit_col="name",
+        stratum_col="role",
+        n_permutations=n_permutations,
+        n_simulations=500,
+    )
+
+
 # --- the engine ------------------------------------------------------------------------------
 
 
@@ -189,16 +203,7 @@ def test_adjusted_significance_stays_reachable_in_a_large_family() -> None:
 
 def test_a_family_that_cannot_reach_significance_is_reported() -> None:
     df = name_study(np.random.default_rng(0), names=2, roles=8)
-    report = disparity_report(
-        df,
-        GROUPS,
-        "outcome",
-        positive="accept",
-        unit_col="name",
-        stratum_col="role",
-        n_permutations=200,
-        n_simulations=500,
-    )
+    report = by_name_and_role(df, 200)
     notes = " ".join(report["notes"])
     assert "permutation_by_stratum: no test of this family can be significant" in notes
 
@@ -208,32 +213,14 @@ def test_a_family_that_cannot_reach_significance_is_reported() -> None:
 
 def test_shared_names_replace_independent_strata_combinations_by_the_joint_test() -> None:
     df = name_study(np.random.default_rng(4), names=4, roles=5)
-    shared = disparity_report(
-        df,
-        GROUPS,
-        "outcome",
-        positive="accept",
-        unit_col="name",
-        stratum_col="role",
-        n_permutations=300,
-        n_simulations=500,
-    )
+    shared = by_name_and_role(df, 300)
     assert "combined" not in shared and "cmh" not in shared
     assert {"p_greater_adjusted", "p_less_adjusted", "p_adjusted"} <= set(shared["joint"])
     assert "24 name values answer in several role strata" in shared["notes"][0]
     assert shared["dpd_test"] == "permutation of name labels"
     # Names nested in roles: the strata are independent and the combinations come back.
     nested = df.assign(name=df["name"] + "@" + df["role"].astype(str))
-    own = disparity_report(
-        nested,
-        GROUPS,
-        "outcome",
-        positive="accept",
-        unit_col="name",
-        stratum_col="role",
-        n_permutations=300,
-        n_simulations=500,
-    )
+    own = by_name_and_role(nested, 300)
     assert {"combined", "cmh", "joint"} <= set(own)
     assert "independent (no name answers in two strata)" in own["notes"][0]
 
