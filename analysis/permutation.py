@@ -78,11 +78,19 @@ def block_permutation_sums(
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(1, units * v.shape[1]))
     for done in range(0, n_permutations, rows_per_chunk):
         rows = min(rows_per_chunk, n_permutations - done)
-        index = np.empty((rows, units), dtype=np.intp)
-        for start, end in zip(block_starts, block_ends, strict=True):
-            span = np.arange(start, end)
-            index[:, start:end] = rng.permuted(np.broadcast_to(span, (rows, span.size)), axis=1)
-        cell_sums = np.add.reduceat(v[index], cells, axis=1)
+        if v.shape[1] == 1:
+            # One value per unit: shuffle the values themselves (no index gather), twice as fast.
+            arranged = np.empty((rows, units, 1), dtype=v.dtype)
+            for start, end in zip(block_starts, block_ends, strict=True):
+                part = np.broadcast_to(v[start:end, 0], (rows, end - start))
+                arranged[:, start:end, 0] = rng.permuted(part, axis=1)
+        else:
+            index = np.empty((rows, units), dtype=np.intp)
+            for start, end in zip(block_starts, block_ends, strict=True):
+                span = np.arange(start, end)
+                index[:, start:end] = rng.permuted(np.broadcast_to(span, (rows, span.size)), axis=1)
+            arranged = v[index]
+        cell_sums = np.add.reduceat(arranged, cells, axis=1)
         sums = np.zeros((rows, n_groups, v.shape[1]), dtype=cell_sums.dtype)
         for code, where in enumerate(per_group):
             if where.size:

@@ -131,6 +131,14 @@ def main() -> None:
         )
         table.add_row(
             "",
+            f"name MC with adaptive extension ({d['adaptive_strata_extended']} of {d['roles']} "
+            "roles near a Holm threshold get 4x family/alpha draws), s",
+            f"{d['adaptive_name_mc_s']:.2f}",
+            "",
+            "",
+        )
+        table.add_row(
+            "",
             "peak traced memory of the analyses, MB (tracemalloc)",
             f"{d['peak_traced_mb']:,.0f}",
             f"<= {d['target_peak_mb']:,.0f}",

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.disparity import (
+    RESOLUTION,
     combine_pvalues_across,
     disparity_report,
     joint_vs_population,
@@ -185,7 +186,7 @@ def test_smallest_attainable_p_is_two_over_the_memberships() -> None:
 
 def test_adjusted_significance_stays_reachable_in_a_large_family() -> None:
     """246 per-stratum tests at B = 200 could never survive Holm (246 / 201 > 1): strata with a
-    small p get enough permutations that the smallest adjusted p is alpha / 10."""
+    small p get enough permutations that the smallest adjusted p is alpha / 4."""
     rng = np.random.default_rng(1)
     df = name_study(rng, names=6, roles=41, sd=0.3, emails=3)
     role0, black_men = df["role"] == 0, (df["race"] == "Black") & (df["gender"] == "male")
@@ -195,7 +196,7 @@ def test_adjusted_significance_stays_reachable_in_a_large_family() -> None:
     )
     assert len(tests) == 246
     extended = tests[tests["n_permutations"] > 200]
-    assert (extended["n_permutations"] == int(np.ceil(10 * 246 / 0.05))).all()
+    assert (extended["n_permutations"] == int(np.ceil(RESOLUTION * 246 / 0.05))).all()
     assert tests.loc[tests["p_two_sided"] >= 0.1, "n_permutations"].min() == 200
     hit = tests[(tests["role"] == 0) & (tests["race"] == "Black") & (tests["gender"] == "male")]
     assert hit["n_permutations"].iloc[0] > 200 and hit["p_less"].iloc[0] < 0.05 / 246
