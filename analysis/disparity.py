@@ -368,6 +368,12 @@ def joint_vs_population(
         data[unit] = np.arange(len(data))
     g, groups = _encode(data, keys)
     s = _encode(data, [stratum_col])[0] if stratum_col else np.zeros(len(data), dtype=np.int64)
+    if not stratum_col:
+        blocks = None
+    elif unit_col is None:  # each answer is a unit, and its stratum its block
+        blocks = pd.Series(s, index=data[unit].to_numpy())
+    else:
+        blocks = _asked_blocks(df, keys, unit_col, stratum_col)
     code = None
     if reference is not None:
         wanted = tuple(reference)
@@ -387,9 +393,17 @@ def joint_vs_population(
         reference=code,
         n_permutations=n_permutations,
         seed=seed,
+        blocks=blocks,
     )
     out["compared_with"] = "population" if code is None else _group_labels(groups)[code]
     return out
+
+
+def _asked_blocks(df: pd.DataFrame, keys: list[str], unit_col: str, stratum_col: str) -> pd.Series:
+    """Blocks of units asked in the same strata, from every row with its keys, answered or
+    not (``analysis.permutation.signature_blocks``)."""
+    asked = df[df[[*keys, unit_col, stratum_col]].notna().all(axis=1)]
+    return permutation.signature_blocks(asked[unit_col], asked[stratum_col])
 
 
 def adjust_both_sides(table: pd.DataFrame, method: str) -> pd.DataFrame:
@@ -981,7 +995,7 @@ def _unit_parity(
     data = df.loc[use, list(dict.fromkeys(keys + extra))]
     g, _ = _encode(data, keys)
     s = _encode(data, [stratum_col])[0] if stratum_col else np.zeros(len(data), dtype=np.int64)
-    cell_unit, cell_stratum, n, k, group_of = permutation.unit_cells(
+    cell_unit, _, n, k, group_of = permutation.unit_cells(
         data, unit_col, g, s, hit[use].astype(np.int64)
     )
     units = group_of.size
@@ -989,7 +1003,9 @@ def _unit_parity(
         np.bincount(cell_unit, weights=n, minlength=units).astype(np.int64),
         np.bincount(cell_unit, weights=k, minlength=units).astype(np.int64),
         group_of,
-        block_u=permutation.signature_blocks(cell_unit, cell_stratum, units),
+        block_u=permutation.unit_blocks(
+            data, unit_col, _asked_blocks(df, keys, unit_col, stratum_col) if stratum_col else None
+        ),
         alpha=alpha,
         n_permutations=n_permutations,
         seed=seed,

@@ -178,17 +178,27 @@ def unit_cells(
     return codes // n_strata, codes % n_strata, n, k, group_of
 
 
-def signature_blocks(cell_unit: np.ndarray, cell_stratum: np.ndarray, n_units: int) -> np.ndarray:
-    """Block code per unit: units that answered in exactly the same strata share a block.
+def signature_blocks(units: pd.Series, strata: pd.Series) -> pd.Series:
+    """Block code per unit value: units asked in exactly the same strata share a block.
 
-    In a design where every name answers in every role this is one block (the joint relabelling);
-    where each stratum has its own names it is one block per stratum (within-stratum tests).
+    Pass every row a unit was *asked* in, answered or not: blocks built from answered rows
+    alone would split units by where their answers happened to be invalid, down to one unit per
+    block, and nothing could be relabelled. In a design where every name answers in every role
+    this is one block (the joint relabelling); where each stratum has its own names it is one
+    block per stratum (within-stratum tests).
     """
-    strata_of: list[list[int]] = [[] for _ in range(n_units)]
-    for unit, stratum in zip(cell_unit.tolist(), cell_stratum.tolist(), strict=True):
-        strata_of[unit].append(stratum)
-    codes, _ = pd.factorize(pd.Series([tuple(sorted(x)) for x in strata_of], dtype=object))
-    return codes.astype(np.int64)
+    frame = pd.DataFrame({"unit": units.to_numpy(), "stratum": strata.to_numpy()}).dropna()
+    signature = frame.groupby("unit", sort=False)["stratum"].agg(lambda s: tuple(sorted(set(s))))
+    codes, _ = pd.factorize(signature)
+    return pd.Series(codes.astype(np.int64), index=signature.index)
+
+
+def unit_blocks(part: pd.DataFrame, unit_col: str, blocks: pd.Series | None) -> np.ndarray:
+    """Block code of each unit in ``unit_cells`` order (one block when ``blocks`` is None)."""
+    _, uniques = pd.factorize(part[unit_col])
+    if blocks is None:
+        return np.zeros(len(uniques), dtype=np.int64)
+    return blocks.reindex(uniques).fillna(-1).to_numpy(dtype=np.int64)
 
 
 def joint_permutation_test(
@@ -202,6 +212,7 @@ def joint_permutation_test(
     reference: int | None = None,
     n_permutations: int = 5000,
     seed: int = 0,
+    blocks: pd.Series | None = None,
 ) -> pd.DataFrame:
     """Each group against the population (or a reference group), stratified, units relabelled once.
 
@@ -221,6 +232,8 @@ def joint_permutation_test(
         reference: Group code compared against; None compares each group with the population.
         n_permutations: Monte Carlo relabellings.
         seed: Seed of the relabellings.
+        blocks: Unit value -> block code (:func:`signature_blocks`); None relabels all units
+            as one block.
 
     Returns:
         One row per group (the reference group excluded): the group columns, ``n``, ``k``,
@@ -248,7 +261,7 @@ def joint_permutation_test(
         )
         expected = np.bincount(cell_unit, weights=n * stratum_rate[cell_stratum], minlength=n_units)
         answers = np.bincount(cell_unit, weights=n, minlength=n_units)
-        block = signature_blocks(cell_unit, cell_stratum, n_units)
+        block = unit_blocks(part, unit_col, blocks)
         observed = group_sums(residual, group_of, n_groups)
         greater = np.zeros(n_groups, dtype=np.int64)
         less = np.zeros(n_groups, dtype=np.int64)

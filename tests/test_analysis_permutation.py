@@ -28,10 +28,16 @@ CELLS = [(r, g) for r in ("White", "Black", "Hispanic") for g in ("female", "mal
 
 
 def name_study(
-    rng: np.random.Generator, names: int = 10, roles: int = 12, sd: float = 1.0, emails: int = 1
+    rng: np.random.Generator,
+    names: int = 10,
+    roles: int = 12,
+    sd: float = 1.0,
+    emails: int = 1,
+    invalid: float = 0.0,
 ) -> pd.DataFrame:
     """Every name answers in every role; a name's own propensity (logit ~ N(0, sd)) and a role
-    effect set its acceptance rate; the group has no effect at all."""
+    effect set its acceptance rate; the group has no effect at all. A share ``invalid`` of the
+    emails says nothing usable."""
     units = len(CELLS) * names
     name_effect = rng.normal(0.0, sd, size=units)
     role_effect = rng.normal(0.0, 0.5, size=roles)
@@ -45,7 +51,11 @@ def name_study(
             "gender": np.array([c[1] for c in CELLS], dtype=object)[cell],
             "name": np.char.add("name-", unit.astype(str)).astype(object),
             "role": np.tile(np.arange(roles), units * emails),
-            "outcome": np.where(accept.ravel(), "accept", "reject").astype(object),
+            "outcome": np.where(
+                rng.random(accept.size) < invalid,
+                "invalid",
+                np.where(accept.ravel(), "accept", "reject"),
+            ).astype(object),
         }
     )
 
@@ -121,6 +131,21 @@ def test_joint_test_agrees_with_enumeration() -> None:
         assert abs(row.p_greater - p) <= 4 * np.sqrt(p * (1 - p) / b) + 1 / (b + 1)
         assert row.n_units == 2 and row.n_blocks == 1
         assert row.smallest_p == pytest.approx(2 / 28)  # C(8, 2) memberships
+
+
+def test_invalid_answers_do_not_split_the_relabelling_blocks() -> None:
+    """Blocks come from where a name was asked, not where its answers were valid: with
+    invalid emails scattered over the roles every name still shares one block."""
+    df = name_study(np.random.default_rng(8), names=5, roles=20, invalid=0.1)
+    per_name = df[df["outcome"] != "invalid"].groupby("name")["role"].nunique()
+    assert per_name.nunique() > 1  # valid answers cover different roles per name
+    joint = joint_vs_population(
+        df, GROUPS, "outcome", "accept", unit_col="name", stratum_col="role", n_permutations=500
+    )
+    assert (joint["n_blocks"] == 1).all()
+    assert (joint["p_two_sided"] < 1).any()
+    dpd = by_name_and_role(df, 300)
+    assert dpd["dpd_p_value"] < 1
 
 
 def test_reference_comparison_is_the_two_group_test() -> None:
@@ -256,7 +281,7 @@ def test_joint_test_rejects_at_its_level_when_names_recur_across_roles() -> None
     single, family = [], []
     for study in range(1000):
         joint = joint_vs_population(
-            name_study(rng),
+            name_study(rng, invalid=0.05),
             GROUPS,
             "outcome",
             "accept",
@@ -278,7 +303,7 @@ def test_dpd_by_name_rejects_at_its_level_where_the_binomial_null_does_not() -> 
     rng = np.random.default_rng(3)
     by_name, binomial = [], []
     for study in range(1000):
-        df = name_study(rng, names=10, roles=12)
+        df = name_study(rng, names=10, roles=12, invalid=0.05)
         common = {"positive": "accept", "n_permutations": 50, "n_simulations": 499, "seed": study}
         by_name.append(
             disparity_report(df, GROUPS, "outcome", unit_col="name", **common)["dpd_p_value"] < 0.05
