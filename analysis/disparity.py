@@ -37,8 +37,9 @@ _OUTCOME = "__outcome__"
 # Stouffer needs finite z-scores; a (mid-)p-value of exactly 0 or 1 would decide alone.
 _P_FLOOR = np.finfo(float).tiny
 _P_CEIL = 1.0 - np.finfo(float).epsneg
-#: A stratum near a threshold gets enough permutations that the smallest adjusted p it can
-#: reach is alpha / RESOLUTION: a test beyond every permutation is then clearly significant,
+#: A stratum near a threshold gets RESOLUTION x family / alpha permutations: the smallest
+#: two-sided adjusted p it can reach is then 2 alpha / RESOLUTION (alpha / 2), and a test beyond
+#: every permutation is clearly significant,
 #: at four times the work of a 5,000-permutation run of 246 tests where every stratum needs it.
 RESOLUTION = 4
 # Ratios and rates are fractions k / n; compare with a tolerance so that exact ties do not flip.
@@ -161,7 +162,7 @@ def permutation_vs_population(
       ``scipy.stats.hypergeom``; ``method="monte_carlo"`` permutes rows instead.
     * ``unit="name"``: whole names (``unit_col``) move between groups, each keeping all its
       answers, so the many emails written for one name count as one draw. Monte Carlo with
-      ``n_permutations`` shuffles; each name must belong to exactly one group (per stratum).
+      ``n_permutations`` shuffles; each name must belong to exactly one group (in every stratum).
 
     Monte Carlo p-values are ``(1 + b) / (1 + B)``, counting the observed labelling as one
     permutation, so they are never 0. ``p_greater`` is P(d' >= d) (the paper's direction, ties
@@ -170,10 +171,10 @@ def permutation_vs_population(
     Significance must stay reachable after adjustment over the family (``family_size`` tests,
     by default every row returned): a stratum where some two-sided p is below ``2 alpha`` gets
     ``ceil(RESOLUTION family_size / alpha)`` permutations in all when ``n_permutations`` is
-    fewer, so the smallest attainable adjusted p is ``alpha / RESOLUTION``. ``smallest_p`` is
-    the smallest two-sided p the design allows at all (names are few: ``2 / C(units, units in
-    group)``); a family whose smallest ``smallest_p`` times its size is not below ``alpha``
-    cannot reach significance whatever the data.
+    fewer, so the smallest attainable two-sided adjusted p is ``2 alpha / RESOLUTION``.
+    ``smallest_p`` is the smallest two-sided p the design allows at all (names are few:
+    ``2 / C(units, units in group)``); a family whose smallest ``smallest_p`` times its size
+    is not below ``alpha`` cannot reach significance whatever the data.
 
     Args:
         df: One row per decision.
@@ -902,13 +903,19 @@ def disparity_report(
                 n_simulations,
                 seed,
             )
-            report["dpd_test"] = f"permutation of {unit_col} labels"
+            if parity is None:
+                notes.append(f"fewer than two groups have a {unit_col}: the DPD is not tested")
+            else:
+                # The statistic tested: over rows with a unit (all rows in a built study).
+                report["dpd"] = parity.dpd
+                report["dpd_test"] = f"permutation of {unit_col} labels"
         else:
             parity = parity_test(
                 answered["n"], answered["k"], alpha=alpha, n_simulations=n_simulations, seed=seed
             )
             report["dpd_test"] = "binomial null (answers independent)"
-        report["dpd_p_value"], report["dpd_threshold"] = parity.p_value, parity.threshold
+        if parity is not None:
+            report["dpd_p_value"], report["dpd_threshold"] = parity.p_value, parity.threshold
     ratios = impact_ratios(rates, threshold=threshold, n_simulations=n_simulations, seed=seed)
     report["impact_ratios"] = ratios
     report["p_any_flag_by_chance"] = float(ratios["p_any_flag_by_chance"].iloc[0])
@@ -971,7 +978,9 @@ def disparity_report(
         report["reference"] = adjust_family(versus, "p_two_sided", adjust)
         families["reference"] = versus
     if "joint" in report:
-        families["joint"] = pd.concat([report["joint"]] * 2)
+        # Both one-sided p-values form the family; each can reach half the two-sided floor.
+        one_sided = report["joint"].assign(smallest_p=report["joint"]["smallest_p"] / 2)
+        families["joint"] = pd.concat([one_sided] * 2)
     notes.extend(unreachable_families(families, alpha))
     return report
 
@@ -987,13 +996,16 @@ def _unit_parity(
     alpha: float,
     n_permutations: int,
     seed: int,
-) -> ParityTest:
-    """The DPD test with units as the draws, relabelled within same-strata blocks."""
+) -> ParityTest | None:
+    """The DPD test with units as the draws, relabelled within same-strata blocks (None when
+    fewer than two groups have a unit)."""
     answered, hit = _answered(df, outcome_col, positive, common["valid"], common["invalid"])
     extra = [unit_col, *([stratum_col] if stratum_col else [])]
     use = answered & df[keys + extra].notna().all(axis=1).to_numpy()
     data = df.loc[use, list(dict.fromkeys(keys + extra))]
-    g, _ = _encode(data, keys)
+    g, groups = _encode(data, keys)
+    if len(groups) < 2:
+        return None
     s = _encode(data, [stratum_col])[0] if stratum_col else np.zeros(len(data), dtype=np.int64)
     cell_unit, _, n, k, group_of = permutation.unit_cells(
         data, unit_col, g, s, hit[use].astype(np.int64)

@@ -290,12 +290,24 @@ def joint_permutation_test(
                     "p_less": p_l,
                     "p_two_sided": min(1.0, 2 * min(p_g, p_l)),
                     "n_units": int(units_in[code]),
-                    "n_blocks": int(block.max()) + 1 if block.size else 0,
-                    "smallest_p": float(smallest_p(n_units, units_in[code])),
+                    "n_blocks": int(np.unique(block).size),
+                    "smallest_p": _smallest_in_blocks(block, group_of == code),
                     "n_permutations": n_permutations,
                 }
             )
-    return pd.DataFrame(rows)
+    columns = [*groups.columns, "n", "k", "rate", "expected_rate", "d", "p_greater", "p_less"]
+    columns += ["p_two_sided", "n_units", "n_blocks", "smallest_p", "n_permutations"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _smallest_in_blocks(block: np.ndarray, member: np.ndarray) -> float:
+    """Smallest two-sided p a relabelling within blocks can give a group: 2 over the number of
+    distinct memberships, the product over blocks of C(units in block, group's units in it)."""
+    _, codes = np.unique(block, return_inverse=True)
+    size = np.bincount(codes).astype(float)
+    inside = np.bincount(codes, weights=member.astype(float), minlength=size.size)
+    log_ways = gammaln(size + 1) - gammaln(inside + 1) - gammaln(size - inside + 1)
+    return float(min(1.0, 2.0 * np.exp(-log_ways.sum())))
 
 
 def parity_permutation_test(

@@ -53,6 +53,12 @@ class PowerRow:
 def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
     """A synthetic table with its effect scaled (``0``: none, ``1``: as declared)."""
     declared = table.model_dump(mode="json", exclude_defaults=True)
+    if effect == 0:
+        # No effect at all: every value answers as unlisted values do (the table's default, or
+        # uniform over the field's own choices, which only the backend knows).
+        for key in ("probabilities", "weights", "positions", "by"):
+            declared.pop(key, None)
+        return declared
     choices = sorted(
         {c for t in table.probabilities.values() for c in t} | set(table.default or {})
     )
@@ -64,6 +70,11 @@ def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
             for c in choices
         }
         total = sum(weights.values())
+        if total == 0:
+            raise ValueError(
+                f"effect {effect:g}: the declared table {probabilities} shares no choice with its "
+                "baseline, so it cannot be scaled; use --effect 1 or declare a `default`"
+            )
         return {c: w / total for c, w in weights.items() if w > 0}
 
     if table.probabilities:

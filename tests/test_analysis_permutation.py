@@ -131,6 +131,26 @@ def test_joint_test_agrees_with_enumeration() -> None:
         assert abs(row.p_greater - p) <= 4 * np.sqrt(p * (1 - p) / b) + 1 / (b + 1)
         assert row.n_units == 2 and row.n_blocks == 1
         assert row.smallest_p == pytest.approx(2 / 28)  # C(8, 2) memberships
+    # Names nested in roles: only relabellings within each role exist, 2^3 of them for a
+    # group with one name in each of 3 two-name roles.
+    nested = df.assign(name=df["name"] + "@" + df["role"].astype(str))
+    pair = nested[nested["race"] == "White"].copy()
+    pair["name"] = pair["gender"] + pair["role"].astype(str)
+    found = joint_vs_population(
+        pair, GROUPS, "outcome", "accept", unit_col="name", stratum_col="role", n_permutations=50
+    )
+    assert (found["n_blocks"] == 3).all()
+    assert found["smallest_p"].tolist() == pytest.approx([2 / 8, 2 / 8])
+    only = joint_vs_population(
+        pair[pair["gender"] == "male"],
+        GROUPS,
+        "outcome",
+        "accept",
+        unit_col="name",
+        stratum_col="role",
+        reference=("White", "male"),
+    )
+    assert only.empty and "p_two_sided" in only.columns
 
 
 def test_invalid_answers_do_not_split_the_relabelling_blocks() -> None:
@@ -211,7 +231,7 @@ def test_smallest_attainable_p_is_two_over_the_memberships() -> None:
 
 def test_adjusted_significance_stays_reachable_in_a_large_family() -> None:
     """246 per-stratum tests at B = 200 could never survive Holm (246 / 201 > 1): strata with a
-    small p get enough permutations that the smallest adjusted p is alpha / 4."""
+    small p get enough permutations that the smallest two-sided adjusted p is alpha / 2."""
     rng = np.random.default_rng(1)
     df = name_study(rng, names=6, roles=41, sd=0.3, emails=3)
     role0, black_men = df["role"] == 0, (df["race"] == "Black") & (df["gender"] == "male")

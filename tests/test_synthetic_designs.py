@@ -77,7 +77,8 @@ def test_scaling_an_effect_interpolates_between_baseline_and_declared() -> None:
     table = SyntheticField(
         by="race", probabilities={"y": {"A": 0.8, "B": 0.2}}, default={"A": 0.5, "B": 0.5}
     )
-    assert scale_table(table, 0)["probabilities"]["y"] == pytest.approx({"A": 0.5, "B": 0.5})
+    # No effect: no value-specific table at all, every value answers as unlisted ones do.
+    assert scale_table(table, 0) == {"default": {"A": 0.5, "B": 0.5}}
     assert scale_table(table, 1)["probabilities"]["y"] == pytest.approx({"A": 0.8, "B": 0.2})
     half = scale_table(table, 0.5)["probabilities"]["y"]
     # Geometric interpolation: the odds move halfway on the log scale (4:1 -> 2:1).
