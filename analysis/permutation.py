@@ -271,8 +271,10 @@ def joint_permutation_test(
             greater += (sums >= observed - _TOL).sum(axis=0)
             less += (sums <= observed + _TOL).sum(axis=0)
         units_in = np.bincount(group_of, minlength=n_groups)
+        answers_in = group_sums(answers, group_of, n_groups)
+        expected_in = group_sums(expected, group_of, n_groups)
         for code in compared:
-            n_g = float(group_sums(answers, group_of, n_groups)[code])
+            n_g = float(answers_in[code])
             k_g = int(hp[gp == code].sum())
             p_g = (greater[code] + 1) / (n_permutations + 1)
             p_l = (less[code] + 1) / (n_permutations + 1)
@@ -282,9 +284,7 @@ def joint_permutation_test(
                     "n": int(n_g),
                     "k": k_g,
                     "rate": k_g / n_g if n_g else np.nan,
-                    "expected_rate": group_sums(expected, group_of, n_groups)[code] / n_g
-                    if n_g
-                    else np.nan,
+                    "expected_rate": expected_in[code] / n_g if n_g else np.nan,
                     "d": observed[code] / n_g if n_g else np.nan,
                     "p_greater": p_g,
                     "p_less": p_l,

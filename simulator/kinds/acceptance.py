@@ -224,7 +224,7 @@ class AcceptanceKind(AnalysisKind):
         # Without a single valid answer there is nothing to break down (the report says so).
         breakdowns = spec.breakdowns if report["n_valid"] else []
         if spec.subset and report["n_valid"]:
-            section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed)
+            section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed, report.get("joint"))
         for column in breakdowns:
             # The paper marks each cell of Tables 1-4 by a permutation test within its row; each
             # table is one declared family for `adjust`.
@@ -261,27 +261,38 @@ class AcceptanceKind(AnalysisKind):
             "reference": reference.to_dict("records") if reference is not None else None,
         }
 
-    def _table1(self, part: pd.DataFrame, spec: AcceptanceSpec, seed: int) -> pd.DataFrame:
+    def _table1(
+        self, part: pd.DataFrame, spec: AcceptanceSpec, seed: int, whole: pd.DataFrame | None
+    ) -> pd.DataFrame:
         """Seed 001's Table 1: rates in the subset and in all rows, each cell marked by the
-        joint test within its row (one-sided each way, both directions adjusted together)."""
+        joint test within its row (one-sided each way, both directions adjusted together);
+        ``whole`` is the report's joint test of all rows, reused when it was run."""
         assert spec.subset is not None
         flag = part[spec.subset].astype(str).str.lower().isin(["true", "yes", "1"])
         rows, tests = [], []
         for label, rows_of in ((spec.subset, part[flag]), ("all", part)):
             if rows_of.empty:
                 continue
-            joint = disparity.adjust_both_sides(
-                disparity.joint_vs_population(
-                    rows_of,
-                    spec.groups,
-                    "outcome",
-                    "accept",
-                    unit_col="persona_name" if spec.unit == "name" else None,
-                    stratum_col=spec.strata,
-                    n_permutations=spec.n_permutations,
-                    seed=seed,
-                ),
-                spec.adjust,
+            joint = (
+                whole.copy()
+                if label == "all" and whole is not None
+                else disparity.adjust_both_sides(
+                    disparity.adjust_family(
+                        disparity.joint_vs_population(
+                            rows_of,
+                            spec.groups,
+                            "outcome",
+                            "accept",
+                            unit_col="persona_name" if spec.unit == "name" else None,
+                            stratum_col=spec.strata,
+                            n_permutations=spec.n_permutations,
+                            seed=seed,
+                        ),
+                        "p_two_sided",
+                        spec.adjust,
+                    ),
+                    spec.adjust,
+                )
             )
             joint["p_marked"] = joint["p_greater_adjusted"].where(
                 joint["d"] > 0, joint["p_less_adjusted"]

@@ -345,8 +345,9 @@ class DecisionsKind(AnalysisKind):
                 n_simulations=spec.n_simulations,
                 seed=study.seed,
             )
-            comparison = comparison.merge(excess, on="model_label", how="left", suffixes=("", "_"))
-            comparison = comparison[[c for c in comparison.columns if not c.endswith("_")]]
+            # Both tables count the cases; the t-test table's counts are kept.
+            counts = ["n_cases_implicit", "n_cases_explicit"]
+            comparison = comparison.merge(excess.drop(columns=counts), on="model_label", how="left")
             section.tables[f"{name}_implicit_vs_explicit"] = comparison
             section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
                 comparison, model_order=ctx.models_in(comparison) or None
