@@ -247,6 +247,13 @@ def test_implicit_explicit_means_and_sd_error_bars(models: list[str]) -> None:
         assert "gpt-3\np = 0.020" in labels
 
 
+def test_implicit_explicit_leads_with_the_beyond_chance_test() -> None:
+    summary = _summary(["gpt-4o"]).assign(p_excess=0.665)
+    (ax,) = plot_implicit_explicit(summary).axes
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["gpt-4o\nbeyond chance: p = 0.665\npaper's t-test: p < 0.001"]
+
+
 def test_save_figure_writes_png_of_figsize_times_dpi(tmp_path) -> None:
     fig = plot_decision_shares(_rates(), _cases())
     width, height = fig.get_size_inches()
