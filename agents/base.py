@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import mesa
 
-from personas import Persona
-from simulator.design import AgentSpec, call_seed, template_context, unit_id
-from simulator.llm.structured import OutputSchema, output_schema
-from simulator.llm.types import LLMRequest, LLMResponse
-from simulator.templating import compile_expression, compile_template
+from biasim.personas import Persona
+from biasim.simulator.design import AgentSpec, call_seed, template_context, unit_id
+from biasim.simulator.llm.structured import OutputSchema, output_schema
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.templating import compile_expression, compile_template
 
 if TYPE_CHECKING:
-    from simulator.config import StudyConfig
+    from biasim.simulator.config import StudyConfig
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.design import AgentSpec, call_seed
-from simulator.llm.structured import OutputSchema, Selection, output_schema
-from simulator.llm.types import LLMRequest, LLMResponse
-from simulator.matching import Evaluation
+from biasim.simulator.design import AgentSpec, call_seed
+from biasim.simulator.llm.structured import OutputSchema, Selection, output_schema
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.matching import Evaluation
 
 from .base import LLMAgent, StagePlan, render_messages
 

@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from analysis.parity import (
+from biasim.analysis.parity import (
     demographic_parity_difference,
     group_rates,
     null_test,

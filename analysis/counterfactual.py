@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis import multiple
+from biasim.analysis import multiple
 
 
 def _require_columns(df: pd.DataFrame, cols: Sequence[str]) -> None:

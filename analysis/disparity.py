@@ -27,8 +27,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis import multiple, permutation
-from analysis.parity import ParityTest, demographic_parity_difference, group_rates, parity_test
+from biasim.analysis import multiple, permutation
+from biasim.analysis.parity import (
+    ParityTest,
+    demographic_parity_difference,
+    group_rates,
+    parity_test,
+)
 
 Columns = str | Sequence[str]
 

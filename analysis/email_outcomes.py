@@ -61,8 +61,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import LinearSVC
 from statsmodels.stats.proportion import proportions_ztest
 
-from analysis.multiple import holm
-from analysis.parity import group_rates
+from biasim.analysis.multiple import holm
+from biasim.analysis.parity import group_rates
 
 LABELS: tuple[str, str, str] = ("accept", "reject", "invalid")
 #: The starter data described above; ``scenarios`` ships it as package data beside this package,

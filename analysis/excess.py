@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.cases import case_seed
-from analysis.parity import demographic_parity_difference
+from biasim.analysis.cases import case_seed
+from biasim.analysis.parity import demographic_parity_difference
 
 _TIE = 1e-12
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.disparity import INVALID
+from biasim.analysis.disparity import INVALID
 
 #: Columns of :attr:`CheckedDecisions.exclusions`.
 EXCLUSION_COLUMNS: tuple[str, ...] = ("reason", "column", "value", "n")

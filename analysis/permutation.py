@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
-from analysis.parity import ParityTest, critical_value
+from biasim.analysis.parity import ParityTest, critical_value
 
 # Elements of a permuted index matrix handled at once: 4 Mi values = 32 MiB per temporary array.
 _CHUNK_ELEMENTS = 1 << 22

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis import multiple
+from biasim.analysis import multiple
 
 CANDIDATE, STAGE, ADVANCED, CLUSTER = "candidate", "stage", "advanced", "cluster"
 READING_COLUMNS: tuple[str, ...] = ("evaluation", "position", "size", "k", "chosen")

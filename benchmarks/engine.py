@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 STUDY = """\
 name: bench_engine

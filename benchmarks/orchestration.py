@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 LATENCY_S = 0.1
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "loopback_llm_server.py"

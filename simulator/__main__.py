@@ -1,4 +1,4 @@
-"""``python -m simulator`` runs the CLI."""
+"""``python -m biasim.simulator`` runs the CLI (``python -m biasim`` too)."""
 
 from .cli import main
 

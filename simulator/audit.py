@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.ll144 import date_range, ll144_tables
+from biasim.analysis.ll144 import date_range, ll144_tables
 
 from .errors import InputError, Problem
 from .htmlreport import Column, HtmlSection

@@ -259,7 +259,7 @@ def schema() -> None:
 @app.command(name="list")
 def list_studies() -> None:
     """List the built-in studies."""
-    from scenarios import builtin_studies
+    from biasim.scenarios import builtin_studies
 
     table = Table(show_header=True)
     table.add_column("study")
@@ -653,8 +653,8 @@ def _analyze_external(
 ) -> None:
     import pandas as pd
 
-    from analysis.disparity import INVALID, disparity_report, impact_ratios_by_stratum
-    from analysis.external import DecisionsError, check_decisions
+    from biasim.analysis.disparity import INVALID, disparity_report, impact_ratios_by_stratum
+    from biasim.analysis.external import DecisionsError, check_decisions
 
     from .errors import Problem
 

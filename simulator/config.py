@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from personas.namebank import NameBankError, load_name_bank
+from biasim.personas.namebank import NameBankError, load_name_bank
 
 from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
 from .columns import RESERVED as RESERVED_COLUMNS
@@ -668,7 +668,7 @@ def _keep_only(design: dict[str, Any], smap: SourceMap) -> list[Problem]:
 
 
 def _bank_names(personas: dict[str, Any], smap: SourceMap) -> dict[str, list[str]]:
-    from personas import attribute_combinations
+    from biasim.personas import attribute_combinations
 
     ref = personas["name_bank"]
     local = _data_path(smap, ("personas", "name_bank"), ref)
@@ -730,7 +730,7 @@ def _pydantic_message(error: dict[str, Any]) -> str:
 
 
 def _load_with_extends(ref: str | Path, chain: tuple[str, ...]) -> tuple[Any, SourceMap, str]:
-    from scenarios import builtin_path
+    from biasim.scenarios import builtin_path
 
     path = Path(ref)
     if not path.exists():
@@ -1045,7 +1045,7 @@ def analysis_name(spec: AnalysisSpec, index: int) -> str:
 
 
 def _persona_keys(config: StudyConfig) -> list[str]:
-    from personas import persona_keys
+    from biasim.personas import persona_keys
 
     return persona_keys(config.personas.axes, cross=config.personas.cross)
 
@@ -1055,7 +1055,7 @@ def _check_templates(
 ) -> list[Problem]:
     """Render every template for one persona of each axis value under every factor level
     (one factor varied at a time), following each stage's ``when``."""
-    from personas import build_personas
+    from biasim.personas import build_personas
 
     problems: list[Problem] = []
     templates: list[tuple[FieldPath, str]] = [

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from personas import Persona, build_personas
+from biasim.personas import Persona, build_personas
 
 from .config import StudyConfig
 from .templating import render
@@ -144,7 +144,7 @@ def iter_populations(config: StudyConfig) -> Iterator[AgentSpec]:
 
 def population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
     """The agents of population ``name``, in design order."""
-    from personas import Persona
+    from biasim.personas import Persona
 
     from .populations import populations
 

@@ -18,7 +18,7 @@ from typing import Any
 import mesa
 import orjson
 
-from agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
+from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
 
 from .casting import cast
 from .config import RoleConfig, StageConfig, StudyConfig
@@ -328,7 +328,7 @@ class StudyModel(mesa.Model):
         ]
 
     def _names(self) -> Any:
-        from personas import build_personas
+        from biasim.personas import build_personas
 
         from .templating import render
 

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from analysis import figures
-from analysis.parity import status_rates
+from biasim.analysis import figures
+from biasim.analysis.parity import status_rates
 
 from .config import StudyConfig, analysis_name
 from .kinds import AnalysisContext, Section, get_kind

@@ -17,13 +17,13 @@ del _ENV.filters["random"]
 
 
 def _redact_name(text: str, name: str | None) -> str:
-    from analysis.email_outcomes import redact_names
+    from biasim.analysis.email_outcomes import redact_names
 
     return redact_names([text], [name or ""])[0] if name else text
 
 
 def _email_judge_prompt(email: str) -> str:
-    from analysis.email_outcomes import JUDGE_PROMPT
+    from biasim.analysis.email_outcomes import JUDGE_PROMPT
 
     return _ENV.from_string(JUDGE_PROMPT).render(email=email)
 

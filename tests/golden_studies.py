@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scenarios import builtin_path
+from biasim.scenarios import builtin_path
 
 GOLDEN_DIR = Path(__file__).parent / "data" / "golden"
 

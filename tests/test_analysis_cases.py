@@ -15,8 +15,8 @@ from fairlearn.metrics import demographic_parity_difference
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from analysis import parity_test
-from analysis.cases import (
+from biasim.analysis import parity_test
+from biasim.analysis.cases import (
     DEFAULT_PREDICTIONS,
     Prediction,
     ablation_table,

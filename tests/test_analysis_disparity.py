@@ -12,7 +12,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 from statsmodels.stats.multitest import multipletests
 
-from analysis.disparity import (
+from biasim.analysis.disparity import (
     acceptance_rates,
     adjust_family,
     cmh_test,

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer
 
-from analysis.figures import (
+from biasim.analysis.figures import (
     SIGNIFICANT_HATCH,
     TARGET_COLOR,
     add_banner,

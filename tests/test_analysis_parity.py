@@ -11,8 +11,8 @@ from fairlearn.metrics import MetricFrame, demographic_parity_difference, select
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from analysis import demographic_parity_difference as dpd
-from analysis import group_rates, parity_null_dpd, parity_test, status_rates
+from biasim.analysis import demographic_parity_difference as dpd
+from biasim.analysis import group_rates, parity_null_dpd, parity_test, status_rates
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from statsmodels.stats.multitest import multipletests
 
-from analysis.stemming import stem
-from analysis.terms import (
+from biasim.analysis.stemming import stem
+from biasim.analysis.terms import (
     BUNDLED_TERM_SETS,
     STOP_WORDS,
     distinctive_terms,

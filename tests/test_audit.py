@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from simulator.cli import app
+from biasim.simulator.cli import app
 
 from .golden_studies import STUDIES
 

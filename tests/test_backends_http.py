@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-from simulator.config import RoleConfig
-from simulator.llm.errors import (
+from biasim.simulator.config import RoleConfig
+from biasim.simulator.llm.errors import (
     BackendConfigError,
     BackendError,
     FatalBackendError,
     OverloadedError,
     TransientError,
 )
-from simulator.llm.limits import AdaptiveLimiter
-from simulator.llm.openai_backend import is_local_url, public_url, retry_after_seconds
-from simulator.llm.registry import Backend, create_backend
-from simulator.llm.retry import RetryPolicy, call_with_retries
-from simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.llm.limits import AdaptiveLimiter
+from biasim.simulator.llm.openai_backend import is_local_url, public_url, retry_after_seconds
+from biasim.simulator.llm.registry import Backend, create_backend
+from biasim.simulator.llm.retry import RetryPolicy, call_with_retries
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
 from tests.loopback_llm_server import LOOPBACK_TEXT, Fault, LoopbackLLMServer
 
 CHOICES = ["approve", "deny", "refer"]

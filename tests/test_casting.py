@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from scenarios import builtin_path
-from simulator.casting import cast
-from simulator.cli import app
-from simulator.config import load_study
-from simulator.errors import InputError
-from simulator.runner import RunOptions, execute, prepare
+from biasim.scenarios import builtin_path
+from biasim.simulator.casting import cast
+from biasim.simulator.cli import app
+from biasim.simulator.config import load_study
+from biasim.simulator.errors import InputError
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 #: Seed 004 with two synthetic "models" on the decision role, one scenario and gender only.
 STUDY = """\

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from scenarios import builtin_path
-from simulator.cli import app
-from simulator.runner import RunOptions, execute, prepare
+from biasim.scenarios import builtin_path
+from biasim.simulator.cli import app
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 FAIR = "{label: fair, synthetic: {decision: {default: {Evacuate: 0.5, Stay: 0.5}}}}"
 BIASED = (

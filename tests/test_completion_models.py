@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from analysis.cases import case_rates
-from simulator.config import RoleConfig
-from simulator.errors import InputError
-from simulator.llm.local import LocalBackend, default_model_path
-from simulator.llm.registry import create_backend
-from simulator.llm.retry import RetryPolicy
-from simulator.llm.runtime import BackendRuntime
-from simulator.llm.structured import OUTSIDE_CHOICES
-from simulator.llm.types import LLMRequest, LLMResponse, completion_prompt
-from simulator.runner import RunOptions, execute, prepare
-from simulator.store import CallRecord, CallStore
+from biasim.analysis.cases import case_rates
+from biasim.simulator.config import RoleConfig
+from biasim.simulator.errors import InputError
+from biasim.simulator.llm.local import LocalBackend, default_model_path
+from biasim.simulator.llm.registry import create_backend
+from biasim.simulator.llm.retry import RetryPolicy
+from biasim.simulator.llm.runtime import BackendRuntime
+from biasim.simulator.llm.structured import OUTSIDE_CHOICES
+from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt
+from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.store import CallRecord, CallStore
 from tests.loopback_llm_server import LOOPBACK_TEXT, Fault, LoopbackLLMServer, default_responder
 
 MESSAGES = (

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from scenarios import builtin_path
-from simulator.cli import app
-from simulator.runner import RunOptions, execute, prepare
+from biasim.scenarios import builtin_path
+from biasim.simulator.cli import app
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 # The synthetic responder writes one literal text per string field.
 RATIONALE = "As Maria Lopez, I know Maria's children and our families come first."

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 import yaml
 
-import simulator.runner as runner_module
-from simulator.config import load_study
-from simulator.design import design_matrix
-from simulator.errors import InputError, Problem
-from simulator.model import StudyModel
-from simulator.runner import RunOptions, RunOutcome, execute, prepare
+import biasim.simulator.runner as runner_module
+from biasim.simulator.config import load_study
+from biasim.simulator.design import design_matrix
+from biasim.simulator.errors import InputError, Problem
+from biasim.simulator.model import StudyModel
+from biasim.simulator.runner import RunOptions, RunOutcome, execute, prepare
 
 CHOICE_AB = {"type": "choice", "choices": ["A", "B"]}
 TRAITS = ["calm", "bold", "shy", "loud"]

@@ -13,11 +13,11 @@ from typing import ClassVar
 import pandas as pd
 import pytest
 
-from simulator.cli import app
-from simulator.llm.registry import register_backend
-from simulator.llm.synthetic import SyntheticBackend
-from simulator.llm.types import LLMRequest, LLMResponse
-from simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.cli import app
+from biasim.simulator.llm.registry import register_backend
+from biasim.simulator.llm.synthetic import SyntheticBackend
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.runner import RunOptions, execute, prepare
 from tests.conftest import write_study
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.external import EXCLUSION_COLUMNS, DecisionsError, check_decisions
-from simulator.cli import app
+from biasim.analysis.external import EXCLUSION_COLUMNS, DecisionsError, check_decisions
+from biasim.simulator.cli import app
 
 
 def decisions() -> pd.DataFrame:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.cli import app
-from simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.cli import app
+from biasim.simulator.runner import RunOptions, execute, prepare
 from tests.loopback_llm_server import Fault, LoopbackLLMServer, default_responder, last_user_message
 
 STUDY = """\

@@ -14,7 +14,7 @@ import pandas as pd
 
 from tests.conftest import write_study
 
-BIASIM = [sys.executable, "-m", "simulator"]
+BIASIM = [sys.executable, "-m", "biasim"]
 
 
 def answered_count(db: Path) -> int:

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from pydantic import Field
 
-from simulator.cli import app
-from simulator.kinds import (
+from biasim.simulator.cli import app
+from biasim.simulator.kinds import (
     AnalysisContext,
     AnalysisKind,
     AnalysisSpec,

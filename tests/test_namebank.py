@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from personas.namebank import NameBank, NameBankError, load_name_bank
+from biasim.personas.namebank import NameBank, NameBankError, load_name_bank
 
 REPO = Path(__file__).resolve().parents[1]
 ROLES_CSV = REPO / "scenarios" / "data" / "an2024_roles.csv"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import app
-from simulator.config import load_study
-from simulator.design import iter_populations
-from simulator.matching import REDACTED, Document, form_evaluations
-from simulator.populations import ReadsConfig, stage_order
+from biasim.simulator.cli import app
+from biasim.simulator.config import load_study
+from biasim.simulator.design import iter_populations
+from biasim.simulator.matching import REDACTED, Document, form_evaluations
+from biasim.simulator.populations import ReadsConfig, stage_order
 from tests import pipeline_studies
 
 

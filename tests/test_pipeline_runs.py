@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
-from simulator.cli import app
+from biasim.simulator.cli import app
 from tests import pipeline_studies
 
-BIASIM = [sys.executable, "-m", "simulator"]
+BIASIM = [sys.executable, "-m", "biasim"]
 
 
 def run(cli, tmp_path: Path, data: dict, name: str = "run", *args: str) -> tuple[Path, str]:

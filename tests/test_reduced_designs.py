@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scenarios import builtin_path
-from simulator.cli import app
-from simulator.config import load_study
-from simulator.design import design_size
-from simulator.errors import InputError
+from biasim.scenarios import builtin_path
+from biasim.simulator.cli import app
+from biasim.simulator.config import load_study
+from biasim.simulator.design import design_size
+from biasim.simulator.errors import InputError
 
 ROLES_CSV = Path(__file__).resolve().parents[1] / "scenarios" / "data" / "an2024_roles.csv"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scenarios import builtin_path
-from simulator.config import load_study
-from simulator.report import SYNTHETIC_NOTE, analyze
+from biasim.scenarios import builtin_path
+from biasim.simulator.config import load_study
+from biasim.simulator.report import SYNTHETIC_NOTE, analyze
 
 from .golden_studies import GOLDEN_DIR
 

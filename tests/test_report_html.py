@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from simulator.cli import app
-from simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.cli import app
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 from .browser import assert_numbers_match, open_report
 from .golden_studies import STUDIES
@@ -44,7 +44,7 @@ def _check(out: Path, screenshot: Path) -> tuple[str, int]:
 
 
 def test_report_of_a_two_model_seed_004_run(tmp_path) -> None:
-    from scenarios import builtin_path
+    from biasim.scenarios import builtin_path
 
     text = STUDY.format(
         base=builtin_path("li2025_decisions"), models=f"{FAIR}, {BIASED}", agents=10

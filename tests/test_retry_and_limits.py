@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simulator.llm.errors import FatalBackendError, OverloadedError, TransientError
-from simulator.llm.limits import AdaptiveLimiter, RateLimiter
-from simulator.llm.retry import RetryPolicy, call_with_retries
-from simulator.llm.synthetic import uniform
-from simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.llm.errors import FatalBackendError, OverloadedError, TransientError
+from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
+from biasim.simulator.llm.retry import RetryPolicy, call_with_retries
+from biasim.simulator.llm.synthetic import uniform
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 REQUEST = LLMRequest(
     messages=({"role": "user", "content": "x"},), temperature=0, top_p=1, max_tokens=5, seed=1

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.cli import app
-from simulator.rundir import RunLock
+from biasim.simulator.cli import app
+from biasim.simulator.rundir import RunLock
 from tests.conftest import write_study
 
-BIASIM = [sys.executable, "-m", "simulator"]
+BIASIM = [sys.executable, "-m", "biasim"]
 
 
 def started(out: Path, deadline_s: float = 60) -> None:
@@ -97,7 +97,8 @@ def test_analyze_waits_for_no_one_and_a_dead_holder_never_blocks(tmp_path: Path,
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from simulator.rundir import RunLock;"
+            "import sys, time; from pathlib import Path;"
+            "from biasim.simulator.rundir import RunLock;"
             f"RunLock(Path({str(out)!r})).acquire(); print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,

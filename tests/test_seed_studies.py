@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from matplotlib.image import imread
 
-from scenarios import builtin_path
-from simulator.cli import app
-from simulator.runner import RunOptions, execute, prepare
+from biasim.scenarios import builtin_path
+from biasim.simulator.cli import app
+from biasim.simulator.runner import RunOptions, execute, prepare
 
 LI2025 = builtin_path("li2025_decisions")
 AN2024 = builtin_path("an2024_hiring")

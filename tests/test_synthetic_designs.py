@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from simulator.cli import app
-from simulator.config import SyntheticField
-from simulator.errors import InputError
-from simulator.power import power, scale_table
+from biasim.simulator.cli import app
+from biasim.simulator.config import SyntheticField
+from biasim.simulator.errors import InputError
+from biasim.simulator.power import power, scale_table
 
 from .test_design_features import base_study, run, write
 

@@ -13,7 +13,7 @@ from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 
-from analysis import disparity, figures
+from biasim.analysis import disparity, figures
 
 from ..htmlreport import Column, HtmlSection, fmt
 from .base import (
@@ -127,7 +127,7 @@ class AcceptanceKind(AnalysisKind):
     def outcomes(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext):
         """The decision stage's rows with ``outcome`` (accept / reject / invalid), the texts
         redacted, and the rules' labels of the same texts (for the judge's agreement)."""
-        from analysis import email_outcomes  # scikit-learn: imported only by this kind
+        from biasim.analysis import email_outcomes  # scikit-learn: imported only by this kind
 
         rows = results[(results["stage"] == spec.stage)].reset_index(drop=True)
         texts = rows[spec.field].fillna("").astype(str).tolist()
@@ -150,7 +150,7 @@ class AcceptanceKind(AnalysisKind):
         return rows, redacted
 
     def compute(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext) -> Section:
-        from analysis import email_outcomes
+        from biasim.analysis import email_outcomes
 
         name = ctx.name
         rows, redacted = self.outcomes(results, spec, ctx)

@@ -18,9 +18,9 @@ from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
 
-from analysis import cases as case_stats
-from analysis import figures, terms
-from analysis.excess import excess_dpd_test
+from biasim.analysis import cases as case_stats
+from biasim.analysis import figures, terms
+from biasim.analysis.excess import excess_dpd_test
 
 from ..fields import Strict
 from ..htmlreport import Column, HtmlSection, fmt

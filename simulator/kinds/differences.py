@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.models import model_difference_tests
+from biasim.analysis.models import model_difference_tests
 
 from ..htmlreport import Column, HtmlSection, fmt
 from .base import AnalysisContext, Section, without_model

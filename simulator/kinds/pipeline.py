@@ -17,8 +17,8 @@ from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 
-from analysis import counterfactual, figures, multiple, pipeline
-from analysis.parity import wilson_interval
+from biasim.analysis import counterfactual, figures, multiple, pipeline
+from biasim.analysis.parity import wilson_interval
 
 from ..htmlreport import Column, HtmlSection, fmt
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug

@@ -19,9 +19,9 @@ ENTRY_POINT_GROUP = "biasim.analyses"
 DEFAULT_KIND = "demographic_parity"
 
 _BUILTIN: dict[str, str] = {
-    "demographic_parity": "simulator.kinds.decisions:DecisionsKind",
-    "acceptance": "simulator.kinds.acceptance:AcceptanceKind",
-    "pipeline": "simulator.kinds.pipeline:PipelineKind",
+    "demographic_parity": "biasim.simulator.kinds.decisions:DecisionsKind",
+    "acceptance": "biasim.simulator.kinds.acceptance:AcceptanceKind",
+    "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}

@@ -84,11 +84,11 @@ def unsupported_setting(backend: Backend, role: Any) -> tuple[str, str] | None:
 
 
 _BUILTIN: dict[str, str] = {
-    "local": "simulator.llm.local:LocalBackend",
-    "synthetic": "simulator.llm.synthetic:SyntheticBackend",
-    "openai": "simulator.llm.openai_backend:OpenAIBackend",
-    "ollama": "simulator.llm.ollama_backend:OllamaBackend",
-    "langchain": "simulator.llm.langchain_backend:LangChainBackend",
+    "local": "biasim.simulator.llm.local:LocalBackend",
+    "synthetic": "biasim.simulator.llm.synthetic:SyntheticBackend",
+    "openai": "biasim.simulator.llm.openai_backend:OpenAIBackend",
+    "ollama": "biasim.simulator.llm.ollama_backend:OllamaBackend",
+    "langchain": "biasim.simulator.llm.langchain_backend:LangChainBackend",
 }
 _EXTRA: dict[str, Any] = {}
 

@@ -1,0 +1,18 @@
+"""biasim: agent-based simulation for auditing social bias in what language models decide and write.
+
+The repository keeps the design card's folders (``simulator/``, ``analysis/``, ``agents/``,
+``personas/``, ``scenarios/``); installed, they are the subpackages ``biasim.simulator``,
+``biasim.analysis`` and so on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+# Run from a source checkout without installing (a worktree on PYTHONPATH), the subpackages are
+# the checkout's top-level folders; installed, they sit inside this package and this is a no-op.
+if not (_HERE / "simulator").is_dir() and (_HERE.parent / "simulator").is_dir():
+    __path__.append(str(_HERE.parent))
+
+__version__ = "0.1.0"
