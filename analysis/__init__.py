@@ -1,8 +1,8 @@
 """Statistics and text analyses on plain DataFrames. Nothing here imports the engine.
 
 The statistics are re-exported here. Two modules with heavy dependencies are imported by name
-when needed: ``analysis.email_outcomes`` (hiring-email outcome classifiers, scikit-learn) and
-``analysis.figures`` (the papers' figures, matplotlib).
+when needed: ``biasim.analysis.email_outcomes`` (hiring-email outcome classifiers, scikit-learn) and
+``biasim.analysis.figures`` (the papers' figures, matplotlib).
 """
 
 from .cases import (

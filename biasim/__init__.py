@@ -16,3 +16,20 @@ if not (_HERE / "simulator").is_dir() and (_HERE.parent / "simulator").is_dir():
     __path__.append(str(_HERE.parent))
 
 __version__ = "0.1.0"
+
+#: The public API, imported on first use so the command line starts without pandas or Mesa.
+_API = {"Run", "analyze", "load_run", "load_study", "resume", "run"}
+
+__all__ = ["Run", "__version__", "analysis", "analyze", "load_run", "load_study", "resume", "run"]
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        from biasim.simulator import api
+
+        return getattr(api, name)
+    if name == "analysis":
+        import importlib
+
+        return importlib.import_module("biasim.analysis")
+    raise AttributeError(f"module 'biasim' has no attribute {name!r}")

@@ -124,12 +124,26 @@ def run(
     )
     try:
         with progress:
-            outcome = execute(prepared, _progress_factory(progress))
+            outcome = execute(
+                prepared,
+                _progress_factory(progress),
+                notify=lambda message: progress.console.print(message, markup=False),
+            )
     except KeyboardInterrupt:
-        err_console.print(f"interrupted; continue with: biasim run --resume {prepared.out}")
+        # Only before the run's own handler is in place (the lock, the first manifest).
+        err_console.print("interrupted before the run started")
         raise typer.Exit(130) from None
     except InputError as exc:
         _fail_input(exc)
+    if outcome.status == "interrupted":
+        answered = outcome.summary.get("units", 0)
+        err_console.print(
+            f"run interrupted: {answered} of {outcome.summary['units_expected']} units have "
+            f"results; every answer is saved in {outcome.out}\n"
+            f"continue with: biasim run --resume {outcome.out}",
+            markup=False,
+        )
+        raise typer.Exit(outcome.exit_code)
     from .report import print_report
 
     if outcome.summary.get("units"):

@@ -191,7 +191,18 @@ class RoleConfig(Strict):
         None, ge=1, le=4096, description="Upper bound on calls in flight (adapts below it)."
     )
     max_attempts: int = Field(5, ge=1, le=50, description="Attempts per call, the first included.")
-    timeout_s: float = Field(120.0, gt=0, description="Per-attempt timeout.")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Per-attempt timeout of a server (a model in this process has none: see "
+        "the local backend's `stall_timeout_s`).",
+    )
+    timeout_per_token_s: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds each requested token (`max_tokens`) adds to the per-attempt "
+        "timeout; default 0.5 for a server on this machine (localhost), 0 otherwise.",
+    )
     total_timeout_s: float = Field(600.0, gt=0, description="Budget for all attempts of a call.")
     backoff_s: float = Field(
         0.5, ge=0, description="First retry backoff; doubles per attempt, full jitter."

@@ -13,6 +13,7 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from .interrupts import CallNotIssued, StopControl
 from .llm.runtime import BackendRuntime
 from .llm.structured import OutputSchema
 from .llm.types import LLMRequest, LLMResponse
@@ -41,6 +42,21 @@ class RunAborted(RuntimeError):
     """Too many calls failed; the run stops cleanly with everything answered saved."""
 
 
+class RunInterrupted(Exception):
+    """The user stopped the run; every call that finished is recorded.
+
+    Attributes:
+        answers: Per call (or per agent, once the model mapped them), the answer, or ``None``
+            where the call never finished.
+        finished: Per entry, whether it is final (an agent without a request is final too).
+    """
+
+    def __init__(self, answers: list[LLMResponse | None], finished: list[bool]) -> None:
+        super().__init__("interrupted by the user")
+        self.answers = answers
+        self.finished = finished
+
+
 class Dispatcher:
     """Executes calls with bounded concurrency per backend.
 
@@ -50,6 +66,8 @@ class Dispatcher:
             ``min_units`` units); ``None`` never aborts.
         min_units: Units to finish before the error rate is judged.
         on_progress: Called with the number of units finished so far.
+        stop: The user's stop requests: level 1 sends no new call, level 2 cancels those in
+            flight.
     """
 
     def __init__(
@@ -59,8 +77,10 @@ class Dispatcher:
         max_error_rate: float | None = None,
         min_units: int = 20,
         on_progress: Callable[[int], None] | None = None,
+        stop: StopControl | None = None,
     ) -> None:
         self.store = store
+        self.stop = stop or StopControl()
         self.max_error_rate = max_error_rate
         self.min_units = min_units
         self.on_progress = on_progress
@@ -72,16 +92,21 @@ class Dispatcher:
 
         Raises:
             RunAborted: The error-rate threshold was crossed.
+            RunInterrupted: The user stopped the run (with the answers that finished).
         """
         results: list[LLMResponse | None] = [None] * len(calls)
         queues: dict[BackendRuntime, collections.deque[int]] = {}
         for index, call in enumerate(calls):
             queues.setdefault(call.runtime, collections.deque()).append(index)
+        stop = self.stop
 
         async def worker(queue: collections.deque[int]) -> None:
-            while queue:
+            while queue and not stop.stopping:
                 index = queue.popleft()
-                results[index] = await self._unit(calls[index])
+                try:
+                    results[index] = await self._unit(calls[index])
+                except CallNotIssued:
+                    return
 
         # One worker per slot the backend may ever use; the limiter decides how many proceed.
         tasks = [
@@ -89,15 +114,20 @@ class Dispatcher:
             for runtime, queue in queues.items()
             for _ in range(min(len(queue), runtime.limiter.max_limit))
         ]
+        unregister = stop.on_cancel(lambda: [task.cancel() for task in tasks])
         try:
             await asyncio.gather(*tasks)
-        except BaseException:
+        except BaseException as exc:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+            if not (isinstance(exc, asyncio.CancelledError) and stop.level >= 2):
+                raise
         finally:
+            unregister()
             self.store.flush()
+        if stop.stopping:
+            raise RunInterrupted(results, [r is not None for r in results])
         return results  # type: ignore[return-value]
 
     async def _unit(self, call: Call) -> LLMResponse:
@@ -135,12 +165,15 @@ class Dispatcher:
             self.on_progress(self.finished)
         return response
 
+    def _stopping(self) -> bool:
+        return self.stop.stopping
+
     async def _ask(self, call: Call, request: LLMRequest, reask: int) -> LLMResponse:
         runtime = call.runtime
         key, material = runtime.cache_key(request)
         response = self.store.lookup(key)
         if response is None:
-            response = await runtime.complete(request)
+            response = await runtime.complete(request, self._stopping)
             if response.status != "error" and call.schema is not None:
                 response.parsed, response.error = call.schema.parse(response.text)
                 if response.parsed is not None:

@@ -23,7 +23,7 @@ from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAg
 from .casting import cast
 from .config import RoleConfig, StageConfig, StudyConfig
 from .design import MODEL_LABEL, design_size, iter_design, iter_populations, model_labels
-from .dispatch import Call, Dispatcher
+from .dispatch import Call, Dispatcher, RunInterrupted
 from .llm.runtime import BackendRuntime
 from .llm.structured import output_schema
 from .llm.types import LLMRequest, LLMResponse
@@ -205,7 +205,15 @@ class StudyModel(mesa.Model):
         else:
             agents = self.members[stage_population(self.study, config)]
         acting = [a for a in agents if isinstance(a, Reading) or a.takes_part(plan)]
-        responses = self._loop.run_until_complete(self._answer(plan, acting))
+        stopped: RunInterrupted | None = None
+        try:
+            responses = self._loop.run_until_complete(self._answer(plan, acting))
+        except RunInterrupted as exc:
+            # The answers that came back before the stop are results like any other.
+            stopped = exc
+            kept = [i for i, done in enumerate(exc.finished) if done]
+            acting = [acting[i] for i in kept]
+            responses = [exc.answers[i] for i in kept]
         rows = []
         self.stage_counts = {}
         for agent, response in zip(acting, responses, strict=True):
@@ -216,6 +224,8 @@ class StudyModel(mesa.Model):
             self.stage_counts[row["status"]] = self.stage_counts.get(row["status"], 0) + 1
             rows.append(row)
         self.writer.write(rows)
+        if stopped is not None:
+            raise stopped
         self.units_done += len(agents)
         self.stage_index += 1
         self.datacollector.collect(self)
@@ -240,20 +250,51 @@ class StudyModel(mesa.Model):
             i for i, c in enumerate(completion) if c and answers[i] is not None and answers[i].valid
         ]
         if positions:
-            extract_agents = [agents[i] for i in positions]
-            extract_requests = []
-            for i in positions:
-                fmt_role, _ = self._role(plan.formatter_role or "", agents[i].spec.model_label)
-                request = agents[i].compose(plan, part="extract", text=answers[i].text)
-                extract_requests.append(
-                    replace(request, **sampling(fmt_role)) if request is not None else None
-                )
+            try:
+                await self._extract(plan, agents, answers, positions)
+            except RunInterrupted as exc:
+                # A free-text answer whose structure was not extracted is not finished.
+                finished = [True] * len(agents)
+                for i, done in zip(positions, exc.finished, strict=True):
+                    finished[i] = done
+                raise RunInterrupted(answers, finished) from None
+        return answers
+
+    async def _extract(
+        self,
+        plan: StagePlan,
+        agents: list[Any],
+        answers: list[LLMResponse | None],
+        positions: list[int],
+    ) -> None:
+        """Have the formatter role extract the structure of the free-text answers at
+        ``positions`` (in place).
+
+        Raises:
+            RunInterrupted: Per position, whether its extraction finished (those that did are
+                merged).
+        """
+        extract_agents = [agents[i] for i in positions]
+        extract_requests = []
+        for i in positions:
+            fmt_role, _ = self._role(plan.formatter_role or "", agents[i].spec.model_label)
+            request = agents[i].compose(plan, part="extract", text=answers[i].text)
+            extract_requests.append(
+                replace(request, **sampling(fmt_role)) if request is not None else None
+            )
+        stopped: RunInterrupted | None = None
+        try:
             extracted = await self._dispatch(
                 plan, plan.formatter_role or "", extract_agents, extract_requests, suffix="/format"
             )
-            for i, answer in zip(positions, extracted, strict=True):
+            finished = [True] * len(positions)
+        except RunInterrupted as exc:
+            stopped, extracted, finished = exc, exc.answers, exc.finished
+        for i, answer, done in zip(positions, extracted, finished, strict=True):
+            if done:
                 answers[i] = _merge(answers[i], answer)
-        return answers
+        if stopped is not None:
+            raise stopped
 
     async def _dispatch(
         self,
@@ -295,7 +336,14 @@ class StudyModel(mesa.Model):
                     reask=role_config.reask,
                 )
             )
-        answers = await self.dispatcher.run(calls)
+        try:
+            answers = await self.dispatcher.run(calls)
+        except RunInterrupted as exc:
+            # Per agent: one without a request is final; the others wait for their call.
+            raise RunInterrupted(
+                [None if slot is None else exc.answers[slot] for slot in slots],
+                [slot is None or exc.finished[slot] for slot in slots],
+            ) from None
         return [None if slot is None else answers[slot] for slot in slots]
 
     def _readings(self, plan: StagePlan) -> list[Reading]:

@@ -25,9 +25,11 @@ import pandas as pd
 
 from .casting import cast
 from .config import Override, Study, load_study, validate_study
-from .dispatch import Dispatcher, RunAborted
+from .dispatch import Dispatcher, RunAborted, RunInterrupted
 from .errors import InputError, Problem
+from .interrupts import StopControl, stop_on_signals
 from .llm.errors import BackendConfigError
+from .llm.openai_backend import is_local_url
 from .llm.registry import create_backend, unsupported_setting
 from .llm.retry import RetryPolicy
 from .llm.runtime import BackendRuntime
@@ -107,6 +109,7 @@ class RunOutcome:
     results: pd.DataFrame
     summary: dict[str, Any]
     message: str = ""
+    exit_code: int = 0
 
 
 def _overrides(options: RunOptions) -> list[Override]:
@@ -218,13 +221,7 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                 shared[ident] = BackendRuntime(
                     backend,
                     concurrency=role.max_concurrency or backend.default_concurrency,
-                    policy=RetryPolicy(
-                        max_attempts=role.max_attempts,
-                        base_delay_s=role.backoff_s,
-                        max_delay_s=role.max_backoff_s,
-                        timeout_s=role.timeout_s,
-                        total_timeout_s=role.total_timeout_s,
-                    ),
+                    policy=_retry_policy(role, backend),
                     requests_per_minute=role.requests_per_minute,
                     tokens_per_minute=role.tokens_per_minute,
                 )
@@ -238,6 +235,29 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                 )
             runtimes[(name, label)] = runtime
     return runtimes
+
+
+#: Seconds each requested token adds to the per-attempt timeout of a server on this machine or
+#: a private network (a 7B model on a laptop CPU writes 2-5 tokens/s).
+LOCAL_SERVER_S_PER_TOKEN = 0.5
+
+
+def _retry_policy(role: Any, backend: Any) -> RetryPolicy:
+    """The role's retry settings, fitted to where its model runs: in this process (no
+    per-attempt wall clock), on this machine (the timeout grows with ``max_tokens``), or
+    elsewhere (the role's timeout as written)."""
+    per_token = role.timeout_per_token_s
+    if per_token is None:
+        server = getattr(backend, "base_url", None) or getattr(backend, "host", None)
+        per_token = LOCAL_SERVER_S_PER_TOKEN if is_local_url(server) else 0.0
+    return RetryPolicy(
+        max_attempts=role.max_attempts,
+        base_delay_s=role.backoff_s,
+        max_delay_s=role.max_backoff_s,
+        timeout_s=None if getattr(backend, "in_process", False) else role.timeout_s,
+        total_timeout_s=role.total_timeout_s,
+        timeout_per_token_s=per_token,
+    )
 
 
 def _packages() -> dict[str, str]:
@@ -299,12 +319,18 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
 def execute(
     prepared: PreparedRun,
     progress: ProgressFactory | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run (or resume) the study and write the run directory.
+
+    Ctrl-C or SIGTERM (on the main thread) stops the run cleanly: the outcome's status is
+    ``interrupted`` and its ``exit_code`` 128 + the signal number (see
+    :mod:`biasim.simulator.interrupts`).
 
     Args:
         prepared: From :func:`prepare`.
         progress: ``progress(total_units, label)`` returns a callback taking units finished.
+        notify: Prints a message to the user (default: standard error).
     """
     out = prepared.out
     lock = _lock(out, "--resume" if prepared.resume else "--out")
@@ -312,9 +338,13 @@ def execute(
         if not prepared.resume and any(p.name != LOCK for p in out.iterdir()):
             # Another run wrote here between this one's check and its lock.
             raise InputError([Problem("--out", None, "", f"{out} already exists and is not empty")])
-        return _execute(prepared, progress)
+        return _execute(prepared, progress, notify or _print_err)
     finally:
         lock.release()
+
+
+def _print_err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def _lock(out: Path, option: str) -> RunLock:
@@ -327,7 +357,31 @@ def _lock(out: Path, option: str) -> RunLock:
     return lock
 
 
-def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutcome:
+def _execute(
+    prepared: PreparedRun,
+    progress: ProgressFactory | None,
+    notify: Callable[[str], None],
+) -> RunOutcome:
+    loop = asyncio.new_event_loop()
+    stop = StopControl()
+    backends = {id(r.backend): r.backend for r in prepared.runtimes.values()}.values()
+
+    def cancel_in_process() -> None:
+        for backend in backends:
+            cancel = getattr(backend, "cancel", None)
+            if cancel is not None:
+                cancel()
+
+    with stop_on_signals(stop, loop, notify, immediate=cancel_in_process):
+        return _run_study(prepared, progress, loop, stop)
+
+
+def _run_study(
+    prepared: PreparedRun,
+    progress: ProgressFactory | None,
+    loop: asyncio.AbstractEventLoop,
+    stop: StopControl,
+) -> RunOutcome:
     out = prepared.out
     started = dt.datetime.now(dt.UTC).isoformat()
     manifest = prepared.previous or _manifest(prepared, uuid.uuid4().hex, started)
@@ -335,14 +389,13 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
     manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
     write_json(out / MANIFEST, manifest)
 
-    loop = asyncio.new_event_loop()
     from .store import CallStore
 
     store = CallStore(
         out / CALLS,
         replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
     )
-    dispatcher = Dispatcher(store, max_error_rate=prepared.options.max_error_rate)
+    dispatcher = Dispatcher(store, max_error_rate=prepared.options.max_error_rate, stop=stop)
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
     )
@@ -353,7 +406,7 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
     stage_seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
-        while model.running:
+        while model.running and not stop.stopping:
             if tick is not None:
                 # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
                 # the dispatcher: count the stage in full when it ends.
@@ -361,15 +414,20 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
                 dispatcher.on_progress = lambda n, offset=offset: tick(n + offset)
             name = model.plans[model.stage_index].name
             s0, w0 = time.perf_counter(), model.wave_seconds
-            model.step()
-            # Building the next wave's agents is not this stage's work (timings.waves_s).
-            spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
-            stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
+            try:
+                model.step()
+            finally:
+                # Building the next wave's agents is not this stage's work (timings.waves_s).
+                spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
+                stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
             if tick is not None:
                 tick(model.units_done)
+        if stop.stopping:
+            raise RunInterrupted([], [])
     except RunAborted as exc:
         status, message = "aborted", str(exc)
-    except KeyboardInterrupt:
+    except (RunInterrupted, KeyboardInterrupt):
+        # KeyboardInterrupt only where no handler could be installed (not the main thread).
         status, message = "interrupted", "interrupted by the user"
     except Exception as exc:
         # Whatever broke after the run directory existed, the run is not complete: what was
@@ -386,7 +444,13 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
         loop.run_until_complete(_close_backends(prepared.runtimes))
         loop.close()
         summary: dict[str, Any] = {}
-        if len(results):
+        if len(results) and stop.level >= 2:
+            # The user asked twice to stop: the answers are saved, the statistics can wait.
+            summary = {
+                **base_summary(results, prepared.study.config),
+                "analysis_error": "skipped: the run was stopped twice",
+            }
+        elif len(results):
             try:
                 evidence = analyze(
                     results, prepared.study.config, data_dir=_study_dir(prepared.study)
@@ -409,6 +473,8 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
             timings={"wall_s": wall, "stages_s": stage_seconds, "waves_s": model.wave_seconds},
             units_expected=model.total_units,
         )
+        if status != "complete":
+            summary["resume"] = f"biasim run --resume {out}"
         if failure:
             summary["traceback"] = failure
         _write_page(out, summary, prepared.study.resolved, manifest)
@@ -426,10 +492,19 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
             "rows": len(results),
             "status": summary.get("status_counts", {}),
         }
+        if status != "complete":
+            manifest["resume"] = summary["resume"]
+        else:
+            manifest.pop("resume", None)
         write_json(out / MANIFEST, manifest)
-    if status == "interrupted":
-        raise KeyboardInterrupt
-    return RunOutcome(out=out, status=status, results=results, summary=summary, message=message)
+    return RunOutcome(
+        out=out,
+        status=status,
+        results=results,
+        summary=summary,
+        message=message,
+        exit_code=stop.exit_code if status == "interrupted" else 0,
+    )
 
 
 async def _close_backends(runtimes: dict[str, BackendRuntime]) -> None:

@@ -33,7 +33,7 @@ roles:
     backoff_s: 0.01
     max_backoff_s: 0.05
     timeout_s: {timeout}
-    options: {options}
+{per_token}    options: {options}
 personas:
   axes:
     gender: [male, female, non-binary]
@@ -67,6 +67,7 @@ def study_file(
     attempts: int = 4,
     timeout: float = 5.0,
     concurrency: int = 8,
+    per_token: float | None = 0.0,
 ) -> Path:
     options = {"base_url": srv.openai_base_url} if backend == "openai" else {"host": srv.base_url}
     path = tmp_path / "study.yaml"
@@ -77,6 +78,8 @@ def study_file(
             attempts=attempts,
             timeout=timeout,
             concurrency=concurrency,
+            # 0: the timeout as written; None: the default for a server on this machine.
+            per_token="" if per_token is None else f"    timeout_per_token_s: {per_token}\n",
             options=json.dumps(options),
         )
     )
@@ -191,6 +194,19 @@ def test_error_rate_threshold_stops_cleanly_and_resume_completes(
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
 
 
+def test_a_server_on_this_machine_gets_time_for_the_tokens_asked_for(
+    tmp_path: Path, server
+) -> None:
+    """A loopback server slower than `timeout_s` is not cut off and asked again from scratch:
+    its timeout grows by 0.5 s per requested token (64 here), so the slow call just finishes."""
+    server.enqueue(Fault.hang(1.0))
+    df = run(study_file(tmp_path, server, agents=2, timeout=0.3, per_token=None), tmp_path / "run")
+    df = df.results
+    assert_each_unit_once(df, 6)
+    assert (df["status"] == "answered").all() and df["attempts"].sum() == 6
+    assert df["latency_s"].max() >= 1.0
+
+
 def test_hang_past_the_timeout_is_retried(tmp_path: Path, server) -> None:
     server.enqueue(Fault.hang(5), Fault.hang(5))
     start = time.monotonic()
@@ -223,7 +239,13 @@ def test_roles_mix_backends_and_keys_stay_out_of_every_artifact(
     study = tmp_path / "study.yaml"
     study.write_text(
         STUDY.format(
-            backend="synthetic", agents=4, attempts=2, timeout=5, concurrency=4, options="{}"
+            backend="synthetic",
+            agents=4,
+            attempts=2,
+            timeout=5,
+            concurrency=4,
+            per_token="",
+            options="{}",
         ).replace("    model: loopback-model\n", "")
     )
     text = (

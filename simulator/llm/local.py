@@ -12,6 +12,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +22,7 @@ from .errors import BackendConfigError, FatalBackendError
 from .types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_OPTIONS = {"model_path", "n_ctx", "n_threads", "n_batch", "reuse_prompt_cache"}
+_OPTIONS = {"model_path", "n_ctx", "n_threads", "n_batch", "reuse_prompt_cache", "stall_timeout_s"}
 
 
 def default_model_path() -> Path | None:
@@ -48,10 +49,15 @@ class LocalBackend:
             (about 2x on the default study), but llama.cpp's numbers then depend on which call
             came before, so the same seed and prompt can give another answer on a rerun that
             does not replay from the store.
+        stall_timeout_s: A call fails as stuck when one token (or the prompt) takes longer
+            than this (default 300). There is no wall-clock limit on a whole call: a model in
+            this process is slow on a busy machine, not lost, and starting it again would only
+            repeat the work.
     """
 
     name = "local"
     synthetic = False
+    in_process = True
     default_concurrency = 1
     endpoints = ("chat", "completions")
     sampling_extras = frozenset({"frequency_penalty", "presence_penalty", "stop"})
@@ -84,6 +90,16 @@ class LocalBackend:
         self.n_threads = int(options.get("n_threads", os.cpu_count() or 1))
         self.n_batch = int(options.get("n_batch", 512))
         self.reuse_prompt_cache = bool(options.get("reuse_prompt_cache", False))
+        try:
+            self.stall_timeout_s = float(options.get("stall_timeout_s", 300.0))
+        except (TypeError, ValueError):
+            self.stall_timeout_s = -1.0
+        if not self.stall_timeout_s > 0:
+            raise BackendConfigError(
+                "stall_timeout_s must be a positive number of seconds",
+                field="options.stall_timeout_s",
+            )
+        self._abort = threading.Event()
         self._llm: Any = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="biasim-llama")
 
@@ -106,9 +122,7 @@ class LocalBackend:
 
     def _load(self) -> Any:
         if self._llm is None:
-            from llama_cpp import Llama
-
-            self._llm = Llama(
+            self._llm = _watched_llama()(
                 model_path=str(self.path),
                 n_ctx=self.n_ctx,
                 n_threads=self.n_threads,
@@ -116,6 +130,29 @@ class LocalBackend:
                 verbose=False,
             )
         return self._llm
+
+    def cancel(self) -> None:
+        """Stop the generation in progress at its next token, and every later one (the run is
+        stopping). Thread-safe; called from a signal handler."""
+        self._abort.set()
+
+    def _watch(self) -> Any:
+        """A per-token check for the call about to start: stops it when the run is cancelled
+        or one token (the first includes the prompt) took longer than ``stall_timeout_s``."""
+        last = [time.monotonic()]
+
+        def watch() -> None:
+            now = time.monotonic()
+            if self._abort.is_set():
+                raise _Cancelled
+            if now - last[0] > self.stall_timeout_s:
+                raise FatalBackendError(
+                    f"stalled: one token took {now - last[0]:.0f} s "
+                    f"(> stall_timeout_s = {self.stall_timeout_s:g})"
+                )
+            last[0] = now
+
+        return watch
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
         """Run the completion on the model thread; the event loop stays responsive."""
@@ -132,6 +169,9 @@ class LocalBackend:
             "seed": request.seed,
             **extra_sampling(request),
         }
+        if self._abort.is_set():
+            raise asyncio.CancelledError
+        llm.watch = self._watch()
         start = time.perf_counter()
         if not self.reuse_prompt_cache:
             llm.reset()  # evaluate from scratch: same seed and prompt, same answer
@@ -151,6 +191,9 @@ class LocalBackend:
                 out = llm.create_chat_completion(messages=list(request.messages), **kwargs)
                 choice = out["choices"][0]
                 text = choice["message"].get("content")
+        except _Cancelled:
+            # Never an answer or an error of the study: the awaiting call is cancelled too.
+            raise asyncio.CancelledError from None
         except ValueError as exc:  # e.g. prompt longer than the context window
             raise FatalBackendError(str(exc)) from exc
         usage = out.get("usage") or {}
@@ -168,6 +211,30 @@ class LocalBackend:
         if llm is not None:
             await asyncio.get_running_loop().run_in_executor(self._thread, llm.close)
         self._thread.shutdown(wait=True)
+
+
+def _watched_llama() -> type:
+    """``llama_cpp.Llama`` checking ``watch()`` at each generated token.
+
+    The check runs in the Python loop that consumes tokens, where an exception ends the call;
+    a logits processor would not do: llama.cpp calls it through C, which swallows exceptions.
+    """
+    from llama_cpp import Llama
+
+    class WatchedLlama(Llama):
+        watch: Any = None
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            for token in super().generate(*args, **kwargs):
+                if self.watch is not None:
+                    self.watch()
+                yield token
+
+    return WatchedLlama
+
+
+class _Cancelled(Exception):
+    """The run is stopping: abandon this generation."""
 
 
 def _grammar(schema: dict[str, Any]) -> Any:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..interrupts import CallNotIssued
 from .errors import BackendError, TransientError
 from .limits import AdaptiveLimiter, RateLimiter
 from .types import LLMRequest, LLMResponse
@@ -22,15 +23,27 @@ class RetryPolicy:
         max_attempts: Attempts per call, the first included.
         base_delay_s: First backoff; doubles each attempt (full jitter).
         max_delay_s: Cap on one backoff.
-        timeout_s: Per-attempt timeout.
-        total_timeout_s: Budget for all attempts and waits of one call.
+        timeout_s: Per-attempt timeout; ``None`` for a model in this process, whose slow call
+            is not a lost one (cutting it off and retrying would only start it again).
+        total_timeout_s: Budget for all attempts and waits of one call (an attempt in
+            progress without a per-attempt timeout is never cut by it).
+        timeout_per_token_s: Each requested token (``max_tokens``) may add this much to the
+            per-attempt timeout: a server on this machine answering a long request is slow,
+            not gone.
     """
 
     max_attempts: int = 5
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
-    timeout_s: float = 120.0
+    timeout_s: float | None = 120.0
     total_timeout_s: float = 600.0
+    timeout_per_token_s: float = 0.0
+
+    def attempt_timeout(self, request: LLMRequest) -> float | None:
+        """The per-attempt timeout for ``request``."""
+        if self.timeout_s is None:
+            return None
+        return max(self.timeout_s, self.timeout_per_token_s * (request.max_tokens or 0))
 
     def backoff(self, attempt: int, rng: random.Random) -> float:
         """Full-jitter exponential backoff before attempt ``attempt + 1``."""
@@ -44,10 +57,15 @@ async def call_with_retries(
     limiter: AdaptiveLimiter,
     rate: RateLimiter | None = None,
     rng: random.Random | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> LLMResponse:
     """Call ``generate`` until it answers, fails for good, or the budget runs out.
 
     A concurrency slot is held only while an attempt is in flight, never while backing off.
+
+    Raises:
+        CallNotIssued: ``stopping()`` turned true before an attempt was sent (the user
+            stopped the run): nothing is recorded and a resumed run asks again.
 
     Returns:
         The backend's response with ``attempts`` and ``latency_s`` set, or an ``error``
@@ -68,15 +86,18 @@ async def call_with_retries(
             await rate.wait((request.max_tokens or 0) + _prompt_tokens(request))
         retry_after: float | None = None
         async with limiter:
+            if stopping is not None and stopping():
+                raise CallNotIssued
+            timeout = policy.attempt_timeout(request)
+            if timeout is not None:
+                timeout = min(timeout, remaining)
             start = time.perf_counter()
             try:
                 # asyncio.timeout arms one timer; wait_for would spawn a task per attempt.
-                async with asyncio.timeout(min(policy.timeout_s, remaining)):
+                async with asyncio.timeout(timeout):
                     response = await generate(request)
             except TimeoutError:
-                failure: BackendError = TransientError(
-                    f"timed out after {min(policy.timeout_s, remaining):.3g} s"
-                )
+                failure: BackendError = TransientError(f"timed out after {timeout:.3g} s")
             except BackendError as exc:
                 failure = exc
             except Exception as exc:  # a backend bug or an SDK surprise: isolate, keep the reason

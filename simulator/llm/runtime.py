@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 from .limits import AdaptiveLimiter, RateLimiter
@@ -69,8 +70,14 @@ class BackendRuntime:
         material = canonical_json(fields)
         return hashlib.sha256(material.encode()).hexdigest(), material
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """One call through the rate limiter, the concurrency bound and the retry layer."""
+    async def complete(
+        self, request: LLMRequest, stopping: Callable[[], bool] | None = None
+    ) -> LLMResponse:
+        """One call through the rate limiter, the concurrency bound and the retry layer.
+
+        Raises:
+            CallNotIssued: ``stopping()`` was true before an attempt was sent.
+        """
         return await call_with_retries(
             self.backend.generate,
             request,
@@ -78,4 +85,5 @@ class BackendRuntime:
             self.limiter,
             self.rate if self.rate.active else None,
             self._jitter,
+            stopping,
         )
