@@ -5,27 +5,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
-from rich.text import Text
 
 from .errors import InputError
+from .progress import DEFAULT_LOG_EVERY_S, progress_display
 
 app = typer.Typer(
     add_completion=False,
@@ -43,29 +32,6 @@ def _fail_input(exc: InputError) -> None:
             f"[red]error[/red] {str(problem).removeprefix(': ')}", highlight=False, soft_wrap=True
         )
     raise typer.Exit(2)
-
-
-class _RateColumn(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.1f} calls/s" if speed else "- calls/s", style="progress.data.speed")
-
-
-def _progress_factory(progress: Progress) -> Callable[[int, str], Callable[[int], None]]:
-    def factory(total: int, label: str) -> Callable[[int], None]:
-        task = progress.add_task(label, total=total)
-        last = [0.0]
-
-        def tick(done: int) -> None:
-            now = time.monotonic()
-            # Rich's bookkeeping costs more than a synthetic call: update ten times a second.
-            if now - last[0] >= 0.1 or done >= total:
-                last[0] = now
-                progress.update(task, completed=done)
-
-        return tick
-
-    return factory
 
 
 @app.command()
@@ -90,6 +56,14 @@ def run(
         float,
         typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
     ] = 0.5,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            envvar="BIASIM_PROGRESS_EVERY",
+            help="Seconds between progress lines when output is not a terminal (a log file).",
+        ),
+    ] = DEFAULT_LOG_EVERY_S,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
@@ -110,21 +84,9 @@ def run(
         prepared = prepare(options)
     except InputError as exc:
         _fail_input(exc)
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("calls"),
-        _RateColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
-    )
     try:
-        with progress:
-            outcome = execute(prepared, _progress_factory(progress))
+        with progress_display(err_console, progress_every) as progress:
+            outcome = execute(prepared, progress)
     except KeyboardInterrupt:
         err_console.print(f"interrupted; continue with: biasim run --resume {prepared.out}")
         raise typer.Exit(130) from None

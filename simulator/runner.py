@@ -15,7 +15,6 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -33,6 +32,7 @@ from .llm.retry import RetryPolicy
 from .llm.runtime import BackendRuntime
 from .llm.structured import canonical_json
 from .model import SAMPLING_FIELDS, StudyModel
+from .progress import ProgressFactory
 from .report import analyze, base_summary, write_evidence
 from .reportpage import write_report
 from .results import ResultsWriter, result_schema
@@ -67,7 +67,6 @@ PACKAGES = (
     "langchain",
     "langchain-core",
 )
-ProgressFactory = Callable[[int, str], Callable[[int], None]]
 
 
 @dataclass
@@ -304,7 +303,8 @@ def execute(
 
     Args:
         prepared: From :func:`prepare`.
-        progress: ``progress(total_units, label)`` returns a callback taking units finished.
+        progress: ``progress(total_units, label)`` returns a callback taking units finished
+            and how many of them failed.
     """
     out = prepared.out
     lock = _lock(out, "--resume" if prepared.resume else "--out")
@@ -358,7 +358,9 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
                 # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
                 # the dispatcher: count the stage in full when it ends.
                 offset = model.units_done - dispatcher.finished
-                dispatcher.on_progress = lambda n, offset=offset: tick(n + offset)
+                dispatcher.on_progress = lambda n, offset=offset: tick(
+                    n + offset, dispatcher.errors
+                )
             name = model.plans[model.stage_index].name
             s0, w0 = time.perf_counter(), model.wave_seconds
             model.step()
@@ -366,7 +368,7 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
             spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
             stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
             if tick is not None:
-                tick(model.units_done)
+                tick(model.units_done, dispatcher.errors)
     except RunAborted as exc:
         status, message = "aborted", str(exc)
     except KeyboardInterrupt:
