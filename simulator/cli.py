@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .errors import InputError
 from .progress import DEFAULT_LOG_EVERY_S, progress_display
+from .tables import print_table
 
 app = typer.Typer(
     add_completion=False,
@@ -106,8 +107,11 @@ def run(
     calls = outcome.summary["calls"]
     out_console.print(
         f"run directory: {outcome.out}  (new calls: {calls['new']}, "
-        f"from cache: {calls['from_cache']})"
+        f"from cache: {calls['from_cache']})",
+        soft_wrap=True,
+        highlight=False,
     )
+    _print_written(outcome.out, outcome.summary)
     if outcome.status == "complete" and "analysis_error" in outcome.summary:
         raise typer.Exit(1)
     if outcome.status != "complete":
@@ -117,6 +121,31 @@ def run(
             f"biasim run --resume {outcome.out}"
         )
         raise typer.Exit(1)
+
+
+def _print_written(directory: Path, summary: dict) -> None:
+    """Where the tables, figures, report and summary were written, one path a line."""
+    from .report import FIGURES_DIR, TABLES_DIR
+    from .reportpage import REPORT_HTML
+    from .rundir import SUMMARY
+
+    outputs = summary.get("outputs", [])
+    tables = sum(str(p).endswith(".csv") for p in outputs)
+    figures = sum(str(p).endswith(".png") for p in outputs)
+    lines = []
+    if tables:
+        lines.append(f"tables:  {directory / TABLES_DIR}  ({tables} CSV)")
+    if figures:
+        lines.append(f"figures: {directory / FIGURES_DIR}  ({figures} PNG)")
+    if summary.get("report_error"):
+        lines.append(f"report.html not written: {summary['report_error']}")
+    elif (directory / REPORT_HTML).is_file():
+        lines.append(f"report:  {directory / REPORT_HTML}")
+    if (directory / SUMMARY).is_file():
+        lines.append(f"summary: {directory / SUMMARY}")
+    for line in lines:
+        # Never hard-wrapped: paths stay copyable (and a `[` in one is not markup).
+        out_console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def _print_accounting(summary: dict) -> None:
@@ -228,7 +257,7 @@ def list_studies() -> None:
     table.add_column("description")
     for name, description in builtin_studies().items():
         table.add_row(name, description)
-    out_console.print(table)
+    print_table(out_console, table)
 
 
 @app.command()
@@ -243,7 +272,7 @@ def kinds() -> None:
         kind = get_kind(name)
         fields = ", ".join(f for f in kind.spec.model_fields if f not in ("kind", "name"))
         table.add_row(name, kind.title, fields)
-    out_console.print(table)
+    print_table(out_console, table)
 
 
 @app.command()
@@ -343,10 +372,7 @@ def analyze(
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
         print_report(summary, out_console)
-        out_console.print(
-            f"wrote {len(summary['outputs'])} tables and figures, summary.json and "
-            f"report.html under {run_dir}"
-        )
+        _print_written(run_dir, summary)
 
 
 @app.command()
@@ -431,7 +457,7 @@ def power(
             f"{row.power:.0%}",
             f"{row.false_positive_rate:.0%}",
         )
-    out_console.print(table)
+    print_table(out_console, table)
     out_console.print(
         "A false-positive rate far above alpha means the test does not hold its level for this "
         "design; with few studies each share is rough (+/- about "
@@ -482,10 +508,9 @@ def compare(
     for difference in differences:
         err_console.print(f"[yellow]forced[/yellow]: {difference}", highlight=False)
     out_console.print(
-        f"models in order: {', '.join(evidence.summary['model_labels'])}\n"
-        f"wrote {len(evidence.summary['outputs'])} tables and figures, summary.json and "
-        f"report.html under {target}"
+        f"models in order: {', '.join(evidence.summary['model_labels'])}", highlight=False
     )
+    _print_written(target, evidence.summary)
 
 
 @app.command()
@@ -580,7 +605,7 @@ def _print_audit(result: dict) -> None:
             table.add_column(str(col), justify="right")
         for row in frame.itertuples(index=False):
             table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
-        out_console.print(table)
+        print_table(out_console, table)
     source = result["source"]
     dates = source.get("date_range")
     out_console.print(
@@ -743,7 +768,7 @@ def _analyze_external(
             rich_table.add_column(str(col), justify="right")
         for row in table.itertuples(index=False):
             rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-        out_console.print(rich_table)
+        print_table(out_console, rich_table)
     nan = float("nan")
     negatives = ", ".join(checked.negative) or "none"
     reasons = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
