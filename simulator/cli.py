@@ -168,7 +168,34 @@ def _print_accounting(summary: dict) -> None:
 
 
 @app.command()
-def validate(study: Annotated[str, typer.Argument(help="Study file or built-in name.")]) -> None:
+def init(
+    name: Annotated[str, typer.Argument(help="Study name (letters, digits and _).")],
+    out: Annotated[Path | None, typer.Option(help="File to write (default NAME.yaml).")] = None,
+) -> None:
+    """Write a commented study skeleton to start from (it validates and runs as written)."""
+    from .authoring import write_skeleton
+
+    try:
+        path = write_skeleton(name, out or Path(f"{name}.yaml"))
+    except InputError as exc:
+        _fail_input(exc)
+    out_console.print(
+        f"wrote {path}\nnext: biasim validate {path} --show-prompts\n"
+        f"      biasim run {path} --backend synthetic   (the pipeline on a test double)\n"
+        f"      biasim run {path}                       (on the model it names)",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+def validate(
+    study: Annotated[str, typer.Argument(help="Study file or built-in name.")],
+    show_prompts: Annotated[
+        bool, typer.Option(help="Print every distinct prompt the study sends, rendered.")
+    ] = False,
+) -> None:
     """Check a study file and render every template once."""
     from .config import load_study
     from .design import design_size
@@ -177,6 +204,8 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
         loaded = load_study(study)
     except InputError as exc:
         _fail_input(exc)
+    if show_prompts:
+        _print_prompts(loaded)
     config = loaded.config
     if config.populations:
         from .design import population_sizes
@@ -205,6 +234,28 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
     )
     _print_casting(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
+
+
+def _print_prompts(study: Any) -> None:
+    """Each distinct rendered text of each template, headed by where it is and who sends it."""
+    from .authoring import distinct_prompts
+
+    prompts = distinct_prompts(study)
+    for prompt in prompts:
+        others = len(prompt.agents) - 1
+        who = prompt.agents[0] + (f"; {others} more agent(s) send it too" if others else "")
+        # Plain lines, never cut: the header says exactly who sends the text below it.
+        out_console.print(
+            f"== {prompt.field} ({who})\n{prompt.text}\n",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    out_console.print(
+        f"{len(prompts)} distinct prompt text(s), rendered for one persona of each axis value "
+        "under each factor level (varied one at a time)",
+        highlight=False,
+    )
 
 
 def _print_casting(config: Any) -> None:

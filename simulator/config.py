@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -1087,8 +1088,22 @@ def _persona_keys(config: StudyConfig) -> list[str]:
     return persona_keys(config.personas.axes, cross=config.personas.cross)
 
 
+#: ``on_render(field_path, text, agent)``: a template rendered for one agent of the dry render.
+RenderHook = Callable[[FieldPath, str, Any], None]
+
+
+def dry_render(study: Study, on_render: RenderHook) -> None:
+    """Render every template as validation does, handing each rendered text to ``on_render``
+    (``biasim validate --show-prompts``)."""
+    stage_fields = {stage.name: dict(stage.output or {}) for stage in study.config.stages}
+    _check_templates(study.config, study.source_map, stage_fields, on_render)
+
+
 def _check_templates(
-    config: StudyConfig, smap: SourceMap, stage_fields: dict[str, dict[str, OutputField]]
+    config: StudyConfig,
+    smap: SourceMap,
+    stage_fields: dict[str, dict[str, OutputField]],
+    on_render: RenderHook | None = None,
 ) -> list[Problem]:
     """Render every template for one persona of each axis value under every factor level
     (one factor varied at a time), following each stage's ``when``."""
@@ -1213,9 +1228,12 @@ def _check_templates(
                 if source is None:
                     continue
                 try:
-                    compile_template(source).render(context)
+                    text = compile_template(source).render(context)
                 except render_errors as exc:
                     report(path, exc, source, context)
+                else:
+                    if on_render is not None:
+                        on_render(path, text, spec)
             answer = {
                 f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage.name, f) else 0)
                 if branch is not None

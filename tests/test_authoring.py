@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from biasim.scenarios import builtin_path
+from biasim.simulator.cli import app
 from biasim.simulator.config import load_study
 from biasim.simulator.errors import InputError
 
@@ -98,3 +101,60 @@ def test_broken_description_is_an_input_error_not_a_traceback(tmp_path: Path) ->
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "identity is" in ln)
     (found,) = problems(path)
     assert found.startswith(f"{path}:{line}: personas.description: template syntax error:")
+
+
+def test_init_writes_a_commented_skeleton_that_validates_and_runs_on_synthetic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["init", "loan_study"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "loan_study.yaml"
+    text = path.read_text()
+    assert sum(line.lstrip().startswith("#") for line in text.splitlines()) >= 10
+    study = load_study(path)
+    assert study.config.name == "loan_study"
+    checked = runner.invoke(app, ["validate", str(path)])
+    assert checked.exit_code == 0 and "ok - 1 stage(s), 30 agent(s), 30 unit(s)" in checked.stdout
+    out = tmp_path / "run"
+    ran = runner.invoke(app, ["run", str(path), "--backend", "synthetic", "--out", str(out)])
+    assert ran.exit_code == 0, ran.output
+    results = pd.read_parquet(out / "results.parquet")
+    assert len(results) == 30 and results["status"].eq("answered").all()
+    assert set(results["decision"]) <= {"Approve", "Deny"}
+    # Never over an existing file; a bad name is explained and writes nothing.
+    again = runner.invoke(app, ["init", "loan_study"])
+    assert again.exit_code == 2 and "already exists; not overwritten" in again.stderr
+    assert path.read_text() == text
+    bad = runner.invoke(app, ["init", "loan-study"])
+    assert bad.exit_code == 2
+    assert "`loan-study` is not allowed: a name may use only letters" in bad.stderr
+    assert not (tmp_path / "loan-study.yaml").exists()
+
+
+def test_show_prompts_renders_each_distinct_prompt_once(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text()
+    text = text.replace("    prompt: |-\n", "    system: Answer in JSON.\n    prompt: |-\n")
+    text = text.replace("      {{ scenario }}\n", "      {{ scenario }} {{ hint }}\n")
+    text = text.replace(
+        "  replicates: 1",
+        "  replicates: 1\n  factors:\n    tone:\n      calm: {hint: Stay calm.}\n"
+        "      urgent: {hint: Hurry!}",
+    )
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["validate", str(path), "--show-prompts"])
+    assert result.exit_code == 0, result.output
+    headers = [line for line in result.stdout.splitlines() if line.startswith("== ")]
+    # One system text for all six agents, then one prompt per persona and tone, in order.
+    assert headers[0] == "== stages[0].system (gender=male; tone=calm; 5 more agent(s) send it too)"
+    assert headers[1:] == [
+        f"== stages[0].prompt (gender={g}; tone={t})"
+        for t in ("calm", "urgent")
+        for g in ("male", "female", "non-binary")
+    ]
+    assert "You are a person whose gender identity is female.\nA flood is coming. Hurry!" in (
+        result.stdout
+    )
+    assert "7 distinct prompt text(s)" in result.stdout
