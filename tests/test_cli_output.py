@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
 
+from biasim.simulator import cli
 from biasim.simulator.cli import app
 from biasim.simulator.report import base_summary, print_report
 from biasim.simulator.runner import RunOptions, execute, load_run, prepare
@@ -101,7 +102,12 @@ def test_run_ends_with_where_everything_was_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["list"], ["kinds"]])
-def test_listing_tables_stay_whole_at_60_columns(command: list[str]) -> None:
-    result = CliRunner().invoke(app, command, env={"COLUMNS": "60"})
+def test_listing_tables_stay_whole_at_60_columns(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CLI's console reads COLUMNS once, at import: set its width as a 60-column terminal.
+    monkeypatch.setattr(cli.out_console, "width", 60)
+    result = CliRunner().invoke(app, command)
     assert result.exit_code == 0
     assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 60
