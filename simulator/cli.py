@@ -5,27 +5,17 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
-from rich.text import Text
 
 from .errors import InputError
+from .progress import DEFAULT_LOG_EVERY_S, progress_display
+from .tables import print_table
 
 app = typer.Typer(
     add_completion=False,
@@ -43,29 +33,6 @@ def _fail_input(exc: InputError) -> None:
             f"[red]error[/red] {str(problem).removeprefix(': ')}", highlight=False, soft_wrap=True
         )
     raise typer.Exit(2)
-
-
-class _RateColumn(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.1f} calls/s" if speed else "- calls/s", style="progress.data.speed")
-
-
-def _progress_factory(progress: Progress) -> Callable[[int, str], Callable[[int], None]]:
-    def factory(total: int, label: str) -> Callable[[int], None]:
-        task = progress.add_task(label, total=total)
-        last = [0.0]
-
-        def tick(done: int) -> None:
-            now = time.monotonic()
-            # Rich's bookkeeping costs more than a synthetic call: update ten times a second.
-            if now - last[0] >= 0.1 or done >= total:
-                last[0] = now
-                progress.update(task, completed=done)
-
-        return tick
-
-    return factory
 
 
 @app.command()
@@ -90,6 +57,14 @@ def run(
         float,
         typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
     ] = 0.5,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            envvar="BIASIM_PROGRESS_EVERY",
+            help="Seconds between progress lines when output is not a terminal (a log file).",
+        ),
+    ] = DEFAULT_LOG_EVERY_S,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
@@ -110,24 +85,13 @@ def run(
         prepared = prepare(options)
     except InputError as exc:
         _fail_input(exc)
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("calls"),
-        _RateColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=False,
-    )
     try:
-        with progress:
+        with progress_display(err_console, progress_every) as progress:
+            # Rich prints above a live bar on the same console.
             outcome = execute(
                 prepared,
-                _progress_factory(progress),
-                notify=lambda message: progress.console.print(message, markup=False),
+                progress,
+                notify=lambda message: err_console.print(message, markup=False, highlight=False),
             )
     except KeyboardInterrupt:
         # Only before the run's own handler is in place (the lock, the first manifest).
@@ -136,6 +100,7 @@ def run(
     except InputError as exc:
         _fail_input(exc)
     if outcome.status == "interrupted":
+        _print_written(outcome.out, outcome.summary)
         answered = outcome.summary.get("units", 0)
         err_console.print(
             f"run interrupted: {answered} of {outcome.summary['units_expected']} units have "
@@ -158,8 +123,11 @@ def run(
     calls = outcome.summary["calls"]
     out_console.print(
         f"run directory: {outcome.out}  (new calls: {calls['new']}, "
-        f"from cache: {calls['from_cache']})"
+        f"from cache: {calls['from_cache']})",
+        soft_wrap=True,
+        highlight=False,
     )
+    _print_written(outcome.out, outcome.summary)
     if outcome.status == "complete" and "analysis_error" in outcome.summary:
         raise typer.Exit(1)
     if outcome.status != "complete":
@@ -169,6 +137,31 @@ def run(
             f"biasim run --resume {outcome.out}"
         )
         raise typer.Exit(1)
+
+
+def _print_written(directory: Path, summary: dict) -> None:
+    """Where the tables, figures, report and summary were written, one path a line."""
+    from .report import FIGURES_DIR, TABLES_DIR
+    from .reportpage import REPORT_HTML
+    from .rundir import SUMMARY
+
+    outputs = summary.get("outputs", [])
+    tables = sum(str(p).endswith(".csv") for p in outputs)
+    figures = sum(str(p).endswith(".png") for p in outputs)
+    lines = []
+    if tables:
+        lines.append(f"tables:  {directory / TABLES_DIR}  ({tables} CSV)")
+    if figures:
+        lines.append(f"figures: {directory / FIGURES_DIR}  ({figures} PNG)")
+    if summary.get("report_error"):
+        lines.append(f"report.html not written: {summary['report_error']}")
+    elif (directory / REPORT_HTML).is_file():
+        lines.append(f"report:  {directory / REPORT_HTML}")
+    if (directory / SUMMARY).is_file():
+        lines.append(f"summary: {directory / SUMMARY}")
+    for line in lines:
+        # Never hard-wrapped: paths stay copyable (and a `[` in one is not markup).
+        out_console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def _print_accounting(summary: dict) -> None:
@@ -191,7 +184,34 @@ def _print_accounting(summary: dict) -> None:
 
 
 @app.command()
-def validate(study: Annotated[str, typer.Argument(help="Study file or built-in name.")]) -> None:
+def init(
+    name: Annotated[str, typer.Argument(help="Study name (letters, digits and _).")],
+    out: Annotated[Path | None, typer.Option(help="File to write (default NAME.yaml).")] = None,
+) -> None:
+    """Write a commented study skeleton to start from (it validates and runs as written)."""
+    from .authoring import write_skeleton
+
+    try:
+        path = write_skeleton(name, out or Path(f"{name}.yaml"))
+    except InputError as exc:
+        _fail_input(exc)
+    out_console.print(
+        f"wrote {path}\nnext: biasim validate {path} --show-prompts\n"
+        f"      biasim run {path} --backend synthetic   (the pipeline on a test double)\n"
+        f"      biasim run {path}                       (on the model it names)",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+def validate(
+    study: Annotated[str, typer.Argument(help="Study file or built-in name.")],
+    show_prompts: Annotated[
+        bool, typer.Option(help="Print every distinct prompt the study sends, rendered.")
+    ] = False,
+) -> None:
     """Check a study file and render every template once."""
     from .config import load_study
     from .design import design_size
@@ -200,6 +220,8 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
         loaded = load_study(study)
     except InputError as exc:
         _fail_input(exc)
+    if show_prompts:
+        _print_prompts(loaded)
     config = loaded.config
     if config.populations:
         from .design import population_sizes
@@ -228,6 +250,28 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
     )
     _print_casting(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
+
+
+def _print_prompts(study: Any) -> None:
+    """Each distinct rendered text of each template, headed by where it is and who sends it."""
+    from .authoring import distinct_prompts
+
+    prompts = distinct_prompts(study)
+    for prompt in prompts:
+        others = len(prompt.agents) - 1
+        who = prompt.agents[0] + (f"; {others} more agent(s) send it too" if others else "")
+        # Plain lines, never cut: the header says exactly who sends the text below it.
+        out_console.print(
+            f"== {prompt.field} ({who})\n{prompt.text}\n",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    out_console.print(
+        f"{len(prompts)} distinct prompt text(s), rendered for one persona of each axis value "
+        "under each factor level (varied one at a time)",
+        highlight=False,
+    )
 
 
 def _print_casting(config: Any) -> None:
@@ -280,7 +324,7 @@ def list_studies() -> None:
     table.add_column("description")
     for name, description in builtin_studies().items():
         table.add_row(name, description)
-    out_console.print(table)
+    print_table(out_console, table)
 
 
 @app.command()
@@ -295,7 +339,7 @@ def kinds() -> None:
         kind = get_kind(name)
         fields = ", ".join(f for f in kind.spec.model_fields if f not in ("kind", "name"))
         table.add_row(name, kind.title, fields)
-    out_console.print(table)
+    print_table(out_console, table)
 
 
 @app.command()
@@ -395,10 +439,7 @@ def analyze(
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
         print_report(summary, out_console)
-        out_console.print(
-            f"wrote {len(summary['outputs'])} tables and figures, summary.json and "
-            f"report.html under {run_dir}"
-        )
+        _print_written(run_dir, summary)
 
 
 @app.command()
@@ -483,7 +524,7 @@ def power(
             f"{row.power:.0%}",
             f"{row.false_positive_rate:.0%}",
         )
-    out_console.print(table)
+    print_table(out_console, table)
     out_console.print(
         "A false-positive rate far above alpha means the test does not hold its level for this "
         "design; with few studies each share is rough (+/- about "
@@ -534,10 +575,9 @@ def compare(
     for difference in differences:
         err_console.print(f"[yellow]forced[/yellow]: {difference}", highlight=False)
     out_console.print(
-        f"models in order: {', '.join(evidence.summary['model_labels'])}\n"
-        f"wrote {len(evidence.summary['outputs'])} tables and figures, summary.json and "
-        f"report.html under {target}"
+        f"models in order: {', '.join(evidence.summary['model_labels'])}", highlight=False
     )
+    _print_written(target, evidence.summary)
 
 
 @app.command()
@@ -632,7 +672,7 @@ def _print_audit(result: dict) -> None:
             table.add_column(str(col), justify="right")
         for row in frame.itertuples(index=False):
             table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
-        out_console.print(table)
+        print_table(out_console, table)
     source = result["source"]
     dates = source.get("date_range")
     out_console.print(
@@ -795,7 +835,7 @@ def _analyze_external(
             rich_table.add_column(str(col), justify="right")
         for row in table.itertuples(index=False):
             rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-        out_console.print(rich_table)
+        print_table(out_console, rich_table)
     nan = float("nan")
     negatives = ", ".join(checked.negative) or "none"
     reasons = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())

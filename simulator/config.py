@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,7 +29,8 @@ from biasim.personas.namebank import NameBankError, load_name_bank
 from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
 from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
-from .fields import Identifier, LevelName, Strict
+from .fields import LABEL_PATTERN, Identifier, LevelName, Strict
+from .hints import nearest, pattern_message, synthetic_hint, undefined_message
 from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind, kind_names
 from .persona_config import PersonaConfig
 from .populations import PopulationConfig, ReadsConfig, stage_population
@@ -121,7 +123,7 @@ class ModelVariant(Strict):
 
     label: str | None = Field(
         None,
-        pattern=r"^[A-Za-z0-9_.:-]+$",
+        pattern=LABEL_PATTERN,
         description="Name in results (`model_label`); the model id when absent.",
     )
     backend: str | None = None
@@ -737,6 +739,8 @@ def _pydantic_message(error: dict[str, Any]) -> str:
         return "unknown field"
     if error["type"] == "missing":
         return "required field is missing"
+    if error["type"] == "string_pattern_mismatch":
+        return pattern_message(error["input"], error["ctx"]["pattern"])
     return str(error["msg"]).removeprefix("Value error, ")
 
 
@@ -954,7 +958,9 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                     if extra:
                         add(
                             smap.problem(
-                                (*at, fname), f"{sorted(extra)} are not choices of `{fname}`"
+                                (*at, fname),
+                                f"{sorted(extra)} are not choices of `{fname}`"
+                                + synthetic_hint(_fmt(at[:-1])),
                             )
                         )
 
@@ -975,11 +981,37 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
 
     from .populations import check_pipeline
 
+    # Every design count builds the personas: a description that cannot render stops here.
+    described = _description_problem(config, smap)
+    if described is not None:
+        return [*problems, described]
     pipeline_problems = check_pipeline(config, smap)
     problems.extend(pipeline_problems)
     if not pipeline_problems:
         problems.extend(_check_templates(config, smap, stage_fields))
     return problems
+
+
+def _description_problem(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """Why the persona description does not render, with the variables it could use."""
+    from biasim.personas import build_personas
+
+    described: dict[str, Any] = {}
+
+    def describe(source: str, context: dict[str, Any]) -> str:
+        described.clear()
+        described.update(context)  # what the description could use, should it fail
+        return render(source, context)
+
+    path = ("personas", "description")
+    try:
+        build_personas(config.personas, 1, describe)
+    except TemplateSyntaxError as exc:
+        file, line = smap.text_line(path, exc.lineno)
+        return Problem(file, line, _fmt(path), f"template syntax error: {exc.message}")
+    except (UndefinedError, SecurityError, TypeError) as exc:
+        return _render_problem(smap, path, exc, config.personas.description, described)
+    return None
 
 
 def _names_run_out(config: StudyConfig, smap: SourceMap) -> Problem | None:
@@ -1022,7 +1054,10 @@ def _synthetic_keys(
             where = (*at, "by", j) if isinstance(spec.by, list) else (*at, "by")
             problems.append(
                 smap.problem(
-                    where, f"`{name}` is not a persona axis, a design factor or `model_label`"
+                    where,
+                    f"`{name}` is not a persona axis, a design factor or `model_label`"
+                    + nearest(name, [*axes, *factors, "model_label"])
+                    + synthetic_hint(_fmt(at[:-2])),
                 )
             )
             return problems
@@ -1031,7 +1066,10 @@ def _synthetic_keys(
             if values is not None and value not in values:
                 problems.append(
                     smap.problem(
-                        (*at, "probabilities", key), f"`{value}` is not a value of `{name}`"
+                        (*at, "probabilities", key),
+                        f"`{value}` is not a value of `{name}`"
+                        + nearest(value, values)
+                        + synthetic_hint(_fmt(at[:-2])),
                     )
                 )
     return problems
@@ -1061,8 +1099,22 @@ def _persona_keys(config: StudyConfig) -> list[str]:
     return persona_keys(config.personas.axes, cross=config.personas.cross)
 
 
+#: ``on_render(field_path, text, agent)``: a template rendered for one agent of the dry render.
+RenderHook = Callable[[FieldPath, str, Any], None]
+
+
+def dry_render(study: Study, on_render: RenderHook) -> None:
+    """Render every template as validation does, handing each rendered text to ``on_render``
+    (``biasim validate --show-prompts``)."""
+    stage_fields = {stage.name: dict(stage.output or {}) for stage in study.config.stages}
+    _check_templates(study.config, study.source_map, stage_fields, on_render)
+
+
 def _check_templates(
-    config: StudyConfig, smap: SourceMap, stage_fields: dict[str, dict[str, OutputField]]
+    config: StudyConfig,
+    smap: SourceMap,
+    stage_fields: dict[str, dict[str, OutputField]],
+    on_render: RenderHook | None = None,
 ) -> list[Problem]:
     """Render every template for one persona of each axis value under every factor level
     (one factor varied at a time), following each stage's ``when``."""
@@ -1100,17 +1152,18 @@ def _check_templates(
                 broken.add(("stages", i, "when"))
     if broken:
         return problems
-    try:
-        personas = build_personas(config.personas, 1, render)
-    except (UndefinedError, SecurityError, TypeError) as exc:
-        problems.append(_render_problem(smap, ("personas", "description"), exc))
-        return problems
+    personas = build_personas(config.personas, 1, render)  # _description_problem passed
     from .design import AgentSpec, model_labels, template_context
 
     seen: set[tuple[FieldPath, str]] = set()
 
-    def report(path: FieldPath, exc: Exception) -> None:
-        problem = _render_problem(smap, path, exc)
+    def report(
+        path: FieldPath,
+        exc: Exception,
+        source: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        problem = _render_problem(smap, path, exc, source, context)
         if (path, problem.message) not in seen:
             seen.add((path, problem.message))
             problems.append(problem)
@@ -1157,7 +1210,8 @@ def _check_templates(
                         continue
                 except render_errors as exc:
                     # The expression is one line: locate the field, not a template line.
-                    message = _render_problem(smap, ("stages", i, "when"), exc).message
+                    at = ("stages", i, "when")
+                    message = _render_problem(smap, at, exc, stage.when, ctx).message
                     if (("stages", i, "when"), message) not in seen:
                         seen.add((("stages", i, "when"), message))
                         problems.append(smap.problem(("stages", i, "when"), message))
@@ -1185,9 +1239,12 @@ def _check_templates(
                 if source is None:
                     continue
                 try:
-                    compile_template(source).render(context)
+                    text = compile_template(source).render(context)
                 except render_errors as exc:
-                    report(path, exc)
+                    report(path, exc, source, context)
+                else:
+                    if on_render is not None:
+                        on_render(path, text, spec)
             answer = {
                 f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage.name, f) else 0)
                 if branch is not None
@@ -1284,13 +1341,20 @@ def _placeholder(spec: OutputField, context: dict[str, Any] | None = None, k: in
     return {"string": "text", "integer": 0, "number": 0.0}[spec.type]
 
 
-def _render_problem(smap: SourceMap, path: FieldPath, exc: Exception) -> Problem:
+def _render_problem(
+    smap: SourceMap,
+    path: FieldPath,
+    exc: Exception,
+    source: str | None = None,
+    context: dict[str, Any] | None = None,
+) -> Problem:
+    """The failed render as a located problem; an undefined name lists what ``context`` (the
+    variables at that place) offers and the nearest one."""
     lineno = _template_lineno(exc)
     file, line = smap.text_line(path, lineno) if lineno else smap.locate(path)
     message = str(exc)
     if isinstance(exc, UndefinedError):
-        match = re.search(r"'([^']+)' is undefined", message)
-        message = f"template variable `{match.group(1)}` does not exist" if match else message
+        message = undefined_message(message, source, context)
     elif isinstance(exc, SecurityError):
         message = f"template does something the sandbox forbids: {message}"
     return Problem(file, line, _fmt(path), message)

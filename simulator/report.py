@@ -24,6 +24,7 @@ from .config import StudyConfig, analysis_name
 from .kinds import AnalysisContext, Section, get_kind
 from .llm.structured import OUTSIDE_CHOICES
 from .rundir import write_atomic
+from .tables import print_table
 
 SYNTHETIC_NOTE = (
     "SYNTHETIC RESPONDER - not a language model. These answers were drawn from probabilities "
@@ -194,4 +195,4 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
                 str(row["n"]),
                 *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error", "skipped")],
             )
-        console.print(table)
+        print_table(console, table)

@@ -35,6 +35,7 @@ from .llm.retry import RetryPolicy
 from .llm.runtime import BackendRuntime
 from .llm.structured import canonical_json
 from .model import SAMPLING_FIELDS, StudyModel
+from .progress import ProgressFactory
 from .report import analyze, base_summary, write_evidence
 from .reportpage import write_report
 from .results import ResultsWriter, result_schema
@@ -69,7 +70,6 @@ PACKAGES = (
     "langchain",
     "langchain-core",
 )
-ProgressFactory = Callable[[int, str], Callable[[int], None]]
 
 
 @dataclass
@@ -329,7 +329,8 @@ def execute(
 
     Args:
         prepared: From :func:`prepare`.
-        progress: ``progress(total_units, label)`` returns a callback taking units finished.
+        progress: ``progress(total_units, label)`` returns a callback taking units finished
+            and how many of them failed.
         notify: Prints a message to the user (default: standard error).
     """
     out = prepared.out
@@ -411,7 +412,9 @@ def _run_study(
                 # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
                 # the dispatcher: count the stage in full when it ends.
                 offset = model.units_done - dispatcher.finished
-                dispatcher.on_progress = lambda n, offset=offset: tick(n + offset)
+                dispatcher.on_progress = lambda n, offset=offset: tick(
+                    n + offset, dispatcher.errors
+                )
             name = model.plans[model.stage_index].name
             s0, w0 = time.perf_counter(), model.wave_seconds
             try:
@@ -421,7 +424,7 @@ def _run_study(
                 spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
                 stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
             if tick is not None:
-                tick(model.units_done)
+                tick(model.units_done, dispatcher.errors)
         if stop.stopping:
             raise RunInterrupted([], [])
     except RunAborted as exc:

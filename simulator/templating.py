@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template
+from jinja2 import StrictUndefined, Template, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 _ENV = SandboxedEnvironment(
@@ -42,6 +42,12 @@ def compile_template(source: str) -> Template:
         jinja2.TemplateSyntaxError: With ``lineno`` relative to the template text.
     """
     return _ENV.from_string(source)
+
+
+@lru_cache(maxsize=256)
+def parse_template(source: str) -> nodes.Template:
+    """The template's syntax tree (to tell an author what a failing expression reads)."""
+    return _ENV.parse(source)
 
 
 def render(source: str, context: dict[str, Any]) -> str:

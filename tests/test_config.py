@@ -60,8 +60,11 @@ def test_undefined_template_variable_names_the_template_line(tmp_path: Path) -> 
     text = path.read_text().replace("{{ scenario }}", "{{ scenaro }}")
     path.write_text(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "{{ scenaro }}" in ln)
+    # The nearest name (difflib), and every variable the prompt could have used.
     assert problems(path) == [
-        f"{path}:{line}: stages[0].prompt: template variable `scenaro` does not exist"
+        f"{path}:{line}: stages[0].prompt: template variable `scenaro` does not exist; did you "
+        "mean `scenario`? (available here: condition, gender, model_label, outputs, persona, "
+        "replicate, scenario)"
     ]
 
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from biasim.analysis import disparity, figures
 
 from ..htmlreport import Column, HtmlSection, fmt
+from ..tables import print_table
 from .base import (
     AnalysisContext,
     AnalysisKind,
@@ -416,7 +417,7 @@ class AcceptanceKind(AnalysisKind):
                     f"{fmt(ratio.get('impact_ratio'), '.2f')}{flag}",
                     fmt(test.get("p_adjusted")),
                 )
-            console.print(table)
+            print_table(console, table)
             console.print(
                 f"DPD {fmt(part.get('dpd'))} (parity p = {fmt(part.get('dpd_p_value'))}), "
                 f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "

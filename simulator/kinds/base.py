@@ -17,6 +17,7 @@ from pydantic import Field
 
 from ..errors import Problem
 from ..fields import Identifier, Strict
+from ..tables import print_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -227,7 +228,7 @@ class AnalysisKind:
                     table.add_row(
                         *[fmt(v) if isinstance(v, float) else str(v) for v in row.values()]
                     )
-                console.print(table)
+                print_table(console, table)
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """Write the summary into the report page (default: every list of records as a

@@ -24,6 +24,7 @@ from biasim.analysis.excess import excess_dpd_test
 
 from ..fields import Strict
 from ..htmlreport import Column, HtmlSection, fmt
+from ..tables import print_table
 from .base import (
     AnalysisContext,
     AnalysisKind,
@@ -520,7 +521,7 @@ class DecisionsKind(AnalysisKind):
                     fmt(row["rate"]),
                     f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
                 )
-            console.print(table)
+            print_table(console, table)
         table = Table(title=f"Demographic parity difference per case ({summary['name']})")
         for col in ("model", *case_cols, "DPD", "threshold", "by chance", "p", "excluded"):
             table.add_column(col, justify="right")
@@ -535,7 +536,7 @@ class DecisionsKind(AnalysisKind):
                 fmt(row["p_value"]),
                 str(row["n_excluded"]),
             )
-        console.print(table)
+        print_table(console, table)
         console.print(
             "DPD = max - min rate of the targeted decision; threshold = 95th percentile of DPD in "
             "binomial simulations at the pooled rate (* = significant); 'by chance' = mean DPD "

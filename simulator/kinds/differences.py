@@ -12,6 +12,7 @@ from rich.table import Table
 from biasim.analysis.models import model_difference_tests
 
 from ..htmlreport import Column, HtmlSection, fmt
+from ..tables import print_table
 from .base import AnalysisContext, Section, without_model
 
 
@@ -64,7 +65,7 @@ def print_differences(
             fmt(row["p_value"]),
             fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
         )
-    console.print(table)
+    print_table(console, table)
     console.print(note)
 
 

@@ -21,6 +21,7 @@ from biasim.analysis import counterfactual, figures, multiple, pipeline
 from biasim.analysis.parity import wilson_interval
 
 from ..htmlreport import Column, HtmlSection, fmt
+from ..tables import print_table
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
 
 
@@ -205,7 +206,7 @@ class PipelineKind(AnalysisKind):
                     fmt(row["impact_ratio"]) + flag,
                     fmt(row["cumulative_rate"]),
                 )
-            console.print(table)
+            print_table(console, table)
             for stage in summary["stages"]:
                 row = next(r for r in parts["stages"] if r["stage"] == stage)
                 console.print(

@@ -1,0 +1,196 @@
+"""How far a run is: a live bar in a terminal, a plain line every few seconds in a log file.
+
+Both show the same figures (units done of total, calls/s or s/call when slow, ETA, errors so
+far), so a run whose output goes to a file is as legible as one watched in a terminal.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+#: ``tick(done, errors)``: units finished so far and how many of them failed.
+Tick = Callable[[int, int], None]
+#: ``factory(total_units, label)`` returns the run's tick.
+ProgressFactory = Callable[[int, str], Tick]
+#: Seconds between log lines when output is not a terminal.
+DEFAULT_LOG_EVERY_S = 10.0
+
+
+def rate_text(per_second: float | None) -> str:
+    """``12.5 calls/s``, or ``4.2 s/call`` below one call a second (slow models read better)."""
+    if not per_second:
+        return "- calls/s"
+    if per_second < 1:
+        return f"{1 / per_second:,.1f} s/call"
+    return f"{per_second:,.1f} calls/s"
+
+
+def clock(seconds: float | None) -> str:
+    """``H:MM:SS``, or ``-:--:--`` when unknown."""
+    if seconds is None:
+        return "-:--:--"
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+class _RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        return Text(rate_text(task.finished_speed or task.speed), style="progress.data.speed")
+
+
+class _ErrorsColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        errors = task.fields.get("errors", 0)
+        return Text(f"errors {errors}", style="red" if errors else "progress.data.speed")
+
+
+class TerminalProgress:
+    """Rich's live bar, redrawn at most ten times a second."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _RateColumn(),
+            _ErrorsColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+
+    def __enter__(self) -> ProgressFactory:
+        self._progress.__enter__()
+        return self.factory
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.__exit__(kind, exc, tb)
+
+    def factory(self, total: int, label: str) -> Tick:
+        """A tick for one run of ``total`` units."""
+        progress = self._progress
+        task = progress.add_task(label, total=total, errors=0)
+        last = [0.0]
+
+        def tick(done: int, errors: int) -> None:
+            now = time.monotonic()
+            # Rich's bookkeeping costs more than a synthetic call: update ten times a second.
+            if now - last[0] >= 0.1 or done >= total:
+                last[0] = now
+                progress.update(task, completed=done, errors=errors)
+
+        return tick
+
+
+@dataclass
+class _State:
+    label: str
+    total: int
+    started: float
+    done: int = 0
+    errors: int = 0
+    # (time, done) at the previous line: the rate is measured over the last interval, so a
+    # resumed run's instant cache hits do not promise an ETA the model cannot keep.
+    mark: tuple[float, int] = (0.0, 0)
+
+
+class LogProgress:
+    """A line every ``every_s`` seconds (and one at the end) for output that is not a terminal.
+
+    A background thread writes the lines, so a log shows progress even while a slow call
+    holds up every unit.
+    """
+
+    def __init__(self, stream: TextIO, every_s: float = DEFAULT_LOG_EVERY_S) -> None:
+        self._stream = stream
+        self._every = every_s
+        self._states: list[_State] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="biasim-progress", daemon=True)
+
+    def __enter__(self) -> ProgressFactory:
+        self._thread.start()
+        return self.factory
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._write(final=True)
+
+    def factory(self, total: int, label: str) -> Tick:
+        """A tick for one run of ``total`` units."""
+        now = time.monotonic()
+        state = _State(label=label, total=total, started=now, mark=(now, 0))
+        with self._lock:
+            self._states.append(state)
+
+        def tick(done: int, errors: int) -> None:
+            state.done, state.errors = done, errors
+
+        return tick
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._every):
+            self._write(final=False)
+
+    def _write(self, *, final: bool) -> None:
+        with self._lock:
+            for state in self._states:
+                self._stream.write(self.line(state, time.monotonic(), final=final) + "\n")
+        self._stream.flush()
+
+    @staticmethod
+    def line(state: _State, now: float, *, final: bool = False) -> str:
+        """One progress line; moves the state's rate window to ``now``."""
+        since, done_then = (state.started, 0) if final else state.mark
+        elapsed = now - state.started
+        rate = (state.done - done_then) / (now - since) if now > since else None
+        left = state.total - state.done
+        eta = 0.0 if left <= 0 else (left / rate if rate else None)
+        state.mark = (now, state.done)
+        share = state.done / state.total if state.total else 1.0
+        return (
+            f"progress {state.label}: {state.done}/{state.total} units ({share:.0%}), "
+            f"{rate_text(rate)}, errors {state.errors}, elapsed {clock(elapsed)}, "
+            f"ETA {clock(eta)}" + (" (end)" if final else "")
+        )
+
+
+def progress_display(
+    console: Console, every_s: float = DEFAULT_LOG_EVERY_S
+) -> TerminalProgress | LogProgress:
+    """The live bar on a terminal, else timed log lines on the console's stream."""
+    if console.is_terminal:
+        return TerminalProgress(console)
+    return LogProgress(console.file, every_s)
