@@ -98,9 +98,10 @@ class AiohttpTransport:
             # The concurrency bound is the retry layer's limiter; a connector limit below it
             # would queue requests invisibly (aiohttp's default is 100).
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=SDK_TIMEOUT_S
-            ),
+            # No read timeout: the retry layer's per-attempt timeout bounds every call (and a
+            # cancelled request closes its connection); a per-read timer would cost a timer
+            # handle on every chunk of every answer.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
             headers=self._headers,
         )
         return self._session
