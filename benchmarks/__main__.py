@@ -66,6 +66,23 @@ def main() -> None:
             "",
         )
         table.add_row("", "peak RSS MB", f"{e['peak_rss_mb']:,.0f}", "", "")
+        table.add_row(
+            "",
+            "single-core speed: reference ops/s (same run; see benchmarks/engine.py)",
+            f"{e['reference_ops_per_s']:,.0f}",
+            "",
+            "",
+        )
+        table.add_row(
+            "",
+            "stage actions per million reference ops (compares machines)",
+            f"{e['stage_actions_per_million_reference_ops']:,.0f}",
+            "",
+            "",
+        )
+        table.add_row(
+            "", "share of a core the run got (CPU / wall)", f"{e['core_share']:.0%}", "", ""
+        )
     if "pipeline" in results:
         p = results["pipeline"]
         table.add_row(
@@ -177,18 +194,18 @@ def main() -> None:
 
 def _transport_rows(table: Table, t: dict) -> None:
     """Calls/s, share of plain aiohttp and client CPU per call, per contender and level."""
-    pinned = "client and server on separate cores" if t["pinned"] else "not pinned"
+    pinned = "client, server on own cores" if t["pinned"] else "not pinned"
     for level in t["levels"]:
         concurrency = level["concurrency"]
         for name in ("biasim lean", "biasim SDK", "plain aiohttp"):
             m = level[name]
             lean = name == "biasim lean"
             table.add_row(
-                f"transport, loopback 100 ms ({pinned}, best of {t['rounds']})"
+                f"transport, loopback 100 ms ({pinned}; best of {t['rounds']})"
                 if concurrency == t["levels"][0]["concurrency"] and lean
                 else "",
-                f"{name} at {concurrency}: calls/s (x plain), client CPU ms/call",
-                f"{m['calls_per_s']:,.0f} ({m['vs_plain']:.2f}x), {m['cpu_ms_per_call']:.2f} ms",
+                f"{name}, concurrency {concurrency}: calls/s (x plain); client CPU/call",
+                f"{m['calls_per_s']:,.0f} ({m['vs_plain']:.2f}x); {m['cpu_ms_per_call']:.2f} ms",
                 f">= {level['target_vs_plain']:.2f}x" if lean else "",
                 ("yes" if level["meets_target"] else "NO") if lean else "",
             )

@@ -9,6 +9,7 @@ error messages.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import socket
@@ -171,6 +172,20 @@ def _assert_request_carries(kind: str, body: dict[str, Any]) -> None:
             "num_predict": 64,
         }
         assert body["format"] == SCHEMA
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_both_transports_send_the_same_body(srv: LoopbackLLMServer, endpoint: str) -> None:
+    request = dataclasses.replace(
+        _request(), endpoint=endpoint, presence_penalty=0.5, stop=("\n\n",)
+    )
+    for kind in OPENAI_KINDS:
+        _generate(_role(kind, srv), request)
+    lean, sdk = (r.body for r in srv.requests)
+    assert lean == sdk
+    assert srv.requests[0].path == srv.requests[1].path
+    assert srv.requests[0].path.endswith("/completions")
+    assert lean is not None and lean["presence_penalty"] == 0.5 and lean["stop"] == ["\n\n"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

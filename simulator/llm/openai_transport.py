@@ -19,7 +19,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import aiohttp
 import orjson
+import yarl
 
 from .errors import BackendError
 from .http_common import (
@@ -66,8 +68,6 @@ class AiohttpTransport:
     def __init__(
         self, base_urls: Sequence[str], api_key: str, secret: Callable[[], str | None]
     ) -> None:
-        import yarl
-
         self._bases = [yarl.URL(url) for url in base_urls]
         self._urls: dict[tuple[int, str], yarl.URL] = {}
         # Proxies as the SDK's httpx client would take them from the environment, resolved
@@ -79,9 +79,9 @@ class AiohttpTransport:
             "Accept": "application/json",
         }
         self._secret = secret
-        self._session: Any = None
+        self._session: aiohttp.ClientSession | None = None
 
-    def _url(self, server: int, path: str) -> Any:
+    def _url(self, server: int, path: str) -> yarl.URL:
         url = self._urls.get((server, path))
         if url is None:
             base = self._bases[server]
@@ -90,9 +90,7 @@ class AiohttpTransport:
             self._urls[(server, path)] = url
         return url
 
-    def _open(self) -> Any:
-        import aiohttp
-
+    def _open(self) -> aiohttp.ClientSession:
         # Created on first use: a session belongs to the event loop that runs the study.
         self._session = aiohttp.ClientSession(
             # The concurrency bound is the retry layer's limiter; a connector limit below it
@@ -113,13 +111,15 @@ class AiohttpTransport:
             BackendError: HTTP error statuses (with ``Retry-After``), connection failures with
                 their reason, bodies cut short.
         """
-        import aiohttp
-
         session = self._session or self._open()
         url = self._url(server, path)
         try:
             async with session.post(
-                url, data=orjson.dumps(body), proxy=self._proxies[server]
+                url,
+                data=orjson.dumps(body),
+                proxy=self._proxies[server],
+                # As the SDK: a redirected POST would reach the server as a GET.
+                allow_redirects=False,
             ) as response:
                 raw = await response.read()
                 if response.status >= 300:
@@ -128,8 +128,8 @@ class AiohttpTransport:
         except BackendError:
             raise
         except (aiohttp.ClientError, OSError) as exc:
-            # ServerTimeoutError is also a TimeoutError: it is the socket backstop, not the
-            # retry layer's timeout, so it is mapped here like any other connection failure.
+            # A connect timeout is a TimeoutError too, but not the retry layer's: it is mapped
+            # here like any other failed connection.
             raise connection_error(exc, self._secret()) from exc
 
     async def aclose(self) -> None:
