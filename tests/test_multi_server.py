@@ -17,11 +17,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from biasim.simulator.config import RoleConfig
 from biasim.simulator.llm import endpoints
 from biasim.simulator.llm.endpoints import DRAIN_AFTER, FIRST_COOLDOWN_S, ServerPool
 from biasim.simulator.llm.errors import FatalBackendError, OverloadedError, TransientError
+from biasim.simulator.llm.registry import create_backend
 from biasim.simulator.runner import RunOptions, execute, prepare
 from tests.loopback_llm_server import Fault, LoopbackLLMServer
+from tests.test_backends_http import _dead_url, _request
 
 STUDY = """\
 name: fleet_study
@@ -278,3 +281,23 @@ def test_an_overloaded_server_shrinks_alone(tmp_path: Path, fleet) -> None:
     assert shrinks[fast.openai_base_url] == 0
     assert prepared.runtimes[("decider", "")].limiter.shrinks == 0
     assert not any(s.down for s in servers)  # overloaded, not unhealthy
+
+
+def test_a_fleets_failure_names_the_server(fleet) -> None:
+    dead = f"{_dead_url()}/v1"
+    role = RoleConfig(
+        backend="openai", model="m", options={"base_url": [dead, fleet[0].openai_base_url]}
+    )
+
+    async def main() -> tuple[str, str]:
+        backend = create_backend(role)
+        try:
+            with pytest.raises(TransientError) as info:
+                await backend.generate(_request())  # the first call goes to the first server
+            return str(info.value), (await backend.generate(_request())).server or ""
+        finally:
+            await backend.aclose()
+
+    reason, answered_by = asyncio.run(main())
+    assert reason.startswith(f"{dead}: connection error: Connection refused")
+    assert answered_by == fleet[0].openai_base_url

@@ -165,6 +165,12 @@ class OpenAIBackend:
         try:
             # Parsed before the slot is released: a garbled body counts against its server.
             response = _answer(await self._transport.post(server.index, path, body), kind)
+        except BackendError as exc:
+            self.pool.release(server, exc)
+            if len(self.pool.servers) == 1:
+                raise
+            # Which server failed is the first thing to know about a fleet's failures.
+            raise type(exc)(f"{server.url}: {exc}", retry_after=exc.retry_after) from exc
         except BaseException as exc:
             self.pool.release(server, exc)
             raise
