@@ -301,3 +301,21 @@ def test_a_fleets_failure_names_the_server(fleet) -> None:
     reason, answered_by = asyncio.run(main())
     assert reason.startswith(f"{dead}: connection error: Connection refused")
     assert answered_by == fleet[0].openai_base_url
+
+
+def test_a_hung_server_is_drained_by_the_attempt_timeout(tmp_path: Path, fleet) -> None:
+    _fast, _medium, slow = fleet
+    slow.set_default_fault(Fault.hang(30))  # accepts calls, never answers
+    urls = [srv.openai_base_url for srv in fleet]
+    study = _study(tmp_path, urls, "aiohttp", agents=40)
+    study.write_text(study.read_text().replace("timeout_s: 5", "timeout_s: 0.3"))
+    prepared = prepare(RunOptions(study=str(study), out=tmp_path / "run"))
+    results = execute(prepared).results
+    assert (results["status"] == "answered").all()
+    stats = {s["url"]: s for s in prepared.runtimes[("decider", "")].backend.pool.stats()}
+    hung = stats[slow.openai_base_url]
+    assert hung["answered"] == 0 and hung["drains"] >= 1
+    # Timed-out attempts count against the hung server alone, and draining caps them: the
+    # calls it held when it was drained, and a probe now and then.
+    failed = int(results["attempts"].sum()) - len(results)
+    assert failed == hung["failed"] <= 12

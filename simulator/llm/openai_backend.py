@@ -8,6 +8,7 @@ the same model (``base_url: [...]``): :mod:`simulator.llm.endpoints` spreads the
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -24,12 +25,15 @@ from .http_common import (
     structured_mode,
 )
 from .openai_transport import AiohttpTransport, SdkTransport, Transport
+from .retry import ATTEMPT_DEADLINE
 from .types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 HOSTED_BASE_URL = "https://api.openai.com/v1"
 _OPTIONS = {"base_url", "api_key_env", "structured", "transport"}
 _STRUCTURED_MODES = ("auto", "json_schema", "json_object_schema", "json_object", "none")
 _TRANSPORTS = ("aiohttp", "sdk")
+# The event loop runs a timer up to its clock resolution early.
+_TIMER_SLACK_S = 0.001
 
 
 class OpenAIBackend:
@@ -171,6 +175,13 @@ class OpenAIBackend:
                 raise
             # Which server failed is the first thing to know about a fleet's failures.
             raise type(exc)(f"{server.url}: {exc}", retry_after=exc.retry_after) from exc
+        except asyncio.CancelledError as exc:
+            # The retry layer's timeout cancels a call its server sat on: that counts against
+            # the server (a hung one is drained); an interrupted run says nothing about it.
+            loop_time = asyncio.get_running_loop().time()
+            timed_out = loop_time >= ATTEMPT_DEADLINE.get() - _TIMER_SLACK_S
+            self.pool.release(server, TransientError("timed out") if timed_out else exc)
+            raise
         except BaseException as exc:
             self.pool.release(server, exc)
             raise

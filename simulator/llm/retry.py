@@ -4,14 +4,20 @@ that retries, backs off, honours ``Retry-After`` and enforces per-attempt and to
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from .errors import BackendError, TransientError
 from .limits import AdaptiveLimiter, RateLimiter
 from .types import LLMRequest, LLMResponse
+
+#: Event-loop time at which the attempt in progress times out. A backend that sees its call
+#: cancelled can tell this timeout (the server took too long) from a run being interrupted.
+ATTEMPT_DEADLINE: ContextVar[float] = ContextVar("attempt_deadline", default=math.inf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +75,15 @@ async def call_with_retries(
         retry_after: float | None = None
         async with limiter:
             start = time.perf_counter()
+            budget = min(policy.timeout_s, remaining)
+            ends = asyncio.get_running_loop().time() + budget
+            token = ATTEMPT_DEADLINE.set(ends)
             try:
                 # asyncio.timeout arms one timer; wait_for would spawn a task per attempt.
-                async with asyncio.timeout(min(policy.timeout_s, remaining)):
+                async with asyncio.timeout_at(ends):
                     response = await generate(request)
             except TimeoutError:
-                failure: BackendError = TransientError(
-                    f"timed out after {min(policy.timeout_s, remaining):.3g} s"
-                )
+                failure: BackendError = TransientError(f"timed out after {budget:.3g} s")
             except BackendError as exc:
                 failure = exc
             except Exception as exc:  # a backend bug or an SDK surprise: isolate, keep the reason
@@ -86,6 +93,8 @@ async def call_with_retries(
                 response.attempts = attempt
                 response.latency_s = response.latency_s or time.perf_counter() - start
                 return response
+            finally:
+                ATTEMPT_DEADLINE.reset(token)
         reason = str(failure) or type(failure).__name__
         if failure.overloaded:
             limiter.on_overload()
