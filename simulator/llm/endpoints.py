@@ -3,11 +3,11 @@ concurrency and health.
 
 Each server has its own :class:`AdaptiveLimiter` (a 429/503 from one server halves only its
 bound) and its own health: after :data:`DRAIN_AFTER` failures in a row (connection refused or
-reset, 5xx, a body cut short) it gets no new requests for a cool-down that doubles on every
-failed probe, up to :data:`MAX_COOLDOWN_S`; once the cool-down is over one request probes it and
-an answer brings it back. While every server is down requests still go out, to the one that
-comes back first, so a role with one server behaves as before and the retry layer's backoff
-paces the attempts.
+reset, 5xx, a body cut short, a call held past the attempt timeout) it gets no new requests for
+a cool-down that doubles on every failed probe, up to :data:`MAX_COOLDOWN_S`; once the
+cool-down is over one request probes it and an answer brings it back. While every server is
+down requests still go out, to the one that comes back first, so a role with one server behaves
+as before and the retry layer's backoff paces the attempts.
 """
 
 from __future__ import annotations
