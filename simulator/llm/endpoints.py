@@ -37,6 +37,11 @@ class Server:
         answered: Calls it answered.
         failed: Attempts that failed on it (any error).
         drains: Times it was taken out of rotation.
+        picks: Attempts sent to it (breaks ties between equally busy servers).
+        failures_in_row: Health failures since its last answer.
+        cooldown_s: How long the next drain lasts.
+        down_until: Monotonic time its cool-down ends; 0 while in rotation.
+        probing: A probe call is in flight to it.
     """
 
     index: int
