@@ -10,19 +10,26 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import disparity, embedded, engine, orchestration, pipeline
+from . import disparity, embedded, engine, orchestration, pipeline, transport
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--only",
-        choices=["engine", "pipeline", "embedded", "orchestration", "disparity"],
+        choices=["engine", "pipeline", "embedded", "orchestration", "transport", "disparity"],
         action="append",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "bench.json")
     args = parser.parse_args()
-    chosen = args.only or ["engine", "pipeline", "embedded", "orchestration", "disparity"]
+    chosen = args.only or [
+        "engine",
+        "pipeline",
+        "embedded",
+        "orchestration",
+        "transport",
+        "disparity",
+    ]
     results: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version()}
     }
@@ -34,6 +41,8 @@ def main() -> None:
         results["embedded"] = embedded.run()
     if "orchestration" in chosen:
         results["orchestration"] = orchestration.run()
+    if "transport" in chosen:
+        results["transport"] = transport.run()
     if "disparity" in chosen:
         results["disparity"] = disparity.run()
 
@@ -57,6 +66,23 @@ def main() -> None:
             "",
         )
         table.add_row("", "peak RSS MB", f"{e['peak_rss_mb']:,.0f}", "", "")
+        table.add_row(
+            "",
+            "single-core speed: reference ops/s (same run; see benchmarks/engine.py)",
+            f"{e['reference_ops_per_s']:,.0f}",
+            "",
+            "",
+        )
+        table.add_row(
+            "",
+            "stage actions per million reference ops (compares machines)",
+            f"{e['stage_actions_per_million_reference_ops']:,.0f}",
+            "",
+            "",
+        )
+        table.add_row(
+            "", "share of a core the run got (CPU / wall)", f"{e['core_share']:.0%}", "", ""
+        )
     if "pipeline" in results:
         p = results["pipeline"]
         table.add_row(
@@ -117,6 +143,8 @@ def main() -> None:
             "",
             "",
         )
+    if "transport" in results:
+        _transport_rows(table, results["transport"])
     if "disparity" in results:
         d = results["disparity"]
         table.add_row(
@@ -162,6 +190,25 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def _transport_rows(table: Table, t: dict) -> None:
+    """Calls/s, share of plain aiohttp and client CPU per call, per contender and level."""
+    pinned = "client, server on own cores" if t["pinned"] else "not pinned"
+    for level in t["levels"]:
+        concurrency = level["concurrency"]
+        for name in ("biasim lean", "biasim SDK", "plain aiohttp"):
+            m = level[name]
+            lean = name == "biasim lean"
+            table.add_row(
+                f"transport, loopback 100 ms ({pinned}; best of {t['rounds']})"
+                if concurrency == t["levels"][0]["concurrency"] and lean
+                else "",
+                f"{name}, concurrency {concurrency}: calls/s (x plain); client CPU/call",
+                f"{m['calls_per_s']:,.0f} ({m['vs_plain']:.2f}x); {m['cpu_ms_per_call']:.2f} ms",
+                f">= {level['target_vs_plain']:.2f}x" if lean else "",
+                ("yes" if level["meets_target"] else "NO") if lean else "",
+            )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """(c) Orchestration throughput against a loopback OpenAI-protocol server answering after 100 ms.
 
-The whole stack is on: render, cache lookup, rate/concurrency limits, retry layer, the official
-``openai`` SDK over real HTTP, schema validation, the store. The ideal is concurrency / latency.
+The whole stack is on: render, cache lookup, rate/concurrency limits, retry layer, the openai
+backend's default (aiohttp) transport over real HTTP, schema validation, the store. The ideal is
+concurrency / latency. The transports themselves are compared in :mod:`benchmarks.transport`.
 """
 
 from __future__ import annotations

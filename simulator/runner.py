@@ -29,7 +29,7 @@ from .dispatch import Dispatcher, RunAborted, RunInterrupted
 from .errors import InputError, Problem
 from .interrupts import StopControl, stop_on_signals
 from .llm.errors import BackendConfigError
-from .llm.openai_backend import is_local_url
+from .llm.http_common import is_local_url
 from .llm.registry import create_backend, unsupported_setting
 from .llm.retry import RetryPolicy
 from .llm.runtime import BackendRuntime
@@ -248,8 +248,9 @@ def _retry_policy(role: Any, backend: Any) -> RetryPolicy:
     elsewhere (the role's timeout as written)."""
     per_token = role.timeout_per_token_s
     if per_token is None:
-        server = getattr(backend, "base_url", None) or getattr(backend, "host", None)
-        per_token = LOCAL_SERVER_S_PER_TOKEN if is_local_url(server) else 0.0
+        servers = getattr(backend, "base_url", None) or getattr(backend, "host", None)
+        local = [is_local_url(s) for s in (servers if isinstance(servers, list) else [servers])]
+        per_token = LOCAL_SERVER_S_PER_TOKEN if any(local) else 0.0
     return RetryPolicy(
         max_attempts=role.max_attempts,
         base_delay_s=role.backoff_s,

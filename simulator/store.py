@@ -39,18 +39,19 @@ CREATE TABLE IF NOT EXISTS calls (
     latency_s REAL,
     attempts INTEGER,
     created REAL NOT NULL,
-    truncated INTEGER NOT NULL DEFAULT 0
+    truncated INTEGER NOT NULL DEFAULT 0,
+    server TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
-    "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
+    "server) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
+    "{truncated}, {server} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -77,19 +78,28 @@ def connect(path: Path | str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(_SCHEMA)
-    if not _has_truncated(conn):
+    columns = _columns(conn)
+    if "truncated" not in columns:
         # A store written before truncation was recorded (resumed): nothing was flagged then.
         conn.execute("ALTER TABLE calls ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0")
+    if "server" not in columns:
+        # Nor which server answered: those rows keep NULL.
+        conn.execute("ALTER TABLE calls ADD COLUMN server TEXT")
     return conn
 
 
-def _has_truncated(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == "truncated" for row in conn.execute("PRAGMA table_info(calls)"))
+def _columns(conn: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in conn.execute("PRAGMA table_info(calls)")}
 
 
 def _lookup_sql(conn: sqlite3.Connection) -> str:
-    # A read-only replay source may predate the column: its answers read as not truncated.
-    return _LOOKUP.format(truncated="truncated" if _has_truncated(conn) else "0")
+    # A read-only replay source may predate the columns: its answers read as not truncated,
+    # from no recorded server.
+    columns = _columns(conn)
+    return _LOOKUP.format(
+        truncated="truncated" if "truncated" in columns else "0",
+        server="server" if "server" in columns else "NULL",
+    )
 
 
 class CallStore:
@@ -128,7 +138,7 @@ class CallStore:
             replayed = conn is self._replay
             if row is not None:
                 self.cache_hits += 1
-                status, text, parsed, error, ptok, ctok, latency, attempts, truncated = row
+                status, text, parsed, error, ptok, ctok, latency, attempts, truncated, server = row
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -139,6 +149,7 @@ class CallStore:
                     latency_s=latency or 0.0,
                     attempts=attempts or 1,
                     truncated=bool(truncated),
+                    server=server,
                     cached=True,
                     extra={"replayed": True} if replayed else {},
                 )
@@ -173,6 +184,7 @@ class CallStore:
                 response.attempts,
                 time.time(),
                 int(response.truncated),
+                response.server,
             )
         )
         if response.status != "error":

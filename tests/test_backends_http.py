@@ -9,8 +9,10 @@ error messages.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -25,8 +27,8 @@ from biasim.simulator.llm.errors import (
     OverloadedError,
     TransientError,
 )
+from biasim.simulator.llm.http_common import is_local_url, public_url, retry_after_seconds
 from biasim.simulator.llm.limits import AdaptiveLimiter
-from biasim.simulator.llm.openai_backend import is_local_url, public_url, retry_after_seconds
 from biasim.simulator.llm.registry import Backend, create_backend
 from biasim.simulator.llm.retry import RetryPolicy, call_with_retries
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -42,7 +44,9 @@ SCHEMA: dict[str, Any] = {
     "required": ["decision", "rationale"],
     "additionalProperties": False,
 }
-KINDS = ["openai", "ollama", "langchain-openai", "langchain-ollama"]
+# `openai` is the lean aiohttp transport, `openai-sdk` the same backend on the official SDK.
+KINDS = ["openai", "openai-sdk", "ollama", "langchain-openai", "langchain-ollama"]
+OPENAI_KINDS = ["openai", "openai-sdk"]
 SECRET = "sk-secret-123"
 
 
@@ -61,7 +65,9 @@ def _request(schema: dict[str, Any] | None = SCHEMA) -> LLMRequest:
 
 
 def _role(kind: str, srv: LoopbackLLMServer, **options: Any) -> RoleConfig:
-    if kind == "openai":
+    if kind in OPENAI_KINDS:
+        if kind == "openai-sdk":
+            options = {"transport": "sdk", **options}
         return RoleConfig(
             backend="openai", model="m", options={"base_url": srv.openai_base_url, **options}
         )
@@ -150,7 +156,7 @@ def _assert_request_carries(kind: str, body: dict[str, Any]) -> None:
     """The schema and every sampling parameter reached the server in the protocol's own form."""
     assert body["model"] == "m"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
-    if kind.endswith("openai"):
+    if "openai" in kind:
         assert body["temperature"] == 0.25 and body["top_p"] == 0.9 and body["seed"] == 1234
         # langchain-openai sends the newer name for the same limit.
         assert body.get("max_tokens", body.get("max_completion_tokens")) == 64
@@ -166,6 +172,20 @@ def _assert_request_carries(kind: str, body: dict[str, Any]) -> None:
             "num_predict": 64,
         }
         assert body["format"] == SCHEMA
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_both_transports_send_the_same_body(srv: LoopbackLLMServer, endpoint: str) -> None:
+    request = dataclasses.replace(
+        _request(), endpoint=endpoint, presence_penalty=0.5, stop=("\n\n",)
+    )
+    for kind in OPENAI_KINDS:
+        _generate(_role(kind, srv), request)
+    lean, sdk = (r.body for r in srv.requests)
+    assert lean == sdk
+    assert srv.requests[0].path == srv.requests[1].path
+    assert srv.requests[0].path.endswith("/completions")
+    assert lean is not None and lean["presence_penalty"] == 0.5 and lean["stop"] == ["\n\n"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -189,6 +209,7 @@ def test_unparseable_answer_is_returned_not_raised(srv: LoopbackLLMServer, kind:
     ("kind", "expected"),
     [
         ("openai", {"type": "json_object"}),
+        ("openai-sdk", {"type": "json_object"}),
         ("langchain-openai", {"type": "json_object"}),
     ],
 )
@@ -215,7 +236,7 @@ def test_structured_none_leaves_structure_to_the_prompt(srv: LoopbackLLMServer, 
 
 
 def test_openai_answer_cut_at_max_tokens_is_returned(srv: LoopbackLLMServer) -> None:
-    for kind in ("openai", "langchain-openai"):
+    for kind in (*OPENAI_KINDS, "langchain-openai"):
         srv.reset()
         srv.enqueue(Fault.http_error(200, body=_completion('{"decision": "appr', "length")))
         response = _generate(_role(kind, srv))
@@ -288,23 +309,47 @@ def test_non_json_body_reason_is_clear(srv: LoopbackLLMServer, kind: str) -> Non
     assert "malformed response body" in str(_generate_error(_role(kind, srv)))
 
 
-@pytest.mark.parametrize("kind", ["openai", "ollama"])
+@pytest.mark.parametrize("kind", [*OPENAI_KINDS, "ollama"])
 def test_json_body_of_the_wrong_shape_is_transient(srv: LoopbackLLMServer, kind: str) -> None:
     srv.enqueue(Fault.http_error(200, body={"unexpected": True}))
     error = _generate_error(_role(kind, srv))
     assert type(error) is TransientError and "malformed response body" in str(error)
 
 
-def test_unreachable_server_is_transient(srv: LoopbackLLMServer) -> None:
-    # A port nobody listens on: connection refused must be retryable, not fatal.
-    import socket
+@pytest.mark.parametrize("kind", [*OPENAI_KINDS, "langchain-openai"])
+def test_connection_failures_name_what_the_socket_said(srv: LoopbackLLMServer, kind: str) -> None:
+    # The SDK's aiohttp shim calls a reset a timeout; the recorded reason must say what it was.
+    srv.enqueue(Fault.connection_reset())
+    reset = _generate_error(_role(kind, srv))
+    assert type(reset) is TransientError and "Connection reset by peer" in str(reset)
+    assert "timed out" not in str(reset)
+    refused = _generate_error(_role(kind, _DeadServer()))  # type: ignore[arg-type]
+    assert type(refused) is TransientError and "Connection refused" in str(refused)
 
+
+def _dead_url() -> str:
+    """A loopback address nobody listens on."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    dead = f"http://127.0.0.1:{port}"
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+class _DeadServer:
+    """Stands in for a server in `_role`: its URLs refuse connections."""
+
+    def __init__(self) -> None:
+        self.base_url = _dead_url()
+        self.openai_base_url = f"{self.base_url}/v1"
+
+
+def test_unreachable_server_is_transient(srv: LoopbackLLMServer) -> None:
+    # A port nobody listens on: connection refused must be retryable, not fatal.
+    dead = _dead_url()
     roles = [
         RoleConfig(backend="openai", model="m", options={"base_url": f"{dead}/v1"}),
+        RoleConfig(
+            backend="openai", model="m", options={"base_url": f"{dead}/v1", "transport": "sdk"}
+        ),
         RoleConfig(backend="ollama", model="m", options={"host": dead}),
         RoleConfig(backend="langchain", model="openai:m", options={"base_url": f"{dead}/v1"}),
         RoleConfig(backend="langchain", model="ollama:m", options={"base_url": dead}),
@@ -381,7 +426,7 @@ def test_fatal_error_is_not_retried(srv: LoopbackLLMServer, kind: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["openai", "langchain-openai", "langchain-ollama"])
+@pytest.mark.parametrize("kind", [*OPENAI_KINDS, "langchain-openai", "langchain-ollama"])
 def test_key_is_sent_but_never_shown(
     srv: LoopbackLLMServer, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -416,8 +461,9 @@ def test_key_is_sent_but_never_shown(
     assert SECRET not in message and "***" in message
 
 
-def test_local_server_needs_no_key(srv: LoopbackLLMServer) -> None:
-    _generate(_role("openai", srv))
+@pytest.mark.parametrize("kind", OPENAI_KINDS)
+def test_local_server_needs_no_key(srv: LoopbackLLMServer, kind: str) -> None:
+    _generate(_role(kind, srv))
     assert srv.requests[0].headers["authorization"] == "Bearer not-needed"
 
 
@@ -431,6 +477,11 @@ def test_local_server_needs_no_key(srv: LoopbackLLMServer) -> None:
             options={"base_url": "https://api.example.com/v1"},
         ),
         RoleConfig(backend="openai", model="m", options={"api_key_env": "BIASIM_UNSET_KEY"}),
+        RoleConfig(
+            backend="openai",
+            model="m",
+            options={"base_url": ["http://127.0.0.1:8000/v1", "https://api.example.com/v1"]},
+        ),
         RoleConfig(backend="langchain", model="openai:gpt-4o-mini"),
     ],
 )
@@ -459,6 +510,21 @@ def test_hosted_endpoint_without_key_is_a_config_error(role: RoleConfig) -> None
         (
             RoleConfig(backend="openai", model="m", options={"structured": "xml"}),
             "options.structured",
+        ),
+        (
+            RoleConfig(backend="openai", model="m", options={"transport": "httpx"}),
+            "options.transport",
+        ),
+        (RoleConfig(backend="openai", model="m", options={"base_url": []}), "options.base_url"),
+        (
+            RoleConfig(backend="openai", model="m", options={"base_url": ["http://a/v1", 3]}),
+            "options.base_url",
+        ),
+        (
+            RoleConfig(
+                backend="openai", model="m", options={"base_url": ["http://a/v1", "http://a/v1"]}
+            ),
+            "options.base_url",
         ),
         (
             RoleConfig(backend="ollama", model="m", options={"structured": "xml"}),
@@ -512,16 +578,11 @@ def test_missing_langchain_provider_names_the_package() -> None:
 
 
 def test_identity_and_concurrency(srv: LoopbackLLMServer) -> None:
+    openai = {"backend": "openai", "model": "m", "base_url": srv.openai_base_url}
     expected = {
-        "openai": (
-            {
-                "backend": "openai",
-                "model": "m",
-                "base_url": srv.openai_base_url,
-                "structured": "auto",
-            },
-            16,
-        ),
+        # The transport does not change answers, so it stays out of the identity (and keys).
+        "openai": ({**openai, "structured": "auto"}, 16),
+        "openai-sdk": ({**openai, "structured": "auto"}, 16),
         "ollama": (
             {"backend": "ollama", "model": "m", "host": srv.base_url, "structured": "json_schema"},
             4,
@@ -602,7 +663,10 @@ def test_local_url_and_public_url() -> None:
     assert public_url("http://user:pw@host:8080/v1/?token=x#f") == "http://host:8080/v1"
 
 
-def test_openai_auto_mode_falls_back_to_json_mode_once_refused(srv: LoopbackLLMServer) -> None:
+@pytest.mark.parametrize("kind", OPENAI_KINDS)
+def test_openai_auto_mode_falls_back_to_json_mode_once_refused(
+    srv: LoopbackLLMServer, kind: str
+) -> None:
     refusal = {
         "error": {
             "message": "response_format type json_schema is not supported",
@@ -615,7 +679,7 @@ def test_openai_auto_mode_falls_back_to_json_mode_once_refused(srv: LoopbackLLMS
     async def two_calls(backend: Backend) -> list[LLMResponse]:
         return [await backend.generate(_request(SCHEMA)) for _ in range(2)]
 
-    first, second = _with_backend(_role("openai", srv), two_calls)
+    first, second = _with_backend(_role(kind, srv), two_calls)
     formats = [r.body["response_format"] for r in srv.requests]
     assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
     assert isinstance(json.loads(first.text), dict) and isinstance(json.loads(second.text), dict)

@@ -21,8 +21,7 @@ from typing import Any
 import httpx
 
 from .errors import BackendConfigError, FatalBackendError, TransientError
-from .ollama_backend import map_ollama_error
-from .openai_backend import (
+from .http_common import (
     DEFAULT_API_KEY_ENV,
     SDK_TIMEOUT_S,
     check_options,
@@ -33,6 +32,7 @@ from .openai_backend import (
     resolve_api_key,
     structured_mode,
 )
+from .ollama_backend import map_ollama_error
 from .types import LLMRequest, LLMResponse
 
 _OPTIONS = {"base_url", "api_key_env", "kwargs", "structured"}

@@ -34,8 +34,7 @@ class AdaptiveLimiter:
 
     async def acquire(self) -> None:
         """Wait for a free slot."""
-        if self.in_flight < int(self.limit) and not self._waiters:
-            self._take()
+        if self.try_acquire():
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -47,6 +46,17 @@ class AdaptiveLimiter:
             else:
                 self._waiters.remove(fut)
             raise
+
+    def try_acquire(self) -> bool:
+        """Take a free slot without waiting.
+
+        Returns:
+            Whether a slot was taken (then :meth:`release` frees it).
+        """
+        if self.in_flight < int(self.limit) and not self._waiters:
+            self._take()
+            return True
+        return False
 
     def _take(self) -> None:
         self.in_flight += 1

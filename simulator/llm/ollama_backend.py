@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from .errors import BackendConfigError, BackendError, TransientError
-from .openai_backend import (
+from .http_common import (
     SDK_TIMEOUT_S,
     check_options,
     clip_message,

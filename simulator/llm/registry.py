@@ -29,6 +29,8 @@ class Backend(Protocol):
             prompt string for base models.
         sampling_extras: Optional sampling parameters sent (``frequency_penalty``,
             ``presence_penalty``, ``stop``); default none.
+        adapts_per_server: True when the backend spreads calls over several servers and adapts
+            each one's concurrency itself; the role's bound then stays fixed. Default false.
     """
 
     name: str

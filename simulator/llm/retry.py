@@ -4,15 +4,21 @@ that retries, backs off, honours ``Retry-After`` and enforces per-attempt and to
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..interrupts import CallNotIssued
 from .errors import BackendError, TransientError
 from .limits import AdaptiveLimiter, RateLimiter
 from .types import LLMRequest, LLMResponse
+
+#: Event-loop time at which the attempt in progress times out. A backend that sees its call
+#: cancelled can tell this timeout (the server took too long) from a run being interrupted.
+ATTEMPT_DEADLINE: ContextVar[float] = ContextVar("attempt_deadline", default=math.inf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +98,11 @@ async def call_with_retries(
             if timeout is not None:
                 timeout = min(timeout, remaining)
             start = time.perf_counter()
+            ends = math.inf if timeout is None else asyncio.get_running_loop().time() + timeout
+            token = ATTEMPT_DEADLINE.set(ends)
             try:
                 # asyncio.timeout arms one timer; wait_for would spawn a task per attempt.
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout_at(None if timeout is None else ends):
                     response = await generate(request)
             except TimeoutError:
                 failure: BackendError = TransientError(f"timed out after {timeout:.3g} s")
@@ -107,6 +115,8 @@ async def call_with_retries(
                 response.attempts = attempt
                 response.latency_s = response.latency_s or time.perf_counter() - start
                 return response
+            finally:
+                ATTEMPT_DEADLINE.reset(token)
         reason = str(failure) or type(failure).__name__
         if failure.overloaded:
             limiter.on_overload()

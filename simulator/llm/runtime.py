@@ -38,8 +38,10 @@ class BackendRuntime:
         self.identity: dict[str, Any] = backend.identity()
         self.model = str(self.identity.get("model", ""))
         self._identity_json = canonical_json(self.identity)
-        # The synthetic responder has no server to overload; real backends adapt.
-        self.limiter = AdaptiveLimiter(concurrency, adaptive=not backend.synthetic)
+        # The synthetic responder has no server to overload; real backends adapt, here or,
+        # when they spread a role over several servers, per server (then this bound is fixed).
+        adaptive = not backend.synthetic and not getattr(backend, "adapts_per_server", False)
+        self.limiter = AdaptiveLimiter(concurrency, adaptive=adaptive)
         self.rate = RateLimiter(requests_per_minute, tokens_per_minute)
         self.policy = policy
         self._jitter = random.Random()

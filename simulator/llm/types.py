@@ -72,6 +72,8 @@ class LLMResponse:
         reasks: Re-asks made after a structurally invalid answer.
         truncated: The answer stopped at ``max_tokens`` (finish reason ``length``), not where
             the model ended it.
+        server: Base URL (without credentials) of the server that answered, for backends
+            that may spread a role over several.
     """
 
     text: str = ""
@@ -85,6 +87,7 @@ class LLMResponse:
     cached: bool = False
     reasks: int = 0
     truncated: bool = False
+    server: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
