@@ -67,12 +67,12 @@ def expand_generated(data: Any, smap: SourceMap) -> tuple[Any, SourceMap]:
     if writer is None:
         return data, smap
     data = copy.deepcopy(data)
-    personas = data["personas"]
-    design = data.setdefault("design", {})
-    factors = design.setdefault("factors", {}) if isinstance(design, dict) else None
-    ablation = personas.get("ablation")
+    ablation = data["personas"].get("ablation")
+    design = data.get("design")
+    factors = design.get("factors", {}) if isinstance(design, dict) else None
     if isinstance(factors, dict) and isinstance(ablation, list) and ABLATION_FACTOR not in factors:
-        factors[ABLATION_FACTOR] = {str(level): {} for level in ablation}
+        design["factors"] = {**factors, ABLATION_FACTOR: {str(level): {} for level in ablation}}
+        factors = design["factors"]
     stage_name = writer.get("stage", "persona")
     prompt = writer.get("prompt")
     if not isinstance(prompt, str):
@@ -86,8 +86,8 @@ def expand_generated(data: Any, smap: SourceMap) -> tuple[Any, SourceMap]:
     }
     if isinstance(ablation, list) and "attribute" in ablation:
         stage["when"] = f"{ABLATION_FACTOR} != 'attribute'"
-    stages = data.get("stages")
-    data["stages"] = [stage, *(stages if isinstance(stages, list) else [])]
+    if isinstance(data.get("stages"), list):  # otherwise the schema reports the stages
+        data["stages"] = [stage, *data["stages"]]
     return data, WriterSourceMap(smap.locations, smap.default_file, smap.text_lines)
 
 

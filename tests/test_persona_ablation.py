@@ -6,7 +6,12 @@ tests whether the DPD differs between conditions."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +22,7 @@ from biasim.simulator.config import load_study
 from biasim.simulator.errors import InputError
 from biasim.simulator.persona_config import SEED004_PERSONA_PROMPT
 from biasim.simulator.runner import RunOptions, execute, load_run, prepare
+from tests.test_kill_resume import answered_count
 
 STUDY = """\
 name: ablate
@@ -237,3 +243,41 @@ def test_the_description_template_can_use_a_name_bank_name(tmp_path: Path) -> No
         "Tom, gender identity: male",
         "Bob, gender identity: male",
     ]
+
+
+def test_a_run_killed_while_personas_are_written_resumes_each_persona_once(
+    tmp_path: Path,
+) -> None:
+    # 2 genders x 60 agents: 120 personas at 20 ms, 4 at a time, killed after 40.
+    writer = ", options: {latency_ms: 20}, max_concurrency: 4"
+    study = _write(tmp_path, writer=writer, agents=60)
+    out = tmp_path / "run"
+    biasim = [sys.executable, "-m", "biasim"]
+    proc = subprocess.Popen(
+        [*biasim, "run", str(study), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while answered_count(out / "calls.sqlite") < 40:
+        assert proc.poll() is None, "run finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = answered_count(out / "calls.sqlite")
+    assert 40 <= before < 120
+    done = subprocess.run(
+        [*biasim, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    results = pd.read_parquet(out / "results.parquet")
+    assert results["unit_id"].is_unique
+    # 120 agents x 3 decisions, and a writer row under `name` and `generated` each.
+    assert (results["stage"] == "decide").sum() == 360
+    assert (results["stage"] == "persona").sum() == 240
+    assert (results["status"] == "answered").all()
+    calls = _requests(out)
+    assert (calls["stage"] == "persona").sum() == 120  # no persona was written twice
+    written = results[results["stage"] == "persona"]
+    assert written["cached"].sum() >= before  # those written before the kill were replayed

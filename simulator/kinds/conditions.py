@@ -50,7 +50,7 @@ def add_condition_differences(
         for c in ("model_label", *study.design.factors, *study.personas.axes, "agent_index")
         if c != condition and c in answered
     ]
-    agent = answered[keys].astype(str).agg("/".join, axis=1)
+    agent = answered.groupby(keys, dropna=False, sort=False).ngroup()
     tests = condition_difference_tests(
         answered.assign(_hit=answered["_hit"].astype(bool), _agent=agent),
         condition_col=condition,
