@@ -850,9 +850,6 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                         )
                     )
 
-    writer = config.personas.writer
-    if writer is not None and writer.role not in config.roles:
-        add(smap.problem(("personas", "writer", "role"), f"no role named `{writer.role}`"))
     ablation = config.personas.ablation
     if ablation and list(factors.get(ABLATION_FACTOR, {})) != ablation:
         add(
