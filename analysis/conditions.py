@@ -25,15 +25,14 @@ from .permutation import block_permutation_sums, group_sums
 _TOL = 1e-12
 
 
-def _spread(k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Range over the conditions of the DPDs, from positives ``k`` (``(..., C, G)``) and
-    answers ``n`` (``(C, G)``, every condition with two or more answered groups)."""
+def _dpds(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """DPD per condition from positives ``k`` (``(..., C, G)``) and answers ``n`` (``(C, G)``);
+    NaN for a condition with fewer than two answered groups."""
     answered = n > 0
     rate = k / np.maximum(n, 1)
-    dpd = np.where(answered, rate, -np.inf).max(axis=-1) - np.where(answered, rate, np.inf).min(
-        axis=-1
-    )
-    return dpd.max(axis=-1) - dpd.min(axis=-1)
+    high = np.where(answered, rate, -np.inf).max(axis=-1)
+    low = np.where(answered, rate, np.inf).min(axis=-1)
+    return np.where(answered.sum(axis=-1) >= 2, high - low, np.nan)
 
 
 def condition_difference_test(
@@ -89,32 +88,27 @@ def condition_difference_test(
     hit = data[outcome_col].to_numpy(dtype=np.int64)
     n = np.bincount(cell, minlength=n_cond * n_groups).reshape(n_cond, n_groups)
     k = group_sums(hit, cell, n_cond * n_groups).reshape(n_cond, n_groups)
-    answered = n > 0
-    rate = k / np.maximum(n, 1)
-    dpds = np.where(
-        answered.sum(axis=1) >= 2,
-        np.where(answered, rate, -np.inf).max(axis=1)
-        - np.where(answered, rate, np.inf).min(axis=1),
-        np.nan,
-    )
+    dpds = _dpds(k, n) if n_groups else np.full(n_cond, np.nan)
     pairs = np.unique(np.c_[block, c_code], axis=0)[:, 0] if len(data) else np.array([], int)
     result: dict[str, float | int | str] = {
         "compared": " vs ".join(conditions),
         **{f"dpd_{c}": float(d) for c, d in zip(conditions, dpds, strict=True)},
-        "spread": float(np.max(dpds) - np.min(dpds)),
+        "spread": float(dpds.max() - dpds.min()),
         "n": len(data),
         "n_matched": int((np.bincount(pairs) >= 2).sum()) if pairs.size else 0,
         "p_value": float("nan"),
     }
     if np.isnan(dpds).any():
         return result
-    observed = _spread(k, n)
+    observed = dpds.max() - dpds.min()
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
     exceed = 0
     for sums in block_permutation_sums(
         hit, cell, block.astype(np.int64), n_cond * n_groups, n_permutations, rng
     ):
-        spread = _spread(sums.reshape(-1, n_cond, n_groups), n)
+        # Answers per (condition, group) are fixed, so every relabelling has every DPD.
+        null = _dpds(sums.reshape(-1, n_cond, n_groups), n)
+        spread = null.max(axis=-1) - null.min(axis=-1)
         exceed += int(np.count_nonzero(spread >= observed - _TOL))
     result["p_value"] = (1 + exceed) / (n_permutations + 1)
     return result

@@ -230,3 +230,17 @@ def test_a_condition_with_one_group_has_no_test() -> None:
     )
     assert np.isnan(test["p_value"])
     assert np.isnan(test["dpd_name"])
+
+
+def test_a_case_without_answers_under_the_compared_conditions_has_no_test() -> None:
+    frame = _tiny()
+    test = condition_difference_test(
+        frame[frame["condition"] == "attribute"],
+        condition_col="condition",
+        conditions=["name", "generated"],
+        group_col="group",
+        outcome_col="hit",
+        match_col="agent",
+    )
+    assert test["n"] == 0 and test["n_matched"] == 0
+    assert np.isnan(test["p_value"]) and np.isnan(test["spread"])

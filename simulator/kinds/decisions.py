@@ -222,6 +222,17 @@ class DecisionsKind(AnalysisKind):
             at = f"{row['model_label']}: " if len(rows) > 1 else ""
             tests[f"{at}implicit vs explicit beyond chance"] = row.get("p_excess")
             tests[f"{at}implicit vs explicit, paper's t-test"] = row.get("p_value")
+        levels = summary.get("condition_levels") or []
+        every = " vs ".join(levels)
+        omnibus: dict[str, list[float]] = {}
+        for row in summary.get("condition_differences", []):
+            if row["compared"] == every and not math.isnan(row["p_adjusted"]):
+                omnibus.setdefault(row.get("model_label") or "", []).append(row["p_adjusted"])
+        for model, p in omnibus.items():
+            at = f"{model}: " if len(omnibus) > 1 else ""
+            tests[f"{at}DPD differs between {summary['condition_factor']} levels (any case)"] = min(
+                p
+            )
         return tests
 
     def audit_strata(self, spec: DecisionsSpec) -> list[str]:
