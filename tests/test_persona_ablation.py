@@ -20,6 +20,7 @@ import pytest
 from biasim.simulator.casting import castings
 from biasim.simulator.config import load_study
 from biasim.simulator.errors import InputError
+from biasim.simulator.kinds import get_kind
 from biasim.simulator.persona_config import SEED004_PERSONA_PROMPT
 from biasim.simulator.runner import RunOptions, execute, load_run, prepare
 from tests.test_kill_resume import answered_count
@@ -144,6 +145,10 @@ def test_the_report_tests_whether_the_dpd_differs_between_conditions(tmp_path: P
     assert omnibus["dpd_generated"] > omnibus["dpd_attribute"]
     assert omnibus["p_value"] < 0.01 and omnibus["significant"]
     assert omnibus["n_matched"] == 120  # every agent answered under all three conditions
+    # `biasim power` reads the omnibus test as the ablation's headline.
+    power_tests = get_kind("demographic_parity").power_tests(analysis)
+    headline = power_tests["DPD differs between persona_source levels (any case)"]
+    assert headline == pytest.approx(omnibus["p_adjusted"])
     assert run.results is not None
     page = (out / "report.html").read_text()
     assert "Does the DPD differ between persona_source levels?" in page
