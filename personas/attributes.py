@@ -81,7 +81,8 @@ def build_personas(
     """One persona per attribute combination and agent index, in a fixed order.
 
     Attribute-only personas are identical across indices (agents differ only in their sampling
-    seed); name-bank personas take the bank's names in turn.
+    seed); name-bank personas take the bank's names in turn, and their description template
+    sees the name as ``name`` (none without a bank).
 
     Args:
         settings: The study's persona section.
@@ -90,20 +91,24 @@ def build_personas(
     """
     out: list[Persona] = []
     for attrs in attribute_combinations(settings.axes, cross=settings.cross):
-        description = render(settings.description, {"attributes": attrs, **attrs})
         names = (
             settings.names.get("/".join(attrs.values()), [])
             if settings.source == "name_bank"
             else []
         )
         key = attribute_key(attrs)
+        descriptions: dict[str | None, str] = {}
         for index in range(agents_per_value):
+            name = names[index % len(names)] if names else None
+            if name not in descriptions:  # names repeat in turn: render each once
+                context = {"attributes": attrs, **attrs, "name": name}
+                descriptions[name] = render(settings.description, context)
             out.append(
                 Persona(
                     key=key,
                     attributes=tuple(attrs.items()),
-                    description=description,
-                    name=names[index % len(names)] if names else None,
+                    description=descriptions[name],
+                    name=name,
                 )
             )
     return out

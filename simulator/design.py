@@ -16,6 +16,7 @@ from typing import Any
 from biasim.personas import Persona, build_personas
 
 from .config import StudyConfig
+from .persona_writer import persona_view
 from .templating import render
 
 #: The design coordinate naming the model variant (a results column, like every factor).
@@ -201,7 +202,8 @@ def template_context(
     """Variables a stage template sees.
 
     Study ``vars``, the variables of the agent's factor levels, each factor by name (its level),
-    ``model_label``, each persona axis by name, ``persona`` (with ``name`` and ``description``),
+    ``model_label``, each persona axis by name, ``persona`` (with ``name`` and ``description``;
+    those the persona writer wrote once it has answered, see ``persona_writer``),
     ``condition``, ``replicate`` and ``outputs.<stage>.<field>`` of the stages the agent already
     answered.
     """
@@ -211,7 +213,7 @@ def template_context(
         **dict(spec.levels),
         MODEL_LABEL: spec.model_label,
         **dict(spec.persona.attributes),
-        "persona": spec.persona.context(),
+        "persona": persona_view(config.personas, dict(spec.levels), outputs, spec.persona),
         "condition": spec.condition,
         "replicate": spec.replicate,
         "outputs": outputs,

@@ -28,6 +28,7 @@ from .llm.runtime import BackendRuntime
 from .llm.structured import output_schema
 from .llm.types import LLMRequest, LLMResponse
 from .matching import Document, form_evaluations
+from .persona_writer import persona_view
 from .populations import is_pipeline, populations, stage_order, stage_population
 from .results import ResultsWriter
 from .templating import compile_expression
@@ -424,7 +425,10 @@ class StudyModel(mesa.Model):
             "condition": spec.condition,
             "replicate": spec.replicate,
             "agent_index": spec.index,
-            "persona_name": spec.persona.name,
+            # A written persona's name once the writer has answered (its own row included).
+            "persona_name": persona_view(
+                self.study.personas, dict(spec.levels), getattr(agent, "outputs", {}), spec.persona
+            )["name"],
             **dict(spec.levels),
             **{v: dict(spec.variables).get(v) for v in self.study.design.record},
             **dict(spec.persona.attributes),

@@ -4,9 +4,50 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .fields import Identifier, Strict
+
+#: The design factor a persona ablation adds: which persona the agent is given.
+ABLATION_FACTOR = "persona_source"
+#: Persona ablation conditions: the attribute term only, the writer's name only, or the
+#: writer's generated persona.
+AblationLevel = Literal["attribute", "name", "generated"]
+
+#: The persona writer's default prompt: Li, Shirado & Das 2025 (seed 004), appendix B.1, for
+#: chat models. `persona.description` is the demographic (the `description` template); the
+#: scenario context sentence is added when the agent's design gives a `context` variable (the
+#: paper's contextualized persona), and left out otherwise (its non-contextualized persona).
+SEED004_PERSONA_PROMPT = (
+    "You are skilled at creating names and personas that represent different people "
+    "authentically. Your task is to craft a detailed persona for someone with the following "
+    "demographic: {{ persona.description }}. Include specific and relevant details about this "
+    "person's background, personality, and preferences.{% if context is defined %} "
+    "Additionally, describe in the persona {{ context }}.{% endif %} Please follow this json "
+    "format in your response:\n\n{\n"
+    '  "name": "<a string representing the person\'s name>",\n'
+    '  "persona": "<a detailed string describing the person\'s persona>"\n}'
+)
+
+
+class PersonaWriterConfig(Strict):
+    """Who writes generated personas, and with which prompt (``personas.source: generated``)."""
+
+    role: Identifier = Field(
+        description="Role that writes each agent's {name, persona}; in a study comparing "
+        "models it runs per model (each model writes its own agents' personas) unless the "
+        "role is `shared: true`."
+    )
+    prompt: str = Field(
+        SEED004_PERSONA_PROMPT,
+        description="Prompt template of the writer (default: seed 004, appendix B.1); sees "
+        "`persona.description` (the attribute text), each axis and the design variables.",
+    )
+    stage: Identifier = Field(
+        "persona",
+        description="Name of the writer's stage: its answers are results rows (fields `name` "
+        "and `persona`) and later templates can read them as `outputs.<stage>`.",
+    )
 
 
 class PersonaConfig(Strict):
@@ -18,7 +59,18 @@ class PersonaConfig(Strict):
     description: str = Field(
         "{% for k, v in attributes.items() %}{{ k }}: {{ v }}{% if not loop.last %}; "
         "{% endif %}{% endfor %}",
-        description="Template of the persona text; sees `attributes` and each axis by name.",
+        description="Template of the persona text from the attribute terms; sees `attributes`, "
+        "each axis by name and `name` (the agent's name from a name bank, else none).",
+    )
+    writer: PersonaWriterConfig | None = Field(
+        None, description="For source `generated`: the role and prompt writing each persona."
+    )
+    ablation: list[AblationLevel] | None = Field(
+        None,
+        min_length=2,
+        description="For source `generated`: persona conditions compared side by side, as "
+        f"levels of a design factor `{ABLATION_FACTOR}`: `attribute` (the attribute text "
+        "only), `name` (the writer's name only), `generated` (the writer's persona).",
     )
     names: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -35,6 +87,17 @@ class PersonaConfig(Strict):
         description="For source `name_bank`: allow more agents per value than a group has names "
         "(names are reused in turn); otherwise that is an input error.",
     )
+
+    @model_validator(mode="after")
+    def _writer_for_generated(self) -> PersonaConfig:
+        if (self.source == "generated") != (self.writer is not None):
+            raise ValueError("source `generated` and `writer` go together: give both or neither")
+        if self.ablation is not None:
+            if self.source != "generated":
+                raise ValueError("`ablation` needs source `generated` (the writer gives the names)")
+            if len(set(self.ablation)) != len(self.ablation):
+                raise ValueError("`ablation` lists a condition twice")
+        return self
 
     @field_validator("axes")
     @classmethod

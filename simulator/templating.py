@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, nodes
+from jinja2 import StrictUndefined, Template, meta, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 _ENV = SandboxedEnvironment(
@@ -53,6 +53,15 @@ def parse_template(source: str) -> nodes.Template:
 def render(source: str, context: dict[str, Any]) -> str:
     """Render ``source`` with ``context``; an undefined variable raises ``UndefinedError``."""
     return compile_template(source).render(context)
+
+
+def template_variables(source: str) -> set[str]:
+    """Names ``source`` reads from its context (not those it sets itself).
+
+    Raises:
+        jinja2.TemplateSyntaxError: The template does not parse.
+    """
+    return set(meta.find_undeclared_variables(_ENV.parse(source)))
 
 
 @lru_cache(maxsize=1024)

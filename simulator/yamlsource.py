@@ -29,10 +29,14 @@ class SourceMap:
                 return hit
         return self.default_file, None
 
+    def field(self, path: FieldPath) -> str:
+        """How a problem names the field at ``path``."""
+        return format_path(path)
+
     def problem(self, path: FieldPath, message: str) -> Problem:
         """Build a :class:`Problem` located at ``path``."""
         file, line = self.locate(path)
-        return Problem(file=file, line=line, field=format_path(path), message=message)
+        return Problem(file=file, line=line, field=self.field(path), message=message)
 
     def overlay(self, other: SourceMap, merged: Any) -> SourceMap:
         """Locations after ``other``'s document was deep-merged over this one's."""

@@ -34,6 +34,11 @@ from .base import (
     resolve_data_path,
     slug,
 )
+from .conditions import (
+    add_condition_differences,
+    html_condition_differences,
+    print_condition_differences,
+)
 from .differences import add_model_differences, html_differences, print_differences
 
 
@@ -109,10 +114,14 @@ class DecisionsSpec(AnalysisSpec):
     alpha: float = Field(0.05, gt=0, lt=1)
     n_simulations: int = Field(10_000, ge=100)
     n_permutations: int = Field(
-        2000, ge=100, description="Permutations of each test of a difference between models."
+        2000,
+        ge=100,
+        description="Permutations of each test of a difference between models or conditions.",
     )
     adjust: Literal["holm", "bh", "none"] = Field(
-        "holm", description="Adjustment over the family of model-difference tests."
+        "holm",
+        description="Adjustment over each family of tests of differences (between models, "
+        "between conditions).",
     )
 
     @property
@@ -214,6 +223,17 @@ class DecisionsKind(AnalysisKind):
             at = f"{row['model_label']}: " if len(rows) > 1 else ""
             tests[f"{at}implicit vs explicit beyond chance"] = row.get("p_excess")
             tests[f"{at}implicit vs explicit, paper's t-test"] = row.get("p_value")
+        levels = summary.get("condition_levels") or []
+        every = " vs ".join(levels)
+        omnibus: dict[str, list[float]] = {}
+        for row in summary.get("condition_differences", []):
+            if row["compared"] == every and not math.isnan(row["p_adjusted"]):
+                omnibus.setdefault(row.get("model_label") or "", []).append(row["p_adjusted"])
+        for model, p in omnibus.items():
+            at = f"{model}: " if len(omnibus) > 1 else ""
+            tests[f"{at}DPD differs between {summary['condition_factor']} levels (any case)"] = min(
+                p
+            )
         return tests
 
     def audit_strata(self, spec: DecisionsSpec) -> list[str]:
@@ -279,6 +299,16 @@ class DecisionsKind(AnalysisKind):
                 cases, ["model_label", *spec.cases, "attribute"], spec.condition, conditions=None
             )
             section.tables[f"{name}_ablation"] = ablation
+            add_condition_differences(
+                section,
+                ctx,
+                rows,
+                condition=spec.condition,
+                case_cols=["model_label", *spec.cases, "attribute"],
+                n_permutations=spec.n_permutations,
+                adjust=spec.adjust,
+                alpha=spec.alpha,
+            )
             for model, part in cases.groupby("model_label"):
                 section.figures[slug(name, "dpd_by_condition", model)] = (
                     figures.plot_dpd_by_condition(
@@ -556,6 +586,8 @@ class DecisionsKind(AnalysisKind):
                 f"{row['n_significant_explicit']}/{row['n_cases_explicit']} significant); "
                 f"t = {fmt(row['t_statistic'], '.2f')}, p = {fmt(row['p_value'])}"
             )
+        if summary.get("condition_differences"):
+            print_condition_differences(summary, console)
         differences = summary.get("model_differences") or []
         if differences:
             print_differences(
@@ -611,6 +643,8 @@ class DecisionsKind(AnalysisKind):
         for name in section.figures:
             if name.startswith(f"{prefix}_dpd_by_condition"):
                 section.figure(name, "DPD by persona condition (Fig. 5)")
+        if summary.get("condition_differences"):
+            html_condition_differences(summary, section)
         if summary.get("explicit_cases"):
             section.table(
                 summary["explicit_cases"],
