@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 from pathlib import Path
 
@@ -30,8 +31,14 @@ def main() -> None:
         "transport",
         "disparity",
     ]
+    # Every figure depends on what else the machine was doing: record the load beside it.
     results: dict = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version()}
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cores": os.cpu_count(),
+            "load_average_start": os.getloadavg(),
+        }
     }
     if "engine" in chosen:
         results["engine"] = engine.run()
@@ -46,7 +53,13 @@ def main() -> None:
     if "disparity" in chosen:
         results["disparity"] = disparity.run()
 
-    table = Table(title="biasim benchmarks")
+    results["machine"]["load_average_end"] = os.getloadavg()
+    machine = results["machine"]
+    table = Table(
+        title="biasim benchmarks",
+        caption=f"{machine['cores']} cores; load average (1, 5, 15 min) at the start "
+        f"{_load(machine['load_average_start'])}, at the end {_load(machine['load_average_end'])}",
+    )
     for col in ("benchmark", "measure", "value", "target", "ok"):
         table.add_column(col, justify="left" if col in ("benchmark", "measure") else "right")
     if "engine" in results:
@@ -209,6 +222,10 @@ def _transport_rows(table: Table, t: dict) -> None:
                 f">= {level['target_vs_plain']:.2f}x" if lean else "",
                 ("yes" if level["meets_target"] else "NO") if lean else "",
             )
+
+
+def _load(average: tuple[float, float, float]) -> str:
+    return ", ".join(f"{x:.1f}" for x in average)
 
 
 if __name__ == "__main__":
