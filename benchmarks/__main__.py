@@ -10,19 +10,19 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import disparity, embedded, engine, orchestration, pipeline
+from . import disparity, embedded, engine, orchestration, pipeline, prism
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--only",
-        choices=["engine", "pipeline", "embedded", "orchestration", "disparity"],
+        choices=["engine", "pipeline", "embedded", "orchestration", "disparity", "prism"],
         action="append",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "bench.json")
     args = parser.parse_args()
-    chosen = args.only or ["engine", "pipeline", "embedded", "orchestration", "disparity"]
+    chosen = args.only or ["engine", "pipeline", "embedded", "orchestration", "disparity", "prism"]
     results: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version()}
     }
@@ -36,6 +36,8 @@ def main() -> None:
         results["orchestration"] = orchestration.run()
     if "disparity" in chosen:
         results["disparity"] = disparity.run()
+    if "prism" in chosen:
+        results["prism"] = prism.run()
 
     table = Table(title="biasim benchmarks")
     for col in ("benchmark", "measure", "value", "target", "ok"):
@@ -155,6 +157,23 @@ def main() -> None:
             "",
             "speed-up of name-unit MC over that loop",
             f"{d['speedup_name_mc_vs_naive']:.0f}x",
+            "",
+            "",
+        )
+    if "prism" in results:
+        r = results["prism"]
+        table.add_row(
+            f"PRISM ({r['masked_copies']} masked copies, BERT-mini size, {r['word_lists']} lists)",
+            "speed-up of shared batches over one forward per token",
+            f"{r['speedup']:.1f}x ({r['batched_s']:.1f} s vs {r['one_pass_per_token_s']:.1f} s)",
+            f">= {r['target_speedup']:.0f}x",
+            "yes" if r["speedup"] >= r["target_speedup"] else "NO",
+        )
+        table.add_row("", "largest score difference", f"{r['max_score_difference']:.1e}", "0", "")
+        table.add_row(
+            "",
+            "rerun from the score cache, s (texts re-scored)",
+            f"{r['rerun_from_cache_s']:.3f} ({r['rerun_rescored_texts']})",
             "",
             "",
         )
