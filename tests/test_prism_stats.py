@@ -128,3 +128,28 @@ def test_levene_is_calibrated_for_independent_samples_only():
     assert 0.03 <= independent / reps <= 0.07
     # Why the paired test is reported beside it: on correlated pairs Levene rejects too rarely.
     assert paired / reps < 0.03
+
+
+def test_figures_3_and_5_are_written(tmp_path):
+    from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
+
+    rng = np.random.default_rng(8)
+    x, y = _pairs(200, 0.6, rng)
+    x[:2] += 9  # two far outliers for DBSCAN to mark
+    scores = pd.DataFrame(
+        {"posting_psy": x, "application_psy": y, "posting_gsc": y, "application_gsc": x}
+    )
+    tables = prism_tables(scores, ["psy", "gsc"])
+    fig3 = plot_scatter_density(scores, tables["fit"], ["psy", "gsc"], tmp_path / "fig3.png")
+    fig5 = plot_histograms(scores, ["psy", "gsc"], tmp_path / "fig5.png")
+    assert (tmp_path / "fig3.png").stat().st_size > 10_000
+    assert (tmp_path / "fig5.png").stat().st_size > 10_000
+    first = fig3.axes[0]
+    assert first.get_title() == "Psychological cues"
+    removed = int(tables["fit"].query("dimension == 'psy' and dbscan")["removed"].iloc[0])
+    assert removed >= 2
+    assert f"removed = {removed}" in first.texts[0].get_text()
+    assert [t.get_text() for t in fig5.axes[0].get_legend().get_texts()] == [
+        "Job postings (n = 200)",
+        "Applications (n = 200)",
+    ]
