@@ -72,7 +72,15 @@ def scorer_key(scorer: TextScorer) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-_BUILTIN: dict[str, str] = {"prism": "biasim.analysis.prism_scorer:PrismScorer"}
+_BUILTIN: dict[str, str] = {
+    "prism": "biasim.analysis.prism_scorer:PrismScorer",
+    "classifier": "biasim.analysis.style_scorers:ClassifierScorer",
+    "vader": "biasim.analysis.style_scorers:VaderScorer",
+    "hd_formality": "biasim.analysis.style_scorers:FormalityScorer",
+    "agency_lexicon": "biasim.analysis.style_scorers:AgencyLexiconScorer",
+    "agency_trained": "biasim.analysis.style_scorers:AgencyTrainedScorer",
+    "nli": "biasim.analysis.nli_scorer:NliScorer",
+}
 _EXTRA: dict[str, Any] = {}
 
 
