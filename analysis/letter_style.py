@@ -77,8 +77,8 @@ def style_tests(
     document is left out of the paired test.
 
     Returns:
-        Means, counts, Student's t and p (the paper's), Welch's t and p, and with ``pair_col``
-        the paired t, p and number of pairs.
+        Means, standard deviations, counts, Student's t and p (the paper's), Welch's t and p,
+        and with ``pair_col`` the paired t, p and number of pairs.
 
     Raises:
         ValueError: A group has no document with a value.
@@ -96,6 +96,8 @@ def style_tests(
     out = {
         f"mean_{first}": float(a.mean()),
         f"mean_{second}": float(b.mean()),
+        f"sd_{first}": float(a.std(ddof=1)) if len(a) > 1 else np.nan,
+        f"sd_{second}": float(b.std(ddof=1)) if len(b) > 1 else np.nan,
         f"n_{first}": len(a),
         f"n_{second}": len(b),
         "n_missing": int(len(part) - len(valid)),

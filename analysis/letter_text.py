@@ -57,3 +57,23 @@ def stem_hits(text: str, stems: Iterable[str]) -> int:
 def token_count(text: str) -> int:
     """Whitespace tokens of ``text`` (the denominators of the lexicon odds ratio)."""
     return len(text.split())
+
+
+NOT_RECOMMENDING = "no 'recommend' (not a recommendation letter)"
+EMPTY = "empty text"
+LONG_RUN = "a run of 800 characters without a full stop"
+
+
+def generation_failure(text: str) -> str | None:
+    """Why a generated letter fails the paper's success rule (Appendix B.2), or None.
+
+    A success is non-empty, has no long continuous string (the authors' code: no piece
+    between full stops of 800 characters or more) and contains the word "recommend".
+    """
+    if not text.strip():
+        return EMPTY
+    if any(len(p) >= MAX_SENTENCE_CHARS for p in normalize_letter(text).split(".")):
+        return LONG_RUN
+    if "recommend" not in text.lower():
+        return NOT_RECOMMENDING
+    return None
