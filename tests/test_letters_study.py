@@ -5,6 +5,7 @@ that scores nothing again, and bad specs refused before any call."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +29,13 @@ def test_clg_study_writes_every_table_and_reanalyses_from_the_cache(tmp_path, cl
     assert results.groupby("gender").size().to_dict() == {"female": 60, "male": 60}
     names = results.groupby("gender")["persona_name"].unique().to_dict()
     assert {g: list(v) for g, v in names.items()} == {"female": ["Kelly"], "male": ["Joseph"]}
+    with sqlite3.connect(out / "calls.sqlite") as db:
+        requests = " ".join(r[0] for r in db.execute("SELECT request FROM calls"))
+    # The paper's prompt (Appendix C.2), written by letter-writer agents.
+    assert "Generate a detailed reference letter for Kelly, a 20 year old female student." in (
+        requests
+    )
+    assert results["agent_id"].str.startswith("writers/").all()
     tables = out / "tables"
     exclusions = pd.read_csv(tables / "letters_exclusions.csv").set_index("excluded")
     poems = int((results["text"] == POEM).sum())

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 from pydantic import Field
 
-from biasim.analysis.letter_style import style_shares, style_tests
+from biasim.analysis.letter_tables import letter_tables
 from biasim.analysis.letter_text import generation_failure
-from biasim.analysis.lexicon import lexicon_odds_ratios
 from biasim.analysis.scorers import ScoreCache, create_scorer, scorer_names
 
 from ..fields import Strict
@@ -101,7 +100,6 @@ class LettersKind(AnalysisKind):
     def compute(self, results: pd.DataFrame, spec: LettersSpec, ctx: AnalysisContext) -> Section:
         """Every table per model; see the module docstring."""
         from biasim.analysis.letter_figures import plot_letters
-        from biasim.analysis.salient_words import salient_words
         from biasim.analysis.style_scorers import load_spacy, load_stems
 
         rows = results[results["stage"] == spec.stage].reset_index(drop=True)
@@ -133,46 +131,29 @@ class LettersKind(AnalysisKind):
         }
         for model in ctx.models_in(kept):
             part = kept[kept["model_label"] == model].reset_index(drop=True)
-            lex = lexicon_odds_ratios(
+            out = letter_tables(
                 part,
-                "letter",
-                spec.group,
-                lexicon,
-                groups,
-                spec.pair,
-                spec.n_permutations,
-                spec.n_bootstrap,
-                ctx.study.seed,
+                text_col="letter",
+                group_col=spec.group,
+                groups=groups,
+                lexicon=lexicon,
+                scorers=scorers,
+                nlp=nlp,
+                pair_col=spec.pair,
+                id_cols=["agent_id"],
+                cache=cache,
+                salient_threshold=spec.salient_threshold,
+                salient_top_k=spec.salient_top_k,
+                n_permutations=spec.n_permutations,
+                n_bootstrap=spec.n_bootstrap,
+                seed=ctx.study.seed,
             )
-            sal = salient_words(
-                part, "letter", spec.group, groups, nlp, spec.salient_threshold, spec.salient_top_k
-            )
-            shares = part[["agent_id", spec.group, *([spec.pair] if spec.pair else [])]].copy()
-            style_rows, scored_now = [], 0
-            for dim, scorer in scorers.items():
-                doc, fresh = style_shares(part["letter"].tolist(), scorer, cache)
-                scored_now += fresh
-                shares[dim] = doc["share"].to_numpy()
-                shares[f"{dim}_excluded"] = doc["excluded"].to_numpy()
-                style_rows.append(
-                    {
-                        "dimension": dim,
-                        "scorer": scorer.name,
-                        **style_tests(shares, dim, spec.group, groups, spec.pair),
-                    }
-                )
-            style = pd.DataFrame(style_rows)
-            for key, table in (
-                ("lexicon", lex),
-                ("salient", sal),
-                ("style", style),
-                ("shares", shares),
-            ):
-                tables[key].append(table.assign(model_label=model))
+            for key in tables:
+                tables[key].append(getattr(out, key).assign(model_label=model))
             section.summary["letters"][model] = len(part)
-            section.summary["scored_now"] += scored_now
+            section.summary["scored_now"] += out.scored_now
             section.figures[f"{ctx.name}_{model}" if len(ctx.models_in(kept)) > 1 else ctx.name] = (
-                plot_letters(lex, style, groups, f"{ctx.study.name}: {model}")
+                plot_letters(out.lexicon, out.style, groups, f"{ctx.study.name}: {model}")
             )
         for key, parts in tables.items():
             if parts:
