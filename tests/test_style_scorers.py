@@ -31,6 +31,8 @@ from biasim.analysis.style_scorers import (  # noqa: E402
 )
 from biasim.analysis.text_classifier import HuggingFaceClassifier, ModelLoadError  # noqa: E402
 
+from .tiny_models import build_tiny_bert  # noqa: E402
+
 AGENCY = (
     Path(__file__).resolve().parents[2]
     / "shared"
@@ -135,43 +137,15 @@ def test_agency_trained_on_the_released_dataset_beats_the_majority_class():
     assert accuracy > majority + 0.15, (accuracy, majority)
 
 
-def _tiny(folder: Path, labels: list[str], bias: list[float] | None, mlm: bool = False) -> str:
-    """A 2-layer BERT classifier (or MLM) with the real uncased vocabulary, fixed seed."""
-    vocab_dir = Path(vocab_pkg.__file__).parent / "model"
-    tokenizer = transformers.BertTokenizer.from_pretrained(str(vocab_dir))
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        id2label=dict(enumerate(labels)),
-        label2id={label: i for i, label in enumerate(labels)},
-    )
-    if mlm:
-        model = transformers.BertForMaskedLM(config)
-    else:
-        model = transformers.BertForSequenceClassification(config)
-        if bias is not None:
-            # A head that ignores its input: every text gets softmax(bias).
-            with torch.no_grad():
-                model.classifier.weight.zero_()
-                model.classifier.bias.copy_(torch.tensor(bias))
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, str]:
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("tiny")
     return {
-        "random": _tiny(root / "random", ["NEGATIVE", "POSITIVE"], None),
-        "fixed": _tiny(root / "fixed", ["NEGATIVE", "POSITIVE"], [0.0, math.log(3.0)]),
-        "nli": _tiny(root / "nli", ["entailment", "neutral", "contradiction"], None),
-        "mlm": _tiny(root / "mlm", ["LABEL_0", "LABEL_1"], None, mlm=True),
+        "random": build_tiny_bert(root / "random", ["NEGATIVE", "POSITIVE"], None),
+        "fixed": build_tiny_bert(root / "fixed", ["NEGATIVE", "POSITIVE"], [0.0, math.log(3.0)]),
+        "nli": build_tiny_bert(root / "nli", ["entailment", "neutral", "contradiction"], None),
+        "mlm": build_tiny_bert(root / "mlm", ["LABEL_0", "LABEL_1"], None, mlm=True),
     }
 
 

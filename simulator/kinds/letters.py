@@ -35,8 +35,8 @@ class ScorerChoice(Strict):
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
 
 
-def _default_style() -> dict[str, ScorerChoice]:
-    # Offline defaults; the paper's models are ScorerChoice(scorer="classifier", options=...).
+def default_style() -> dict[str, ScorerChoice]:
+    """The offline style scorers (the paper's models: ``scorer: classifier`` with options)."""
     return {
         "positive": ScorerChoice(scorer="vader"),
         "formal": ScorerChoice(scorer="hd_formality"),
@@ -64,7 +64,7 @@ class LettersSpec(AnalysisSpec):
         "stems (the paper's nine lists are not shipped: point this at them).",
     )
     style: dict[str, ScorerChoice] = Field(
-        default_factory=_default_style, description="Style dimension -> scorer."
+        default_factory=default_style, description="Style dimension -> scorer."
     )
     salient_threshold: int = Field(10, ge=1, description="Minimum count per group of a word.")
     salient_top_k: int = Field(10, ge=1, description="Nouns/adjectives kept per side.")
