@@ -10,19 +10,35 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import disparity, embedded, engine, orchestration, pipeline, prism
+from . import disparity, embedded, engine, letter_scorers, orchestration, pipeline, prism
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--only",
-        choices=["engine", "pipeline", "embedded", "orchestration", "disparity", "prism"],
+        choices=[
+            "engine",
+            "pipeline",
+            "embedded",
+            "orchestration",
+            "disparity",
+            "prism",
+            "letters",
+        ],
         action="append",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "bench.json")
     args = parser.parse_args()
-    chosen = args.only or ["engine", "pipeline", "embedded", "orchestration", "disparity", "prism"]
+    chosen = args.only or [
+        "engine",
+        "pipeline",
+        "embedded",
+        "orchestration",
+        "disparity",
+        "prism",
+        "letters",
+    ]
     results: dict = {
         "machine": {"platform": platform.platform(), "python": platform.python_version()}
     }
@@ -38,6 +54,8 @@ def main() -> None:
         results["disparity"] = disparity.run()
     if "prism" in chosen:
         results["prism"] = prism.run()
+    if "letters" in chosen:
+        results["letters"] = letter_scorers.run()
 
     table = Table(title="biasim benchmarks")
     for col in ("benchmark", "measure", "value", "target", "ok"):
@@ -174,6 +192,30 @@ def main() -> None:
             "",
             "rerun from the score cache, s (texts re-scored)",
             f"{r['rerun_from_cache_s']:.3f} ({r['rerun_rescored_texts']})",
+            "",
+            "",
+        )
+    if "letters" in results:
+        r = results["letters"]
+        rates = r["per_second"]
+        table.add_row(
+            f"letter-style scorers ({r['sentences']} sentences)",
+            "sentences/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in rates.items()),
+            "",
+            "",
+            "",
+        )
+        table.add_row(
+            "",
+            "classifier batched over one at a time (BERT-mini size)",
+            f"{r['speedup']:.1f}x (max diff {r['max_difference']:.0e})",
+            f">= {r['target_speedup']:.0f}x",
+            "yes" if r["speedup"] >= r["target_speedup"] else "NO",
+        )
+        table.add_row(
+            "",
+            "rerun from the score cache, s (sentences re-scored)",
+            f"{r['rerun_from_cache_s']:.3f} ({r['rerun_rescored']})",
             "",
             "",
         )
