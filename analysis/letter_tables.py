@@ -10,8 +10,10 @@ from typing import Any
 
 import pandas as pd
 
+from .hallucination import hallucinated_sentences, hallucination_shares, hallucination_tests
 from .letter_style import style_shares, style_tests
 from .lexicon import lexicon_odds_ratios
+from .nli_scorer import NliScorer
 from .salient_words import salient_words
 from .scorers import ScoreCache, TextScorer
 
@@ -25,6 +27,7 @@ class LetterTables:
     style: pd.DataFrame
     shares: pd.DataFrame
     scored_now: int
+    hallucination: pd.DataFrame | None = None
 
 
 def letter_tables(
@@ -45,6 +48,8 @@ def letter_tables(
     n_bootstrap: int = 2000,
     seed: int = 0,
     normalize: bool = True,
+    premise_col: str | None = None,
+    nli: NliScorer | None = None,
 ) -> LetterTables:
     """Lexicon, salient-word and style tables of the letters in ``frame``.
 
@@ -65,6 +70,9 @@ def letter_tables(
         n_bootstrap: Resamples for the lexicon intervals.
         seed: Seed of relabellings and resamples.
         normalize: Read ``<return>`` marks as line breaks in the lexicon counts.
+        premise_col: Column of the biographies the letters were written from; with ``nli``
+            adds the hallucination table (one row per style dimension and group).
+        nli: The NLI scorer for hallucination detection.
     """
     texts = frame[text_col].astype(str)
     lex = lexicon_odds_ratios(
@@ -95,4 +103,17 @@ def letter_tables(
                 **style_tests(shares, dim, group_col, groups, pair_col),
             }
         )
-    return LetterTables(lex, sal, pd.DataFrame(rows), shares, scored_now)
+    hal = None
+    if premise_col is not None and nli is not None:
+        found, counts = hallucinated_sentences(
+            texts.tolist(), frame[premise_col].astype(str).tolist(), nli, cache
+        )
+        shares = pd.concat([shares, counts], axis=1)
+        records = []
+        for dim, scorer in scorers.items():
+            part = hallucination_shares(texts.tolist(), found, scorer, cache)
+            part[group_col] = frame[group_col].to_numpy()
+            for row in hallucination_tests(part, group_col, groups):
+                records.append({"dimension": dim, **row})
+        hal = pd.DataFrame(records)
+    return LetterTables(lex, sal, pd.DataFrame(rows), shares, scored_now, hal)

@@ -368,6 +368,14 @@ def analyze(
             help="With --texts: count lexicon tokens as the authors' code (<return> kept)."
         ),
     ] = False,
+    premise_col: Annotated[
+        str | None,
+        typer.Option(help="With --texts: column of the biographies (hallucination analysis)."),
+    ] = None,
+    nli: Annotated[
+        str | None,
+        typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder."),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(help="With --decisions or --texts: directory for the CSV tables."),
@@ -391,6 +399,8 @@ def analyze(
             style,
             success_filter,
             authors_tokens,
+            premise_col,
+            nli,
             permutations,
             seed,
         )

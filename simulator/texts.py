@@ -33,6 +33,8 @@ class TextsOptions:
     style: Path | None
     success_filter: bool
     authors_tokens: bool
+    premise_col: str | None
+    nli: str | None
     permutations: int
     seed: int
 
@@ -60,6 +62,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
         "--text-col": opts.text_col,
         "--group-col": opts.group_col,
         "--pair-col": opts.pair_col,
+        "--premise-col": opts.premise_col,
     }
     absent = [(o, c) for o, c in wanted.items() if c and c not in frame.columns]
     if absent:
@@ -141,6 +144,32 @@ def load_scorers(style: Path | None) -> dict[str, Any]:
     return scorers
 
 
+def load_nli(opts: TextsOptions) -> Any:
+    """The NLI scorer for hallucination detection, or None when no premise column is given.
+
+    Raises:
+        InputError: A premise column without ``--nli`` (no silent fallback), ``--nli`` without
+            a premise column, or a model that is not an NLI classifier.
+    """
+    from biasim.analysis.nli_scorer import NliScorer
+    from biasim.analysis.text_classifier import ModelLoadError
+
+    if opts.premise_col and not opts.nli:
+        raise _problem(
+            "--nli",
+            "hallucination analysis (--premise-col) needs an NLI cross-encoder, e.g. "
+            "ynie/roberta-large-snli_mnli_fever_anli_R1_R2_R3-nli or a local folder",
+        )
+    if opts.nli and not opts.premise_col:
+        raise _problem("--premise-col", "--nli needs the column of the biographies (premises)")
+    if not opts.nli:
+        return None
+    try:
+        return NliScorer(opts.nli)
+    except ModelLoadError as exc:
+        raise _problem("--nli", str(exc)) from exc
+
+
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:
     """Check, score and test; write tables (and the figure) under ``out`` when given.
 
@@ -159,6 +188,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
     except (OSError, yaml.YAMLError, AttributeError) as exc:
         raise _problem("--lexicon", f"{opts.lexicon}: expected `category: [stems]`: {exc}") from exc
     scorers = load_scorers(opts.style)
+    nli = load_nli(opts)
     cache = ScoreCache(out / "text_scores.sqlite") if out else None
     tables = letter_tables(
         kept,
@@ -172,6 +202,8 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         n_permutations=opts.permutations,
         seed=opts.seed,
         normalize=not opts.authors_tokens,
+        premise_col=opts.premise_col,
+        nli=nli,
     )
     if cache:
         cache.close()
@@ -183,12 +215,16 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "scored_now": tables.scored_now,
         "style": tables.style.to_dict("records"),
         "lexicon": tables.lexicon.to_dict("records"),
+        "hallucination": []
+        if tables.hallucination is None
+        else tables.hallucination.to_dict("records"),
         "exclusions": excl.assign(model_label=path.name).to_dict("records"),
     }
     if out is not None:
         (out / "tables").mkdir(parents=True, exist_ok=True)
-        for key in ("lexicon", "salient", "style", "shares"):
-            getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
+        for key in ("lexicon", "salient", "style", "shares", "hallucination"):
+            if getattr(tables, key) is not None:
+                getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
         excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
         save_figure(
             plot_letters(tables.lexicon, tables.style, groups, path.name),

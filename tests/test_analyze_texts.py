@@ -218,3 +218,32 @@ def test_released_clg_lexicon_numbers_through_the_cli(tmp_path, cli):
         )
         assert lexicon[category]["odds_ratio"] == pytest.approx(expected, rel=1e-12)
         assert [lexicon[category]["hits_male"], lexicon[category]["hits_female"]] == hits
+
+
+def test_hallucination_needs_an_nli_model_and_runs_with_one(tmp_path, cli):
+    path = tmp_path / "with_bios.csv"
+    frame = pd.read_csv(_letters(tmp_path), keep_default_na=False)
+    frame.assign(bio_text="A person who works as a chef.").to_csv(path, index=False)
+    base = ["analyze", "--texts", str(path), "--text-col", "letter", "--group-col", "gender"]
+    result = cli.invoke(app, [*base, "--premise-col", "bio_text"])
+    assert result.exit_code == 2
+    assert "--nli: hallucination analysis (--premise-col) needs an NLI cross-encoder" in " ".join(
+        result.output.split()
+    )
+    sentiment = build_tiny_bert(tmp_path / "sst", ["NEGATIVE", "POSITIVE"], None)
+    result = cli.invoke(app, [*base, "--premise-col", "bio_text", "--nli", sentiment])
+    assert result.exit_code == 2 and "expected one named `entailment`" in result.output
+    neutral = build_tiny_bert(
+        tmp_path / "nli", ["entailment", "neutral", "contradiction"], [0.0, 5.0, 0.0]
+    )
+    result = cli.invoke(
+        app,
+        [*base, "--premise-col", "bio_text", "--nli", neutral, "--json", "--permutations", "199"],
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["hallucination"]
+    agentic = [r for r in rows if r["dimension"] == "agentic"]
+    # Every sentence is hallucinated: the hallucinated part equals the letter.
+    assert [r["group"] for r in agentic] == ["m", "f"]
+    for r in agentic:
+        assert r["mean_hallucinated"] == pytest.approx(r["mean_full"])
