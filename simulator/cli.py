@@ -395,14 +395,84 @@ def analyze(
         str | None,
         typer.Option(help="With --decisions: exchangeable unit for permutations (e.g. name)."),
     ] = None,
+    texts: Annotated[
+        Path | None,
+        typer.Option(help="A CSV of texts written elsewhere (e.g. reference letters)."),
+    ] = None,
+    text_col: Annotated[str | None, typer.Option(help="With --texts: the text column.")] = None,
+    group_col: Annotated[str | None, typer.Option(help="With --texts: the group column.")] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(help="With --texts: FIRST,SECOND groups (default: the column's two values)."),
+    ] = None,
+    pair_col: Annotated[
+        str | None,
+        typer.Option(help="With --texts: column of counterfactual pairs (adds paired tests)."),
+    ] = None,
+    lexicon: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: YAML/JSON category -> stems (default: agency stems)."),
+    ] = None,
+    style: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: YAML dimension -> {scorer, options} (default: offline)."),
+    ] = None,
+    success_filter: Annotated[
+        bool, typer.Option(help="With --texts: drop failed generations (paper, Appendix B).")
+    ] = False,
+    authors_tokens: Annotated[
+        bool,
+        typer.Option(
+            help="With --texts: count lexicon tokens as the authors' code (<return> kept)."
+        ),
+    ] = False,
+    premise_col: Annotated[
+        str | None,
+        typer.Option(help="With --texts: column of the biographies (hallucination analysis)."),
+    ] = None,
+    nli: Annotated[
+        str | None,
+        typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder."),
+    ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="With --decisions: directory for the CSV tables.")
+        Path | None,
+        typer.Option(help="With --decisions or --texts: directory for the CSV tables."),
     ] = None,
     permutations: Annotated[int, typer.Option(help="Monte Carlo permutations.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of every random draw.")] = 0,
 ) -> None:
-    """Recompute a run's analyses from its results (no model call), or analyse external
-    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c."""
+    """Recompute a run's analyses from its results (no model call), analyse external
+    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, or texts with
+    --texts FILE.csv --text-col t --group-col g."""
+    if texts is not None:
+        from .kinds.letters import LettersKind
+        from .texts import TextsOptions, analyze_texts
+
+        options = TextsOptions(
+            text_col,
+            group_col,
+            compare,
+            pair_col,
+            lexicon,
+            style,
+            success_filter,
+            authors_tokens,
+            premise_col,
+            nli,
+            permutations,
+            seed,
+        )
+        try:
+            summary = analyze_texts(texts, options, out)
+        except InputError as exc:
+            _fail_input(exc)
+        if as_json:
+            sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+        else:
+            LettersKind().print(summary, out_console)
+            if out is not None:
+                out_console.print(f"wrote tables and a figure under {out}")
+        return
     if decisions is not None:
         _analyze_external(
             decisions,

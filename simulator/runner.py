@@ -457,7 +457,10 @@ def _run_study(
         elif len(results):
             try:
                 evidence = analyze(
-                    results, prepared.study.config, data_dir=_study_dir(prepared.study)
+                    results,
+                    prepared.study.config,
+                    data_dir=_study_dir(prepared.study),
+                    cache_dir=out,
                 )
                 summary = evidence.summary
                 written = write_evidence(out, evidence)
@@ -548,7 +551,7 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
 
 
 def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
-    evidence = analyze(results, study.config, data_dir=_study_dir(study))
+    evidence = analyze(results, study.config, data_dir=_study_dir(study), cache_dir=run_dir)
     written = write_evidence(run_dir, evidence)
     previous = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
     previous.pop("analysis_error", None)

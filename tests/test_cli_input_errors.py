@@ -118,6 +118,7 @@ def test_schema_command_prints_json_schema(cli) -> None:
     assert {k["$ref"].rsplit("/", 1)[1] for k in kinds} == {
         "AcceptanceSpec",
         "DecisionsSpec",
+        "LettersSpec",
         "PipelineSpec",
     }
     assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]

@@ -1,0 +1,172 @@
+"""WikiBias-Aug: gender-balanced, anonymised biographies for Context-Based Generation (Wan et al.
+2023, Appendix F.1).
+
+Every seed biography gives two rows, one of its own gender and one of the other, each with a new
+first name from that gender's pool and a random last name; the other-gender row has its
+pronouns swapped. Pools are the first names of each gender and all last names of the input.
+
+Two variants of the swap:
+
+* ``faithful=True`` is the authors' ``name_swap.py``: the swapped biography is lower-cased
+  whole (a confound: every other-gender prompt is lower-case), pronouns are replaced only
+  between spaces, and "her" always becomes "his".
+* the default keeps the case, swaps pronouns at word boundaries (sentence starts and
+  punctuation included, capitals kept) and reads "her" as "his" or "him" from spaCy's tag
+  (possessive ``PRP$`` or object ``PRP``); "his" becomes "her" before a noun, adjective, number
+  or adverb and "hers" otherwise.
+
+Input columns: ``first_name, last_name, gender`` (``f``/``m``), ``info`` (the biography) and
+optionally ``occupation``; the released ``preprocessed_bios/*.csv`` have them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+_FAITHFUL = {
+    "m": ((" she ", " he "), (" her ", " his "), (" hers ", " his "), (" she's ", " he's ")),
+    "f": ((" he ", " she "), (" his ", " her "), (" him ", " her "), (" he's ", " she's ")),
+}
+# Word -> replacement when the biography becomes that gender; "her" and "his" need their tag.
+_TO = {
+    "m": {"she": "he", "hers": "his", "herself": "himself", "she's": "he's"},
+    "f": {"he": "she", "him": "her", "himself": "herself", "he's": "she's"},
+}
+REQUIRED = ("first_name", "last_name", "gender", "info")
+
+
+@dataclass(frozen=True)
+class NamePools:
+    """First names by gender and last names, each without duplicates, in input order."""
+
+    female: tuple[str, ...]
+    male: tuple[str, ...]
+    last: tuple[str, ...]
+
+
+def name_pools(bios: pd.DataFrame) -> NamePools:
+    """The pools of a biography table (gender ``f``/``m`` is the ground truth of a name)."""
+
+    def names(values: pd.Series) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.strip() for v in values.dropna().astype(str) if v.strip()))
+
+    return NamePools(
+        names(bios.loc[bios["gender"] == "f", "first_name"]),
+        names(bios.loc[bios["gender"] == "m", "first_name"]),
+        names(bios["last_name"]),
+    )
+
+
+def _keep_case(source: str, word: str) -> str:
+    return word.capitalize() if source[:1].isupper() else word
+
+
+def swap_pronouns(text: str, to: str, nlp: Any = None, faithful: bool = False) -> str:
+    """``text`` with its pronouns turned to gender ``to`` (``f`` or ``m``).
+
+    Args:
+        text: A biography.
+        to: The new gender.
+        nlp: A spaCy pipeline with a tagger (needed unless ``faithful``): tells possessive
+            "her"/"his" from object "her" / standalone "his".
+        faithful: The authors' rule (lower-cases the text; see the module docstring).
+    """
+    if faithful:
+        out = text.lower()
+        for old, new in _FAITHFUL[to]:
+            out = out.replace(old, new)
+        return out
+    pieces = []
+    for token in nlp(text):
+        word = token.text
+        low = word.lower()
+        new = _TO[to].get(low)
+        if to == "m" and low == "her":
+            new = "his" if token.tag_ == "PRP$" else "him"
+        elif to == "f" and low == "his":
+            # The tagger calls a standalone "his" ("the prize was his") PRP$ too: look ahead.
+            after = token.nbor(1) if token.i + 1 < len(token.doc) else None
+            attributive = after is not None and after.pos_ in {"NOUN", "PROPN", "ADJ", "NUM", "ADV"}
+            new = "her" if attributive else "hers"
+        pieces.append((_keep_case(word, new) if new else word) + token.whitespace_)
+    return "".join(pieces)
+
+
+def replace_name(text: str, old: str, new: str, faithful: bool = False) -> str:
+    """Every case-insensitive mention of ``old`` replaced by ``new``.
+
+    The authors compile the name as a regular expression (a name holding "." or "(" matches
+    other text) and match inside words; the default escapes it and needs word boundaries.
+    """
+    if not old:
+        return text
+    pattern = old if faithful else rf"(?<!\w){re.escape(old)}(?!\w)"
+    return re.sub(pattern, new.replace("\\", r"\\"), text, flags=re.IGNORECASE)
+
+
+def augment(
+    bios: pd.DataFrame,
+    pools: NamePools,
+    rng: np.random.Generator,
+    nlp: Any = None,
+    faithful: bool = False,
+) -> pd.DataFrame:
+    """Two rows per seed biography, its own gender first, then the other.
+
+    Returns:
+        Columns ``pair`` (the seed's row number), ``first_name, last_name, gender, info,
+        seed_first_name, seed_last_name`` and any other input columns (e.g. ``occupation``).
+
+    Raises:
+        ValueError: A required column is missing, a gender is not f/m, or a pool is empty.
+    """
+    missing = [c for c in REQUIRED if c not in bios.columns]
+    if missing:
+        raise ValueError(f"biographies need columns {missing} (have {list(bios.columns)})")
+    bad = sorted(set(bios["gender"]) - {"f", "m"})
+    if bad:
+        raise ValueError(f"column `gender` must be f or m, found {bad}")
+    for label, pool in (
+        ("female first", pools.female),
+        ("male first", pools.male),
+        ("last", pools.last),
+    ):
+        if not pool:
+            raise ValueError(f"the {label} name pool is empty")
+    extra = [c for c in bios.columns if c not in REQUIRED]
+    rows = []
+    for k, seed in enumerate(bios.itertuples(index=False)):
+        seed_row = seed._asdict()
+        first = "" if pd.isna(seed_row["first_name"]) else str(seed_row["first_name"])
+        last = "" if pd.isna(seed_row["last_name"]) else str(seed_row["last_name"])
+        for gender in (seed_row["gender"], "m" if seed_row["gender"] == "f" else "f"):
+            new_first = str(rng.choice(pools.female if gender == "f" else pools.male))
+            new_last = str(rng.choice(pools.last))
+            info = replace_name(str(seed_row["info"]), first, new_first, faithful)
+            info = replace_name(info, last, new_last, faithful)
+            if gender != seed_row["gender"]:
+                info = swap_pronouns(info, gender, nlp, faithful)
+            rows.append(
+                {
+                    "pair": k,
+                    "first_name": new_first,
+                    "last_name": new_last,
+                    "gender": gender,
+                    "info": info,
+                    "seed_first_name": first,
+                    "seed_last_name": last,
+                    **{c: seed_row[c] for c in extra},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def lower_cased_share(infos: Sequence[str]) -> float:
+    """Share of biographies with no capital letter (the faithful variant's confound)."""
+    return float(np.mean([s == s.lower() for s in infos])) if len(infos) else float("nan")
