@@ -24,6 +24,8 @@ from scipy import stats
 
 DBSCAN_EPS = 0.5
 DBSCAN_MIN_SAMPLES = 30
+#: Fewest pairs a fit is reported on.
+MIN_FIT = 3
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,11 @@ def fit(x: np.ndarray, y: np.ndarray, dbscan: bool = True) -> Fit:
     x, y = np.asarray(x, float), np.asarray(y, float)
     keep = dbscan_inliers(x, y) if dbscan else np.ones(len(x), bool)
     xs, ys = x[keep], y[keep]
+    if len(xs) < MIN_FIT or np.ptp(xs) == 0 or np.ptp(ys) == 0:
+        # A line through fewer than 3 points, or a constant side, has no correlation to report
+        # (DBSCAN with min_samples 30 keeps nothing of a small study).
+        nan = float("nan")
+        return Fit(len(xs), int((~keep).sum()), nan, nan, nan, nan, nan, nan)
     line = stats.linregress(xs, ys)
     rho = stats.spearmanr(xs, ys)
     return Fit(
@@ -76,7 +83,10 @@ def fit(x: np.ndarray, y: np.ndarray, dbscan: bool = True) -> Fit:
 
 
 def _signed_rank(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """Wilcoxon signed-rank statistic and one-sided p for H1: a < b, and for H1: a > b."""
+    """Wilcoxon signed-rank statistic and one-sided p for H1: a < b, and for H1: a > b
+    (NaN when no pair differs: the test has nothing to rank)."""
+    if not np.any(a != b):
+        return float("nan"), float("nan"), float("nan")
     less = stats.wilcoxon(a, b, alternative="less")
     greater = stats.wilcoxon(a, b, alternative="greater")
     return float(less.statistic), float(less.pvalue), float(greater.pvalue)
@@ -107,13 +117,17 @@ def variance_tests(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         the applications'), ``paired_p_opposite``; and both sample variances.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
-    levene = stats.levene(x, y, center="median")
     var_x, var_y = float(np.var(x, ddof=1)), float(np.var(y, ddof=1))
-    p = float(levene.pvalue)
     dev_x, dev_y = np.abs(x - np.median(x)), np.abs(y - np.median(y))
+    if np.ptp(np.r_[dev_x, dev_y]) == 0:
+        # Equal absolute deviations everywhere: Levene's F is 0 / 0.
+        statistic = p = float("nan")
+    else:
+        levene = stats.levene(x, y, center="median")
+        statistic, p = float(levene.statistic), float(levene.pvalue)
     _, p_smaller_x, p_larger_x = _signed_rank(dev_x, dev_y)
     return {
-        "levene_statistic": float(levene.statistic),
+        "levene_statistic": statistic,
         "levene_p": p,
         "levene_p_one_sided": p / 2 if var_x > var_y else 1 - p / 2,
         "paired_p": p_larger_x,
