@@ -37,6 +37,15 @@ out_console = Console()
 err_console = Console(stderr=True)
 
 
+MASKED_LM_OPTION = typer.Option(
+    "--masked-lm",
+    help="PRISM: the masked LM (local folder or hub id) of every `prism` analysis.",
+)
+POSTINGS_OPTION = typer.Option(
+    help="PRISM: CSV of job postings (columns posting, posting_text) replacing the study's.",
+)
+
+
 def _fail_input(exc: InputError) -> None:
     for problem in exc.problems:
         err_console.print(
@@ -90,6 +99,8 @@ def run(
         float,
         typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
     ] = 0.5,
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
@@ -105,6 +116,8 @@ def run(
         resume=resume,
         replay=replay,
         max_error_rate=max_error_rate,
+        masked_lm=masked_lm,
+        postings=postings,
     )
     try:
         prepared = prepare(options)
@@ -177,13 +190,17 @@ def _print_accounting(summary: dict) -> None:
 
 
 @app.command()
-def validate(study: Annotated[str, typer.Argument(help="Study file or built-in name.")]) -> None:
+def validate(
+    study: Annotated[str, typer.Argument(help="Study file or built-in name.")],
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+) -> None:
     """Check a study file and render every template once."""
-    from .config import load_study
     from .design import design_size
+    from .runner import RunOptions, load_options_study
 
     try:
-        loaded = load_study(study)
+        loaded = load_options_study(RunOptions(study=study, masked_lm=masked_lm, postings=postings))
     except InputError as exc:
         _fail_input(exc)
     config = loaded.config

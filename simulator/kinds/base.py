@@ -108,12 +108,15 @@ class AnalysisContext:
         data_dir: Where relative data paths in the spec resolve (the study file's folder).
         models: Model labels in the order reports show them (the study's, or the user's in
             ``biasim compare``).
+        out_dir: The run (or comparison) directory the outputs go to; kinds keep caches of
+            costly measurements there (text scores). None when nothing is written.
     """
 
     study: StudyConfig
     name: str
     data_dir: Path | None = None
     models: tuple[str, ...] = ()
+    out_dir: Path | None = None
 
     def resolve(self, path: str) -> Path:
         """A data path from the spec: relative to the study file when it exists there."""

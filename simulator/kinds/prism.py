@@ -1,0 +1,338 @@
+"""Kind ``prism``: PRISM scores of texts written in answer to other texts (seed 003, Ding et
+al. 2024). Each application and the posting it answers are scored on every word-list
+dimension with a masked language model; then the posting -> application tables (fit after
+DBSCAN and without, Wilcoxon mean and magnitude shifts, Levene and the paired Brown-Forsythe
+test, Table 1's arrows) and Figures 3 and 5, per model. Scores are cached in the run
+directory, so ``biasim analyze`` never re-scores a text."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import Field
+from rich.console import Console
+from rich.table import Table
+
+from ..htmlreport import fmt
+from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+
+PRISM_KIND = "prism"
+#: The design factor whose levels are the postings (``--postings`` replaces it).
+POSTING_FACTOR = "posting"
+#: The score cache's file in the run directory.
+SCORE_CACHE = "prism_scores.sqlite"
+HOW_TO = (
+    "set `masked_lm:` in this analysis to a local folder holding an AutoModelForMaskedLM and "
+    "its tokenizer (or a hub id such as bert-base-uncased, the paper's, if it is in your "
+    "Hugging Face cache), or run with `--masked-lm PATH`"
+)
+NO_MASKED_LM = f"PRISM needs a masked language model and none is given: {HOW_TO}"
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+SIDES = ("posting", "application")
+
+
+class PrismSpec(AnalysisSpec):
+    """PRISM bias scores of applications and the postings they answer (seed 003)."""
+
+    kind: Literal["prism"]
+    stage: str = Field("apply", description="Stage whose text answers the posting.")
+    field: str = Field("text", description="Field holding that text (free-text stages: `text`).")
+    posting: str = Field(
+        "posting_text",
+        description="Results column holding the text answered (a recorded factor variable).",
+    )
+    masked_lm: str | None = Field(
+        None,
+        description="AutoModelForMaskedLM: a local folder or a hub id (bert-base-uncased is "
+        "the paper's); `--masked-lm PATH` sets it. Required.",
+    )
+    word_lists: str | None = Field(
+        None,
+        description='JSON {"words": {dim: {"fem": [...], "mas": [...]}}}; the paper\'s example '
+        "words when absent. Filtered to the model's vocabulary as the authors did.",
+    )
+    alpha: float = Field(23.0, gt=0, le=100, description="Top % of pooled probabilities kept.")
+    batch_size: int = Field(64, ge=1, description="Masked copies per forward pass.")
+
+
+def _model_problem(value: str, folder: Path | None) -> str | None:
+    """Why ``value`` names no masked LM (None when it is a model folder or a hub id)."""
+    from .base import resolve_data_path
+
+    path = resolve_data_path(value, folder).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            return f"`{value}` is not a model folder (no config.json); {HOW_TO}"
+        return None
+    if value.startswith((".", "/", "~")) or not _HUB_ID.fullmatch(value):
+        return f"no such folder `{value}`; {HOW_TO}"
+    return None
+
+
+class PrismKind(AnalysisKind):
+    """PRISM scores of postings and applications, and the posting -> application tests."""
+
+    name = PRISM_KIND
+    spec = PrismSpec
+    title = "PRISM: gendered language, posting -> application"
+
+    def check(self, spec: PrismSpec, facts: StudyFacts) -> None:
+        facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
+        if spec.posting not in facts.columns:
+            facts.problem(
+                ("posting",),
+                f"`{spec.posting}` is not a recorded factor variable; list it in "
+                "`design.record` (it holds the text each application answers)",
+            )
+        file, _ = facts.smap.locate((*facts.at, "masked_lm"))
+        folder = Path(file).parent if file and Path(file).is_file() else None
+        if spec.masked_lm is None:
+            facts.problem(("masked_lm",), NO_MASKED_LM)
+        else:
+            reason = _model_problem(spec.masked_lm, folder)
+            if reason:
+                facts.problem(("masked_lm",), reason)
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            facts.problem(("masked_lm",), f"PRISM needs {' and '.join(missing)} installed")
+        if spec.word_lists is not None:
+            self._check_word_lists(spec.word_lists, folder, facts)
+
+    @staticmethod
+    def _check_word_lists(value: str, folder: Path | None, facts: StudyFacts) -> None:
+        import json
+
+        from biasim.analysis.prism_scorer import read_word_lists
+
+        from .base import resolve_data_path
+
+        path = resolve_data_path(value, folder)
+        try:
+            read_word_lists(path)
+        except OSError as exc:
+            facts.problem(("word_lists",), f"cannot read `{value}`: {exc.strerror or exc}")
+        except (ValueError, AttributeError, json.JSONDecodeError) as exc:
+            facts.problem(("word_lists",), f"`{value}`: {exc}")
+
+    def notes(self, spec: PrismSpec, data_dir: Path | None) -> list[str]:
+        """Which masked LM and word lists the scores will come from."""
+        lists = spec.word_lists or "the paper's example words (analysis/data, not its full lists)"
+        return [f"PRISM: masked LM {spec.masked_lm}, word lists {lists}, alpha {spec.alpha:g}"]
+
+    def compute(self, results: pd.DataFrame, spec: PrismSpec, ctx: AnalysisContext) -> Section:
+        from biasim.analysis.prism_scorer import vocabulary_scorer
+        from biasim.analysis.scorers import ScoreCache, cached_scores
+
+        assert spec.masked_lm is not None  # check() refuses a study without one
+        rows = results[results["stage"] == spec.stage].reset_index(drop=True)
+        word_lists = ctx.resolve(spec.word_lists) if spec.word_lists else None
+        scorer, dropped = vocabulary_scorer(
+            str(ctx.resolve(spec.masked_lm)),
+            word_lists,
+            alpha=spec.alpha,
+            batch_size=spec.batch_size,
+            progress=sys.stdout.isatty(),
+        )
+        answered = rows["status"].eq("answered") & rows[spec.field].notna()
+        postings = rows[spec.posting].fillna("").astype(str).tolist()
+        applications = rows[spec.field].where(answered, "").astype(str).tolist()
+        cache = ScoreCache(ctx.out_dir / SCORE_CACHE) if ctx.out_dir is not None else None
+        try:
+            table, fresh = cached_scores(scorer, [*postings, *applications], cache)
+        finally:
+            if cache is not None:
+                cache.close()
+        frame = table.frame()
+        n = len(rows)
+        pairs = pair_table(
+            rows, frame.iloc[:n], frame.iloc[n:], answered, scorer.columns, spec.posting
+        )
+        dims = list(scorer.word_lists)
+        return self._section(pairs, dims, scorer, dropped, fresh, spec, ctx)
+
+    def _section(
+        self,
+        pairs: pd.DataFrame,
+        dims: list[str],
+        scorer: Any,
+        dropped: dict[str, list[str]],
+        fresh: int,
+        spec: PrismSpec,
+        ctx: AnalysisContext,
+    ) -> Section:
+        from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
+        from biasim.analysis.prism_stats import prism_tables
+
+        models = ctx.models_in(pairs)
+        postings = per_posting(pairs, scorer.columns)
+        tables: dict[str, list[pd.DataFrame]] = {}
+        section = Section(summary={})
+        for model in models:
+            mine = postings[postings["model_label"] == model]
+            got = prism_tables(mine, dims)
+            for key, value in got.items():
+                tables.setdefault(key, []).append(value.assign(model_label=model))
+            tag = model if len(models) > 1 else ""
+            section.figures[slug(ctx.name, tag, "scatter")] = plot_scatter_density(
+                mine, got["fit"], dims
+            )
+            section.figures[slug(ctx.name, tag, "histograms")] = plot_histograms(mine, dims)
+        merged = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+        exclusions = (
+            pairs.loc[pairs["excluded"].notna()]
+            .groupby(["model_label", "excluded"])
+            .size()
+            .rename("n")
+            .reset_index()
+            .rename(columns={"excluded": "reason"})
+        )
+        lists = pd.DataFrame(
+            [
+                {
+                    "dimension": dim,
+                    "side": side,
+                    "words": len(getattr(wl, side)),
+                    "dropped": ", ".join(dropped.get(f"{dim}.{side}", [])),
+                }
+                for dim, wl in scorer.word_lists.items()
+                for side in ("fem", "mas")
+            ]
+        )
+        section.tables = {
+            f"{ctx.name}_scores": pairs,
+            f"{ctx.name}_postings": postings,
+            **{f"{ctx.name}_{k}": v for k, v in merged.items()},
+            f"{ctx.name}_exclusions": exclusions,
+            f"{ctx.name}_word_lists": lists,
+        }
+        section.summary = {
+            "masked_lm": spec.masked_lm,
+            "word_lists": spec.word_lists or "paper's example words",
+            "alpha": spec.alpha,
+            "applications": len(pairs),
+            "postings": len(postings),
+            "texts_scored_now": fresh,
+            "excluded_applications": int(pairs["excluded"].notna().sum()),
+            "word_list_sizes": lists.to_dict("records"),
+            "exclusions": exclusions.to_dict("records"),
+            **{k: merged[k].to_dict("records") for k in ("summary", "arrows")},
+            "fit": merged["fit"].to_dict("records"),
+            "shift": merged["shift"].to_dict("records"),
+            "variance": merged["variance"].to_dict("records"),
+        }
+        return section
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        """One row per model and dimension: means, the DBSCAN fit, the tests, the arrows."""
+        console.print(
+            f"[bold]{summary['name']}[/bold] (PRISM, masked LM {summary['masked_lm']}, "
+            f"{summary['word_lists']}, alpha {summary['alpha']:g}): {summary['applications']} "
+            f"applications to {summary['postings']} postings, "
+            f"{summary['excluded_applications']} excluded; {summary['texts_scored_now']} texts "
+            "scored now (the rest from the cache)",
+            highlight=False,
+        )
+        sizes = ", ".join(
+            f"{r['dimension']}.{r['side']} {r['words']}" for r in summary["word_list_sizes"]
+        )
+        console.print(f"words in the model's vocabulary: {sizes}", highlight=False)
+        for row in summary["exclusions"]:
+            console.print(f"excluded ({row['model_label']}): {row['reason']}: {row['n']}")
+        fits = {(r["model_label"], r["dimension"]): r for r in summary["fit"] if r["dbscan"]}
+        unfiltered = {
+            (r["model_label"], r["dimension"]): r for r in summary["fit"] if not r["dbscan"]
+        }
+        shifts = {(r["model_label"], r["dimension"]): r for r in summary["shift"]}
+        variances = {(r["model_label"], r["dimension"]): r for r in summary["variance"]}
+        arrows = {(r["model_label"], r["dimension"]): r for r in summary["arrows"]}
+        several = len({r["model_label"] for r in summary["summary"]}) > 1
+        table = Table(title=f"{summary['name']}: posting -> application (+ = masculine)")
+        heads = ["dim", "n", "post.", "appl.", "r", "out", "r all", "p mean", "p |x|", "p var"]
+        for col in (["model"] if several else []) + heads + ["↑↓"]:
+            table.add_column(col, justify="right")
+        for row in summary["summary"]:
+            key = (row["model_label"], row["dimension"])
+            fit, shift, var, arrow = fits[key], shifts[key], variances[key], arrows[key]
+            table.add_row(
+                *([str(key[0])] if several else []),
+                str(key[1]),
+                str(row["pairs"]),
+                fmt(row["posting_mean"]),
+                fmt(row["application_mean"]),
+                fmt(fit["pearson_r"]),
+                str(fit["removed"]),
+                fmt(unfiltered[key]["pearson_r"]),
+                fmt(shift["mean_p"]),
+                fmt(shift["magnitude_p"]),
+                fmt(var["paired_p"]),
+                f"{arrow['mean']}{arrow['magnitude']}{arrow['variance']}",
+            )
+        console.print(table)
+        console.print(
+            "One pair per posting (n): its score and its applications' mean. post. / appl. = "
+            "mean scores; r = Pearson after DBSCAN (eps 0.5, min_samples 30; `out` pairs "
+            "removed; - when fewer than 3 are left), r all = without it; "
+            "one-sided p: mean H1 applications more masculine, |x| H1 further from 0 "
+            "(Wilcoxon signed-rank), var H1 postings vary more (paired Brown-Forsythe; the "
+            "paper's Levene is in the variance table); arrows mean, magnitude, variance at "
+            "two-sided 0.05 (Table 1).",
+            highlight=False,
+        )
+
+
+def pair_table(
+    rows: pd.DataFrame,
+    posting_scores: pd.DataFrame,
+    application_scores: pd.DataFrame,
+    answered: pd.Series,
+    columns: tuple[str, ...],
+    posting: str,
+) -> pd.DataFrame:
+    """One row per application: ids, the posting (its level, or its text when the postings are
+    not a ``posting`` factor), ``posting_<column>`` and ``application_<column>`` scores, and
+    ``excluded``, the first reason the pair cannot be compared (None when it can)."""
+    out = rows[["model_label", "unit_id"]].copy()
+    out[POSTING_FACTOR] = rows[POSTING_FACTOR if POSTING_FACTOR in rows else posting].to_numpy()
+    for side, scores in zip(SIDES, (posting_scores, application_scores), strict=True):
+        for col in columns:
+            out[f"{side}_{col}"] = scores[col].to_numpy()
+    reasons = []
+    posting_why = posting_scores["excluded"].tolist()
+    application_why = application_scores["excluded"].tolist()
+    for status, ok, p_why, a_why in zip(
+        rows["status"], answered, posting_why, application_why, strict=True
+    ):
+        if not ok:
+            reasons.append(f"application not answered ({status})")
+        elif p_why is not None:
+            reasons.append(f"posting: {p_why}")
+        elif a_why is not None:
+            reasons.append(f"application: {a_why}")
+        else:
+            reasons.append(None)
+    out["excluded"] = reasons
+    # Scores of an unanswered application are not scores: its empty text was never scored.
+    out.loc[~answered.to_numpy(), [f"application_{c}" for c in columns]] = float("nan")
+    return out.reset_index(drop=True)
+
+
+def per_posting(pairs: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """One pair per posting and model: its scores and the mean of its applications' scores.
+
+    The tests take pairs as independent; several applications to one posting are not (they
+    share the posting), so a posting counts once, as in the paper (one application each).
+    Applications without scores are left out of the mean (``applications`` counts those in).
+    """
+    scored = pairs[pairs["excluded"].isna()]
+    keys = ["model_label", POSTING_FACTOR]
+    postings = pairs.groupby(keys, sort=False)[[f"posting_{c}" for c in columns]].first()
+    means = scored.groupby(keys, sort=False)[[f"application_{c}" for c in columns]].mean()
+    counts = scored.groupby(keys, sort=False).size().rename("applications")
+    out = postings.join(means).join(counts).reset_index()
+    out["applications"] = out["applications"].fillna(0).astype(int)
+    return out
