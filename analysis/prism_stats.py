@@ -11,11 +11,14 @@ Per dimension, with X the posting scores and Y the application scores of the sam
   (p/2 when the posting variance is the larger, 1 - p/2 otherwise), and beside it a paired
   Brown-Forsythe test (signed-rank test on the pairs' absolute deviations from the medians):
   Levene's test assumes independent samples, and a posting and its application are not;
-* :func:`arrows` - Table 1's arrows: the direction a test finds at two-sided level alpha.
+* :func:`arrows` - Table 1's arrows: the direction a test finds at two-sided level alpha;
+* :func:`one_pair_per_posting` - several applications to one posting made one pair, so the
+  tests, which take pairs as independent, see each posting once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -212,3 +215,31 @@ def prism_tables(
         "variance": pd.DataFrame(variances),
         "arrows": pd.DataFrame(table1),
     }
+
+
+def one_pair_per_posting(
+    pairs: pd.DataFrame, keys: list[str], columns: Sequence[str]
+) -> pd.DataFrame:
+    """One pair per posting: its scores and the mean of its applications' scores.
+
+    The tests take pairs as independent; several applications to one posting are not (they
+    share the posting), so a posting counts once, as in the paper (one application each).
+
+    Args:
+        pairs: One row per application with ``posting_<column>``, ``application_<column>``
+            and ``excluded`` (None when the pair has both scores).
+        keys: Columns identifying a posting (e.g. the model and the posting).
+        columns: Score columns (without the side prefix).
+
+    Returns:
+        ``keys``, the posting's scores, its scored applications' mean scores and
+        ``applications``, how many scored applications the mean is over (excluded ones are
+        left out of it; a posting with none has NaN application scores).
+    """
+    scored = pairs[pairs["excluded"].isna()]
+    postings = pairs.groupby(keys, sort=False)[[f"posting_{c}" for c in columns]].first()
+    means = scored.groupby(keys, sort=False)[[f"application_{c}" for c in columns]].mean()
+    counts = scored.groupby(keys, sort=False).size().rename("applications")
+    out = postings.join(means).join(counts).reset_index()
+    out["applications"] = out["applications"].fillna(0).astype(int)
+    return out

@@ -355,13 +355,45 @@ def analyze(
         typer.Option(help="With --decisions: exchangeable unit for permutations (e.g. name)."),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="With --decisions: directory for the CSV tables.")
+        Path | None,
+        typer.Option(help="With --decisions or --texts: directory for the tables (and figures)."),
     ] = None,
     permutations: Annotated[int, typer.Option(help="Monte Carlo permutations.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of every random draw.")] = 0,
+    texts: Annotated[
+        Path | None, typer.Option(help="A CSV of texts to score with PRISM (one text a row).")
+    ] = None,
+    column: Annotated[str, typer.Option(help="With --texts: the column of texts.")] = "text",
+    paired_column: Annotated[
+        str | None,
+        typer.Option(
+            help="With --texts: the column of the text each one answers (e.g. the posting): "
+            "adds the posting -> application tables and figures."
+        ),
+    ] = None,
+    masked_lm: Annotated[
+        str | None,
+        typer.Option("--masked-lm", help="With --texts: the masked LM (local folder or hub id)."),
+    ] = None,
+    word_lists: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: word lists JSON (default: the paper's example words)."),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
+    ] = 23.0,
 ) -> None:
-    """Recompute a run's analyses from its results (no model call), or analyse external
-    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c."""
+    """Recompute a run's analyses from its results (no model call), analyse external
+    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, or score texts with
+    PRISM: --texts FILE.csv --column text [--paired-column posting] --masked-lm PATH."""
+    if texts is not None:
+        from .texts import TextsRequest
+
+        _analyze_texts(
+            TextsRequest(texts, column, paired_column, masked_lm, word_lists, alpha, out),
+            as_json,
+        )
+        return
     if decisions is not None:
         _analyze_external(
             decisions,
@@ -382,7 +414,7 @@ def analyze(
         )
         return
     if run_dir is None:
-        _fail_input(InputError("give a RUN_DIR, or --decisions FILE.csv"))
+        _fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
     from .report import print_report
     from .runner import reanalyze
 
@@ -819,6 +851,59 @@ def _analyze_external(
             f"({row['n']} decided, {row['share']:.1%}; {row['n_rows']} rows)",
             highlight=False,
         )
+
+
+def _analyze_texts(request: Any, as_json: bool) -> None:
+    """``analyze --texts``: check, score, print and (with --out) write tables and figures."""
+    from biasim.analysis.figures import save_figure
+
+    from .rundir import write_atomic
+    from .texts import analyze_texts, read_texts
+
+    try:
+        frame = read_texts(request)
+    except InputError as exc:
+        _fail_input(exc)
+    result = analyze_texts(request, frame)
+    written: list[Path] = []
+    if request.out is not None:
+        request.out.mkdir(parents=True, exist_ok=True)
+        for name, table in result.tables.items():
+            path = request.out / f"{name}.csv"
+            write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+            written.append(path)
+        for name, figure in result.figures.items():
+            written.append(save_figure(figure, request.out / f"{name}.png"))
+    if as_json:
+        payload = {
+            **result.summary,
+            **{k: v.to_dict("records") for k, v in result.tables.items() if k.endswith("_summary")},
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    if request.paired_column:
+        from .kinds import get_kind
+
+        get_kind("prism").print(result.summary, out_console)
+    else:
+        for name, table in result.tables.items():
+            if name.endswith("_scores"):
+                continue  # one row per text: in the CSV, not on the screen
+            rich_table = Table(title=name)
+            for col in table.columns:
+                rich_table.add_column(str(col), justify="right")
+            for row in table.itertuples(index=False):
+                rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+            out_console.print(rich_table)
+        dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
+        out_console.print(
+            f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "
+            "(the rest from the cache)"
+            + (f"; words not in the model's vocabulary, dropped: {dropped}" if dropped else ""),
+            highlight=False,
+        )
+    if written:
+        out_console.print(f"wrote {len(written)} files under {request.out}", highlight=False)
 
 
 def _comma_list(text: str | None) -> list[str]:

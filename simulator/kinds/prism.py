@@ -60,17 +60,18 @@ class PrismSpec(AnalysisSpec):
     batch_size: int = Field(64, ge=1, description="Masked copies per forward pass.")
 
 
-def _model_problem(value: str, folder: Path | None) -> str | None:
-    """Why ``value`` names no masked LM (None when it is a model folder or a hub id)."""
+def problem_with_model(value: str, folder: Path | None, how_to: str = HOW_TO) -> str | None:
+    """Why ``value`` names no masked LM (None when it is a model folder or a hub id), ending
+    with ``how_to`` give one."""
     from .base import resolve_data_path
 
     path = resolve_data_path(value, folder).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            return f"`{value}` is not a model folder (no config.json); {HOW_TO}"
+            return f"`{value}` is not a model folder (no config.json); {how_to}"
         return None
     if value.startswith((".", "/", "~")) or not _HUB_ID.fullmatch(value):
-        return f"no such folder `{value}`; {HOW_TO}"
+        return f"no such folder `{value}`; {how_to}"
     return None
 
 
@@ -94,7 +95,7 @@ class PrismKind(AnalysisKind):
         if spec.masked_lm is None:
             facts.problem(("masked_lm",), NO_MASKED_LM)
         else:
-            reason = _model_problem(spec.masked_lm, folder)
+            reason = problem_with_model(spec.masked_lm, folder)
             if reason:
                 facts.problem(("masked_lm",), reason)
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
@@ -149,83 +150,25 @@ class PrismKind(AnalysisKind):
                 cache.close()
         frame = table.frame()
         n = len(rows)
-        pairs = pair_table(
-            rows, frame.iloc[:n], frame.iloc[n:], answered, scorer.columns, spec.posting
+        key = POSTING_FACTOR if POSTING_FACTOR in rows else spec.posting
+        ids = pd.DataFrame(
+            {
+                "model_label": rows["model_label"],
+                "unit_id": rows["unit_id"],
+                POSTING_FACTOR: rows[key],
+            }
         )
-        dims = list(scorer.word_lists)
-        return self._section(pairs, dims, scorer, dropped, fresh, spec, ctx)
-
-    def _section(
-        self,
-        pairs: pd.DataFrame,
-        dims: list[str],
-        scorer: Any,
-        dropped: dict[str, list[str]],
-        fresh: int,
-        spec: PrismSpec,
-        ctx: AnalysisContext,
-    ) -> Section:
-        from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
-        from biasim.analysis.prism_stats import prism_tables
-
-        models = ctx.models_in(pairs)
-        postings = per_posting(pairs, scorer.columns)
-        tables: dict[str, list[pd.DataFrame]] = {}
-        section = Section(summary={})
-        for model in models:
-            mine = postings[postings["model_label"] == model]
-            got = prism_tables(mine, dims)
-            for key, value in got.items():
-                tables.setdefault(key, []).append(value.assign(model_label=model))
-            tag = model if len(models) > 1 else ""
-            section.figures[slug(ctx.name, tag, "scatter")] = plot_scatter_density(
-                mine, got["fit"], dims
-            )
-            section.figures[slug(ctx.name, tag, "histograms")] = plot_histograms(mine, dims)
-        merged = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
-        exclusions = (
-            pairs.loc[pairs["excluded"].notna()]
-            .groupby(["model_label", "excluded"])
-            .size()
-            .rename("n")
-            .reset_index()
-            .rename(columns={"excluded": "reason"})
+        pairs = pair_scores(
+            ids, frame.iloc[:n], frame.iloc[n:], answered, scorer.columns, rows["status"]
         )
-        lists = pd.DataFrame(
-            [
-                {
-                    "dimension": dim,
-                    "side": side,
-                    "words": len(getattr(wl, side)),
-                    "dropped": ", ".join(dropped.get(f"{dim}.{side}", [])),
-                }
-                for dim, wl in scorer.word_lists.items()
-                for side in ("fem", "mas")
-            ]
-        )
-        section.tables = {
-            f"{ctx.name}_scores": pairs,
-            f"{ctx.name}_postings": postings,
-            **{f"{ctx.name}_{k}": v for k, v in merged.items()},
-            f"{ctx.name}_exclusions": exclusions,
-            f"{ctx.name}_word_lists": lists,
-        }
-        section.summary = {
+        settings = {
             "masked_lm": spec.masked_lm,
             "word_lists": spec.word_lists or "paper's example words",
             "alpha": spec.alpha,
-            "applications": len(pairs),
-            "postings": len(postings),
-            "texts_scored_now": fresh,
-            "excluded_applications": int(pairs["excluded"].notna().sum()),
-            "word_list_sizes": lists.to_dict("records"),
-            "exclusions": exclusions.to_dict("records"),
-            **{k: merged[k].to_dict("records") for k in ("summary", "arrows")},
-            "fit": merged["fit"].to_dict("records"),
-            "shift": merged["shift"].to_dict("records"),
-            "variance": merged["variance"].to_dict("records"),
         }
-        return section
+        return paired_section(
+            pairs, scorer, dropped, fresh, ctx.name, ctx.models_in(pairs), settings
+        )
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """One row per model and dimension: means, the DBSCAN fit, the tests, the arrows."""
@@ -285,54 +228,127 @@ class PrismKind(AnalysisKind):
         )
 
 
-def pair_table(
-    rows: pd.DataFrame,
+def paired_section(
+    pairs: pd.DataFrame,
+    scorer: Any,
+    dropped: dict[str, list[str]],
+    fresh: int,
+    name: str,
+    models: list[str],
+    settings: dict[str, Any],
+) -> Section:
+    """Tables, figures and summary of posting -> application pairs, per model.
+
+    Args:
+        pairs: :func:`pair_scores` with ``model_label`` among the ids.
+        scorer: The PRISM scorer (its columns and word lists).
+        dropped: Words the vocabulary filter dropped.
+        fresh: Texts scored now (not from the cache).
+        name: Prefix of the tables and figures.
+        models: Model labels in report order.
+        settings: ``masked_lm``, ``word_lists`` and ``alpha`` as the summary shows them.
+    """
+    from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
+    from biasim.analysis.prism_stats import one_pair_per_posting, prism_tables
+
+    dims = list(scorer.word_lists)
+    postings = one_pair_per_posting(pairs, ["model_label", POSTING_FACTOR], scorer.columns)
+    tables: dict[str, list[pd.DataFrame]] = {}
+    section = Section(summary={})
+    for model in models:
+        mine = postings[postings["model_label"] == model]
+        got = prism_tables(mine, dims)
+        for key, value in got.items():
+            tables.setdefault(key, []).append(value.assign(model_label=model))
+        tag = model if len(models) > 1 else ""
+        section.figures[slug(name, tag, "scatter")] = plot_scatter_density(mine, got["fit"], dims)
+        section.figures[slug(name, tag, "histograms")] = plot_histograms(mine, dims)
+    merged = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+    exclusions = (
+        pairs.loc[pairs["excluded"].notna()]
+        .groupby(["model_label", "excluded"])
+        .size()
+        .rename("n")
+        .reset_index()
+        .rename(columns={"excluded": "reason"})
+    )
+    lists = pd.DataFrame(
+        [
+            {
+                "dimension": dim,
+                "side": side,
+                "words": len(getattr(wl, side)),
+                "dropped": ", ".join(dropped.get(f"{dim}.{side}", [])),
+            }
+            for dim, wl in scorer.word_lists.items()
+            for side in ("fem", "mas")
+        ]
+    )
+    section.tables = {
+        f"{name}_scores": pairs,
+        f"{name}_postings": postings,
+        **{f"{name}_{k}": v for k, v in merged.items()},
+        f"{name}_exclusions": exclusions,
+        f"{name}_word_lists": lists,
+    }
+    section.summary = {
+        **settings,
+        "applications": len(pairs),
+        "postings": len(postings),
+        "texts_scored_now": fresh,
+        "excluded_applications": int(pairs["excluded"].notna().sum()),
+        "word_list_sizes": lists.to_dict("records"),
+        "exclusions": exclusions.to_dict("records"),
+        **{k: merged[k].to_dict("records") for k in ("summary", "arrows")},
+        "fit": merged["fit"].to_dict("records"),
+        "shift": merged["shift"].to_dict("records"),
+        "variance": merged["variance"].to_dict("records"),
+    }
+    return section
+
+
+def pair_scores(
+    ids: pd.DataFrame,
     posting_scores: pd.DataFrame,
     application_scores: pd.DataFrame,
     answered: pd.Series,
     columns: tuple[str, ...],
-    posting: str,
+    status: pd.Series | None = None,
 ) -> pd.DataFrame:
-    """One row per application: ids, the posting (its level, or its text when the postings are
-    not a ``posting`` factor), ``posting_<column>`` and ``application_<column>`` scores, and
-    ``excluded``, the first reason the pair cannot be compared (None when it can)."""
-    out = rows[["model_label", "unit_id"]].copy()
-    out[POSTING_FACTOR] = rows[POSTING_FACTOR if POSTING_FACTOR in rows else posting].to_numpy()
+    """One row per application: ``ids`` (which include the ``posting`` key), its posting's
+    and its own scores as ``posting_<column>`` and ``application_<column>``, and
+    ``excluded``, the first reason the pair cannot be compared (None when it can).
+
+    Args:
+        ids: Identifying columns, one row per application, ``posting`` among them.
+        posting_scores: Scores of each row's posting (a scorer's frame, with ``excluded``).
+        application_scores: Scores of each row's application.
+        answered: Whether the application exists (an unanswered call has no text).
+        columns: The scorer's columns.
+        status: Call status, named in the reason of an unanswered application.
+    """
+    out = ids.reset_index(drop=True).copy()
     for side, scores in zip(SIDES, (posting_scores, application_scores), strict=True):
         for col in columns:
             out[f"{side}_{col}"] = scores[col].to_numpy()
+    states = status.tolist() if status is not None else [None] * len(out)
     reasons = []
-    posting_why = posting_scores["excluded"].tolist()
-    application_why = application_scores["excluded"].tolist()
-    for status, ok, p_why, a_why in zip(
-        rows["status"], answered, posting_why, application_why, strict=True
+    for state, ok, p_why, a_why in zip(
+        states,
+        answered.tolist(),
+        posting_scores["excluded"].tolist(),
+        application_scores["excluded"].tolist(),
+        strict=True,
     ):
         if not ok:
-            reasons.append(f"application not answered ({status})")
-        elif p_why is not None:
+            reasons.append(f"application not answered ({state})")
+        elif pd.notna(p_why):
             reasons.append(f"posting: {p_why}")
-        elif a_why is not None:
+        elif pd.notna(a_why):
             reasons.append(f"application: {a_why}")
         else:
             reasons.append(None)
     out["excluded"] = reasons
-    # Scores of an unanswered application are not scores: its empty text was never scored.
+    # An unanswered application has no text, so no scores (its empty text was never scored).
     out.loc[~answered.to_numpy(), [f"application_{c}" for c in columns]] = float("nan")
-    return out.reset_index(drop=True)
-
-
-def per_posting(pairs: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    """One pair per posting and model: its scores and the mean of its applications' scores.
-
-    The tests take pairs as independent; several applications to one posting are not (they
-    share the posting), so a posting counts once, as in the paper (one application each).
-    Applications without scores are left out of the mean (``applications`` counts those in).
-    """
-    scored = pairs[pairs["excluded"].isna()]
-    keys = ["model_label", POSTING_FACTOR]
-    postings = pairs.groupby(keys, sort=False)[[f"posting_{c}" for c in columns]].first()
-    means = scored.groupby(keys, sort=False)[[f"application_{c}" for c in columns]].mean()
-    counts = scored.groupby(keys, sort=False).size().rename("applications")
-    out = postings.join(means).join(counts).reset_index()
-    out["applications"] = out["applications"].fillna(0).astype(int)
     return out
