@@ -120,10 +120,10 @@ def variance_tests(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         the applications'), ``paired_p_opposite``; and both sample variances.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
-    var_x, var_y = float(np.var(x, ddof=1)), float(np.var(y, ddof=1))
+    var_x, var_y = _sd(x) ** 2, _sd(y) ** 2
     dev_x, dev_y = np.abs(x - np.median(x)), np.abs(y - np.median(y))
-    if np.ptp(np.r_[dev_x, dev_y]) == 0:
-        # Equal absolute deviations everywhere: Levene's F is 0 / 0.
+    if np.ptp(dev_x) == 0 and np.ptp(dev_y) == 0:
+        # Each side's absolute deviations constant: Levene's F divides by zero.
         statistic = p = float("nan")
     else:
         levene = stats.levene(x, y, center="median")
@@ -151,6 +151,14 @@ def arrow(p_up: float, p_down: float, alpha: float = 0.05) -> str:
     if p_down < alpha / 2:
         return "↓"
     return "–"
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def _sd(values: np.ndarray) -> float:
+    return float(values.std(ddof=1)) if len(values) > 1 else float("nan")
 
 
 def prism_tables(
@@ -185,12 +193,12 @@ def prism_tables(
                 "dimension": dim,
                 "pairs": len(complete),
                 "excluded_pairs": len(pair) - len(complete),
-                "posting_mean": x.mean(),
-                "posting_magnitude": np.abs(x).mean(),
-                "posting_sd": x.std(ddof=1),
-                "application_mean": y.mean(),
-                "application_magnitude": np.abs(y).mean(),
-                "application_sd": y.std(ddof=1),
+                "posting_mean": _mean(x),
+                "posting_magnitude": _mean(np.abs(x)),
+                "posting_sd": _sd(x),
+                "application_mean": _mean(y),
+                "application_magnitude": _mean(np.abs(y)),
+                "application_sd": _sd(y),
             }
         )
         for filtered in (True, False):

@@ -123,7 +123,7 @@ class PrismKind(AnalysisKind):
     def notes(self, spec: PrismSpec, data_dir: Path | None) -> list[str]:
         """Which masked LM and word lists the scores will come from."""
         lists = spec.word_lists or "the paper's example words (analysis/data, not its full lists)"
-        return [f"PRISM: masked LM {spec.masked_lm}, word lists {lists}, alpha {spec.alpha:g}"]
+        return [f"masked LM {spec.masked_lm}, word lists {lists}, alpha {spec.alpha:g}"]
 
     def compute(self, results: pd.DataFrame, spec: PrismSpec, ctx: AnalysisContext) -> Section:
         from biasim.analysis.prism_scorer import vocabulary_scorer
