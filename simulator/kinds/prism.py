@@ -18,7 +18,7 @@ from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 
-from ..htmlreport import fmt
+from ..htmlreport import HtmlSection, fmt
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
 
 PRISM_KIND = "prism"
@@ -170,6 +170,16 @@ class PrismKind(AnalysisKind):
             pairs, scorer, dropped, fresh, ctx.name, ctx.models_in(pairs), settings
         )
 
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        """The tables (every list of records), then both figures of each model."""
+        super().html(summary, section)
+        models = list(dict.fromkeys(r["model_label"] for r in summary["summary"]))
+        for model in models:
+            tag = model if len(models) > 1 else ""
+            for figure, caption in FIGURE_CAPTIONS.items():
+                label = f"{caption}, {model}" if tag else caption
+                section.figure(slug(summary["name"], tag, figure), label)
+
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """One row per model and dimension: means, the DBSCAN fit, the tests, the arrows."""
         console.print(
@@ -226,6 +236,13 @@ class PrismKind(AnalysisKind):
             "two-sided 0.05 (Table 1).",
             highlight=False,
         )
+
+
+FIGURE_CAPTIONS = {
+    "scatter": "Application vs posting score per dimension, DBSCAN-filtered fit (the paper's "
+    "Figure 3)",
+    "histograms": "Posting and application scores per dimension (the paper's Figure 5)",
+}
 
 
 def paired_section(
