@@ -123,7 +123,7 @@ def test_study_writes_scores_tables_and_both_figures(study_run):
         image = _read_png(study_run / "figures" / f"prism_{name}.png")
         assert image.shape[0] > 500 and image.shape[1] > 500
     scores = pd.read_csv(study_run / "tables" / "prism_scores.csv")
-    assert len(scores) == 8 * 3  # postings x applications per posting
+    assert len(scores) == 32 * 3  # postings x applications per posting
     assert scores[[f"application_{d}" for d in DIMS]].notna().all().all()
 
 
@@ -155,7 +155,7 @@ def test_study_tests_are_scipys_on_one_pair_per_posting(study_run):
             expected = stats.wilcoxon(x, y, alternative="less").pvalue
             assert shift.loc[dim, "mean_p"] == pytest.approx(expected, abs=1e-12)
         row = fit[(fit["dimension"] == dim) & ~fit["dbscan"]].iloc[0]
-        assert row["n"] == 8
+        assert row["n"] == 32
         assert row["pearson_r"] == pytest.approx(stats.pearsonr(x, y).statistic, abs=1e-12)
         levene = stats.levene(x, y, center="median")
         assert variance.loc[dim, "levene_p"] == pytest.approx(levene.pvalue, abs=1e-12)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pandas as pd
 from pydantic import Field
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -204,8 +205,13 @@ class PrismKind(AnalysisKind):
         variances = {(r["model_label"], r["dimension"]): r for r in summary["variance"]}
         arrows = {(r["model_label"], r["dimension"]): r for r in summary["arrows"]}
         several = len({r["model_label"] for r in summary["summary"]}) > 1
-        table = Table(title=f"{summary['name']}: posting -> application (+ = masculine)")
-        heads = ["dim", "n", "post.", "appl.", "r", "out", "r all", "p mean", "p |x|", "p var"]
+        table = Table(
+            title=f"{summary['name']}: posting -> application (+ = masculine)",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1),
+            show_edge=False,
+        )
+        heads = ["dim", "n", "post.", "appl.", "r", "r all", "p mean", "p |x|", "p var"]
         for col in (["model"] if several else []) + heads + ["↑↓"]:
             table.add_column(col, justify="right")
         for row in summary["summary"]:
@@ -218,7 +224,6 @@ class PrismKind(AnalysisKind):
                 fmt(row["posting_mean"]),
                 fmt(row["application_mean"]),
                 fmt(fit["pearson_r"]),
-                str(fit["removed"]),
                 fmt(unfiltered[key]["pearson_r"]),
                 fmt(shift["mean_p"]),
                 fmt(shift["magnitude_p"]),
@@ -226,10 +231,14 @@ class PrismKind(AnalysisKind):
                 f"{arrow['mean']}{arrow['magnitude']}{arrow['variance']}",
             )
         console.print(table)
+        removed = ", ".join(
+            f"{k[1]} {r['removed']}" if not several else f"{k[0]} {k[1]} {r['removed']}"
+            for k, r in fits.items()
+        )
         console.print(
             "One pair per posting (n): its score and its applications' mean. post. / appl. = "
-            "mean scores; r = Pearson after DBSCAN (eps 0.5, min_samples 30; `out` pairs "
-            "removed; - when fewer than 3 are left), r all = without it; "
+            "mean scores; r = Pearson after DBSCAN (eps 0.5, min_samples 30; - when fewer than "
+            f"3 pairs are left; removed: {removed}), r all = without it; "
             "one-sided p: mean H1 applications more masculine, |x| H1 further from 0 "
             "(Wilcoxon signed-rank), var H1 postings vary more (paired Brown-Forsythe; the "
             "paper's Levene is in the variance table); arrows mean, magnitude, variance at "
