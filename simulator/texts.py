@@ -8,7 +8,6 @@ output directory (``prism_scores.sqlite``), so a rerun never re-scores a text.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from .kinds.prism import (
     pair_scores,
     paired_section,
     problem_with_model,
+    word_list_problem,
 )
 
 #: Prefix of the tables and figures ``analyze --texts`` writes.
@@ -76,19 +76,18 @@ def read_texts(request: TextsRequest) -> pd.DataFrame:
                     f"no such column (given by {option}); columns: {', '.join(frame.columns)}",
                 )
             )
+    model_ok = False
     if request.masked_lm is None:
         problems.append(Problem("--masked-lm", None, "", f"required: {HOW_TO}"))
     else:
         reason = problem_with_model(request.masked_lm, None, HOW_TO)
         if reason:
             problems.append(Problem("--masked-lm", None, "", reason))
-    if request.word_lists is not None:
-        from biasim.analysis.prism_scorer import read_word_lists
-
-        try:
-            read_word_lists(request.word_lists)
-        except (OSError, ValueError, AttributeError, json.JSONDecodeError) as exc:
-            problems.append(Problem("--word-lists", None, "", f"{request.word_lists}: {exc}"))
+        model_ok = reason is None
+    local = model_ok and Path(str(request.masked_lm)).is_dir()
+    why = word_list_problem(request.word_lists, Path(str(request.masked_lm)) if local else None)
+    if why:
+        problems.append(Problem("--word-lists", None, "", why))
     if not 0 < request.alpha <= 100:
         problems.append(Problem("--alpha", None, "", "a percentage in (0, 100]"))
     if request.out is not None:

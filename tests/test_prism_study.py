@@ -262,3 +262,30 @@ def _read_png(path: Path) -> np.ndarray:
     from matplotlib.image import imread
 
     return imread(path)
+
+
+def test_word_lists_outside_the_vocabulary_stop_the_study_and_analyze_texts(
+    cli, tiny_bert, tmp_path
+):
+    lists = tmp_path / "lists.json"
+    lists.write_text(json.dumps({"words": {"psy": {"fem": ["zzqqxx"], "mas": ["he"]}}}))
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "extends: ding2024_prism\n"
+        "analyses:\n"
+        "  - {kind: prism, posting: posting_text, word_lists: lists.json}\n"
+    )
+    out = tmp_path / "run"
+    args = ["run", str(study), "--backend", "synthetic", "--masked-lm", tiny_bert]
+    result = cli.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 2
+    assert "analyses[0].word_lists: dimension `psy`: no `fem` word" in result.stderr
+    assert not out.exists()
+    texts = tmp_path / "texts.csv"
+    pd.DataFrame({"text": ["She is a caring nurse who helps every patient."]}).to_csv(texts)
+    result = cli.invoke(
+        app,
+        ["analyze", "--texts", str(texts), "--masked-lm", tiny_bert, "--word-lists", str(lists)],
+    )
+    assert result.exit_code == 2
+    assert "--word-lists: dimension `psy`: no `fem` word" in result.stderr

@@ -20,7 +20,15 @@ from rich.console import Console
 from rich.table import Table
 
 from ..htmlreport import HtmlSection, fmt
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from .base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    resolve_data_path,
+    slug,
+)
 
 PRISM_KIND = "prism"
 #: The design factor whose levels are the postings (``--postings`` replaces it).
@@ -61,11 +69,42 @@ class PrismSpec(AnalysisSpec):
     batch_size: int = Field(64, ge=1, description="Masked copies per forward pass.")
 
 
-def problem_with_model(value: str, folder: Path | None, how_to: str = HOW_TO) -> str | None:
-    """Why ``value`` names no masked LM (None when it is a model folder or a hub id), ending
-    with ``how_to`` give one."""
-    from .base import resolve_data_path
+def _folder_of(facts: StudyFacts, name: str) -> Path | None:
+    """The folder of the study file that wrote this analysis's field ``name`` (relative paths
+    resolve there), or None when an option gave it."""
+    file, _ = facts.smap.locate((*facts.at, name))
+    return Path(file).parent if file and Path(file).is_file() else None
 
+
+def word_list_problem(word_lists: Path | None, model_folder: Path | None) -> str | None:
+    """Why the word lists cannot be used (None when they can): unreadable, malformed, or, for
+    a local model, a side of a dimension with no word in its vocabulary. Only the tokenizer
+    is loaded, so a study fails here rather than after its calls."""
+    import json
+
+    from biasim.analysis.prism import filter_to_vocabulary
+    from biasim.analysis.prism_scorer import EXAMPLE_WORD_LISTS, read_word_lists
+
+    try:
+        lists = read_word_lists(word_lists or EXAMPLE_WORD_LISTS)
+    except OSError as exc:
+        return f"cannot read `{word_lists}`: {exc.strerror or exc}"
+    except (ValueError, AttributeError, json.JSONDecodeError) as exc:
+        return f"`{word_lists}`: {exc}"
+    if model_folder is None:
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        filter_to_vocabulary(lists, AutoTokenizer.from_pretrained(str(model_folder)).get_vocab())
+    except ValueError as exc:
+        return f"{exc} (the tokenizer of {model_folder})"
+    return None
+
+
+def problem_with_model(value: str, folder: Path | None, how_to: str = HOW_TO) -> str | None:
+    """Why ``value`` names no masked LM (None when it is a model folder or a hub id); the
+    reason ends with ``how_to``, how to give one."""
     path = resolve_data_path(value, folder).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
@@ -91,35 +130,29 @@ class PrismKind(AnalysisKind):
                 f"`{spec.posting}` is not a recorded factor variable; list it in "
                 "`design.record` (it holds the text each application answers)",
             )
-        file, _ = facts.smap.locate((*facts.at, "masked_lm"))
-        folder = Path(file).parent if file and Path(file).is_file() else None
+        folder = _folder_of(facts, "masked_lm")
+        model_ok = False
         if spec.masked_lm is None:
             facts.problem(("masked_lm",), NO_MASKED_LM)
         else:
             reason = problem_with_model(spec.masked_lm, folder)
             if reason:
                 facts.problem(("masked_lm",), reason)
+            model_ok = reason is None
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
         if missing:
             facts.problem(("masked_lm",), f"PRISM needs {' and '.join(missing)} installed")
-        if spec.word_lists is not None:
-            self._check_word_lists(spec.word_lists, folder, facts)
-
-    @staticmethod
-    def _check_word_lists(value: str, folder: Path | None, facts: StudyFacts) -> None:
-        import json
-
-        from biasim.analysis.prism_scorer import read_word_lists
-
-        from .base import resolve_data_path
-
-        path = resolve_data_path(value, folder)
-        try:
-            read_word_lists(path)
-        except OSError as exc:
-            facts.problem(("word_lists",), f"cannot read `{value}`: {exc.strerror or exc}")
-        except (ValueError, AttributeError, json.JSONDecodeError) as exc:
-            facts.problem(("word_lists",), f"`{value}`: {exc}")
+        lists = (
+            None
+            if spec.word_lists is None
+            else resolve_data_path(spec.word_lists, _folder_of(facts, "word_lists"))
+        )
+        local = model_ok and resolve_data_path(spec.masked_lm or "", folder).is_dir()
+        reason = word_list_problem(
+            lists, resolve_data_path(spec.masked_lm or "", folder) if local else None
+        )
+        if reason:
+            facts.problem(("word_lists",), reason)
 
     def notes(self, spec: PrismSpec, data_dir: Path | None) -> list[str]:
         """Which masked LM and word lists the scores will come from."""
