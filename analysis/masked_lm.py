@@ -118,6 +118,10 @@ class HuggingFaceMaskedLM:
         parts = [*tokens[:index], self.tokenizer.mask_token, *tokens[index + 1 :]]
         return self.tokenizer.convert_tokens_to_string(parts)
 
+    def vocabulary(self) -> set[str]:
+        """Every token of the tokenizer's vocabulary (to filter word lists)."""
+        return set(self.tokenizer.get_vocab())
+
     def vocab_ids(self, words: Sequence[str]) -> list[int]:
         """Vocabulary ids of ``words`` (the unknown token's id for words outside it)."""
         return list(self.tokenizer.convert_tokens_to_ids(list(words)))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,6 +158,45 @@ def load_word_lists(data: Mapping) -> dict[str, WordLists]:
             raise ValueError(f"dimension `{dim}` needs non-empty `fem` and `mas` word lists")
         out[dim] = WordLists(tuple(map(str, lists["fem"])), tuple(map(str, lists["mas"])))
     return out
+
+
+def filter_to_vocabulary(
+    lists: Mapping[str, WordLists], vocabulary: Collection[str]
+) -> tuple[dict[str, WordLists], dict[str, list[str]]]:
+    """Keep the words a masked LM can predict as one token, as the authors' ``filter_words``.
+
+    A word stays when it is in the vocabulary, or its byte-level form (``"Ġ" + word``, RoBERTa
+    and GPT-2 style) is; order and duplicates are kept. Words split into several tokens are
+    dropped (a mask predicts one token).
+
+    Args:
+        lists: Dimension -> word lists.
+        vocabulary: The model's tokens (``tokenizer.get_vocab()``).
+
+    Returns:
+        The filtered lists, and per ``"<dim>.<fem|mas>"`` the words dropped.
+
+    Raises:
+        ValueError: A side of a dimension keeps no word (named with the words it had).
+    """
+    vocab = vocabulary if isinstance(vocabulary, set | frozenset | dict) else set(vocabulary)
+    kept: dict[str, WordLists] = {}
+    dropped: dict[str, list[str]] = {}
+    for dim, wl in lists.items():
+        sides = {}
+        for side, words in (("fem", wl.fem), ("mas", wl.mas)):
+            inside = tuple(w for w in words if w in vocab or "Ġ" + w in vocab)
+            if not inside:
+                raise ValueError(
+                    f"dimension `{dim}`: no `{side}` word is in the model's vocabulary "
+                    f"({', '.join(words)})"
+                )
+            sides[side] = inside
+            missing = [w for w in words if w not in inside]
+            if missing:
+                dropped[f"{dim}.{side}"] = missing
+        kept[dim] = WordLists(sides["fem"], sides["mas"])
+    return kept, dropped
 
 
 @dataclass(frozen=True)

@@ -51,18 +51,24 @@ def plot_scatter_density(
         pair = scores[[f"posting_{dim}", f"application_{dim}"]].dropna()
         x, y = pair.iloc[:, 0].to_numpy(float), pair.iloc[:, 1].to_numpy(float)
         keep = dbscan_inliers(x, y)
-        ax.hexbin(x[keep], y[keep], gridsize=30, cmap="Blues", mincnt=1, bins="log")
+        if keep.any():
+            ax.hexbin(x[keep], y[keep], gridsize=30, cmap="Blues", mincnt=1, bins="log")
         ax.scatter(x[~keep], y[~keep], marker="x", color="#999999", s=14, label="DBSCAN outlier")
         row = fits.query("dimension == @dim and dbscan").iloc[0]
-        grid = np.linspace(x[keep].min(), x[keep].max(), 2)
-        ax.plot(grid, row["intercept"] + row["slope"] * grid, color="#222222", lw=1.4)
-        ax.text(
-            0.03,
-            0.97,
+        if np.isfinite(row["slope"]):
+            grid = np.linspace(x[keep].min(), x[keep].max(), 2)
+            ax.plot(grid, row["intercept"] + row["slope"] * grid, color="#222222", lw=1.4)
+        fitted = (
             f"r = {row['pearson_r']:.3f} ({_p_text(row['pearson_p'])})\n"
             f"slope = {row['slope']:.3f}, intercept = {row['intercept']:.3f}\n"
             f"Spearman ρ = {row['spearman_rho']:.3f}\n"
-            f"n = {int(row['n'])}, removed = {int(row['removed'])}",
+            if np.isfinite(row["slope"])
+            else "no fit: fewer than 3 pairs kept, or one side constant\n"
+        )
+        ax.text(
+            0.03,
+            0.97,
+            fitted + f"n = {int(row['n'])}, removed = {int(row['removed'])}",
             transform=ax.transAxes,
             va="top",
             fontsize=8.5,

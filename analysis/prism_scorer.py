@@ -21,6 +21,7 @@ from .masked_lm import HuggingFaceMaskedLM, MaskedLM
 from .prism import (
     DEFAULT_ALPHA,
     WordLists,
+    filter_to_vocabulary,
     is_scored,
     load_word_lists,
     rank_plan,
@@ -33,6 +34,10 @@ from .scorers import ScoreTable
 NO_SENTENCE = "no sentence of more than 5 words"
 NO_TOKEN = "no scored token"
 TRUNCATED = "a sentence longer than the model's maximum length"
+
+
+#: The paper's example words per dimension (not its full lists, which were never published).
+EXAMPLE_WORD_LISTS = Path(__file__).parent / "data" / "prism_seed003_examples.json"
 
 
 def read_word_lists(source: str | Path | Mapping) -> dict[str, WordLists]:
@@ -168,3 +173,34 @@ class PrismScorer:
         with Progress(*columns, transient=True) as bar:
             task = bar.add_task("prism", total=len(copies))
             return self.lm.mask_probabilities(copies, self._ids, lambda n: bar.advance(task, n))
+
+
+def vocabulary_scorer(
+    model: str,
+    word_lists: str | Path | Mapping | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> tuple[PrismScorer, dict[str, list[str]]]:
+    """A PRISM scorer on a ``transformers`` masked LM, word lists filtered to its vocabulary.
+
+    Args:
+        model: Hub id or local folder of an ``AutoModelForMaskedLM``.
+        word_lists: A JSON file or mapping in the reference layout; the paper's example words
+            (:data:`EXAMPLE_WORD_LISTS`) when None.
+        alpha: Percentage of pooled word probabilities kept.
+        batch_size: Masked copies per forward pass.
+        progress: Show a progress bar over the masked copies.
+
+    Returns:
+        The scorer and the words dropped per ``"<dim>.<side>"`` (see ``filter_to_vocabulary``).
+
+    Raises:
+        ValueError: A side of a dimension has no word in the vocabulary, or bad word lists.
+    """
+    lm = HuggingFaceMaskedLM(model, batch_size=batch_size)
+    lists, dropped = filter_to_vocabulary(
+        read_word_lists(EXAMPLE_WORD_LISTS if word_lists is None else word_lists),
+        lm.vocabulary(),
+    )
+    return PrismScorer(lm, lists, alpha=alpha, progress=progress), dropped

@@ -11,11 +11,14 @@ Per dimension, with X the posting scores and Y the application scores of the sam
   (p/2 when the posting variance is the larger, 1 - p/2 otherwise), and beside it a paired
   Brown-Forsythe test (signed-rank test on the pairs' absolute deviations from the medians):
   Levene's test assumes independent samples, and a posting and its application are not;
-* :func:`arrows` - Table 1's arrows: the direction a test finds at two-sided level alpha.
+* :func:`arrows` - Table 1's arrows: the direction a test finds at two-sided level alpha;
+* :func:`one_pair_per_posting` - several applications to one posting made one pair, so the
+  tests, which take pairs as independent, see each posting once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -24,6 +27,8 @@ from scipy import stats
 
 DBSCAN_EPS = 0.5
 DBSCAN_MIN_SAMPLES = 30
+#: Fewest pairs a fit is reported on.
+MIN_FIT = 3
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,11 @@ def fit(x: np.ndarray, y: np.ndarray, dbscan: bool = True) -> Fit:
     x, y = np.asarray(x, float), np.asarray(y, float)
     keep = dbscan_inliers(x, y) if dbscan else np.ones(len(x), bool)
     xs, ys = x[keep], y[keep]
+    if len(xs) < MIN_FIT or np.ptp(xs) == 0 or np.ptp(ys) == 0:
+        # A line through fewer than 3 points, or a constant side, has no correlation to report
+        # (DBSCAN with min_samples 30 keeps nothing of a small study).
+        nan = float("nan")
+        return Fit(len(xs), int((~keep).sum()), nan, nan, nan, nan, nan, nan)
     line = stats.linregress(xs, ys)
     rho = stats.spearmanr(xs, ys)
     return Fit(
@@ -76,7 +86,10 @@ def fit(x: np.ndarray, y: np.ndarray, dbscan: bool = True) -> Fit:
 
 
 def _signed_rank(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """Wilcoxon signed-rank statistic and one-sided p for H1: a < b, and for H1: a > b."""
+    """Wilcoxon signed-rank statistic and one-sided p for H1: a < b, and for H1: a > b
+    (NaN when no pair differs: the test has nothing to rank)."""
+    if not np.any(a != b):
+        return float("nan"), float("nan"), float("nan")
     less = stats.wilcoxon(a, b, alternative="less")
     greater = stats.wilcoxon(a, b, alternative="greater")
     return float(less.statistic), float(less.pvalue), float(greater.pvalue)
@@ -107,13 +120,17 @@ def variance_tests(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         the applications'), ``paired_p_opposite``; and both sample variances.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
-    levene = stats.levene(x, y, center="median")
-    var_x, var_y = float(np.var(x, ddof=1)), float(np.var(y, ddof=1))
-    p = float(levene.pvalue)
+    var_x, var_y = _sd(x) ** 2, _sd(y) ** 2
     dev_x, dev_y = np.abs(x - np.median(x)), np.abs(y - np.median(y))
+    if np.ptp(dev_x) == 0 and np.ptp(dev_y) == 0:
+        # Each side's absolute deviations constant: Levene's F divides by zero.
+        statistic = p = float("nan")
+    else:
+        levene = stats.levene(x, y, center="median")
+        statistic, p = float(levene.statistic), float(levene.pvalue)
     _, p_smaller_x, p_larger_x = _signed_rank(dev_x, dev_y)
     return {
-        "levene_statistic": float(levene.statistic),
+        "levene_statistic": statistic,
         "levene_p": p,
         "levene_p_one_sided": p / 2 if var_x > var_y else 1 - p / 2,
         "paired_p": p_larger_x,
@@ -134,6 +151,14 @@ def arrow(p_up: float, p_down: float, alpha: float = 0.05) -> str:
     if p_down < alpha / 2:
         return "↓"
     return "–"
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def _sd(values: np.ndarray) -> float:
+    return float(values.std(ddof=1)) if len(values) > 1 else float("nan")
 
 
 def prism_tables(
@@ -168,12 +193,12 @@ def prism_tables(
                 "dimension": dim,
                 "pairs": len(complete),
                 "excluded_pairs": len(pair) - len(complete),
-                "posting_mean": x.mean(),
-                "posting_magnitude": np.abs(x).mean(),
-                "posting_sd": x.std(ddof=1),
-                "application_mean": y.mean(),
-                "application_magnitude": np.abs(y).mean(),
-                "application_sd": y.std(ddof=1),
+                "posting_mean": _mean(x),
+                "posting_magnitude": _mean(np.abs(x)),
+                "posting_sd": _sd(x),
+                "application_mean": _mean(y),
+                "application_magnitude": _mean(np.abs(y)),
+                "application_sd": _sd(y),
             }
         )
         for filtered in (True, False):
@@ -198,3 +223,31 @@ def prism_tables(
         "variance": pd.DataFrame(variances),
         "arrows": pd.DataFrame(table1),
     }
+
+
+def one_pair_per_posting(
+    pairs: pd.DataFrame, keys: list[str], columns: Sequence[str]
+) -> pd.DataFrame:
+    """One pair per posting: its scores and the mean of its applications' scores.
+
+    The tests take pairs as independent; several applications to one posting are not (they
+    share the posting), so a posting counts once, as in the paper (one application each).
+
+    Args:
+        pairs: One row per application with ``posting_<column>``, ``application_<column>``
+            and ``excluded`` (None when the pair has both scores).
+        keys: Columns identifying a posting (e.g. the model and the posting).
+        columns: Score columns (without the side prefix).
+
+    Returns:
+        ``keys``, the posting's scores, its scored applications' mean scores and
+        ``applications``, how many scored applications the mean is over (excluded ones are
+        left out of it; a posting with none has NaN application scores).
+    """
+    scored = pairs[pairs["excluded"].isna()]
+    postings = pairs.groupby(keys, sort=False)[[f"posting_{c}" for c in columns]].first()
+    means = scored.groupby(keys, sort=False)[[f"application_{c}" for c in columns]].mean()
+    counts = scored.groupby(keys, sort=False).size().rename("applications")
+    out = postings.join(means).join(counts).reset_index()
+    out["applications"] = out["applications"].fillna(0).astype(int)
+    return out

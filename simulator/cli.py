@@ -27,6 +27,15 @@ out_console = Console()
 err_console = Console(stderr=True)
 
 
+MASKED_LM_OPTION = typer.Option(
+    "--masked-lm",
+    help="PRISM: the masked LM (local folder or hub id) of every `prism` analysis.",
+)
+POSTINGS_OPTION = typer.Option(
+    help="PRISM: CSV of job postings (columns posting, posting_text) replacing the study's.",
+)
+
+
 def _fail_input(exc: InputError) -> None:
     for problem in exc.problems:
         err_console.print(
@@ -65,6 +74,8 @@ def run(
             help="Seconds between progress lines when output is not a terminal (a log file).",
         ),
     ] = DEFAULT_LOG_EVERY_S,
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
@@ -80,6 +91,8 @@ def run(
         resume=resume,
         replay=replay,
         max_error_rate=max_error_rate,
+        masked_lm=masked_lm,
+        postings=postings,
     )
     try:
         prepared = prepare(options)
@@ -211,13 +224,15 @@ def validate(
     show_prompts: Annotated[
         bool, typer.Option(help="Print every distinct prompt the study sends, rendered.")
     ] = False,
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
 ) -> None:
     """Check a study file and render every template once."""
-    from .config import load_study
     from .design import design_size
+    from .runner import RunOptions, load_options_study
 
     try:
-        loaded = load_study(study)
+        loaded = load_options_study(RunOptions(study=study, masked_lm=masked_lm, postings=postings))
     except InputError as exc:
         _fail_input(exc)
     if show_prompts:
@@ -397,7 +412,7 @@ def analyze(
     ] = None,
     texts: Annotated[
         Path | None,
-        typer.Option(help="A CSV of texts written elsewhere (e.g. reference letters)."),
+        typer.Option(help="A CSV of texts written elsewhere (letters; with --masked-lm, PRISM)."),
     ] = None,
     text_col: Annotated[str | None, typer.Option(help="With --texts: the text column.")] = None,
     group_col: Annotated[str | None, typer.Option(help="With --texts: the group column.")] = None,
@@ -436,14 +451,43 @@ def analyze(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="With --decisions or --texts: directory for the CSV tables."),
+        typer.Option(help="With --decisions or --texts: directory for the tables (and figures)."),
     ] = None,
     permutations: Annotated[int, typer.Option(help="Monte Carlo permutations.")] = 5000,
     seed: Annotated[int, typer.Option(help="Seed of every random draw.")] = 0,
+    paired_column: Annotated[
+        str | None,
+        typer.Option(
+            help="With --texts: the column of the text each one answers (e.g. the posting): "
+            "adds the posting -> application tables and figures."
+        ),
+    ] = None,
+    masked_lm: Annotated[
+        str | None,
+        typer.Option("--masked-lm", help="With --texts: the masked LM (local folder or hub id)."),
+    ] = None,
+    word_lists: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: word lists JSON (default: the paper's example words)."),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
+    ] = 23.0,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
-    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, or texts with
-    --texts FILE.csv --text-col t --group-col g."""
+    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
+    --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
+    scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting]."""
+    if texts is not None and masked_lm is not None:
+        from .prism_texts import TextsRequest
+
+        _analyze_texts(
+            TextsRequest(
+                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out
+            ),
+            as_json,
+        )
+        return
     if texts is not None:
         from .kinds.letters import LettersKind
         from .texts import TextsOptions, analyze_texts
@@ -493,7 +537,7 @@ def analyze(
         )
         return
     if run_dir is None:
-        _fail_input(InputError("give a RUN_DIR, or --decisions FILE.csv"))
+        _fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
     from .report import print_report
     from .runner import reanalyze
 
@@ -926,6 +970,59 @@ def _analyze_external(
             f"({row['n']} decided, {row['share']:.1%}; {row['n_rows']} rows)",
             highlight=False,
         )
+
+
+def _analyze_texts(request: Any, as_json: bool) -> None:
+    """``analyze --texts``: check, score, print and (with --out) write tables and figures."""
+    from biasim.analysis.figures import save_figure
+
+    from .prism_texts import analyze_texts, read_texts
+    from .rundir import write_atomic
+
+    try:
+        frame = read_texts(request)
+    except InputError as exc:
+        _fail_input(exc)
+    result = analyze_texts(request, frame)
+    written: list[Path] = []
+    if request.out is not None:
+        request.out.mkdir(parents=True, exist_ok=True)
+        for name, table in result.tables.items():
+            path = request.out / f"{name}.csv"
+            write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+            written.append(path)
+        for name, figure in result.figures.items():
+            written.append(save_figure(figure, request.out / f"{name}.png"))
+    if as_json:
+        payload = {
+            **result.summary,
+            **{k: v.to_dict("records") for k, v in result.tables.items() if k.endswith("_summary")},
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    if request.paired_column:
+        from .kinds import get_kind
+
+        get_kind("prism").print(result.summary, out_console)
+    else:
+        for name, table in result.tables.items():
+            if name.endswith("_scores"):
+                continue  # one row per text: in the CSV, not on the screen
+            rich_table = Table(title=name)
+            for col in table.columns:
+                rich_table.add_column(str(col), justify="right")
+            for row in table.itertuples(index=False):
+                rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+            out_console.print(rich_table)
+        dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
+        out_console.print(
+            f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "
+            "(the rest from the cache)"
+            + (f"; words not in the model's vocabulary, dropped: {dropped}" if dropped else ""),
+            highlight=False,
+        )
+    if written:
+        out_console.print(f"wrote {len(written)} files under {request.out}", highlight=False)
 
 
 def _comma_list(text: str | None) -> list[str]:

@@ -191,7 +191,9 @@ def compare_runs(
     combined = pd.concat([_relabel(run) for run in runs], ignore_index=True)
     order = [label for run in runs for label in run.labels.values()]
     study = runs[0].study
-    evidence = analyze(combined, study.config, data_dir=_study_dir(study), models=order)
+    evidence = analyze(
+        combined, study.config, data_dir=_study_dir(study), models=order, out_dir=out
+    )
     out.mkdir(parents=True, exist_ok=True)
     written = write_evidence(out, evidence)
     summary = evidence.summary

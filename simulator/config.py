@@ -467,21 +467,31 @@ class Override:
             every key at that level, e.g. ``("roles", "*", "backend")``.
         value: New value.
         drop: Sibling keys to remove (options of a backend the role no longer uses).
+        match: For a ``"*"`` over a list: only the entries that are mappings with these
+            items, e.g. ``(("kind", "prism"),)`` for the PRISM analyses.
     """
 
     option: str
     path: FieldPath
     value: Any
     drop: tuple[str, ...] = ()
+    match: tuple[tuple[str, Any], ...] = ()
 
     def paths(self, data: dict[str, Any]) -> list[FieldPath]:
-        """Concrete paths: a ``"*"`` part stands for every key of that mapping (every role)."""
+        """Concrete paths: a ``"*"`` part stands for every key of that mapping (every role),
+        or every entry of that list that has the ``match`` items (``analyses``)."""
         found: list[FieldPath] = [()]
         for part in self.path[:-1]:
             expanded: list[FieldPath] = []
             for prefix in found:
                 node = _get_path(data, prefix)
-                if part == "*":
+                if part == "*" and isinstance(node, list):
+                    expanded.extend(
+                        (*prefix, i)
+                        for i, item in enumerate(node)
+                        if isinstance(item, dict) and all(item.get(k) == v for k, v in self.match)
+                    )
+                elif part == "*":
                     keys = list(node) if isinstance(node, dict) else []
                     expanded.extend((*prefix, key) for key in keys)
                 else:
@@ -504,7 +514,10 @@ class Override:
 
 def _get_path(data: Any, path: FieldPath) -> Any:
     for part in path:
-        data = data.get(part, {}) if isinstance(data, dict) else {}
+        if isinstance(data, list) and isinstance(part, int):
+            data = data[part]
+        else:
+            data = data.get(part, {}) if isinstance(data, dict) else {}
     return data
 
 

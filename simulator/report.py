@@ -91,7 +91,7 @@ def analyze(
     *,
     data_dir: Path | None = None,
     models: list[str] | None = None,
-    cache_dir: Path | None = None,
+    out_dir: Path | None = None,
 ) -> Evidence:
     """Every analysis the study declares, plus outcome rates per persona group.
 
@@ -100,14 +100,14 @@ def analyze(
         study: The study that produced it.
         data_dir: Where relative data paths of analyses (training CSV, predictions) resolve.
         models: Model labels in report order (default: order of first appearance).
-        cache_dir: Where kinds keep caches across analyses (the run directory), or None.
+        out_dir: Where the outputs will be written (kinds keep score caches there).
     """
     evidence = Evidence(summary=base_summary(df, study, models))
     order = evidence.summary["model_labels"]
     for i, spec in enumerate(study.analyses):
         name = analysis_name(spec, i)
         ctx = AnalysisContext(
-            study=study, name=name, data_dir=data_dir, models=tuple(order), cache_dir=cache_dir
+            study=study, name=name, data_dir=data_dir, models=tuple(order), out_dir=out_dir
         )
         section = get_kind(spec.kind).compute(df, spec, ctx)
         if len(order) > 1:

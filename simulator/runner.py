@@ -28,6 +28,7 @@ from .config import Override, Study, load_study, validate_study
 from .dispatch import Dispatcher, RunAborted, RunInterrupted
 from .errors import InputError, Problem
 from .interrupts import StopControl, stop_on_signals
+from .kinds.prism import POSTING_FACTOR, PRISM_KIND
 from .llm.errors import BackendConfigError
 from .llm.http_common import is_local_url
 from .llm.registry import create_backend, unsupported_setting
@@ -86,6 +87,8 @@ class RunOptions:
     resume: Path | None = None
     replay: Path | None = None
     max_error_rate: float | None = 0.5
+    masked_lm: str | None = None
+    postings: Path | None = None
 
 
 @dataclass
@@ -129,7 +132,42 @@ def _overrides(options: RunOptions) -> list[Override]:
         out.append(Override("--agents", ("design", "agents_per_value"), options.agents))
     if options.seed is not None:
         out.append(Override("--seed", ("seed",), options.seed))
+    prism = (("kind", PRISM_KIND),)
+    if options.masked_lm is not None:
+        # A folder is recorded absolute, so `biasim analyze RUN_DIR` finds it from anywhere.
+        local = Path(options.masked_lm).expanduser()
+        value = str(local.resolve()) if local.exists() else options.masked_lm
+        out.append(Override("--masked-lm", ("analyses", "*", "masked_lm"), value, match=prism))
+    if options.postings is not None:
+        postings = str(options.postings.expanduser().resolve())
+        out.append(Override("--postings", ("design", "factors", POSTING_FACTOR), postings))
     return out
+
+
+def load_options_study(options: RunOptions) -> Study:
+    """The study ``options.study`` names, with the command line's overrides, fully checked.
+
+    Raises:
+        InputError: Bad study or option (exit code 2).
+    """
+    assert options.study is not None
+    study = load_study(options.study, _overrides(options))
+    _check_prism_options(options, study)
+    return study
+
+
+def _check_prism_options(options: RunOptions, study: Study) -> None:
+    """``--masked-lm`` and ``--postings`` belong to studies with a PRISM analysis."""
+    if any(spec.kind == PRISM_KIND for spec in study.config.analyses):
+        return
+    given = (("--masked-lm", options.masked_lm), ("--postings", options.postings))
+    problems = [
+        Problem(flag, None, "", f"the study has no `{PRISM_KIND}` analysis to use it")
+        for flag, value in given
+        if value is not None
+    ]
+    if problems:
+        raise InputError(problems)
 
 
 def prepare(options: RunOptions) -> PreparedRun:
@@ -151,6 +189,8 @@ def prepare(options: RunOptions) -> PreparedRun:
                 ("--model", options.model),
                 ("--agents", options.agents),
                 ("--seed", options.seed),
+                ("--masked-lm", options.masked_lm),
+                ("--postings", options.postings),
                 ("STUDY", options.study),
             )
             if value is not None
@@ -172,7 +212,7 @@ def prepare(options: RunOptions) -> PreparedRun:
     else:
         if options.study is None:
             raise InputError("give a STUDY (file or built-in name) or --resume RUN_DIR")
-        study = load_study(options.study, _overrides(options))
+        study = load_options_study(options)
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         out = options.out or Path("runs") / f"{study.config.name}-{stamp}"
         reason = check_writable(out)
@@ -460,7 +500,7 @@ def _run_study(
                     results,
                     prepared.study.config,
                     data_dir=_study_dir(prepared.study),
-                    cache_dir=out,
+                    out_dir=out,
                 )
                 summary = evidence.summary
                 written = write_evidence(out, evidence)
@@ -551,7 +591,7 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
 
 
 def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
-    evidence = analyze(results, study.config, data_dir=_study_dir(study), cache_dir=run_dir)
+    evidence = analyze(results, study.config, data_dir=_study_dir(study), out_dir=run_dir)
     written = write_evidence(run_dir, evidence)
     previous = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
     previous.pop("analysis_error", None)

@@ -120,6 +120,7 @@ def test_schema_command_prints_json_schema(cli) -> None:
         "DecisionsSpec",
         "LettersSpec",
         "PipelineSpec",
+        "PrismSpec",
     }
     assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]
 

