@@ -90,6 +90,13 @@ def run(
         float,
         typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
     ] = 0.5,
+    allow_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="HOST or HOST:PORT the study may send requests and keys to, when it names a "
+            "server or key variable other than the backend's default (repeatable)."
+        ),
+    ] = None,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
@@ -105,6 +112,7 @@ def run(
         resume=resume,
         replay=replay,
         max_error_rate=max_error_rate,
+        allow_endpoints=tuple(allow_endpoint or ()),
     )
     try:
         prepared = prepare(options)

@@ -27,6 +27,7 @@ from .casting import cast
 from .config import Override, Study, load_study, validate_study
 from .dispatch import Dispatcher, RunAborted
 from .errors import InputError, Problem
+from .llm.endpoints import endpoint_problems, redact_study, user_allowed_hosts
 from .llm.errors import BackendConfigError
 from .llm.registry import create_backend, unsupported_setting
 from .llm.retry import RetryPolicy
@@ -84,6 +85,8 @@ class RunOptions:
     resume: Path | None = None
     replay: Path | None = None
     max_error_rate: float | None = 0.5
+    #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
+    allow_endpoints: tuple[str, ...] = ()
 
 
 @dataclass
@@ -175,6 +178,11 @@ def prepare(options: RunOptions) -> PreparedRun:
         reason = check_writable(out)
         if reason:
             raise InputError([Problem("--out", None, "", reason)])
+    problems = endpoint_problems(
+        study.config, study.source_map, [*options.allow_endpoints, *user_allowed_hosts()]
+    )
+    if problems:
+        raise InputError(problems)
     if options.replay is not None and not (options.replay / CALLS).is_file():
         raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
     runtimes = build_runtimes(study)
@@ -279,7 +287,9 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
         "status": "running",
         "started": started,
         "study_path": prepared.study.path,
-        "study": prepared.study.resolved,
+        # Credentials written into a server URL stay out of every file (a resume re-reads them
+        # from here, so such a run resumes without them).
+        "study": redact_study(prepared.study.resolved),
         "roles": roles,
         "seeds": {
             "study": study.seed,
@@ -411,7 +421,7 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
         )
         if failure:
             summary["traceback"] = failure
-        _write_page(out, summary, prepared.study.resolved, manifest)
+        _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
         write_json(out / SUMMARY, summary)
         manifest["status"] = status
         manifest["sessions"][-1].update(
@@ -476,7 +486,7 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     previous.pop("report_error", None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
-    _write_page(run_dir, summary, study.resolved, read_json(run_dir / MANIFEST))
+    _write_page(run_dir, summary, redact_study(study.resolved), read_json(run_dir / MANIFEST))
     write_json(run_dir / SUMMARY, summary)
     return summary
 

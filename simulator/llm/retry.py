@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from .endpoints import redact_text
 from .errors import BackendError, TransientError
 from .limits import AdaptiveLimiter, RateLimiter
 from .types import LLMRequest, LLMResponse
@@ -86,7 +87,8 @@ async def call_with_retries(
                 response.attempts = attempt
                 response.latency_s = response.latency_s or time.perf_counter() - start
                 return response
-        reason = str(failure) or type(failure).__name__
+        # An SDK may quote the server URL, credentials included.
+        reason = redact_text(str(failure) or type(failure).__name__)
         if failure.overloaded:
             limiter.on_overload()
         if not failure.retryable:
