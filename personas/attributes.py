@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -75,6 +76,12 @@ def attribute_key(attributes: Mapping[str, str]) -> str:
 Renderer = Callable[[str, dict[str, Any]], str]
 
 
+def combination_count(axes: Mapping[str, Sequence[str]], *, cross: bool) -> int:
+    """How many attribute sets :func:`attribute_combinations` gives, without building them."""
+    sizes = [len(values) for values in axes.values()]
+    return math.prod(sizes) if cross else sum(sizes)
+
+
 def build_personas(
     settings: PersonaSettings, agents_per_value: int, render: Renderer
 ) -> list[Persona]:
@@ -88,7 +95,14 @@ def build_personas(
         agents_per_value: Agents per attribute combination.
         render: Renders the description template (the engine's sandboxed renderer).
     """
-    out: list[Persona] = []
+    return list(iter_personas(settings, agents_per_value, render))
+
+
+def iter_personas(
+    settings: PersonaSettings, agents_per_value: int, render: Renderer
+) -> Iterator[Persona]:
+    """The personas of :func:`build_personas`, one at a time (a large design never holds them
+    all)."""
     for attrs in attribute_combinations(settings.axes, cross=settings.cross):
         description = render(settings.description, {"attributes": attrs, **attrs})
         names = (
@@ -98,12 +112,9 @@ def build_personas(
         )
         key = attribute_key(attrs)
         for index in range(agents_per_value):
-            out.append(
-                Persona(
-                    key=key,
-                    attributes=tuple(attrs.items()),
-                    description=description,
-                    name=names[index % len(names)] if names else None,
-                )
+            yield Persona(
+                key=key,
+                attributes=tuple(attrs.items()),
+                description=description,
+                name=names[index % len(names)] if names else None,
             )
-    return out

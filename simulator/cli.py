@@ -33,14 +33,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Agent-based simulation for auditing social bias in language models.",
 )
-out_console = Console()
-err_console = Console(stderr=True)
+# Markup and emoji codes off: study text, file names and error messages are printed as
+# written (a key like "[/foo]" would otherwise crash the printer, ":x:" become an emoji).
+# Styled words are Text spans, never markup around user text.
+out_console = Console(markup=False, emoji=False)
+err_console = Console(stderr=True, markup=False, emoji=False)
+
+
+def _styled(label: str, style: str, rest: str) -> Text:
+    """``label`` in ``style`` followed by ``rest`` printed literally."""
+    return Text.assemble((label, style), rest)
 
 
 def _fail_input(exc: InputError) -> None:
     for problem in exc.problems:
         err_console.print(
-            f"[red]error[/red] {str(problem).removeprefix(': ')}", highlight=False, soft_wrap=True
+            _styled("error", "red", f" {str(problem).removeprefix(': ')}"),
+            highlight=False,
+            soft_wrap=True,
         )
     raise typer.Exit(2)
 
@@ -144,8 +154,8 @@ def run(
         print_report(outcome.summary, out_console)
     if "analysis_error" in outcome.summary:
         err_console.print(
-            f"[red]analysis failed[/red]: {outcome.summary['analysis_error']}\n"
-            f"every answer is saved in {outcome.out}; redo the analysis with: "
+            _styled("analysis failed", "red", f": {outcome.summary['analysis_error']}\n")
+            + f"every answer is saved in {outcome.out}; redo the analysis with: "
             f"biasim analyze {outcome.out}"
         )
     _print_accounting(outcome.summary)
@@ -158,8 +168,8 @@ def run(
         raise typer.Exit(1)
     if outcome.status != "complete":
         err_console.print(
-            f"[red]run {outcome.status}[/red]: {outcome.message}\n"
-            f"everything answered is saved; continue with: "
+            _styled(f"run {outcome.status}", "red", f": {outcome.message}\n")
+            + "everything answered is saved; continue with: "
             f"biasim run --resume {outcome.out}"
         )
         raise typer.Exit(1)
@@ -170,13 +180,13 @@ def _print_accounting(summary: dict) -> None:
     for row in rows:
         calls = row["calls"] or 0
         out_console.print(
-            f"[bold]{row['role']}[/bold] {row['backend']}:{row['model']}: {calls} calls "
+            _styled(row["role"], "bold", "") + f" {row['backend']}:{row['model']}: {calls} calls "
             f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
             f"{row['error'] or 0} error), tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
             f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
             + (
-                f", [yellow]{row['truncated']} cut at max_tokens[/yellow]"
+                _styled(f", {row['truncated']} cut at max_tokens", "yellow", "")
                 if row.get("truncated")
                 else ""
             ),
@@ -204,7 +214,8 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
             f"{loaded.path}: ok - {len(config.stages)} stage(s), "
             + ", ".join(f"{n} {name}" for name, n in sizes.items())
             + f", {expected_units(config)} unit(s) if every answer is valid (readings depend "
-            "on who advances)"
+            "on who advances)" + _limit_note(),
+            highlight=False,
         )
         _print_analysis_notes(config, Path(loaded.path).parent)
         return
@@ -216,12 +227,19 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
     # Never hard-wrapped: the path must stay copyable, and scripts read the counts.
     out_console.print(
         f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
-        + note,
+        + note
+        + _limit_note(),
         soft_wrap=True,
         highlight=False,
     )
     _print_casting(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
+
+
+def _limit_note() -> str:
+    from .design import MAX_AGENTS_ENV, max_agents
+
+    return f"; design limit {max_agents():,} agents ({MAX_AGENTS_ENV} to change)"
 
 
 def _print_casting(config: Any) -> None:
@@ -348,8 +366,10 @@ def analyze(
     out: Annotated[
         Path | None, typer.Option(help="With --decisions: directory for the CSV tables.")
     ] = None,
-    permutations: Annotated[int, typer.Option(help="Monte Carlo permutations.")] = 5000,
-    seed: Annotated[int, typer.Option(help="Seed of every random draw.")] = 0,
+    permutations: Annotated[
+        int, typer.Option(min=1, max=10_000_000, help="Monte Carlo permutations.")
+    ] = 5000,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of every random draw.")] = 0,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), or analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c."""
@@ -383,7 +403,7 @@ def analyze(
         _fail_input(exc)
     except Exception as exc:
         # A statistic that fails on these answers: say which, without a traceback.
-        err_console.print(f"[red]analysis failed[/red]: {type(exc).__name__}: {exc}")
+        err_console.print(_styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
         raise typer.Exit(1) from None
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
@@ -406,7 +426,9 @@ def power(
         float, typer.Option(help="Scale of the declared synthetic effect (1 = as declared).")
     ] = 1.0,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
-    seed: Annotated[int, typer.Option(help="First seed of the simulated studies.")] = 0,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**63 - 1, help="First seed of the simulated studies.")
+    ] = 0,
     out: Annotated[
         Path | None, typer.Option(help="Write power.csv here (a new or empty directory).")
     ] = None,
@@ -526,7 +548,7 @@ def compare(
         return
     print_report(evidence.summary, out_console)
     for difference in differences:
-        err_console.print(f"[yellow]forced[/yellow]: {difference}", highlight=False)
+        err_console.print(_styled("forced", "yellow", f": {difference}"), highlight=False)
     out_console.print(
         f"models in order: {', '.join(evidence.summary['model_labels'])}\n"
         f"wrote {len(evidence.summary['outputs'])} tables and figures, summary.json and "

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import figures
 from biasim.analysis.parity import status_rates
@@ -153,11 +154,12 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
 
 def print_report(report: dict[str, Any], console: Console | None = None) -> None:
     """Print every analysis (each kind renders its own), then outcome rates per group."""
-    console = console or Console()
+    console = console or Console(markup=False, emoji=False)
     if report["synthetic"]:
         console.print(Panel(SYNTHETIC_NOTE, style="bold yellow"))
     console.print(
-        f"[bold]{report['study']}[/bold]  models: {', '.join(report['models'])}"
+        Text(str(report["study"]), style="bold")
+        + f"  models: {', '.join(report['models'])}"
         + (
             f" as {', '.join(report['model_labels'])}"
             if len(report.get("model_labels") or []) > 1
@@ -166,7 +168,7 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         + "  "
         f"units: {report['units']}  outcomes: {report['status_counts']}"
         + (
-            f"  [yellow]cut at max_tokens: {report['truncated']}[/yellow]"
+            Text(f"  cut at max_tokens: {report['truncated']}", style="yellow")
             if report.get("truncated")
             else ""
         )

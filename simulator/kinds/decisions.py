@@ -17,6 +17,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import cases as case_stats
 from biasim.analysis import figures, terms
@@ -543,7 +544,8 @@ class DecisionsKind(AnalysisKind):
         )
         for row in summary.get("implicit_vs_explicit", []):
             console.print(
-                f"[bold]implicit vs explicit[/bold] ({row['model_label']}): DPD beyond chance "
+                Text("implicit vs explicit", style="bold")
+                + f" ({row['model_label']}): DPD beyond chance "
                 f"{fmt(row.get('mean_excess_implicit'), '+.3f')} implicit vs "
                 f"{fmt(row.get('mean_excess_explicit'), '+.3f')} explicit, difference "
                 f"{fmt(row.get('excess_difference'), '+.3f')} (p = {fmt(row.get('p_excess'))}, "
