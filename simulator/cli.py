@@ -508,11 +508,10 @@ def power(
     if out is not None:
         import pandas as pd
 
-        from .rundir import write_atomic
+        from .tables import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
-        frame = pd.DataFrame([row.__dict__ for row in rows])
-        write_atomic(out / "power.csv", lambda tmp: frame.to_csv(tmp, index=False))
+        write_csv(out / "power.csv", pd.DataFrame([row.__dict__ for row in rows]))
         out_console.print(f"wrote {out / 'power.csv'}")
 
 
@@ -699,10 +698,12 @@ def _analyze_external(
             InputError([Problem(m, None, "", "required with --decisions") for m in missing])
         )
     assert outcome_col is not None
+    from .tables import read_csv
+
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        _fail_input(InputError(f"{path}: cannot read decisions CSV: {exc}"))
+        df = read_csv(path, "decisions CSV")
+    except InputError as exc:
+        _fail_input(exc)
     groups = _comma_list(options.group_cols)
     wanted = [*groups, outcome_col, *(c for c in (stratum_col, unit_col) if c)]
     absent = [c for c in wanted if c not in df.columns]
@@ -796,11 +797,11 @@ def _analyze_external(
     if options.min_group_share > 0:
         tables["small_groups"] = checked.small_groups
     if out is not None:
-        from .rundir import write_atomic
+        from .tables import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
-            write_atomic(out / f"{name}.csv", lambda tmp, t=table: t.to_csv(tmp, index=False))
+            write_csv(out / f"{name}.csv", table)
     if as_json:
         payload = {**scalars, **{k: v.to_dict("records") for k, v in tables.items()}}
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")

@@ -24,7 +24,7 @@ from biasim.analysis.parity import status_rates
 from .config import StudyConfig, analysis_name
 from .kinds import AnalysisContext, Section, get_kind
 from .llm.structured import OUTSIDE_CHOICES
-from .rundir import write_atomic
+from .tables import write_csv
 
 SYNTHETIC_NOTE = (
     "SYNTHETIC RESPONDER - not a language model. These answers were drawn from probabilities "
@@ -145,7 +145,7 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
         (run_dir / TABLES_DIR).mkdir(parents=True, exist_ok=True)
     for name, table in evidence.tables.items():
         path = run_dir / TABLES_DIR / f"{name}.csv"
-        write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+        write_csv(path, table)
         written.append(path)
     for name, figure in evidence.figures.items():
         written.append(figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png"))
