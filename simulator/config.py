@@ -195,6 +195,13 @@ class RoleConfig(Strict):
     max_attempts: int = Field(5, ge=1, le=50, description="Attempts per call, the first included.")
     timeout_s: float = Field(120.0, gt=0, description="Per-attempt timeout.")
     total_timeout_s: float = Field(600.0, gt=0, description="Budget for all attempts of a call.")
+    probe_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Per-attempt timeout until the server has answered once: a server that "
+        "accepts connections but never answers stops the run within a minute. Raise it for a "
+        "model that loads on its first call.",
+    )
     backoff_s: float = Field(
         0.5, ge=0, description="First retry backoff; doubles per attempt, full jitter."
     )

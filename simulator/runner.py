@@ -235,6 +235,7 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                     ),
                     requests_per_minute=role.requests_per_minute,
                     tokens_per_minute=role.tokens_per_minute,
+                    probe_timeout_s=role.probe_timeout_s,
                 )
             runtime = shared[ident]
             unsupported = unsupported_setting(runtime.backend, role)

@@ -4,13 +4,20 @@ that retries, backs off, honours ``Retry-After`` and enforces per-attempt and to
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .endpoints import redact_text
-from .errors import BackendError, TransientError
+from .errors import (
+    BackendError,
+    ConnectionRefused,
+    FatalBackendError,
+    TransientError,
+    connection_failure,
+)
 from .limits import AdaptiveLimiter, RateLimiter
 from .types import LLMRequest, LLMResponse
 
@@ -38,6 +45,25 @@ class RetryPolicy:
         return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
 
 
+@dataclass(slots=True)
+class FirstContact:
+    """Whether a backend's server has answered yet, shared by every call to it.
+
+    Until it has, an attempt waits at most ``timeout_s`` (not the role's longer timeout) and a
+    refused connection is final: a server that accepts connections but never answers, or an
+    address where nothing listens, is reported within a minute instead of after every retry.
+
+    Attributes:
+        timeout_s: Per-attempt timeout before the first answer.
+        answered: Set by the first call that gets an answer (valid or not).
+    """
+
+    timeout_s: float = 60.0
+    answered: bool = False
+    #: Why the server is taken for silent (a first call timed out); later calls fail at once.
+    silent: str = ""
+
+
 async def call_with_retries(
     generate: Callable[[LLMRequest], Awaitable[LLMResponse]],
     request: LLMRequest,
@@ -45,6 +71,7 @@ async def call_with_retries(
     limiter: AdaptiveLimiter,
     rate: RateLimiter | None = None,
     rng: random.Random | None = None,
+    contact: FirstContact | None = None,
 ) -> LLMResponse:
     """Call ``generate`` until it answers, fails for good, or the budget runs out.
 
@@ -55,6 +82,8 @@ async def call_with_retries(
         response whose ``error`` names the last failure and the attempt count.
     """
     rng = rng or random.Random()
+    if contact is not None and contact.silent and not contact.answered:
+        return LLMResponse(status="error", error=contact.silent, attempts=0)
     deadline = time.monotonic() + policy.total_timeout_s
     reason = "no attempt was made"
     attempt = 0
@@ -68,21 +97,29 @@ async def call_with_retries(
             # Without a cap the answer's length is unknown: the prompt alone is paced.
             await rate.wait((request.max_tokens or 0) + _prompt_tokens(request))
         retry_after: float | None = None
+        probing = contact is not None and not contact.answered
+        limit = min(policy.timeout_s, remaining, contact.timeout_s if probing else math.inf)
         async with limiter:
             start = time.perf_counter()
             try:
                 # asyncio.timeout arms one timer; wait_for would spawn a task per attempt.
-                async with asyncio.timeout(min(policy.timeout_s, remaining)):
+                async with asyncio.timeout(limit):
                     response = await generate(request)
             except TimeoutError:
-                failure: BackendError = TransientError(
-                    f"timed out after {min(policy.timeout_s, remaining):.3g} s"
-                )
+                failure: BackendError = TransientError(f"timed out after {limit:.3g} s")
+                if probing and limit < min(policy.timeout_s, remaining) and not contact.answered:
+                    failure = FatalBackendError(
+                        f"the server has not answered any call yet: no answer within {limit:.3g} "
+                        "s (raise the role's probe_timeout_s for a model that loads slowly)"
+                    )
+                    contact.silent = str(failure)
             except BackendError as exc:
-                failure = exc
+                failure = connection_failure(exc) or exc
             except Exception as exc:  # a backend bug or an SDK surprise: isolate, keep the reason
-                failure = TransientError(f"{type(exc).__name__}: {exc}")
+                failure = connection_failure(exc) or TransientError(f"{type(exc).__name__}: {exc}")
             else:
+                if contact is not None:
+                    contact.answered = True
                 limiter.on_success()
                 response.attempts = attempt
                 response.latency_s = response.latency_s or time.perf_counter() - start
@@ -92,6 +129,9 @@ async def call_with_retries(
         if failure.overloaded:
             limiter.on_overload()
         if not failure.retryable:
+            break
+        if isinstance(failure, ConnectionRefused) and contact is not None and not contact.answered:
+            reason += "; nothing has answered at this address yet: is the server running?"
             break
         retry_after = failure.retry_after
         delay = retry_after if retry_after is not None else policy.backoff(attempt, rng)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .limits import AdaptiveLimiter, RateLimiter
 from .registry import Backend
-from .retry import RetryPolicy, call_with_retries
+from .retry import FirstContact, RetryPolicy, call_with_retries
 from .structured import canonical_json
 from .types import LLMRequest, LLMResponse, extra_sampling
 
@@ -22,6 +22,7 @@ class BackendRuntime:
         policy: Retry policy.
         requests_per_minute: Optional request quota.
         tokens_per_minute: Optional token quota.
+        probe_timeout_s: Per-attempt timeout until the server has answered once.
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class BackendRuntime:
         policy: RetryPolicy,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
+        probe_timeout_s: float = 60.0,
     ) -> None:
         self.backend = backend
         self.identity: dict[str, Any] = backend.identity()
@@ -42,6 +44,8 @@ class BackendRuntime:
         self.rate = RateLimiter(requests_per_minute, tokens_per_minute)
         self.policy = policy
         self._jitter = random.Random()
+        # The synthetic responder has no server that could be silent or absent.
+        self.contact = None if backend.synthetic else FirstContact(probe_timeout_s)
 
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
         """``(key, material)``: the key covers the backend's identity, the endpoint, every
@@ -78,4 +82,5 @@ class BackendRuntime:
             self.limiter,
             self.rate if self.rate.active else None,
             self._jitter,
+            self.contact,
         )
