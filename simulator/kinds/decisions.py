@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import yaml
 from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
@@ -180,6 +181,8 @@ class DecisionsKind(AnalysisKind):
                 )
         if spec.terms is not None:
             _check_terms(spec, facts)
+        if spec.predictions not in (None, "default"):
+            _check_predictions(spec.predictions, facts)
 
     def notes(self, spec: DecisionsSpec, data_dir: Path | None) -> list[str]:
         """Where the rationale term sets come from, set by set."""
@@ -731,6 +734,24 @@ def _check_terms(spec: DecisionsSpec, facts: StudyFacts) -> None:
         else:
             path = ("terms", "names_from", j)
             facts.need_field(stage, name, path, path)
+
+
+def _check_predictions(declared: str, facts: StudyFacts) -> None:
+    """Load a predictions file at validation, so a missing or malformed one fails before any
+    call rather than after the run."""
+    written_in = Path(facts.smap.locate((*facts.at, "predictions"))[0]).parent
+    path = resolve_data_path(declared, written_in)
+    if not path.is_file():
+        facts.problem(
+            ("predictions",), f"predictions file `{declared}` not found (looked at {path})"
+        )
+        return
+    try:
+        case_stats.load_predictions(path)
+    except (OSError, ValueError, AttributeError, yaml.YAMLError) as err:
+        # The loader's own message names the file and the entry, never its contents.
+        reason = str(err) if isinstance(err, ValueError) else f"{path}: {type(err).__name__}"
+        facts.problem(("predictions",), f"unusable predictions file: {reason}")
 
 
 def _term_sets(
