@@ -182,7 +182,9 @@ def _print_accounting(summary: dict) -> None:
         out_console.print(
             _styled(row["role"], "bold", "") + f" {row['backend']}:{row['model']}: {calls} calls "
             f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
-            f"{row['error'] or 0} error), tokens {row['prompt_tokens'] or 0} in / "
+            f"{row['error'] or 0} error"
+            + (f", {row['redone']} redone after an error" if row.get("redone") else "")
+            + f"), tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
             f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
             + (

@@ -142,8 +142,10 @@ def prepare(options: RunOptions) -> PreparedRun:
     if options.resume is not None:
         run_dir = options.resume
         manifest_path = run_dir / MANIFEST
-        if not manifest_path.is_file() or not (run_dir / CALLS).is_file():
-            raise InputError(f"{run_dir}: not a run directory (no {MANIFEST} or {CALLS})")
+        # A run killed after writing its manifest and before creating its call store has
+        # answered nothing yet: resuming it is starting it.
+        if not manifest_path.is_file():
+            raise InputError(f"{run_dir}: not a run directory (no {MANIFEST})")
         changed = [
             flag
             for flag, value in (
