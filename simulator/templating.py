@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, UndefinedError
+from jinja2 import StrictUndefined, Template, UndefinedError, nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.runtime import Macro
 from jinja2.sandbox import SandboxedEnvironment, SecurityError
 
@@ -21,6 +23,28 @@ _HUGE_WIDTH = re.compile(r"\d{7,}")
 _FORMATS = frozenset({"format", "format_map"})
 
 
+class _BoundedCodeGenerator(CodeGenerator):
+    """Compiled templates join text only through :func:`_bounded_join`: the rendered output,
+    ``a ~ b`` chains, macro bodies and ``{% set %}`` blocks alike."""
+
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        super().visit_Template(node, frame)
+        # The module's functions look these names up when called, after this line has run.
+        self.writeline("concat = str_join = environment.bounded_join")
+
+
+def _bounded_join(parts: Iterable[Any]) -> str:
+    """Join a template's output (or a ``~`` chain), stopping past :data:`MAX_TEMPLATE_SIZE`."""
+    out, size = [], 0
+    for part in parts:
+        text = str(part)
+        size += len(text)
+        if size > MAX_TEMPLATE_SIZE:
+            raise SecurityError(f"a text longer than the template limit of {MAX_TEMPLATE_SIZE:,}")
+        out.append(text)
+    return "".join(out)
+
+
 class _BoundedSandbox(SandboxedEnvironment):
     """The sandbox, with the sizes a template can build capped.
 
@@ -31,6 +55,11 @@ class _BoundedSandbox(SandboxedEnvironment):
     """
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
+    code_generator_class = _BoundedCodeGenerator
+    # The whole rendered text is joined here, so a loop printing a long string cannot grow it
+    # without bound either.
+    concat = staticmethod(_bounded_join)
+    bounded_join = staticmethod(_bounded_join)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "**":

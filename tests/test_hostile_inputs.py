@@ -60,7 +60,15 @@ CASES = {
         _prompt(
             "{% macro f(n, s) %}{{ f(n - 1, s ~ s) if n else s }}{% endmacro %}{{ f(60, 'ab') }}"
         ),
-        "a str of 1,048,576 items",
+        "a text longer than the template limit of 1,000,000",
+    ),
+    "output of a loop": (
+        _prompt("{% set a = 'x' * 900000 %}{% for i in range(100000) %}{{ a }}{% endfor %}"),
+        "a text longer than the template limit of 1,000,000",
+    ),
+    "concatenation": (
+        _prompt("{% set a = 'x' * 900000 %}{{ a ~ a ~ a ~ a }}"),
+        "a text longer than the template limit of 1,000,000",
     ),
     "huge design": (
         lambda t: t.replace("agents_per_value: 20", "agents_per_value: 1000000000"),
