@@ -198,9 +198,9 @@ class RoleConfig(Strict):
     probe_timeout_s: float = Field(
         60.0,
         gt=0,
-        description="Per-attempt timeout until the server has answered once: a server that "
-        "accepts connections but never answers stops the run within a minute. Raise it for a "
-        "model that loads on its first call.",
+        description="Per-attempt timeout until the server has answered once (server backends "
+        "only): a server that accepts connections but never answers stops the run within a "
+        "minute. Raise it for a server that loads its model on the first call.",
     )
     backoff_s: float = Field(
         0.5, ge=0, description="First retry backoff; doubles per attempt, full jitter."

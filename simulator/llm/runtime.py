@@ -44,8 +44,10 @@ class BackendRuntime:
         self.rate = RateLimiter(requests_per_minute, tokens_per_minute)
         self.policy = policy
         self._jitter = random.Random()
-        # The synthetic responder has no server that could be silent or absent.
-        self.contact = None if backend.synthetic else FirstContact(probe_timeout_s)
+        # Only a server can be absent or silent; a model in this process (the synthetic
+        # responder, llama.cpp loading a model on its first call) is neither.
+        served = "base_url" in self.identity or "host" in self.identity
+        self.contact = FirstContact(probe_timeout_s) if served else None
 
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
         """``(key, material)``: the key covers the backend's identity, the endpoint, every
