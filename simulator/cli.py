@@ -220,6 +220,7 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
             highlight=False,
         )
         _print_analysis_notes(config, Path(loaded.path).parent)
+        _print_endpoint_notes(loaded)
         return
     agents = design_size(config)
     conditional = sum(stage.when is not None for stage in config.stages)
@@ -236,6 +237,19 @@ def validate(study: Annotated[str, typer.Argument(help="Study file or built-in n
     )
     _print_casting(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
+    _print_endpoint_notes(loaded)
+
+
+def _print_endpoint_notes(loaded: Any) -> None:
+    """What `biasim run` will ask the user to confirm (a valid study, but not yet runnable)."""
+    from .llm.endpoints import endpoint_problems, user_allowed_hosts
+
+    try:
+        allowed = user_allowed_hosts()
+    except InputError as exc:
+        _fail_input(exc)
+    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed):
+        out_console.print(f"note: {problem}", highlight=False, soft_wrap=True)
 
 
 def _limit_note() -> str:
