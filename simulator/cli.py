@@ -61,17 +61,26 @@ class _RateColumn(ProgressColumn):
         return Text(f"{speed:,.1f} calls/s" if speed else "- calls/s", style="progress.data.speed")
 
 
-def _progress_factory(progress: Progress) -> Callable[[int, str], Callable[[int], None]]:
-    def factory(total: int, label: str) -> Callable[[int], None]:
-        task = progress.add_task(label, total=total)
-        last = [0.0]
+class _ErrorColumn(ProgressColumn):
+    """Failed units so far, so a broken server shows while the run goes on, not at its end."""
 
-        def tick(done: int) -> None:
+    def render(self, task: Task) -> Text:
+        errors = task.fields.get("errors", 0)
+        return Text(f"{errors} failed" if errors else "", style="red")
+
+
+def _progress_factory(progress: Progress) -> Callable[[int, str], Callable[[int, int], None]]:
+    def factory(total: int, label: str) -> Callable[[int, int], None]:
+        task = progress.add_task(label, total=total, errors=0)
+        last = [0.0, 0]
+
+        def tick(done: int, errors: int = 0) -> None:
             now = time.monotonic()
-            # Rich's bookkeeping costs more than a synthetic call: update ten times a second.
-            if now - last[0] >= 0.1 or done >= total:
-                last[0] = now
-                progress.update(task, completed=done)
+            # Rich's bookkeeping costs more than a synthetic call: update ten times a second,
+            # and at once when a unit fails.
+            if now - last[0] >= 0.1 or done >= total or errors != last[1]:
+                last[0], last[1] = now, errors
+                progress.update(task, completed=done, errors=errors)
 
         return tick
 
@@ -134,6 +143,7 @@ def run(
         MofNCompleteColumn(),
         TextColumn("calls"),
         _RateColumn(),
+        _ErrorColumn(),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),

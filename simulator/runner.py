@@ -68,7 +68,8 @@ PACKAGES = (
     "langchain",
     "langchain-core",
 )
-ProgressFactory = Callable[[int, str], Callable[[int], None]]
+#: ``progress(total_units, label)`` returns ``tick(units_finished, units_failed)``.
+ProgressFactory = Callable[[int, str], Callable[[int, int], None]]
 
 
 @dataclass
@@ -317,7 +318,8 @@ def execute(
 
     Args:
         prepared: From :func:`prepare`.
-        progress: ``progress(total_units, label)`` returns a callback taking units finished.
+        progress: ``progress(total_units, label)`` returns a callback taking units finished
+            and units failed so far.
     """
     out = prepared.out
     lock = _lock(out, "--resume" if prepared.resume else "--out")
@@ -371,7 +373,9 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
                 # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
                 # the dispatcher: count the stage in full when it ends.
                 offset = model.units_done - dispatcher.finished
-                dispatcher.on_progress = lambda n, offset=offset: tick(n + offset)
+                dispatcher.on_progress = lambda n, offset=offset: tick(
+                    n + offset, dispatcher.errors
+                )
             name = model.plans[model.stage_index].name
             s0, w0 = time.perf_counter(), model.wave_seconds
             model.step()
@@ -379,7 +383,7 @@ def _execute(prepared: PreparedRun, progress: ProgressFactory | None) -> RunOutc
             spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
             stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
             if tick is not None:
-                tick(model.units_done)
+                tick(model.units_done, dispatcher.errors)
     except RunAborted as exc:
         status, message = "aborted", str(exc)
     except KeyboardInterrupt:

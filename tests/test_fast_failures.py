@@ -9,6 +9,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -45,13 +46,17 @@ design:
 
 
 def _run(
-    tmp_path: Path, base_url: str, probe: float = 60.0, concurrency: int | None = None
+    tmp_path: Path,
+    base_url: str,
+    probe: float = 60.0,
+    concurrency: int | None = None,
+    progress: Any = None,
 ) -> tuple[pd.DataFrame, float]:
     study = tmp_path / "s.yaml"
     study.write_text(STUDY.format(probe=probe, options=json.dumps({"base_url": base_url})))
     start = time.monotonic()
     options = RunOptions(study=str(study), out=tmp_path / "run", max_concurrency=concurrency)
-    outcome = execute(prepare(options))
+    outcome = execute(prepare(options), progress)
     return outcome.results, time.monotonic() - start
 
 
@@ -101,3 +106,18 @@ def test_probe_timeout_must_be_positive(tmp_path: Path, probe: float) -> None:
 
     with pytest.raises(InputError, match="probe_timeout_s"):
         _run(tmp_path, "http://127.0.0.1:9/v1", probe=probe)
+
+
+def test_the_progress_display_hears_of_each_failure_as_it_happens(tmp_path: Path) -> None:
+    ticks: list[tuple[int, int]] = []
+
+    def factory(total: int, label: str):
+        return lambda done, errors: ticks.append((done, errors))
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    _run(tmp_path, f"http://127.0.0.1:{port}/v1", concurrency=1, progress=factory)
+    # With one call in flight, the k-th unit finished is the k-th failure, reported then.
+    during = [errors for done, errors in ticks if 0 < done < 6]
+    assert during and all(errors == done for done, errors in ticks if 0 < done < 6)
