@@ -169,6 +169,7 @@ def run(
             f"biasim analyze {outcome.out}"
         )
     _print_accounting(outcome.summary)
+    _print_errors(outcome.results)
     calls = outcome.summary["calls"]
     out_console.print(
         f"run directory: {outcome.out}  (new calls: {calls['new']}, "
@@ -183,6 +184,21 @@ def run(
             f"biasim run --resume {outcome.out}"
         )
         raise typer.Exit(1)
+
+
+def _print_errors(results: Any) -> None:
+    """The commonest reason units failed: a refused or silent server is named, not only
+    counted."""
+    if "status" not in results or "error" not in results:
+        return
+    reasons = results.loc[results["status"] == "error", "error"].value_counts()
+    if len(reasons):
+        err_console.print(
+            _styled("failed units", "red", f": {int(reasons.sum())}; commonest reason ")
+            + f"({int(reasons.iloc[0])}): {reasons.index[0]}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _print_accounting(summary: dict) -> None:

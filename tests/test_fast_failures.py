@@ -121,3 +121,18 @@ def test_the_progress_display_hears_of_each_failure_as_it_happens(tmp_path: Path
     # With one call in flight, the k-th unit finished is the k-th failure, reported then.
     during = [errors for done, errors in ticks if 0 < done < 6]
     assert during and all(errors == done for done, errors in ticks if 0 < done < 6)
+
+
+def test_the_command_line_names_the_commonest_failure(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from biasim.simulator.cli import app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    study = tmp_path / "s.yaml"
+    options = json.dumps({"base_url": f"http://127.0.0.1:{port}/v1"})
+    study.write_text(STUDY.format(probe=60, options=options))
+    result = CliRunner().invoke(app, ["run", str(study), "--out", str(tmp_path / "run")])
+    assert "failed units: 6; commonest reason (6): connection refused" in result.stderr
