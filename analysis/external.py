@@ -139,7 +139,7 @@ def check_decisions(
     negative = _negatives(df[outcome_col], outcome_col, positive, negative, invalid)
 
     data = df.reset_index(drop=True)
-    outcome = data[outcome_col].mask(_blank(data[outcome_col]))
+    outcome = data[outcome_col].mask(na_like(data[outcome_col], [positive, *negative, *invalid]))
     reason = pd.Series("", index=data.index, dtype=object)
     column = pd.Series("", index=data.index, dtype=object)
     for why, cols in (
@@ -166,6 +166,7 @@ def check_decisions(
     kept = reason == ""
     missing = kept & outcome.isna()
     reason[missing], column[missing] = "missing_outcome", outcome_col
+    label[missing] = data.loc[missing, outcome_col].fillna("")  # which NA-like text, if any
     bad = kept & outcome.isin(invalid)
     reason[bad], column[bad], label[bad] = "invalid_outcome", outcome_col, outcome[bad]
 
@@ -176,6 +177,18 @@ def check_decisions(
         negative=tuple(negative),
         n_total=len(data),
     )
+
+
+#: Outcome texts that mean "no value" in exported tables (compared without case or spaces):
+#: they are missing outcomes, excluded and counted, never a decision.
+NA_LIKE = frozenset({"nan", "na", "n/a", "null", "none", "<na>"})
+
+
+def na_like(values: pd.Series, declared: Sequence[object] = ()) -> pd.Series:
+    """Which ``values`` are missing or NA-like text (``NaN``, ``NA``, ``null``, ``N/A``,
+    ``None``), unless the text is one of the ``declared`` values."""
+    texts = values.map(lambda v: v.strip().lower() if isinstance(v, str) else "")
+    return _blank(values) | (texts.isin(NA_LIKE) & ~values.isin(list(declared)))
 
 
 def _blank(values: pd.Series) -> pd.Series:
@@ -199,7 +212,8 @@ def _negatives(
     both = sorted(map(str, set(roles["negative"]) & set(roles["invalid"])))
     if both:
         raise DecisionsError(f"{', '.join(both)}: both negative and invalid", argument="negative")
-    counts = outcome[~_blank(outcome)].value_counts(sort=True)
+    declared = [positive, *roles["negative"], *roles["invalid"]]
+    counts = outcome[~na_like(outcome, declared)].value_counts(sort=True)
     rest = counts[~counts.index.isin([positive, *roles["negative"], *roles["invalid"]])]
     if negative is None and len(rest) <= 1:
         return list(rest.index)

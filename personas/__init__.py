@@ -5,6 +5,8 @@ from .attributes import (
     attribute_combinations,
     attribute_key,
     build_personas,
+    combination_count,
+    iter_personas,
     persona_keys,
 )
 from .namebank import NameBank, NameBankError, load_name_bank
@@ -16,6 +18,8 @@ __all__ = [
     "attribute_combinations",
     "attribute_key",
     "build_personas",
+    "combination_count",
+    "iter_personas",
     "load_name_bank",
     "persona_keys",
 ]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -75,6 +76,12 @@ def attribute_key(attributes: Mapping[str, str]) -> str:
 Renderer = Callable[[str, dict[str, Any]], str]
 
 
+def combination_count(axes: Mapping[str, Sequence[str]], *, cross: bool) -> int:
+    """How many attribute sets :func:`attribute_combinations` gives, without building them."""
+    sizes = [len(values) for values in axes.values()]
+    return math.prod(sizes) if cross else sum(sizes)
+
+
 def build_personas(
     settings: PersonaSettings, agents_per_value: int, render: Renderer
 ) -> list[Persona]:
@@ -89,7 +96,14 @@ def build_personas(
         agents_per_value: Agents per attribute combination.
         render: Renders the description template (the engine's sandboxed renderer).
     """
-    out: list[Persona] = []
+    return list(iter_personas(settings, agents_per_value, render))
+
+
+def iter_personas(
+    settings: PersonaSettings, agents_per_value: int, render: Renderer
+) -> Iterator[Persona]:
+    """The personas of :func:`build_personas`, one at a time (a large design never holds them
+    all)."""
     for attrs in attribute_combinations(settings.axes, cross=settings.cross):
         names = (
             settings.names.get("/".join(attrs.values()), [])
@@ -103,12 +117,9 @@ def build_personas(
             if name not in descriptions:  # names repeat in turn: render each once
                 context = {"attributes": attrs, **attrs, "name": name}
                 descriptions[name] = render(settings.description, context)
-            out.append(
-                Persona(
-                    key=key,
-                    attributes=tuple(attrs.items()),
-                    description=descriptions[name],
-                    name=name,
-                )
+            yield Persona(
+                key=key,
+                attributes=tuple(attrs.items()),
+                description=descriptions[name],
+                name=name,
             )
-    return out

@@ -14,11 +14,13 @@ from typing import Any
 
 import pandas as pd
 
+from biasim.analysis.external import na_like
 from biasim.analysis.ll144 import date_range, ll144_tables
 
+from .csvfiles import read_csv, write_csv
 from .errors import InputError, Problem
 from .htmlreport import Column, HtmlSection
-from .rundir import MANIFEST, RESULTS_PARQUET, SUMMARY, read_json, write_atomic, write_json
+from .rundir import MANIFEST, RESULTS_PARQUET, SUMMARY, read_json, write_json
 
 FORMATS = ("ll144",)
 SEX_NAMES = ("sex", "gender")
@@ -100,10 +102,7 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
 
 
 def _frame_from_csv(path: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read decisions CSV: {exc}") from None
+    df = read_csv(path, "decisions CSV")
     outcome = [o for o in ("--selected-col", "--outcome-col", "--score-col") if _opt(options, o)]
     if len(outcome) != 1:
         raise InputError(
@@ -128,7 +127,7 @@ def _frame_from_csv(path: Path, options: AuditOptions) -> tuple[pd.DataFrame, di
         )
     if options.score_col:
         scores = pd.to_numeric(df[options.score_col], errors="coerce")
-        bad = df[options.score_col].notna() & scores.isna()
+        bad = ~na_like(df[options.score_col]) & scores.isna()
         if bad.any():
             line = int(bad.to_numpy().nonzero()[0][0]) + 2
             value = df[options.score_col][bad].iloc[0]
@@ -162,8 +161,8 @@ def _opt(options: AuditOptions, flag: str) -> Any:
 def _selected(df: pd.DataFrame, path: Path, options: AuditOptions) -> pd.Series:
     """The selected flag: a 1/0 or true/false column, or outcome == positive."""
     if options.outcome_col:
-        values = df[options.outcome_col]
         positive = options.positive
+        values = df[options.outcome_col].mask(na_like(df[options.outcome_col], [positive]))
         if positive is None:
             raise InputError(
                 [Problem("--positive", None, "", "required with --outcome-col (e.g. accept)")]
@@ -182,7 +181,7 @@ def _selected(df: pd.DataFrame, path: Path, options: AuditOptions) -> pd.Series:
             )
         return (values == positive).astype("boolean").where(values.notna())
     column = options.selected_col or ""
-    text = df[column].str.strip().str.lower()
+    text = df[column].mask(na_like(df[column])).str.strip().str.lower()
     known = text.isin(TRUE_VALUES | FALSE_VALUES) | text.isna()
     if not known.all():
         line = int((~known).to_numpy().nonzero()[0][0]) + 2
@@ -270,7 +269,7 @@ def write_audit(result: dict[str, Any], out: Path) -> list[Path]:
     written = []
     for key, table in result["_frames"].items():
         path = out / f"ll144_{key}.csv"
-        write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+        write_csv(path, table)
         written.append(path)
     path = out / "audit.json"
     write_json(path, public(result))

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .errors import InputError
 from .progress import DEFAULT_LOG_EVERY_S, progress_display
@@ -23,8 +24,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Agent-based simulation for auditing social bias in language models.",
 )
-out_console = Console()
-err_console = Console(stderr=True)
+# Markup and emoji codes off: study text, file names and error messages are printed as
+# written (a key like "[/foo]" would otherwise crash the printer, ":x:" become an emoji).
+# Styled words are Text spans, never markup around user text.
+out_console = Console(markup=False, emoji=False)
+err_console = Console(stderr=True, markup=False, emoji=False)
+
+
+def _styled(label: str, style: str, rest: str) -> Text:
+    """``label`` in ``style`` followed by ``rest`` printed literally."""
+    return Text.assemble((label, style), rest)
 
 
 MASKED_LM_OPTION = typer.Option(
@@ -39,7 +48,9 @@ POSTINGS_OPTION = typer.Option(
 def _fail_input(exc: InputError) -> None:
     for problem in exc.problems:
         err_console.print(
-            f"[red]error[/red] {str(problem).removeprefix(': ')}", highlight=False, soft_wrap=True
+            _styled("error", "red", f" {str(problem).removeprefix(': ')}"),
+            highlight=False,
+            soft_wrap=True,
         )
     raise typer.Exit(2)
 
@@ -76,6 +87,13 @@ def run(
     ] = DEFAULT_LOG_EVERY_S,
     masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
     postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    allow_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="HOST or HOST:PORT the study may send requests and keys to, when it names a "
+            "server or key variable other than the backend's default (repeatable)."
+        ),
+    ] = None,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from .runner import RunOptions, execute, prepare
@@ -93,6 +111,7 @@ def run(
         max_error_rate=max_error_rate,
         masked_lm=masked_lm,
         postings=postings,
+        allow_endpoints=tuple(allow_endpoint or ()),
     )
     try:
         prepared = prepare(options)
@@ -128,11 +147,12 @@ def run(
         print_report(outcome.summary, out_console)
     if "analysis_error" in outcome.summary:
         err_console.print(
-            f"[red]analysis failed[/red]: {outcome.summary['analysis_error']}\n"
-            f"every answer is saved in {outcome.out}; redo the analysis with: "
+            _styled("analysis failed", "red", f": {outcome.summary['analysis_error']}\n")
+            + f"every answer is saved in {outcome.out}; redo the analysis with: "
             f"biasim analyze {outcome.out}"
         )
     _print_accounting(outcome.summary)
+    _print_errors(outcome.results)
     calls = outcome.summary["calls"]
     out_console.print(
         f"run directory: {outcome.out}  (new calls: {calls['new']}, "
@@ -145,8 +165,8 @@ def run(
         raise typer.Exit(1)
     if outcome.status != "complete":
         err_console.print(
-            f"[red]run {outcome.status}[/red]: {outcome.message}\n"
-            f"everything answered is saved; continue with: "
+            _styled(f"run {outcome.status}", "red", f": {outcome.message}\n")
+            + "everything answered is saved; continue with: "
             f"biasim run --resume {outcome.out}"
         )
         raise typer.Exit(1)
@@ -177,18 +197,35 @@ def _print_written(directory: Path, summary: dict) -> None:
         out_console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
+def _print_errors(results: Any) -> None:
+    """The commonest reason units failed: a refused or silent server is named, not only
+    counted."""
+    if "status" not in results or "error" not in results:
+        return
+    reasons = results.loc[results["status"] == "error", "error"].value_counts()
+    if len(reasons):
+        err_console.print(
+            _styled("failed units", "red", f": {int(reasons.sum())}; commonest reason ")
+            + f"({int(reasons.iloc[0])}): {reasons.index[0]}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def _print_accounting(summary: dict) -> None:
     rows = summary.get("accounting", {}).get("by_role", [])
     for row in rows:
         calls = row["calls"] or 0
         out_console.print(
-            f"[bold]{row['role']}[/bold] {row['backend']}:{row['model']}: {calls} calls "
+            _styled(row["role"], "bold", "") + f" {row['backend']}:{row['model']}: {calls} calls "
             f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
-            f"{row['error'] or 0} error), tokens {row['prompt_tokens'] or 0} in / "
+            f"{row['error'] or 0} error"
+            + (f", {row['redone']} redone after an error" if row.get("redone") else "")
+            + f"), tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
             f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
             + (
-                f", [yellow]{row['truncated']} cut at max_tokens[/yellow]"
+                _styled(f", {row['truncated']} cut at max_tokens", "yellow", "")
                 if row.get("truncated")
                 else ""
             ),
@@ -247,9 +284,11 @@ def validate(
             f"{loaded.path}: ok - {len(config.stages)} stage(s), "
             + ", ".join(f"{n} {name}" for name, n in sizes.items())
             + f", {expected_units(config)} unit(s) if every answer is valid (readings depend "
-            "on who advances)"
+            "on who advances)" + _limit_note(),
+            highlight=False,
         )
         _print_analysis_notes(config, Path(loaded.path).parent)
+        _print_endpoint_notes(loaded)
         return
     agents = design_size(config)
     conditional = sum(stage.when is not None for stage in config.stages)
@@ -259,12 +298,32 @@ def validate(
     # Never hard-wrapped: the path must stay copyable, and scripts read the counts.
     out_console.print(
         f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
-        + note,
+        + note
+        + _limit_note(),
         soft_wrap=True,
         highlight=False,
     )
     _print_casting(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
+    _print_endpoint_notes(loaded)
+
+
+def _print_endpoint_notes(loaded: Any) -> None:
+    """What `biasim run` will ask the user to confirm (a valid study, but not yet runnable)."""
+    from .llm.allowlist import endpoint_problems, user_allowed_hosts
+
+    try:
+        allowed = user_allowed_hosts()
+    except InputError as exc:
+        _fail_input(exc)
+    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed):
+        out_console.print(f"note: {problem}", highlight=False, soft_wrap=True)
+
+
+def _limit_note() -> str:
+    from .design import MAX_AGENTS_ENV, max_agents
+
+    return f"; design limit {max_agents():,} agents ({MAX_AGENTS_ENV} to change)"
 
 
 def _print_prompts(study: Any) -> None:
@@ -453,8 +512,10 @@ def analyze(
         Path | None,
         typer.Option(help="With --decisions or --texts: directory for the tables (and figures)."),
     ] = None,
-    permutations: Annotated[int, typer.Option(help="Monte Carlo permutations.")] = 5000,
-    seed: Annotated[int, typer.Option(help="Seed of every random draw.")] = 0,
+    permutations: Annotated[
+        int, typer.Option(min=1, max=10_000_000, help="Monte Carlo permutations.")
+    ] = 5000,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of every random draw.")] = 0,
     paired_column: Annotated[
         str | None,
         typer.Option(
@@ -547,7 +608,7 @@ def analyze(
         _fail_input(exc)
     except Exception as exc:
         # A statistic that fails on these answers: say which, without a traceback.
-        err_console.print(f"[red]analysis failed[/red]: {type(exc).__name__}: {exc}")
+        err_console.print(_styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
         raise typer.Exit(1) from None
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
@@ -567,7 +628,9 @@ def power(
         float, typer.Option(help="Scale of the declared synthetic effect (1 = as declared).")
     ] = 1.0,
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
-    seed: Annotated[int, typer.Option(help="First seed of the simulated studies.")] = 0,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**63 - 1, help="First seed of the simulated studies.")
+    ] = 0,
     out: Annotated[
         Path | None, typer.Option(help="Write power.csv here (a new or empty directory).")
     ] = None,
@@ -647,11 +710,10 @@ def power(
     if out is not None:
         import pandas as pd
 
-        from .rundir import write_atomic
+        from .csvfiles import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
-        frame = pd.DataFrame([row.__dict__ for row in rows])
-        write_atomic(out / "power.csv", lambda tmp: frame.to_csv(tmp, index=False))
+        write_csv(out / "power.csv", pd.DataFrame([row.__dict__ for row in rows]))
         out_console.print(f"wrote {out / 'power.csv'}")
 
 
@@ -687,7 +749,7 @@ def compare(
         return
     print_report(evidence.summary, out_console)
     for difference in differences:
-        err_console.print(f"[yellow]forced[/yellow]: {difference}", highlight=False)
+        err_console.print(_styled("forced", "yellow", f": {difference}"), highlight=False)
     out_console.print(
         f"models in order: {', '.join(evidence.summary['model_labels'])}", highlight=False
     )
@@ -837,10 +899,12 @@ def _analyze_external(
             InputError([Problem(m, None, "", "required with --decisions") for m in missing])
         )
     assert outcome_col is not None
+    from .csvfiles import read_csv
+
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        _fail_input(InputError(f"{path}: cannot read decisions CSV: {exc}"))
+        df = read_csv(path, "decisions CSV")
+    except InputError as exc:
+        _fail_input(exc)
     groups = _comma_list(options.group_cols)
     wanted = [*groups, outcome_col, *(c for c in (stratum_col, unit_col) if c)]
     absent = [c for c in wanted if c not in df.columns]
@@ -934,11 +998,11 @@ def _analyze_external(
     if options.min_group_share > 0:
         tables["small_groups"] = checked.small_groups
     if out is not None:
-        from .rundir import write_atomic
+        from .csvfiles import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
-            write_atomic(out / f"{name}.csv", lambda tmp, t=table: t.to_csv(tmp, index=False))
+            write_csv(out / f"{name}.csv", table)
     if as_json:
         payload = {**scalars, **{k: v.to_dict("records") for k, v in tables.items()}}
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")

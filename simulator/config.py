@@ -35,8 +35,8 @@ from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind
 from .persona_config import ABLATION_FACTOR, PersonaConfig
 from .persona_writer import collapse_generated, expand_generated
 from .populations import PopulationConfig, ReadsConfig, stage_population
-from .templating import compile_expression, compile_template, render
-from .yamlsource import FieldPath, SourceMap, deep_merge, load_yaml
+from .templating import RENDER_ERRORS, compile_expression, compile_template, render
+from .yamlsource import MAX_STUDY_BYTES, FieldPath, SourceMap, deep_merge, load_yaml
 
 
 class SyntheticField(Strict):
@@ -111,6 +111,8 @@ class SyntheticField(Strict):
 Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
 TopP = Annotated[float, Field(gt=0.0, le=1.0)]
 MaxTokens = Annotated[int, Field(ge=1, le=32768)]
+#: Seeds seed numpy (non-negative only) and are stored in SQLite (64-bit integers).
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
 Stop = Annotated[list[str], Field(min_length=1, max_length=4)]
 Endpoint = Literal["chat", "completions"]
@@ -187,7 +189,7 @@ class RoleConfig(Strict):
         description="`completions` for base models (GPT-3, a base GGUF, a vLLM or llama.cpp "
         "server's /v1/completions): one prompt string instead of chat messages.",
     )
-    seed: int | None = Field(
+    seed: Seed | None = Field(
         None, description="Base seed; each call's seed is derived from it and the unit id."
     )
     max_concurrency: int | None = Field(
@@ -207,6 +209,13 @@ class RoleConfig(Strict):
         "timeout; default 0.5 for a server on this machine (localhost), 0 otherwise.",
     )
     total_timeout_s: float = Field(600.0, gt=0, description="Budget for all attempts of a call.")
+    probe_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Per-attempt timeout until the server has answered once (server backends "
+        "only): a server that accepts connections but never answers stops the run within a "
+        "minute. Raise it for a server that loads its model on the first call.",
+    )
     backoff_s: float = Field(
         0.5, ge=0, description="First retry backoff; doubles per attempt, full jitter."
     )
@@ -366,7 +375,7 @@ class DesignConfig(Strict):
         ge=1, description="Agents per persona (per axis value, or per combination when crossed)."
     )
     replicates: int = Field(1, ge=1, description="Times each agent acts in each stage.")
-    replicate_seeds: list[int] | None = Field(
+    replicate_seeds: list[Seed] | None = Field(
         None,
         min_length=1,
         description="Literal sampling seed of each replicate (as papers report them, e.g. "
@@ -410,7 +419,7 @@ class StudyConfig(Strict):
     name: Identifier
     description: str
     source: str | None = Field(None, description="Citation of the stimuli (seed paper, appendix).")
-    seed: int = 0
+    seed: Seed = 0
     vars: dict[Identifier, str] = Field(
         default_factory=dict, description="Literal texts available to every template by name."
     )
@@ -760,11 +769,43 @@ def _pydantic_message(error: dict[str, Any]) -> str:
     return str(error["msg"]).removeprefix("Value error, ")
 
 
+def read_study_text(path: Path, limit: int = MAX_STUDY_BYTES) -> str:
+    """The text of a study (or other input) file: a regular file of at most ``limit`` bytes.
+
+    A FIFO would block forever and ``/dev/zero`` never ends, so only regular files are opened,
+    and never more than ``limit`` bytes are read.
+
+    Raises:
+        InputError: Not a regular file, too large, or not UTF-8 text (naming the file).
+    """
+    label = str(path)
+    try:
+        if not path.is_file():
+            raise InputError(f"{label}: not a regular file")
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise InputError(f"{label}: larger than the limit of {limit:,} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+        return False
+
+
 def _load_with_extends(ref: str | Path, chain: tuple[str, ...]) -> tuple[Any, SourceMap, str]:
     from biasim.scenarios import builtin_path
 
     path = Path(ref)
-    if not path.exists():
+    if not _exists(path):
         found = builtin_path(str(ref))
         if found is None:
             raise InputError(f"{ref}: no such file and no built-in study of that name")
@@ -772,10 +813,7 @@ def _load_with_extends(ref: str | Path, chain: tuple[str, ...]) -> tuple[Any, So
     label = str(path)
     if label in chain:
         raise InputError(f"{label}: `extends` forms a cycle: {' -> '.join((*chain, label))}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{label}: cannot read study file: {exc}") from None
+    text = read_study_text(path)
     data, smap = load_yaml(text, label)
     if not isinstance(data, dict):
         raise InputError([Problem(label, 1, "", "a study file must be a YAML mapping")])
@@ -785,7 +823,7 @@ def _load_with_extends(ref: str | Path, chain: tuple[str, ...]) -> tuple[Any, So
     if not isinstance(parent, str):
         raise InputError([smap.problem(("extends",), "must be a study name or a path")])
     parent_ref = parent
-    if not Path(parent).is_absolute() and (path.parent / parent).exists():
+    if not Path(parent).is_absolute() and _exists(path.parent / parent):
         parent_ref = str(path.parent / parent)
     try:
         base, base_map, _ = _load_with_extends(parent_ref, (*chain, label))
@@ -1004,7 +1042,8 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     pipeline_problems = check_pipeline(config, smap)
     problems.extend(pipeline_problems)
     if not pipeline_problems:
-        problems.extend(_check_templates(config, smap, stage_fields))
+        too_large = _design_too_large(config, smap)
+        problems.extend([too_large] if too_large else _check_templates(config, smap, stage_fields))
     return problems
 
 
@@ -1028,6 +1067,21 @@ def _description_problem(config: StudyConfig, smap: SourceMap) -> Problem | None
     except (UndefinedError, SecurityError, TypeError) as exc:
         return _render_problem(smap, path, exc, config.personas.description, described)
     return None
+
+
+def _design_too_large(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """More agents than the design-size limit, counted without building any."""
+    from .design import MAX_AGENTS_ENV, design_size, max_agents, population_sizes
+
+    limit = max_agents()
+    total = sum(population_sizes(config).values()) if config.populations else design_size(config)
+    if total <= limit:
+        return None
+    return smap.problem(
+        ("design", "agents_per_value"),
+        f"the design has {total:,} agents, more than the limit of {limit:,}; set "
+        f"{MAX_AGENTS_ENV} to allow more",
+    )
 
 
 def _names_run_out(config: StudyConfig, smap: SourceMap) -> Problem | None:
@@ -1190,7 +1244,7 @@ def _check_templates(
         {**first, f: level} for f, levels in factors.items() for level in list(levels)[1:]
     ]
     label = model_labels(config)[0]
-    render_errors = (UndefinedError, SecurityError, TypeError, ValueError)
+    render_errors = RENDER_ERRORS
     readers = _reader_specs(config)
     # Every answer a later template can branch on: the first choice of every field, then each
     # other choice of one field at a time (a template that breaks only after "Stay" is found

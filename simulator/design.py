@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from biasim.personas import Persona, build_personas
+from biasim.personas import Persona, build_personas, combination_count, iter_personas
 
 from .config import StudyConfig
+from .errors import InputError, Problem
 from .persona_writer import persona_view
 from .templating import render
 
@@ -77,20 +80,42 @@ def model_labels(config: StudyConfig) -> list[str]:
     return [""]
 
 
+#: Most agents a study may have before validation refuses it (``BIASIM_MAX_AGENTS`` changes it):
+#: a mistyped `agents_per_value: 1000000000` must fail at once, not fill the memory.
+DEFAULT_MAX_AGENTS = 5_000_000
+MAX_AGENTS_ENV = "BIASIM_MAX_AGENTS"
+
+
+def max_agents() -> int:
+    """The design-size limit: ``$BIASIM_MAX_AGENTS`` or :data:`DEFAULT_MAX_AGENTS`.
+
+    Raises:
+        InputError: The variable is set but is not a positive integer.
+    """
+    raw = os.environ.get(MAX_AGENTS_ENV)
+    if raw is None:
+        return DEFAULT_MAX_AGENTS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError([Problem(MAX_AGENTS_ENV, None, "", f"`{raw}`: give a positive integer")])
+    return value
+
+
 def design_size(config: StudyConfig) -> int:
     """Number of agents :func:`iter_design` yields, computed without building them."""
-    personas = len(build_personas(config.personas, config.design.agents_per_value, render))
-    combos = 1
-    for levels in config.design.factors.values():
-        combos *= len(levels)
-    return len(model_labels(config)) * combos * personas * config.design.replicates
+    personas = combination_count(config.personas.axes, cross=config.personas.cross)
+    combos = math.prod(len(levels) for levels in config.design.factors.values())
+    per = config.design.agents_per_value * config.design.replicates
+    return len(model_labels(config)) * combos * personas * per
 
 
 def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec]:
     """All agents, ordered by model, factor levels, persona, agent index and replicate (with
     ``population``, its members: ids start with the population's name)."""
     design = config.design
-    personas = build_personas(config.personas, design.agents_per_value, render)
     factors = design.factors
     names = list(factors)
     width = len(str(max(design.agents_per_value - 1, 1)))
@@ -100,7 +125,7 @@ def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec
             variables = tuple(item for _, vars_ in combo for item in vars_.items())
             condition = ",".join(f"{f}={lv}" for f, lv in levels) or "default"
             counters: dict[str, int] = {}
-            for persona in personas:
+            for persona in iter_personas(config.personas, design.agents_per_value, render):
                 index = counters.get(persona.key, 0)
                 counters[persona.key] = index + 1
                 for replicate in range(design.replicates):
@@ -131,7 +156,7 @@ def population_sizes(config: StudyConfig) -> dict[str, int]:
         elif pop.personas is None:
             sizes[name] = pop.count
         else:
-            sizes[name] = len(build_personas(pop.personas, pop.count, render))
+            sizes[name] = combination_count(pop.personas.axes, cross=pop.personas.cross) * pop.count
     return sizes
 
 

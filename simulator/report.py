@@ -16,14 +16,15 @@ from matplotlib.figure import Figure
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import figures
 from biasim.analysis.parity import status_rates
 
 from .config import StudyConfig, analysis_name
+from .csvfiles import write_csv
 from .kinds import AnalysisContext, Section, get_kind
 from .llm.structured import OUTSIDE_CHOICES
-from .rundir import write_atomic
 from .tables import print_table
 
 SYNTHETIC_NOTE = (
@@ -149,7 +150,7 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
         (run_dir / TABLES_DIR).mkdir(parents=True, exist_ok=True)
     for name, table in evidence.tables.items():
         path = run_dir / TABLES_DIR / f"{name}.csv"
-        write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+        write_csv(path, table)
         written.append(path)
     for name, figure in evidence.figures.items():
         written.append(figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png"))
@@ -158,11 +159,12 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
 
 def print_report(report: dict[str, Any], console: Console | None = None) -> None:
     """Print every analysis (each kind renders its own), then outcome rates per group."""
-    console = console or Console()
+    console = console or Console(markup=False, emoji=False)
     if report["synthetic"]:
         console.print(Panel(SYNTHETIC_NOTE, style="bold yellow"))
     console.print(
-        f"[bold]{report['study']}[/bold]  models: {', '.join(report['models'])}"
+        Text(str(report["study"]), style="bold")
+        + f"  models: {', '.join(report['models'])}"
         + (
             f" as {', '.join(report['model_labels'])}"
             if len(report.get("model_labels") or []) > 1
@@ -171,7 +173,7 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         + "  "
         f"units: {report['units']}  outcomes: {report['status_counts']}"
         + (
-            f"  [yellow]cut at max_tokens: {report['truncated']}[/yellow]"
+            Text(f"  cut at max_tokens: {report['truncated']}", style="yellow")
             if report.get("truncated")
             else ""
         )

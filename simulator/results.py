@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
 from .config import OutputField, StudyConfig
+from .csvfiles import csv_safe_table
 
 _ARROW_TYPES = {
     "choice": pa.string(),
@@ -91,7 +92,7 @@ class ResultsWriter:
             return
         table = pa.Table.from_pylist(list(rows), schema=self.schema)
         self._parquet.write_table(table)
-        self._csv.write_table(table)
+        self._csv.write_table(csv_safe_table(table))
         self.rows += len(rows)
 
     def close(self) -> None:

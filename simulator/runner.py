@@ -29,6 +29,7 @@ from .dispatch import Dispatcher, RunAborted, RunInterrupted
 from .errors import InputError, Problem
 from .interrupts import StopControl, stop_on_signals
 from .kinds.prism import POSTING_FACTOR, PRISM_KIND
+from .llm.allowlist import endpoint_problems, redact_study, user_allowed_hosts
 from .llm.errors import BackendConfigError
 from .llm.http_common import is_local_url
 from .llm.registry import create_backend, unsupported_setting
@@ -89,6 +90,8 @@ class RunOptions:
     max_error_rate: float | None = 0.5
     masked_lm: str | None = None
     postings: Path | None = None
+    #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
+    allow_endpoints: tuple[str, ...] = ()
 
 
 @dataclass
@@ -180,8 +183,10 @@ def prepare(options: RunOptions) -> PreparedRun:
     if options.resume is not None:
         run_dir = options.resume
         manifest_path = run_dir / MANIFEST
-        if not manifest_path.is_file() or not (run_dir / CALLS).is_file():
-            raise InputError(f"{run_dir}: not a run directory (no {MANIFEST} or {CALLS})")
+        # A run killed after writing its manifest and before creating its call store has
+        # answered nothing yet: resuming it is starting it.
+        if not manifest_path.is_file():
+            raise InputError(f"{run_dir}: not a run directory (no {MANIFEST})")
         changed = [
             flag
             for flag, value in (
@@ -218,6 +223,11 @@ def prepare(options: RunOptions) -> PreparedRun:
         reason = check_writable(out)
         if reason:
             raise InputError([Problem("--out", None, "", reason)])
+    problems = endpoint_problems(
+        study.config, study.source_map, [*options.allow_endpoints, *user_allowed_hosts()]
+    )
+    if problems:
+        raise InputError(problems)
     if options.replay is not None and not (options.replay / CALLS).is_file():
         raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
     runtimes = build_runtimes(study)
@@ -264,6 +274,7 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                     policy=_retry_policy(role, backend),
                     requests_per_minute=role.requests_per_minute,
                     tokens_per_minute=role.tokens_per_minute,
+                    probe_timeout_s=role.probe_timeout_s,
                 )
             runtime = shared[ident]
             unsupported = unsupported_setting(runtime.backend, role)
@@ -340,7 +351,9 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
         "status": "running",
         "started": started,
         "study_path": prepared.study.path,
-        "study": prepared.study.resolved,
+        # Credentials written into a server URL stay out of every file (a resume re-reads them
+        # from here, so such a run resumes without them).
+        "study": redact_study(prepared.study.resolved),
         "roles": roles,
         "seeds": {
             "study": study.seed,
@@ -524,7 +537,7 @@ def _run_study(
             summary["resume"] = f"biasim run --resume {out}"
         if failure:
             summary["traceback"] = failure
-        _write_page(out, summary, prepared.study.resolved, manifest)
+        _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
         write_json(out / SUMMARY, summary)
         manifest["status"] = status
         manifest["sessions"][-1].update(
@@ -598,7 +611,7 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     previous.pop("report_error", None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
-    _write_page(run_dir, summary, study.resolved, read_json(run_dir / MANIFEST))
+    _write_page(run_dir, summary, redact_study(study.resolved), read_json(run_dir / MANIFEST))
     write_json(run_dir / SUMMARY, summary)
     return summary
 

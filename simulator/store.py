@@ -211,13 +211,17 @@ class CallStore:
         self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
-        """Per role and model: calls, statuses, tokens, latency, attempts (re-asks included)
-        and answers cut at ``max_tokens``."""
+        """Per role and model: calls made, each unit's final state (a call that failed and was
+        asked again on ``--resume`` counts once, as ``redone``), tokens, latency, attempts
+        (re-asks included) and answers cut at ``max_tokens``."""
         self.flush()
+        # A unit's call (and its re-ask) is final when no later row redid it.
         cur = self._conn.execute(
-            "SELECT role, backend, model, COUNT(*), SUM(status='answered'), SUM(status='invalid'), "
-            "SUM(status='error'), SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), "
-            "SUM(attempts), SUM(reask), SUM(truncated) FROM calls GROUP BY role, backend, model "
+            "SELECT role, backend, model, COUNT(*), SUM(final AND status='answered'), "
+            "SUM(final AND status='invalid'), SUM(final AND status='error'), SUM(NOT final), "
+            "SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), SUM(attempts), "
+            "SUM(reask), SUM(final AND truncated) FROM (SELECT *, id = MAX(id) OVER "
+            "(PARTITION BY unit_id, reask) AS final FROM calls) GROUP BY role, backend, model "
             "ORDER BY role"
         )
         keys = (
@@ -228,6 +232,7 @@ class CallStore:
             "answered",
             "invalid",
             "error",
+            "redone",
             "prompt_tokens",
             "completion_tokens",
             "latency_s",

@@ -11,6 +11,14 @@ from .errors import InputError, Problem, format_path
 
 FieldPath = tuple[str | int, ...]
 
+#: Largest study file read (bytes): the biggest built-in study is under 20 KB.
+MAX_STUDY_BYTES = 1_000_000
+#: Most values a document may expand to once its aliases are followed (a "billion laughs" file
+#: of 1 KB would otherwise grow to gigabytes).
+MAX_YAML_NODES = 200_000
+#: Deepest nesting of mappings and lists (deeper would exhaust the interpreter's stack).
+MAX_YAML_DEPTH = 64
+
 
 @dataclass
 class SourceMap:
@@ -75,14 +83,25 @@ def load_yaml(text: str, filename: str) -> tuple[Any, SourceMap]:
     Raises:
         InputError: On a syntax error or a key written twice in one mapping.
     """
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InputError([Problem(filename, line, "", "invalid YAML: a NUL byte")])
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, filename)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         raise InputError([Problem(filename, line, "", f"invalid YAML: {exc.problem}")]) from None
+    except yaml.YAMLError as exc:  # e.g. a character YAML forbids (no line mark)
+        raise InputError([Problem(filename, None, "", f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise InputError(
+            [Problem(filename, None, "", f"nesting deeper than {MAX_YAML_DEPTH} levels")]
+        ) from None
     finally:
         loader.dispose()
     smap = SourceMap(default_file=filename)
@@ -92,6 +111,65 @@ def load_yaml(text: str, filename: str) -> tuple[Any, SourceMap]:
     if problems:
         raise InputError(problems)
     return data, smap
+
+
+def _check_size(root: yaml.Node, filename: str) -> None:
+    """Refuse a document nested deeper than :data:`MAX_YAML_DEPTH` or expanding, aliases
+    followed, to more than :data:`MAX_YAML_NODES` values, before anything is built from it.
+
+    Each distinct node is sized once (an alias reuses its anchor's node), so the check takes
+    time in the file's size, not in its expansion.
+    """
+    sizes: dict[int, int] = {}
+    # Iterative post-order walk: the stack never recurses however deep the file.
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        children = (
+            [v for pair in node.value for v in pair]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+        )
+        if done:
+            on_path.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise InputError(
+                    [
+                        Problem(
+                            filename,
+                            node.start_mark.line + 1,
+                            "",
+                            f"the document expands to more than {MAX_YAML_NODES:,} values "
+                            "once its aliases are followed",
+                        )
+                    ]
+                )
+            continue
+        if id(node) in sizes:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            raise InputError(
+                [
+                    Problem(
+                        filename,
+                        node.start_mark.line + 1,
+                        "",
+                        f"nesting deeper than {MAX_YAML_DEPTH} levels",
+                    )
+                ]
+            )
+        if id(node) in on_path:
+            raise InputError(
+                [Problem(filename, node.start_mark.line + 1, "", "an alias refers to itself")]
+            )
+        on_path.add(id(node))
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
 
 
 def _walk(

@@ -84,3 +84,10 @@ def cli() -> CliRunner:
 def dedent(text: str) -> str:
     """Strip the common indentation of a YAML literal in a test."""
     return textwrap.dedent(text).lstrip("\n")
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """The developer's own ~/.config/biasim/config.toml (allowed endpoints) never leaks into a
+    test; subprocesses inherit the variable."""
+    monkeypatch.setenv("BIASIM_CONFIG", str(tmp_path_factory.mktemp("cfg") / "none.toml"))

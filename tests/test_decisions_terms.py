@@ -138,3 +138,26 @@ def test_validate_says_where_the_terms_come_from(tmp_path: Path, cli) -> None:
     builtin = " ".join(cli.invoke(app, ["validate", "li2025_decisions"]).stdout.split())
     assert "rationale term sets: bundled `li2025` (li2025_terms.yaml)" in builtin
     assert "family_members: Section 5.5" in builtin
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "analyses[0].predictions: predictions file `mine.yaml` not found"),
+        ("predictions: 3\n", "expected a top-level `predictions` list"),
+        ("predictions:\n  - {scenario: a}\n", "prediction 1 is missing"),
+        ("predictions: [\n", "unusable predictions file"),
+    ],
+)
+def test_a_predictions_file_is_loaded_at_validation_before_any_call(
+    tmp_path: Path, cli, content, expected
+) -> None:
+    if content is not None:
+        (tmp_path / "mine.yaml").write_text(content)
+    study = _study(tmp_path, "    predictions: mine.yaml")
+    result = cli.invoke(app, ["validate", str(study)])
+    assert result.exit_code == 2, result.output
+    assert f"{study}:" in result.stderr and expected in result.stderr
+    out = tmp_path / "run"
+    ran = cli.invoke(app, ["run", str(study), "--backend", "synthetic", "--out", str(out)])
+    assert ran.exit_code == 2 and not out.exists()

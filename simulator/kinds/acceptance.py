@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import disparity, figures
 
@@ -429,7 +430,7 @@ class AcceptanceKind(AnalysisKind):
                 + _POPULATION_CAVEAT
             )
             for note in part.get("notes", []):
-                console.print(f"[yellow]note:[/yellow] {note}")
+                console.print(Text("note:", style="yellow") + f" {note}")
             if part.get("reference"):
                 versus = Table(title=f"Each group against {part['reference'][0]['compared_with']}")
                 for col in (*groups, "rate", "d", "p", f"p ({summary['adjust']})"):

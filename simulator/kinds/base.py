@@ -213,6 +213,7 @@ class AnalysisKind:
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """Print the summary (default: its scalars, then each list of records as a table)."""
         from rich.table import Table
+        from rich.text import Text
 
         from ..htmlreport import fmt
 
@@ -221,7 +222,9 @@ class AnalysisKind:
             for k, v in summary.items()
             if isinstance(v, int | float | str) and k not in ("kind", "name")
         }
-        console.print(f"[bold]{summary.get('name')}[/bold] ({self.name}) {scalars or ''}")
+        console.print(
+            Text(str(summary.get("name")), style="bold") + f" ({self.name}) {scalars or ''}"
+        )
         for key, value in summary.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 table = Table(title=f"{summary.get('name')}: {key}")

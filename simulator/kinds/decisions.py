@@ -14,9 +14,11 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import yaml
 from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import cases as case_stats
 from biasim.analysis import figures, terms
@@ -189,6 +191,8 @@ class DecisionsKind(AnalysisKind):
                 )
         if spec.terms is not None:
             _check_terms(spec, facts)
+        if spec.predictions not in (None, "default"):
+            _check_predictions(spec.predictions, facts)
 
     def notes(self, spec: DecisionsSpec, data_dir: Path | None) -> list[str]:
         """Where the rationale term sets come from, set by set."""
@@ -574,7 +578,8 @@ class DecisionsKind(AnalysisKind):
         )
         for row in summary.get("implicit_vs_explicit", []):
             console.print(
-                f"[bold]implicit vs explicit[/bold] ({row['model_label']}): DPD beyond chance "
+                Text("implicit vs explicit", style="bold")
+                + f" ({row['model_label']}): DPD beyond chance "
                 f"{fmt(row.get('mean_excess_implicit'), '+.3f')} implicit vs "
                 f"{fmt(row.get('mean_excess_explicit'), '+.3f')} explicit, difference "
                 f"{fmt(row.get('excess_difference'), '+.3f')} (p = {fmt(row.get('p_excess'))}, "
@@ -764,6 +769,24 @@ def _check_terms(spec: DecisionsSpec, facts: StudyFacts) -> None:
         else:
             path = ("terms", "names_from", j)
             facts.need_field(stage, name, path, path)
+
+
+def _check_predictions(declared: str, facts: StudyFacts) -> None:
+    """Load a predictions file at validation, so a missing or malformed one fails before any
+    call rather than after the run."""
+    written_in = Path(facts.smap.locate((*facts.at, "predictions"))[0]).parent
+    path = resolve_data_path(declared, written_in)
+    if not path.is_file():
+        facts.problem(
+            ("predictions",), f"predictions file `{declared}` not found (looked at {path})"
+        )
+        return
+    try:
+        case_stats.load_predictions(path)
+    except (OSError, ValueError, AttributeError, yaml.YAMLError) as err:
+        # The loader's own message names the file and the entry, never its contents.
+        reason = str(err) if isinstance(err, ValueError) else f"{path}: {type(err).__name__}"
+        facts.problem(("predictions",), f"unusable predictions file: {reason}")
 
 
 def _term_sets(

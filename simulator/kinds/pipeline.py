@@ -16,6 +16,7 @@ import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import counterfactual, figures, multiple, pipeline
 from biasim.analysis.parity import wilson_interval
@@ -184,7 +185,7 @@ class PipelineKind(AnalysisKind):
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         console.print(
-            f"[bold]{summary['name']}[/bold]: {summary['applications']} applications "
+            Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "
             f"({summary['documents_failed']} failed to write)"
             + (f", stages {' -> '.join(summary['stages'])}" if summary["stages"] else "")
         )

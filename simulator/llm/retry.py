@@ -12,7 +12,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..interrupts import CallNotIssued
-from .errors import BackendError, TransientError
+from .allowlist import redact_text
+from .errors import (
+    BackendError,
+    ConnectionRefused,
+    FatalBackendError,
+    TransientError,
+    connection_failure,
+)
 from .limits import AdaptiveLimiter, RateLimiter
 from .types import LLMRequest, LLMResponse
 
@@ -56,6 +63,25 @@ class RetryPolicy:
         return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1)))
 
 
+@dataclass(slots=True)
+class FirstContact:
+    """Whether a backend's server has answered yet, shared by every call to it.
+
+    Until it has, an attempt waits at most ``timeout_s`` (not the role's longer timeout) and a
+    refused connection is final: a server that accepts connections but never answers, or an
+    address where nothing listens, is reported within a minute instead of after every retry.
+
+    Attributes:
+        timeout_s: Per-attempt timeout before the first answer.
+        answered: Set by the first call that gets an answer (valid or not).
+    """
+
+    timeout_s: float = 60.0
+    answered: bool = False
+    #: Why the server is taken for silent (a first call timed out); later calls fail at once.
+    silent: str = ""
+
+
 async def call_with_retries(
     generate: Callable[[LLMRequest], Awaitable[LLMResponse]],
     request: LLMRequest,
@@ -64,6 +90,7 @@ async def call_with_retries(
     rate: RateLimiter | None = None,
     rng: random.Random | None = None,
     stopping: Callable[[], bool] | None = None,
+    contact: FirstContact | None = None,
 ) -> LLMResponse:
     """Call ``generate`` until it answers, fails for good, or the budget runs out.
 
@@ -78,6 +105,8 @@ async def call_with_retries(
         response whose ``error`` names the last failure and the attempt count.
     """
     rng = rng or random.Random()
+    if contact is not None and contact.silent and not contact.answered:
+        return LLMResponse(status="error", error=contact.silent, attempts=0)
     deadline = time.monotonic() + policy.total_timeout_s
     reason = "no attempt was made"
     attempt = 0
@@ -91,12 +120,15 @@ async def call_with_retries(
             # Without a cap the answer's length is unknown: the prompt alone is paced.
             await rate.wait((request.max_tokens or 0) + _prompt_tokens(request))
         retry_after: float | None = None
+        probing = contact is not None and not contact.answered
         async with limiter:
             if stopping is not None and stopping():
                 raise CallNotIssued
-            timeout = policy.attempt_timeout(request)
+            timeout = configured = policy.attempt_timeout(request)
             if timeout is not None:
-                timeout = min(timeout, remaining)
+                timeout = configured = min(timeout, remaining)
+                if probing:
+                    timeout = min(timeout, contact.timeout_s)
             start = time.perf_counter()
             ends = math.inf if timeout is None else asyncio.get_running_loop().time() + timeout
             token = ATTEMPT_DEADLINE.set(ends)
@@ -106,21 +138,34 @@ async def call_with_retries(
                     response = await generate(request)
             except TimeoutError:
                 failure: BackendError = TransientError(f"timed out after {timeout:.3g} s")
+                if probing and timeout < configured and not contact.answered:
+                    failure = FatalBackendError(
+                        f"the server has not answered any call yet: no answer within "
+                        f"{timeout:.3g} s (raise the role's probe_timeout_s for a model that "
+                        "loads slowly)"
+                    )
+                    contact.silent = str(failure)
             except BackendError as exc:
-                failure = exc
+                failure = connection_failure(exc) or exc
             except Exception as exc:  # a backend bug or an SDK surprise: isolate, keep the reason
-                failure = TransientError(f"{type(exc).__name__}: {exc}")
+                failure = connection_failure(exc) or TransientError(f"{type(exc).__name__}: {exc}")
             else:
+                if contact is not None:
+                    contact.answered = True
                 limiter.on_success()
                 response.attempts = attempt
                 response.latency_s = response.latency_s or time.perf_counter() - start
                 return response
             finally:
                 ATTEMPT_DEADLINE.reset(token)
-        reason = str(failure) or type(failure).__name__
+        # An SDK may quote the server URL, credentials included.
+        reason = redact_text(str(failure) or type(failure).__name__)
         if failure.overloaded:
             limiter.on_overload()
         if not failure.retryable:
+            break
+        if isinstance(failure, ConnectionRefused) and contact is not None and not contact.answered:
+            reason += "; nothing has answered at this address yet: is the server running?"
             break
         retry_after = failure.retry_after
         delay = retry_after if retry_after is not None else policy.backoff(attempt, rng)

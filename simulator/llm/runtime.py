@@ -9,7 +9,7 @@ from typing import Any
 
 from .limits import AdaptiveLimiter, RateLimiter
 from .registry import Backend
-from .retry import RetryPolicy, call_with_retries
+from .retry import FirstContact, RetryPolicy, call_with_retries
 from .structured import canonical_json
 from .types import LLMRequest, LLMResponse, extra_sampling
 
@@ -23,6 +23,7 @@ class BackendRuntime:
         policy: Retry policy.
         requests_per_minute: Optional request quota.
         tokens_per_minute: Optional token quota.
+        probe_timeout_s: Per-attempt timeout until the server has answered once.
     """
 
     def __init__(
@@ -33,6 +34,7 @@ class BackendRuntime:
         policy: RetryPolicy,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
+        probe_timeout_s: float = 60.0,
     ) -> None:
         self.backend = backend
         self.identity: dict[str, Any] = backend.identity()
@@ -45,6 +47,10 @@ class BackendRuntime:
         self.rate = RateLimiter(requests_per_minute, tokens_per_minute)
         self.policy = policy
         self._jitter = random.Random()
+        # Only a server can be absent or silent; a model in this process (the synthetic
+        # responder, llama.cpp loading a model on its first call) is neither.
+        served = "base_url" in self.identity or "host" in self.identity
+        self.contact = FirstContact(probe_timeout_s) if served else None
 
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
         """``(key, material)``: the key covers the backend's identity, the endpoint, every
@@ -88,4 +94,5 @@ class BackendRuntime:
             self.rate if self.rate.active else None,
             self._jitter,
             stopping,
+            self.contact,
         )
