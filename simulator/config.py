@@ -25,11 +25,12 @@ from pydantic import (
 
 from biasim.personas.namebank import NameBankError, load_name_bank
 
-from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
+from .columns import CALL_COLUMNS, ID_COLUMNS, PAIRING_COLUMNS, PIPELINE_COLUMNS
 from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
 from .fields import Identifier, LevelName, Strict
 from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind, kind_names
+from .pairing import PairingConfig, draw_trial, pool, read_items
 from .persona_config import PersonaConfig
 from .populations import PopulationConfig, ReadsConfig, stage_population
 from .templating import compile_expression, compile_template, render
@@ -343,6 +344,11 @@ class StageConfig(Strict):
         description="Single readings: expression over the answer fields deciding whether the "
         "document advances (e.g. `decision == 'Interview'`).",
     )
+    pairing: PairingConfig | None = Field(
+        None,
+        description="A word-pairing stage (free text): each call shows two targets in random "
+        "order and the items shuffled; templates see `targets` and `items`.",
+    )
 
 
 class DesignConfig(Strict):
@@ -387,7 +393,7 @@ class DesignConfig(Strict):
         return self
 
 
-RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS))
+RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS, *PAIRING_COLUMNS))
 
 
 class StudyConfig(Strict):
@@ -628,9 +634,43 @@ def _read_data_files(data: Any, smap: SourceMap) -> Any:
                     problems.extend(exc.problems)
         if not problems:
             problems.extend(_keep_only(design, smap))
+    stages = data.get("stages")
+    for i, stage in enumerate(stages if isinstance(stages, list) else []):
+        pairing = stage.get("pairing") if isinstance(stage, dict) else None
+        if isinstance(pairing, dict):
+            problems.extend(_read_pairing(pairing, ("stages", i, "pairing"), smap))
     if problems:
         raise InputError(problems)
     return data
+
+
+def _read_pairing(pairing: dict[str, Any], at: FieldPath, smap: SourceMap) -> list[Problem]:
+    """Read a pairing stage's items CSV into ``rows`` and its name bank into ``names``."""
+    problems: list[Problem] = []
+    if isinstance(pairing.get("items"), str) and not pairing.get("rows"):
+        try:
+            pairing["rows"] = read_items(
+                _data_path(smap, (*at, "items"), pairing["items"]), pairing
+            )
+        except InputError as exc:
+            problems.extend(exc.problems)
+    targets = pairing.get("targets")
+    if (
+        isinstance(targets, dict)
+        and isinstance(targets.get("name_bank"), str)
+        and not targets.get("names")
+    ):
+        ref = targets["name_bank"]
+        local = _data_path(smap, (*at, "targets", "name_bank"), ref)
+        try:
+            bank = load_name_bank(local if local.exists() else ref)
+            axis = str(targets.get("axis", ""))
+            targets["names"] = {
+                str(v): bank.names_for({axis: str(v)}) for v in targets.get("values") or []
+            }
+        except NameBankError as exc:
+            problems.append(smap.problem((*at, "targets", "name_bank"), exc.reason))
+    return problems
 
 
 def _keep_only(design: dict[str, Any], smap: SourceMap) -> list[Problem]:
@@ -947,6 +987,10 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                             )
                         )
 
+    for i, stage in enumerate(config.stages):
+        if stage.pairing is not None:
+            problems.extend(_check_pairing(config, stage, ("stages", i), smap))
+
     names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
         facts = StudyFacts(config, smap, ("analyses", i))
@@ -968,6 +1012,48 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     problems.extend(pipeline_problems)
     if not pipeline_problems:
         problems.extend(_check_templates(config, smap, stage_fields))
+    return problems
+
+
+def _check_pairing(
+    config: StudyConfig, stage: StageConfig, at: FieldPath, smap: SourceMap
+) -> list[Problem]:
+    """A pairing stage answers in free text, alone (no populations), and every level of the
+    factor that picks its items names a subset the items file has."""
+    pairing = stage.pairing
+    assert pairing is not None
+    problems = []
+    if stage.output:
+        problems.append(
+            smap.problem((*at, "output"), "a pairing stage answers in free text: no `output`")
+        )
+    if config.populations:
+        problems.append(smap.problem((*at, "pairing"), "pairing stages run without populations"))
+    if pairing.subset_column is None:
+        return problems
+    column, var = pairing.subset_column, pairing.subset_from
+    subsets = {r.get(column, "") for r in pairing.rows}
+    defined = var in config.vars
+    if defined and config.vars[var] not in subsets:
+        problems.append(
+            smap.problem(("vars", var), f"`{config.vars[var]}` is not a `{column}` of the items")
+        )
+    for fname, levels in config.design.factors.items():
+        for level, fvars in levels.items():
+            if var in fvars:
+                defined = True
+                if fvars[var] not in subsets:
+                    problems.append(
+                        smap.problem(
+                            ("design", "factors", fname, level, var),
+                            f"`{fvars[var]}` is not a `{column}` of the items "
+                            f"(known: {', '.join(sorted(subsets))})",
+                        )
+                    )
+    if not defined:
+        problems.append(
+            smap.problem((*at, "pairing", "subset_from"), f"no factor level or var defines `{var}`")
+        )
     return problems
 
 
@@ -1005,13 +1091,15 @@ def _synthetic_keys(
         elif name in factors:
             levels = factors[name]
             known.append(list(levels) if isinstance(levels, dict) else None)
-        elif name == "model_label":
+        elif name in ("model_label", "item"):
             known.append(None)
         else:
             where = (*at, "by", j) if isinstance(spec.by, list) else (*at, "by")
             problems.append(
                 smap.problem(
-                    where, f"`{name}` is not a persona axis, a design factor or `model_label`"
+                    where,
+                    f"`{name}` is not a persona axis, a design factor, `model_label` or `item` "
+                    "(a pairing stage's items)",
                 )
             )
             return problems
@@ -1151,6 +1239,10 @@ def _check_templates(
                         seen.add((("stages", i, "when"), message))
                         problems.append(smap.problem(("stages", i, "when"), message))
                     continue
+            if stage.pairing is not None:
+                ctx = {**ctx, **draw_trial(stage.pairing, ctx, 0).context()}
+                if not pool(stage.pairing, ctx):
+                    report(("stages", i, "pairing"), ValueError("no items for this level"))
             parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
                 (("stages", i, "system"), stage.system, ctx),
                 (("stages", i, "prompt"), stage.prompt, ctx),

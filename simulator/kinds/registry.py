@@ -22,6 +22,7 @@ _BUILTIN: dict[str, str] = {
     "demographic_parity": "biasim.simulator.kinds.decisions:DecisionsKind",
     "acceptance": "biasim.simulator.kinds.acceptance:AcceptanceKind",
     "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
+    "association": "biasim.simulator.kinds.association:AssociationKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}

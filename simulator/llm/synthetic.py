@@ -91,7 +91,9 @@ class SyntheticBackend:
             if request.messages
             else request.seed
         )
-        if schema is None:
+        if schema is None and request.items:
+            text = self._pairs(request, seed)
+        elif schema is None:
             # A free-text stage draws whole texts when the study declares some (e.g. accepting
             # and rejecting emails with known rates per group).
             spec = self._fields.get("text")
@@ -133,6 +135,22 @@ class SyntheticBackend:
             text = spec.text if spec is not None and spec.text else f"synthetic {name}"
             return text[: prop["maxLength"]] if "maxLength" in prop else text
         return {"integer": 0, "number": 0.0, "boolean": u < 0.5}.get(kind)
+
+    def _pairs(self, request: LLMRequest, seed: int) -> str:
+        """A word-pairing answer: one line ``item - name`` per item shown, the target drawn per
+        item from the declared ``pairs`` table (keyed by ``item`` and any design value) over the
+        targets' values; uniform where nothing is declared."""
+        targets = [dict(shown) for shown in request.shown]
+        values = [next(v for k, v in t.items() if k != "name") for t in targets]
+        attributes = dict(request.attributes)
+        lines = []
+        for i, item in enumerate(request.items):
+            attributes["item"] = item
+            value = self._draw(
+                "pairs", {"enum": sorted(values)}, attributes, uniform(seed, 2000 + i)
+            )
+            lines.append(f"{item} - {targets[values.index(value)]['name']}")
+        return "\n".join(lines)
 
     def _pick(
         self, name: str, prop: dict[str, Any], shown: tuple[Any, ...], seed: int
