@@ -117,6 +117,7 @@ def test_schema_command_prints_json_schema(cli) -> None:
     kinds = schema["properties"]["analyses"]["items"]["anyOf"]
     assert {k["$ref"].rsplit("/", 1)[1] for k in kinds} == {
         "AcceptanceSpec",
+        "AssociationSpec",
         "DecisionsSpec",
         "PipelineSpec",
     }
