@@ -17,6 +17,7 @@ squeeze ``(y (n - 1) + 0.5) / n`` (n = scores in the fit), since a beta model ca
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -107,7 +108,7 @@ def squeeze(score: pd.Series | np.ndarray, low: int = 1, high: int = 100) -> np.
     return (y * (n - 1) + 0.5) / n
 
 
-def gender_effects(
+def group_effects(
     scores: pd.DataFrame,
     *,
     group: str = "gender",
@@ -115,7 +116,8 @@ def gender_effects(
     cluster: str = "job",
     alpha: float = 0.001,
 ) -> pd.DataFrame:
-    """Per trait, the effect of ``group`` (against ``reference``) on the score's logit.
+    """Per trait, the effect of ``group`` (the other value against ``reference``, e.g. men's
+    letters against women's, or strong against weak) on the score's logit.
 
     Args:
         scores: From :func:`long_scores`, with the ``group`` and ``cluster`` columns.
@@ -126,8 +128,10 @@ def gender_effects(
         alpha: Level of the tests (the paper's 0.001).
 
     Returns:
-        Per trait and model (``beta_job_fixed``, ``logit_mixed``): ``term``, ``estimate``,
-        ``std_error``, ``statistic`` (z), ``p_value``, ``significant`` and ``n``.
+        Per trait and model (``beta_job_fixed``, ``logit_mixed``): ``term`` (the other value),
+        ``reference``, ``estimate``, ``std_error``, ``statistic`` (z), ``p_value``,
+        ``significant``, ``n`` and ``warning`` (what the fit warned of, e.g. a job variance
+        estimated at 0; empty when nothing).
     """
     rows = []
     for trait, data in scores.groupby("trait", sort=False):
@@ -139,22 +143,36 @@ def gender_effects(
             _x=(data[group] == other[0]).astype(float),
             _c=data[cluster].astype(str),
         )
-        term = f"{group}{other[0]}"
-        beta = BetaModel.from_formula("_y ~ _x + C(_c)", data).fit(disp=0)
-        mixed = smf.mixedlm(
-            "_logit ~ _x", data.assign(_logit=np.log(data["_y"] / (1 - data["_y"]))), groups="_c"
-        ).fit(reml=True)
-        for model, fit in (("beta_job_fixed", beta), ("logit_mixed", mixed)):
+        term = str(other[0])
+        fits = []
+        for model, build in (
+            ("beta_job_fixed", lambda d: BetaModel.from_formula("_y ~ _x + C(_c)", d)),
+            (
+                "logit_mixed",
+                lambda d: smf.mixedlm(
+                    "_logit ~ _x", d.assign(_logit=np.log(d["_y"] / (1 - d["_y"]))), groups="_c"
+                ),
+            ),
+        ):
+            # A fit's warnings (e.g. a job variance at its boundary of 0) go into the table.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fit = build(data).fit(disp=0) if model == "beta_job_fixed" else build(data).fit()
+            notes = sorted({str(w.message).split(".")[0] for w in caught})
+            fits.append((model, fit, "; ".join(notes)))
+        for model, fit, note in fits:
             rows.append(
                 {
                     "trait": trait,
                     "model": model,
                     "term": term,
+                    "reference": reference,
                     "estimate": float(fit.params["_x"]),
                     "std_error": float(fit.bse["_x"]),
                     "statistic": float(fit.tvalues["_x"]),
                     "p_value": float(fit.pvalues["_x"]),
                     "n": len(data),
+                    "warning": note,
                 }
             )
     table = pd.DataFrame(rows)

@@ -75,6 +75,16 @@ class SyntheticField(Strict):
     shifted: str | None = Field(
         None, description="The choice whose log-odds a unit's shift moves (default: the first)."
     )
+    mean: dict[str, float] = Field(
+        default_factory=dict,
+        description="For `integer` and `number` fields: value of `by` -> mean of a normal draw "
+        "(e.g. a 1-100 score per letter strength).",
+    )
+    default_mean: float | None = Field(None, description="Mean for values `mean` does not list.")
+    sd: float = Field(0.0, ge=0, description="SD of the normal draw of a numeric field.")
+    bounds: tuple[float, float] | None = Field(
+        None, description="Numeric draws are clipped to [low, high] (integers are rounded first)."
+    )
 
     @model_validator(mode="after")
     def _sums_to_one(self) -> SyntheticField:
@@ -97,6 +107,12 @@ class SyntheticField(Strict):
                     raise ValueError(f"key `{key}` needs {len(self.by)} values: `{joined}`")
         if self.unit_sd and self.unit is None:
             raise ValueError("`unit_sd` needs `unit` (persona_name or persona)")
+        if self.mean and not self.by:
+            raise ValueError("`by` must name what the means are keyed on")
+        if self.mean and self.default_mean is None:
+            raise ValueError("`mean` needs `default_mean` for the values it does not list")
+        if self.bounds is not None and self.bounds[0] > self.bounds[1]:
+            raise ValueError("`bounds` must be [low, high]")
         return self
 
     def design_keys(self) -> tuple[str, ...]:
@@ -1103,7 +1119,7 @@ def _synthetic_keys(
                 )
             )
             return problems
-    for key in [*spec.probabilities, *spec.weights]:
+    for key in [*spec.probabilities, *spec.weights, *spec.mean]:
         for name, values, value in zip(by, known, key.split("|"), strict=False):
             if values is not None and value not in values:
                 problems.append(

@@ -119,6 +119,7 @@ def test_schema_command_prints_json_schema(cli) -> None:
         "AcceptanceSpec",
         "AssociationSpec",
         "DecisionsSpec",
+        "LetterSpec",
         "PipelineSpec",
     }
     assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]

@@ -16,7 +16,7 @@ from biasim.analysis.traits import (
     MISSING,
     NOT_A_NUMBER,
     OUT_OF_RANGE,
-    gender_effects,
+    group_effects,
     long_scores,
     squeeze,
     trait_means,
@@ -83,10 +83,10 @@ def test_squeeze_stays_inside_the_unit_interval() -> None:
 def test_known_gender_effect_is_recovered_by_both_models() -> None:
     rng = np.random.default_rng(7)
     scores = _simulate(rng, 0.25, jobs=12, per=60)
-    table = gender_effects(scores, reference="female").set_index("model")
+    table = group_effects(scores, reference="female").set_index("model")
     for model in ("beta_job_fixed", "logit_mixed"):
         row = table.loc[model]
-        assert row["term"] == "gendermale" and row["n"] == 1440
+        assert row["term"] == "male" and row["reference"] == "female" and row["n"] == 1440
         assert abs(row["estimate"] - 0.25) < 3 * row["std_error"], (model, row["estimate"])
         assert row["significant"]  # alpha 0.001
     # The mixed model is statsmodels' own fit of the logit of the squeezed score.
@@ -107,7 +107,7 @@ def test_gender_tests_are_calibrated_under_the_null_with_job_effects() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a few mixed fits report a boundary variance
         for _ in range(reps):
-            table = gender_effects(_simulate(rng, 0.0), reference="female")
+            table = group_effects(_simulate(rng, 0.0), reference="female")
             for model, p in zip(table["model"], table["p_value"], strict=True):
                 rejected[model] += p < 0.05
     for model, count in rejected.items():

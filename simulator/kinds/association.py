@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.analysis import association
-from biasim.analysis.association_figures import plot_item_shares
+from biasim.analysis.transmission_figures import plot_item_shares
 
 from ..htmlreport import HtmlSection, fmt
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
@@ -154,7 +154,6 @@ class AssociationKind(AnalysisKind):
             panel=spec.by,
             category=spec.category,
             positive=positive,
-            title=f"Share of pairings with a {positive} target, per item",
         )
         return section
 

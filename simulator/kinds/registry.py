@@ -23,6 +23,7 @@ _BUILTIN: dict[str, str] = {
     "acceptance": "biasim.simulator.kinds.acceptance:AcceptanceKind",
     "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
     "association": "biasim.simulator.kinds.association:AssociationKind",
+    "letter_evaluation": "biasim.simulator.kinds.letters:LetterKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}

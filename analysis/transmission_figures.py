@@ -1,4 +1,5 @@
-"""The Bias-Transmission study's figure: each job's share of female names, by dominance.
+"""The Bias-Transmission study's figures (seed 000): each job's share of female names by
+dominance, and each job's trait differences between the two groups compared.
 
 Built like ``analysis.figures`` (a ``Figure`` without pyplot, written as PNG when asked).
 """
@@ -25,7 +26,6 @@ def plot_item_shares(
     panel: str | None,
     category: str | None,
     positive: str,
-    title: str,
     path: str | Path | None = None,
 ) -> Figure:
     """One panel per ``panel`` value (e.g. experiment): each item's share with its 95% interval,
@@ -37,7 +37,6 @@ def plot_item_shares(
         panel: Column whose values get a panel each, or ``None`` for one panel.
         category: Column colouring the items (e.g. dominance), or ``None``.
         positive: The value the shares count, for the axis label.
-        title: Figure title.
         path: When given, the PNG is written there.
 
     Returns:
@@ -84,5 +83,54 @@ def plot_item_shares(
             for c in categories
         ]
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
-    fig.suptitle(title)
+    return _finish(fig, path)
+
+
+def plot_trait_differences(
+    differences: pd.DataFrame,
+    *,
+    panel: str,
+    cluster: str,
+    path: str | Path | None = None,
+) -> Figure:
+    """One panel per ``panel`` value: each trait's mean difference between the groups compared
+    (e.g. men's letters minus women's), one marker per ``cluster`` value (job), a line at 0.
+
+    Args:
+        differences: ``panel``, ``cluster``, ``trait``, ``difference`` and ``label`` (what was
+            subtracted from what, e.g. ``male - female``).
+        panel: Column whose values get a panel each (e.g. the experiment).
+        cluster: Column whose values get a marker colour each (the job).
+        path: When given, the PNG is written there.
+
+    Returns:
+        The figure.
+    """
+    panels = list(dict.fromkeys(differences[panel]))
+    traits = list(dict.fromkeys(differences["trait"]))
+    fig = Figure(figsize=(5.0 * len(panels), 0.32 * len(traits) + 1.8), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    clusters = list(dict.fromkeys(differences[cluster]))
+    y = {t: i for i, t in enumerate(reversed(traits))}
+    for ax, value in zip(axes, panels, strict=True):
+        rows = differences[differences[panel] == value]
+        for j, name in enumerate(clusters):
+            part = rows[rows[cluster] == name]
+            offset = (j - (len(clusters) - 1) / 2) * 0.12
+            ax.scatter(
+                part["difference"],
+                [y[t] + offset for t in part["trait"]],
+                s=18,
+                color=f"C{j}",
+                label=str(name),
+            )
+        ax.axvline(0, color="#999999", linestyle="--", linewidth=1)
+        ax.set_yticks(list(y.values()), list(y.keys()), fontsize=8)
+        ax.set_xlabel(f"mean score difference ({rows['label'].iloc[0]})")
+        ax.grid(axis="x", color="#e6e6e6", linewidth=0.8)
+        ax.set_axisbelow(True)
+        ax.spines[["top", "right"]].set_visible(False)
+        ax.set_title(str(value))
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5), fontsize=8)
     return _finish(fig, path)
