@@ -232,6 +232,42 @@ def compare_shares(
     return both
 
 
+def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) -> pd.DataFrame:
+    """The test of a group's hires when every pair was shown in both orders: a sign test on the
+    pairs hired alike in both orders (``positive`` both times against the other both times);
+    pairs split 1-1 follow the position and say nothing about the group.
+
+    Each showing is not an independent decision: when letters differ in quality both showings
+    of a pair agree, which a binomial test on all showings ignores.
+
+    Args:
+        picks: One row per showing: ``pair``, ``value`` (the hired author's group) and ``by``.
+        by: Group columns (e.g. the stage and the job).
+        positive: The group whose hires are counted.
+
+    Returns:
+        Per group: ``pairs`` (with both showings answered), ``both_<positive>``, ``both_other``,
+        ``split`` and ``sign_p`` (exact, two-sided, against 0.5; NaN when no pair agreed).
+    """
+    hits = picks.assign(_hit=(picks["value"] == positive).astype(int))
+    per_pair = hits.groupby([*by, "pair"], sort=False)["_hit"].agg(["sum", "size"]).reset_index()
+    per_pair = per_pair[per_pair["size"] == 2]
+    table = (
+        per_pair.assign(
+            _pos=per_pair["sum"] == 2, _neg=per_pair["sum"] == 0, _split=per_pair["sum"] == 1
+        )
+        .groupby(list(by), sort=False)[["_pos", "_neg", "_split"]]
+        .sum()
+        .astype(int)
+        .reset_index()
+        .rename(columns={"_pos": f"both_{positive}", "_neg": "both_other", "_split": "split"})
+    )
+    table.insert(len(by), "pairs", table[f"both_{positive}"] + table["both_other"] + table["split"])
+    agreed = (table[f"both_{positive}"] + table["both_other"]).to_numpy()
+    table["sign_p"] = chance_test(table[f"both_{positive}"].to_numpy(), agreed)
+    return table
+
+
 def status_counts(pairs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Items shown per group and status (``paired`` and every reason for exclusion)."""
     return pairs.groupby([*by, "outcome"], sort=False).size().reset_index(name="items")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -131,35 +132,30 @@ def group_effects(
         Per trait and model (``beta_job_fixed``, ``logit_mixed``): ``term`` (the other value),
         ``reference``, ``estimate``, ``std_error``, ``statistic`` (z), ``p_value``,
         ``significant``, ``n`` and ``warning`` (what the fit warned of, e.g. a job variance
-        estimated at 0; empty when nothing).
+        estimated at 0, that the mixed fit failed and least squares was used, or why there is no
+        estimate (NaN): too few scores, or a failed fit; empty when nothing).
     """
     rows = []
     for trait, data in scores.groupby("trait", sort=False):
         other = sorted(set(data[group]) - {reference})
-        if len(other) != 1:
-            raise ValueError(f"`{group}` needs exactly one value besides `{reference}`: {other}")
+        if len(other) > 1:
+            raise ValueError(f"`{group}` needs one value besides `{reference}`, not {other}")
+        other = other or ["(none)"]  # only the reference group has scores: nothing to fit
         data = data.assign(
             _y=squeeze(data["score"]),
             _x=(data[group] == other[0]).astype(float),
             _c=data[cluster].astype(str),
         )
         term = str(other[0])
+        data = data.assign(_logit=np.log(data["_y"] / (1 - data["_y"])))
         fits = []
-        for model, build in (
-            ("beta_job_fixed", lambda d: BetaModel.from_formula("_y ~ _x + C(_c)", d)),
-            (
-                "logit_mixed",
-                lambda d: smf.mixedlm(
-                    "_logit ~ _x", d.assign(_logit=np.log(d["_y"] / (1 - d["_y"]))), groups="_c"
-                ),
-            ),
-        ):
+        for model in ("beta_job_fixed", "logit_mixed"):
             # A fit's warnings (e.g. a job variance at its boundary of 0) go into the table.
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                fit = build(data).fit(disp=0) if model == "beta_job_fixed" else build(data).fit()
+                fit, note = _fit(model, data)
             notes = sorted({str(w.message).split(".")[0] for w in caught})
-            fits.append((model, fit, "; ".join(notes)))
+            fits.append((model, fit, "; ".join([*([note] if note else []), *notes])))
         for model, fit, note in fits:
             rows.append(
                 {
@@ -167,10 +163,10 @@ def group_effects(
                     "model": model,
                     "term": term,
                     "reference": reference,
-                    "estimate": float(fit.params["_x"]),
-                    "std_error": float(fit.bse["_x"]),
-                    "statistic": float(fit.tvalues["_x"]),
-                    "p_value": float(fit.pvalues["_x"]),
+                    "estimate": float(fit.params["_x"]) if fit is not None else np.nan,
+                    "std_error": float(fit.bse["_x"]) if fit is not None else np.nan,
+                    "statistic": float(fit.tvalues["_x"]) if fit is not None else np.nan,
+                    "p_value": float(fit.pvalues["_x"]) if fit is not None else np.nan,
                     "n": len(data),
                     "warning": note,
                 }
@@ -178,3 +174,23 @@ def group_effects(
     table = pd.DataFrame(rows)
     table["significant"] = table["p_value"] < alpha
     return table
+
+
+def _fit(model: str, data: pd.DataFrame) -> tuple[Any, str]:
+    """One model's fit and a note on it (``None`` and why when there is nothing to fit). The
+    mixed model's likelihood can be singular when the jobs do not differ at all (a job variance
+    of 0); its estimate is then the ordinary least squares one, which is fitted instead and
+    said so."""
+    sizes = data.groupby("_x").size()
+    if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:
+        return None, "too few scores to fit (2 per group and 2 jobs at least)"
+    if model == "beta_job_fixed":
+        try:
+            return BetaModel.from_formula("_y ~ _x + C(_c)", data).fit(disp=0), ""
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            return None, f"fit failed: {exc}"
+    try:
+        return smf.mixedlm("_logit ~ _x", data, groups="_c").fit(), ""
+    except np.linalg.LinAlgError as exc:
+        note = f"mixed fit failed ({exc}): job variance taken as 0, ordinary least squares"
+        return smf.ols("_logit ~ _x", data).fit(), note

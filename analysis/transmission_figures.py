@@ -26,6 +26,8 @@ def plot_item_shares(
     panel: str | None,
     category: str | None,
     positive: str,
+    measure: str = "pairings with a {positive} target",
+    interval: str = "95% Wilson CI",
     path: str | Path | None = None,
 ) -> Figure:
     """One panel per ``panel`` value (e.g. experiment): each item's share with its 95% interval,
@@ -37,6 +39,8 @@ def plot_item_shares(
         panel: Column whose values get a panel each, or ``None`` for one panel.
         category: Column colouring the items (e.g. dominance), or ``None``.
         positive: The value the shares count, for the axis label.
+        measure: What the share is of (``{positive}`` is filled in), for the axis label.
+        interval: How the intervals were made, for the axis label.
         path: When given, the PNG is written there.
 
     Returns:
@@ -69,8 +73,8 @@ def plot_item_shares(
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.set_xlabel(
-            f"share of pairings with a {positive} target (95% Wilson CI)\n"
-            "(ns) = does not deviate from chance (0.5)"
+            f"share of {measure.format(positive=positive)} ({interval})\n"
+            "(ns) = not different from chance (0.5)"
         )
         ax.grid(axis="x", color="#e6e6e6", linewidth=0.8)
         ax.set_axisbelow(True)
@@ -108,25 +112,40 @@ def plot_trait_differences(
     """
     panels = list(dict.fromkeys(differences[panel]))
     traits = list(dict.fromkeys(differences["trait"]))
-    fig = Figure(figsize=(5.0 * len(panels), 0.32 * len(traits) + 1.8), layout="constrained")
+    fig = Figure(
+        figsize=(max(6.0, 5.0 * len(panels)), 0.32 * len(traits) + 1.8), layout="constrained"
+    )
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     clusters = list(dict.fromkeys(differences[cluster]))
+    # A colour per job while they can be told apart; beyond that grey dots and their mean.
+    few = len(clusters) <= 8
     y = {t: i for i, t in enumerate(reversed(traits))}
     for ax, value in zip(axes, panels, strict=True):
         rows = differences[differences[panel] == value]
         for j, name in enumerate(clusters):
             part = rows[rows[cluster] == name]
-            offset = (j - (len(clusters) - 1) / 2) * 0.12
+            offset = (j - (len(clusters) - 1) / 2) * 0.6 / max(len(clusters) - 1, 1)
             ax.scatter(
                 part["difference"],
                 [y[t] + offset for t in part["trait"]],
-                s=18,
-                color=f"C{j}",
-                label=str(name),
+                s=18 if few else 8,
+                color=f"C{j}" if few else "#9a9a9a",
+                label=str(name) if few else None,
+            )
+        if not few:
+            mean = rows.groupby("trait")["difference"].mean()
+            ax.scatter(
+                mean.to_numpy(),
+                [y[t] for t in mean.index],
+                s=40,
+                color="black",
+                marker="D",
+                label=f"mean over {len(clusters)} {cluster}s",
+                zorder=3,
             )
         ax.axvline(0, color="#999999", linestyle="--", linewidth=1)
         ax.set_yticks(list(y.values()), list(y.keys()), fontsize=8)
-        ax.set_xlabel(f"mean score difference ({rows['label'].iloc[0]})")
+        ax.set_xlabel(f"mean score difference ({rows['label'].iloc[0]}), one dot per {cluster}")
         ax.grid(axis="x", color="#e6e6e6", linewidth=0.8)
         ax.set_axisbelow(True)
         ax.spines[["top", "right"]].set_visible(False)

@@ -33,7 +33,7 @@ def test_job_lists_are_the_papers() -> None:
     assert by_list == {"disparity": 30, "control": 35}
     disparity = [r for r in rows if r["list"] == "disparity"]
     assert Counter(r["dominance"] for r in disparity) == {"female": 10, "male": 10, "parity": 10}
-    assert Counter(r["status"] for r in disparity) == {"high": 15, "low": 15}
+    assert Counter(r["job_status"] for r in disparity) == {"high": 15, "low": 15}
     if SEED.exists():  # every job is named in the paper's appendix A.1 (or Table 5)
         text = " ".join(SEED.read_text().split())
         for row in rows:
@@ -113,7 +113,7 @@ def test_bad_pairing_input_exits_2_naming_the_place(tmp_path: Path, edit, where,
 def test_a_repeated_job_in_the_items_file_is_named_with_its_line(tmp_path: Path) -> None:
     study = _write(tmp_path, lambda t: t)
     jobs = tmp_path / "data" / "bias_transmission_jobs.csv"
-    jobs.write_text(jobs.read_text() + "surgeon,disparity,male,high\n")
+    jobs.write_text(jobs.read_text() + "surgeon_2,surgeon,disparity,male,high\n")
     done = subprocess.run(
         [*BIASIM, "validate", str(study)], capture_output=True, text=True, check=False
     )

@@ -121,6 +121,7 @@ def test_schema_command_prints_json_schema(cli) -> None:
         "DecisionsSpec",
         "LetterSpec",
         "PipelineSpec",
+        "TransmissionSpec",
     }
     assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]
 

@@ -97,6 +97,32 @@ def test_known_gender_effect_is_recovered_by_both_models() -> None:
     assert table.loc["logit_mixed", "estimate"] == pytest.approx(ref.params["male"], rel=1e-6)
 
 
+def test_a_mixed_fit_that_fails_falls_back_to_least_squares_and_says_so(monkeypatch) -> None:
+    """Jobs that do not differ at all can make the mixed model's likelihood singular (a
+    synthetic run without job effects did); the estimate is then the least-squares one."""
+    import biasim.analysis.traits as module
+
+    def singular(*args, **kwargs):
+        raise np.linalg.LinAlgError("Singular matrix")
+
+    monkeypatch.setattr(module.smf, "mixedlm", singular)
+    scores = _simulate(np.random.default_rng(5), 0.2, jobs=4, per=30)
+    mixed = group_effects(scores, reference="female").set_index("model").loc["logit_mixed"]
+    assert "least squares" in mixed["warning"] and "Singular matrix" in mixed["warning"]
+    data = scores.assign(y=squeeze(scores["score"]), male=(scores["gender"] == "male") * 1.0)
+    data["logit"] = np.log(data["y"] / (1 - data["y"]))
+    ols = smf.ols("logit ~ male", data).fit()
+    assert mixed["estimate"] == pytest.approx(ols.params["male"], rel=1e-9)
+    assert mixed["p_value"] == pytest.approx(ols.pvalues["male"], rel=1e-9)
+
+
+def test_too_few_scores_give_no_estimate_and_say_why() -> None:
+    scores = _simulate(np.random.default_rng(2), 0.0, jobs=1, per=1)
+    table = group_effects(scores, reference="female")
+    assert table["estimate"].isna().all() and not table["significant"].any()
+    assert set(table["warning"]) == {"too few scores to fit (2 per group and 2 jobs at least)"}
+
+
 @pytest.mark.slow
 def test_gender_tests_are_calibrated_under_the_null_with_job_effects() -> None:
     """No gender effect, jobs with their own intercepts (sd 0.3 on the logit), 8 jobs x 20

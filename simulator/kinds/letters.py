@@ -243,7 +243,10 @@ def _absolute(
             .pivot_table(index=[spec.cluster, "trait"], columns=FIRST, values="mean")
             .reset_index()
         )
-        other = next(c for c in wide.columns[2:] if c != compared.reference)
+        others = [c for c in wide.columns[2:] if c != compared.reference]
+        if not others or compared.reference not in wide.columns:
+            continue  # one group has no scores: nothing to subtract
+        other = others[0]
         differences.append(
             wide.assign(
                 **{spec.by: experiment},

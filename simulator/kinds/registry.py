@@ -24,6 +24,7 @@ _BUILTIN: dict[str, str] = {
     "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
     "association": "biasim.simulator.kinds.association:AssociationKind",
     "letter_evaluation": "biasim.simulator.kinds.letters:LetterKind",
+    "transmission": "biasim.simulator.kinds.transmission:TransmissionKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}
