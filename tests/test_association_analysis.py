@@ -216,3 +216,13 @@ def test_chance_test_is_calibrated_under_a_null_with_the_study_structure() -> No
         rejected += int(share_table(pairs, ["item"], "female")["deviates"].sum())
     rate = rejected / (jobs * datasets)
     assert 0.03 <= rate <= 0.07, rate
+
+
+def test_a_label_inside_another_label_is_not_read() -> None:
+    parsed = parse_pairings(
+        "Nurse - woman\nJudge - man\nManager - Woman.\nCook - White man",
+        ["Nurse", "Judge", "Manager", "Cook"],
+        ["woman", "man"],
+    )
+    assert parsed.pairs == {"Nurse": "woman", "Judge": "man", "Manager": "woman"}
+    assert parsed.lines == {NO_ITEM: 1}  # "White man" leaves "Cook White", not a shown item

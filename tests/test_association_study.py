@@ -182,3 +182,31 @@ def _declared() -> dict[str, dict[str, float]]:
         experiment, job = key.split("|")
         out.setdefault(experiment, {})[job] = table["female"]
     return out
+
+
+def test_supplemental_conditions_show_their_own_targets_and_job_counts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    study = builtin_path("bias_transmission_supplemental")
+    options = ["--backend", "synthetic", "--agents", "30", "--out", str(out)]
+    done = subprocess.run(
+        [*BIASIM, "run", str(study), *options], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    results = pd.read_parquet(out / "results.parquet")
+    targets = results.groupby("stage")["targets"].agg(lambda t: set("|".join(t).split("|")))
+    assert targets["gender_words"] == {"woman", "man"}
+    assert targets["white_gender"] == {"White woman", "White man"}
+    assert targets["black_gender"] == {"Black woman", "Black man"}
+    assert targets["race"] == {"White", "Black"}
+    names = load_name_bank("bias_transmission")
+    assert targets["promotion"] <= {
+        n for g in ("female", "male") for n in names.names_for({"gender": g})
+    }
+    jobs = results.groupby("stage")["items"].agg(lambda i: i.str.count(r"\|").max() + 1)
+    assert jobs["single_job"] == 1 and jobs["promotion"] == 30
+    summary = json.loads((out / "summary.json").read_text())["analyses"]
+    race = next(a for a in summary if a["name"] == "s7_race")
+    assert race["positive"] == "Black"
+    # "man" is never read inside "woman": every pairing of the word condition is used.
+    words = next(a for a in summary if a["name"] == "s5_gender_words")
+    assert {r["outcome"] for r in words["item_status"]} == {"paired"}
