@@ -30,7 +30,7 @@ from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
 from .fields import Identifier, LevelName, Strict
 from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind, kind_names
-from .pairing import PairingConfig, draw_trial, pool, read_items
+from .pairing import PairingConfig, check_pairing, draw_trial, pool, read_items
 from .persona_config import PersonaConfig
 from .populations import PopulationConfig, ReadsConfig, stage_population
 from .templating import compile_expression, compile_template, render
@@ -1005,7 +1005,7 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
 
     for i, stage in enumerate(config.stages):
         if stage.pairing is not None:
-            problems.extend(_check_pairing(config, stage, ("stages", i), smap))
+            problems.extend(check_pairing(config, stage, ("stages", i), smap))
 
     names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
@@ -1028,48 +1028,6 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     problems.extend(pipeline_problems)
     if not pipeline_problems:
         problems.extend(_check_templates(config, smap, stage_fields))
-    return problems
-
-
-def _check_pairing(
-    config: StudyConfig, stage: StageConfig, at: FieldPath, smap: SourceMap
-) -> list[Problem]:
-    """A pairing stage answers in free text, alone (no populations), and every level of the
-    factor that picks its items names a subset the items file has."""
-    pairing = stage.pairing
-    assert pairing is not None
-    problems = []
-    if stage.output:
-        problems.append(
-            smap.problem((*at, "output"), "a pairing stage answers in free text: no `output`")
-        )
-    if config.populations:
-        problems.append(smap.problem((*at, "pairing"), "pairing stages run without populations"))
-    if pairing.subset_column is None:
-        return problems
-    column, var = pairing.subset_column, pairing.subset_from
-    subsets = {r.get(column, "") for r in pairing.rows}
-    defined = var in config.vars
-    if defined and config.vars[var] not in subsets:
-        problems.append(
-            smap.problem(("vars", var), f"`{config.vars[var]}` is not a `{column}` of the items")
-        )
-    for fname, levels in config.design.factors.items():
-        for level, fvars in levels.items():
-            if var in fvars:
-                defined = True
-                if fvars[var] not in subsets:
-                    problems.append(
-                        smap.problem(
-                            ("design", "factors", fname, level, var),
-                            f"`{fvars[var]}` is not a `{column}` of the items "
-                            f"(known: {', '.join(sorted(subsets))})",
-                        )
-                    )
-    if not defined:
-        problems.append(
-            smap.problem((*at, "pairing", "subset_from"), f"no factor level or var defines `{var}`")
-        )
     return problems
 
 
