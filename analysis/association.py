@@ -268,6 +268,46 @@ def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) 
     return table
 
 
+def position_effect(pairs: pd.DataFrame, by: Sequence[str], positive: str) -> pd.DataFrame:
+    """How much naming a target first raises its pairings, with calls as the units.
+
+    Every call draws which target is named first, so comparing the calls that named a
+    ``positive`` target first with those that named it second measures the position effect:
+    ``effect`` = half the difference of the ``positive`` share between them (the rise in the
+    first-named target's share over 0.5). Pairings of one call share their order, so they are not
+    independent; the test is Welch's t-test on the calls' shares.
+
+    Returns:
+        Per group: ``calls_first``, ``calls_second``, ``share_when_first``,
+        ``share_when_second``, ``effect`` and ``p_value`` (NaN with fewer than two calls each).
+    """
+    paired = pairs[pairs["outcome"] == PAIRED]
+    calls = (
+        paired.assign(_hit=(paired["value"] == positive).astype(float))
+        .groupby([*by, "unit_id", "first_value"], sort=False)["_hit"]
+        .mean()
+        .reset_index()
+    )
+    out = []
+    for key, group in calls.groupby(list(by), sort=False) if by else [((), calls)]:
+        first = group.loc[group["first_value"] == positive, "_hit"].to_numpy()
+        second = group.loc[group["first_value"] != positive, "_hit"].to_numpy()
+        enough = len(first) > 1 and len(second) > 1
+        p = stats.ttest_ind(first, second, equal_var=False).pvalue if enough else np.nan
+        out.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                "calls_first": len(first),
+                "calls_second": len(second),
+                "share_when_first": float(first.mean()) if len(first) else np.nan,
+                "share_when_second": float(second.mean()) if len(second) else np.nan,
+                "effect": float(first.mean() - second.mean()) / 2 if enough else np.nan,
+                "p_value": float(p),
+            }
+        )
+    return pd.DataFrame(out)
+
+
 def status_counts(pairs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Items shown per group and status (``paired`` and every reason for exclusion)."""
     return pairs.groupby([*by, "outcome"], sort=False).size().reset_index(name="items")

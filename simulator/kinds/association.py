@@ -123,6 +123,8 @@ class AssociationKind(AnalysisKind):
             else pd.DataFrame({"sum": [shares["deviates"].sum()], "size": [len(shares)]})
         ).rename(columns={"sum": "deviate", "size": "items"})
         summary["deviates_from_chance"] = deviates.to_dict("records")
+        # The random order cancels a preference for the first-named target; it is measured.
+        summary["position"] = association.position_effect(pairs, keys, positive).to_dict("records")
         if spec.category:
             categorised = pairs[pairs[spec.category].fillna("") != ""]
             categories = association.category_table(
@@ -185,6 +187,12 @@ class AssociationKind(AnalysisKind):
                 f"  {where or 'all'}: {row['deviate']}/{row['items']} items deviate from chance "
                 f"(exact binomial vs 0.5, alpha {summary['alpha']}, adjust {summary['adjust']})"
             )
+        for row in summary["position"]:
+            where = ", ".join(str(row[k]) for k in row if k not in _POSITION_STATS)
+            console.print(
+                f"  {where or 'all'}: naming a {positive} target first changes its share by "
+                f"{row['effect']:+.3f} (position effect; Welch p = {row['p_value']:.3g} over calls)"
+            )
         if summary.get("comparison"):
             first, second = summary["compare"]
             cols = [
@@ -240,6 +248,12 @@ class AssociationKind(AnalysisKind):
         section.figure(
             slug(summary.get("name"), "items"), "Share per item with 95% Wilson intervals"
         )
+
+
+#: The statistics of a position record (the rest of a record are its group columns).
+_POSITION_STATS = frozenset(
+    {"calls_first", "calls_second", "share_when_first", "share_when_second", "effect", "p_value"}
+)
 
 
 def _records_table(
