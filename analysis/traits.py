@@ -171,7 +171,8 @@ def group_effects(
                     "warning": note,
                 }
             )
-    table = pd.DataFrame(rows)
+    columns = ["trait", "model", "term", "reference", "estimate", "std_error", "statistic"]
+    table = pd.DataFrame(rows, columns=[*columns, "p_value", "n", "warning"])
     table["significant"] = table["p_value"] < alpha
     return table
 

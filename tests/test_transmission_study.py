@@ -131,6 +131,32 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
         assert (run_dir / "figures" / figure).stat().st_size > 10_000
 
 
+def test_readers_that_never_answer_are_counted_not_fatal(tmp_path: Path) -> None:
+    study = tmp_path / "failing.yaml"
+    study.write_text(
+        f"extends: {STUDY}\n"
+        "name: failing\n"
+        "roles:\n"
+        "  writer: {backend: synthetic}\n"
+        "  evaluator: {backend: synthetic, options: {fail_rate: 1.0}}\n"
+        "  predictor: {backend: synthetic}\n"
+        "  predictor_bounded: {backend: synthetic}\n"
+        "design:\n  agents_per_value: 1\n"
+    )
+    out = tmp_path / "run"
+    options = ["--out", str(out), "--max-error-rate", "1"]
+    done = subprocess.run(
+        [*BIASIM, "run", str(study), *options], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no comparison gave a valid answer" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())["analyses"][0]
+    excluded = {(e["stage"], e["reason"]): e["count"] for e in summary["excluded"]}
+    assert excluded[("relative", "no valid answer")] == 60  # 30 pairs in both orders
+    assert excluded[("absolute", "no valid answer")] == 60
+    assert sum(r["n"] for r in summary["predictions"] if r["subset"] == "all jobs") == 120
+
+
 @pytest.mark.model
 def test_a_scaled_down_experiment_5_runs_on_the_embedded_model(tmp_path: Path) -> None:
     study = tmp_path / "small.yaml"
@@ -167,7 +193,7 @@ def test_a_scaled_down_experiment_5_runs_on_the_embedded_model(tmp_path: Path) -
     )
     # Whatever the small model answered, every reading is counted: used or excluded.
     for stage in ("relative", "relative_redacted"):
-        used = sum(r["n"] for r in summary["hires_by_category"] if r["stage"] == stage)
+        used = sum(r["n"] for r in summary.get("hires_by_category", []) if r["stage"] == stage)
         failed = next(
             e["count"]
             for e in summary["excluded"]

@@ -231,7 +231,7 @@ def _absolute(
     means = traits.trait_means(scores, keys)
     effects, differences = [], []
     for experiment, compared in spec.compared.items():
-        part = scores[scores[spec.by] == experiment]
+        part = scores[scores[spec.by] == experiment] if not scores.empty else scores
         if part.empty:
             continue
         fit = traits.group_effects(

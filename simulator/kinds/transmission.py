@@ -110,6 +110,13 @@ class TransmissionKind(AnalysisKind):
                 f"{row['share']:.3f} (95% CI over pairs {row['boot_low']:.3f}-"
                 f"{row['boot_high']:.3f}) of {row['n']} decisions"
             )
+        for row in summary.get("position", []):
+            console.print(
+                f"  {row['stage']}: Applicant 1 hired in {row['share']:.3f} of {row['n']} "
+                f"(position effect; p = {row['p_value']:.3g} vs 0.5, each pair in both orders)"
+            )
+        for note in summary.get("notes", []):
+            console.print(f"  {note}")
         for row in summary.get("deviating_jobs", []):
             console.print(
                 f"  {row['stage']}: {row['deviate']}/{row['jobs']} jobs deviate from chance "
@@ -140,6 +147,7 @@ class TransmissionKind(AnalysisKind):
         for key, title in (
             ("hires_by_category", "Hires by job category (Table 4, Exp. 5)"),
             ("hires_by_job", "Hires by job (Figure 4)"),
+            ("position", "Position effect"),
             ("effects", "Effects on each trait (Table 8)"),
             ("trait_means", "Trait means by job (Table 6)"),
             ("predictions", "Gender guesses (Table 10)"),
@@ -200,11 +208,16 @@ def _relative(
                     "item": who[spec.cluster].to_numpy(),
                     "value": who[spec.group].astype(str).to_numpy(),
                     "outcome": PAIRED,
+                    "position": rows["selected"].astype(int).to_numpy(),
                     **({spec.category: who[spec.category].to_numpy()} if spec.category else {}),
                 }
             )
         )
+    section.summary.setdefault("excluded", []).extend(excluded)
     table = pd.concat(picks, ignore_index=True)
+    if table.empty:
+        section.summary["notes"] = ["no comparison gave a valid answer: nothing to count"]
+        return
     by_category = association.category_table(
         table,
         ["stage", *([spec.category] if spec.category else [])],
@@ -231,7 +244,15 @@ def _relative(
     section.summary["hires_by_category"] = by_category.to_dict("records")
     section.summary["hires_by_job"] = by_job.to_dict("records")
     section.summary["deviating_jobs"] = deviating.to_dict("records")
-    section.summary.setdefault("excluded", []).extend(excluded)
+    # Applicant 1's share of hires: each pair is shown in both orders, so the order effect is
+    # measured and cancels in the shares above (counting showings is conservative here: the
+    # two showings of a pair tend to pick the same letter, hence opposite positions).
+    first = table.assign(_all="all", value=table["position"].map({1: "first", 2: "second"}))
+    section.summary["position"] = (
+        association.share_table(first, ["stage", "_all"], "first", alpha=spec.alpha)
+        .drop(columns="_all")
+        .to_dict("records")
+    )
     section.tables[slug(ctx.name, "hires_by_category")] = by_category
     section.tables[slug(ctx.name, "hires_by_job")] = by_job
     section.figures[slug(ctx.name, "hires")] = plot_item_shares(
@@ -263,6 +284,10 @@ def _absolute(
         section.summary["excluded"].append(
             {"stage": spec.absolute, "reason": f"score {row[0]}", "count": int(row[1])}
         )
+    section.tables[slug(ctx.name, "scores_excluded")] = dropped
+    if scores.empty:
+        section.summary.setdefault("notes", []).append("no usable score: no trait effects")
+        return
     means = traits.trait_means(scores, keys)
     effects = traits.group_effects(
         scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
@@ -282,7 +307,6 @@ def _absolute(
     section.summary["trait_means"] = means.to_dict("records")
     section.tables[slug(ctx.name, "effects")] = effects
     section.tables[slug(ctx.name, "trait_means")] = means
-    section.tables[slug(ctx.name, "scores_excluded")] = dropped
 
 
 def _predictions(
@@ -306,7 +330,7 @@ def _predictions(
         subsets += [(f"written by {v}", part) for v, part in rows.groupby(spec.group)]
         for subset, part in subsets:
             k, n = int(part["_hit"].sum()), len(part)
-            low, high = wilson_interval(np.array(k), np.array(n))
+            low, high = wilson_interval(np.array(k), np.array(n)) if n else (np.nan, np.nan)
             out.append(
                 {
                     "stage": stage,
