@@ -12,6 +12,7 @@ from biasim.personas import Persona
 from biasim.simulator.design import AgentSpec, call_seed, template_context, unit_id
 from biasim.simulator.llm.structured import OutputSchema, output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.pairing import PairingConfig, Trial, draw_trial
 from biasim.simulator.templating import compile_expression, compile_template
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class StagePlan:
     output: Mapping[str, Any] | None = None
     #: Whether choice fields are held to their choices (see ``StageConfig.forced_choice``).
     forced_choice: bool = True
+    #: A word-pairing stage: what each call draws (targets and item order) from its seed.
+    pairing: PairingConfig | None = None
     #: Model label -> design keys besides the persona axes that the role's synthetic truth
     #: reads (a factor, ``model_label``, ``persona_name``, ``persona``); empty for real models.
     synthetic_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -155,15 +158,23 @@ class LLMAgent(mesa.Agent):
         if self.failed_stage is not None:
             return None
         spec = self.spec
-        key = (part, text, *self._key())
-        messages = stage.rendered.get(key)
-        if messages is None:
-            messages = render_messages(stage, part, self._context(), text)
-            stage.rendered[key] = messages
         if stage.replicate_seeds is not None:
             seed = stage.replicate_seeds[spec.replicate]
         else:
             seed = call_seed(stage.base_seed, unit_id(spec.seed_id(stage.shared), stage.name))
+        trial = self.trial(stage)
+        shown: tuple[tuple[tuple[str, str], ...], ...] = ()
+        if trial is not None:
+            axis = stage.pairing.targets.axis  # type: ignore[union-attr]
+            shown = tuple(((axis, value), ("name", name)) for name, value in trial.targets)
+            # Every call shows its own draw: the prompt is not shared with other agents.
+            messages = render_messages(stage, part, self._context(trial.context()), text)
+        else:
+            key = (part, text, *self._key())
+            messages = stage.rendered.get(key)
+            if messages is None:
+                messages = render_messages(stage, part, self._context(), text)
+                stage.rendered[key] = messages
         schema = self.schema(stage) if part != "completion" else None
         return LLMRequest(
             messages=messages,
@@ -171,7 +182,22 @@ class LLMAgent(mesa.Agent):
             json_schema=schema.json_schema if schema is not None else None,
             replicate=spec.replicate,
             attributes=spec.persona.attributes + self._design_keys(stage),
+            shown=shown,
+            items=trial.items if trial is not None else (),
             **stage.sampling_for(spec.model_label),
+        )
+
+    def trial(self, stage: StagePlan) -> Trial | None:
+        """What this agent's call in a pairing ``stage`` shows (``None`` in other stages): drawn
+        from a seed of the unit alone, so the prompt, not the sampling seed, carries it."""
+        if stage.pairing is None:
+            return None
+        return draw_trial(
+            stage.pairing,
+            self._context(),
+            call_seed(
+                stage.base_seed, "trial/" + unit_id(self.spec.seed_id(stage.shared), stage.name)
+            ),
         )
 
     def _design_keys(self, stage: StagePlan) -> tuple[tuple[str, str], ...]:

@@ -38,6 +38,8 @@ PIPELINE_COLUMNS = (
     "advanced",
     "selected",
 )
+#: Columns of word-pairing stages: what each call showed, in the order shown.
+PAIRING_COLUMNS = ("targets", "target_values", "items")
 #: Names a study may not use for axes, variables or output fields: results columns and the
 #: names templates already give a meaning to.
 RESERVED = frozenset(
@@ -45,6 +47,7 @@ RESERVED = frozenset(
         *ID_COLUMNS,
         *CALL_COLUMNS,
         *PIPELINE_COLUMNS,
+        *PAIRING_COLUMNS,
         "persona",
         "outputs",
         "vars",

@@ -26,12 +26,13 @@ from pydantic import (
 
 from biasim.personas.namebank import NameBankError, load_name_bank
 
-from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
+from .columns import CALL_COLUMNS, ID_COLUMNS, PAIRING_COLUMNS, PIPELINE_COLUMNS
 from .columns import RESERVED as RESERVED_COLUMNS
 from .errors import InputError, Problem
 from .fields import LABEL_PATTERN, Identifier, LevelName, Strict
 from .hints import nearest, pattern_message, synthetic_hint, undefined_message
 from .kinds import DEFAULT_KIND, AnalysisSpec, StudyFacts, UnknownKind, get_kind, kind_names
+from .pairing import PairingConfig, check_pairing, draw_trial, pool, read_items
 from .persona_config import ABLATION_FACTOR, PersonaConfig
 from .persona_writer import collapse_generated, expand_generated
 from .populations import PopulationConfig, ReadsConfig, stage_population
@@ -77,6 +78,16 @@ class SyntheticField(Strict):
     shifted: str | None = Field(
         None, description="The choice whose log-odds a unit's shift moves (default: the first)."
     )
+    mean: dict[str, float] = Field(
+        default_factory=dict,
+        description="For `integer` and `number` fields: value of `by` -> mean of a normal draw "
+        "(e.g. a 1-100 score per letter strength).",
+    )
+    default_mean: float | None = Field(None, description="Mean for values `mean` does not list.")
+    sd: float = Field(0.0, ge=0, description="SD of the normal draw of a numeric field.")
+    bounds: tuple[float, float] | None = Field(
+        None, description="Numeric draws are clipped to [low, high] (integers are rounded first)."
+    )
 
     @model_validator(mode="after")
     def _sums_to_one(self) -> SyntheticField:
@@ -99,6 +110,12 @@ class SyntheticField(Strict):
                     raise ValueError(f"key `{key}` needs {len(self.by)} values: `{joined}`")
         if self.unit_sd and self.unit is None:
             raise ValueError("`unit_sd` needs `unit` (persona_name or persona)")
+        if self.mean and not self.by:
+            raise ValueError("`by` must name what the means are keyed on")
+        if self.mean and self.default_mean is None:
+            raise ValueError("`mean` needs `default_mean` for the values it does not list")
+        if self.bounds is not None and self.bounds[0] > self.bounds[1]:
+            raise ValueError("`bounds` must be [low, high]")
         return self
 
     def design_keys(self) -> tuple[str, ...]:
@@ -366,6 +383,11 @@ class StageConfig(Strict):
         description="Single readings: expression over the answer fields deciding whether the "
         "document advances (e.g. `decision == 'Interview'`).",
     )
+    pairing: PairingConfig | None = Field(
+        None,
+        description="A word-pairing stage (free text): each call shows two targets in random "
+        "order and the items shuffled; templates see `targets` and `items`.",
+    )
 
 
 class DesignConfig(Strict):
@@ -410,7 +432,7 @@ class DesignConfig(Strict):
         return self
 
 
-RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS))
+RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS, *PAIRING_COLUMNS))
 
 
 class StudyConfig(Strict):
@@ -666,9 +688,43 @@ def _read_data_files(data: Any, smap: SourceMap) -> Any:
                     problems.extend(exc.problems)
         if not problems:
             problems.extend(_keep_only(design, smap))
+    stages = data.get("stages")
+    for i, stage in enumerate(stages if isinstance(stages, list) else []):
+        pairing = stage.get("pairing") if isinstance(stage, dict) else None
+        if isinstance(pairing, dict):
+            problems.extend(_read_pairing(pairing, ("stages", i, "pairing"), smap))
     if problems:
         raise InputError(problems)
     return data
+
+
+def _read_pairing(pairing: dict[str, Any], at: FieldPath, smap: SourceMap) -> list[Problem]:
+    """Read a pairing stage's items CSV into ``rows`` and its name bank into ``names``."""
+    problems: list[Problem] = []
+    if isinstance(pairing.get("items"), str) and not pairing.get("rows"):
+        try:
+            pairing["rows"] = read_items(
+                _data_path(smap, (*at, "items"), pairing["items"]), pairing
+            )
+        except InputError as exc:
+            problems.extend(exc.problems)
+    targets = pairing.get("targets")
+    if (
+        isinstance(targets, dict)
+        and isinstance(targets.get("name_bank"), str)
+        and not targets.get("names")
+    ):
+        ref = targets["name_bank"]
+        local = _data_path(smap, (*at, "targets", "name_bank"), ref)
+        try:
+            bank = load_name_bank(local if local.exists() else ref)
+            axis = str(targets.get("axis", ""))
+            targets["names"] = {
+                str(v): bank.names_for({axis: str(v)}) for v in targets.get("values") or []
+            }
+        except NameBankError as exc:
+            problems.append(smap.problem((*at, "targets", "name_bank"), exc.reason))
+    return problems
 
 
 def _keep_only(design: dict[str, Any], smap: SourceMap) -> list[Problem]:
@@ -1018,6 +1074,10 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                             )
                         )
 
+    for i, stage in enumerate(config.stages):
+        if stage.pairing is not None:
+            problems.extend(check_pairing(config, stage, ("stages", i), smap))
+
     names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
         facts = StudyFacts(config, smap, ("analyses", i))
@@ -1118,20 +1178,21 @@ def _synthetic_keys(
         elif name in factors:
             levels = factors[name]
             known.append(list(levels) if isinstance(levels, dict) else None)
-        elif name == "model_label":
+        elif name in ("model_label", "item"):
             known.append(None)
         else:
             where = (*at, "by", j) if isinstance(spec.by, list) else (*at, "by")
             problems.append(
                 smap.problem(
                     where,
-                    f"`{name}` is not a persona axis, a design factor or `model_label`"
-                    + nearest(name, [*axes, *factors, "model_label"])
+                    f"`{name}` is not a persona axis, a design factor, `model_label` or `item` "
+                    "(a pairing stage's items)"
+                    + nearest(name, [*axes, *factors, "model_label", "item"])
                     + synthetic_hint(smap.field(at[:-2])),
                 )
             )
             return problems
-    for key in [*spec.probabilities, *spec.weights]:
+    for key in [*spec.probabilities, *spec.weights, *spec.mean]:
         for name, values, value in zip(by, known, key.split("|"), strict=False):
             if values is not None and value not in values:
                 problems.append(
@@ -1286,6 +1347,10 @@ def _check_templates(
                         seen.add((("stages", i, "when"), message))
                         problems.append(smap.problem(("stages", i, "when"), message))
                     continue
+            if stage.pairing is not None:
+                ctx = {**ctx, **draw_trial(stage.pairing, ctx, 0).context()}
+                if not pool(stage.pairing, ctx):
+                    report(("stages", i, "pairing"), ValueError("no items for this level"))
             parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
                 (("stages", i, "system"), stage.system, ctx),
                 (("stages", i, "prompt"), stage.prompt, ctx),

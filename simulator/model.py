@@ -158,6 +158,7 @@ class StudyModel(mesa.Model):
             if stage.select is not None or stage.reads is None or stage.reads.matching != "pair"
             else 1,
             advance=stage.advance,
+            pairing=stage.pairing,
         )
 
     def _next_wave(self) -> None:
@@ -446,6 +447,9 @@ class StudyModel(mesa.Model):
                     shown="|".join(s.name or "" for s in shown),
                     variant=shown[0].variant or None,
                 )
+        trial = agent.trial(plan) if plan.pairing is not None else None
+        if trial is not None:
+            row.update(trial.columns())
         if response is None:
             # Not an error of this stage: reporting it as one would inflate the error rate of
             # groups whose earlier answers failed (a separate bias signal, counted there).
@@ -568,4 +572,5 @@ def _synthetic_keys(role: RoleConfig, axes: Mapping[str, Any]) -> tuple[str, ...
     if role.backend != "synthetic":
         return ()
     keys = (key for spec in role.synthetic.values() for key in spec.design_keys())
-    return tuple(dict.fromkeys(k for k in keys if k not in axes))
+    # `item` is a word-pairing answer's own key, set per item shown (see SyntheticBackend).
+    return tuple(dict.fromkeys(k for k in keys if k not in axes and k != "item"))

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from .columns import CALL_COLUMNS, ID_COLUMNS, PIPELINE_COLUMNS
+from .columns import CALL_COLUMNS, ID_COLUMNS, PAIRING_COLUMNS, PIPELINE_COLUMNS
 from .config import OutputField, StudyConfig
 from .csvfiles import csv_safe_table
 
@@ -58,6 +58,8 @@ def result_schema(study: StudyConfig) -> pa.Schema:
     columns += [(v, pa.string()) for v in study.design.record]
     if study.populations:
         columns += [(c, pa.string()) for c in PIPELINE_COLUMNS]
+    if any(stage.pairing is not None for stage in study.stages):
+        columns += [(c, pa.string()) for c in PAIRING_COLUMNS]
     axes = dict.fromkeys(study.personas.axes)
     for pop in (study.populations or {}).values():
         if pop.personas is not None and pop.personas != "study":

@@ -117,10 +117,13 @@ def test_schema_command_prints_json_schema(cli) -> None:
     kinds = schema["properties"]["analyses"]["items"]["anyOf"]
     assert {k["$ref"].rsplit("/", 1)[1] for k in kinds} == {
         "AcceptanceSpec",
+        "AssociationSpec",
         "DecisionsSpec",
+        "LetterEvaluationSpec",
         "LettersSpec",
         "PipelineSpec",
         "PrismSpec",
+        "TransmissionSpec",
     }
     assert "target_from" in schema["$defs"]["DecisionsSpec"]["properties"]
 

@@ -32,6 +32,8 @@ def _as_study(snippet: str) -> str:
 
 
 def _load(tmp_path: Path, line: int, snippet: str) -> None:
+    # A snippet's data paths (`data/...`) read as they would beside the built-in studies.
+    (tmp_path / "data").symlink_to(README.parent / "scenarios" / "data")
     path = tmp_path / f"readme_line_{line}.yaml"
     path.write_text(_as_study(snippet), encoding="utf-8")
     try:

@@ -24,6 +24,9 @@ _BUILTIN: dict[str, str] = {
     "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
     "letters": "biasim.simulator.kinds.letters:LettersKind",
     "prism": "biasim.simulator.kinds.prism:PrismKind",
+    "association": "biasim.simulator.kinds.association:AssociationKind",
+    "letter_evaluation": "biasim.simulator.kinds.letter_evaluation:LetterEvaluationKind",
+    "transmission": "biasim.simulator.kinds.transmission:TransmissionKind",
 }
 _EXTRA: dict[str, Any] = {}
 _LOADED: dict[str, AnalysisKind] = {}

@@ -71,6 +71,8 @@ class BackendRuntime:
         if request.shown and self.backend.synthetic:
             # Only for readings, so the keys of every other call stay what they were.
             fields["shown"] = request.shown
+        if request.items and self.backend.synthetic:
+            fields["items"] = request.items
         # Set only when used, so the keys of calls without them stay what they were.
         fields.update(extra_sampling(request))
         if request.endpoint != "chat":

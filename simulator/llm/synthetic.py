@@ -91,7 +91,9 @@ class SyntheticBackend:
             if request.messages
             else request.seed
         )
-        if schema is None:
+        if schema is None and request.items:
+            text = self._pairs(request, seed)
+        elif schema is None:
             # A free-text stage draws whole texts when the study declares some (e.g. accepting
             # and rejecting emails with known rates per group).
             spec = self._fields.get("text")
@@ -129,10 +131,28 @@ class SyntheticBackend:
                     return choice
             return choices[-1]
         kind = prop.get("type")
+        if kind in ("integer", "number") and spec is not None and spec.default_mean is not None:
+            return _normal(spec, _by_value(spec, attributes), u, kind == "integer")
         if kind == "string":
             text = spec.text if spec is not None and spec.text else f"synthetic {name}"
             return text[: prop["maxLength"]] if "maxLength" in prop else text
         return {"integer": 0, "number": 0.0, "boolean": u < 0.5}.get(kind)
+
+    def _pairs(self, request: LLMRequest, seed: int) -> str:
+        """A word-pairing answer: one line ``item - name`` per item shown, the target drawn per
+        item from the declared ``pairs`` table (keyed by ``item`` and any design value) over the
+        targets' values; uniform where nothing is declared."""
+        targets = [dict(shown) for shown in request.shown]
+        values = [next(v for k, v in t.items() if k != "name") for t in targets]
+        attributes = dict(request.attributes)
+        lines = []
+        for i, item in enumerate(request.items):
+            attributes["item"] = item
+            value = self._draw(
+                "pairs", {"enum": sorted(values)}, attributes, uniform(seed, 2000 + i)
+            )
+            lines.append(f"{item} - {targets[values.index(value)]['name']}")
+        return "\n".join(lines)
 
     def _pick(
         self, name: str, prop: dict[str, Any], shown: tuple[Any, ...], seed: int
@@ -206,10 +226,33 @@ def _declared(spec: Any) -> dict[str, Any]:
     """A synthetic table as declared; the later fields only when set, so the identity (and
     every draw) of tables written before they existed stays what it was."""
     dumped = spec.model_dump(mode="json")
-    for key in ("weights", "positions", "unit", "unit_sd", "shifted"):
+    for key in (
+        "weights",
+        "positions",
+        "unit",
+        "unit_sd",
+        "shifted",
+        "mean",
+        "default_mean",
+        "sd",
+        "bounds",
+    ):
         if not dumped.get(key):
             dumped.pop(key, None)
     return dumped
+
+
+def _normal(spec: Any, value: str | None, u: float, integer: bool) -> float | int:
+    """A numeric answer: N(mean for ``value``, sd) at quantile ``u``, rounded for integers and
+    clipped to the declared bounds."""
+    mean = spec.mean.get(value) if value is not None else None
+    mean = spec.default_mean if mean is None else mean
+    draw = mean + spec.sd * statistics.NormalDist().inv_cdf(min(max(u, 1e-12), 1 - 1e-12))
+    if integer:
+        draw = round(draw)
+    if spec.bounds is not None:
+        draw = min(max(draw, spec.bounds[0]), spec.bounds[1])
+    return int(draw) if integer else float(draw)
 
 
 def _by_value(spec: Any, attributes: dict[str, str]) -> str | None:

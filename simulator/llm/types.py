@@ -52,6 +52,9 @@ class LLMRequest:
     #: For a reading: the persona attributes each shown document stands for, in the order
     #: shown (empty where a name is redacted). Only the synthetic responder reads them.
     shown: tuple[tuple[tuple[str, str], ...], ...] = ()
+    #: For a word-pairing call: the items in the order shown (the targets are in ``shown``,
+    #: each with its ``name``). Only the synthetic responder reads them.
+    items: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

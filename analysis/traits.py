@@ -1,0 +1,197 @@
+"""Absolute evaluations on the Bias-Transmission study's 13 dimensions, and the effect of the
+applicant's gender on each (seed 000, Experiments 3-5, Tables 6-8).
+
+The paper scores each cover letter 1-100 on 13 dimensions and fits, per trait, a beta regression
+``trait ~ gender + (1 | job)`` with alpha = 0.001 "given large Ns" (Table 8). statsmodels has no
+beta mixed model, so each trait gets two fits, both reported:
+
+- a beta regression (logit link) with the job as fixed effects: the paper's model with the
+  job's random intercept replaced by a fixed one (the gender estimate is the same quantity, a
+  shift of the mean's logit);
+- a Gaussian linear mixed model of the logit of the score with a random intercept per job: the
+  paper's random-effects structure, on the beta regression's scale.
+
+Scores are mapped into (0, 1) by ``y = (score - 1) / 99`` and Smithson & Verkuilen's (2006)
+squeeze ``(y (n - 1) + 0.5) / n`` (n = scores in the fit), since a beta model cannot take 0 or 1.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import statsmodels.formula.api as smf
+from statsmodels.othermod.betareg import BetaModel
+
+#: The 13 dimensions of the paper's absolute-evaluation prompt (Table 1), as answer fields.
+DIMENSIONS = (
+    "hireability",
+    "confidence",
+    "work_ethic",
+    "ambition",
+    "problem_solving",
+    "competency",
+    "trustworthiness",
+    "friendliness",
+    "creativity",
+    "teamwork",
+    "communication",
+    "promoted",
+    "salary",
+)
+#: Why a trait score was excluded.
+MISSING = "missing dimension"
+NOT_A_NUMBER = "not a number"
+OUT_OF_RANGE = "outside 1-100"
+
+
+def long_scores(
+    frame: pd.DataFrame,
+    traits: Sequence[str],
+    keys: Sequence[str],
+    *,
+    low: int = 1,
+    high: int = 100,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per evaluation and trait with a usable score, and the others counted.
+
+    Args:
+        frame: One row per evaluation, a column per trait (missing or NaN where not given).
+        traits: The trait columns.
+        keys: Columns kept (e.g. ``job``, ``gender``); exclusions are counted by them.
+        low: Lowest valid score.
+        high: Highest valid score.
+
+    Returns:
+        ``(scores, excluded)``: ``scores`` has ``keys``, ``trait`` and ``score``; ``excluded``
+        counts by ``keys``, ``trait`` and ``reason`` the scores left out (a missing dimension,
+        a non-number, a number outside ``low``-``high`` or not whole), never coerced.
+    """
+    keys = list(keys)
+    kept, dropped = [], []
+    for trait in traits:
+        raw = frame[trait] if trait in frame else pd.Series(np.nan, index=frame.index)
+        number = pd.to_numeric(raw, errors="coerce")
+        reason = pd.Series("", index=frame.index, dtype=object)
+        reason[raw.isna()] = MISSING
+        reason[raw.notna() & number.isna()] = NOT_A_NUMBER
+        bad_range = number.notna() & ((number < low) | (number > high) | (number % 1 != 0))
+        reason[bad_range] = OUT_OF_RANGE
+        ok = reason == ""
+        kept.append(frame.loc[ok, keys].assign(trait=trait, score=number[ok].astype(float)))
+        dropped.append(frame.loc[~ok, keys].assign(trait=trait, reason=reason[~ok]))
+    scores = pd.concat(kept, ignore_index=True)
+    excluded = (
+        pd.concat(dropped, ignore_index=True)
+        .groupby([*keys, "trait", "reason"], observed=True)
+        .size()
+        .reset_index(name="excluded")
+    )
+    return scores, excluded
+
+
+def trait_means(scores: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Mean, SD and count of the scores per ``by`` and trait (Table 6 per job and gender)."""
+    return (
+        scores.groupby([*by, "trait"], observed=True)["score"]
+        .agg(n="size", mean="mean", sd="std")
+        .reset_index()
+    )
+
+
+def squeeze(score: pd.Series | np.ndarray, low: int = 1, high: int = 100) -> np.ndarray:
+    """Scores mapped into the open interval (0, 1) (Smithson & Verkuilen 2006)."""
+    y = (np.asarray(score, dtype=float) - low) / (high - low)
+    n = y.size
+    return (y * (n - 1) + 0.5) / n
+
+
+def group_effects(
+    scores: pd.DataFrame,
+    *,
+    group: str = "gender",
+    reference: str,
+    cluster: str = "job",
+    alpha: float = 0.001,
+) -> pd.DataFrame:
+    """Per trait, the effect of ``group`` (the other value against ``reference``, e.g. men's
+    letters against women's, or strong against weak) on the score's logit.
+
+    Args:
+        scores: From :func:`long_scores`, with the ``group`` and ``cluster`` columns.
+        group: The column of the two groups compared (e.g. gender).
+        reference: The group the other is compared against (the paper's is female:
+            its term is ``gendermale``).
+        cluster: The grouping with its own intercept (the job).
+        alpha: Level of the tests (the paper's 0.001).
+
+    Returns:
+        Per trait and model (``beta_job_fixed``, ``logit_mixed``): ``term`` (the other value),
+        ``reference``, ``estimate``, ``std_error``, ``statistic`` (z), ``p_value``,
+        ``significant``, ``n`` and ``warning`` (what the fit warned of, e.g. a job variance
+        estimated at 0, that the mixed fit failed and least squares was used, or why there is no
+        estimate (NaN): too few scores, or a failed fit; empty when nothing).
+    """
+    rows = []
+    for trait, data in scores.groupby("trait", sort=False):
+        other = sorted(set(data[group]) - {reference})
+        if len(other) > 1:
+            raise ValueError(f"`{group}` needs one value besides `{reference}`, not {other}")
+        other = other or ["(none)"]  # only the reference group has scores: nothing to fit
+        data = data.assign(
+            _y=squeeze(data["score"]),
+            _x=(data[group] == other[0]).astype(float),
+            _c=data[cluster].astype(str),
+        )
+        term = str(other[0])
+        data = data.assign(_logit=np.log(data["_y"] / (1 - data["_y"])))
+        fits = []
+        for model in ("beta_job_fixed", "logit_mixed"):
+            # A fit's warnings (e.g. a job variance at its boundary of 0) go into the table.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fit, note = _fit(model, data)
+            notes = sorted({str(w.message).split(".")[0] for w in caught})
+            fits.append((model, fit, "; ".join([*([note] if note else []), *notes])))
+        for model, fit, note in fits:
+            rows.append(
+                {
+                    "trait": trait,
+                    "model": model,
+                    "term": term,
+                    "reference": reference,
+                    "estimate": float(fit.params["_x"]) if fit is not None else np.nan,
+                    "std_error": float(fit.bse["_x"]) if fit is not None else np.nan,
+                    "statistic": float(fit.tvalues["_x"]) if fit is not None else np.nan,
+                    "p_value": float(fit.pvalues["_x"]) if fit is not None else np.nan,
+                    "n": len(data),
+                    "warning": note,
+                }
+            )
+    columns = ["trait", "model", "term", "reference", "estimate", "std_error", "statistic"]
+    table = pd.DataFrame(rows, columns=[*columns, "p_value", "n", "warning"])
+    table["significant"] = table["p_value"] < alpha
+    return table
+
+
+def _fit(model: str, data: pd.DataFrame) -> tuple[Any, str]:
+    """One model's fit and a note on it (``None`` and why when there is nothing to fit). The
+    mixed model's likelihood can be singular when the jobs do not differ at all (a job variance
+    of 0); its estimate is then the ordinary least squares one, which is fitted instead and
+    said so."""
+    sizes = data.groupby("_x").size()
+    if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:
+        return None, "too few scores to fit (2 per group and 2 jobs at least)"
+    if model == "beta_job_fixed":
+        try:
+            return BetaModel.from_formula("_y ~ _x + C(_c)", data).fit(disp=0), ""
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            return None, f"fit failed: {exc}"
+    try:
+        return smf.mixedlm("_logit ~ _x", data, groups="_c").fit(), ""
+    except np.linalg.LinAlgError as exc:
+        note = f"mixed fit failed ({exc}): job variance taken as 0, ordinary least squares"
+        return smf.ols("_logit ~ _x", data).fit(), note

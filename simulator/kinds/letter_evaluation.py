@@ -1,0 +1,271 @@
+"""Kind ``letter_evaluation``: relative and absolute evaluations of cover letters (seed 000,
+Experiments 3-4).
+
+A relative evaluation shows two letters and the reader hires Applicant 1 or 2; the study records
+what each shown letter is (``first_is``, ``second_is``: strong / weak, male / female), so the
+kind reports per experiment the share of hires going to one of them (e.g. the strong letter, or
+the woman's) with the exact test against 0.5, per job and overall, and the share going to
+Applicant 1 (the position effect). An absolute evaluation scores one letter on the 13 dimensions;
+the kind reports per job the means and SDs by what the letter is (Table 6), the effect of that
+on each trait (beta regression with job fixed effects and a Gaussian mixed model on the logit,
+Table 8) at the paper's alpha, and scores excluded by reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+from rich.console import Console
+
+from biasim.analysis import association, traits
+from biasim.analysis.answer_lines import PAIRED
+from biasim.analysis.transmission_figures import plot_trait_differences
+
+from ..fields import Strict
+from ..htmlreport import HtmlSection
+from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+
+#: Recorded variables naming what each shown letter is.
+FIRST, SECOND = "first_is", "second_is"
+
+
+class RelativeSpec(Strict):
+    """The stage where a reader hires one of two applicants."""
+
+    stage: str
+    field: str = Field("hire", description="Choice field answering `1` or `2`.")
+
+
+class AbsoluteSpec(Strict):
+    """The stage where a reader scores one letter."""
+
+    stage: str
+    traits: list[str] = Field(
+        default_factory=lambda: list(traits.DIMENSIONS), description="Integer score fields."
+    )
+
+
+class Compared(Strict):
+    """What an experiment compares."""
+
+    share_of: str = Field(description="Whose share of hires is reported (e.g. `strong`).")
+    reference: str = Field(description="The group the other is compared against in scores.")
+
+
+class LetterEvaluationSpec(AnalysisSpec):
+    """Relative and absolute letter evaluations, per experiment."""
+
+    kind: Literal["letter_evaluation"]
+    by: str = Field(description="Recorded variable naming the experiment (e.g. `experiment`).")
+    relative: RelativeSpec | None = None
+    absolute: AbsoluteSpec | None = None
+    cluster: str = Field("job_title", description="Recorded variable naming the job.")
+    compared: dict[str, Compared] = Field(
+        min_length=1, description="Experiment -> what it compares (values of `first_is`)."
+    )
+    alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
+
+
+class LetterEvaluationKind(AnalysisKind):
+    """Hires between two letters and scores of one, per experiment."""
+
+    name = "letter_evaluation"
+    spec = LetterEvaluationSpec
+    title = "Letter evaluations: relative and absolute"
+
+    def check(self, spec: LetterEvaluationSpec, facts: StudyFacts) -> None:
+        recorded = set(facts.config.design.record)
+        for path, name in (("by",), spec.by), (("cluster",), spec.cluster):
+            if name not in recorded:
+                facts.problem(path, f"`{name}` is not a recorded variable (design.record)")
+        for name in (FIRST, SECOND) if spec.relative else (FIRST,):
+            if name not in recorded:
+                facts.problem(("compared",), f"record `{name}` (what each shown letter is)")
+        values = {
+            v.get(spec.by)
+            for levels in facts.config.design.factors.values()
+            for v in levels.values()
+        }
+        for experiment in spec.compared:
+            if experiment not in values:
+                facts.problem(
+                    ("compared", experiment), f"no factor level sets {spec.by}={experiment}"
+                )
+        if spec.relative is None and spec.absolute is None:
+            facts.problem(("relative",), "give `relative`, `absolute` or both")
+        if spec.relative is not None:
+            facts.need_field(
+                spec.relative.stage, spec.relative.field, ("relative", "field"), ("relative",)
+            )
+        if spec.absolute is not None:
+            for j, trait in enumerate(spec.absolute.traits):
+                facts.need_field(
+                    spec.absolute.stage, trait, ("absolute", "traits", j), ("absolute",)
+                )
+
+    def compute(
+        self, results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext
+    ) -> Section:
+        section = Section(summary={"alpha": spec.alpha, "by": spec.by, "cluster": spec.cluster})
+        if spec.relative is not None:
+            _relative(results, spec, ctx, section)
+        if spec.absolute is not None:
+            _absolute(results, spec, ctx, section)
+        return section
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        name = summary.get("name")
+        console.print(f"[bold]{name}[/bold] (letter_evaluation)")
+        for row in summary.get("relative", []):
+            console.print(
+                f"  {row[summary['by']]}: {row['share_of']} hired in {row['share']:.3f} of "
+                f"{row['n']} (95% CI {row['ci_low']:.3f}-{row['ci_high']:.3f}, p = "
+                f"{row['p_value']:.3g} vs 0.5); Applicant 1 hired in {row['first_share']:.3f} "
+                f"(p = {row['first_p']:.3g}); excluded {row['excluded']}"
+            )
+        if summary.get("effects"):
+            console.print(
+                f"  effects on each trait's logit (alpha {summary['alpha']}): "
+                "beta regression with job fixed effects / Gaussian mixed model (random job)"
+            )
+            for row in summary["effects"]:
+                if row["model"] != "beta_job_fixed":
+                    continue
+                twin = next(
+                    r
+                    for r in summary["effects"]
+                    if r["model"] == "logit_mixed"
+                    and r["trait"] == row["trait"]
+                    and r[summary["by"]] == row[summary["by"]]
+                )
+                mark = "*" if row["significant"] else " "
+                console.print(
+                    f"   {mark} {row[summary['by']]:<6} {row['trait']:<16} {row['term']} vs "
+                    f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
+                    f"p {row['p_value']:.3g}) / {twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
+                )
+        warned = [r for r in summary.get("effects", []) if r.get("warning")]
+        if warned:
+            console.print(
+                f"  {len(warned)} of {len(summary['effects'])} fits warned (e.g. a job variance "
+                "estimated at 0, expected when jobs do not differ); see the effects table"
+            )
+        excluded = summary.get("scores_excluded", [])
+        total = sum(r["excluded"] for r in excluded)
+        if summary.get("effects") is not None:
+            console.print(
+                f"  scores excluded: {total}" + (" (see the exclusions table)" if total else "")
+            )
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if summary.get("relative"):
+            section.table(summary["relative"], key="relative", title="Relative evaluations")
+            section.table(
+                summary["relative_by_job"], key="relative_by_job", title="Relative, per job"
+            )
+        if summary.get("effects"):
+            section.table(
+                summary["effects"], key="effects", title="Effects on each trait (Table 8)"
+            )
+            section.table(summary["trait_means"], key="trait_means", title="Trait means (Table 6)")
+            section.figure(
+                slug(summary.get("name"), "trait_differences"), "Mean score differences per job"
+            )
+        if summary.get("scores_excluded"):
+            section.table(
+                summary["scores_excluded"], key="scores_excluded", title="Scores excluded"
+            )
+
+
+def _relative(
+    results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext, section: Section
+) -> None:
+    assert spec.relative is not None
+    rows = results[results["stage"] == spec.relative.stage]
+    field = spec.relative.field
+    answered = rows["valid"].astype(bool) & rows[field].isin(["1", "2"])
+    chosen = np.where(rows[field] == "1", rows[FIRST], rows[SECOND])
+    table = rows.assign(
+        value=chosen, first=np.where(rows[field] == "1", "first", "second"), outcome=PAIRED
+    )[answered]
+    overall, by_job = [], []
+    for experiment, compared in spec.compared.items():
+        part = table[table[spec.by] == experiment]
+        if part.empty:
+            continue
+        share = association.share_table(part, [spec.by], compared.share_of, alpha=spec.alpha)
+        first = association.share_table(
+            part.assign(value=part["first"]), [spec.by], "first", alpha=spec.alpha
+        )
+        jobs = association.share_table(
+            part, [spec.by, spec.cluster], compared.share_of, alpha=spec.alpha, method="holm"
+        )
+        record = share.iloc[0].to_dict()
+        record.update(
+            share_of=compared.share_of,
+            first_share=float(first["share"].iloc[0]),
+            first_p=float(first["p_value"].iloc[0]),
+            excluded=int((~answered[rows[spec.by] == experiment]).sum()),
+        )
+        overall.append(record)
+        by_job.append(jobs.assign(share_of=compared.share_of))
+    section.summary["relative"] = overall
+    jobs_table = pd.concat(by_job, ignore_index=True) if by_job else pd.DataFrame()
+    section.summary["relative_by_job"] = jobs_table.to_dict("records")
+    section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
+    section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+
+
+def _absolute(
+    results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext, section: Section
+) -> None:
+    assert spec.absolute is not None
+    rows = results[results["stage"] == spec.absolute.stage]
+    keys = [spec.by, spec.cluster, FIRST]
+    valid = rows[rows["valid"].astype(bool)]
+    scores, excluded = traits.long_scores(valid, spec.absolute.traits, keys)
+    failed = rows[~rows["valid"].astype(bool)].groupby(keys).size()
+    for key, count in failed.items():
+        excluded.loc[len(excluded)] = [*key, "(all)", "invalid answer", int(count)]
+    means = traits.trait_means(scores, keys)
+    effects, differences = [], []
+    for experiment, compared in spec.compared.items():
+        part = scores[scores[spec.by] == experiment] if not scores.empty else scores
+        if part.empty:
+            continue
+        fit = traits.group_effects(
+            part, group=FIRST, reference=compared.reference, cluster=spec.cluster, alpha=spec.alpha
+        )
+        effects.append(fit.assign(**{spec.by: experiment}))
+        wide = (
+            means[means[spec.by] == experiment]
+            .pivot_table(index=[spec.cluster, "trait"], columns=FIRST, values="mean")
+            .reset_index()
+        )
+        others = [c for c in wide.columns[2:] if c != compared.reference]
+        if not others or compared.reference not in wide.columns:
+            continue  # one group has no scores: nothing to subtract
+        other = others[0]
+        differences.append(
+            wide.assign(
+                **{spec.by: experiment},
+                difference=wide[other] - wide[compared.reference],
+                label=f"{other} - {compared.reference}",
+            )[[spec.by, spec.cluster, "trait", "difference", "label"]]
+        )
+    effects_table = pd.concat(effects, ignore_index=True) if effects else pd.DataFrame()
+    section.summary["effects"] = effects_table.to_dict("records")
+    section.summary["trait_means"] = means.to_dict("records")
+    section.summary["scores_excluded"] = excluded.to_dict("records")
+    section.tables[slug(ctx.name, "effects")] = effects_table
+    section.tables[slug(ctx.name, "trait_means")] = means
+    section.tables[slug(ctx.name, "scores_excluded")] = excluded
+    if differences:
+        diff = pd.concat(differences, ignore_index=True)
+        section.tables[slug(ctx.name, "trait_differences")] = diff
+        section.figures[slug(ctx.name, "trait_differences")] = plot_trait_differences(
+            diff, panel=spec.by, cluster=spec.cluster
+        )

@@ -1,0 +1,347 @@
+"""Kind ``transmission``: does an association become an outcome? (seed 000, Experiment 5)
+
+Reads a study whose writers wrote letters signed by name and whose readers compared a man's and
+a woman's letter (both orders), scored single letters and guessed their writers' gender. Per
+reading stage it reports the share of hires going to one group by job category (Table 4's
+Experiment 5 rows) and per job (Figure 4), with intervals from a bootstrap over pairs and a sign
+test on the pairs hired alike in both orders; per trait the means by job and group (Table 6) and
+the group's effect (Table 8); per prediction stage the share of letters guessed to be by a woman,
+by job category and by the writer's real group (Table 10).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+from rich.console import Console
+
+from biasim.analysis import association, traits
+from biasim.analysis.answer_lines import PAIRED
+from biasim.analysis.parity import wilson_interval
+from biasim.analysis.transmission_figures import plot_item_shares, plot_trait_differences
+
+from ..htmlreport import HtmlSection
+from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+
+
+class TransmissionSpec(AnalysisSpec):
+    """Which stages wrote, compared, scored and guessed, and what groups the writers."""
+
+    kind: Literal["transmission"]
+    writing: str = Field(description="The stage whose letters the readers read.")
+    group: str = Field("gender", description="The writers' persona axis compared.")
+    positive: str = Field("female", description="The group whose share of hires is reported.")
+    reference: str = Field("female", description="The group the other is compared against.")
+    category: str | None = Field(
+        "dominance", description="Recorded variable grouping jobs (Table 4)."
+    )
+    cluster: str = Field("job", description="Recorded variable naming the job.")
+    relative: list[str] = Field(default_factory=list, description="Pair reading stages.")
+    absolute: str | None = Field(None, description="A single reading stage with the scores.")
+    traits: list[str] = Field(default_factory=lambda: list(traits.DIMENSIONS))
+    predictions: dict[str, str] = Field(
+        default_factory=dict, description="Single reading stage -> its guessed-gender field."
+    )
+    predicted: str = Field("woman", description="The guess whose share is reported.")
+    alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
+    n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of pairs.")
+
+
+class TransmissionKind(AnalysisKind):
+    """Hires, scores and gender guesses of letters written by name."""
+
+    name = "transmission"
+    spec = TransmissionSpec
+    title = "Bias transmission: hires, scores and guesses of letters written by name"
+
+    def check(self, spec: TransmissionSpec, facts: StudyFacts) -> None:
+        stages = {s.name: s for s in facts.config.stages}
+        facts.need_stage(spec.writing, ("writing",))
+        facts.need_axes([spec.group], ("group",))
+        recorded = set(facts.config.design.record)
+        for path, name in ((("category",), spec.category), (("cluster",), spec.cluster)):
+            if name is not None and name not in recorded:
+                facts.problem(path, f"`{name}` is not a recorded variable (design.record)")
+        for j, name in enumerate(spec.relative):
+            stage = stages.get(name)
+            if stage is None or stage.reads is None or stage.reads.matching != "pair":
+                facts.problem(("relative", j), f"`{name}` is not a pair reading stage")
+        single = [(("absolute",), spec.absolute)] if spec.absolute else []
+        single += [(("predictions", n), n) for n in spec.predictions]
+        for path, name in single:
+            stage = stages.get(name)
+            if stage is None or stage.reads is None or stage.reads.matching != "single":
+                facts.problem(path, f"`{name}` is not a single reading stage")
+        if spec.absolute:
+            for j, trait in enumerate(spec.traits):
+                facts.need_field(spec.absolute, trait, ("traits", j), ("absolute",))
+        for name, field in spec.predictions.items():
+            facts.need_field(name, field, ("predictions", name), ("predictions", name))
+
+    def compute(
+        self, results: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext
+    ) -> Section:
+        section = Section(
+            summary={"positive": spec.positive, "alpha": spec.alpha, "category": spec.category}
+        )
+        authors = _authors(results, spec)
+        section.summary["letters"] = len(authors)
+        section.summary["letters_failed"] = int((~authors["valid"]).sum())
+        if spec.relative:
+            _relative(results, authors, spec, ctx, section)
+        if spec.absolute:
+            _absolute(results, authors, spec, ctx, section)
+        if spec.predictions:
+            _predictions(results, authors, spec, ctx, section)
+        return section
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        name, positive = summary.get("name"), summary["positive"]
+        console.print(
+            f"[bold]{name}[/bold] (transmission): {summary['letters']} letters "
+            f"({summary['letters_failed']} failed to be written)"
+        )
+        for row in summary.get("hires_by_category", []):
+            console.print(
+                f"  {row['stage']} {row.get(summary['category'], '')}: {positive} hired in "
+                f"{row['share']:.3f} (95% CI over pairs {row['boot_low']:.3f}-"
+                f"{row['boot_high']:.3f}) of {row['n']} decisions"
+            )
+        for row in summary.get("position", []):
+            console.print(
+                f"  {row['stage']}: Applicant 1 hired in {row['share']:.3f} of {row['n']} "
+                f"(position effect; p = {row['p_value']:.3g} vs 0.5, each pair in both orders)"
+            )
+        for note in summary.get("notes", []):
+            console.print(f"  {note}")
+        for row in summary.get("deviating_jobs", []):
+            console.print(
+                f"  {row['stage']}: {row['deviate']}/{row['jobs']} jobs deviate from chance "
+                f"(sign test on pairs hired alike in both orders, alpha {summary['alpha']})"
+            )
+        effects = summary.get("effects", [])
+        for row in effects:
+            if row["model"] == "beta_job_fixed":
+                mark = "*" if row["significant"] else " "
+                console.print(
+                    f"   {mark} {row['trait']:<16} {row['term']} vs {row['reference']}: "
+                    f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g})"
+                )
+        if effects:
+            console.print(
+                "  (beta regression with job fixed effects; the Gaussian mixed model on the "
+                "logit is in the effects table)"
+            )
+        for row in summary.get("predictions", []):
+            console.print(
+                f"  {row['stage']} {row['subset']}: {row['share']:.1%} guessed "
+                f"'{summary.get('predicted')}' of {row['n']}"
+            )
+        for row in summary.get("excluded", []):
+            console.print(f"  excluded at {row['stage']}: {row['reason']} {row['count']}")
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        for key, title in (
+            ("hires_by_category", "Hires by job category (Table 4, Exp. 5)"),
+            ("hires_by_job", "Hires by job (Figure 4)"),
+            ("position", "Position effect"),
+            ("effects", "Effects on each trait (Table 8)"),
+            ("trait_means", "Trait means by job (Table 6)"),
+            ("predictions", "Gender guesses (Table 10)"),
+            ("excluded", "Excluded"),
+        ):
+            if summary.get(key):
+                section.table(summary[key], key=key, title=title)
+        name = summary.get("name")
+        section.figure(slug(name, "hires"), "Share of hires per job with 95% CIs over pairs")
+        section.figure(slug(name, "trait_differences"), "Mean score differences per job")
+
+
+def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
+    """One row per letter: its unit id, whether it was written, its writer's group and job."""
+    rows = results[results["stage"] == spec.writing]
+    columns = [spec.group, spec.cluster, *([spec.category] if spec.category else [])]
+    authors = rows[["unit_id", *columns]].copy()
+    authors["valid"] = rows["valid"].fillna(False).astype(bool).to_numpy()
+    return authors.set_index("unit_id")
+
+
+def _readings(results: pd.DataFrame, stage: str, authors: pd.DataFrame) -> pd.DataFrame:
+    """A reading stage's rows with the first letter's writer joined (the one letter of a single
+    reading), and ``reads`` split."""
+    rows = results[results["stage"] == stage].copy()
+    rows["units"] = rows["reads"].astype(str).str.split("|")
+    first = authors.reindex(rows["units"].str[0]).drop(columns="valid")
+    first.index = rows.index
+    return rows.drop(columns=[c for c in first.columns if c in rows]).join(first)
+
+
+def _relative(
+    results: pd.DataFrame,
+    authors: pd.DataFrame,
+    spec: TransmissionSpec,
+    ctx: AnalysisContext,
+    section: Section,
+) -> None:
+    picks, excluded = [], []
+    for stage in spec.relative:
+        rows = results[results["stage"] == stage]
+        ok = rows["valid"].fillna(False).astype(bool) & rows["selected"].notna()
+        excluded.append({"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())})
+        rows = rows[ok]
+        hired = [
+            units[int(label) - 1]
+            for units, label in zip(
+                rows["reads"].astype(str).str.split("|"), rows["selected"], strict=True
+            )
+        ]
+        who = authors.reindex(hired)
+        picks.append(
+            pd.DataFrame(
+                {
+                    "stage": stage,
+                    "unit_id": rows["cluster"].astype(str).to_numpy(),
+                    "pair": rows["cluster"].astype(str).to_numpy(),
+                    "item": who[spec.cluster].to_numpy(),
+                    "value": who[spec.group].astype(str).to_numpy(),
+                    "outcome": PAIRED,
+                    "position": rows["selected"].astype(int).to_numpy(),
+                    **({spec.category: who[spec.category].to_numpy()} if spec.category else {}),
+                }
+            )
+        )
+    section.summary.setdefault("excluded", []).extend(excluded)
+    table = pd.concat(picks, ignore_index=True)
+    if table.empty:
+        section.summary["notes"] = ["no comparison gave a valid answer: nothing to count"]
+        return
+    by_category = association.category_table(
+        table,
+        ["stage", *([spec.category] if spec.category else [])],
+        spec.positive,
+        n_boot=spec.n_boot,
+        seed=ctx.study.seed,
+    )
+    by_job = association.category_table(
+        table,
+        ["stage", *([spec.category] if spec.category else []), "item"],
+        spec.positive,
+        n_boot=spec.n_boot,
+        seed=ctx.study.seed,
+    )
+    signs = association.consistent_pair_test(table, ["stage", "item"], spec.positive)
+    by_job = by_job.merge(signs, on=["stage", "item"], how="left")
+    by_job["deviates"] = by_job["sign_p"] < spec.alpha
+    deviating = (
+        by_job.groupby("stage", sort=False)["deviates"]
+        .agg(["sum", "size"])
+        .reset_index()
+        .rename(columns={"sum": "deviate", "size": "jobs"})
+    )
+    section.summary["hires_by_category"] = by_category.to_dict("records")
+    section.summary["hires_by_job"] = by_job.to_dict("records")
+    section.summary["deviating_jobs"] = deviating.to_dict("records")
+    # Applicant 1's share of hires: each pair is shown in both orders, so the order effect is
+    # measured and cancels in the shares above (counting showings is conservative here: the
+    # two showings of a pair tend to pick the same letter, hence opposite positions).
+    first = table.assign(_all="all", value=table["position"].map({1: "first", 2: "second"}))
+    section.summary["position"] = (
+        association.share_table(first, ["stage", "_all"], "first", alpha=spec.alpha)
+        .drop(columns="_all")
+        .to_dict("records")
+    )
+    section.tables[slug(ctx.name, "hires_by_category")] = by_category
+    section.tables[slug(ctx.name, "hires_by_job")] = by_job
+    section.figures[slug(ctx.name, "hires")] = plot_item_shares(
+        by_job.assign(ci_low=by_job["boot_low"], ci_high=by_job["boot_high"]),
+        panel="stage",
+        category=spec.category,
+        positive=spec.positive,
+        measure="hires going to a {positive} applicant",
+        interval="95% CI over pairs",
+    )
+
+
+def _absolute(
+    results: pd.DataFrame,
+    authors: pd.DataFrame,
+    spec: TransmissionSpec,
+    ctx: AnalysisContext,
+    section: Section,
+) -> None:
+    assert spec.absolute is not None
+    rows = _readings(results, spec.absolute, authors)
+    valid = rows["valid"].fillna(False).astype(bool)
+    section.summary.setdefault("excluded", []).append(
+        {"stage": spec.absolute, "reason": "no valid answer", "count": int((~valid).sum())}
+    )
+    keys = [spec.cluster, spec.group]
+    scores, dropped = traits.long_scores(rows[valid], spec.traits, keys)
+    for row in dropped.groupby("reason")["excluded"].sum().items():
+        section.summary["excluded"].append(
+            {"stage": spec.absolute, "reason": f"score {row[0]}", "count": int(row[1])}
+        )
+    section.tables[slug(ctx.name, "scores_excluded")] = dropped
+    if scores.empty:
+        section.summary.setdefault("notes", []).append("no usable score: no trait effects")
+        return
+    means = traits.trait_means(scores, keys)
+    effects = traits.group_effects(
+        scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
+    )
+    wide = means.pivot_table(index=[spec.cluster, "trait"], columns=spec.group, values="mean")
+    others = [c for c in wide.columns if c != spec.reference]
+    if others and spec.reference in wide.columns:  # both groups have scores
+        differences = wide.reset_index().assign(
+            stage=spec.absolute,
+            difference=lambda d: d[others[0]] - d[spec.reference],
+            label=f"{others[0]} - {spec.reference}",
+        )
+        section.figures[slug(ctx.name, "trait_differences")] = plot_trait_differences(
+            differences.dropna(subset=["difference"]), panel="stage", cluster=spec.cluster
+        )
+    section.summary["effects"] = effects.to_dict("records")
+    section.summary["trait_means"] = means.to_dict("records")
+    section.tables[slug(ctx.name, "effects")] = effects
+    section.tables[slug(ctx.name, "trait_means")] = means
+
+
+def _predictions(
+    results: pd.DataFrame,
+    authors: pd.DataFrame,
+    spec: TransmissionSpec,
+    ctx: AnalysisContext,
+    section: Section,
+) -> None:
+    out = []
+    for stage, field in spec.predictions.items():
+        rows = _readings(results, stage, authors)
+        valid = rows["valid"].fillna(False).astype(bool)
+        section.summary.setdefault("excluded", []).append(
+            {"stage": stage, "reason": "no valid answer", "count": int((~valid).sum())}
+        )
+        rows = rows[valid].assign(_hit=lambda d, f=field: d[f] == spec.predicted)
+        subsets = [("all jobs", rows)]
+        if spec.category:
+            subsets += [(f"{v} jobs", part) for v, part in rows.groupby(spec.category)]
+        subsets += [(f"written by {v}", part) for v, part in rows.groupby(spec.group)]
+        for subset, part in subsets:
+            k, n = int(part["_hit"].sum()), len(part)
+            low, high = wilson_interval(np.array(k), np.array(n)) if n else (np.nan, np.nan)
+            out.append(
+                {
+                    "stage": stage,
+                    "subset": subset,
+                    "n": n,
+                    "share": k / n if n else float("nan"),
+                    "ci_low": float(low),
+                    "ci_high": float(high),
+                }
+            )
+    table = pd.DataFrame(out)
+    section.summary["predicted"] = spec.predicted
+    section.summary["predictions"] = out
+    section.tables[slug(ctx.name, "predictions")] = table

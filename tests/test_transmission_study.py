@@ -1,0 +1,202 @@
+"""The seed-000 transmission pipeline (Exp. 5): the pair test's calibration, the pair design
+(each pair of a man's and a woman's letter for one job, shown in both orders, with and without
+names), and a synthetic run recovering no outcome bias and the declared gender guesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from biasim.analysis.association import consistent_pair_test
+from biasim.scenarios import builtin_path
+
+STUDY = builtin_path("bias_transmission_pipeline")
+BIASIM = [sys.executable, "-m", "biasim"]
+AGENTS = 12  # letters per gender and job
+
+
+def test_consistent_pair_test_by_hand() -> None:
+    # Pair a: the woman hired in both orders; b: the man in both; c, d: split (position).
+    picks = pd.DataFrame(
+        {
+            "job": "Judge",
+            "pair": ["a", "a", "b", "b", "c", "c", "d", "d", "e"],
+            "value": [
+                "female",
+                "female",
+                "male",
+                "male",
+                "female",
+                "male",
+                "male",
+                "female",
+                "female",
+            ],
+        }
+    )
+    row = consistent_pair_test(picks, ["job"], "female").iloc[0]
+    # e has one answered showing only: it is not a pair.
+    assert (row["pairs"], row["both_female"], row["both_other"], row["split"]) == (4, 1, 1, 2)
+    assert row["sign_p"] == pytest.approx(1.0)
+
+
+def _null_pairs(rng: np.random.Generator, pairs: int) -> pd.DataFrame:
+    """Pairs of a man's and a woman's letter of unequal quality (no gender effect), each shown
+    in both orders to a reader who prefers Applicant 1."""
+    quality = rng.normal(0, 1.5, size=pairs)  # woman's letter minus man's, on the logit
+    logit = np.stack([quality + 0.4, quality - 0.4], axis=1).ravel()  # woman first, second
+    woman = rng.random(2 * pairs) < 1 / (1 + np.exp(-logit))
+    return pd.DataFrame(
+        {"pair": np.repeat(np.arange(pairs), 2), "value": np.where(woman, "female", "male")}
+    ).assign(job="j")
+
+
+@pytest.mark.slow
+def test_pair_test_is_calibrated() -> None:
+    """No gender effect, letters of unequal quality and a position effect, 200 pairs per data
+    set, 1000 data sets: the sign test on pairs hired alike rejects 3-7 % at 0.05."""
+    rng = np.random.default_rng(3)
+    reps = 1000
+    rejected = sum(
+        consistent_pair_test(_null_pairs(rng, 200), ["job"], "female")["sign_p"].iloc[0] < 0.05
+        for _ in range(reps)
+    )
+    assert 0.03 <= rejected / reps <= 0.07, rejected / reps
+
+
+def _run(out: Path, agents: int) -> subprocess.CompletedProcess[str]:
+    options = ["--backend", "synthetic", "--agents", str(agents), "--out", str(out)]
+    return subprocess.run(
+        [*BIASIM, "run", str(STUDY), *options], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("transmission") / "run"
+    done = _run(out, AGENTS)
+    assert done.returncode == 0, done.stderr
+    assert "jobs deviate from chance" in done.stdout
+    return out
+
+
+def test_pairs_are_a_man_and_a_woman_for_one_job_in_both_orders(run_dir: Path) -> None:
+    results = pd.read_parquet(run_dir / "results.parquet")
+    letters = results[results["stage"] == "apply"].set_index("unit_id")
+    assert len(letters) == 30 * 2 * AGENTS
+    for stage in ("relative", "relative_redacted"):
+        rows = results[results["stage"] == stage]
+        reads = rows["reads"].str.split("|")
+        for _, group in rows.assign(reads=reads).groupby("cluster"):
+            shown = list(group["reads"])
+            assert len(shown) == 2 and shown[0] == shown[1][::-1]  # both orders
+            authors = letters.loc[shown[0]]
+            assert set(authors["gender"]) == {"female", "male"}  # differ in gender
+            assert authors["occupation"].nunique() == 1  # the same job
+        names = set("|".join(rows["shown"]).split("|"))
+        assert (names == {"[name withheld]"}) == (stage == "relative_redacted")
+
+
+def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir: Path) -> None:
+    summary = next(
+        a
+        for a in json.loads((run_dir / "summary.json").read_text())["analyses"]
+        if a["kind"] == "transmission"
+    )
+    for row in summary["hires_by_category"]:
+        assert row["boot_low"] - 0.02 <= 0.5 <= row["boot_high"] + 0.02, row
+        assert row["n"] == 2 * 10 * AGENTS  # 10 jobs, AGENTS pairs each, both orders
+    deviating = {r["stage"]: r["deviate"] for r in summary["deviating_jobs"]}
+    assert deviating == {"relative": 0, "relative_redacted": 0} or max(deviating.values()) <= 1
+    effects = pd.DataFrame(summary["effects"])
+    assert set(effects["term"]) == {"male"} and effects["significant"].sum() <= 1
+    guesses = {(r["stage"], r["subset"]): r for r in summary["predictions"]}
+    for (stage, subset), truth in {
+        ("predict", "written by female"): 0.3,
+        ("predict", "written by male"): 0.2,
+        ("predict_bounded", "written by female"): 0.4,
+        ("predict_bounded", "written by male"): 0.35,
+    }.items():
+        row = guesses[(stage, subset)]
+        assert abs(row["share"] - truth) < 3.5 * (truth * (1 - truth) / row["n"]) ** 0.5
+    tables = {p.name for p in (run_dir / "tables").iterdir()}
+    assert {"transmission_hires_by_category.csv", "transmission_predictions.csv"} <= tables
+    for figure in ("transmission_hires.png", "transmission_trait_differences.png"):
+        assert (run_dir / "figures" / figure).stat().st_size > 10_000
+
+
+def test_readers_that_never_answer_are_counted_not_fatal(tmp_path: Path) -> None:
+    study = tmp_path / "failing.yaml"
+    study.write_text(
+        f"extends: {STUDY}\n"
+        "name: failing\n"
+        "roles:\n"
+        "  writer: {backend: synthetic}\n"
+        "  evaluator: {backend: synthetic, options: {fail_rate: 1.0}}\n"
+        "  predictor: {backend: synthetic}\n"
+        "  predictor_bounded: {backend: synthetic}\n"
+        "design:\n  agents_per_value: 1\n"
+    )
+    out = tmp_path / "run"
+    options = ["--out", str(out), "--max-error-rate", "1"]
+    done = subprocess.run(
+        [*BIASIM, "run", str(study), *options], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no comparison gave a valid answer" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())["analyses"][0]
+    excluded = {(e["stage"], e["reason"]): e["count"] for e in summary["excluded"]}
+    assert excluded[("relative", "no valid answer")] == 60  # 30 pairs in both orders
+    assert excluded[("absolute", "no valid answer")] == 60
+    assert sum(r["n"] for r in summary["predictions"] if r["subset"] == "all jobs") == 120
+
+
+@pytest.mark.model
+def test_a_scaled_down_experiment_5_runs_on_the_embedded_model(tmp_path: Path) -> None:
+    study = tmp_path / "small.yaml"
+    study.write_text(
+        f"extends: {STUDY}\n"
+        "name: small_transmission\n"
+        "roles:\n  writer: {max_tokens: 80}\n  evaluator: {max_tokens: 120}\n"
+        "design:\n  agents_per_value: 1\n  only: {}\n"
+        "  factors:\n    occupation:\n"
+        "      judge: {job: Judge, list: disparity, dominance: parity, job_status: high}\n"
+    )
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [*BIASIM, "run", str(study), "--out", str(out)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    results = pd.read_parquet(out / "results.parquet")
+    assert not results["synthetic"].any() and set(results["backend"]) == {"local"}
+    stages = results.groupby("stage").size().to_dict()
+    assert stages == {
+        "apply": 2,
+        "relative": 2,
+        "relative_redacted": 2,
+        "absolute": 2,
+        "predict": 2,
+        "predict_bounded": 2,
+    }
+    letters = results[results["stage"] == "apply"]
+    assert letters["text"].str.len().min() > 20
+    summary = next(
+        a
+        for a in json.loads((out / "summary.json").read_text())["analyses"]
+        if a["kind"] == "transmission"
+    )
+    # Whatever the small model answered, every reading is counted: used or excluded.
+    for stage in ("relative", "relative_redacted"):
+        used = sum(r["n"] for r in summary.get("hires_by_category", []) if r["stage"] == stage)
+        failed = next(
+            e["count"]
+            for e in summary["excluded"]
+            if e["stage"] == stage and "valid" in e["reason"]
+        )
+        assert used + failed == 2
