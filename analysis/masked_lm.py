@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .hf import load_pretrained
+
 
 class MaskedLM(Protocol):
     """What the PRISM scorer asks of a masked language model."""
@@ -82,16 +84,13 @@ class HuggingFaceMaskedLM:
         threads: int | None = None,
     ) -> None:
         import torch
-        from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
         self.model_name = model
         self.batch_size = batch_size
         self.max_length = max_length
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
-        self.model = AutoModelForMaskedLM.from_pretrained(model)
-        self.model.eval()
+        self.tokenizer, self.model = load_pretrained("AutoModelForMaskedLM", model)
         self._head = _prediction_head(self.model)
         local = Path(model)
         self._fingerprint = (

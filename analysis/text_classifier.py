@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .hf import load_pretrained
 from .masked_lm import _folder_fingerprint
 
 
@@ -50,7 +51,7 @@ class HuggingFaceClassifier:
         threads: int | None = None,
     ) -> None:
         import torch
-        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoConfig
 
         if threads:
             torch.set_num_threads(threads)
@@ -70,9 +71,7 @@ class HuggingFaceClassifier:
         self.model_name = model
         self.batch_size = batch_size
         self.max_length = max_length
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
-        self.model = AutoModelForSequenceClassification.from_pretrained(model)
-        self.model.eval()
+        self.tokenizer, self.model = load_pretrained("AutoModelForSequenceClassification", model)
         self.labels: tuple[str, ...] = tuple(
             str(self.model.config.id2label[i]) for i in range(self.model.config.num_labels)
         )

@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from biasim.analysis import association
 from biasim.analysis.transmission_figures import plot_item_shares
@@ -162,7 +163,8 @@ class AssociationKind(AnalysisKind):
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name, positive = summary.get("name"), summary["positive"]
         console.print(
-            f"[bold]{name}[/bold] (association): share of pairings with a {positive} target"
+            Text(str(name), style="bold")
+            + f" (association): share of pairings with a {positive} target"
         )
         if summary.get("categories"):
             _records_table(

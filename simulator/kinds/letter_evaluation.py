@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 from rich.console import Console
+from rich.text import Text
 
 from biasim.analysis import association, traits
 from biasim.analysis.answer_lines import PAIRED
@@ -118,7 +119,7 @@ class LetterEvaluationKind(AnalysisKind):
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name = summary.get("name")
-        console.print(f"[bold]{name}[/bold] (letter_evaluation)")
+        console.print(Text(str(name), style="bold") + " (letter_evaluation)")
         for row in summary.get("relative", []):
             console.print(
                 f"  {row[summary['by']]}: {row['share_of']} hired in {row['share']:.3f} of "

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 from pydantic import Field
+from rich.text import Text
 
 from biasim.analysis.letter_tables import letter_tables
 from biasim.analysis.letter_text import generation_failure
@@ -177,7 +178,7 @@ class LettersKind(AnalysisKind):
         name = summary.get("name")
         kept = ", ".join(f"{m}: {n}" for m, n in summary["letters"].items())
         console.print(
-            f"[bold]{name}[/bold] (letters) letters kept: {kept}; "
+            Text(str(name), style="bold") + f" (letters) letters kept: {kept}; "
             f"sentences scored now: {summary['scored_now']}"
         )
         several = len(summary["letters"]) > 1

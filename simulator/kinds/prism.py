@@ -18,6 +18,7 @@ from pydantic import Field
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..htmlreport import HtmlSection, fmt
 from .base import (
@@ -217,7 +218,8 @@ class PrismKind(AnalysisKind):
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """One row per model and dimension: means, the DBSCAN fit, the tests, the arrows."""
         console.print(
-            f"[bold]{summary['name']}[/bold] (PRISM, masked LM {summary['masked_lm']}, "
+            Text(str(summary["name"]), style="bold")
+            + f" (PRISM, masked LM {summary['masked_lm']}, "
             f"{summary['word_lists']}, alpha {summary['alpha']:g}): {summary['applications']} "
             f"applications to {summary['postings']} postings, "
             f"{summary['excluded_applications']} excluded; {summary['texts_scored_now']} texts "

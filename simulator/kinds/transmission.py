@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 from rich.console import Console
+from rich.text import Text
 
 from biasim.analysis import association, traits
 from biasim.analysis.answer_lines import PAIRED
@@ -101,7 +102,7 @@ class TransmissionKind(AnalysisKind):
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name, positive = summary.get("name"), summary["positive"]
         console.print(
-            f"[bold]{name}[/bold] (transmission): {summary['letters']} letters "
+            Text(str(name), style="bold") + f" (transmission): {summary['letters']} letters "
             f"({summary['letters_failed']} failed to be written)"
         )
         for row in summary.get("hires_by_category", []):
