@@ -10,15 +10,12 @@ columns are returned.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from .hf import load_pretrained
+from .hf import load_pretrained, model_revision
 
 
 class MaskedLM(Protocol):
@@ -57,14 +54,6 @@ class MaskedLM(Protocol):
         ...
 
 
-def _folder_fingerprint(path: Path) -> str:
-    # A local model changes when its files do; names, sizes and mtimes are cheap to read.
-    listing = sorted(
-        (p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file()
-    )
-    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()[:16]
-
-
 class HuggingFaceMaskedLM:
     """A ``transformers`` masked LM by hub id or local path.
 
@@ -92,12 +81,7 @@ class HuggingFaceMaskedLM:
         self.max_length = max_length
         self.tokenizer, self.model = load_pretrained("AutoModelForMaskedLM", model)
         self._head = _prediction_head(self.model)
-        local = Path(model)
-        self._fingerprint = (
-            _folder_fingerprint(local)
-            if local.is_dir()
-            else getattr(self.model.config, "_commit_hash", None)
-        )
+        self._fingerprint = model_revision(model, self.model)
 
     def identity(self) -> dict[str, Any]:
         """Model id, architecture, revision (or local files' fingerprint) and truncation."""

@@ -10,13 +10,11 @@ and classify noise), and runs the inputs through the model in length-sorted batc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .hf import load_pretrained
-from .masked_lm import _folder_fingerprint
+from .hf import load_pretrained, model_revision
 
 
 class ModelLoadError(ValueError):
@@ -75,12 +73,7 @@ class HuggingFaceClassifier:
         self.labels: tuple[str, ...] = tuple(
             str(self.model.config.id2label[i]) for i in range(self.model.config.num_labels)
         )
-        local = Path(model)
-        self._fingerprint = (
-            _folder_fingerprint(local)
-            if local.is_dir()
-            else getattr(self.model.config, "_commit_hash", None)
-        )
+        self._fingerprint = model_revision(model, self.model)
 
     def identity(self) -> dict[str, Any]:
         """Model id, architecture, revision (or local files' fingerprint), labels, truncation."""
