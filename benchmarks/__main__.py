@@ -143,12 +143,13 @@ def main() -> None:
         )
     if "orchestration" in results:
         o = results["orchestration"]
+        placement = "client, server on own cores" if o["pinned"] else "not pinned"
         for level in o["levels"]:
             ok = ""
             if level["concurrency"] == 64:
                 ok = "yes" if o["meets_target"] else "NO"
             table.add_row(
-                "loopback OpenAI, 100 ms" if level["concurrency"] == 1 else "",
+                f"loopback OpenAI, 100 ms ({placement})" if level["concurrency"] == 1 else "",
                 f"calls/s at concurrency {level['concurrency']}",
                 f"{level['calls_per_s']:,.1f} ({level['fraction_of_ideal']:.0%} of "
                 f"{level['ideal_calls_per_s']:,.0f})",
@@ -257,7 +258,11 @@ def main() -> None:
             "",
             "",
         )
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        # A log or a file has no width to fit: 80 columns would fold every row in four.
+        console = Console(width=150)
+    console.print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

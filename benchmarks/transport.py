@@ -20,10 +20,8 @@ ratios to plain aiohttp measured in the same run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -34,7 +32,7 @@ from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.types import LLMRequest
 
-from .orchestration import LATENCY_S, LoopbackServer
+from .orchestration import LATENCY_S, LoopbackServer, pinned
 
 LEVELS = (64, 256)
 #: Target throughput as a share of plain aiohttp's, per concurrency.
@@ -138,26 +136,11 @@ CONTENDERS: dict[str, Callable[[str, int, int], Awaitable[dict]]] = {
 }
 
 
-@contextlib.contextmanager
-def _pinned(server_pid: int) -> Iterator[bool]:
-    """Client on one core, server on another, for the duration (when there are two)."""
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        yield False
-        return
-    os.sched_setaffinity(0, {cores[0]})
-    os.sched_setaffinity(server_pid, {cores[1]})
-    try:
-        yield True
-    finally:
-        os.sched_setaffinity(0, set(cores))
-
-
 def run(rounds: int = 3, calls_per_task: int = 12) -> dict[str, Any]:
     """Best of ``rounds`` interleaved rounds per contender and concurrency."""
     results: dict[str, dict[int, dict]] = {name: {} for name in CONTENDERS}
     server = LoopbackServer()
-    with server as base_url, _pinned(server.proc.pid) as pinned:
+    with server as base_url, pinned(server.proc.pid) as on_own_cores:
         for _ in range(rounds):
             for concurrency in LEVELS:
                 for name, contender in CONTENDERS.items():
@@ -186,7 +169,7 @@ def run(rounds: int = 3, calls_per_task: int = 12) -> dict[str, Any]:
     return {
         "latency_s": LATENCY_S,
         "rounds": rounds,
-        "pinned": pinned,
+        "pinned": on_own_cores,
         "levels": levels,
         "meets_target": all(row["meets_target"] for row in levels),
     }
