@@ -10,10 +10,11 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from .config import Study, dry_render
+from .config import Study
 from .errors import InputError, Problem, format_path
 from .fields import IDENTIFIER_PATTERN
 from .hints import pattern_message
+from .study_checks import dry_render
 from .yamlsource import FieldPath
 
 SKELETON = "study_skeleton.yaml"
