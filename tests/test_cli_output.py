@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from typer.testing import CliRunner
 
-from biasim.simulator import cli
 from biasim.simulator.cli import app
+from biasim.simulator.cli import common as cli_common
 from biasim.simulator.report import base_summary, print_report
 from biasim.simulator.runner import RunOptions, execute, load_run, prepare
 from biasim.simulator.tables import print_table
@@ -106,7 +106,7 @@ def test_listing_tables_stay_whole_at_60_columns(
     command: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The CLI's console reads COLUMNS once, at import: set its width as a 60-column terminal.
-    monkeypatch.setattr(cli.out_console, "width", 60)
+    monkeypatch.setattr(cli_common.out_console, "width", 60)
     result = CliRunner().invoke(app, command)
     assert result.exit_code == 0
     assert "…" not in result.stdout

@@ -1,0 +1,468 @@
+"""``biasim analyze``: a run directory again, or decisions or texts collected elsewhere."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError
+from ..tables import print_table
+from .common import (
+    app,
+    comma_list,
+    err_console,
+    fail_input,
+    out_console,
+    print_written,
+    styled,
+)
+
+
+@app.command()
+def analyze(
+    run_dir: Annotated[
+        Path | None, typer.Argument(help="A run directory (tables and figures are rewritten).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    decisions: Annotated[
+        Path | None,
+        typer.Option(help="A CSV of decisions made outside biasim (one row per decision)."),
+    ] = None,
+    group_cols: Annotated[
+        str | None, typer.Option(help="With --decisions: comma-separated group columns.")
+    ] = None,
+    outcome_col: Annotated[
+        str | None, typer.Option(help="With --decisions: the decision column.")
+    ] = None,
+    positive: Annotated[
+        str | None,
+        typer.Option(
+            help="With --decisions: the favourable value (default: 1 or true for a 0/1 or "
+            "true/false column, else accept)."
+        ),
+    ] = None,
+    negative: Annotated[
+        str | None,
+        typer.Option(
+            help="With --decisions: comma-separated values meaning not selected (default: the "
+            "one value besides --positive and --invalid; any other value is an error)."
+        ),
+    ] = None,
+    invalid: Annotated[
+        str | None,
+        typer.Option(
+            help="With --decisions: comma-separated values of unusable answers, excluded and "
+            "counted (default: invalid)."
+        ),
+    ] = None,
+    min_group_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="With --decisions: leave groups under this share of the decided rows (e.g. "
+            "0.02) out of every test; they are reported as excluded.",
+        ),
+    ] = 0.0,
+    stratum_col: Annotated[
+        str | None, typer.Option(help="With --decisions: test within strata (e.g. job), combine.")
+    ] = None,
+    unit_col: Annotated[
+        str | None,
+        typer.Option(help="With --decisions: exchangeable unit for permutations (e.g. name)."),
+    ] = None,
+    texts: Annotated[
+        Path | None,
+        typer.Option(help="A CSV of texts written elsewhere (letters; with --masked-lm, PRISM)."),
+    ] = None,
+    text_col: Annotated[str | None, typer.Option(help="With --texts: the text column.")] = None,
+    group_col: Annotated[str | None, typer.Option(help="With --texts: the group column.")] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(help="With --texts: FIRST,SECOND groups (default: the column's two values)."),
+    ] = None,
+    pair_col: Annotated[
+        str | None,
+        typer.Option(help="With --texts: column of counterfactual pairs (adds paired tests)."),
+    ] = None,
+    lexicon: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: YAML/JSON category -> stems (default: agency stems)."),
+    ] = None,
+    style: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: YAML dimension -> {scorer, options} (default: offline)."),
+    ] = None,
+    success_filter: Annotated[
+        bool, typer.Option(help="With --texts: drop failed generations (paper, Appendix B).")
+    ] = False,
+    authors_tokens: Annotated[
+        bool,
+        typer.Option(
+            help="With --texts: count lexicon tokens as the authors' code (<return> kept)."
+        ),
+    ] = False,
+    premise_col: Annotated[
+        str | None,
+        typer.Option(help="With --texts: column of the biographies (hallucination analysis)."),
+    ] = None,
+    nli: Annotated[
+        str | None,
+        typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="With --decisions or --texts: directory for the tables (and figures)."),
+    ] = None,
+    permutations: Annotated[
+        int, typer.Option(min=1, max=10_000_000, help="Monte Carlo permutations.")
+    ] = 5000,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of every random draw.")] = 0,
+    paired_column: Annotated[
+        str | None,
+        typer.Option(
+            help="With --texts: the column of the text each one answers (e.g. the posting): "
+            "adds the posting -> application tables and figures."
+        ),
+    ] = None,
+    masked_lm: Annotated[
+        str | None,
+        typer.Option("--masked-lm", help="With --texts: the masked LM (local folder or hub id)."),
+    ] = None,
+    word_lists: Annotated[
+        Path | None,
+        typer.Option(help="With --texts: word lists JSON (default: the paper's example words)."),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
+    ] = 23.0,
+) -> None:
+    """Recompute a run's analyses from its results (no model call), analyse external
+    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
+    --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
+    scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting]."""
+    if texts is not None and masked_lm is not None:
+        from ..prism_texts import TextsRequest
+
+        _analyze_texts(
+            TextsRequest(
+                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out
+            ),
+            as_json,
+        )
+        return
+    if texts is not None:
+        from ..kinds.letters import LettersKind
+        from ..texts import TextsOptions, analyze_texts
+
+        options = TextsOptions(
+            text_col,
+            group_col,
+            compare,
+            pair_col,
+            lexicon,
+            style,
+            success_filter,
+            authors_tokens,
+            premise_col,
+            nli,
+            permutations,
+            seed,
+        )
+        try:
+            summary = analyze_texts(texts, options, out)
+        except InputError as exc:
+            fail_input(exc)
+        if as_json:
+            sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+        else:
+            LettersKind().print(summary, out_console)
+            if out is not None:
+                out_console.print(f"wrote tables and a figure under {out}")
+        return
+    if decisions is not None:
+        _analyze_external(
+            decisions,
+            ExternalOptions(
+                group_cols=group_cols,
+                outcome_col=outcome_col,
+                positive=positive,
+                negative=negative,
+                invalid=invalid,
+                min_group_share=min_group_share,
+                stratum_col=stratum_col,
+                unit_col=unit_col,
+            ),
+            out,
+            permutations,
+            seed,
+            as_json,
+        )
+        return
+    if run_dir is None:
+        fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
+    from ..report import print_report
+    from ..runner import reanalyze
+
+    try:
+        summary = reanalyze(run_dir)
+    except InputError as exc:
+        fail_input(exc)
+    except Exception as exc:
+        # A statistic that fails on these answers: say which, without a traceback.
+        err_console.print(styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
+        raise typer.Exit(1) from None
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+    else:
+        print_report(summary, out_console)
+        print_written(run_dir, summary)
+
+
+@dataclass(frozen=True)
+class ExternalOptions:
+    """What ``analyze --decisions`` reads from the CSV, as given on the command line."""
+
+    group_cols: str | None
+    outcome_col: str | None
+    positive: str | None
+    negative: str | None
+    invalid: str | None
+    min_group_share: float
+    stratum_col: str | None
+    unit_col: str | None
+
+
+def _analyze_external(
+    path: Path,
+    options: ExternalOptions,
+    out: Path | None,
+    permutations: int,
+    seed: int,
+    as_json: bool,
+) -> None:
+    import pandas as pd
+
+    from biasim.analysis.disparity import INVALID, disparity_report, impact_ratios_by_stratum
+    from biasim.analysis.external import DecisionsError, check_decisions
+
+    from ..errors import Problem
+
+    outcome_col, stratum_col, unit_col = options.outcome_col, options.stratum_col, options.unit_col
+    missing = [
+        f
+        for f, v in (("--group-cols", options.group_cols), ("--outcome-col", outcome_col))
+        if not v
+    ]
+    if missing:
+        fail_input(InputError([Problem(m, None, "", "required with --decisions") for m in missing]))
+    assert outcome_col is not None
+    from ..csvfiles import read_csv
+
+    try:
+        df = read_csv(path, "decisions CSV")
+    except InputError as exc:
+        fail_input(exc)
+    groups = comma_list(options.group_cols)
+    wanted = [*groups, outcome_col, *(c for c in (stratum_col, unit_col) if c)]
+    absent = [c for c in wanted if c not in df.columns]
+    if absent:
+        fail_input(
+            InputError(
+                [
+                    Problem(str(path), 1, c, f"no such column; columns: {', '.join(df.columns)}")
+                    for c in absent
+                ]
+            )
+        )
+    positive, how = _default_positive(df[outcome_col], options.positive)
+    if positive not in set(df[outcome_col].dropna()):
+        values = sorted(set(df[outcome_col].dropna()))[:10]
+        fail_input(
+            InputError(
+                [
+                    Problem(
+                        str(path),
+                        None,
+                        outcome_col,
+                        f"no row has `{positive}`; values: {values}; use --positive",
+                    )
+                ]
+            )
+        )
+    invalid = comma_list(options.invalid) if options.invalid is not None else list(INVALID)
+    try:
+        checked = check_decisions(
+            df,
+            groups,
+            outcome_col,
+            positive=positive,
+            negative=comma_list(options.negative) if options.negative is not None else None,
+            invalid=invalid,
+            unit_col=unit_col,
+            stratum_col=stratum_col,
+            min_group_share=options.min_group_share,
+        )
+    except DecisionsError as exc:
+        where = str(path) if exc.column else f"--{(exc.argument or '').replace('_', '-')}"
+        fail_input(InputError([Problem(where, None, exc.column or "", str(exc))]))
+    if not checked.data[outcome_col].eq(positive).any():
+        why = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
+        fail_input(
+            InputError(
+                [
+                    Problem(
+                        str(path), None, outcome_col, f"every `{positive}` row is excluded ({why})"
+                    )
+                ]
+            )
+        )
+    if out is not None:
+        from ..rundir import check_writable
+
+        reason = check_writable(out, hint="; name a new directory with --out")
+        if reason:
+            fail_input(InputError([Problem("--out", None, "", reason)]))
+    data = checked.data
+    report = disparity_report(
+        data,
+        groups,
+        outcome_col,
+        positive=positive,
+        unit_col=unit_col,
+        stratum_col=stratum_col,
+        n_permutations=permutations,
+        seed=seed,
+        invalid=invalid,
+    )
+    tables = {k: v for k, v in report.items() if isinstance(v, pd.DataFrame)}
+    scalars = {k: v for k, v in report.items() if not isinstance(v, pd.DataFrame)}
+    scalars.update(
+        positive=positive,
+        positive_from=how,
+        negative=list(checked.negative),
+        negative_from="--negative" if options.negative is not None else "the only other value",
+        invalid=invalid,
+        n_rows=checked.n_total,
+        # Every row in no test, whatever the reason (the disparity report counts only the
+        # answers excluded inside the groups it sees).
+        n_excluded=checked.n_total - checked.n_used,
+    )
+    if stratum_col:
+        tables["rates_by_stratum"], tables["impact_ratios_by_stratum"] = impact_ratios_by_stratum(
+            data, stratum_col, groups, outcome_col, positive, seed=seed, invalid=invalid
+        )
+    tables["exclusions"] = checked.exclusions
+    if options.min_group_share > 0:
+        tables["small_groups"] = checked.small_groups
+    if out is not None:
+        from ..csvfiles import write_csv
+
+        out.mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            write_csv(out / f"{name}.csv", table)
+    if as_json:
+        payload = {**scalars, **{k: v.to_dict("records") for k, v in tables.items()}}
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    for name, table in tables.items():
+        rich_table = Table(title=name)
+        for col in table.columns:
+            rich_table.add_column(str(col), justify="right")
+        for row in table.itertuples(index=False):
+            rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+        print_table(out_console, rich_table)
+    nan = float("nan")
+    negatives = ", ".join(checked.negative) or "none"
+    reasons = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
+    out_console.print(
+        f"positive outcome: {positive} ({how}); negative: {negatives} "
+        f"({scalars['negative_from']}); rows {checked.n_total}: used {checked.n_used}, "
+        f"excluded {scalars['n_excluded']}"
+        + (f" ({reasons})" if reasons else "")
+        + f"; DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
+        f"chance an unbiased decision-maker fails four-fifths for some group: "
+        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}",
+        highlight=False,
+    )
+    for row in checked.small_groups.to_dict("records"):
+        label = ", ".join(str(row[g]) for g in groups)
+        out_console.print(
+            f"left out, under {options.min_group_share:.1%} of the decided rows: {label} "
+            f"({row['n']} decided, {row['share']:.1%}; {row['n_rows']} rows)",
+            highlight=False,
+        )
+
+
+def _analyze_texts(request: Any, as_json: bool) -> None:
+    """``analyze --texts``: check, score, print and (with --out) write tables and figures."""
+    from biasim.analysis.figures import save_figure
+
+    from ..prism_texts import analyze_texts, read_texts
+    from ..rundir import write_atomic
+
+    try:
+        frame = read_texts(request)
+    except InputError as exc:
+        fail_input(exc)
+    result = analyze_texts(request, frame)
+    written: list[Path] = []
+    if request.out is not None:
+        request.out.mkdir(parents=True, exist_ok=True)
+        for name, table in result.tables.items():
+            path = request.out / f"{name}.csv"
+            write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+            written.append(path)
+        for name, figure in result.figures.items():
+            written.append(save_figure(figure, request.out / f"{name}.png"))
+    if as_json:
+        payload = {
+            **result.summary,
+            **{k: v.to_dict("records") for k, v in result.tables.items() if k.endswith("_summary")},
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    if request.paired_column:
+        from ..kinds import get_kind
+
+        get_kind("prism").print(result.summary, out_console)
+    else:
+        for name, table in result.tables.items():
+            if name.endswith("_scores"):
+                continue  # one row per text: in the CSV, not on the screen
+            rich_table = Table(title=name)
+            for col in table.columns:
+                rich_table.add_column(str(col), justify="right")
+            for row in table.itertuples(index=False):
+                rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+            out_console.print(rich_table)
+        dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
+        out_console.print(
+            f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "
+            "(the rest from the cache)"
+            + (f"; words not in the model's vocabulary, dropped: {dropped}" if dropped else ""),
+            highlight=False,
+        )
+    if written:
+        out_console.print(f"wrote {len(written)} files under {request.out}", highlight=False)
+
+
+def _default_positive(values: Any, given: str | None) -> tuple[str, str]:
+    """The favourable outcome and how it was chosen: as given, or 1 / true for a 0/1 or
+    true/false column, else ``accept``."""
+    if given is not None:
+        return given, "--positive"
+    seen = {str(v) for v in values.dropna()}
+    if seen and seen <= {"0", "1"}:
+        return "1", "default for a 0/1 column; --positive to change"
+    lowered = {v.lower() for v in seen}
+    if seen and lowered <= {"true", "false"}:
+        true = next((v for v in seen if v.lower() == "true"), "true")
+        return true, "default for a true/false column; --positive to change"
+    return "accept", "default; --positive to change"

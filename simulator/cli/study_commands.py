@@ -1,0 +1,362 @@
+"""Commands about a study and its run: ``run``, ``init``, ``validate``, ``schema``, ``list``
+and ``kinds``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError
+from ..progress import DEFAULT_LOG_EVERY_S, progress_display
+from ..tables import print_table
+from .common import (
+    MASKED_LM_OPTION,
+    POSTINGS_OPTION,
+    app,
+    err_console,
+    fail_input,
+    out_console,
+    print_written,
+    styled,
+)
+
+
+@app.command()
+def run(
+    study: Annotated[str | None, typer.Argument(help="Study file or built-in study name.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Run directory (default runs/NAME-TIME).")
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend for every role.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model id for every role.")] = None,
+    agents: Annotated[int | None, typer.Option(help="Agents per persona value.")] = None,
+    max_concurrency: Annotated[
+        int | None, typer.Option(help="Calls in flight per backend.")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Study seed.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory.")] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(help="Answer from this earlier run's calls.sqlite first (exact replay)."),
+    ] = None,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
+    ] = 0.5,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            envvar="BIASIM_PROGRESS_EVERY",
+            help="Seconds between progress lines when output is not a terminal (a log file).",
+        ),
+    ] = DEFAULT_LOG_EVERY_S,
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    allow_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="HOST or HOST:PORT the study may send requests and keys to, when it names a "
+            "server or key variable other than the backend's default (repeatable)."
+        ),
+    ] = None,
+) -> None:
+    """Run a study and print its decision-rate report."""
+    from ..runner import RunOptions, execute, prepare
+
+    options = RunOptions(
+        study=study,
+        out=out,
+        backend=backend,
+        model=model,
+        agents=agents,
+        max_concurrency=max_concurrency,
+        seed=seed,
+        resume=resume,
+        replay=replay,
+        max_error_rate=max_error_rate,
+        masked_lm=masked_lm,
+        postings=postings,
+        allow_endpoints=tuple(allow_endpoint or ()),
+    )
+    try:
+        prepared = prepare(options)
+    except InputError as exc:
+        fail_input(exc)
+    try:
+        with progress_display(err_console, progress_every) as progress:
+            # Rich prints above a live bar on the same console.
+            outcome = execute(
+                prepared,
+                progress,
+                notify=lambda message: err_console.print(message, markup=False, highlight=False),
+            )
+    except KeyboardInterrupt:
+        # Only before the run's own handler is in place (the lock, the first manifest).
+        err_console.print("interrupted before the run started")
+        raise typer.Exit(130) from None
+    except InputError as exc:
+        fail_input(exc)
+    if outcome.status == "interrupted":
+        print_written(outcome.out, outcome.summary)
+        answered = outcome.summary.get("units", 0)
+        err_console.print(
+            f"run interrupted: {answered} of {outcome.summary['units_expected']} units have "
+            f"results; every answer is saved in {outcome.out}\n"
+            f"continue with: biasim run --resume {outcome.out}",
+            markup=False,
+        )
+        raise typer.Exit(outcome.exit_code)
+    from ..report import print_report
+
+    if outcome.summary.get("units"):
+        print_report(outcome.summary, out_console)
+    if "analysis_error" in outcome.summary:
+        err_console.print(
+            styled("analysis failed", "red", f": {outcome.summary['analysis_error']}\n")
+            + f"every answer is saved in {outcome.out}; redo the analysis with: "
+            f"biasim analyze {outcome.out}"
+        )
+    _print_accounting(outcome.summary)
+    _print_errors(outcome.results)
+    calls = outcome.summary["calls"]
+    out_console.print(
+        f"run directory: {outcome.out}  (new calls: {calls['new']}, "
+        f"from cache: {calls['from_cache']})",
+        soft_wrap=True,
+        highlight=False,
+    )
+    print_written(outcome.out, outcome.summary)
+    if outcome.status == "complete" and "analysis_error" in outcome.summary:
+        raise typer.Exit(1)
+    if outcome.status != "complete":
+        err_console.print(
+            styled(f"run {outcome.status}", "red", f": {outcome.message}\n")
+            + "everything answered is saved; continue with: "
+            f"biasim run --resume {outcome.out}"
+        )
+        raise typer.Exit(1)
+
+
+def _print_errors(results: Any) -> None:
+    """The commonest reason units failed: a refused or silent server is named, not only
+    counted."""
+    if "status" not in results or "error" not in results:
+        return
+    reasons = results.loc[results["status"] == "error", "error"].value_counts()
+    if len(reasons):
+        err_console.print(
+            styled("failed units", "red", f": {int(reasons.sum())}; commonest reason ")
+            + f"({int(reasons.iloc[0])}): {reasons.index[0]}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _print_accounting(summary: dict) -> None:
+    rows = summary.get("accounting", {}).get("by_role", [])
+    for row in rows:
+        calls = row["calls"] or 0
+        out_console.print(
+            styled(row["role"], "bold", "") + f" {row['backend']}:{row['model']}: {calls} calls "
+            f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
+            f"{row['error'] or 0} error"
+            + (f", {row['redone']} redone after an error" if row.get("redone") else "")
+            + f"), tokens {row['prompt_tokens'] or 0} in / "
+            f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
+            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
+            + (
+                styled(f", {row['truncated']} cut at max_tokens", "yellow", "")
+                if row.get("truncated")
+                else ""
+            ),
+            highlight=False,
+        )
+
+
+@app.command()
+def init(
+    name: Annotated[str, typer.Argument(help="Study name (letters, digits and _).")],
+    out: Annotated[Path | None, typer.Option(help="File to write (default NAME.yaml).")] = None,
+) -> None:
+    """Write a commented study skeleton to start from (it validates and runs as written)."""
+    from ..authoring import write_skeleton
+
+    try:
+        path = write_skeleton(name, out or Path(f"{name}.yaml"))
+    except InputError as exc:
+        fail_input(exc)
+    out_console.print(
+        f"wrote {path}\nnext: biasim validate {path} --show-prompts\n"
+        f"      biasim run {path} --backend synthetic   (the pipeline on a test double)\n"
+        f"      biasim run {path}                       (on the model it names)",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+def validate(
+    study: Annotated[str, typer.Argument(help="Study file or built-in name.")],
+    show_prompts: Annotated[
+        bool, typer.Option(help="Print every distinct prompt the study sends, rendered.")
+    ] = False,
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+) -> None:
+    """Check a study file and render every template once."""
+    from ..design import design_size
+    from ..runner import RunOptions, load_options_study
+
+    try:
+        loaded = load_options_study(RunOptions(study=study, masked_lm=masked_lm, postings=postings))
+    except InputError as exc:
+        fail_input(exc)
+    if show_prompts:
+        _print_prompts(loaded)
+    config = loaded.config
+    if config.populations:
+        from ..design import population_sizes
+        from ..model import expected_units
+
+        sizes = population_sizes(config)
+        out_console.print(
+            f"{loaded.path}: ok - {len(config.stages)} stage(s), "
+            + ", ".join(f"{n} {name}" for name, n in sizes.items())
+            + f", {expected_units(config)} unit(s) if every answer is valid (readings depend "
+            "on who advances)" + _limit_note(),
+            highlight=False,
+        )
+        _print_analysis_notes(config, Path(loaded.path).parent)
+        _print_endpoint_notes(loaded)
+        return
+    agents = design_size(config)
+    conditional = sum(stage.when is not None for stage in config.stages)
+    # A `when` may read earlier answers, so only the bound is knowable before a run.
+    bound = f"up to {agents * len(config.stages)}" if conditional else agents * len(config.stages)
+    note = f" ({conditional} stage(s) run only `when` their condition holds)" if conditional else ""
+    # Never hard-wrapped: the path must stay copyable, and scripts read the counts.
+    out_console.print(
+        f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"
+        + note
+        + _limit_note(),
+        soft_wrap=True,
+        highlight=False,
+    )
+    _print_casting(config)
+    _print_analysis_notes(config, Path(loaded.path).parent)
+    _print_endpoint_notes(loaded)
+
+
+def _print_endpoint_notes(loaded: Any) -> None:
+    """What `biasim run` will ask the user to confirm (a valid study, but not yet runnable)."""
+    from ..llm.allowlist import endpoint_problems, user_allowed_hosts
+
+    try:
+        allowed = user_allowed_hosts()
+    except InputError as exc:
+        fail_input(exc)
+    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed):
+        out_console.print(f"note: {problem}", highlight=False, soft_wrap=True)
+
+
+def _limit_note() -> str:
+    from ..design import MAX_AGENTS_ENV, max_agents
+
+    return f"; design limit {max_agents():,} agents ({MAX_AGENTS_ENV} to change)"
+
+
+def _print_prompts(study: Any) -> None:
+    """Each distinct rendered text of each template, headed by where it is and who sends it."""
+    from ..authoring import distinct_prompts
+
+    prompts = distinct_prompts(study)
+    for prompt in prompts:
+        others = len(prompt.agents) - 1
+        who = prompt.agents[0] + (f"; {others} more agent(s) send it too" if others else "")
+        # Plain lines, never cut: the header says exactly who sends the text below it.
+        out_console.print(
+            f"== {prompt.field} ({who})\n{prompt.text}\n",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    out_console.print(
+        f"{len(prompts)} distinct prompt text(s), rendered for one persona of each axis value "
+        "under each factor level (varied one at a time)",
+        highlight=False,
+    )
+
+
+def _print_casting(config: Any) -> None:
+    """Which model answers each stage (and formats it) for each model label, when the study
+    compares models: the roles feeding the compared ones run per model unless shared."""
+    from ..casting import castings
+    from ..design import model_labels
+
+    labels = model_labels(config)
+    if len(labels) < 2:
+        return
+    out_console.print(f"models: {', '.join(labels)}", highlight=False, soft_wrap=True)
+    lines: dict[tuple[str, str, bool], list[str]] = {}
+    for c in castings(config):
+        lines.setdefault((c.stage, c.role, c.formats), []).append(
+            f"{c.label} -> {c.model}" if c.label else f"{c.model} for every model"
+        )
+    for (stage, role, formats), who in lines.items():
+        acts = "formatted by" if formats else "by"
+        out_console.print(
+            f"  {stage} {acts} `{role}`: {', '.join(who)}", highlight=False, soft_wrap=True
+        )
+
+
+def _print_analysis_notes(config: Any, data_dir: Path) -> None:
+    """What each analysis says about its inputs (e.g. where its term sets come from)."""
+    from ..config import analysis_name
+    from ..kinds import get_kind
+
+    for i, spec in enumerate(config.analyses):
+        for line in get_kind(spec.kind).notes(spec, data_dir):
+            out_console.print(f"{analysis_name(spec, i)}: {line}", highlight=False)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of study files."""
+    from ..config import study_json_schema
+
+    sys.stdout.write(json.dumps(study_json_schema(), indent=2) + "\n")
+
+
+@app.command(name="list")
+def list_studies() -> None:
+    """List the built-in studies."""
+    from biasim.scenarios import builtin_studies
+
+    table = Table(show_header=True)
+    table.add_column("study")
+    table.add_column("description")
+    for name, description in builtin_studies().items():
+        table.add_row(name, description)
+    print_table(out_console, table)
+
+
+@app.command()
+def kinds() -> None:
+    """List the analysis kinds a study's `analyses:` may use (built-in and plug-ins)."""
+    from ..kinds import get_kind, kind_names
+
+    table = Table(show_header=True)
+    for col in ("kind", "what", "fields"):
+        table.add_column(col)
+    for name in kind_names():
+        kind = get_kind(name)
+        fields = ", ".join(f for f in kind.spec.model_fields if f not in ("kind", "name"))
+        table.add_row(name, kind.title, fields)
+    print_table(out_console, table)
