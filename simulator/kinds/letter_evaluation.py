@@ -5,7 +5,9 @@ A relative evaluation shows two letters and the reader hires Applicant 1 or 2; t
 what each shown letter is (``first_is``, ``second_is``: strong / weak, male / female), so the
 kind reports per experiment the share of hires going to one of them (e.g. the strong letter, or
 the woman's) with the exact test against 0.5, per job and overall, and the share going to
-Applicant 1 (the position effect). An absolute evaluation scores one letter on the 13 dimensions;
+Applicant 1 (the position effect). With a third answer, "both equally qualified" (supplemental
+experiment 8), how often it was given is reported per experiment and job beside the share among
+the decided pairs. An absolute evaluation scores one letter on the 13 dimensions;
 the kind reports per job the means and SDs by what the letter is (Table 6), the effect of that
 on each trait (beta regression with job fixed effects and a Gaussian mixed model on the logit,
 Table 8) at the paper's alpha, and scores excluded by reason.
@@ -23,6 +25,7 @@ from rich.text import Text
 
 from biasim.analysis import association, traits
 from biasim.analysis.answer_lines import PAIRED
+from biasim.analysis.parity import wilson_interval
 from biasim.analysis.transmission_figures import plot_trait_differences
 
 from ..fields import Strict
@@ -38,6 +41,12 @@ class RelativeSpec(Strict):
 
     stage: str
     field: str = Field("hire", description="Choice field answering `1` or `2`.")
+    tie: str | None = Field(
+        None,
+        description='A third choice of `field` meaning "both equally qualified" '
+        "(supplemental experiment 8): counted as an outcome of its own, neither a hire nor "
+        "an exclusion.",
+    )
 
 
 class AbsoluteSpec(Strict):
@@ -101,6 +110,12 @@ class LetterEvaluationKind(AnalysisKind):
             facts.need_field(
                 spec.relative.stage, spec.relative.field, ("relative", "field"), ("relative",)
             )
+            answer = facts.stage_fields.get(spec.relative.stage, {}).get(spec.relative.field)
+            tie = spec.relative.tie
+            if tie is not None and answer is not None and tie not in (answer.choices or []):
+                facts.problem(
+                    ("relative", "tie"), f"`{tie}` is not a choice of `{spec.relative.field}`"
+                )
         if spec.absolute is not None:
             for j, trait in enumerate(spec.absolute.traits):
                 facts.need_field(
@@ -127,6 +142,13 @@ class LetterEvaluationKind(AnalysisKind):
                 f"{row['p_value']:.3g} vs 0.5); Applicant 1 hired in {row['first_share']:.3f} "
                 f"(p = {row['first_p']:.3g}); excluded {row['excluded']}"
             )
+            if "ties" in row:
+                console.print(
+                    f'  {row[summary["by"]]}: "equally qualified" in {row["ties"]} of '
+                    f"{row['ties'] + row['n']} valid answers ({row['tie_share']:.3f}, 95% CI "
+                    f"{row['tie_low']:.3f}-{row['tie_high']:.3f}); the share above is of the "
+                    f"{row['n']} decided"
+                )
         if summary.get("effects"):
             console.print(
                 f"  effects on each trait's logit (alpha {summary['alpha']}): "
@@ -188,6 +210,7 @@ def _relative(
     rows = results[results["stage"] == spec.relative.stage]
     field = spec.relative.field
     answered = rows["valid"].astype(bool) & rows[field].isin(["1", "2"])
+    tied = rows["valid"].astype(bool) & (rows[field] == spec.relative.tie)
     chosen = np.where(rows[field] == "1", rows[FIRST], rows[SECOND])
     table = rows.assign(
         value=chosen, first=np.where(rows[field] == "1", "first", "second"), outcome=PAIRED
@@ -205,12 +228,20 @@ def _relative(
             part, [spec.by, spec.cluster], compared.share_of, alpha=spec.alpha, method="holm"
         )
         record = share.iloc[0].to_dict()
+        here = rows[spec.by] == experiment
         record.update(
             share_of=compared.share_of,
             first_share=float(first["share"].iloc[0]),
             first_p=float(first["p_value"].iloc[0]),
-            excluded=int((~answered[rows[spec.by] == experiment]).sum()),
+            excluded=int((~answered[here] & ~tied[here]).sum()),
         )
+        if spec.relative.tie is not None:
+            # The third answer is a result, reported beside the decided pairs' share.
+            counts = np.array([tied[here].sum()]), np.array([answered[here].sum()])
+            record.update({k: v[0].item() for k, v in _ties(*counts).items()})
+            ties = rows[here & tied].groupby(spec.cluster).size()
+            jobs = jobs.assign(ties=jobs[spec.cluster].map(ties).fillna(0).astype(int))
+            jobs = jobs.assign(**_ties(jobs["ties"].to_numpy(), jobs["n"].to_numpy()))
         overall.append(record)
         by_job.append(jobs.assign(share_of=compared.share_of))
     section.summary["relative"] = overall
@@ -218,6 +249,15 @@ def _relative(
     section.summary["relative_by_job"] = jobs_table.to_dict("records")
     section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
     section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+
+
+def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:
+    """How often "equally qualified" was answered among valid answers, with its Wilson interval."""
+    valid = ties + decided
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low, high = wilson_interval(ties, valid)
+        share = ties / valid
+    return {"ties": ties, "tie_share": share, "tie_low": low, "tie_high": high}
 
 
 def _absolute(
