@@ -85,11 +85,17 @@ def test_synthetic_run_recovers_the_declared_truth(run_dir: Path) -> None:
     assert relative["exp3"]["p_value"] < 0.001
     effects = pd.DataFrame(summary["effects"])
     exp3 = effects[effects["experiment"] == "exp3"]
-    assert len(exp3) == 26 and exp3["significant"].all() and (exp3["estimate"] > 0).all()
+    # 13 dimensions and 3 trait types, two models each.
+    assert len(exp3) == 32 and exp3["significant"].all() and (exp3["estimate"] > 0).all()
+    assert {"hireability traits", "competency traits", "warmth traits"} <= set(exp3["trait"])
     assert set(exp3["term"]) == {"strong"} and set(exp3["reference"]) == {"weak"}
     exp4 = effects[effects["experiment"] == "exp4"]
     assert set(exp4["term"]) == {"male"} and exp4["significant"].sum() <= 1
     assert (run_dir / "figures" / "letters_trait_differences.png").stat().st_size > 10_000
+    # Table 9 per experiment: strong minus weak is about 20 points in every trait type.
+    types = pd.read_csv(run_dir / "tables" / "letters_trait_types_exp3.csv")
+    assert len(types) == 3 * 3 and (types["difference"].between(14, 26)).all()
+    assert types.columns[3:].tolist()[:3] == ["n_strong", "mean_strong", "sd_strong"]
     # The synthetic scores are N(82, 8) for strong letters and N(62, 8) for weak ones.
     results = pd.read_parquet(run_dir / "results.parquet")
     scores = results[results["stage"] == "absolute"].groupby("first")["hireability"]
@@ -185,3 +191,24 @@ def test_a_tie_that_is_not_a_choice_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "analyses[1].relative.tie: `both` is not a choice of `verdict`" in done.stderr
+
+
+def test_a_trait_type_member_that_is_not_scored_exits_2(tmp_path: Path) -> None:
+    study = tmp_path / "bad.yaml"
+    text = STUDY.read_text().replace(
+        '    alpha: 0.001                # the paper\'s, "given large Ns"',
+        "    trait_types: {warmth: [friendliness, kindness]}\n    alpha: 0.001",
+        1,
+    )
+    study.write_text(text)
+    (tmp_path / "data").mkdir()
+    for name in ("bias_transmission_letters.csv",):
+        (tmp_path / "data" / name).write_text((STUDY.parent / "data" / name).read_text())
+    done = subprocess.run(
+        [*BIASIM, "validate", str(study)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert (
+        "bad.yaml:162: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
+        in (done.stderr)
+    )

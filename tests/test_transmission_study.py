@@ -125,6 +125,18 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     }.items():
         row = guesses[(stage, subset)]
         assert abs(row["share"] - truth) < 3.5 * (truth * (1 - truth) / row["n"]) ** 0.5
+    # Tables 8-9's trait types: one row per job and type, both genders, no effect declared.
+    types = pd.read_csv(run_dir / "tables" / "transmission_trait_types.csv")
+    assert list(types.columns[:4]) == ["job", "dominance", "job_status", "trait_type"]
+    assert len(types) == 30 * 3 and set(types["trait_type"]) == {
+        "hireability",
+        "competency",
+        "warmth",
+    }
+    assert (types["n_female"] == AGENTS).all() and (types["n_male"] == AGENTS).all()
+    np.testing.assert_allclose(types["difference"], types["mean_female"] - types["mean_male"])
+    type_effects = pd.DataFrame(summary["type_effects"])
+    assert len(type_effects) == 3 * 2 and type_effects["significant"].sum() <= 1
     tables = {p.name for p in (run_dir / "tables").iterdir()}
     assert {"transmission_hires_by_category.csv", "transmission_predictions.csv"} <= tables
     for figure in ("transmission_hires.png", "transmission_trait_differences.png"):

@@ -65,6 +65,23 @@ class Compared(Strict):
     reference: str = Field(description="The group the other is compared against in scores.")
 
 
+def trait_types_field() -> Any:
+    """The `trait_types` option shared by the letter kinds (Tables 8-9's trait types)."""
+    return Field(
+        default_factory=lambda: {k: list(v) for k, v in traits.TRAIT_TYPES.items()},
+        description="Trait type -> its dimensions, each type scored as their mean per letter "
+        "(Tables 8-9). The default grouping is biasim's assumption: the paper does not list it.",
+    )
+
+
+def check_trait_types(types: dict[str, list[str]], known: list[str], facts: StudyFacts) -> None:
+    """Report a trait type's member that is not one of the scored traits."""
+    for kind, members in types.items():
+        for j, member in enumerate(members):
+            if member not in known:
+                facts.problem(("trait_types", kind, j), f"`{member}` is not one of the traits")
+
+
 class LetterEvaluationSpec(AnalysisSpec):
     """Relative and absolute letter evaluations, per experiment."""
 
@@ -77,6 +94,7 @@ class LetterEvaluationSpec(AnalysisSpec):
         min_length=1, description="Experiment -> what it compares (values of `first_is`)."
     )
     alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
+    trait_types: dict[str, list[str]] = trait_types_field()
 
 
 class LetterEvaluationKind(AnalysisKind):
@@ -121,6 +139,7 @@ class LetterEvaluationKind(AnalysisKind):
                 facts.need_field(
                     spec.absolute.stage, trait, ("absolute", "traits", j), ("absolute",)
                 )
+            check_trait_types(spec.trait_types, spec.absolute.traits, facts)
 
     def compute(
         self, results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext
@@ -182,6 +201,16 @@ class LetterEvaluationKind(AnalysisKind):
             console.print(
                 f"  scores excluded: {total}" + (" (see the exclusions table)" if total else "")
             )
+        if summary.get("trait_type_members"):
+            lost = sum(r["excluded"] for r in summary.get("trait_types_excluded", []))
+            console.print(
+                "  trait types (Tables 8-9) are the mean of their dimensions per letter, grouped "
+                "as biasim assumes: "
+                + "; ".join(
+                    f"{k} = {', '.join(v)}" for k, v in summary["trait_type_members"].items()
+                )
+                + f"; letters without every member score: {lost}"
+            )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         if summary.get("relative"):
@@ -194,6 +223,10 @@ class LetterEvaluationKind(AnalysisKind):
                 summary["effects"], key="effects", title="Effects on each trait (Table 8)"
             )
             section.table(summary["trait_means"], key="trait_means", title="Trait means (Table 6)")
+        if summary.get("trait_types"):
+            section.table(
+                summary["trait_types"], key="trait_types", title="Trait types by job (Table 9)"
+            )
             section.figure(
                 slug(summary.get("name"), "trait_differences"), "Mean score differences per job"
             )
@@ -272,7 +305,8 @@ def _absolute(
     for key, count in failed.items():
         excluded.loc[len(excluded)] = [*key, "(all)", "invalid answer", int(count)]
     means = traits.trait_means(scores, keys)
-    effects, differences = [], []
+    types, types_dropped = traits.type_scores(valid, spec.trait_types, keys)
+    effects, differences, type_rows = [], [], []
     for experiment, compared in spec.compared.items():
         part = scores[scores[spec.by] == experiment] if not scores.empty else scores
         if part.empty:
@@ -281,6 +315,24 @@ def _absolute(
             part, group=FIRST, reference=compared.reference, cluster=spec.cluster, alpha=spec.alpha
         )
         effects.append(fit.assign(**{spec.by: experiment}))
+        typed = types[types[spec.by] == experiment] if not types.empty else types
+        others = sorted(set(typed[FIRST]) - {compared.share_of})
+        if others:
+            # Table 9's rows and Table 8's trait-type rows, for this experiment.
+            type_rows.append(
+                traits.type_table(
+                    typed, [spec.by, spec.cluster], FIRST, compared.share_of, others[0]
+                )
+            )
+            effects.append(
+                traits.group_effects(
+                    typed,
+                    group=FIRST,
+                    reference=compared.reference,
+                    cluster=spec.cluster,
+                    alpha=spec.alpha,
+                ).assign(**{spec.by: experiment, "trait": lambda d: d["trait"] + " traits"})
+            )
         wide = (
             means[means[spec.by] == experiment]
             .pivot_table(index=[spec.cluster, "trait"], columns=FIRST, values="mean")
@@ -304,6 +356,14 @@ def _absolute(
     section.tables[slug(ctx.name, "effects")] = effects_table
     section.tables[slug(ctx.name, "trait_means")] = means
     section.tables[slug(ctx.name, "scores_excluded")] = excluded
+    # One table per experiment: each compares its own two groups (strong/weak, female/male).
+    section.summary["trait_types"] = [r for t in type_rows for r in t.to_dict("records")]
+    section.summary["trait_type_members"] = spec.trait_types
+    section.summary["trait_types_excluded"] = types_dropped.to_dict("records")
+    for table in type_rows:
+        experiment = table[spec.by].iloc[0]
+        section.tables[slug(ctx.name, "trait_types", experiment)] = table
+    section.tables[slug(ctx.name, "trait_types_excluded")] = types_dropped
     if differences:
         diff = pd.concat(differences, ignore_index=True)
         section.tables[slug(ctx.name, "trait_differences")] = diff
