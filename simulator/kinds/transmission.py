@@ -21,6 +21,7 @@ from rich.text import Text
 
 from biasim.analysis import association, traits
 from biasim.analysis.answer_lines import PAIRED
+from biasim.analysis.email_outcomes import names_after_redaction
 from biasim.analysis.parity import wilson_interval
 from biasim.analysis.transmission_figures import plot_item_shares, plot_trait_differences
 
@@ -167,6 +168,12 @@ class TransmissionKind(AnalysisKind):
             )
         for row in summary.get("excluded", []):
             console.print(f"  excluded at {row['stage']}: {row['reason']} {row['count']}")
+        for row in summary.get("redaction_leaks", []):
+            group = next(v for k, v in row.items() if k not in ("stage", "reason", "letters"))
+            console.print(
+                f"  {row['stage']}: {row['letters']} letters by {group} writers keep a name "
+                "after redaction (any writer's name, any case); their comparisons are excluded"
+            )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         for key, title in (
@@ -179,6 +186,7 @@ class TransmissionKind(AnalysisKind):
             ("trait_types", "Trait types by job (Table 9)"),
             ("predictions", "Gender guesses (Table 10)"),
             ("excluded", "Excluded"),
+            ("redaction_leaks", "Letters keeping a name after redaction"),
         ):
             if summary.get(key):
                 section.table(summary[key], key=key, title=title)
@@ -215,10 +223,26 @@ def _relative(
     section: Section,
 ) -> None:
     picks, excluded = [], []
+    stages = {s.name: s for s in ctx.study.stages}
     for stage in spec.relative:
         rows = results[results["stage"] == stage]
         ok = rows["valid"].fillna(False).astype(bool) & rows["selected"].notna()
         excluded.append({"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())})
+        reads = stages[stage].reads
+        if reads is not None and reads.author == "redacted":
+            leaked = _leaks(results, authors, spec, stage, section)
+            shows_leak = pd.Series(
+                [bool(leaked & set(u)) for u in rows["reads"].astype(str).str.split("|")],
+                index=rows.index,
+            )
+            excluded.append(
+                {
+                    "stage": stage,
+                    "reason": "shows a letter that keeps a name after redaction",
+                    "count": int((ok & shows_leak).sum()),
+                }
+            )
+            ok &= ~shows_leak
         rows = rows[ok]
         hired = [
             units[int(label) - 1]
@@ -291,6 +315,36 @@ def _relative(
         measure="hires going to a {positive} applicant",
         interval="95% CI over pairs",
     )
+
+
+def _leaks(
+    results: pd.DataFrame,
+    authors: pd.DataFrame,
+    spec: TransmissionSpec,
+    stage: str,
+    section: Section,
+) -> set[str]:
+    """The letters that still name someone once redacted (any writer's name in the study),
+    counted per group in the summary: a redacted comparison showing one is left out."""
+    writing = results[(results["stage"] == spec.writing) & results["valid"].fillna(False)]
+    own = writing["persona_name"].fillna("").astype(str)
+    found = names_after_redaction(
+        writing["text"].fillna("").astype(str).tolist(),
+        own.tolist(),
+        sorted(set(own) - {""}),
+    )
+    leaked = writing.assign(_found=found)[[bool(f) for f in found]]
+    groups = authors.reindex(leaked["unit_id"])[spec.group].astype(str)
+    for group, count in groups.value_counts().sort_index().items():
+        section.summary.setdefault("redaction_leaks", []).append(
+            {
+                "stage": stage,
+                spec.group: group,
+                "reason": "a name survives redaction",
+                "letters": int(count),
+            }
+        )
+    return set(leaked["unit_id"].astype(str))
 
 
 def _absolute(
