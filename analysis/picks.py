@@ -169,9 +169,8 @@ def share_table(
                 "p_value": exact_test(total, null_distribution(group)),
             }
         )
-    table = pd.DataFrame(rows)
-    if table.empty:
-        return table
+    columns = [*by, "calls", "picks", "positive", "share", "ci_low", "ci_high", "chance"]
+    table = pd.DataFrame(rows, columns=[*columns, "p_value"])
     family = by[:-1]
     if family:
         table["p_adjusted"] = table.groupby(family, sort=False)["p_value"].transform(
@@ -179,21 +178,19 @@ def share_table(
         )
     else:
         table["p_adjusted"] = adjust(table["p_value"].to_numpy(), method)
-    table["deviates"] = table["p_adjusted"] < alpha
+    table["deviates"] = (table["p_adjusted"] < alpha).astype(bool)
     return table
 
 
 def outcome_counts(calls: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Calls per group and outcome (``picked`` or why not): every call is accounted for."""
-    out = calls.groupby([*by, "outcome"], sort=True).size().rename("calls").reset_index()
-    return out
+    return calls.groupby([*by, "outcome"], sort=True).size().rename("calls").reset_index()
 
 
 def compare_categories(
     picks: pd.DataFrame,
     single: pd.DataFrame,
     category: str,
-    positive: str,
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     """Pick-k shares per category beside a one-of-two condition's (supplemental experiment 3
@@ -201,11 +198,10 @@ def compare_categories(
 
     Args:
         picks: :func:`share_table` by ``category``.
-        single: ``analysis.association.category_table`` of the one-of-two condition by
-            ``category`` (columns ``n``, ``n_<positive>``, ``share``; its calls show one item
-            each, so its pairings are independent).
+        single: The one-of-two condition's share of ``positive`` pairings per ``category``
+            (columns ``category``, ``n``, ``share``; its calls show one item each, so its
+            pairings are independent).
         category: The category column.
-        positive: The value counted.
         confidence: Of the interval of the difference.
 
     Returns:

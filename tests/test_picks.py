@@ -125,6 +125,12 @@ def test_share_table_by_hand() -> None:
     assert row["p_value"] == pytest.approx(pmf[pmf <= pmf[9] * (1 + 1e-7)].sum())
 
 
+def test_no_usable_call_gives_an_empty_table_with_its_columns() -> None:
+    calls = _calls([np.nan, np.nan], item="Nurse").assign(outcome=TOO_MANY)
+    table = share_table(calls, ["item"])
+    assert table.empty and {"item", "share", "p_value", "deviates"} <= set(table.columns)
+
+
 def test_the_test_is_calibrated_under_a_null_with_the_studys_structure() -> None:
     # 30 jobs, 20 calls each (600 calls, the study's), eight names shuffled over positions and a
     # model with a strong preference for the first positions and for some names but none for
@@ -158,7 +164,7 @@ def test_comparison_with_one_pick_of_two() -> None:
         {"dominance": ["female"], "calls": [100], "share": [0.8], "ci_high": [0.85]}
     )
     single = pd.DataFrame({"dominance": ["female"], "n": [100], "share": [0.9], "calls": [100]})
-    row = compare_categories(picks, single, "dominance", "female").iloc[0]
+    row = compare_categories(picks, single, "dominance").iloc[0]
     se = np.hypot(0.05 / stats.t.ppf(0.975, 99), np.sqrt(0.9 * 0.1 / 100))
     assert row["difference"] == pytest.approx(-0.1)
     assert row["diff_high"] == pytest.approx(-0.1 + stats.norm.ppf(0.975) * se)

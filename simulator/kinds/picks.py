@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from biasim.analysis import association, picks
+from biasim.analysis.answer_lines import PAIRED
 from biasim.analysis.transmission_figures import plot_item_shares
 
 from ..htmlreport import HtmlSection
@@ -116,17 +117,19 @@ class PicksKind(AnalysisKind):
             )
             section.tables[slug(ctx.name, "categories")] = categories
             summary["categories"] = categories.to_dict("records")
+        if spec.compare_with and keys:
+            summary["note"] = "several models: the comparison with one pick of two is not made"
         if spec.compare_with and spec.category and not keys and len(shares):
             pairs, _ = association.pairing_rows(results[results["stage"] == spec.compare_with], [])
             pairs = pairs.merge(items[["item", spec.category]], on="item", how="left")
-            single = association.category_table(
-                pairs[pairs[spec.category].fillna("") != ""],
-                [spec.category],
-                positive,
-                n_boot=100,
-                seed=ctx.study.seed,
+            paired = pairs[(pairs["outcome"] == PAIRED) & (pairs[spec.category].fillna("") != "")]
+            single = (
+                paired.assign(_hit=paired["value"] == positive)
+                .groupby(spec.category, sort=False)["_hit"]
+                .agg(n="size", share="mean")
+                .reset_index()
             )
-            compared = picks.compare_categories(categories, single, spec.category, positive)
+            compared = picks.compare_categories(categories, single, spec.category)
             section.tables[slug(ctx.name, "comparison")] = compared
             summary["comparison"] = compared.to_dict("records")
             summary["compare_with"] = spec.compare_with
@@ -186,6 +189,8 @@ class PicksKind(AnalysisKind):
                 "  difference = picks minus single (95% interval in the table file); bias = "
                 "|share - 0.5|, bias_change < 0: less biased when picking several"
             )
+        if summary.get("note"):
+            console.print(f"  {summary['note']}")
         counts = {r["outcome"]: r["calls"] for r in summary["outcomes"]}
         console.print(
             f"  calls: {sum(counts.values())}; usable {counts.get(picks.PICKED, 0)}; excluded: "
