@@ -184,6 +184,7 @@ class LLMAgent(mesa.Agent):
             attributes=spec.persona.attributes + self._design_keys(stage),
             shown=shown,
             items=trial.items if trial is not None else (),
+            picks=stage.pairing.picks if stage.pairing is not None else 1,
             **stage.sampling_for(spec.model_label),
         )
 

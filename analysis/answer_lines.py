@@ -104,3 +104,59 @@ def parse_pairings(text: str, items: Sequence[str], targets: Sequence[str]) -> L
 def _names_an_item(key: str, by_key: Mapping[str, str]) -> bool:
     """Whether the line starts with a shown item (``Surgeon - both``, ``Judge: N/A``)."""
     return any(key == k or key.startswith(k + " ") for k in by_key)
+
+
+#: Why a pick-k answer gave no usable pick (checked in this order).
+NAME_NOT_SHOWN = "a name not shown"
+NAME_TWICE = "a name twice"
+TOO_MANY = "more names than asked"
+TOO_FEW = "fewer names than asked"
+PICK_REASONS = (NAME_NOT_SHOWN, NAME_TWICE, TOO_MANY, TOO_FEW)
+
+
+@dataclass(frozen=True)
+class PickParse:
+    """One pick-k answer read: the names picked (in the order written) or why none count.
+
+    Attributes:
+        picked: The ``k`` distinct names picked, or ``()`` when the answer is unusable.
+        reason: ``""`` when usable, else one of ``PICK_REASONS``.
+    """
+
+    picked: tuple[str, ...]
+    reason: str
+
+
+def parse_picks(text: str, shown: Sequence[str], k: int, known: Sequence[str] = ()) -> PickParse:
+    """Read a "pick ``k`` of the following people" answer for one item.
+
+    Every mention of a shown name counts (whole words, any case). An answer is usable only when
+    it mentions exactly ``k`` shown names, each once, and no name of ``known`` (the name lists
+    the targets were drawn from) that was not shown; a name repeated in an explanation makes it
+    unusable too, since which mention is the pick would be a guess.
+
+    Args:
+        text: The model's answer.
+        shown: The names shown.
+        k: How many the prompt asked for.
+        known: Further names the model might answer with (e.g. the whole name lists).
+
+    Returns:
+        The picks, or the first reason in ``PICK_REASONS`` that applies.
+    """
+    cleaned = text.replace("*", "").replace("`", "").replace("_", " ")
+    found: list[tuple[int, str]] = []
+    for name in dict.fromkeys(shown):
+        pattern = rf"(?<![0-9A-Za-z]){re.escape(name)}(?![0-9A-Za-z])"
+        found += [(m.start(), name) for m in re.finditer(pattern, cleaned, re.I)]
+    others = [n for n in dict.fromkeys(known) if n not in set(shown)]
+    if any(
+        re.search(rf"(?<![0-9A-Za-z]){re.escape(n)}(?![0-9A-Za-z])", cleaned, re.I) for n in others
+    ):
+        return PickParse((), NAME_NOT_SHOWN)
+    names = [name for _, name in sorted(found)]
+    if len(set(names)) < len(names):
+        return PickParse((), NAME_TWICE)
+    if len(names) != k:
+        return PickParse((), TOO_MANY if len(names) > k else TOO_FEW)
+    return PickParse(tuple(names), "")

@@ -82,7 +82,13 @@ def _dpd(counts: np.ndarray, entered: np.ndarray) -> np.ndarray:
 class _Pipeline:
     """Validated candidates table: per-row stage and group codes, and the (stage, group) counts."""
 
-    def __init__(self, candidates: pd.DataFrame, stages: Sequence[str], group: str) -> None:
+    def __init__(
+        self,
+        candidates: pd.DataFrame,
+        stages: Sequence[str],
+        group: str,
+        values: Sequence[object] | None = None,
+    ) -> None:
         if isinstance(stages, str) or len(stages) == 0:
             raise ValueError("stages must be a non-empty list of stage names in pipeline order")
         self.stages = list(stages)
@@ -108,15 +114,17 @@ class _Pipeline:
         self.stage = pd.Categorical(candidates[STAGE], categories=self.stages).codes.astype(
             np.int64
         )
-        g, values = pd.factorize(candidates[group], sort=True)
-        self.g, self.values = g.astype(np.int64), values
+        # Groups known from elsewhere (the writers) stay in the tables with 0 entered, also
+        # when none of them reached any stage.
+        self.values = pd.Index(sorted(set(candidates[group]) | set(values or ())))
+        self.g = self.values.get_indexer(candidates[group]).astype(np.int64)
         self.advanced = _as_bool(candidates[ADVANCED], ADVANCED)
         if CLUSTER in candidates.columns:
             self.cluster = candidates[CLUSTER].to_numpy(dtype=object)
         else:
             self.cluster = np.full(len(candidates), None, dtype=object)
         self.candidate = candidates[CANDIDATE].to_numpy()
-        n_s, n_g = len(self.stages), len(values)
+        n_s, n_g = len(self.stages), len(self.values)
         cell = self.stage * n_g + self.g
         self.entered = np.bincount(cell, minlength=n_s * n_g).reshape(n_s, n_g)
         self.passed = np.bincount(cell[self.advanced], minlength=n_s * n_g).reshape(n_s, n_g)
@@ -146,6 +154,7 @@ def stage_table(
     adjust: str = "holm",
     method: str = "auto",
     threshold: float = 0.8,
+    values: Sequence[object] | None = None,
 ) -> pd.DataFrame:
     """Who entered and who advanced at each stage, per group, with a test per stage.
 
@@ -178,6 +187,8 @@ def stage_table(
         adjust: ``holm``, ``bh`` or ``none`` (``analysis.multiple``).
         method: ``"auto"`` (Fisher where it applies) or ``"permutation"`` (always permute).
         threshold: Impact-ratio threshold of the four-fifths rule.
+        values: Group values to report besides those in ``candidates`` (0 entered where
+            absent), e.g. every writer's group when no evaluation of a stage was valid.
 
     Returns:
         One row per (stage, group value), stages in pipeline order and values sorted: ``stage``,
@@ -197,7 +208,7 @@ def stage_table(
         raise ValueError(f"unknown method `{method}`; use auto or permutation")
     if n_permutations < 1:
         raise ValueError("n_permutations must be at least 1")
-    pipe = _Pipeline(candidates, stages, group)
+    pipe = _Pipeline(candidates, stages, group, values)
     rates = pipe.rates()
     n_s, n_g = rates.shape
     streams = np.random.SeedSequence(seed).spawn(n_s)
@@ -354,7 +365,13 @@ def _sample_small_blocks(
     return counts
 
 
-def compounding(candidates: pd.DataFrame, stages: Sequence[str], group: str) -> pd.DataFrame:
+def compounding(
+    candidates: pd.DataFrame,
+    stages: Sequence[str],
+    group: str,
+    *,
+    values: Sequence[object] | None = None,
+) -> pd.DataFrame:
     """The end-to-end impact ratio decomposed into one ratio per stage.
 
     The reference is the group with the highest end-to-end rate (advanced at the last stage
@@ -367,24 +384,49 @@ def compounding(candidates: pd.DataFrame, stages: Sequence[str], group: str) -> 
     has a NaN ratio and contributes no factor to the product (its end-to-end rate is then 0 by
     an earlier stage's ratio of 0 when the table is nested).
 
+    A stage nobody entered although the stage before advanced someone (no valid answer at
+    all) leaves the end-to-end rate undefined -- nobody was read there, which is not the same
+    as nobody advancing -- so the end-to-end
+    rate, its ratio and the product are NaN, ``identity_holds`` is False and ``undefined``
+    names the stage.
+
     Args:
         candidates: One row per candidate per stage entered (see the module docstring).
         stages: The stage names in pipeline order.
         group: The group column.
+        values: Group values to report besides those in ``candidates`` (needed when no
+            candidate entered any stage).
 
     Returns:
         One row per group value, sorted: ``group`` (the column name), ``value``, ``entered``
         (at the first stage), ``advanced`` (at the last), ``end_to_end_rate``, ``reference``
-        (bool), ``end_to_end_ratio``, one ``ratio_<stage>`` per stage, ``product`` (of the stage
-        ratios), ``identity_holds`` (``product`` equals ``end_to_end_ratio`` to ``rtol=1e-12``;
-        both undefined, as when every end-to-end rate is 0, counts as holding) and ``nested``
-        (the same on every row).
+        (bool), ``end_to_end_ratio``, one ``entered_<stage>`` and one ``ratio_<stage>`` per
+        stage, ``product`` (of the stage ratios), ``identity_holds`` (``product`` equals
+        ``end_to_end_ratio`` to ``rtol=1e-12``; both undefined, as when every end-to-end rate
+        is 0, counts as holding), ``nested`` and ``undefined`` (why the decomposition is
+        undefined, empty when it is not; both the same on every row).
+
+    Raises:
+        ValueError: As :func:`stage_table`, or no candidate and no ``values``: no group to
+            report.
     """
-    pipe = _Pipeline(candidates, stages, group)
+    pipe = _Pipeline(candidates, stages, group, values)
+    if len(pipe.values) == 0:
+        raise ValueError(
+            f"no candidate entered any stage and no group values were given for `{group}`"
+        )
     rates = pipe.rates()
+    # Unread: nobody entered although the stage before advanced someone (or it is the first).
+    # A stage after one that advanced nobody is empty by the pipeline, and its 0 is a result.
+    offered = np.concatenate([[1], pipe.passed[:-1].sum(axis=1)])
+    empty = [
+        stage
+        for stage, n, m in zip(pipe.stages, pipe.entered.sum(axis=1), offered, strict=True)
+        if n == 0 and m > 0
+    ]
     first, last = pipe.entered[0], pipe.passed[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        end_to_end = last / first
+        end_to_end = np.full(len(first), np.nan) if empty else last / first
         ref = int(np.nanargmax(end_to_end)) if not np.isnan(end_to_end).all() else 0
         e2e_ratio = end_to_end / end_to_end[ref]
         ratios = rates / rates[:, [ref]]
@@ -400,13 +442,16 @@ def compounding(candidates: pd.DataFrame, stages: Sequence[str], group: str) -> 
         }
     )
     for s, stage in enumerate(pipe.stages):
+        out[f"entered_{stage}"] = pipe.entered[s]
+    for s, stage in enumerate(pipe.stages):
         out[f"ratio_{stage}"] = ratios[s]
     factors = np.where(pipe.entered == 0, 1.0, ratios)
-    out["product"] = np.prod(factors, axis=0)
-    out["identity_holds"] = np.isclose(
+    out["product"] = np.nan if empty else np.prod(factors, axis=0)
+    out["identity_holds"] = (not empty) & np.isclose(
         out["product"], e2e_ratio, rtol=1e-12, atol=0.0, equal_nan=True
     )
     out["nested"] = pipe.nested()
+    out["undefined"] = "; ".join(f"no valid answer at stage `{s}` (0 entered)" for s in empty)
     return out
 
 

@@ -13,6 +13,11 @@ beta mixed model, so each trait gets two fits, both reported:
 
 Scores are mapped into (0, 1) by ``y = (score - 1) / 99`` and Smithson & Verkuilen's (2006)
 squeeze ``(y (n - 1) + 0.5) / n`` (n = scores in the fit), since a beta model cannot take 0 or 1.
+
+The paper also reports three trait types (hireability, competency, warmth; Tables 8-9) without
+saying which dimensions form each: :data:`TRAIT_TYPES` is biasim's grouping, and a type's score
+is the mean of its dimensions per evaluation (one score per letter, not its dimensions stacked,
+which would count one letter several times), fitted by the same two models.
 """
 
 from __future__ import annotations
@@ -42,10 +47,26 @@ DIMENSIONS = (
     "promoted",
     "salary",
 )
+#: The paper's three trait types (section 5, Tables 8-9) as means of dimensions. The paper does
+#: not say which dimensions form each type: this grouping is biasim's assumption.
+TRAIT_TYPES: dict[str, tuple[str, ...]] = {
+    "hireability": ("hireability", "promoted", "salary"),
+    "competency": (
+        "confidence",
+        "work_ethic",
+        "ambition",
+        "problem_solving",
+        "competency",
+        "creativity",
+    ),
+    "warmth": ("trustworthiness", "friendliness", "teamwork", "communication"),
+}
 #: Why a trait score was excluded.
 MISSING = "missing dimension"
 NOT_A_NUMBER = "not a number"
 OUT_OF_RANGE = "outside 1-100"
+#: Why a trait type's score was not formed for an evaluation.
+MEMBER_EXCLUDED = "a member score excluded"
 
 
 def long_scores(
@@ -91,6 +112,84 @@ def long_scores(
         .reset_index(name="excluded")
     )
     return scores, excluded
+
+
+def type_scores(
+    frame: pd.DataFrame,
+    types: dict[str, Sequence[str]],
+    keys: Sequence[str],
+    *,
+    low: int = 1,
+    high: int = 100,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per evaluation and trait type: the mean of the type's dimensions.
+
+    An evaluation gets a type's score only when every member dimension has a usable score (see
+    :func:`long_scores`); otherwise it is counted, since a mean over fewer dimensions would
+    measure something else.
+
+    Args:
+        frame: One row per evaluation, a column per trait.
+        types: Trait type -> its member dimensions (e.g. :data:`TRAIT_TYPES`).
+        keys: Columns kept (e.g. ``job``, ``gender``); exclusions are counted by them.
+        low: Lowest valid score.
+        high: Highest valid score.
+
+    Returns:
+        ``(scores, excluded)`` as :func:`long_scores`, with the type's name as ``trait`` and
+        the reason ``a member score excluded``.
+    """
+    keys = list(keys)
+    rows = frame.reset_index(drop=True).assign(_row=lambda d: np.arange(len(d)))
+    kept, dropped = [], []
+    for name, members in types.items():
+        scores, _ = long_scores(rows, members, ["_row"], low=low, high=high)
+        counts = scores.groupby("_row")["score"].agg(["mean", "size"])
+        whole = counts[counts["size"] == len(members)]
+        ok = rows["_row"].isin(whole.index)
+        kept.append(
+            rows.loc[ok, keys].assign(
+                trait=name, score=whole["mean"].reindex(rows["_row"][ok]).to_numpy()
+            )
+        )
+        dropped.append(rows.loc[~ok, keys].assign(trait=name, reason=MEMBER_EXCLUDED))
+    excluded = (
+        pd.concat(dropped, ignore_index=True)
+        .groupby([*keys, "trait", "reason"], observed=True)
+        .size()
+        .reset_index(name="excluded")
+    )
+    return pd.concat(kept, ignore_index=True), excluded
+
+
+def type_table(
+    scores: pd.DataFrame, by: Sequence[str], group: str, first: str, second: str
+) -> pd.DataFrame:
+    """The paper's Table 9: per ``by`` (job, dominance, status) and trait type, each group's
+    mean (SD) and the difference ``first`` minus ``second`` (the paper's female minus male).
+
+    Args:
+        scores: From :func:`type_scores`, with ``by`` and ``group`` among its columns.
+        by: Columns describing the rows (the job and its attributes).
+        group: The column of the two groups.
+        first: The group subtracted from.
+        second: The group subtracted.
+
+    Returns:
+        ``by``, ``trait_type``, ``n_<g>``, ``mean_<g>``, ``sd_<g>`` for both groups and
+        ``difference``.
+    """
+    stats_ = trait_means(scores, [*by, group])
+    wide = stats_.pivot_table(
+        index=[*by, "trait"], columns=group, values=["n", "mean", "sd"], observed=True
+    )
+    out = pd.DataFrame(index=wide.index)
+    for g in (first, second):
+        for stat in ("n", "mean", "sd"):
+            out[f"{stat}_{g}"] = wide[(stat, g)] if (stat, g) in wide.columns else np.nan
+        out[f"n_{g}"] = out[f"n_{g}"].fillna(0).astype(int)
+    out["difference"] = out[f"mean_{first}"] - out[f"mean_{second}"]
+    return out.reset_index().rename(columns={"trait": "trait_type"})
 
 
 def trait_means(scores: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from biasim.analysis.email_outcomes import redact_names
+
 from .design import AgentSpec
 from .populations import ReadsConfig
 
@@ -162,8 +164,10 @@ def show(
     persona = document.author.persona
     own = persona.name
     if redact:
-        # The label a template prints is the withheld marker, never "None".
-        return Shown(document, REDACTED, (), _replace_name(document.text, own, REDACTED))
+        # The label a template prints is the withheld marker, never "None". The name goes in
+        # any case ("EMILY", "emily's"), as the analyses that check redaction assume.
+        text = redact_names([document.text], [own], REDACTED)[0] if own else document.text
+        return Shown(document, REDACTED, (), text)
     if attributes is None:
         return Shown(document, own, persona.attributes, document.text, variant)
     text = _replace_name(document.text, own, name) if name else document.text

@@ -591,3 +591,39 @@ def test_permutation_test_scales_to_large_pipelines():
     table = stage_table(frame, ["screen"], "race", n_permutations=2000)
     assert time.perf_counter() - start < 20
     assert table["test"].iloc[0] == "permutation_within_pool"
+
+
+def test_compounding_reports_a_stage_without_any_valid_answer():
+    # Every evaluation of stage s2 failed: nobody entered it. The end-to-end rate is not 0
+    # (nobody was read, not nobody hired), so the decomposition is undefined, and says why.
+    rows = [
+        ("a1", "s1", "A", True, None),
+        ("a2", "s1", "A", False, None),
+        ("b1", "s1", "B", True, None),
+        ("b2", "s1", "B", False, None),
+    ]
+    out = compounding(_frame(rows), ["s1", "s2"], "race").set_index("value")
+    assert list(out["entered_s1"]) == [2, 2] and list(out["entered_s2"]) == [0, 0]
+    assert out["end_to_end_rate"].isna().all() and out["product"].isna().all()
+    assert not out["identity_holds"].any()
+    assert (out["undefined"] == "no valid answer at stage `s2` (0 entered)").all()
+    # A first stage nobody entered made the end-to-end rate infinite (1 hired / 0 entered).
+    late = _frame([("a1", "s2", "A", True, None), ("b1", "s2", "B", False, None)])
+    out = compounding(late, ["s1", "s2"], "race").set_index("value")
+    assert out["end_to_end_rate"].isna().all()
+    assert (out["undefined"] == "no valid answer at stage `s1` (0 entered)").all()
+    defined = compounding(_frame(rows), ["s1"], "race")
+    assert (defined["undefined"] == "").all() and defined["identity_holds"].all()
+
+
+def test_compounding_with_no_valid_answer_anywhere_keeps_every_group():
+    nothing = _frame([])
+    out = compounding(nothing, ["s1", "s2"], "race", values=["A", "B"])
+    assert list(out["value"]) == ["A", "B"]
+    assert (out[["entered_s1", "entered_s2"]] == 0).all().all()
+    # s2 was never offered anyone: the reason is the first stage, where reading broke down.
+    assert (out["undefined"] == "no valid answer at stage `s1` (0 entered)").all()
+    table = stage_table(nothing, ["s1", "s2"], "race", values=["A", "B"])
+    assert len(table) == 4 and (table["entered"] == 0).all() and table["rate"].isna().all()
+    with pytest.raises(ValueError, match="no group values"):
+        compounding(nothing, ["s1"], "race")

@@ -154,6 +154,27 @@ def test_documents_that_were_not_written_are_excluded_and_counted(tmp_path: Path
     assert screened + left_over == 64 - skipped  # every written letter is accounted for
 
 
+def test_a_stage_without_any_valid_answer_is_reported_not_dropped(tmp_path: Path, cli) -> None:
+    # Every manager call fails: the offer stage has no valid answer at all. The run still
+    # reports every group at every stage, counts the failures, and says why the end-to-end
+    # ratio is undefined instead of crashing or calling it 0.
+    data = pipeline_studies.study()
+    data["roles"]["manager"]["options"] = {"fail_rate": 1.0}
+    out, printed = run(cli, tmp_path, data)
+    summary = json.loads((out / "summary.json").read_text())["analyses"][0]
+    failed = [e for e in summary["exclusions"] if e["stage"] == "offer"]
+    assert failed and failed[0]["reason"] == "in an evaluation that failed"
+    for group, values in (("race", {"Black", "White"}), ("gender", {"female", "male"})):
+        stages = pd.DataFrame(summary["by_group"][group]["stages"])
+        offer = stages[stages["stage"] == "offer"]
+        assert set(offer["value"]) == values and (offer["entered"] == 0).all()
+        compound = pd.DataFrame(summary["by_group"][group]["compounding"])
+        assert set(compound["value"]) == values
+        assert (compound["undefined"] == "no valid answer at stage `offer` (0 entered)").all()
+        assert compound["end_to_end_ratio"].isna().all()
+    assert "end-to-end ratio undefined: no valid answer at stage `offer`" in printed
+
+
 def test_counterfactual_readings_give_statsmodels_mcnemar(tmp_path: Path, cli) -> None:
     data = pipeline_studies.study()
     data["roles"]["screener"]["synthetic"] = {

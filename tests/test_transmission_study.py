@@ -5,6 +5,7 @@ names), and a synthetic run recovering no outcome bias and the declared gender g
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pandas as pd
 import pytest
 
 from biasim.analysis.association import consistent_pair_test
+from biasim.analysis.email_outcomes import names_after_redaction
 from biasim.scenarios import builtin_path
 
 STUDY = builtin_path("bias_transmission_pipeline")
@@ -125,6 +127,18 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     }.items():
         row = guesses[(stage, subset)]
         assert abs(row["share"] - truth) < 3.5 * (truth * (1 - truth) / row["n"]) ** 0.5
+    # Tables 8-9's trait types: one row per job and type, both genders, no effect declared.
+    types = pd.read_csv(run_dir / "tables" / "transmission_trait_types.csv")
+    assert list(types.columns[:4]) == ["job", "dominance", "job_status", "trait_type"]
+    assert len(types) == 30 * 3 and set(types["trait_type"]) == {
+        "hireability",
+        "competency",
+        "warmth",
+    }
+    assert (types["n_female"] == AGENTS).all() and (types["n_male"] == AGENTS).all()
+    np.testing.assert_allclose(types["difference"], types["mean_female"] - types["mean_male"])
+    type_effects = pd.DataFrame(summary["type_effects"])
+    assert len(type_effects) == 3 * 2 and type_effects["significant"].sum() <= 1
     tables = {p.name for p in (run_dir / "tables").iterdir()}
     assert {"transmission_hires_by_category.csv", "transmission_predictions.csv"} <= tables
     for figure in ("transmission_hires.png", "transmission_trait_differences.png"):
@@ -155,6 +169,71 @@ def test_readers_that_never_answer_are_counted_not_fatal(tmp_path: Path) -> None
     assert excluded[("relative", "no valid answer")] == 60  # 30 pairs in both orders
     assert excluded[("absolute", "no valid answer")] == 60
     assert sum(r["n"] for r in summary["predictions"] if r["subset"] == "all jobs") == 120
+
+
+def test_names_left_after_redaction_are_found_in_any_case() -> None:
+    letters = [
+        "Thanks, EMILY. emily's portfolio is attached.",  # her own name, in any case: gone
+        "My reference, Jacob Smith, can confirm it. Thanks, Emily",  # another writer's name
+        "Jacobson & Co. trained me. Thanks, Emily",  # a longer word is not the name
+    ]
+    found = names_after_redaction(letters, ["Emily"] * 3, ["Emily", "Jacob", "Ashley"])
+    assert found == [(), ("Jacob",), ()]
+
+
+def test_letters_that_keep_a_name_after_redaction_are_counted_and_excluded(tmp_path: Path) -> None:
+    # Adversarial letters: a third names "Michael" as a reference. Redaction removes only the
+    # writer's own name, so every such letter not written by a Michael still names someone.
+    study = tmp_path / "leaky.yaml"
+    study.write_text(
+        f"extends: {STUDY}\n"
+        "name: leaky\n"
+        "roles:\n"
+        "  writer:\n"
+        "    backend: synthetic\n"
+        "    synthetic:\n"
+        "      text: {default: {'A plain letter.': 0.67, 'My reference Michael agrees.': 0.33}}\n"
+        "design:\n  agents_per_value: 4\n"
+    )
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [*BIASIM, "run", str(study), "--backend", "synthetic", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    results = pd.read_parquet(out / "results.parquet")
+    letters = results[results["stage"] == "apply"]
+    leaky = letters[
+        letters["text"].str.contains("Michael") & (letters["persona_name"] != "Michael")
+    ]
+    assert 0 < len(leaky) < len(letters) and (letters["persona_name"] == "Michael").any()
+    summary = json.loads((out / "summary.json").read_text())["analyses"][0]
+    counted = {r["gender"]: r["letters"] for r in summary["redaction_leaks"]}
+    assert counted == leaky["gender"].value_counts().to_dict()
+    redacted = results[results["stage"] == "relative_redacted"]
+    shows = redacted["reads"].str.split("|").map(lambda u: bool(set(u) & set(leaky["unit_id"])))
+    excluded = {(e["stage"], e["reason"]): e["count"] for e in summary["excluded"]}
+    reason = "shows a letter that keeps a name after redaction"
+    assert excluded[("relative_redacted", reason)] == shows.sum() > 0
+    decided = {
+        r["stage"]: r["n"] for r in summary["hires_by_category"] if r["dominance"] == "female"
+    }
+    dominance = letters.set_index("unit_id")["dominance"]
+    female_jobs = redacted["reads"].str.split("|").str[0].map(dominance) == "female"
+    assert decided["relative_redacted"] == (female_jobs & ~shows).sum()
+    assert decided["relative"] == female_jobs.sum()  # the named comparisons lose nothing
+    assert "keep a name after redaction" in done.stdout
+    # What the reader saw: a letter of Michael's own names nobody once redacted.
+    own = letters[letters["text"].str.contains("Michael") & (letters["persona_name"] == "Michael")]
+    unit = own["unit_id"].iloc[0]
+    seen = redacted[redacted["reads"].str.split("|").map(lambda u: unit in u)]
+    with sqlite3.connect(out / "calls.sqlite") as conn:
+        (request,) = conn.execute(
+            "SELECT request FROM calls WHERE unit_id = ?", (seen["unit_id"].iloc[0],)
+        ).fetchone()
+    assert "My reference [name withheld] agrees." in json.loads(request)["messages"][-1]["content"]
 
 
 @pytest.mark.model

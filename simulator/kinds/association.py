@@ -70,6 +70,9 @@ class AssociationKind(AnalysisKind):
         if stage.pairing is None:
             facts.problem(("stage",), f"stage `{spec.stage}` has no `pairing`")
             return
+        if stage.pairing.picks > 1:
+            facts.problem(("stage",), f"stage `{spec.stage}` picks several: use kind `picks`")
+            return
         if spec.by is not None and spec.by not in facts.config.design.factors:
             facts.problem(("by",), f"`{spec.by}` is not a design factor")
         values = stage.pairing.targets.values

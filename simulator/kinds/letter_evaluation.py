@@ -5,7 +5,9 @@ A relative evaluation shows two letters and the reader hires Applicant 1 or 2; t
 what each shown letter is (``first_is``, ``second_is``: strong / weak, male / female), so the
 kind reports per experiment the share of hires going to one of them (e.g. the strong letter, or
 the woman's) with the exact test against 0.5, per job and overall, and the share going to
-Applicant 1 (the position effect). An absolute evaluation scores one letter on the 13 dimensions;
+Applicant 1 (the position effect). With a third answer, "both equally qualified" (supplemental
+experiment 8), how often it was given is reported per experiment and job beside the share among
+the decided pairs. An absolute evaluation scores one letter on the 13 dimensions;
 the kind reports per job the means and SDs by what the letter is (Table 6), the effect of that
 on each trait (beta regression with job fixed effects and a Gaussian mixed model on the logit,
 Table 8) at the paper's alpha, and scores excluded by reason.
@@ -23,6 +25,7 @@ from rich.text import Text
 
 from biasim.analysis import association, traits
 from biasim.analysis.answer_lines import PAIRED
+from biasim.analysis.parity import wilson_interval
 from biasim.analysis.transmission_figures import plot_trait_differences
 
 from ..fields import Strict
@@ -38,6 +41,12 @@ class RelativeSpec(Strict):
 
     stage: str
     field: str = Field("hire", description="Choice field answering `1` or `2`.")
+    tie: str | None = Field(
+        None,
+        description='A third choice of `field` meaning "both equally qualified" '
+        "(supplemental experiment 8): counted as an outcome of its own, neither a hire nor "
+        "an exclusion.",
+    )
 
 
 class AbsoluteSpec(Strict):
@@ -56,6 +65,23 @@ class Compared(Strict):
     reference: str = Field(description="The group the other is compared against in scores.")
 
 
+def trait_types_field() -> Any:
+    """The `trait_types` option shared by the letter kinds (Tables 8-9's trait types)."""
+    return Field(
+        default_factory=lambda: {k: list(v) for k, v in traits.TRAIT_TYPES.items()},
+        description="Trait type -> its dimensions, each type scored as their mean per letter "
+        "(Tables 8-9). The default grouping is biasim's assumption: the paper does not list it.",
+    )
+
+
+def check_trait_types(types: dict[str, list[str]], known: list[str], facts: StudyFacts) -> None:
+    """Report a trait type's member that is not one of the scored traits."""
+    for kind, members in types.items():
+        for j, member in enumerate(members):
+            if member not in known:
+                facts.problem(("trait_types", kind, j), f"`{member}` is not one of the traits")
+
+
 class LetterEvaluationSpec(AnalysisSpec):
     """Relative and absolute letter evaluations, per experiment."""
 
@@ -68,6 +94,7 @@ class LetterEvaluationSpec(AnalysisSpec):
         min_length=1, description="Experiment -> what it compares (values of `first_is`)."
     )
     alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
+    trait_types: dict[str, list[str]] = trait_types_field()
 
 
 class LetterEvaluationKind(AnalysisKind):
@@ -101,11 +128,18 @@ class LetterEvaluationKind(AnalysisKind):
             facts.need_field(
                 spec.relative.stage, spec.relative.field, ("relative", "field"), ("relative",)
             )
+            answer = facts.stage_fields.get(spec.relative.stage, {}).get(spec.relative.field)
+            tie = spec.relative.tie
+            if tie is not None and answer is not None and tie not in (answer.choices or []):
+                facts.problem(
+                    ("relative", "tie"), f"`{tie}` is not a choice of `{spec.relative.field}`"
+                )
         if spec.absolute is not None:
             for j, trait in enumerate(spec.absolute.traits):
                 facts.need_field(
                     spec.absolute.stage, trait, ("absolute", "traits", j), ("absolute",)
                 )
+            check_trait_types(spec.trait_types, spec.absolute.traits, facts)
 
     def compute(
         self, results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext
@@ -127,6 +161,13 @@ class LetterEvaluationKind(AnalysisKind):
                 f"{row['p_value']:.3g} vs 0.5); Applicant 1 hired in {row['first_share']:.3f} "
                 f"(p = {row['first_p']:.3g}); excluded {row['excluded']}"
             )
+            if "ties" in row:
+                console.print(
+                    f'  {row[summary["by"]]}: "equally qualified" in {row["ties"]} of '
+                    f"{row['ties'] + row['n']} valid answers ({row['tie_share']:.3f}, 95% CI "
+                    f"{row['tie_low']:.3f}-{row['tie_high']:.3f}); the share above is of the "
+                    f"{row['n']} decided"
+                )
         if summary.get("effects"):
             console.print(
                 f"  effects on each trait's logit (alpha {summary['alpha']}): "
@@ -160,6 +201,16 @@ class LetterEvaluationKind(AnalysisKind):
             console.print(
                 f"  scores excluded: {total}" + (" (see the exclusions table)" if total else "")
             )
+        if summary.get("trait_type_members"):
+            lost = sum(r["excluded"] for r in summary.get("trait_types_excluded", []))
+            console.print(
+                "  trait types (Tables 8-9) are the mean of their dimensions per letter, grouped "
+                "as biasim assumes: "
+                + "; ".join(
+                    f"{k} = {', '.join(v)}" for k, v in summary["trait_type_members"].items()
+                )
+                + f"; letters without every member score: {lost}"
+            )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         if summary.get("relative"):
@@ -172,6 +223,10 @@ class LetterEvaluationKind(AnalysisKind):
                 summary["effects"], key="effects", title="Effects on each trait (Table 8)"
             )
             section.table(summary["trait_means"], key="trait_means", title="Trait means (Table 6)")
+        if summary.get("trait_types"):
+            section.table(
+                summary["trait_types"], key="trait_types", title="Trait types by job (Table 9)"
+            )
             section.figure(
                 slug(summary.get("name"), "trait_differences"), "Mean score differences per job"
             )
@@ -188,6 +243,7 @@ def _relative(
     rows = results[results["stage"] == spec.relative.stage]
     field = spec.relative.field
     answered = rows["valid"].astype(bool) & rows[field].isin(["1", "2"])
+    tied = rows["valid"].astype(bool) & (rows[field] == spec.relative.tie)
     chosen = np.where(rows[field] == "1", rows[FIRST], rows[SECOND])
     table = rows.assign(
         value=chosen, first=np.where(rows[field] == "1", "first", "second"), outcome=PAIRED
@@ -205,12 +261,20 @@ def _relative(
             part, [spec.by, spec.cluster], compared.share_of, alpha=spec.alpha, method="holm"
         )
         record = share.iloc[0].to_dict()
+        here = rows[spec.by] == experiment
         record.update(
             share_of=compared.share_of,
             first_share=float(first["share"].iloc[0]),
             first_p=float(first["p_value"].iloc[0]),
-            excluded=int((~answered[rows[spec.by] == experiment]).sum()),
+            excluded=int((~answered[here] & ~tied[here]).sum()),
         )
+        if spec.relative.tie is not None:
+            # The third answer is a result, reported beside the decided pairs' share.
+            counts = np.array([tied[here].sum()]), np.array([answered[here].sum()])
+            record.update({k: v[0].item() for k, v in _ties(*counts).items()})
+            ties = rows[here & tied].groupby(spec.cluster).size()
+            jobs = jobs.assign(ties=jobs[spec.cluster].map(ties).fillna(0).astype(int))
+            jobs = jobs.assign(**_ties(jobs["ties"].to_numpy(), jobs["n"].to_numpy()))
         overall.append(record)
         by_job.append(jobs.assign(share_of=compared.share_of))
     section.summary["relative"] = overall
@@ -218,6 +282,15 @@ def _relative(
     section.summary["relative_by_job"] = jobs_table.to_dict("records")
     section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
     section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+
+
+def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:
+    """How often "equally qualified" was answered among valid answers, with its Wilson interval."""
+    valid = ties + decided
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low, high = wilson_interval(ties, valid)
+        share = ties / valid
+    return {"ties": ties, "tie_share": share, "tie_low": low, "tie_high": high}
 
 
 def _absolute(
@@ -232,7 +305,8 @@ def _absolute(
     for key, count in failed.items():
         excluded.loc[len(excluded)] = [*key, "(all)", "invalid answer", int(count)]
     means = traits.trait_means(scores, keys)
-    effects, differences = [], []
+    types, types_dropped = traits.type_scores(valid, spec.trait_types, keys)
+    effects, differences, type_rows = [], [], []
     for experiment, compared in spec.compared.items():
         part = scores[scores[spec.by] == experiment] if not scores.empty else scores
         if part.empty:
@@ -241,6 +315,24 @@ def _absolute(
             part, group=FIRST, reference=compared.reference, cluster=spec.cluster, alpha=spec.alpha
         )
         effects.append(fit.assign(**{spec.by: experiment}))
+        typed = types[types[spec.by] == experiment] if not types.empty else types
+        others = sorted(set(typed[FIRST]) - {compared.share_of})
+        if others:
+            # Table 9's rows and Table 8's trait-type rows, for this experiment.
+            type_rows.append(
+                traits.type_table(
+                    typed, [spec.by, spec.cluster], FIRST, compared.share_of, others[0]
+                )
+            )
+            effects.append(
+                traits.group_effects(
+                    typed,
+                    group=FIRST,
+                    reference=compared.reference,
+                    cluster=spec.cluster,
+                    alpha=spec.alpha,
+                ).assign(**{spec.by: experiment, "trait": lambda d: d["trait"] + " traits"})
+            )
         wide = (
             means[means[spec.by] == experiment]
             .pivot_table(index=[spec.cluster, "trait"], columns=FIRST, values="mean")
@@ -264,6 +356,14 @@ def _absolute(
     section.tables[slug(ctx.name, "effects")] = effects_table
     section.tables[slug(ctx.name, "trait_means")] = means
     section.tables[slug(ctx.name, "scores_excluded")] = excluded
+    # One table per experiment: each compares its own two groups (strong/weak, female/male).
+    section.summary["trait_types"] = [r for t in type_rows for r in t.to_dict("records")]
+    section.summary["trait_type_members"] = spec.trait_types
+    section.summary["trait_types_excluded"] = types_dropped.to_dict("records")
+    for table in type_rows:
+        experiment = table[spec.by].iloc[0]
+        section.tables[slug(ctx.name, "trait_types", experiment)] = table
+    section.tables[slug(ctx.name, "trait_types_excluded")] = types_dropped
     if differences:
         diff = pd.concat(differences, ignore_index=True)
         section.tables[slug(ctx.name, "trait_differences")] = diff

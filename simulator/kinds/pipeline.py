@@ -117,6 +117,8 @@ class PipelineKind(AnalysisKind):
         )
         by_group: dict[str, Any] = {}
         for group in spec.groups if chain else []:
+            # Every writer's group is reported, also where no evaluation of a stage was valid.
+            known = sorted(set(authors[group]))
             table = pipeline.stage_table(
                 candidates,
                 chain,
@@ -124,6 +126,7 @@ class PipelineKind(AnalysisKind):
                 n_permutations=spec.n_permutations,
                 seed=ctx.study.seed,
                 adjust=spec.adjust,
+                values=known,
             )
             entered = table["entered"].to_numpy()
             # A group nobody of which reached a stage has no rate and no interval there.
@@ -132,7 +135,7 @@ class PipelineKind(AnalysisKind):
             low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
             table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
             table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
-            compound = pipeline.compounding(candidates, chain, group)
+            compound = pipeline.compounding(candidates, chain, group, values=known)
             section.tables[slug(ctx.name, "stages", group)] = table
             section.tables[slug(ctx.name, "compounding", group)] = compound
             section.figures[slug(ctx.name, "funnel", group)] = figures.plot_funnel(
@@ -225,12 +228,18 @@ class PipelineKind(AnalysisKind):
                     *[fmt(row[c]) for c in stage_cols],
                     fmt(row["product"]),
                     fmt(row["end_to_end_ratio"]),
-                    "holds" if row["identity_holds"] else "FAILS",
+                    "undefined"
+                    if row["undefined"]
+                    else ("holds" if row["identity_holds"] else "FAILS"),
                 )
             console.print(compound)
-            console.print(
-                "  " + " x ".join(f"{s}" for s in summary["stages"]) + " = end-to-end, exactly"
-            )
+            undefined = parts["compounding"][0]["undefined"] if parts["compounding"] else ""
+            if undefined:
+                console.print(f"  end-to-end ratio undefined: {undefined}")
+            else:
+                console.print(
+                    "  " + " x ".join(f"{s}" for s in summary["stages"]) + " = end-to-end, exactly"
+                )
         for row in summary.get("position_effect", []):
             console.print(
                 f"  position effect at {row['stage']}: the first shown was picked in "
@@ -308,6 +317,7 @@ class PipelineKind(AnalysisKind):
                     Column("product", "product", ".3f"),
                     Column("end_to_end_ratio", "end-to-end ratio", ".3f"),
                     Column("identity_holds", "identity", "text"),
+                    Column("undefined", "undefined because", "text"),
                 ],
                 note=_COMPOUND_NOTE,
             )

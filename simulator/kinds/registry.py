@@ -25,6 +25,7 @@ _BUILTIN: dict[str, str] = {
     "letters": "biasim.simulator.kinds.letters:LettersKind",
     "prism": "biasim.simulator.kinds.prism:PrismKind",
     "association": "biasim.simulator.kinds.association:AssociationKind",
+    "picks": "biasim.simulator.kinds.picks:PicksKind",
     "letter_evaluation": "biasim.simulator.kinds.letter_evaluation:LetterEvaluationKind",
     "transmission": "biasim.simulator.kinds.transmission:TransmissionKind",
 }

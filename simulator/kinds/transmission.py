@@ -21,11 +21,13 @@ from rich.text import Text
 
 from biasim.analysis import association, traits
 from biasim.analysis.answer_lines import PAIRED
+from biasim.analysis.email_outcomes import names_after_redaction
 from biasim.analysis.parity import wilson_interval
 from biasim.analysis.transmission_figures import plot_item_shares, plot_trait_differences
 
 from ..htmlreport import HtmlSection
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from .letter_evaluation import check_trait_types, trait_types_field
 
 
 class TransmissionSpec(AnalysisSpec):
@@ -43,6 +45,12 @@ class TransmissionSpec(AnalysisSpec):
     relative: list[str] = Field(default_factory=list, description="Pair reading stages.")
     absolute: str | None = Field(None, description="A single reading stage with the scores.")
     traits: list[str] = Field(default_factory=lambda: list(traits.DIMENSIONS))
+    trait_types: dict[str, list[str]] = trait_types_field()
+    describe: list[str] = Field(
+        default_factory=list,
+        description="Further recorded variables shown per job in the trait-type table "
+        "(e.g. `job_status`).",
+    )
     predictions: dict[str, str] = Field(
         default_factory=dict, description="Single reading stage -> its guessed-gender field."
     )
@@ -63,9 +71,12 @@ class TransmissionKind(AnalysisKind):
         facts.need_stage(spec.writing, ("writing",))
         facts.need_axes([spec.group], ("group",))
         recorded = set(facts.config.design.record)
-        for path, name in ((("category",), spec.category), (("cluster",), spec.cluster)):
+        named = [(("category",), spec.category), (("cluster",), spec.cluster)]
+        named += [(("describe", j), c) for j, c in enumerate(spec.describe)]
+        for path, name in named:
             if name is not None and name not in recorded:
                 facts.problem(path, f"`{name}` is not a recorded variable (design.record)")
+        check_trait_types(spec.trait_types, spec.traits, facts)
         for j, name in enumerate(spec.relative):
             stage = stages.get(name)
             if stage is None or stage.reads is None or stage.reads.matching != "pair":
@@ -131,10 +142,24 @@ class TransmissionKind(AnalysisKind):
                     f"   {mark} {row['trait']:<16} {row['term']} vs {row['reference']}: "
                     f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g})"
                 )
+        for row in summary.get("type_effects", []):
+            if row["model"] == "beta_job_fixed":
+                mark = "*" if row["significant"] else " "
+                console.print(
+                    f"   {mark} {row['trait'] + ' traits':<16} {row['term']} vs "
+                    f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
+                    f"p {row['p_value']:.3g})"
+                )
         if effects:
             console.print(
                 "  (beta regression with job fixed effects; the Gaussian mixed model on the "
-                "logit is in the effects table)"
+                "logit is in the effects tables; a trait type is the mean of its dimensions "
+                "per letter, grouped as biasim assumes: "
+                + "; ".join(
+                    f"{k} = {', '.join(v)}"
+                    for k, v in summary.get("trait_type_members", {}).items()
+                )
+                + ")"
             )
         for row in summary.get("predictions", []):
             console.print(
@@ -143,6 +168,12 @@ class TransmissionKind(AnalysisKind):
             )
         for row in summary.get("excluded", []):
             console.print(f"  excluded at {row['stage']}: {row['reason']} {row['count']}")
+        for row in summary.get("redaction_leaks", []):
+            group = next(v for k, v in row.items() if k not in ("stage", "reason", "letters"))
+            console.print(
+                f"  {row['stage']}: {row['letters']} letters by {group} writers keep a name "
+                "after redaction (any writer's name, any case); their comparisons are excluded"
+            )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         for key, title in (
@@ -151,8 +182,11 @@ class TransmissionKind(AnalysisKind):
             ("position", "Position effect"),
             ("effects", "Effects on each trait (Table 8)"),
             ("trait_means", "Trait means by job (Table 6)"),
+            ("type_effects", "Effects on each trait type (Table 8)"),
+            ("trait_types", "Trait types by job (Table 9)"),
             ("predictions", "Gender guesses (Table 10)"),
             ("excluded", "Excluded"),
+            ("redaction_leaks", "Letters keeping a name after redaction"),
         ):
             if summary.get(key):
                 section.table(summary[key], key=key, title=title)
@@ -165,6 +199,7 @@ def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
     """One row per letter: its unit id, whether it was written, its writer's group and job."""
     rows = results[results["stage"] == spec.writing]
     columns = [spec.group, spec.cluster, *([spec.category] if spec.category else [])]
+    columns += [c for c in spec.describe if c not in columns]
     authors = rows[["unit_id", *columns]].copy()
     authors["valid"] = rows["valid"].fillna(False).astype(bool).to_numpy()
     return authors.set_index("unit_id")
@@ -188,10 +223,26 @@ def _relative(
     section: Section,
 ) -> None:
     picks, excluded = [], []
+    stages = {s.name: s for s in ctx.study.stages}
     for stage in spec.relative:
         rows = results[results["stage"] == stage]
         ok = rows["valid"].fillna(False).astype(bool) & rows["selected"].notna()
         excluded.append({"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())})
+        reads = stages[stage].reads
+        if reads is not None and reads.author == "redacted":
+            leaked = _leaks(results, authors, spec, stage, section)
+            shows_leak = pd.Series(
+                [bool(leaked & set(u)) for u in rows["reads"].astype(str).str.split("|")],
+                index=rows.index,
+            )
+            excluded.append(
+                {
+                    "stage": stage,
+                    "reason": "shows a letter that keeps a name after redaction",
+                    "count": int((ok & shows_leak).sum()),
+                }
+            )
+            ok &= ~shows_leak
         rows = rows[ok]
         hired = [
             units[int(label) - 1]
@@ -266,6 +317,36 @@ def _relative(
     )
 
 
+def _leaks(
+    results: pd.DataFrame,
+    authors: pd.DataFrame,
+    spec: TransmissionSpec,
+    stage: str,
+    section: Section,
+) -> set[str]:
+    """The letters that still name someone once redacted (any writer's name in the study),
+    counted per group in the summary: a redacted comparison showing one is left out."""
+    writing = results[(results["stage"] == spec.writing) & results["valid"].fillna(False)]
+    own = writing["persona_name"].fillna("").astype(str)
+    found = names_after_redaction(
+        writing["text"].fillna("").astype(str).tolist(),
+        own.tolist(),
+        sorted(set(own) - {""}),
+    )
+    leaked = writing.assign(_found=found)[[bool(f) for f in found]]
+    groups = authors.reindex(leaked["unit_id"])[spec.group].astype(str)
+    for group, count in groups.value_counts().sort_index().items():
+        section.summary.setdefault("redaction_leaks", []).append(
+            {
+                "stage": stage,
+                spec.group: group,
+                "reason": "a name survives redaction",
+                "letters": int(count),
+            }
+        )
+    return set(leaked["unit_id"].astype(str))
+
+
 def _absolute(
     results: pd.DataFrame,
     authors: pd.DataFrame,
@@ -308,6 +389,36 @@ def _absolute(
     section.summary["trait_means"] = means.to_dict("records")
     section.tables[slug(ctx.name, "effects")] = effects
     section.tables[slug(ctx.name, "trait_means")] = means
+    if spec.trait_types:
+        _trait_types(rows[valid], spec, ctx, section)
+
+
+def _trait_types(
+    rows: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext, section: Section
+) -> None:
+    """Table 9 (each job's trait-type means by group) and the trait types' rows of Table 8."""
+    by = [spec.cluster, *dict.fromkeys(c for c in [spec.category, *spec.describe] if c)]
+    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group])
+    section.summary["excluded"].append(
+        {
+            "stage": spec.absolute,
+            "reason": f"trait type: {traits.MEMBER_EXCLUDED}",
+            "count": int(dropped["excluded"].sum()),
+        }
+    )
+    section.summary["trait_type_members"] = spec.trait_types
+    others = sorted(set(scores[spec.group]) - {spec.positive})
+    if scores.empty or not others:
+        section.summary.setdefault("notes", []).append("no trait-type table: one group scored")
+        return
+    table = traits.type_table(scores, by, spec.group, spec.positive, others[0])
+    effects = traits.group_effects(
+        scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
+    )
+    section.summary["type_effects"] = effects.to_dict("records")
+    section.summary["trait_types"] = table.to_dict("records")
+    section.tables[slug(ctx.name, "trait_types")] = table
+    section.tables[slug(ctx.name, "type_effects")] = effects
 
 
 def _predictions(

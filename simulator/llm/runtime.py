@@ -73,6 +73,8 @@ class BackendRuntime:
             fields["shown"] = request.shown
         if request.items and self.backend.synthetic:
             fields["items"] = request.items
+        if request.picks != 1 and self.backend.synthetic:
+            fields["picks"] = request.picks
         # Set only when used, so the keys of calls without them stay what they were.
         fields.update(extra_sampling(request))
         if request.endpoint != "chat":

@@ -148,11 +148,37 @@ class SyntheticBackend:
         lines = []
         for i, item in enumerate(request.items):
             attributes["item"] = item
+            if request.picks > 1:
+                lines.append(f"{item} - {', '.join(self._pick_targets(request, attributes, seed))}")
+                continue
             value = self._draw(
                 "pairs", {"enum": sorted(values)}, attributes, uniform(seed, 2000 + i)
             )
             lines.append(f"{item} - {targets[values.index(value)]['name']}")
         return "\n".join(lines)
+
+    def _pick_targets(
+        self, request: LLMRequest, attributes: dict[str, str], seed: int
+    ) -> list[str]:
+        """``request.picks`` of the target names shown for one item, without replacement, each
+        weighted by its value's declared ``pairs`` probability (the Gumbel top-k draw); all
+        alike where nothing is declared, so the count of a value picked is hypergeometric."""
+        targets = [dict(shown) for shown in request.shown]
+        values = [next(v for k, v in t.items() if k != "name") for t in targets]
+        spec = self._fields.get("pairs")
+        choices, cumulative = self._table(
+            spec, _by_value(spec, attributes) if spec is not None else None, sorted(set(values))
+        )
+        edges = [0.0, *cumulative]
+        weight = {c: edges[j + 1] - edges[j] for j, c in enumerate(choices)}
+        keys = [
+            math.log(weight[v]) - math.log(-math.log(1.0 - uniform(seed, 3000 + j)) or 1e-300)
+            if weight.get(v, 0.0) > 0
+            else -math.inf
+            for j, v in enumerate(values)
+        ]
+        order = sorted(range(len(keys)), key=lambda j: -keys[j])[: request.picks]
+        return [targets[j]["name"] for j in order]
 
     def _pick(
         self, name: str, prop: dict[str, Any], shown: tuple[Any, ...], seed: int

@@ -55,6 +55,8 @@ class LLMRequest:
     #: For a word-pairing call: the items in the order shown (the targets are in ``shown``,
     #: each with its ``name``). Only the synthetic responder reads them.
     items: tuple[str, ...] = ()
+    #: For a word-pairing call: how many targets the answer names per item.
+    picks: int = 1
 
 
 @dataclass(slots=True)
