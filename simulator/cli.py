@@ -44,6 +44,11 @@ POSTINGS_OPTION = typer.Option(
     help="PRISM: CSV of job postings (columns posting, posting_text) replacing the study's.",
 )
 
+BIOGRAPHIES_OPTION = typer.Option(
+    help="Letters from biographies: CSV of seed biographies (first_name, last_name, gender f/m, "
+    "info, occupation) replacing the study's.",
+)
+
 
 def _fail_input(exc: InputError) -> None:
     for problem in exc.problems:
@@ -87,6 +92,7 @@ def run(
     ] = DEFAULT_LOG_EVERY_S,
     masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
     postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
     allow_endpoint: Annotated[
         list[str] | None,
         typer.Option(
@@ -111,6 +117,7 @@ def run(
         max_error_rate=max_error_rate,
         masked_lm=masked_lm,
         postings=postings,
+        biographies=biographies,
         allow_endpoints=tuple(allow_endpoint or ()),
     )
     try:
@@ -263,13 +270,16 @@ def validate(
     ] = False,
     masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
     postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
 ) -> None:
     """Check a study file and render every template once."""
     from .design import design_size
     from .runner import RunOptions, load_options_study
 
     try:
-        loaded = load_options_study(RunOptions(study=study, masked_lm=masked_lm, postings=postings))
+        loaded = load_options_study(
+            RunOptions(study=study, masked_lm=masked_lm, postings=postings, biographies=biographies)
+        )
     except InputError as exc:
         _fail_input(exc)
     if show_prompts:

@@ -90,6 +90,7 @@ class RunOptions:
     max_error_rate: float | None = 0.5
     masked_lm: str | None = None
     postings: Path | None = None
+    biographies: Path | None = None
     #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
     allow_endpoints: tuple[str, ...] = ()
 
@@ -144,6 +145,18 @@ def _overrides(options: RunOptions) -> list[Override]:
     if options.postings is not None:
         postings = str(options.postings.expanduser().resolve())
         out.append(Override("--postings", ("design", "factors", POSTING_FACTOR), postings))
+    if options.biographies is not None:
+        # Absolute, like --postings: the file is read at load, relative to where it was typed.
+        bios = str(options.biographies.expanduser().resolve())
+        out.append(
+            Override(
+                "--biographies",
+                ("biographies", "file"),
+                bios,
+                drop=("rows",),
+                requires=("biographies",),
+            )
+        )
     return out
 
 
@@ -196,6 +209,7 @@ def prepare(options: RunOptions) -> PreparedRun:
                 ("--seed", options.seed),
                 ("--masked-lm", options.masked_lm),
                 ("--postings", options.postings),
+                ("--biographies", options.biographies),
                 ("STUDY", options.study),
             )
             if value is not None

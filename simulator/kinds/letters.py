@@ -118,11 +118,11 @@ class LettersKind(AnalysisKind):
         groups = tuple(spec.compare)
         section = Section(summary={"groups": list(groups), "letters": {}, "scored_now": 0})
         section.tables[f"{ctx.name}_exclusions"] = (
-            rows.groupby(["model_label", "excluded"], dropna=False)
+            rows.assign(excluded=[r or "kept" for r in reasons])
+            .groupby(["model_label", "excluded"])
             .size()
             .rename("letters")
             .reset_index()
-            .fillna({"excluded": "kept"})
         )
         tables: dict[str, list[pd.DataFrame]] = {
             "lexicon": [],
