@@ -28,6 +28,8 @@ class LetterTables:
     shares: pd.DataFrame
     scored_now: int
     hallucination: pd.DataFrame | None = None
+    #: Filled by the caller that embeds words (:func:`analysis.weat.salient_weat`).
+    weat: pd.DataFrame | None = None
 
 
 def letter_tables(

@@ -151,3 +151,65 @@ def test_biographies_option_errors_name_the_option(tmp_path, cli) -> None:
 def test_cbg_is_a_listed_builtin_study(cli) -> None:
     result = cli.invoke(app, ["list"])
     assert result.exit_code == 0 and "wan2023_letters_cbg" in result.output
+
+
+def test_hallucination_and_weat_run_inside_the_kind_with_an_nli_model(tmp_path, cli) -> None:
+    pytest.importorskip("torch")
+    from .tiny_models import build_tiny_bert
+
+    # An NLI head that ignores its input and always says "neutral": every sentence of every
+    # letter is hallucinated, so the hallucinated part's style is the whole letter's.
+    nli = build_tiny_bert(tmp_path / "nli", ["entailment", "neutral", "contradiction"], [0, 5, 0])
+    study = tmp_path / "cbg_nli.yaml"
+    study.write_text(
+        f"extends: {CBG}\n"
+        "analyses:\n"
+        "  - {kind: letters, name: letters, stage: write, group: gender,"
+        f" compare: [male, female], pair: biography, salient_threshold: 2, nli: {nli}}}\n"
+    )
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(study), "--backend", "synthetic", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "hallucination bias, sentences not entailed" in text
+    assert "needs an NLI model" not in text
+    tables = out / "tables"
+    hal = pd.read_csv(tables / "letters_hallucination.csv")
+    assert set(hal["dimension"]) == {"positive", "formal", "agentic"}
+    assert set(hal["group"]) == {"male", "female"} and (hal["letters"] == 10).all()
+    assert (hal["mean_hallucinated"] - hal["mean_full"]).abs().max() < 1e-12
+    assert set(hal["h1"]) == {"hallucinated > full", "full > hallucinated"}
+    shares = pd.read_csv(tables / "letters_shares.csv")
+    assert (shares["n_hallucinated"] == shares["n_sentences"]).all()
+    assert (shares["n_contradicted"] == 0).all()
+    weat = pd.read_csv(tables / "letters_weat.csv").set_index("test")
+    assert list(weat.index) == ["MF", "CF"]
+    assert (weat["n_words"] >= 2).all() and weat["p_value"].between(0, 1).all()
+    assert weat["effect_size"].abs().max() <= 2  # bounded by construction (Caliskan)
+    for name in ("letters", "letters_hallucination", "letters_weat"):
+        assert (out / "figures" / f"{name}.png").stat().st_size > 10_000
+
+
+def test_without_an_nli_model_the_section_says_what_hallucination_needs(tmp_path, cli) -> None:
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(CBG), "--backend", "synthetic", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "hallucination analysis needs an NLI model: set `nli:`" in text
+    assert not (out / "tables" / "letters_hallucination.csv").exists()
+    assert "hallucination analysis needs an NLI model" in (out / "report.html").read_text()
+
+
+def test_nli_without_biographies_is_refused_with_its_place(tmp_path, cli) -> None:
+    clg = builtin_path("wan2023_letters")
+    study = tmp_path / "clg_nli.yaml"
+    study.write_text(
+        f"extends: {clg}\n"
+        "analyses:\n"
+        "  - {kind: letters, name: letters, stage: write, group: gender,"
+        " compare: [male, female], nli: some/model}\n"
+    )
+    result = cli.invoke(app, ["validate", str(study)])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "nli" in text and "needs the biography each letter was written from" in text
