@@ -8,6 +8,7 @@ import sqlite3
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
@@ -90,7 +91,11 @@ def test_cbg_study_runs_with_pairs_on_the_synthetic_backend(tmp_path):
     assert expected in requests
     style = pd.read_csv(out / "tables" / "letters_style.csv").set_index("dimension")
     assert (style["n_pairs"] == 10).all()
-    assert style["p_paired"].between(0, 1).all()
+    # The paired test equals a one-sample t-test of the pairs' differences (scipy as oracle).
+    shares = pd.read_csv(out / "tables" / "letters_shares.csv")
+    wide = shares.pivot(index="biography", columns="gender", values="agentic")
+    oracle = stats.ttest_1samp(wide["male"] - wide["female"], 0.0, alternative="greater")
+    assert style.loc["agentic", "p_paired"] == pytest.approx(oracle.pvalue)
 
 
 def test_a_relative_biography_file_resolves_beside_the_study(tmp_path):
@@ -213,3 +218,30 @@ def test_nli_without_biographies_is_refused_with_its_place(tmp_path, cli) -> Non
     assert result.exit_code == 2
     text = " ".join(result.output.split())
     assert "nli" in text and "needs the biography each letter was written from" in text
+
+
+def test_several_letters_per_pair_and_gender_pair_by_agent_index(tmp_path):
+    out = tmp_path / "run"
+    execute(prepare(RunOptions(study=str(CBG), out=out, backend="synthetic", agents=3)))
+    shares = pd.read_csv(out / "tables" / "letters_shares.csv")
+    assert len(shares) == 60 and shares["pair_id"].nunique() == 30
+    assert (
+        shares.groupby("pair_id")["gender"].apply(sorted).map(tuple) == ("female", "male")
+    ).all()
+    style = pd.read_csv(out / "tables" / "letters_style.csv").set_index("dimension")
+    assert (style["n_pairs"] == 30).all()
+
+
+def test_power_reads_the_letters_tests():
+    from biasim.simulator.kinds import get_kind
+
+    summary = {
+        "letters": {"m": 20},
+        "style": [{"model_label": "m", "dimension": "agentic", "p_student": 0.2, "p_paired": 0.01}],
+        "lexicon": [{"model_label": "m", "category": "agentic", "p_permutation": 0.03}],
+    }
+    assert get_kind("letters").power_tests(summary) == {
+        "agentic (Student)": 0.2,
+        "agentic (paired)": 0.01,
+        "lexicon agentic": 0.03,
+    }

@@ -205,6 +205,17 @@ class LettersKind(AnalysisKind):
                 bios.row(level, value)["info"]
                 for level, value in zip(kept[bios.factor], kept[bios.axis], strict=True)
             ]
+        pair_col = None
+        if spec.pair is not None:
+            # With several agents or replicates per pair and group, the k-th letter of each
+            # group in a pair cell make one pair (same agent index and replicate).
+            pair_col = "pair_id"
+            kept[pair_col] = [
+                f"{p}/{i}/r{r}"
+                for p, i, r in zip(
+                    kept[spec.pair], kept["agent_index"], kept["replicate"], strict=True
+                )
+            ]
         embed, word_sets = self._weat_inputs(spec, ctx)
         models = ctx.models_in(kept)
         for model in models:
@@ -217,8 +228,8 @@ class LettersKind(AnalysisKind):
                 lexicon=lexicon,
                 scorers=scorers,
                 nlp=nlp,
-                pair_col=spec.pair,
-                id_cols=["agent_id"],
+                pair_col=pair_col,
+                id_cols=["agent_id", *([spec.pair] if spec.pair else [])],
                 cache=cache,
                 salient_threshold=spec.salient_threshold,
                 salient_top_k=spec.salient_top_k,
