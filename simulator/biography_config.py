@@ -11,6 +11,8 @@ validated study, so a run's manifest records the exact biographies its letters c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, PrivateAttr
@@ -20,7 +22,7 @@ from .fields import Identifier, Strict
 
 if TYPE_CHECKING:
     from .design import AgentSpec
-    from .yamlsource import SourceMap
+    from .yamlsource import FieldPath, SourceMap
 
 SECTION = "biographies"
 #: Columns a study's biography file needs: the CBG prompt names the writer's occupation.
@@ -80,15 +82,21 @@ def biography_view(section: BiographiesConfig, spec: AgentSpec) -> dict[str, str
     return section.row(levels[section.factor], axis_value)
 
 
-def read_biography_section(data: dict[str, Any], smap: SourceMap) -> list[Problem]:
+def read_biography_section(
+    data: dict[str, Any], smap: SourceMap, data_path: Callable[[SourceMap, FieldPath, str], Path]
+) -> list[Problem]:
     """Fill ``biographies.rows`` from its file and add the pair factor to ``design.factors``,
     in place, before validation.
+
+    Args:
+        data: The study document.
+        smap: Its source locations.
+        data_path: How the study resolves a data file named at a field (relative to the file
+            that names it).
 
     Returns:
         Problems located at the file's line and column, or at the study field.
     """
-    from .config import _data_path
-
     section = data.get(SECTION)
     if not isinstance(section, dict):
         return []
@@ -109,7 +117,7 @@ def read_biography_section(data: dict[str, Any], smap: SourceMap) -> list[Proble
         problems = _check_axis(data, section, smap)
         if problems:
             return problems
-        path = _data_path(smap, (SECTION, "file"), section["file"])
+        path = data_path(smap, (SECTION, "file"), section["file"])
         try:
             section["rows"] = augmented_rows(
                 path, seed=_seed(data), faithful=bool(section.get("faithful", False))
@@ -152,7 +160,7 @@ def _check_axis(data: dict[str, Any], section: dict[str, Any], smap: SourceMap) 
     return []
 
 
-def augmented_rows(path: Any, seed: int, faithful: bool = False) -> list[dict[str, str]]:
+def augmented_rows(path: Path, seed: int, faithful: bool = False) -> list[dict[str, str]]:
     """The biographies of ``path``, two rows per seed biography (its own gender, then the
     other), augmented deterministically from ``seed``.
 

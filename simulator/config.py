@@ -695,7 +695,7 @@ def _read_data_files(data: Any, smap: SourceMap) -> Any:
                 if located
                 else smap.problem(("personas", "name_bank"), exc.reason)
             )
-    problems.extend(read_biography_section(data, smap))
+    problems.extend(read_biography_section(data, smap, _data_path))
     design = data.get("design")
     factors = design.get("factors") if isinstance(design, dict) else None
     if isinstance(factors, dict):

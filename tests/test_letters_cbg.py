@@ -80,6 +80,10 @@ def test_cbg_study_runs_with_pairs_on_the_synthetic_backend(tmp_path):
         ("female", "male")
     ]
     config = load_study(CBG).config
+    names = {(r["level"], r["gender"]): r["name"] for r in config.biographies.rows}
+    pairs = zip(results["biography"], results["gender"], strict=True)
+    # Results name the person each letter is about.
+    assert [names[(b, g[0])] for b, g in pairs] == list(results["persona_name"])
     first = next(r for r in config.biographies.rows if r["level"] == "bio01" and r["gender"] == "m")
     with sqlite3.connect(out / "calls.sqlite") as db:
         requests = " ".join(r[0] for r in db.execute("SELECT request FROM calls"))

@@ -212,8 +212,8 @@ class LettersKind(AnalysisKind):
         }
         bios = ctx.study.biographies
         nli = self._nli(spec, ctx)
-        if nli is None:
-            section.summary["hallucination_note"] = NEEDS_NLI if bios else NEEDS_BIOGRAPHIES
+        if nli is None and bios is not None:
+            section.summary["hallucination_note"] = NEEDS_NLI
         if bios is not None:
             kept["biography_text"] = [
                 bios.row(level, value)["info"]
@@ -230,8 +230,10 @@ class LettersKind(AnalysisKind):
                     kept[spec.pair], kept["agent_index"], kept["replicate"], strict=True
                 )
             ]
-        embed, word_sets = self._weat_inputs(spec, ctx)
         models = ctx.models_in(kept)
+        if not models:
+            section.summary["note"] = "no letter was kept (see the exclusions): nothing to analyse"
+        embed, word_sets = self._weat_inputs(spec, ctx) if models else (None, None)
         for model in models:
             part = kept[kept["model_label"] == model].reset_index(drop=True)
             out = letter_tables(
@@ -330,6 +332,10 @@ class LettersKind(AnalysisKind):
             Text(str(name), style="bold") + f" (letters) letters kept: {kept}; "
             f"sentences scored now: {summary['scored_now']}"
         )
+        if summary.get("note"):
+            console.print(f"{name}: {summary['note']}", highlight=False)
+            self._print_exclusions(summary, console)
+            return
         several = len(summary["letters"]) > 1
         paired = any("p_paired" in r for r in summary.get("style", []))
         table = Table(title=f"{name}: language style, share of sentences ({first} > {second})")
@@ -359,6 +365,9 @@ class LettersKind(AnalysisKind):
                 *([fmt(r.get("p_paired"))] if paired else []),
             )
         console.print(table)
+        for r in summary.get("style", []):
+            if r.get("excluded"):
+                console.print(f"{r['dimension']}: no test: {r['excluded']}", highlight=False)
         table = Table(title=f"{name}: lexicon odds ratios ({first} / {second})")
         heads = [*(["model"] if several else []), "category", f"hits {first}", f"hits {second}"]
         for head in (*heads, "OR", "95% CI", "p perm."):
@@ -376,11 +385,15 @@ class LettersKind(AnalysisKind):
         console.print(table)
         self._print_weat(summary, console, several)
         self._print_hallucination(summary, console, several)
-        dropped = [r for r in summary.get("exclusions", []) if r["excluded"] != "kept"]
-        for r in dropped:
-            console.print(
-                f"excluded: {r['letters']} letters of {r['model_label']}: {r['excluded']}"
-            )
+        self._print_exclusions(summary, console)
+
+    @staticmethod
+    def _print_exclusions(summary: dict[str, Any], console: Console) -> None:
+        for r in summary.get("exclusions", []):
+            if r["excluded"] != "kept":
+                console.print(
+                    f"excluded: {r['letters']} letters of {r['model_label']}: {r['excluded']}"
+                )
 
     @staticmethod
     def _print_weat(summary: dict[str, Any], console: Console, several: bool) -> None:
