@@ -38,13 +38,19 @@ def plot_letters(
     left.axvline(1.0, color="#999999", linestyle="--", linewidth=1)
     left.set_xscale("log")
     # Plain numbers on the log axis (the default 10^x labels need mathtext fonts).
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    left.xaxis.set_major_formatter(plain)
-    # Minor labels only help within a decade; across several they run into each other.
+    left.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    # Minor labels: all within a decade, 2s and 5s across a few, none across many (they would
+    # run into each other).
     finite = np.concatenate([lexicon["ci_low"], lexicon["ci_high"], lexicon["odds_ratio"]])
     finite = finite[np.isfinite(finite) & (finite > 0)]
-    narrow = len(finite) and np.log10(finite.max() / finite.min()) < 1
-    left.xaxis.set_minor_formatter(plain if narrow else NullFormatter())
+    decades = np.log10(finite.max() / finite.min()) if len(finite) else 0.0
+    keep = None if decades < 1 else (2, 5) if decades < 3 else ()
+
+    def minor(v: float, _: int) -> str:
+        mantissa = round(v / 10 ** np.floor(np.log10(v)))
+        return f"{v:g}" if keep is None or mantissa in keep else ""
+
+    left.xaxis.set_minor_formatter(minor if keep != () else NullFormatter())
     left.set_yticks(
         y,
         [

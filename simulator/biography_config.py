@@ -69,10 +69,6 @@ class BiographiesConfig(Strict):
         code = next(c for c, v in self.values.items() if v == axis_value)
         return self._index[(level, code)]
 
-    def levels(self) -> dict[str, dict[str, str]]:
-        """The design factor's levels (no template variables: ``biography`` carries them)."""
-        return {r["level"]: {} for r in self.rows}
-
 
 def biography_view(section: BiographiesConfig, spec: AgentSpec) -> dict[str, str]:
     """What templates see as ``biography``: the row of the agent's pair and axis value, with
