@@ -476,16 +476,28 @@ def add_banner(fig: Figure, text: str) -> Figure:
         chars -= 2
         lines = textwrap.wrap(text, chars)
     band = (len(lines) * BANNER_FONT_SIZE * 1.4 + 10) / 72
-    fig.set_size_inches(width, height + band)
+    # The constrained layout pins a suptitle to the figure's top edge whatever its rect, which
+    # is under the band: the title gets a line of its own below the band, outside the layout.
+    title = fig._suptitle  # matplotlib's only handle on the suptitle text
+    title_band = 0.0
+    if title is not None and title.get_text():
+        title_band = title.get_fontsize() * 1.8 / 72
+        title.set_in_layout(False)
+        title._autopos = False  # else the layout moves it back to the top edge
+    fig.set_size_inches(width, height + band + title_band)
+    total = height + band + title_band
+    if title_band:
+        title.set_position((0.5, 1 - (band + title_band / 2) / total))
+        title.set_verticalalignment("center")
     engine = fig.get_layout_engine()
-    top = 1 - band / (height + band)
+    top = 1 - (band + title_band) / total
     if engine is not None and hasattr(engine, "set"):
         engine.set(rect=(0, 0, 1, top))
     else:
         fig.subplots_adjust(top=top * fig.subplotpars.top)
     fig.text(
         0.5,
-        1 - band / (2 * (height + band)),
+        1 - band / (2 * total),
         "\n".join(lines),
         ha="center",
         va="center",

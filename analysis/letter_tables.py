@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .hallucination import hallucinated_sentences, hallucination_shares, hallucination_tests
@@ -28,6 +29,8 @@ class LetterTables:
     shares: pd.DataFrame
     scored_now: int
     hallucination: pd.DataFrame | None = None
+    #: Filled by the caller that embeds words (:func:`analysis.weat.salient_weat`).
+    weat: pd.DataFrame | None = None
 
 
 def letter_tables(
@@ -96,13 +99,18 @@ def letter_tables(
         scored_now += fresh
         shares[dim] = doc["share"].to_numpy()
         shares[f"{dim}_excluded"] = doc["excluded"].to_numpy()
-        rows.append(
-            {
-                "dimension": dim,
-                "scorer": scorer.name,
+        try:
+            tests: dict[str, Any] = {
                 **style_tests(shares, dim, group_col, groups, pair_col),
+                "excluded": None,
             }
-        )
+        except ValueError as exc:
+            # A group none of whose letters the scorer could score (few letters, no agency
+            # word): this dimension has no test, the others still do.
+            tests = {f"mean_{g}": np.nan for g in groups} | {f"sd_{g}": np.nan for g in groups}
+            tests |= {f"n_{g}": 0 for g in groups} | {"excluded": str(exc)}
+            tests |= dict.fromkeys(("t_student", "p_student", "t_welch", "p_welch"), np.nan)
+        rows.append({"dimension": dim, "scorer": scorer.name, **tests})
     hal = None
     if premise_col is not None and nli is not None:
         found, counts = hallucinated_sentences(

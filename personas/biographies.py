@@ -21,9 +21,11 @@ optionally ``occupation``; the released ``preprocessed_bios/*.csv`` have them.
 
 from __future__ import annotations
 
+import csv
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,77 @@ _TO = {
     "f": {"he": "she", "him": "her", "himself": "herself", "he's": "she's"},
 }
 REQUIRED = ("first_name", "last_name", "gender", "info")
+
+
+class BiographyError(ValueError):
+    """A biography file that cannot be used, located for the reader.
+
+    Attributes:
+        path: The file.
+        line: 1-based line at fault, or None when no single line is.
+        column: The column at fault, or None.
+        reason: What is wrong, without the location.
+    """
+
+    def __init__(
+        self, reason: str, *, path: Path, line: int | None = None, column: str | None = None
+    ) -> None:
+        self.path, self.line, self.column, self.reason = path, line, column, reason
+        where = str(path) if line is None else f"{path}:{line}"
+        if column is not None:
+            where += f": column `{column}`"
+        super().__init__(f"{where}: {reason}")
+
+
+def read_biographies(path: Path, required: Sequence[str] = REQUIRED) -> pd.DataFrame:
+    """The seed biographies of a CSV, every row checked before any is used.
+
+    Args:
+        path: CSV with a header holding ``required`` (extra columns are kept).
+        required: Columns that must be present and non-empty on every row
+            (``first_name``, ``last_name`` and ``info`` may not be blank; ``gender`` is f or m).
+
+    Returns:
+        One row per biography, all values text, with a ``line`` column (the file's line).
+
+    Raises:
+        BiographyError: The file cannot be read, a column is missing, a required value is
+            empty, a gender is not f/m, or there is no row.
+    """
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        raise BiographyError(f"cannot read biographies: {exc.strerror or exc}", path=path) from None
+    with handle:
+        reader = csv.DictReader(handle)
+        try:
+            header = reader.fieldnames or []
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise BiographyError(
+                    f"no column `{missing[0]}`; a biography file needs {', '.join(required)}"
+                    f" (has {', '.join(header) or 'no header'})",
+                    path=path,
+                    line=1,
+                    column=missing[0],
+                )
+            rows = []
+            for row in reader:
+                line = reader.line_num
+                for column in required:
+                    value = (row.get(column) or "").strip()
+                    if not value:
+                        raise BiographyError("is empty", path=path, line=line, column=column)
+                    if column == "gender" and value not in ("f", "m"):
+                        raise BiographyError(
+                            f"must be f or m, found `{value}`", path=path, line=line, column=column
+                        )
+                rows.append({**{k: (v or "") for k, v in row.items() if k}, "line": line})
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise BiographyError(f"not a readable CSV: {exc}", path=path) from None
+    if not rows:
+        raise BiographyError("has no biography (only a header)", path=path)
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from .biography_config import BiographiesConfig
 from .columns import CALL_COLUMNS, ID_COLUMNS, PAIRING_COLUMNS, PIPELINE_COLUMNS
 from .errors import InputError, Problem
 from .fields import LABEL_PATTERN, Identifier, LevelName, Strict
@@ -449,6 +450,11 @@ class StudyConfig(Strict):
     )
     stages: list[StageConfig] = Field(min_length=1)
     design: DesignConfig
+    biographies: BiographiesConfig | None = Field(
+        None,
+        description="Letters from biographies (seed 002's CBG): a CSV augmented at load into "
+        "one row per gender of each seed biography; templates see the row as `biography`.",
+    )
     analyses: list[SerializeAsAny[AnalysisSpec]] = Field(
         default_factory=list,
         description="Analyses of the results; each entry's `kind` selects its fields.",
@@ -494,6 +500,8 @@ class Override:
         drop: Sibling keys to remove (options of a backend the role no longer uses).
         match: For a ``"*"`` over a list: only the entries that are mappings with these
             items, e.g. ``(("kind", "prism"),)`` for the PRISM analyses.
+        requires: A section the study must have for the option to mean anything, e.g.
+            ``("biographies",)``; without it the option is an input error.
     """
 
     option: str
@@ -501,6 +509,7 @@ class Override:
     value: Any
     drop: tuple[str, ...] = ()
     match: tuple[tuple[str, Any], ...] = ()
+    requires: FieldPath = ()
 
     def paths(self, data: dict[str, Any]) -> list[FieldPath]:
         """Concrete paths: a ``"*"`` part stands for every key of that mapping (every role),
@@ -580,6 +589,17 @@ def validate_study(
         InputError: Listing every problem with file, line and field.
     """
     for override in overrides or []:
+        if override.requires and not isinstance(
+            _get_path(data, override.requires[:-1]).get(override.requires[-1]), dict
+        ):
+            section = ".".join(map(str, override.requires))
+            raise InputError(
+                [
+                    Problem(
+                        override.option, None, "", f"the study has no `{section}` section to use it"
+                    )
+                ]
+            )
         paths = override.paths(data)
         data = override.apply(data)
         located = SourceMap({path: (override.option, 0) for path in paths}, smap.default_file)

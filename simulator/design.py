@@ -17,6 +17,7 @@ from typing import Any
 
 from biasim.personas import Persona, build_personas, combination_count, iter_personas
 
+from .biography_config import biography_view
 from .config import StudyConfig
 from .errors import InputError, Problem
 from .persona_writer import persona_view
@@ -230,9 +231,9 @@ def template_context(
     ``model_label``, each persona axis by name, ``persona`` (with ``name`` and ``description``;
     those the persona writer wrote once it has answered, see ``persona_writer``),
     ``condition``, ``replicate`` and ``outputs.<stage>.<field>`` of the stages the agent already
-    answered.
+    answered; with a ``biographies`` section, ``biography`` (the agent's biography row).
     """
-    return {
+    context = {
         **config.vars,
         **dict(spec.variables),
         **dict(spec.levels),
@@ -243,3 +244,6 @@ def template_context(
         "replicate": spec.replicate,
         "outputs": outputs,
     }
+    if config.biographies is not None:
+        context["biography"] = biography_view(config.biographies, spec)
+    return context

@@ -20,6 +20,7 @@ import orjson
 
 from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
 
+from .biography_config import biography_view
 from .casting import cast
 from .config import RoleConfig, StageConfig, StudyConfig
 from .design import MODEL_LABEL, design_size, iter_design, iter_populations, model_labels
@@ -434,6 +435,10 @@ class StudyModel(mesa.Model):
             **{v: dict(spec.variables).get(v) for v in self.study.design.record},
             **dict(spec.persona.attributes),
         }
+        bios = self.study.biographies
+        if bios is not None and bios.factor in row:
+            # The letter is about the biography's person: results name them.
+            row["persona_name"] = biography_view(bios, spec)["name"]
         if self.pipeline:
             row["population"] = spec.population
             if isinstance(agent, Reading):

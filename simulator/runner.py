@@ -90,6 +90,7 @@ class RunOptions:
     max_error_rate: float | None = 0.5
     masked_lm: str | None = None
     postings: Path | None = None
+    biographies: Path | None = None
     #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
     allow_endpoints: tuple[str, ...] = ()
 
@@ -144,6 +145,18 @@ def _overrides(options: RunOptions) -> list[Override]:
     if options.postings is not None:
         postings = str(options.postings.expanduser().resolve())
         out.append(Override("--postings", ("design", "factors", POSTING_FACTOR), postings))
+    if options.biographies is not None:
+        # Absolute, like --postings: the file is read at load, relative to where it was typed.
+        bios = str(options.biographies.expanduser().resolve())
+        out.append(
+            Override(
+                "--biographies",
+                ("biographies", "file"),
+                bios,
+                drop=("rows",),
+                requires=("biographies",),
+            )
+        )
     return out
 
 
@@ -196,6 +209,7 @@ def prepare(options: RunOptions) -> PreparedRun:
                 ("--seed", options.seed),
                 ("--masked-lm", options.masked_lm),
                 ("--postings", options.postings),
+                ("--biographies", options.biographies),
                 ("STUDY", options.study),
             )
             if value is not None
@@ -629,10 +643,14 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
             f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
         )
     manifest = read_json(manifest_path)
+    # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
+    # the run: beside the study file, while it is still there.
+    origin = Path(str(manifest.get("study_path") or ""))
+    source = origin if origin.suffix in {".yaml", ".yml"} and origin.is_file() else manifest_path
     study = validate_study(
         manifest["study"],
-        SourceMap(default_file=str(manifest_path)),
-        str(manifest_path),
+        SourceMap(default_file=str(source)),
+        str(source),
         check_backends=False,
     )
     return study, pd.read_parquet(run_dir / RESULTS_PARQUET)

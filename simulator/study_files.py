@@ -11,6 +11,7 @@ from typing import Any
 
 from biasim.personas.namebank import NameBankError, load_name_bank
 
+from .biography_config import read_biography_section
 from .errors import InputError, Problem
 from .pairing import read_items
 from .yamlsource import MAX_STUDY_BYTES, FieldPath, SourceMap, deep_merge, load_yaml
@@ -47,6 +48,7 @@ def read_data_files(data: Any, smap: SourceMap) -> Any:
                 if located
                 else smap.problem(("personas", "name_bank"), exc.reason)
             )
+    problems.extend(read_biography_section(data, smap, _data_path))
     design = data.get("design")
     factors = design.get("factors") if isinstance(design, dict) else None
     if isinstance(factors, dict):

@@ -25,6 +25,7 @@ from biasim.analysis.figures import (
     plot_implicit_explicit,
     save_figure,
 )
+from biasim.analysis.letter_figures import plot_letters
 
 CASE = {"model_label": "m1", "persona_condition": "contextualized"}
 
@@ -425,12 +426,40 @@ def test_decision_shares_follow_the_declared_order_with_intervals_and_n() -> Non
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
+def _letter_lexicon() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "category": ["agentic", "communal"],
+            "odds_ratio": [3.4, 0.3],
+            "ci_low": [1.5, 0.08],
+            "ci_high": [48000.0, 0.65],
+            "p_permutation": [0.067, 0.067],
+        }
+    )
+
+
+def _letter_style() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "dimension": ["positive", "agentic"],
+            "mean_male": [0.8, 0.7],
+            "mean_female": [0.8, 0.2],
+            "sd_male": [0.05, 0.4],
+            "sd_female": [0.05, 0.4],
+            "n_male": [10, 10],
+            "n_female": [10, 10],
+            "p_student": [0.4, 0.01],
+        }
+    )
+
+
 @pytest.mark.parametrize(
     "make",
     [
         lambda: plot_decision_shares(_rates(), _cases()),
         lambda: plot_dpd_by_condition(_condition_cases()),
         lambda: plot_implicit_explicit(_summary(["gpt-3", "gpt-4o"])),
+        lambda: plot_letters(_letter_lexicon(), _letter_style(), ("male", "female"), "a title"),
     ],
 )
 def test_banner_sits_in_its_own_band_above_everything(make) -> None:
@@ -446,4 +475,13 @@ def test_banner_sits_in_its_own_band_above_everything(make) -> None:
     assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1 and box.y1 <= figure_box.y1
     others = [ax.get_tightbbox(renderer) for ax in fig.axes]
     others += [t.get_window_extent(renderer) for t in fig.texts[:-1]]
+    title = fig._suptitle
+    if title is not None:
+        # The title (under the constrained layout pinned to the top edge) below the band,
+        # inside the figure, clear of the axes.
+        title_box = title.get_window_extent(renderer)
+        assert title_box.y1 <= box.y0 and title_box.y0 >= 0
+        axes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+        assert not any(title_box.overlaps(a) for a in axes)
+        others.append(title_box)
     assert not any(box.overlaps(other) for other in others)

@@ -67,3 +67,46 @@ def test_shipped_minilm_embeddings_separate_career_from_family():
     assert (association(career, career, family) > 0).all()
     out = weat(male, female, career, family, n_permutations=5000)
     assert np.isfinite(out["effect_size"]) and 0 < out["p_value"] <= 1
+
+
+def test_salient_weat_takes_the_strongest_words_of_each_side_and_cuts_to_equal_size():
+    import pandas as pd
+
+    from biasim.analysis.weat import TOO_FEW, load_word_sets, salient_weat
+
+    salient = pd.DataFrame(
+        {
+            "side": ["male"] * 4 + ["female"] * 3,
+            "word": ["w1", "w2", "w3", "w4", "v1", "v2", "v3"],
+            "odds_ratio": [1.5, 4.0, 2.0, 3.0, 0.5, 0.2, 0.9],
+        }
+    )
+    vectors = {w: RNG.normal(size=5) for w in ["w1", "w2", "w3", "w4", "v1", "v2", "v3"]}
+    vectors.update({w: RNG.normal(size=5) for w in ["a1", "a2", "b1", "b2"]})
+    seen = []
+
+    def embed(words):
+        seen.append(list(words))
+        return np.vstack([vectors[w] for w in words])
+
+    sets = {"T": {"male": ["a1", "a2"], "female": ["b1", "b2"]}}
+    out = salient_weat(salient, ("male", "female"), embed, sets, n_permutations=1000)
+    row = out.iloc[0]
+    # Strongest first: male by descending odds ratio, female by ascending, 3 each.
+    assert row["words_male"] == "w2 w4 w3" and row["words_female"] == "v2 v1 v3"
+    expected = weat(
+        embed(["w2", "w4", "w3"]),
+        embed(["v2", "v1", "v3"]),
+        embed(["a1", "a2"]),
+        embed(["b1", "b2"]),
+        1000,
+    )
+    assert row["effect_size"] == pytest.approx(expected["effect_size"])
+    assert row["p_value"] == pytest.approx(expected["p_value"]) and row["exact"]
+    few = salient_weat(salient[salient["side"] == "male"], ("male", "female"), embed, sets)
+    assert few.iloc[0]["excluded"] == TOO_FEW and np.isnan(few.iloc[0]["effect_size"])
+    shipped = load_word_sets()
+    assert list(shipped) == ["MF", "CF"]
+    # Caliskan et al. 2017, WEAT 6, as published: 8 words per set.
+    assert shipped["CF"]["male"][:3] == ["executive", "management", "professional"]
+    assert all(len(words) == 8 for sets_ in shipped.values() for words in sets_.values())

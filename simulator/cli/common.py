@@ -35,6 +35,10 @@ MASKED_LM_OPTION = typer.Option(
 POSTINGS_OPTION = typer.Option(
     help="PRISM: CSV of job postings (columns posting, posting_text) replacing the study's.",
 )
+BIOGRAPHIES_OPTION = typer.Option(
+    help="Letters from biographies: CSV of seed biographies (first_name, last_name, gender f/m, "
+    "info, occupation) replacing the study's.",
+)
 
 
 def fail_input(exc: InputError) -> None:

