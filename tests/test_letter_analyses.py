@@ -216,6 +216,27 @@ def _null_shares(rng, n_pairs, paired):
 
 
 @pytest.mark.slow
+def test_style_tests_give_no_test_when_every_document_has_the_same_value(recwarn):
+    # 0.8 computed two ways differs in the last bit: scipy would report t = 0, p = 0.5 and warn.
+    frame = pd.DataFrame(
+        {
+            "g": ["m", "m", "m", "f", "f", "f"],
+            "v": [0.8, 4 / 5, 0.8, 0.1 * 8, 0.8, 0.8],
+            "pair": [1, 2, 3, 1, 2, 3],
+        }
+    )
+    out = style_tests(frame, value_col="v", group_col="g", groups=("m", "f"), pair_col="pair")
+    assert all(math.isnan(out[k]) for k in ("t_student", "p_student", "p_welch", "p_paired"))
+    assert out["n_pairs"] == 3 and out["mean_m"] == pytest.approx(0.8)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    varied = frame.assign(v=[0.9, 0.8, 0.7, 0.75, 0.7, 0.5])
+    out = style_tests(varied, value_col="v", group_col="g", groups=("m", "f"), pair_col="pair")
+    assert out["p_student"] < 0.5 and not math.isnan(out["p_paired"])
+    shifted = frame.assign(v=[0.9, 0.8, 0.7, 0.8, 0.7, 0.6])  # every pair 0.1 apart
+    out = style_tests(shifted, value_col="v", group_col="g", groups=("m", "f"), pair_col="pair")
+    assert out["p_paired"] < 1e-6
+
+
 def test_style_tests_calibration():
     rng = np.random.default_rng(5)
     sims = 1000

@@ -443,7 +443,7 @@ class AcceptanceKind(AnalysisKind):
                         fmt(row["p_two_sided"]),
                         fmt(row["p_adjusted"]),
                     )
-                console.print(versus)
+                print_table(console, versus)
         if summary.get("model_differences"):
             print_differences(
                 summary["model_differences"],

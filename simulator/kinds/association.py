@@ -21,6 +21,7 @@ from biasim.analysis import association
 from biasim.analysis.transmission_figures import plot_item_shares
 
 from ..htmlreport import HtmlSection, fmt
+from ..tables import print_table
 from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
 
 
@@ -269,4 +270,4 @@ def _records_table(
         table.add_column(column, justify="right")
     for row in records:
         table.add_row(*[fmt(row[c]) if isinstance(row[c], float) else str(row[c]) for c in columns])
-    console.print(table)
+    print_table(console, table)

@@ -13,6 +13,7 @@ from rich.table import Table
 from biasim.analysis.conditions import condition_difference_tests
 
 from ..htmlreport import Column, HtmlSection, fmt
+from ..tables import print_table
 from .base import AnalysisContext, Section
 
 _NOTE = (
@@ -95,7 +96,7 @@ def print_condition_differences(summary: dict[str, Any], console: Console) -> No
             fmt(row["p_value"]),
             fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
         )
-    console.print(table)
+    print_table(console, table)
     console.print(_NOTE)
 
 

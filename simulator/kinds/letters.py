@@ -25,6 +25,7 @@ from biasim.analysis.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, sc
 from biasim.analysis.weat import salient_weat
 
 from ..fields import Strict
+from ..tables import print_table
 from .base import (
     AnalysisContext,
     AnalysisKind,
@@ -364,7 +365,7 @@ class LettersKind(AnalysisKind):
                 fmt(r["p_welch"]),
                 *([fmt(r.get("p_paired"))] if paired else []),
             )
-        console.print(table)
+        print_table(console, table)
         for r in summary.get("style", []):
             if r.get("excluded"):
                 console.print(f"{r['dimension']}: no test: {r['excluded']}", highlight=False)
@@ -382,7 +383,7 @@ class LettersKind(AnalysisKind):
                 f"{fmt(r['ci_low'])}-{fmt(r['ci_high'])}",
                 fmt(r["p_permutation"]),
             )
-        console.print(table)
+        print_table(console, table)
         self._print_weat(summary, console, several)
         self._print_hallucination(summary, console, several)
         self._print_exclusions(summary, console)
@@ -418,7 +419,7 @@ class LettersKind(AnalysisKind):
                 fmt(r["effect_size"]),
                 fmt(r["p_value"]) if not r.get("excluded") else str(r["excluded"]),
             )
-        console.print(table)
+        print_table(console, table)
 
     @staticmethod
     def _print_hallucination(summary: dict[str, Any], console: Console, several: bool) -> None:
@@ -458,7 +459,7 @@ class LettersKind(AnalysisKind):
                 fmt(r["p_student"]),
                 fmt(r["p_paired"]),
             )
-        console.print(table)
+        print_table(console, table)
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """Every table of records, and what hallucination analysis needs when it did not run."""

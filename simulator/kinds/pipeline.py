@@ -232,7 +232,7 @@ class PipelineKind(AnalysisKind):
                     if row["undefined"]
                     else ("holds" if row["identity_holds"] else "FAILS"),
                 )
-            console.print(compound)
+            print_table(console, compound)
             undefined = parts["compounding"][0]["undefined"] if parts["compounding"] else ""
             if undefined:
                 console.print(f"  end-to-end ratio undefined: {undefined}")

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..htmlreport import HtmlSection, fmt
+from ..tables import print_table
 from .base import (
     AnalysisContext,
     AnalysisKind,
@@ -265,7 +266,7 @@ class PrismKind(AnalysisKind):
                 fmt(var["paired_p"]),
                 f"{arrow['mean']}{arrow['magnitude']}{arrow['variance']}",
             )
-        console.print(table)
+        print_table(console, table)
         removed = ", ".join(
             f"{k[1]} {r['removed']}" if not several else f"{k[0]} {k[1]} {r['removed']}"
             for k, r in fits.items()
