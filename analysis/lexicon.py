@@ -81,7 +81,8 @@ def lexicon_odds_ratios(
 
     Returns:
         Columns ``category, hits_<first>, tokens_<first>, hits_<second>, tokens_<second>,
-        odds_ratio, ci_low, ci_high, p_permutation`` (p two-sided on |log OR|).
+        odds_ratio, ci_low, ci_high, p_permutation`` (p two-sided on |log OR|); all four NaN
+        for a category with no hit in either group.
 
     Raises:
         ValueError: A group has no documents, or a pair does not hold one document of each.
@@ -120,6 +121,10 @@ def lexicon_odds_ratios(
     for j, cat in enumerate(cats):
         m, big_m = observed[0, 1 + j], observed[0, 0]
         f, big_f = observed[1, 1 + j], observed[1, 0]
+        if m == f == 0:
+            # With no hit anywhere the smoothed ratio is only the groups' token ratio, and its
+            # bootstrap interval can exclude 1: the category is not estimable, not a finding.
+            obs_log[j] = low[j] = high[j] = np.nan
         rows.append(
             {
                 "category": cat,
@@ -130,7 +135,7 @@ def lexicon_odds_ratios(
                 "odds_ratio": float(np.exp(obs_log[j])),
                 "ci_low": float(low[j]),
                 "ci_high": float(high[j]),
-                "p_permutation": (1 + extreme[j]) / (1 + n_permutations),
+                "p_permutation": (1 + extreme[j]) / (1 + n_permutations) if m + f else np.nan,
             }
         )
     return pd.DataFrame(rows)

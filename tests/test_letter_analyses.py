@@ -147,6 +147,22 @@ def _null_letters(rng, n_per_group=60):
 
 
 @pytest.mark.slow
+def test_a_category_without_hits_is_not_estimable():
+    frame = pd.DataFrame(
+        {
+            "text": ["a bold leader", "a bold and kind leader here", "kind words", "warm"],
+            "g": ["m", "m", "f", "f"],
+        }
+    )
+    lexicon = {"agentic": ["bold"], "absent": ["zzz"]}
+    table = lexicon_odds_ratios(frame, "text", "g", lexicon, ("m", "f"), n_permutations=99)
+    absent = table.set_index("category").loc["absent"]
+    assert absent["hits_m"] == absent["hits_f"] == 0
+    assert absent[["odds_ratio", "ci_low", "ci_high", "p_permutation"]].isna().all()
+    agentic = table.set_index("category").loc["agentic"]
+    assert agentic["odds_ratio"] > 1 and not np.isnan(agentic["p_permutation"])
+
+
 def test_lexicon_permutation_calibration():
     rng = np.random.default_rng(11)
     rejected, fisher, sims = 0, 0, 400
