@@ -106,13 +106,16 @@ def _whole(value: str, where: str, low: int, high: int) -> int:
     return number
 
 
-def letter_pair(job: str, facts: dict[str, str], years: tuple[int, int]) -> dict[str, str]:
+def letter_pair(
+    job: str, facts: dict[str, str], years: tuple[int, int], weak_rank: int
+) -> dict[str, str]:
     """The matched and unmatched strong letters and the weak letter of one job.
 
     Args:
         job: The job as the letter names it ("Registered Nurse").
         facts: One row of the facts CSV (the columns of ``FACT_COLUMNS``).
         years: Years of experience of the strong and the weak applicant.
+        weak_rank: The weak school's rank (the strong one is "ranked first").
 
     Returns:
         ``{"matched": strong letter, "unmatched": strong letter with accomplishments,
@@ -133,7 +136,7 @@ def letter_pair(job: str, facts: dict[str, str], years: tuple[int, int]) -> dict
         duty=facts["duty"],
         years=_years(years[1]),
         school=facts["weak_school"],
-        rank=_ordinal(int(facts["weak_rank"])),
+        rank=_ordinal(weak_rank),
         solid="",
         breadth=WEAK_BREADTH.format(narrow=facts["narrow"]),
     )
@@ -194,12 +197,12 @@ def build_letters(facts_path: Path = FACTS, jobs_path: Path = JOBS) -> str:
             raise ValueError(f"{where}: level: `{level}` appears twice")
         seen.add(level)
         # Ranks and years stay in ranges the letters can spell and the design makes sense of.
-        _whole(row["weak_rank"], f"{where}: weak_rank", 2, 999)
+        weak_rank = _whole(row["weak_rank"], f"{where}: weak_rank", 2, 999)
         years = (
             _whole(row["strong_years"], f"{where}: strong_years", 1, len(_NUMBERS)),
             _whole(row["weak_years"], f"{where}: weak_years", 1, len(_NUMBERS)),
         )
-        pair = letter_pair(titles[level], row, years)
+        pair = letter_pair(titles[level], row, years, weak_rank)
         for length in ("matched", "unmatched"):
             writer.writerow(
                 [f"{level}_{length}", titles[level], length, pair[length], pair["weak"]]

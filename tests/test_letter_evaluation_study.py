@@ -25,26 +25,8 @@ BIASIM = [sys.executable, "-m", "biasim"]
 DATA = STUDY.parent / "data"
 # Spelled-out years as the letters write them; the test reads them back independently of the
 # generator, so a template that stopped stating the years would fail here.
-YEARS = {
-    w: i
-    for i, w in enumerate(
-        [
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-        ],
-        1,
-    )
-}
+NUMBERS = "one two three four five six seven eight nine ten eleven twelve"
+YEARS = {word: n for n, word in enumerate(NUMBERS.split(" "), 1)}
 
 
 def _csv(name: str) -> list[dict[str, str]]:
@@ -73,7 +55,9 @@ def test_letters_follow_the_papers_strong_weak_design() -> None:
             YEARS[re.search(r"(\w+) years? of experience", t).group(1)] for t in (strong, weak)
         ]
         assert years[0] > years[1], row["letters"]  # more experience
-        assert "ranked first" in strong and re.search(r"ranked \d+th", weak)  # better school
+        assert "ranked first" in strong and re.search(
+            r"ranked \d+(st|nd|rd|th) ", weak
+        )  # better school
         assert fact["strong_school"] != fact["weak_school"]
         assert fact["strong_school"] in strong and fact["strong_school"] not in weak
         assert fact["weak_school"] in weak and fact["weak_school"] not in strong

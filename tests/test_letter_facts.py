@@ -70,3 +70,12 @@ def test_bad_facts_exit_2_naming_file_line_and_field(
     assert done.returncode == 2
     assert f"{facts}{message}" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("rank", "said"), [("121", "121st"), ("112", "112th"), ("143", "143rd")])
+def test_the_weak_schools_rank_is_spelled_as_an_ordinal(
+    tmp_path: Path, rank: str, said: str
+) -> None:
+    text = build_letters(_facts_with(tmp_path, 0, "weak_rank", rank))
+    first = next(csv.DictReader(text.splitlines(keepends=True)))
+    assert f"which is ranked {said} in the United States" in first["weak"]
