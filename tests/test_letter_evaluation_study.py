@@ -1,5 +1,6 @@
-"""The seed-000 letters study (Exp. 3-4): the letters written for it follow the paper's design,
-every pair is shown in both orders for the same job, and a synthetic run recovers the declared
+"""The seed-000 letters study (Exp. 3-4): the letters built for it cover the 30 disparity jobs and
+follow the paper's design, every pair is shown in both orders for the same job, the signature is
+empty in Exp. 3 and a name in Exp. 4, and a synthetic run recovers the declared
 strong-letter preference, no gender effect, and counts out-of-range scores."""
 
 from __future__ import annotations
@@ -21,27 +22,55 @@ STUDY = builtin_path("bias_transmission_letters")
 BIASIM = [sys.executable, "-m", "biasim"]
 
 
+DATA = STUDY.parent / "data"
+# Spelled-out years as the letters write them; the test reads them back independently of the
+# generator, so a template that stopped stating the years would fail here.
+NUMBERS = "one two three four five six seven eight nine ten eleven twelve"
+YEARS = {word: n for n, word in enumerate(NUMBERS.split(" "), 1)}
+
+
+def _csv(name: str) -> list[dict[str, str]]:
+    return list(csv.DictReader((DATA / name).open(encoding="utf-8", newline="")))
+
+
 def _letters() -> list[dict[str, str]]:
-    path = STUDY.parent / "data" / "bias_transmission_letters.csv"
-    return list(csv.DictReader(path.open(encoding="utf-8", newline="")))
+    return _csv("bias_transmission_letters.csv")
+
+
+def test_every_disparity_job_has_a_matched_and_an_unmatched_pair() -> None:
+    disparity = [r["job"] for r in _csv("bias_transmission_jobs.csv") if r["list"] == "disparity"]
+    assert len(disparity) == 30
+    pairs = sorted((r["job_title"], r["length"]) for r in _letters())
+    assert pairs == sorted(
+        (job, length) for job in disparity for length in ("matched", "unmatched")
+    )
 
 
 def test_letters_follow_the_papers_strong_weak_design() -> None:
-    rows = _letters()
-    assert {r["length"] for r in rows} == {"matched", "unmatched"}
-    assert len({r["job_title"] for r in rows}) == 3 and len(rows) == 6
-    for row in rows:
+    facts = {r["level"]: r for r in _csv("bias_transmission_letter_facts.csv")}
+    for row in _letters():
         strong, weak = row["strong"], row["weak"]
-        years = [int(re.search(r"(\w+) years? of", t).group(1) != "one") for t in (strong, weak)]
-        assert years == [1, 0]  # more experience
-        assert "ranked first" in strong and re.search(r"ranked \d+th", weak)  # better school
-        assert strong.endswith("[SIGNATURE]") and weak.endswith("[SIGNATURE]")
-        assert not re.search(r"\b(he|she|his|her|Mr|Ms)\b", strong + weak)  # no gender cue
+        fact = facts[row["letters"].rsplit("_", 1)[0]]
+        years = [
+            YEARS[re.search(r"(\w+) years? of experience", t).group(1)] for t in (strong, weak)
+        ]
+        assert years[0] > years[1], row["letters"]  # more experience
+        assert "ranked first" in strong and re.search(
+            r"ranked \d+(st|nd|rd|th) ", weak
+        )  # better school
+        assert fact["strong_school"] != fact["weak_school"]
+        assert fact["strong_school"] in strong and fact["strong_school"] not in weak
+        assert fact["weak_school"] in weak and fact["weak_school"] not in strong
+        assert fact["broad"] in strong and fact["narrow"] in weak  # broader experience
+        for letter in (strong, weak):  # signed by the study: nothing (Exp. 3) or a name (Exp. 4)
+            assert letter.endswith("Sincerely,\n[SIGNATURE]") and letter.count("[SIGNATURE]") == 1
+        assert not re.search(r"\b(he|she|his|her|him|Mr|Ms|Mrs)\b", strong + weak, re.I)
         n_strong, n_weak = len(strong.split()), len(weak.split())
-        if row["length"] == "matched":
-            assert abs(n_strong - n_weak) <= 0.05 * n_weak
-        else:
-            assert n_strong > 1.25 * n_weak
+        if row["length"] == "matched":  # same structure, lengths within 4 words
+            assert abs(n_strong - n_weak) <= 4, (row["letters"], n_strong, n_weak)
+            assert fact["accomplishment"] not in strong
+        else:  # the strong letter adds its accomplishments (Table 2)
+            assert fact["accomplishment"] in strong and n_strong > 1.25 * n_weak
 
 
 def _run(study: Path, out: Path, agents: int) -> subprocess.CompletedProcess[str]:
@@ -57,7 +86,7 @@ def _run(study: Path, out: Path, agents: int) -> subprocess.CompletedProcess[str
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("letters") / "run"
-    done = _run(STUDY, out, 30)
+    done = _run(STUDY, out, 12)
     assert done.returncode == 0, done.stderr
     assert "strong hired in" in done.stdout
     return out
@@ -73,6 +102,24 @@ def test_every_pair_is_shown_in_both_orders_for_the_same_job(run_dir: Path) -> N
     # Experiment 4 shows one letter twice: the same strength on both sides.
     exp4 = relative[relative["experiment"] == "exp4"]
     assert (exp4["first"] == exp4["second"]).all()
+
+
+def test_experiment_3_leaves_the_signature_empty_and_experiment_4_signs_a_name(
+    run_dir: Path,
+) -> None:
+    results = pd.read_parquet(run_dir / "results.parquet")
+    showing = dict(zip(results["unit_id"], results["showing"], strict=True))
+    # What follows "Sincerely," in every absolute prompt, per showing (one letter, one signer).
+    endings: dict[str, set[str]] = {}
+    with sqlite3.connect(run_dir / "calls.sqlite") as conn:
+        for unit, request in conn.execute(
+            "SELECT unit_id, request FROM calls WHERE stage = 'absolute'"
+        ):
+            prompt = json.loads(request)["messages"][-1]["content"]
+            endings.setdefault(showing[unit], set()).add(prompt.rsplit("Sincerely,", 1)[1])
+    assert endings["e3_abs_strong"] == endings["e3_abs_weak"] == {""}
+    assert endings["e4_abs_strong_male"] == endings["e4_abs_weak_male"] == {"\nChristopher Smith"}
+    assert endings["e4_abs_strong_female"] == endings["e4_abs_weak_female"] == {"\nJennifer Smith"}
 
 
 def test_synthetic_run_recovers_the_declared_truth(run_dir: Path) -> None:
@@ -92,9 +139,9 @@ def test_synthetic_run_recovers_the_declared_truth(run_dir: Path) -> None:
     exp4 = effects[effects["experiment"] == "exp4"]
     assert set(exp4["term"]) == {"male"} and exp4["significant"].sum() <= 1
     assert (run_dir / "figures" / "letters_trait_differences.png").stat().st_size > 10_000
-    # Table 9 per experiment: strong minus weak is about 20 points in every trait type.
+    # Table 9 per experiment and job: strong minus weak is about 20 points in every trait type.
     types = pd.read_csv(run_dir / "tables" / "letters_trait_types_exp3.csv")
-    assert len(types) == 3 * 3 and (types["difference"].between(14, 26)).all()
+    assert len(types) == 30 * 3 and (types["difference"].between(14, 26)).all()
     assert types.columns[3:].tolist()[:3] == ["n_strong", "mean_strong", "sd_strong"]
     # The synthetic scores are N(82, 8) for strong letters and N(62, 8) for weak ones.
     results = pd.read_parquet(run_dir / "results.parquet")
@@ -115,7 +162,7 @@ def test_scores_outside_the_scale_are_counted_not_clipped(tmp_path: Path) -> Non
         "      hireability: {by: showing, mean: {}, default_mean: 95, sd: 10, bounds: null}\n"
     )
     out = tmp_path / "run"
-    done = _run(study, out, 5)
+    done = _run(study, out, 2)
     assert done.returncode == 0, done.stderr
     results = pd.read_parquet(out / "results.parquet")
     absolute = results[results["stage"] == "absolute"]
@@ -209,6 +256,6 @@ def test_a_trait_type_member_that_is_not_scored_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert (
-        "bad.yaml:162: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
+        "bad.yaml:164: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
         in (done.stderr)
     )
