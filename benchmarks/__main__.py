@@ -151,7 +151,7 @@ def main() -> None:
             table.add_row(
                 f"loopback OpenAI, 100 ms ({placement})" if level["concurrency"] == 1 else "",
                 f"calls/s at concurrency {level['concurrency']}",
-                f"{level['calls_per_s']:,.1f} ({level['fraction_of_ideal']:.0%} of "
+                f"{level['calls_per_s']:,.1f} ({level['fraction_of_ideal']:.1%} of "
                 f"{level['ideal_calls_per_s']:,.0f})",
                 f">= {o['target_fraction_at_64']:.0%}" if level["concurrency"] == 64 else "",
                 ok,
