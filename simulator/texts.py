@@ -37,6 +37,7 @@ class TextsOptions:
     nli: str | None
     permutations: int
     seed: int
+    weat_words: Path | None = None
 
 
 def _problem(option: str, message: str) -> InputError:
@@ -170,6 +171,28 @@ def load_nli(opts: TextsOptions) -> Any:
         raise _problem("--nli", str(exc)) from exc
 
 
+def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict | None, str]:
+    """WEAT's attribute word sets, or None with the reason WEAT cannot run on these groups.
+
+    Raises:
+        InputError: ``--weat-words`` names a file that is not ``test: {group: [words]}``.
+    """
+    from biasim.analysis.weat import load_word_sets
+
+    try:
+        words = load_word_sets(opts.weat_words)
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        raise _problem("--weat-words", f"{opts.weat_words}: {exc}") from exc
+    for test, sets in words.items():
+        missing = [g for g in groups if g not in sets]
+        if missing:
+            return None, (
+                f"WEAT skipped: test `{test}` has no words for group `{missing[0]}`; give "
+                f"--weat-words FILE with `test: {{{groups[0]}: [words], {groups[1]}: [words]}}`"
+            )
+    return words, ""
+
+
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:
     """Check, score and test; write tables (and the figure) under ``out`` when given.
 
@@ -177,12 +200,14 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         A summary in the ``letters`` kind's shape (its console rendering prints it).
     """
     from biasim.analysis.figures import save_figure
-    from biasim.analysis.letter_figures import plot_letters
+    from biasim.analysis.letter_figures import plot_hallucination, plot_letters, plot_weat
     from biasim.analysis.letter_tables import letter_tables
     from biasim.analysis.scorers import ScoreCache
     from biasim.analysis.style_scorers import load_spacy, load_stems
+    from biasim.analysis.weat import SentenceEmbedder, salient_weat
 
     kept, groups, exclusions = load_texts(path, opts)
+    word_sets, weat_note = load_weat_words(opts, groups)
     try:
         lexicon = load_stems(opts.lexicon)
     except (OSError, yaml.YAMLError, AttributeError) as exc:
@@ -207,6 +232,15 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
     )
     if cache:
         cache.close()
+    if word_sets is not None:
+        tables.weat = salient_weat(
+            tables.salient,
+            groups,
+            SentenceEmbedder().embed,
+            word_sets,
+            opts.permutations,
+            opts.seed,
+        )
     excl = pd.DataFrame([("kept", len(kept)), *exclusions], columns=["excluded", "letters"])
     summary = {
         "name": path.stem,
@@ -218,16 +252,27 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "hallucination": []
         if tables.hallucination is None
         else tables.hallucination.to_dict("records"),
+        "weat": [] if tables.weat is None else tables.weat.to_dict("records"),
+        **({"weat_note": weat_note} if weat_note else {}),
         "exclusions": excl.assign(model_label=path.name).to_dict("records"),
     }
     if out is not None:
         (out / "tables").mkdir(parents=True, exist_ok=True)
-        for key in ("lexicon", "salient", "style", "shares", "hallucination"):
-            if getattr(tables, key) is not None:
+        for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
+            if getattr(tables, key, None) is not None:
                 getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
         excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
         save_figure(
             plot_letters(tables.lexicon, tables.style, groups, path.name),
             out / "figures" / "texts.png",
         )
+        if tables.weat is not None:
+            save_figure(
+                plot_weat(tables.weat, groups, path.name), out / "figures" / "texts_weat.png"
+            )
+        if tables.hallucination is not None:
+            save_figure(
+                plot_hallucination(tables.hallucination, groups, path.name),
+                out / "figures" / "texts_hallucination.png",
+            )
     return summary

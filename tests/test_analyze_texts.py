@@ -247,3 +247,37 @@ def test_hallucination_needs_an_nli_model_and_runs_with_one(tmp_path, cli):
     assert [r["group"] for r in agentic] == ["m", "f"]
     for r in agentic:
         assert r["mean_hallucinated"] == pytest.approx(r["mean_full"])
+
+
+def test_weat_runs_on_the_salient_words_when_the_word_sets_name_the_groups(tmp_path, cli):
+    frame = pd.read_csv(_letters(tmp_path), keep_default_na=False)
+    frame = frame[frame["letter"].str.strip() != ""]
+    # Three copies (each word then clears the salient-word threshold of 10 per group).
+    big = pd.concat([frame.assign(bio=frame["bio"] + f"-{k}") for k in range(3)])
+    named = tmp_path / "named.csv"
+    big.assign(gender=big["gender"].map({"m": "male", "f": "female"})).to_csv(named, index=False)
+    base = ["analyze", "--texts", str(named), "--text-col", "letter", "--group-col", "gender"]
+    out = tmp_path / "out"
+    result = cli.invoke(app, [*base, "--compare", "male,female", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    weat = {r["test"]: r for r in json.loads(result.stdout)["weat"]}
+    assert set(weat) == {"MF", "CF"}
+    assert all(math.isfinite(r["effect_size"]) and 0 < r["p_value"] <= 1 for r in weat.values())
+    assert (out / "tables" / "texts_weat.csv").is_file()
+    assert (out / "figures" / "texts_weat.png").is_file()
+
+    # Groups the built-in sets do not name: WEAT says why it did not run, and runs with sets
+    # keyed by those groups.
+    short = tmp_path / "short.csv"
+    big.to_csv(short, index=False)
+    base = ["analyze", "--texts", str(short), "--text-col", "letter", "--group-col", "gender"]
+    result = cli.invoke(app, [*base, "--compare", "m,f", "--json"])
+    summary = json.loads(result.stdout)
+    assert summary["weat"] == [] and "no words for group `m`" in summary["weat_note"]
+    words = tmp_path / "words.yaml"
+    words.write_text("CF:\n  m: [career, salary, office]\n  f: [family, home, children]\n")
+    result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words), "--json"])
+    assert [r["test"] for r in json.loads(result.stdout)["weat"]] == ["CF"]
+    words.write_text("CF: [career]\n")
+    result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words)])
+    assert result.exit_code == 2 and "--weat-words" in result.output

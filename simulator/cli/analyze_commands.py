@@ -116,6 +116,13 @@ def analyze(
         str | None,
         typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder."),
     ] = None,
+    weat_words: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --texts: YAML `test: {group: [words]}` for WEAT, keyed by the compared "
+            "groups (default: Caliskan's sets keyed male/female)."
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(help="With --decisions or --texts: directory for the tables (and figures)."),
@@ -174,6 +181,7 @@ def analyze(
             nli,
             permutations,
             seed,
+            weat_words,
         )
         try:
             summary = analyze_texts(texts, options, out)

@@ -402,6 +402,8 @@ class LettersKind(AnalysisKind):
 
         from ..htmlreport import fmt
 
+        if summary.get("weat_note"):
+            console.print(summary["weat_note"], highlight=False)
         if not summary.get("weat"):
             return
         first, _ = summary["groups"]
