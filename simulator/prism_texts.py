@@ -15,12 +15,12 @@ from typing import Any
 import pandas as pd
 
 from .errors import InputError, Problem
+from .kinds.base import model_problem
 from .kinds.prism import (
     POSTING_FACTOR,
     SCORE_CACHE,
     pair_scores,
     paired_section,
-    problem_with_model,
     word_list_problem,
 )
 
@@ -80,7 +80,7 @@ def read_texts(request: TextsRequest) -> pd.DataFrame:
     if request.masked_lm is None:
         problems.append(Problem("--masked-lm", None, "", f"required: {HOW_TO}"))
     else:
-        reason = problem_with_model(request.masked_lm, None, HOW_TO)
+        reason = model_problem(request.masked_lm, None, HOW_TO, "a masked LM")
         if reason:
             problems.append(Problem("--masked-lm", None, "", reason))
         model_ok = reason is None

@@ -249,3 +249,35 @@ def test_power_reads_the_letters_tests():
         "agentic (paired)": 0.01,
         "lexicon agentic": 0.03,
     }
+
+
+def test_a_model_of_the_wrong_kind_or_no_folder_is_refused_before_any_call(tmp_path, cli) -> None:
+    pytest.importorskip("torch")
+    from .tiny_models import build_tiny_bert
+
+    mlm = build_tiny_bert(tmp_path / "mlm", mlm=True)
+    sentiment = build_tiny_bert(tmp_path / "sst", ["NEGATIVE", "POSITIVE"])
+    cases = {
+        # An MLM where an NLI cross-encoder is needed, and a classifier without entailment.
+        f"nli: {mlm}": "is a BertForMaskedLM, not an NLI cross-encoder",
+        f"nli: {sentiment}": "has no `entail…` label (labels: negative, positive)",
+        "nli: ./no_such_model": "no such folder `./no_such_model`",
+        f"style: {{positive: {{scorer: classifier, options: {{model: {mlm}}}}}}}": (
+            "is a BertForMaskedLM, not a text classifier"
+        ),
+        f"embeddings: {tmp_path}": "is not a model folder (no config.json)",
+    }
+    for option, expected in cases.items():
+        study = tmp_path / "wrong.yaml"
+        study.write_text(
+            f"extends: {CBG}\n"
+            "analyses:\n"
+            "  - {kind: letters, name: letters, stage: write, group: gender,"
+            f" compare: [male, female], pair: biography, {option}}}\n"
+        )
+        out = tmp_path / "run"
+        result = cli.invoke(app, ["run", str(study), "--backend", "synthetic", "--out", str(out)])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2, (option, text)
+        assert expected in text and "wrong.yaml:3" in text, (option, text)
+        assert not out.exists()

@@ -141,6 +141,57 @@ def resolve_data_path(path: str, folder: Path | None) -> Path:
     return candidate
 
 
+#: What a hub id looks like (``name`` or ``owner/name``); anything else is a path.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+#: Kinds of model an option may expect: the architecture suffix in config.json, and a label
+#: one of the model's labels must contain (NLI models label their entailment class).
+MODEL_KINDS: dict[str, tuple[str, str | None]] = {
+    "a masked LM": ("ForMaskedLM", None),
+    "a text classifier": ("ForSequenceClassification", None),
+    "an NLI cross-encoder": ("ForSequenceClassification", "entail"),
+}
+
+
+def model_problem(
+    value: str, folder: Path | None, how_to: str, expects: str | None = None
+) -> str | None:
+    """Why ``value`` names no usable model (None when it does, or is a hub id, which only
+    loading can check offline); the reason ends with ``how_to``.
+
+    A local folder must hold a ``config.json``; with ``expects`` (a key of
+    :data:`MODEL_KINDS`, e.g. ``"a text classifier"``) its architecture and labels must be that
+    kind's, so an MLM given where a classifier is needed is refused before anything is scored.
+    """
+    path = resolve_data_path(value, folder).expanduser()
+    if not path.exists():
+        if value.startswith((".", "/", "~")) or not _HUB_ID.fullmatch(value):
+            return f"no such folder `{value}`; {how_to}"
+        return None
+    config = path / "config.json"
+    if not config.is_file():
+        return f"`{value}` is not a model folder (no config.json); {how_to}"
+    if expects is None:
+        return None
+    import json
+
+    suffix, label = MODEL_KINDS[expects]
+    try:
+        settings = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"`{value}`: cannot read config.json ({exc}); {how_to}"
+    found = settings.get("architectures") or []
+    if not any(str(a).endswith(suffix) for a in found):
+        what = ", ".join(map(str, found)) or "model of unknown architecture"
+        return f"`{value}` is a {what}, not {expects}; {how_to}"
+    labels = [str(v).lower() for v in (settings.get("id2label") or {}).values()]
+    if label and not any(label in v for v in labels):
+        return (
+            f"`{value}` has no `{label}…` label (labels: {', '.join(labels)}), not "
+            f"{expects}; {how_to}"
+        )
+    return None
+
+
 def slug(*parts: Any) -> str:
     """A file-name-safe name joined from ``parts`` (empty parts are left out)."""
     return "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)).strip("-") for p in parts if p)

@@ -32,6 +32,7 @@ from .base import (
     AnalysisSpec,
     Section,
     StudyFacts,
+    model_problem,
     resolve_data_path,
 )
 
@@ -46,6 +47,9 @@ CACHE_FILE = "text_scores.sqlite"
 MODELS_DIR = "models"
 #: Scorer options that must name an existing file (a model option may be a hub id).
 FILE_OPTIONS = ("train_csv", "stems")
+#: Scorer options naming a model, and the kind of model each must be (None: any).
+MODEL_OPTIONS = {"model": "a text classifier", "base_model": None}
+MODEL_HOW_TO = "give a local folder holding the model and its tokenizer, or a hub id"
 NEEDS_NLI = (
     "hallucination analysis needs an NLI model: set `nli:` on this analysis to a transformers "
     "NLI cross-encoder, a hub id (the paper's: "
@@ -137,6 +141,8 @@ class LettersKind(AnalysisKind):
             facts.need_column(spec.pair, ("pair",))
         if spec.nli is not None and facts.config.biographies is None:
             facts.problem(("nli",), NEEDS_BIOGRAPHIES)
+        self._check_model(facts, ("nli",), spec.nli, "an NLI cross-encoder")
+        self._check_model(facts, ("embeddings",), spec.embeddings, None)
         if spec.weat:
             self._check_word_sets(spec, facts)
         for dim, choice in spec.style.items():
@@ -150,6 +156,23 @@ class LettersKind(AnalysisKind):
                 at = ("style", dim, "options", key)
                 if isinstance(value, str) and not self._study_file(facts, at, value).is_file():
                     facts.problem(at, f"no such file: {value} (relative paths: the study's folder)")
+            for key, expects in MODEL_OPTIONS.items():
+                value = choice.options.get(key)
+                if isinstance(value, str):
+                    self._check_model(facts, ("style", dim, "options", key), value, expects)
+
+    @staticmethod
+    def _check_model(
+        facts: StudyFacts, at: tuple[Any, ...], value: str | None, expects: str | None
+    ) -> None:
+        """A model named in the spec is a model folder of the kind expected, or a hub id."""
+        if value is None:
+            return
+        file, _ = facts.smap.locate((*facts.at, *at))
+        folder = Path(file).parent if file else None
+        reason = model_problem(value, folder, MODEL_HOW_TO, expects)
+        if reason:
+            facts.problem(at, reason)
 
     @staticmethod
     def _study_file(facts: StudyFacts, at: tuple[Any, ...], value: str) -> Path:

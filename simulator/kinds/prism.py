@@ -8,7 +8,6 @@ directory, so ``biasim analyze`` never re-scores a text."""
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from .base import (
     AnalysisSpec,
     Section,
     StudyFacts,
+    model_problem,
     resolve_data_path,
     slug,
 )
@@ -43,7 +43,6 @@ HOW_TO = (
     "Hugging Face cache), or run with `--masked-lm PATH`"
 )
 NO_MASKED_LM = f"PRISM needs a masked language model and none is given: {HOW_TO}"
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 SIDES = ("posting", "application")
 
 
@@ -104,19 +103,6 @@ def word_list_problem(word_lists: Path | None, model_folder: Path | None) -> str
     return None
 
 
-def problem_with_model(value: str, folder: Path | None, how_to: str = HOW_TO) -> str | None:
-    """Why ``value`` names no masked LM (None when it is a model folder or a hub id); the
-    reason ends with ``how_to``, how to give one."""
-    path = resolve_data_path(value, folder).expanduser()
-    if path.exists():
-        if not (path / "config.json").is_file():
-            return f"`{value}` is not a model folder (no config.json); {how_to}"
-        return None
-    if value.startswith((".", "/", "~")) or not _HUB_ID.fullmatch(value):
-        return f"no such folder `{value}`; {how_to}"
-    return None
-
-
 class PrismKind(AnalysisKind):
     """PRISM scores of postings and applications, and the posting -> application tests."""
 
@@ -137,7 +123,7 @@ class PrismKind(AnalysisKind):
         if spec.masked_lm is None:
             facts.problem(("masked_lm",), NO_MASKED_LM)
         else:
-            reason = problem_with_model(spec.masked_lm, folder)
+            reason = model_problem(spec.masked_lm, folder, HOW_TO, "a masked LM")
             if reason:
                 facts.problem(("masked_lm",), reason)
             model_ok = reason is None
