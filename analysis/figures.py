@@ -388,11 +388,11 @@ def plot_funnel(
     """Each group's survival through a selection pipeline, from application to the last stage.
 
     One line per value of ``group`` (in table order) with a marker per point: at "applied" every
-    group is at 100 %, and after each stage at its ``cumulative_rate`` (the share of the group's
-    applicants who advanced there). The last point of each line is labelled with the value and
-    its share, right of the axes, spread apart so they never overlap and tied to their points
-    by thin leader lines. Tick labels give the stage and how many candidates (of all groups)
-    are still in.
+    group with an applicant is at 100 % (one without has no point), and after each stage at its
+    ``cumulative_rate`` (the share of the group's applicants who advanced there). The last point
+    of each line is labelled with the value and its share, right of the axes, spread apart so
+    they never overlap and tied to their points by thin leader lines. Tick labels give the stage
+    and how many candidates (of all groups) are still in.
 
     Args:
         table: Pipeline stages table (see module docstring), possibly for several group
@@ -419,9 +419,12 @@ def plot_funnel(
     counts += [int(rows.loc[rows["stage"] == stage, "advanced"].sum()) for stage in stages]
     x = np.arange(len(stages) + 1)
     shares = {}
+    entered = first.groupby("value", sort=False)["entered"].sum()
     for value in values:
         by_stage = rows[rows["value"] == value].set_index("stage")["cumulative_rate"]
-        shares[value] = np.concatenate([[1.0], by_stage.reindex(stages).to_numpy(dtype=float)])
+        # A group nobody applied from has no share to start at, not 100 %.
+        start = 1.0 if entered.get(value, 0) > 0 else np.nan
+        shares[value] = np.concatenate([[start], by_stage.reindex(stages).to_numpy(dtype=float)])
     fig = Figure(figsize=(max(6.5, 1.5 * len(x) + 3.0), 4.8), layout="constrained")
     ax = fig.add_subplot()
     for i, value in enumerate(values):

@@ -492,6 +492,14 @@ def test_plot_funnel_one_line_per_group(tmp_path):
     assert len(plot_funnel(table, "race", log_scale=True).axes[0].lines) == 4
     with pytest.raises(ValueError, match="no rows for group"):
         plot_funnel(table, "gender")
+    # A group without applicants has no 100 % to start from.
+    empty = table.copy()
+    black = empty["value"] == "Black"
+    empty.loc[black, ["entered", "advanced"]] = 0
+    empty.loc[black, "cumulative_rate"] = np.nan
+    lines = {line.get_label(): line for line in plot_funnel(empty, "race").axes[0].lines}
+    assert np.isnan(lines["Black"].get_ydata()).all()
+    assert lines["White"].get_ydata()[0] == 1.0
 
 
 # --------------------------------------------------------------------------- calibration
