@@ -18,6 +18,9 @@ from .nli_scorer import NliScorer
 from .salient_words import salient_words
 from .scorers import ScoreCache, TextScorer
 
+#: Why a document of a counterfactual pair is left out: the pair tests need both.
+NO_PARTNER = "its counterfactual partner was excluded"
+
 
 @dataclass
 class LetterTables:
@@ -125,3 +128,26 @@ def letter_tables(
                 records.append({"dimension": dim, **row})
         hal = pd.DataFrame(records)
     return LetterTables(lex, sal, pd.DataFrame(rows), shares, scored_now, hal)
+
+
+def partner_missing(
+    frame: pd.DataFrame,
+    kept: Sequence[bool],
+    pair_cols: Sequence[str],
+    group_col: str,
+    groups: tuple[str, str],
+) -> list[bool]:
+    """Which kept documents lost their counterfactual partner.
+
+    A pair (rows sharing ``pair_cols``) is whole when its kept documents of the compared
+    ``groups`` are exactly one of each; every kept document of the compared groups in a pair
+    that is not whole is marked, so it can be excluded and counted (:data:`NO_PARTNER`)
+    instead of breaking the paired tests.
+    """
+    keep = pd.Series(list(kept), index=frame.index, dtype=bool)
+    compared = frame[group_col].isin(groups)
+    cells = frame[keep & compared].groupby(list(pair_cols))[group_col]
+    whole = cells.transform(lambda s: sorted(s) == sorted(groups))
+    marked = pd.Series(False, index=frame.index)
+    marked[whole.index] = ~whole.astype(bool)
+    return marked.tolist()

@@ -50,6 +50,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     Raises:
         InputError: Anything named on the command line is missing or unusable.
     """
+    from biasim.analysis.letter_tables import NO_PARTNER, partner_missing
     from biasim.analysis.letter_text import generation_failure
 
     for option, value in (("--text-col", opts.text_col), ("--group-col", opts.group_col)):
@@ -85,9 +86,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
         reasons = reasons.where(
             reasons.notna(), [generation_failure(t) for t in frame[opts.text_col]]
         )
-    exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
-    kept = frame[reasons.isna()].reset_index(drop=True)
-    values = list(dict.fromkeys(kept[opts.group_col]))
+    values = list(dict.fromkeys(frame.loc[reasons.isna(), opts.group_col]))
     if opts.compare:
         groups = tuple(v.strip() for v in opts.compare.split(","))
         if len(groups) != 2:
@@ -103,7 +102,9 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
                 f"group `{g}` has no usable text in `{opts.group_col}` (values {values[:10]})",
             )
     if opts.pair_col:
-        part = kept[kept[opts.group_col].isin(groups)]
+        # The file's pairs of texts must be whole; a pair broken by an empty text or the
+        # success filter loses its other text too, counted, since the paired tests need both.
+        part = frame[frame[opts.group_col].isin(groups) & (text != "")]
         counts = part.groupby(opts.pair_col)[opts.group_col].agg(lambda s: tuple(sorted(s)))
         bad = counts[counts != tuple(sorted(groups))]
         if len(bad):
@@ -112,6 +113,12 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
                 f"{len(bad)} pairs do not hold one `{groups[0]}` and one `{groups[1]}` text, "
                 f"e.g. `{bad.index[0]}`",
             )
+        lone = partner_missing(
+            frame, reasons.isna().tolist(), [opts.pair_col], opts.group_col, groups
+        )
+        reasons = reasons.where(~pd.Series(lone, index=frame.index), NO_PARTNER)
+    exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
+    kept = frame[reasons.isna()].reset_index(drop=True)
     return kept, groups, exclusions  # type: ignore[return-value]
 
 

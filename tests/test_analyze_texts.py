@@ -281,3 +281,20 @@ def test_weat_runs_on_the_salient_words_when_the_word_sets_name_the_groups(tmp_p
     words.write_text("CF: [career]\n")
     result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words)])
     assert result.exit_code == 2 and "--weat-words" in result.output
+
+
+def test_a_pair_broken_by_the_success_filter_loses_its_partner_counted(tmp_path, cli):
+    frame = pd.read_csv(_letters(tmp_path), keep_default_na=False)
+    broken = (frame["bio"] == "b3") & (frame["gender"] == "m")
+    frame.loc[broken, "letter"] = "Here is a short poem about the sea."
+    path = tmp_path / "broken.csv"
+    frame.to_csv(path, index=False)
+    args = ["analyze", "--texts", str(path), "--text-col", "letter", "--group-col", "gender"]
+    args += ["--compare", "m,f", "--pair-col", "bio", "--json", "--permutations", "99"]
+    result = cli.invoke(app, [*args, "--success-filter"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    excluded = {r["excluded"]: r["letters"] for r in summary["exclusions"]}
+    assert excluded["its counterfactual partner was excluded"] == 1
+    assert excluded["kept"] == 22 and excluded["empty text"] == 1
+    assert {r["n_pairs"] for r in summary["style"]} == {11}

