@@ -267,6 +267,7 @@ def test_a_model_of_the_wrong_kind_or_no_folder_is_refused_before_any_call(tmp_p
             "is a BertForMaskedLM, not a text classifier"
         ),
         f"embeddings: {tmp_path}": "is not a model folder (no config.json)",
+        "lexicon: word_constants.json": "no such file: word_constants.json",
     }
     for option, expected in cases.items():
         study = tmp_path / "wrong.yaml"

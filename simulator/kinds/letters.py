@@ -145,6 +145,13 @@ class LettersKind(AnalysisKind):
         self._check_model(facts, ("embeddings",), spec.embeddings, None)
         if spec.weat:
             self._check_word_sets(spec, facts)
+        if (
+            spec.lexicon is not None
+            and not self._study_file(facts, ("lexicon",), spec.lexicon).is_file()
+        ):
+            facts.problem(
+                ("lexicon",), f"no such file: {spec.lexicon} (relative paths: the study's folder)"
+            )
         for dim, choice in spec.style.items():
             if choice.scorer not in scorer_names():
                 facts.problem(
