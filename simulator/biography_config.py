@@ -8,10 +8,10 @@ for the other gender, swapped pronouns. A file that is already augmented (it has
 is used as given: its rows are paired by seed biography and occupation, and a seed biography
 without exactly one f and one m row is left out, counted by reason in ``excluded``. Either way
 the prompt's occupation is the authors' singular of the file's label ("chefs" -> "chef").
-The seed biographies become the levels of a design factor
-(``biography`` by default: a results column naming each counterfactual pair), the persona axis
-(``gender``) picks the row, and templates see it as ``biography``. The rows are kept in the
-validated study, so a run's manifest records the exact biographies its letters came from.
+The seed biographies become the levels of a design factor (``biography`` by default: a results
+column naming each counterfactual pair), the persona axis (``gender``) picks the row, and
+templates see it as ``biography``. The rows are kept in the validated study, so a run's manifest
+records the exact biographies its letters came from.
 """
 
 from __future__ import annotations
