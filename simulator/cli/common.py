@@ -37,7 +37,8 @@ POSTINGS_OPTION = typer.Option(
 )
 BIOGRAPHIES_OPTION = typer.Option(
     help="Letters from biographies: CSV of seed biographies (first_name, last_name, gender f/m, "
-    "info, occupation) replacing the study's.",
+    "info, occupation) replacing the study's; with seed_first_name and seed_last_name too (the "
+    "authors' preprocessed_bios) it is already augmented and paired as given.",
 )
 
 

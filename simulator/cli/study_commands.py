@@ -91,6 +91,10 @@ def run(
         prepared = prepare(options)
     except InputError as exc:
         fail_input(exc)
+    bios = prepared.study.config.biographies
+    if bios is not None and bios.excluded:
+        # Said before the calls, so rows left out of the biography file are never silent.
+        _print_biographies(prepared.study.config, err_console)
     try:
         with progress_display(err_console, progress_every) as progress:
             # Rich prints above a live bar on the same console.
@@ -239,6 +243,7 @@ def validate(
             "on who advances)" + _limit_note(),
             highlight=False,
         )
+        _print_biographies(config)
         _print_analysis_notes(config, Path(loaded.path).parent)
         _print_endpoint_notes(loaded)
         return
@@ -256,8 +261,35 @@ def validate(
         highlight=False,
     )
     _print_casting(config)
+    _print_biographies(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
     _print_endpoint_notes(loaded)
+
+
+def _print_biographies(config: Any, console: Any = out_console) -> None:
+    """How the biography file became pairs, and the rows it left out by reason.
+
+    Args:
+        config: The validated study.
+        console: Where to print (``run`` keeps its standard output for the report).
+    """
+    bios = config.biographies
+    if bios is None:
+        return
+    pairs = len({r["level"] for r in bios.rows})
+    how = "as given (the file is already augmented)" if bios.as_given else "augmented at load"
+    left_out = sum(bios.excluded.values())
+    console.print(
+        f"biographies: {len(bios.rows)} row(s), {pairs} pair(s), {how}"
+        + (
+            f"; {left_out} row(s) left out: "
+            + "; ".join(f"{reason}: {n}" for reason, n in bios.excluded.items())
+            if left_out
+            else ""
+        ),
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 def _print_endpoint_notes(loaded: Any) -> None:
