@@ -135,21 +135,16 @@ class TransmissionKind(AnalysisKind):
                 f"(sign test on pairs hired alike in both orders, alpha {summary['alpha']})"
             )
         effects = summary.get("effects", [])
-        for row in effects:
-            if row["model"] == "beta_job_fixed":
-                mark = "*" if row["significant"] else " "
-                console.print(
-                    f"   {mark} {row['trait']:<16} {row['term']} vs {row['reference']}: "
-                    f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g})"
-                )
-        for row in summary.get("type_effects", []):
-            if row["model"] == "beta_job_fixed":
-                mark = "*" if row["significant"] else " "
-                console.print(
-                    f"   {mark} {row['trait'] + ' traits':<16} {row['term']} vs "
-                    f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                    f"p {row['p_value']:.3g})"
-                )
+        # Traits and trait types print alike; a type's row is named "<type> traits".
+        for key, suffix in (("effects", ""), ("type_effects", " traits")):
+            for row in summary.get(key, []):
+                if row["model"] == "beta_job_fixed":
+                    mark = "*" if row["significant"] else " "
+                    console.print(
+                        f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs "
+                        f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
+                        f"p {row['p_value']:.3g})"
+                    )
         if effects:
             console.print(
                 "  (beta regression with job fixed effects; the Gaussian mixed model on the "
