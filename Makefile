@@ -9,11 +9,11 @@ STAMP := $(VENV)/.installed
 # "Illegal instruction", these flags build a portable AVX2 binary.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup run test check bench docs lint clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -25,6 +25,9 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+docs: setup
+	$(BIN)/mkdocs build --strict
+
 bench: setup
 	$(BIN)/python -m benchmarks
 
@@ -32,4 +35,4 @@ lint: setup
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) runs bench-results
+	rm -rf $(VENV) runs bench-results site

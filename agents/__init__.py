@@ -4,10 +4,10 @@ Each role is a Mesa agent class, so a model addresses a population through
 ``model.agents_by_type[Screener]`` and the like.
 """
 
-from .base import LLMAgent, StagePlan
-from .readers import SELECTED, Evaluator, HiringManager, ReaderAgent, Reading, Screener
-from .scenario_agent import ScenarioAgent
-from .writers import Applicant, LetterWriter
+from biasim.agents.base import LLMAgent, StagePlan
+from biasim.agents.readers import SELECTED, Evaluator, HiringManager, ReaderAgent, Reading, Screener
+from biasim.agents.scenario_agent import ScenarioAgent
+from biasim.agents.writers import Applicant, LetterWriter
 
 #: Population ``agent`` names -> the class of their agents.
 AGENT_CLASSES: dict[str, type[LLMAgent]] = {

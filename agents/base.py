@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 import mesa
 
 from biasim.personas import Persona
-from biasim.simulator.design import AgentSpec, call_seed, template_context, unit_id
 from biasim.simulator.llm.structured import OutputSchema, output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.pairing import PairingConfig, Trial, draw_trial
-from biasim.simulator.templating import compile_expression, compile_template
+from biasim.simulator.study.design import AgentSpec, call_seed, template_context, unit_id
+from biasim.simulator.study.pairing import PairingConfig, Trial, draw_trial
+from biasim.simulator.study.templating import compile_expression, compile_template
 
 if TYPE_CHECKING:
-    from biasim.simulator.config import StudyConfig
+    from biasim.simulator.study.config import StudyConfig
 
 
 @dataclass(frozen=True)

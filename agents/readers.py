@@ -8,14 +8,16 @@ shown to it with stable labels (Applicant 1, 2, ...). Its answer rates the docum
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from biasim.simulator.design import AgentSpec, call_seed
+from biasim.agents.base import LLMAgent, StagePlan, render_messages
 from biasim.simulator.llm.structured import OutputSchema, Selection, output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.matching import Evaluation
+from biasim.simulator.study.design import AgentSpec, call_seed
 
-from .base import LLMAgent, StagePlan, render_messages
+if TYPE_CHECKING:
+    # The engine draws the evaluations and hands them to the readers; a reader never draws.
+    from biasim.simulator.engine.matching import Evaluation
 
 #: The answer field in which pair and pool readers list the labels they pick.
 SELECTED = "selected"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import LLMAgent
+from biasim.agents.base import LLMAgent
 
 
 class Applicant(LLMAgent):

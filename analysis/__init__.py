@@ -1,11 +1,13 @@
 """Statistics and text analyses on plain DataFrames. Nothing here imports the engine.
 
-The statistics are re-exported here. Two modules with heavy dependencies are imported by name
-when needed: ``biasim.analysis.email_outcomes`` (hiring-email outcome classifiers, scikit-learn) and
-``biasim.analysis.figures`` (the papers' figures, matplotlib).
+``stats/`` holds the generic statistics (re-exported here), ``text/`` the generic text measures,
+``audit/`` the tables of audits of decisions made anywhere, and ``studies/<family>/`` what only one
+seed study's analyses need. Modules with heavy dependencies are imported by name when needed, e.g.
+``biasim.analysis.studies.hiring_emails.email_outcomes`` (scikit-learn) and
+``biasim.analysis.figures`` (matplotlib).
 """
 
-from .cases import (
+from biasim.analysis.stats.cases import (
     ablation_table,
     case_parity,
     case_rates,
@@ -15,8 +17,8 @@ from .cases import (
     implicit_vs_explicit,
     load_predictions,
 )
-from .counterfactual import counterfactual_table, counterfactual_test
-from .disparity import (
+from biasim.analysis.stats.counterfactual import counterfactual_table, counterfactual_test
+from biasim.analysis.stats.disparity import (
     acceptance_rates,
     adjust_family,
     cmh_test,
@@ -26,8 +28,8 @@ from .disparity import (
     permutation_vs_population,
     rate_breakdown,
 )
-from .multiple import adjust, benjamini_hochberg, holm
-from .parity import (
+from biasim.analysis.stats.multiple import adjust, benjamini_hochberg, holm
+from biasim.analysis.stats.parity import (
     ParityTest,
     demographic_parity_difference,
     group_rates,
@@ -37,14 +39,14 @@ from .parity import (
     status_rates,
     wilson_interval,
 )
-from .pipeline import (
+from biasim.analysis.stats.pipeline import (
     choice_rates,
     compounding,
     first_position_test,
     position_table,
     stage_table,
 )
-from .terms import distinctive_terms, load_term_sets, strip_names, term_counts
+from biasim.analysis.text.terms import distinctive_terms, load_term_sets, strip_names, term_counts
 
 __all__ = [
     "ParityTest",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biasim.analysis.disparity import (
+from biasim.analysis.stats.disparity import (
     acceptance_rates,
     cmh_test,
     combine_pvalues_across,

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 TARGET_OVERHEAD = 0.05
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 STUDY = """\
 name: bench_engine

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biasim.analysis.letter_text import style_sentences
-from biasim.analysis.scorers import ScoreCache, cached_scores, create_scorer
-from biasim.analysis.style_scorers import ClassifierScorer
+from biasim.analysis.text.letter_text import style_sentences
+from biasim.analysis.text.scorers import ScoreCache, cached_scores, create_scorer
+from biasim.analysis.text.style_scorers import ClassifierScorer
 from tests.tiny_models import build_tiny_bert
 
 from .bert_mini import BERT_MINI

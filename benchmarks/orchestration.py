@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 LATENCY_S = 0.1
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "loopback_llm_server.py"

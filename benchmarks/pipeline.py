@@ -57,7 +57,7 @@ TARGET_PEAK_MB = 2048.0
 _CHILD = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 with tempfile.TemporaryDirectory() as tmp:
     study = Path(tmp) / "study.yaml"
     study.write_text(sys.stdin.read())

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from biasim.analysis.masked_lm import HuggingFaceMaskedLM
-from biasim.analysis.prism import WordLists, split_sentences
-from biasim.analysis.prism_scorer import PrismScorer
-from biasim.analysis.scorers import ScoreCache, cached_scores
+from biasim.analysis.studies.prism.score import WordLists, split_sentences
+from biasim.analysis.studies.prism.scorer import PrismScorer
+from biasim.analysis.text.masked_lm import HuggingFaceMaskedLM
+from biasim.analysis.text.scorers import ScoreCache, cached_scores
 from tests.tiny_models import build_tiny_bert
 
 from .bert_mini import BERT_MINI

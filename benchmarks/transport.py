@@ -26,11 +26,11 @@ from typing import Any
 
 import orjson
 
-from biasim.simulator.config import RoleConfig
 from biasim.simulator.llm.registry import create_backend
 from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.types import LLMRequest
+from biasim.simulator.study.config import RoleConfig
 
 from .orchestration import LATENCY_S, LoopbackServer, pinned
 

@@ -1,6 +1,6 @@
 """Persona attributes, name banks and persona construction."""
 
-from .attributes import (
+from biasim.personas.attributes import (
     Persona,
     attribute_combinations,
     attribute_key,
@@ -9,7 +9,7 @@ from .attributes import (
     iter_personas,
     persona_keys,
 )
-from .namebank import NameBank, NameBankError, load_name_bank
+from biasim.personas.namebank import NameBank, NameBankError, load_name_bank
 
 __all__ = [
     "NameBank",

@@ -1,4 +1,8 @@
-"""Built-in studies shipped with biasim (YAML files in this package)."""
+"""Built-in studies shipped with biasim: each is a folder ``<name>/`` holding ``study.yaml``, the
+data files only it reads (``data/``) and a short ``README.md``, as an lm-eval-harness task is.
+Data shared by a family of studies (the Bias-Transmission jobs, the hiring-email labels) lives in
+``data/`` beside the folders.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,15 @@ from pathlib import Path
 
 import yaml
 
+STUDY_FILE = "study.yaml"
+
 
 def builtin_path(name: str) -> Path | None:
-    """Path of the built-in study ``name`` (with or without ``.yaml``), or ``None``."""
+    """Path of the built-in study ``name``'s ``study.yaml``, or ``None``."""
     stem = name.removesuffix(".yaml")
-    if "/" in stem or "\\" in stem:
+    if not stem or "/" in stem or "\\" in stem or stem.startswith("."):
         return None
-    candidate = resources.files(__name__) / f"{stem}.yaml"
+    candidate = resources.files(__name__) / stem / STUDY_FILE
     return Path(str(candidate)) if candidate.is_file() else None
 
 
@@ -21,7 +27,8 @@ def builtin_studies() -> dict[str, str]:
     """Built-in study name -> one-line description."""
     out: dict[str, str] = {}
     for entry in sorted(resources.files(__name__).iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml"):
-            doc = yaml.safe_load(entry.read_text(encoding="utf-8")) or {}
-            out[entry.name.removesuffix(".yaml")] = str(doc.get("description", "")).strip()
+        study = entry / STUDY_FILE
+        if entry.is_dir() and study.is_file():
+            doc = yaml.safe_load(study.read_text(encoding="utf-8")) or {}
+            out[entry.name] = str(doc.get("description", "")).strip()
     return out

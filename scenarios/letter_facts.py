@@ -3,14 +3,14 @@
 The paper ("Bias Transmission in Large Language Models", Tables 2-3) does not release its
 letters, only one job's pair. Writing 120 letters by hand for its 30 disparity jobs would let
 the strong/weak contrast drift from job to job; instead every letter is the template below,
-filled from one row of ``data/bias_transmission_letter_facts.csv``, so strong and weak differ
-only where the paper's design says they do (years, breadth of experience, school rank) and
-"unmatched" strong letters only add the accomplishments paragraph.
+filled from one row of the study folder's ``data/bias_transmission_letter_facts.csv``, so strong
+and weak differ only where the paper's design says they do (years, breadth of experience, school
+rank) and "unmatched" strong letters only add the accomplishments paragraph.
 
 Regenerate the checked-in CSV after editing the facts::
 
-    python -m biasim.scenarios.letter_facts            # rewrites data/bias_transmission_letters.csv
-    python -m biasim.scenarios.letter_facts --check    # exit 1 if the checked-in file differs
+    python -m biasim.scenarios.letter_facts           # rewrites the study's data/...letters.csv
+    python -m biasim.scenarios.letter_facts --check   # exit 1 if the checked-in file differs
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import io
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data"
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "bias_transmission_letters" / "data"
 FACTS = DATA / "bias_transmission_letter_facts.csv"
-JOBS = DATA / "bias_transmission_jobs.csv"
+JOBS = HERE / "data" / "bias_transmission_jobs.csv"
 LETTERS = DATA / "bias_transmission_letters.csv"
 
 FACT_COLUMNS = (

@@ -1,5 +1,5 @@
 """``python -m biasim.simulator`` runs the CLI (``python -m biasim`` too)."""
 
-from .cli import main
+from biasim.simulator.cli import main
 
 main()

@@ -21,12 +21,13 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from .config import Study, StudyConfig
-from .config import load_study as _load_study
-from .report import FIGURES_DIR, TABLES_DIR
-from .rundir import CALLS, MANIFEST, SUMMARY, read_json
-from .runner import RunOptions, _overrides, execute, prepare, reanalyze
-from .runner import load_run as _load_results
+from biasim.simulator.common.rundir import CALLS, MANIFEST, SUMMARY, read_json
+from biasim.simulator.engine.runner import RunOptions, execute, prepare, reanalyze
+from biasim.simulator.engine.runner import load_run as _load_results
+from biasim.simulator.report.outputs import FIGURES_DIR, TABLES_DIR
+from biasim.simulator.study.config import Study, StudyConfig
+from biasim.simulator.study.load import load_study as _load_study
+from biasim.simulator.study.options import command_line_overrides
 
 __all__ = ["Run", "analyze", "load_run", "load_study", "resume", "run"]
 
@@ -47,7 +48,7 @@ def load_study(study: str | Path, **overrides: Any) -> Study:
         InputError: What is wrong, with file, line and field.
     """
     options = RunOptions(study=str(study), **_only(overrides, _OVERRIDES))
-    return _load_study(str(study), _overrides(options))
+    return _load_study(str(study), command_line_overrides(options))
 
 
 def run(

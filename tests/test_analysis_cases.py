@@ -16,7 +16,7 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from biasim.analysis import parity_test
-from biasim.analysis.cases import (
+from biasim.analysis.stats.cases import (
     DEFAULT_PREDICTIONS,
     Prediction,
     ablation_table,

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasim.analysis.conditions import condition_difference_test, condition_difference_tests
-from biasim.analysis.models import model_pair_test
+from biasim.analysis.stats.conditions import condition_difference_test, condition_difference_tests
+from biasim.analysis.stats.models import model_pair_test
 
 CONDITIONS = ["attribute", "name", "generated"]
 

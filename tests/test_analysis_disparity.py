@@ -12,7 +12,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 from statsmodels.stats.multitest import multipletests
 
-from biasim.analysis.disparity import (
+from biasim.analysis.stats.disparity import (
     acceptance_rates,
     adjust_family,
     cmh_test,

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasim.analysis.cases import case_parity, explicit_parity, implicit_vs_explicit
-from biasim.analysis.excess import excess_dpd_test
+from biasim.analysis.stats.cases import case_parity, explicit_parity, implicit_vs_explicit
+from biasim.analysis.stats.excess import excess_dpd_test
 
 #: Seed 004's grid: four scenarios x three sociodemographic attributes (values per attribute).
 ATTRIBUTES = {"gender": 3, "race": 5, "ideology": 3}

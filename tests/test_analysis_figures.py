@@ -25,7 +25,7 @@ from biasim.analysis.figures import (
     plot_implicit_explicit,
     save_figure,
 )
-from biasim.analysis.letter_figures import plot_letters
+from biasim.analysis.studies.letters.figures import plot_letters
 
 CASE = {"model_label": "m1", "persona_condition": "contextualized"}
 

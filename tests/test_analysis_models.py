@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasim.analysis.models import model_difference_tests, model_pair_test
+from biasim.analysis.stats.models import model_difference_tests, model_pair_test
 
 
 def _statistic(df: pd.DataFrame) -> float:
@@ -169,6 +169,6 @@ def test_every_case_and_pair_is_one_adjusted_family() -> None:
     same = table[(table["model_a"] == "b") & (table["model_b"] == "c")]
     assert (same["p_value"] == 1.0).all()
     assert (table["p_adjusted"] >= table["p_value"]).all()
-    from biasim.analysis.multiple import holm
+    from biasim.analysis.stats.multiple import holm
 
     assert table["p_adjusted"].to_numpy() == pytest.approx(holm(table["p_value"].to_numpy()))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from biasim.analysis.multiple import adjust, benjamini_hochberg, holm
+from biasim.analysis.stats.multiple import adjust, benjamini_hochberg, holm
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -10,14 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasim.analysis.disparity import (
+from biasim.analysis.stats.disparity import (
     RESOLUTION,
     combine_pvalues_across,
     disparity_report,
     joint_vs_population,
     permutation_vs_population,
 )
-from biasim.analysis.permutation import (
+from biasim.analysis.stats.permutation import (
     block_permutation_sums,
     parity_permutation_test,
     smallest_p,

@@ -22,9 +22,9 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from biasim.analysis.counterfactual import counterfactual_table, counterfactual_test
 from biasim.analysis.figures import plot_funnel, save_figure
-from biasim.analysis.pipeline import (
+from biasim.analysis.stats.counterfactual import counterfactual_table, counterfactual_test
+from biasim.analysis.stats.pipeline import (
     choice_rates,
     compounding,
     first_position_test,

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from statsmodels.stats.multitest import multipletests
 
-from biasim.analysis.stemming import stem
-from biasim.analysis.terms import (
+from biasim.analysis.text.stemming import stem
+from biasim.analysis.text.terms import (
     BUNDLED_TERM_SETS,
     STOP_WORDS,
     distinctive_terms,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import biasim
-from biasim.simulator.errors import InputError
+from biasim.simulator.common.errors import InputError
 from tests.conftest import write_study
 
 

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from biasim.analysis.answer_lines import (
+from biasim.analysis.studies.bias_transmission.answer_lines import (
     BOTH_TARGETS,
     CONFLICTING,
     NO_ITEM,
@@ -20,7 +20,7 @@ from biasim.analysis.answer_lines import (
     PAIRED,
     parse_pairings,
 )
-from biasim.analysis.association import (
+from biasim.analysis.studies.bias_transmission.association import (
     CALL_FAILED,
     category_table,
     chance_test,

@@ -15,8 +15,10 @@ import pytest
 
 from biasim.personas.namebank import load_name_bank
 from biasim.scenarios import builtin_path
-from biasim.simulator.config import load_study
-from biasim.simulator.pairing import draw_trial
+from biasim.simulator.study.load import load_study
+from biasim.simulator.study.pairing import draw_trial
+
+from .study_copies import edited_copy
 
 STUDY = builtin_path("bias_transmission_association")
 BIASIM = [sys.executable, "-m", "biasim"]
@@ -28,7 +30,7 @@ def _pairing():
 
 
 def test_job_lists_are_the_papers() -> None:
-    rows = list(csv.DictReader(STUDY.parent.joinpath("data/bias_transmission_jobs.csv").open()))
+    rows = list(csv.DictReader(STUDY.parent.joinpath("../data/bias_transmission_jobs.csv").open()))
     by_list = Counter(r["list"] for r in rows)
     assert by_list == {"disparity": 30, "control": 35}
     disparity = [r for r in rows if r["list"] == "disparity"]
@@ -62,13 +64,7 @@ def test_every_call_shows_one_name_per_gender_in_random_order_and_shuffled_jobs(
 
 
 def _write(tmp_path: Path, edit) -> Path:
-    text = edit(STUDY.read_text())
-    study = tmp_path / "s.yaml"
-    study.write_text(text)
-    (tmp_path / "data").mkdir()
-    jobs = STUDY.parent / "data" / "bias_transmission_jobs.csv"
-    (tmp_path / "data" / jobs.name).write_text(jobs.read_text())
-    return study
+    return edited_copy(STUDY, tmp_path, edit(STUDY.read_text()))
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.config import load_study
-from biasim.simulator.errors import InputError
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.study.load import load_study
 
 from .conftest import write_study
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from biasim.simulator.config import RoleConfig
 from biasim.simulator.llm.errors import (
     BackendConfigError,
     BackendError,
@@ -32,6 +31,7 @@ from biasim.simulator.llm.limits import AdaptiveLimiter
 from biasim.simulator.llm.registry import Backend, create_backend
 from biasim.simulator.llm.retry import RetryPolicy, call_with_retries
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.study.config import RoleConfig
 from tests.loopback_llm_server import LOOPBACK_TEXT, Fault, LoopbackLLMServer
 
 CHOICES = ["approve", "deny", "refer"]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasim.analysis.style_scorers import load_spacy
+from biasim.analysis.text.style_scorers import load_spacy
 from biasim.personas.biographies import (
     augment,
     given_pairs,
@@ -142,6 +142,6 @@ def test_prompt_occupation_is_the_authors_singular_and_keeps_singulars():
         "writer",
     ]
     assert prompt_occupation("actress") == "actress"  # rstrip would make "actre"
-    shipped = Path(__file__).resolve().parents[1] / "scenarios" / "data"
+    shipped = Path(__file__).resolve().parents[1] / "scenarios" / "wan2023_letters_cbg" / "data"
     occupations = pd.read_csv(shipped / "wan2023_biographies.csv")["occupation"]
     assert [prompt_occupation(w) for w in occupations] == occupations.tolist()

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from biasim.scenarios import builtin_path
-from biasim.simulator.casting import cast
 from biasim.simulator.cli import app
-from biasim.simulator.config import load_study
-from biasim.simulator.errors import InputError
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.study.casting import cast
+from biasim.simulator.study.load import load_study
 
 #: Seed 004 with two synthetic "models" on the decision role, one scenario and gender only.
 STUDY = """\

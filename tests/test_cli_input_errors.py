@@ -130,12 +130,12 @@ def test_a_failing_analysis_keeps_the_run_and_says_how_to_redo_it(
     error is recorded, the exit code is 1, and `biasim analyze` redoes the analysis."""
     import json
 
-    import biasim.simulator.runner
+    import biasim.simulator.engine.runner
 
     def broken(*args, **kwargs):
         raise ValueError("p-values must lie in [0, 1]")
 
-    monkeypatch.setattr(biasim.simulator.runner, "analyze", broken)
+    monkeypatch.setattr(biasim.simulator.engine.runner, "analyze", broken)
     study = write_study(tmp_path / "s.yaml", agents=5)
     out = tmp_path / "r"
     result = invoke_run(cli, str(study), "--out", str(out))

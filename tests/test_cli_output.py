@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from biasim.simulator.cli import app
 from biasim.simulator.cli import common as cli_common
-from biasim.simulator.report import base_summary, print_report
-from biasim.simulator.runner import RunOptions, execute, load_run, prepare
-from biasim.simulator.tables import print_table
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.engine.runner import RunOptions, execute, load_run, prepare
+from biasim.simulator.report.outputs import base_summary, print_report
 
 from .conftest import write_study
 from .golden_studies import GOLDEN_DIR, STUDIES

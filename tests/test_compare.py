@@ -12,7 +12,7 @@ import pytest
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 FAIR = "{label: fair, synthetic: {decision: {default: {Evacuate: 0.5, Stay: 0.5}}}}"
 BIASED = (

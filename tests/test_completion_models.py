@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
-from biasim.analysis.cases import case_rates
-from biasim.simulator.config import RoleConfig
-from biasim.simulator.errors import InputError
+from biasim.analysis.stats.cases import case_rates
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.local import LocalBackend, default_model_path
 from biasim.simulator.llm.registry import create_backend
 from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import OUTSIDE_CHOICES
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt
-from biasim.simulator.runner import RunOptions, execute, prepare
-from biasim.simulator.store import CallRecord, CallStore
+from biasim.simulator.study.config import RoleConfig
 from tests.loopback_llm_server import LOOPBACK_TEXT, Fault, LoopbackLLMServer, default_responder
 
 MESSAGES = (

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from biasim.simulator.config import Override, load_study, study_json_schema
-from biasim.simulator.errors import InputError
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.study.load import Override, load_study, study_json_schema
 from tests.conftest import dedent, write_study
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.cli import app
-from biasim.simulator.csvfiles import csv_safe, write_csv
+from biasim.simulator.common.csvfiles import csv_safe, write_csv
 from tests.conftest import write_study
 
 # OWASP's CSV-injection examples and the starts it lists (=, +, -, @, tab, carriage return).

@@ -12,7 +12,7 @@ import pytest
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 # The synthetic responder writes one literal text per string field.
 RATIONALE = "As Maria Lopez, I know Maria's children and our families come first."

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from biasim.simulator.config import load_study
-from biasim.simulator.design import call_seed, design_matrix, design_size
+from biasim.simulator.study.design import call_seed, design_matrix, design_size
+from biasim.simulator.study.load import load_study
 from tests.conftest import write_study
 
 

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 import yaml
 
-import biasim.simulator.runner as runner_module
-from biasim.simulator.config import load_study
-from biasim.simulator.design import design_matrix
-from biasim.simulator.errors import InputError, Problem
-from biasim.simulator.model import StudyModel
-from biasim.simulator.runner import RunOptions, RunOutcome, execute, prepare
+import biasim.simulator.engine.runner as runner_module
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.engine.model import StudyModel
+from biasim.simulator.engine.runner import RunOptions, RunOutcome, execute, prepare
+from biasim.simulator.study.design import design_matrix
+from biasim.simulator.study.load import load_study
 
 CHOICE_AB = {"type": "choice", "choices": ["A", "B"]}
 TRAITS = ["calm", "bold", "shy", "loud"]

@@ -28,7 +28,7 @@ from sklearn.svm import LinearSVC
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint, proportions_ztest
 
-from biasim.analysis.email_outcomes import (
+from biasim.analysis.studies.hiring_emails.email_outcomes import (
     JUDGE_PROMPT,
     LABELS,
     STARTER_LABELS,

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.cli import app
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.llm.registry import register_backend
 from biasim.simulator.llm.synthetic import SyntheticBackend
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.runner import RunOptions, execute, prepare
 from tests.conftest import write_study
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from biasim.analysis.external import EXCLUSION_COLUMNS, DecisionsError, check_decisions
+from biasim.analysis.audit.external import EXCLUSION_COLUMNS, DecisionsError, check_decisions
 from biasim.simulator.cli import app
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from tests.loopback_llm_server import Fault, LoopbackLLMServer
 
 STUDY = """\
@@ -102,7 +102,7 @@ def test_after_the_first_answer_a_slow_call_gets_the_full_timeout(tmp_path: Path
 
 @pytest.mark.parametrize("probe", [0, -1])
 def test_probe_timeout_must_be_positive(tmp_path: Path, probe: float) -> None:
-    from biasim.simulator.errors import InputError
+    from biasim.simulator.common.errors import InputError
 
     with pytest.raises(InputError, match="probe_timeout_s"):
         _run(tmp_path, "http://127.0.0.1:9/v1", probe=probe)

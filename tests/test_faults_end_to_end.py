@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.cli import app
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from tests.loopback_llm_server import Fault, LoopbackLLMServer, default_responder, last_user_message
 
 STUDY = """\

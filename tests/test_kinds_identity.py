@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from biasim.simulator.runner import reanalyze
+from biasim.simulator.engine.runner import reanalyze
 
 from .golden_studies import GOLDEN_DIR, STUDIES
 

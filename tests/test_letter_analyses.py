@@ -14,11 +14,11 @@ import pytest
 from scipy import stats
 from scipy.stats.contingency import odds_ratio
 
-from biasim.analysis.letter_style import sentence_shares, style_shares, style_tests
-from biasim.analysis.lexicon import lexicon_odds_ratios, smoothed_odds_ratio
-from biasim.analysis.salient_words import salient_words
-from biasim.analysis.scorers import ScoreCache, create_scorer
-from biasim.analysis.style_scorers import load_spacy
+from biasim.analysis.text.letter_style import sentence_shares, style_shares, style_tests
+from biasim.analysis.text.lexicon import lexicon_odds_ratios, smoothed_odds_ratio
+from biasim.analysis.text.salient_words import salient_words
+from biasim.analysis.text.scorers import ScoreCache, create_scorer
+from biasim.analysis.text.style_scorers import load_spacy
 
 REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "biases-llm-reference-letters"
 CLG = REF / "generated_letters" / "chatgpt" / "clg" / "clg_letters.csv"

@@ -14,9 +14,9 @@ from scipy import stats
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.config import load_study
-from biasim.simulator.design import design_matrix, template_context
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.study.design import design_matrix, template_context
+from biasim.simulator.study.load import load_study
 
 CBG = builtin_path("wan2023_letters_cbg")
 SHIPPED = CBG.parent / "data" / "wan2023_biographies.csv"
@@ -52,7 +52,7 @@ def test_each_seed_biography_gives_a_same_and_an_other_gender_row_from_the_study
         assert f". {pronoun} " in other["info"]
     again = load_study(CBG).config.biographies.rows
     assert again == rows  # deterministic from the study seed
-    from biasim.simulator.runner import load_options_study
+    from biasim.simulator.study.options import load_options_study
 
     reseeded = load_options_study(RunOptions(study=str(CBG), seed=7)).config.biographies.rows
     assert [r["name"] for r in reseeded] != [r["name"] for r in rows]

@@ -14,7 +14,7 @@ from matplotlib.image import imread
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 WAN2023 = builtin_path("wan2023_letters")
 POEM = "Here is a short poem about the seasons."

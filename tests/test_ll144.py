@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from fairlearn.metrics import MetricFrame, demographic_parity_ratio, selection_rate
 
-from biasim.analysis.ll144 import SCORING_COLUMNS, SELECTION_COLUMNS, date_range, ll144_tables
+from biasim.analysis.audit.ll144 import SCORING_COLUMNS, SELECTION_COLUMNS, date_range, ll144_tables
 
 WHITE = "White"
 BLACK = "Black or African American"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.llm.local import default_model_path
-from biasim.simulator.runner import RunOptions, execute, prepare
 
 pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed")
 pytestmark = [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.llm.local import default_model_path
-from biasim.simulator.runner import RunOptions, execute, prepare
 
 pytestmark = [
     pytest.mark.model,

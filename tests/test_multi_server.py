@@ -17,12 +17,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from biasim.simulator.config import RoleConfig
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.llm import endpoints
 from biasim.simulator.llm.endpoints import DRAIN_AFTER, FIRST_COOLDOWN_S, ServerPool
 from biasim.simulator.llm.errors import FatalBackendError, OverloadedError, TransientError
 from biasim.simulator.llm.registry import create_backend
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.study.config import RoleConfig
 from tests.loopback_llm_server import Fault, LoopbackLLMServer
 from tests.test_backends_http import _dead_url, _request
 

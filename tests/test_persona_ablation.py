@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from biasim.simulator.casting import castings
-from biasim.simulator.config import load_study
-from biasim.simulator.errors import InputError
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.engine.runner import RunOptions, execute, load_run, prepare
 from biasim.simulator.kinds import get_kind
-from biasim.simulator.persona_config import SEED004_PERSONA_PROMPT
-from biasim.simulator.runner import RunOptions, execute, load_run, prepare
+from biasim.simulator.study.casting import castings
+from biasim.simulator.study.load import load_study
+from biasim.simulator.study.personas import SEED004_PERSONA_PROMPT
 from tests.test_kill_resume import answered_count
 
 STUDY = """\
@@ -239,7 +239,7 @@ def test_the_description_template_can_use_a_name_bank_name(tmp_path: Path) -> No
         "stages: [{name: s, role: r, prompt: 'You are {{ persona.description }}.'}]\n"
         "design: {agents_per_value: 2}\n"
     )
-    from biasim.simulator.design import design_matrix
+    from biasim.simulator.study.design import design_matrix
 
     descriptions = [a.persona.description for a in design_matrix(load_study(str(path)).config)]
     assert descriptions == [

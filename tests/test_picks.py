@@ -16,14 +16,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasim.analysis.answer_lines import (
+from biasim.analysis.studies.bias_transmission.answer_lines import (
     NAME_NOT_SHOWN,
     NAME_TWICE,
     TOO_FEW,
     TOO_MANY,
     parse_picks,
 )
-from biasim.analysis.picks import (
+from biasim.analysis.studies.bias_transmission.picks import (
     PICKED,
     compare_categories,
     exact_test,
@@ -32,8 +32,10 @@ from biasim.analysis.picks import (
 )
 from biasim.personas.namebank import load_name_bank
 from biasim.scenarios import builtin_path
-from biasim.simulator.config import load_study
-from biasim.simulator.pairing import draw_trial
+from biasim.simulator.study.load import load_study
+from biasim.simulator.study.pairing import draw_trial
+
+from .study_copies import edited_copy
 
 BIASIM = [sys.executable, "-m", "biasim"]
 STUDY = builtin_path("bias_transmission_supplemental")
@@ -195,11 +197,7 @@ def test_every_call_shows_four_distinct_names_per_gender_in_random_order() -> No
 def test_bad_picks_input_exits_2_naming_the_place(tmp_path: Path) -> None:
     text = STUDY.read_text().replace("      picks: 3\n", "      picks: 3\n      per_call: 2\n", 1)
     text = text.replace("      per_call: 1\n      picks: 3\n", "      picks: 3\n", 1)
-    study = tmp_path / "s.yaml"
-    study.write_text(text)
-    (tmp_path / "data").mkdir()
-    jobs = STUDY.parent / "data" / "bias_transmission_jobs.csv"
-    (tmp_path / "data" / jobs.name).write_text(jobs.read_text())
+    study = edited_copy(STUDY, tmp_path, text)
     done = subprocess.run(
         [*BIASIM, "validate", str(study)], capture_output=True, text=True, check=False
     )
@@ -215,11 +213,7 @@ def test_the_pick_three_condition_runs_and_recovers_a_declared_preference(tmp_pa
     text = STUDY.read_text().replace(
         '"Hairdresser": {female: 0.944, male: 0.056}', '"Hairdresser": {female: 1.0, male: 0.0}'
     )
-    study = tmp_path / "s.yaml"
-    study.write_text(text)
-    (tmp_path / "data").mkdir()
-    jobs = STUDY.parent / "data" / "bias_transmission_jobs.csv"
-    (tmp_path / "data" / jobs.name).write_text(jobs.read_text())
+    study = edited_copy(STUDY, tmp_path, text)
     out = tmp_path / "run"
     done = subprocess.run(
         [*BIASIM, "run", str(study), "--backend", "synthetic", "--out", str(out)],

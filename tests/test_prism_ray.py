@@ -8,8 +8,8 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("torch")
 
-from biasim.analysis.prism_ray import score_with_ray  # noqa: E402
-from biasim.analysis.prism_scorer import NO_SENTENCE, PrismScorer  # noqa: E402
+from biasim.analysis.studies.prism.ray import score_with_ray  # noqa: E402
+from biasim.analysis.studies.prism.scorer import NO_SENTENCE, PrismScorer  # noqa: E402
 
 from .test_prism_bert import LISTS, TEXTS  # noqa: E402
 from .tiny_models import build_tiny_bert  # noqa: E402

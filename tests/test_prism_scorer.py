@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import ranksums
 
-from biasim.analysis.prism import (
+from biasim.analysis.studies.prism.score import (
     WordLists,
     is_scored,
     load_word_lists,
@@ -19,8 +19,8 @@ from biasim.analysis.prism import (
     split_sentences,
     token_scores,
 )
-from biasim.analysis.prism_scorer import NO_SENTENCE, NO_TOKEN, PrismScorer
-from biasim.analysis.scorers import (
+from biasim.analysis.studies.prism.scorer import NO_SENTENCE, NO_TOKEN, PrismScorer
+from biasim.analysis.text.scorers import (
     ScoreCache,
     cached_scores,
     create_scorer,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasim.analysis.prism_stats import (
+from biasim.analysis.studies.prism.stats import (
     arrow,
     fit,
     one_pair_per_posting,
@@ -138,7 +138,7 @@ def test_levene_is_calibrated_for_independent_samples_only():
 
 
 def test_figures_3_and_5_are_written(tmp_path):
-    from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
+    from biasim.analysis.studies.prism.figures import plot_histograms, plot_scatter_density
 
     rng = np.random.default_rng(8)
     x, y = _pairs(200, 0.6, rng)

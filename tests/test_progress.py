@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from biasim.simulator.progress import LogProgress, TerminalProgress, _State, clock, rate_text
+from biasim.simulator.engine.progress import LogProgress, TerminalProgress, _State, clock, rate_text
 
 from .conftest import write_study
 

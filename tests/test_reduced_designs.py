@@ -11,11 +11,17 @@ import yaml
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.config import load_study
-from biasim.simulator.design import design_size
-from biasim.simulator.errors import InputError
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.study.design import design_size
+from biasim.simulator.study.load import load_study
 
-ROLES_CSV = Path(__file__).resolve().parents[1] / "scenarios" / "data" / "an2024_roles.csv"
+ROLES_CSV = (
+    Path(__file__).resolve().parents[1]
+    / "scenarios"
+    / "an2024_hiring"
+    / "data"
+    / "an2024_roles.csv"
+)
 
 
 def _subset7() -> list[str]:

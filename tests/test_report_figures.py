@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from biasim.scenarios import builtin_path
-from biasim.simulator.config import load_study
-from biasim.simulator.report import SYNTHETIC_NOTE, analyze
+from biasim.simulator.report.outputs import SYNTHETIC_NOTE, analyze
+from biasim.simulator.study.load import load_study
 
 from .golden_studies import GOLDEN_DIR
 

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.image import imread
 
 from biasim.simulator.cli import app
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 from .browser import assert_numbers_match, open_report
 from .golden_studies import STUDIES

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from tests.loopback_llm_server import Fault, LoopbackLLMServer
 from tests.test_fast_failures import STUDY
 

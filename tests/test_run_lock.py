@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from biasim.simulator.cli import app
-from biasim.simulator.rundir import RunLock
+from biasim.simulator.common.rundir import RunLock
 from tests.conftest import write_study
 
 BIASIM = [sys.executable, "-m", "biasim"]
@@ -98,7 +98,7 @@ def test_analyze_waits_for_no_one_and_a_dead_holder_never_blocks(tmp_path: Path,
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path;"
-            "from biasim.simulator.rundir import RunLock;"
+            "from biasim.simulator.common.rundir import RunLock;"
             f"RunLock(Path({str(out)!r})).acquire(); print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,

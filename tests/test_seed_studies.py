@@ -13,7 +13,7 @@ from matplotlib.image import imread
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 LI2025 = builtin_path("li2025_decisions")
 AN2024 = builtin_path("an2024_hiring")

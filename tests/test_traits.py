@@ -12,7 +12,7 @@ import pytest
 import statsmodels.formula.api as smf
 from statsmodels.othermod.betareg import BetaModel
 
-from biasim.analysis.traits import (
+from biasim.analysis.studies.bias_transmission.traits import (
     DIMENSIONS,
     MEMBER_EXCLUDED,
     MISSING,
@@ -105,7 +105,7 @@ def test_known_gender_effect_is_recovered_by_both_models() -> None:
 def test_a_mixed_fit_that_fails_falls_back_to_least_squares_and_says_so(monkeypatch) -> None:
     """Jobs that do not differ at all can make the mixed model's likelihood singular (a
     synthetic run without job effects did); the estimate is then the least-squares one."""
-    import biasim.analysis.traits as module
+    import biasim.analysis.studies.bias_transmission.traits as module
 
     def singular(*args, **kwargs):
         raise np.linalg.LinAlgError("Singular matrix")

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from biasim.analysis.association import consistent_pair_test
-from biasim.analysis.email_outcomes import names_after_redaction
+from biasim.analysis.studies.bias_transmission.association import consistent_pair_test
+from biasim.analysis.studies.hiring_emails.email_outcomes import names_after_redaction
 from biasim.scenarios import builtin_path
 
 STUDY = builtin_path("bias_transmission_pipeline")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from biasim.analysis.weat import SentenceEmbedder, association, weat
+from biasim.analysis.text.weat import SentenceEmbedder, association, weat
 
 RNG = np.random.default_rng(0)
 X, Y, A, B = (RNG.normal(size=(k, 5)) for k in (4, 4, 3, 3))
@@ -72,7 +72,7 @@ def test_shipped_minilm_embeddings_separate_career_from_family():
 def test_salient_weat_takes_the_strongest_words_of_each_side_and_cuts_to_equal_size():
     import pandas as pd
 
-    from biasim.analysis.weat import TOO_FEW, load_word_sets, salient_weat
+    from biasim.analysis.text.weat import TOO_FEW, load_word_sets, salient_weat
 
     salient = pd.DataFrame(
         {

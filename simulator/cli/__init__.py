@@ -6,11 +6,11 @@ Each command lives in the module of its group; importing them registers them on 
 from __future__ import annotations
 
 # `biasim --help` lists the commands in the order they register: a run's commands first.
-from . import study_commands
+from biasim.simulator.cli import study_commands
 
 # isort: split
-from . import analyze_commands, tool_commands
-from .common import app
+from biasim.simulator.cli import analyze_commands, tool_commands
+from biasim.simulator.cli.common import app
 
 __all__ = ["analyze_commands", "app", "main", "study_commands", "tool_commands"]
 

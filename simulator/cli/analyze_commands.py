@@ -11,9 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..errors import InputError
-from ..tables import print_table
-from .common import (
+from biasim.simulator.cli.common import (
     app,
     comma_list,
     err_console,
@@ -22,6 +20,8 @@ from .common import (
     print_written,
     styled,
 )
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.common.tables import print_table
 
 
 @app.command()
@@ -155,7 +155,7 @@ def analyze(
     --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
     scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting]."""
     if texts is not None and masked_lm is not None:
-        from ..prism_texts import TextsRequest
+        from biasim.simulator.tools.prism_texts import TextsRequest
 
         _analyze_texts(
             TextsRequest(
@@ -165,8 +165,8 @@ def analyze(
         )
         return
     if texts is not None:
-        from ..kinds.letters import LettersKind
-        from ..texts import TextsOptions, analyze_texts
+        from biasim.simulator.kinds.letters import LettersKind
+        from biasim.simulator.tools.texts import TextsOptions, analyze_texts
 
         options = TextsOptions(
             text_col,
@@ -215,8 +215,8 @@ def analyze(
         return
     if run_dir is None:
         fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
-    from ..report import print_report
-    from ..runner import reanalyze
+    from biasim.simulator.engine.runner import reanalyze
+    from biasim.simulator.report.outputs import print_report
 
     try:
         summary = reanalyze(run_dir)
@@ -257,10 +257,9 @@ def _analyze_external(
 ) -> None:
     import pandas as pd
 
-    from biasim.analysis.disparity import INVALID, disparity_report, impact_ratios_by_stratum
-    from biasim.analysis.external import DecisionsError, check_decisions
-
-    from ..errors import Problem
+    from biasim.analysis.audit.external import DecisionsError, check_decisions
+    from biasim.analysis.stats.disparity import INVALID, disparity_report, impact_ratios_by_stratum
+    from biasim.simulator.common.errors import Problem
 
     outcome_col, stratum_col, unit_col = options.outcome_col, options.stratum_col, options.unit_col
     missing = [
@@ -271,7 +270,7 @@ def _analyze_external(
     if missing:
         fail_input(InputError([Problem(m, None, "", "required with --decisions") for m in missing]))
     assert outcome_col is not None
-    from ..csvfiles import read_csv
+    from biasim.simulator.common.csvfiles import read_csv
 
     try:
         df = read_csv(path, "decisions CSV")
@@ -332,7 +331,7 @@ def _analyze_external(
             )
         )
     if out is not None:
-        from ..rundir import check_writable
+        from biasim.simulator.common.rundir import check_writable
 
         reason = check_writable(out, hint="; name a new directory with --out")
         if reason:
@@ -370,7 +369,7 @@ def _analyze_external(
     if options.min_group_share > 0:
         tables["small_groups"] = checked.small_groups
     if out is not None:
-        from ..csvfiles import write_csv
+        from biasim.simulator.common.csvfiles import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
@@ -411,9 +410,8 @@ def _analyze_external(
 def _analyze_texts(request: Any, as_json: bool) -> None:
     """``analyze --texts``: check, score, print and (with --out) write tables and figures."""
     from biasim.analysis.figures import save_figure
-
-    from ..prism_texts import analyze_texts, read_texts
-    from ..rundir import write_atomic
+    from biasim.simulator.common.rundir import write_atomic
+    from biasim.simulator.tools.prism_texts import analyze_texts, read_texts
 
     try:
         frame = read_texts(request)
@@ -437,7 +435,7 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return
     if request.paired_column:
-        from ..kinds import get_kind
+        from biasim.simulator.kinds import get_kind
 
         get_kind("prism").print(result.summary, out_console)
     else:

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..errors import InputError
+from biasim.simulator.common.errors import InputError
 
 app = typer.Typer(
     add_completion=False,
@@ -58,9 +58,9 @@ def comma_list(text: str | None) -> list[str]:
 
 def print_written(directory: Path, summary: dict) -> None:
     """Where the tables, figures, report and summary were written, one path a line."""
-    from ..report import FIGURES_DIR, TABLES_DIR
-    from ..reportpage import REPORT_HTML
-    from ..rundir import SUMMARY
+    from biasim.simulator.common.rundir import SUMMARY
+    from biasim.simulator.report.outputs import FIGURES_DIR, TABLES_DIR
+    from biasim.simulator.report.page import REPORT_HTML
 
     outputs = summary.get("outputs", [])
     tables = sum(str(p).endswith(".csv") for p in outputs)

@@ -11,10 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..errors import InputError
-from ..progress import DEFAULT_LOG_EVERY_S, progress_display
-from ..tables import print_table
-from .common import (
+from biasim.simulator.cli.common import (
     BIOGRAPHIES_OPTION,
     MASKED_LM_OPTION,
     POSTINGS_OPTION,
@@ -25,6 +22,9 @@ from .common import (
     print_written,
     styled,
 )
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.engine.progress import DEFAULT_LOG_EVERY_S, progress_display
 
 
 @app.command()
@@ -69,7 +69,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a study and print its decision-rate report."""
-    from ..runner import RunOptions, execute, prepare
+    from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
     options = RunOptions(
         study=study,
@@ -119,7 +119,7 @@ def run(
             markup=False,
         )
         raise typer.Exit(outcome.exit_code)
-    from ..report import print_report
+    from biasim.simulator.report.outputs import print_report
 
     if outcome.summary.get("units"):
         print_report(outcome.summary, out_console)
@@ -192,7 +192,7 @@ def init(
     out: Annotated[Path | None, typer.Option(help="File to write (default NAME.yaml).")] = None,
 ) -> None:
     """Write a commented study skeleton to start from (it validates and runs as written)."""
-    from ..authoring import write_skeleton
+    from biasim.simulator.tools.authoring import write_skeleton
 
     try:
         path = write_skeleton(name, out or Path(f"{name}.yaml"))
@@ -219,8 +219,9 @@ def validate(
     biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
 ) -> None:
     """Check a study file and render every template once."""
-    from ..design import design_size
-    from ..runner import RunOptions, load_options_study
+    from biasim.simulator.engine.runner import RunOptions
+    from biasim.simulator.study.design import design_size
+    from biasim.simulator.study.options import load_options_study
 
     try:
         loaded = load_options_study(
@@ -232,8 +233,8 @@ def validate(
         _print_prompts(loaded)
     config = loaded.config
     if config.populations:
-        from ..design import population_sizes
-        from ..model import expected_units
+        from biasim.simulator.engine.model import expected_units
+        from biasim.simulator.study.design import population_sizes
 
         sizes = population_sizes(config)
         out_console.print(
@@ -294,7 +295,7 @@ def _print_biographies(config: Any, console: Any = out_console) -> None:
 
 def _print_endpoint_notes(loaded: Any) -> None:
     """What `biasim run` will ask the user to confirm (a valid study, but not yet runnable)."""
-    from ..llm.allowlist import endpoint_problems, user_allowed_hosts
+    from biasim.simulator.llm.allowlist import endpoint_problems, user_allowed_hosts
 
     try:
         allowed = user_allowed_hosts()
@@ -305,14 +306,14 @@ def _print_endpoint_notes(loaded: Any) -> None:
 
 
 def _limit_note() -> str:
-    from ..design import MAX_AGENTS_ENV, max_agents
+    from biasim.simulator.study.design import MAX_AGENTS_ENV, max_agents
 
     return f"; design limit {max_agents():,} agents ({MAX_AGENTS_ENV} to change)"
 
 
 def _print_prompts(study: Any) -> None:
     """Each distinct rendered text of each template, headed by where it is and who sends it."""
-    from ..authoring import distinct_prompts
+    from biasim.simulator.tools.authoring import distinct_prompts
 
     prompts = distinct_prompts(study)
     for prompt in prompts:
@@ -335,8 +336,8 @@ def _print_prompts(study: Any) -> None:
 def _print_casting(config: Any) -> None:
     """Which model answers each stage (and formats it) for each model label, when the study
     compares models: the roles feeding the compared ones run per model unless shared."""
-    from ..casting import castings
-    from ..design import model_labels
+    from biasim.simulator.study.casting import castings
+    from biasim.simulator.study.design import model_labels
 
     labels = model_labels(config)
     if len(labels) < 2:
@@ -356,8 +357,8 @@ def _print_casting(config: Any) -> None:
 
 def _print_analysis_notes(config: Any, data_dir: Path) -> None:
     """What each analysis says about its inputs (e.g. where its term sets come from)."""
-    from ..config import analysis_name
-    from ..kinds import get_kind
+    from biasim.simulator.kinds import get_kind
+    from biasim.simulator.study.config import analysis_name
 
     for i, spec in enumerate(config.analyses):
         for line in get_kind(spec.kind).notes(spec, data_dir):
@@ -367,7 +368,7 @@ def _print_analysis_notes(config: Any, data_dir: Path) -> None:
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of study files."""
-    from ..config import study_json_schema
+    from biasim.simulator.study.load import study_json_schema
 
     sys.stdout.write(json.dumps(study_json_schema(), indent=2) + "\n")
 
@@ -388,7 +389,7 @@ def list_studies() -> None:
 @app.command()
 def kinds() -> None:
     """List the analysis kinds a study's `analyses:` may use (built-in and plug-ins)."""
-    from ..kinds import get_kind, kind_names
+    from biasim.simulator.kinds import get_kind, kind_names
 
     table = Table(show_header=True)
     for col in ("kind", "what", "fields"):

@@ -11,9 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..errors import InputError
-from ..tables import print_table
-from .common import (
+from biasim.simulator.cli.common import (
     app,
     err_console,
     fail_input,
@@ -21,6 +19,8 @@ from .common import (
     print_written,
     styled,
 )
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.common.tables import print_table
 
 
 @app.command()
@@ -42,8 +42,8 @@ def power(
     ] = None,
 ) -> None:
     """Power and false-positive rate of the study's tests on its synthetic truth."""
-    from ..errors import Problem
-    from ..power import power as simulate
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.tools.power import power as simulate
 
     try:
         sizes = [int(a) for a in agents.split(",") if a.strip()]
@@ -61,7 +61,7 @@ def power(
     if effect < 0:
         problems.append(Problem("--effect", None, "", "0 or more"))
     if out is not None:
-        from ..rundir import check_writable
+        from biasim.simulator.common.rundir import check_writable
 
         reason = check_writable(out, hint="; name a new directory with --out")
         if reason:
@@ -116,7 +116,7 @@ def power(
     if out is not None:
         import pandas as pd
 
-        from ..csvfiles import write_csv
+        from biasim.simulator.common.csvfiles import write_csv
 
         out.mkdir(parents=True, exist_ok=True)
         write_csv(out / "power.csv", pd.DataFrame([row.__dict__ for row in rows]))
@@ -142,8 +142,8 @@ def compare(
 ) -> None:
     """Combine runs of the same study on different models into one report: the models side by
     side, cross-model figures, tests of model differences, report.html."""
-    from ..compare import compare_runs
-    from ..report import print_report
+    from biasim.simulator.report.outputs import print_report
+    from biasim.simulator.tools.compare import compare_runs
 
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
@@ -195,9 +195,15 @@ def audit(
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
-    from ..audit import FORMATS, AuditOptions, attach_to_run, ll144_audit, write_audit
-    from ..errors import Problem
-    from ..rundir import check_writable
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.common.rundir import check_writable
+    from biasim.simulator.tools.audit import (
+        FORMATS,
+        AuditOptions,
+        attach_to_run,
+        ll144_audit,
+        write_audit,
+    )
 
     problems = []
     if audit_format not in FORMATS:
@@ -235,8 +241,8 @@ def audit(
     if source.is_dir():
         written.append(attach_to_run(source, result))
     else:
-        from ..audit import public
-        from ..reportpage import write_report
+        from biasim.simulator.report.page import write_report
+        from biasim.simulator.tools.audit import public
 
         summary = {"study": f"LL144 audit of {source.name}", "audit": public(result)}
         written.append(write_report(target, summary, {"name": summary["study"]}, []))

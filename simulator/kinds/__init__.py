@@ -5,8 +5,15 @@ Adding a kind is one new module and a :func:`register_kind` call (or an entry po
 ``biasim.analyses`` group); see the README's "Adding an analysis kind".
 """
 
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
-from .registry import (
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
+from biasim.simulator.kinds.registry import (
     DEFAULT_KIND,
     ENTRY_POINT_GROUP,
     UnknownKind,

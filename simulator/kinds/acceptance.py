@@ -14,11 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import disparity, figures
-
-from ..htmlreport import Column, HtmlSection, fmt
-from ..tables import print_table
-from .base import (
+from biasim.analysis import figures
+from biasim.analysis.stats import disparity
+from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     AnalysisSpec,
@@ -26,7 +26,11 @@ from .base import (
     StudyFacts,
     slug,
 )
-from .differences import add_model_differences, html_differences, print_differences
+from biasim.simulator.kinds.sections.differences import (
+    add_model_differences,
+    html_differences,
+    print_differences,
+)
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -129,7 +133,9 @@ class AcceptanceKind(AnalysisKind):
     def outcomes(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext):
         """The decision stage's rows with ``outcome`` (accept / reject / invalid), the texts
         redacted, and the rules' labels of the same texts (for the judge's agreement)."""
-        from biasim.analysis import email_outcomes  # scikit-learn: imported only by this kind
+        from biasim.analysis.studies.hiring_emails import (
+            email_outcomes,  # scikit-learn: imported only by this kind
+        )
 
         rows = results[(results["stage"] == spec.stage)].reset_index(drop=True)
         texts = rows[spec.field].fillna("").astype(str).tolist()
@@ -152,7 +158,7 @@ class AcceptanceKind(AnalysisKind):
         return rows, redacted
 
     def compute(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext) -> Section:
-        from biasim.analysis import email_outcomes
+        from biasim.analysis.studies.hiring_emails import email_outcomes
 
         name = ctx.name
         rows, redacted = self.outcomes(results, spec, ctx)

@@ -17,12 +17,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import association
-from biasim.analysis.transmission_figures import plot_item_shares
-
-from ..htmlreport import HtmlSection, fmt
-from ..tables import print_table
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from biasim.analysis.studies.bias_transmission import association
+from biasim.analysis.studies.bias_transmission.figures import plot_item_shares
+from biasim.simulator.common.html import HtmlSection, fmt
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
 
 
 class AssociationSpec(AnalysisSpec):

@@ -23,14 +23,20 @@ from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from biasim.analysis import association, traits
-from biasim.analysis.answer_lines import PAIRED
-from biasim.analysis.parity import wilson_interval
-from biasim.analysis.transmission_figures import plot_trait_differences
-
-from ..fields import Strict
-from ..htmlreport import HtmlSection
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from biasim.analysis.stats.parity import wilson_interval
+from biasim.analysis.studies.bias_transmission import association, traits
+from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
+from biasim.analysis.studies.bias_transmission.figures import plot_trait_differences
+from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
+from biasim.simulator.study.fields import Strict
 
 #: Recorded variables naming what each shown letter is.
 FIRST, SECOND = "first_is", "second_is"

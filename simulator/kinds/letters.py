@@ -3,7 +3,7 @@
 Per model: the generation success filter (Appendix B), lexicon-category odds ratios, salient
 nouns and adjectives, and the share of positive / formal / agentic sentences with the paper's
 Student t-test beside Welch's (and the paired test when letters come in counterfactual pairs).
-Each style dimension names a text scorer (``biasim.analysis.scorers``); scores are cached in
+Each style dimension names a text scorer (``biasim.analysis.text.scorers``); scores are cached in
 the run directory so a reanalysis scores nothing again. WEAT runs on the salient words; in a
 study with ``biographies`` (CBG), hallucination bias runs when an NLI model is named, and the
 section says in words what it needs when none is.
@@ -19,14 +19,12 @@ import yaml
 from pydantic import Field
 from rich.text import Text
 
-from biasim.analysis.letter_tables import NO_PARTNER, letter_tables, partner_missing
-from biasim.analysis.letter_text import generation_failure
-from biasim.analysis.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
-from biasim.analysis.weat import salient_weat
-
-from ..fields import Strict
-from ..tables import print_table
-from .base import (
+from biasim.analysis.studies.letters.tables import NO_PARTNER, letter_tables, partner_missing
+from biasim.analysis.text.letter_text import generation_failure
+from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
+from biasim.analysis.text.weat import salient_weat
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     AnalysisSpec,
@@ -35,11 +33,12 @@ from .base import (
     model_problem,
     resolve_data_path,
 )
+from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..htmlreport import HtmlSection
+    from biasim.simulator.common.html import HtmlSection
 
 INVALID = "invalid answer"
 CACHE_FILE = "text_scores.sqlite"
@@ -64,7 +63,7 @@ NEEDS_BIOGRAPHIES = (
 class ScorerChoice(Strict):
     """A text scorer by registered name, with its options (model path, threshold, ...)."""
 
-    scorer: str = Field(description="Registered scorer name (see biasim.analysis.scorers).")
+    scorer: str = Field(description="Registered scorer name (see biasim.analysis.text.scorers).")
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
 
 
@@ -190,7 +189,7 @@ class LettersKind(AnalysisKind):
     @staticmethod
     def _check_word_sets(spec: LettersSpec, facts: StudyFacts) -> None:
         """The WEAT word sets read and name both compared groups."""
-        from biasim.analysis.weat import load_word_sets
+        from biasim.analysis.text.weat import load_word_sets
 
         path = None
         if spec.weat_words is not None:
@@ -209,8 +208,12 @@ class LettersKind(AnalysisKind):
 
     def compute(self, results: pd.DataFrame, spec: LettersSpec, ctx: AnalysisContext) -> Section:
         """Every table per model; see the module docstring."""
-        from biasim.analysis.letter_figures import plot_hallucination, plot_letters, plot_weat
-        from biasim.analysis.style_scorers import load_spacy, load_stems
+        from biasim.analysis.studies.letters.figures import (
+            plot_hallucination,
+            plot_letters,
+            plot_weat,
+        )
+        from biasim.analysis.text.style_scorers import load_spacy, load_stems
 
         rows = results[results["stage"] == spec.stage].reset_index(drop=True)
         texts = rows[spec.field].fillna("").astype(str)
@@ -339,7 +342,7 @@ class LettersKind(AnalysisKind):
         """The NLI scorer of a CBG study that names one, else None."""
         if spec.nli is None or ctx.study.biographies is None:
             return None
-        from biasim.analysis.nli_scorer import NliScorer
+        from biasim.analysis.text.nli_scorer import NliScorer
 
         return NliScorer(str(ctx.resolve(spec.nli)))
 
@@ -348,7 +351,7 @@ class LettersKind(AnalysisKind):
         """The embedding function and word sets of WEAT, or (None, None) when it is off."""
         if not spec.weat:
             return None, None
-        from biasim.analysis.weat import SentenceEmbedder, load_word_sets
+        from biasim.analysis.text.weat import SentenceEmbedder, load_word_sets
 
         model = str(ctx.resolve(spec.embeddings)) if spec.embeddings else None
         words = ctx.resolve(spec.weat_words) if spec.weat_words else None
@@ -358,7 +361,7 @@ class LettersKind(AnalysisKind):
         """Style tests and lexicon odds ratios, one compact table each, then exclusions."""
         from rich.table import Table
 
-        from ..htmlreport import fmt
+        from biasim.simulator.common.html import fmt
 
         first, second = summary["groups"]
         name = summary.get("name")
@@ -434,7 +437,7 @@ class LettersKind(AnalysisKind):
     def _print_weat(summary: dict[str, Any], console: Console, several: bool) -> None:
         from rich.table import Table
 
-        from ..htmlreport import fmt
+        from biasim.simulator.common.html import fmt
 
         if summary.get("weat_note"):
             console.print(summary["weat_note"], highlight=False)
@@ -461,7 +464,7 @@ class LettersKind(AnalysisKind):
     def _print_hallucination(summary: dict[str, Any], console: Console, several: bool) -> None:
         from rich.table import Table
 
-        from ..htmlreport import fmt
+        from biasim.simulator.common.html import fmt
 
         if summary.get("hallucination_note"):
             console.print(f"hallucination: {summary['hallucination_note']}", highlight=False)

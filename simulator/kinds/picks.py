@@ -17,13 +17,19 @@ from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from biasim.analysis import association, picks
-from biasim.analysis.answer_lines import PAIRED
-from biasim.analysis.transmission_figures import plot_item_shares
-
-from ..htmlreport import HtmlSection
-from .association import _records_table
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from biasim.analysis.studies.bias_transmission import association, picks
+from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
+from biasim.analysis.studies.bias_transmission.figures import plot_item_shares
+from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.kinds.association import _records_table
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
 
 
 class PicksSpec(AnalysisSpec):

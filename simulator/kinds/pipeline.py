@@ -18,12 +18,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import counterfactual, figures, multiple, pipeline
-from biasim.analysis.parity import wilson_interval
-
-from ..htmlreport import Column, HtmlSection, fmt
-from ..tables import print_table
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
+from biasim.analysis import figures
+from biasim.analysis.stats import counterfactual, multiple, pipeline
+from biasim.analysis.stats.parity import wilson_interval
+from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
 
 
 class PipelineSpec(AnalysisSpec):

@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..htmlreport import HtmlSection, fmt
-from ..tables import print_table
-from .base import (
+from biasim.simulator.common.html import HtmlSection, fmt
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     AnalysisSpec,
@@ -31,10 +31,8 @@ from .base import (
     resolve_data_path,
     slug,
 )
+from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
 
-PRISM_KIND = "prism"
-#: The design factor whose levels are the postings (``--postings`` replaces it).
-POSTING_FACTOR = "posting"
 #: The score cache's file in the run directory.
 SCORE_CACHE = "prism_scores.sqlite"
 HOW_TO = (
@@ -83,8 +81,8 @@ def word_list_problem(word_lists: Path | None, model_folder: Path | None) -> str
     is loaded, so a study fails here rather than after its calls."""
     import json
 
-    from biasim.analysis.prism import filter_to_vocabulary
-    from biasim.analysis.prism_scorer import EXAMPLE_WORD_LISTS, read_word_lists
+    from biasim.analysis.studies.prism.score import filter_to_vocabulary
+    from biasim.analysis.studies.prism.scorer import EXAMPLE_WORD_LISTS, read_word_lists
 
     try:
         lists = read_word_lists(word_lists or EXAMPLE_WORD_LISTS)
@@ -148,8 +146,8 @@ class PrismKind(AnalysisKind):
         return [f"masked LM {spec.masked_lm}, word lists {lists}, alpha {spec.alpha:g}"]
 
     def compute(self, results: pd.DataFrame, spec: PrismSpec, ctx: AnalysisContext) -> Section:
-        from biasim.analysis.prism_scorer import vocabulary_scorer
-        from biasim.analysis.scorers import ScoreCache, cached_scores
+        from biasim.analysis.studies.prism.scorer import vocabulary_scorer
+        from biasim.analysis.text.scorers import ScoreCache, cached_scores
 
         assert spec.masked_lm is not None  # check() refuses a study without one
         rows = results[results["stage"] == spec.stage].reset_index(drop=True)
@@ -296,8 +294,8 @@ def paired_section(
         models: Model labels in report order.
         settings: ``masked_lm``, ``word_lists`` and ``alpha`` as the summary shows them.
     """
-    from biasim.analysis.prism_figures import plot_histograms, plot_scatter_density
-    from biasim.analysis.prism_stats import one_pair_per_posting, prism_tables
+    from biasim.analysis.studies.prism.figures import plot_histograms, plot_scatter_density
+    from biasim.analysis.studies.prism.stats import one_pair_per_posting, prism_tables
 
     dims = list(scorer.word_lists)
     postings = one_pair_per_posting(pairs, ["model_label", POSTING_FACTOR], scorer.columns)

@@ -19,15 +19,24 @@ from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from biasim.analysis import association, traits
-from biasim.analysis.answer_lines import PAIRED
-from biasim.analysis.email_outcomes import names_after_redaction
-from biasim.analysis.parity import wilson_interval
-from biasim.analysis.transmission_figures import plot_item_shares, plot_trait_differences
-
-from ..htmlreport import HtmlSection
-from .base import AnalysisContext, AnalysisKind, AnalysisSpec, Section, StudyFacts, slug
-from .letter_evaluation import check_trait_types, trait_types_field
+from biasim.analysis.stats.parity import wilson_interval
+from biasim.analysis.studies.bias_transmission import association, traits
+from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
+from biasim.analysis.studies.bias_transmission.figures import (
+    plot_item_shares,
+    plot_trait_differences,
+)
+from biasim.analysis.studies.hiring_emails.email_outcomes import names_after_redaction
+from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
+from biasim.simulator.kinds.letter_evaluation import check_trait_types, trait_types_field
 
 
 class TransmissionSpec(AnalysisSpec):

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import InputError, Problem
-from ..yamlsource import SourceMap
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.yamlsource import SourceMap
 
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 OLLAMA_KEY_ENV = "OLLAMA_API_KEY"

@@ -17,8 +17,8 @@ import collections
 import time
 from dataclasses import dataclass, field
 
-from .errors import BackendError
-from .limits import AdaptiveLimiter
+from biasim.simulator.llm.errors import BackendError
+from biasim.simulator.llm.limits import AdaptiveLimiter
 
 #: Failures in a row that take a server out of rotation (one stray 500 does not).
 DRAIN_AFTER = 2

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import (
+from biasim.simulator.llm.errors import (
     BackendConfigError,
     BackendError,
     FatalBackendError,

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from .errors import BackendConfigError, FatalBackendError, TransientError
-from .http_common import (
+from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError, TransientError
+from biasim.simulator.llm.http_common import (
     DEFAULT_API_KEY_ENV,
     SDK_TIMEOUT_S,
     check_options,
@@ -32,8 +32,8 @@ from .http_common import (
     resolve_api_key,
     structured_mode,
 )
-from .ollama_backend import map_ollama_error
-from .types import LLMRequest, LLMResponse
+from biasim.simulator.llm.ollama_backend import map_ollama_error
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 _OPTIONS = {"base_url", "api_key_env", "kwargs", "structured"}
 _STRUCTURED_MODES = ("json_schema", "json_object", "none")

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .errors import BackendConfigError, FatalBackendError
-from .types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
+from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
+from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _OPTIONS = {"model_path", "n_ctx", "n_threads", "n_batch", "reuse_prompt_cache", "stall_timeout_s"}

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from .errors import BackendConfigError, BackendError, TransientError
-from .http_common import (
+from biasim.simulator.llm.errors import BackendConfigError, BackendError, TransientError
+from biasim.simulator.llm.http_common import (
     SDK_TIMEOUT_S,
     check_options,
     clip_message,
@@ -25,7 +25,7 @@ from .http_common import (
     redact,
     structured_mode,
 )
-from .types import LLMRequest, LLMResponse, extra_sampling
+from biasim.simulator.llm.types import LLMRequest, LLMResponse, extra_sampling
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 _OPTIONS = {"host", "structured"}

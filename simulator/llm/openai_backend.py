@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from .endpoints import ServerPool
-from .errors import BackendConfigError, BackendError, TransientError
-from .http_common import (
+from biasim.simulator.llm.endpoints import ServerPool
+from biasim.simulator.llm.errors import BackendConfigError, BackendError, TransientError
+from biasim.simulator.llm.http_common import (
     DEFAULT_API_KEY_ENV,
     check_options,
     option_str,
@@ -24,9 +24,9 @@ from .http_common import (
     resolve_api_key,
     structured_mode,
 )
-from .openai_transport import AiohttpTransport, SdkTransport, Transport
-from .retry import ATTEMPT_DEADLINE
-from .types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
+from biasim.simulator.llm.openai_transport import AiohttpTransport, SdkTransport, Transport
+from biasim.simulator.llm.retry import ATTEMPT_DEADLINE
+from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 HOSTED_BASE_URL = "https://api.openai.com/v1"
 _OPTIONS = {"base_url", "api_key_env", "structured", "transport"}

@@ -23,8 +23,8 @@ import aiohttp
 import orjson
 import yarl
 
-from .errors import BackendError
-from .http_common import (
+from biasim.simulator.llm.errors import BackendError
+from biasim.simulator.llm.http_common import (
     SDK_TIMEOUT_S,
     clip_message,
     connection_error,

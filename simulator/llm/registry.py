@@ -1,18 +1,17 @@
 """The backend protocol and the registry that finds a backend by name.
 
-Backends are registered by import path so a study that only uses the synthetic responder never
-pays for importing llama.cpp, openai or langchain. Third-party packages add backends through the
-``biasim.backends`` entry-point group.
+Backends live in :data:`biasim.registry.BACKENDS`, registered by import path so a study that only
+uses the synthetic responder never pays for importing llama.cpp, openai or langchain.
+Third-party packages add backends through the ``biasim.backends`` entry-point group.
 """
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import BackendConfigError
-from .types import LLMRequest, LLMResponse
+from biasim.registry import BACKENDS, UnknownPlugin
+from biasim.simulator.llm.errors import BackendConfigError
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 
 @runtime_checkable
@@ -85,25 +84,14 @@ def unsupported_setting(backend: Backend, role: Any) -> tuple[str, str] | None:
     return None
 
 
-_BUILTIN: dict[str, str] = {
-    "local": "biasim.simulator.llm.local:LocalBackend",
-    "synthetic": "biasim.simulator.llm.synthetic:SyntheticBackend",
-    "openai": "biasim.simulator.llm.openai_backend:OpenAIBackend",
-    "ollama": "biasim.simulator.llm.ollama_backend:OllamaBackend",
-    "langchain": "biasim.simulator.llm.langchain_backend:LangChainBackend",
-}
-_EXTRA: dict[str, Any] = {}
-
-
 def register_backend(name: str, factory: Any) -> None:
     """Register ``factory(role) -> Backend`` (a class or callable, or a ``"module:attr"`` path)."""
-    _EXTRA[name] = factory
+    BACKENDS.register(name, factory)
 
 
 def backend_names() -> list[str]:
     """Names of every available backend."""
-    plugins = {ep.name for ep in entry_points(group="biasim.backends")}
-    return sorted(set(_BUILTIN) | set(_EXTRA) | plugins)
+    return BACKENDS.names()
 
 
 def create_backend(role: RoleSettings) -> Backend:
@@ -112,13 +100,8 @@ def create_backend(role: RoleSettings) -> Backend:
     Raises:
         BackendConfigError: Unknown backend or unusable options (bad input, exit code 2).
     """
-    factory: Any = _EXTRA.get(role.backend) or _BUILTIN.get(role.backend)
-    if factory is None:
-        plugins = {ep.name: ep for ep in entry_points(group="biasim.backends")}
-        if role.backend not in plugins:
-            raise BackendConfigError(f"unknown backend `{role.backend}`", field="backend")
-        factory = plugins[role.backend].load()
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
+    try:
+        factory = BACKENDS.load(role.backend)
+    except UnknownPlugin:
+        raise BackendConfigError(f"unknown backend `{role.backend}`", field="backend") from None
     return factory(role)

@@ -11,17 +11,17 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ..interrupts import CallNotIssued
-from .allowlist import redact_text
-from .errors import (
+from biasim.simulator.common.interrupts import CallNotIssued
+from biasim.simulator.llm.allowlist import redact_text
+from biasim.simulator.llm.errors import (
     BackendError,
     ConnectionRefused,
     FatalBackendError,
     TransientError,
     connection_failure,
 )
-from .limits import AdaptiveLimiter, RateLimiter
-from .types import LLMRequest, LLMResponse
+from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 #: Event-loop time at which the attempt in progress times out. A backend that sees its call
 #: cancelled can tell this timeout (the server took too long) from a run being interrupted.

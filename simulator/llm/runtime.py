@@ -7,11 +7,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from .limits import AdaptiveLimiter, RateLimiter
-from .registry import Backend
-from .retry import FirstContact, RetryPolicy, call_with_retries
-from .structured import canonical_json
-from .types import LLMRequest, LLMResponse, extra_sampling
+from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
+from biasim.simulator.llm.registry import Backend
+from biasim.simulator.llm.retry import FirstContact, RetryPolicy, call_with_retries
+from biasim.simulator.llm.structured import canonical_json
+from biasim.simulator.llm.types import LLMRequest, LLMResponse, extra_sampling
 
 
 class BackendRuntime:

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from .errors import BackendConfigError, FatalBackendError
-from .types import LLMRequest, LLMResponse
+from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 _MASK64 = (1 << 64) - 1
 

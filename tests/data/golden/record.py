@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from golden_studies import GOLDEN_DIR, STUDIES
 
-from biasim.simulator.runner import RunOptions, execute, prepare
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 for name, (text, options) in STUDIES.items():
     with tempfile.TemporaryDirectory() as tmp:

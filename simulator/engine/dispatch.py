@@ -1,0 +1,195 @@
+"""Runs one stage's calls concurrently and hands the answers back in the order they were asked.
+
+For each call: look it up in the store, else call the backend (rate limit, concurrency bound,
+retries), validate the structure, re-ask once quoting the validation error if it broke (not when
+a well-formed answer chose outside a stage's open choices: that one is kept), and record every
+call. Completion order never matters: answers are returned by position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from biasim.simulator.common.interrupts import CallNotIssued, StopControl
+from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.runtime import BackendRuntime
+from biasim.simulator.llm.structured import OutputSchema
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
+
+REASK_TEMPLATE = (
+    "Your answer did not follow the required format: {error}. Reply again with only a JSON "
+    "object that matches the required format."
+)
+
+
+@dataclass(slots=True)
+class Call:
+    """One unit's request for a stage."""
+
+    unit_id: str
+    stage: str
+    role: str
+    request: LLMRequest
+    schema: OutputSchema | None
+    runtime: BackendRuntime
+    reask: bool = True
+
+
+class RunAborted(RuntimeError):
+    """Too many calls failed; the run stops cleanly with everything answered saved."""
+
+
+class RunInterrupted(Exception):
+    """The user stopped the run; every call that finished is recorded.
+
+    Attributes:
+        answers: Per call (or per agent, once the model mapped them), the answer, or ``None``
+            where the call never finished.
+        finished: Per entry, whether it is final (an agent without a request is final too).
+    """
+
+    def __init__(self, answers: list[LLMResponse | None], finished: list[bool]) -> None:
+        super().__init__("interrupted by the user")
+        self.answers = answers
+        self.finished = finished
+
+
+class Dispatcher:
+    """Executes calls with bounded concurrency per backend.
+
+    Args:
+        store: The run's call store.
+        max_error_rate: Abort once more than this share of finished units failed (after at least
+            ``min_units`` units); ``None`` never aborts.
+        min_units: Units to finish before the error rate is judged.
+        on_progress: Called with the number of units finished so far.
+        stop: The user's stop requests: level 1 sends no new call, level 2 cancels those in
+            flight.
+    """
+
+    def __init__(
+        self,
+        store: CallStore,
+        *,
+        max_error_rate: float | None = None,
+        min_units: int = 20,
+        on_progress: Callable[[int], None] | None = None,
+        stop: StopControl | None = None,
+    ) -> None:
+        self.store = store
+        self.stop = stop or StopControl()
+        self.max_error_rate = max_error_rate
+        self.min_units = min_units
+        self.on_progress = on_progress
+        self.finished = 0
+        self.errors = 0
+
+    async def run(self, calls: list[Call]) -> list[LLMResponse]:
+        """Answer every call; ``result[i]`` answers ``calls[i]``.
+
+        Raises:
+            RunAborted: The error-rate threshold was crossed.
+            RunInterrupted: The user stopped the run (with the answers that finished).
+        """
+        results: list[LLMResponse | None] = [None] * len(calls)
+        queues: dict[BackendRuntime, collections.deque[int]] = {}
+        for index, call in enumerate(calls):
+            queues.setdefault(call.runtime, collections.deque()).append(index)
+        stop = self.stop
+
+        async def worker(queue: collections.deque[int]) -> None:
+            while queue and not stop.stopping:
+                index = queue.popleft()
+                try:
+                    results[index] = await self._unit(calls[index])
+                except CallNotIssued:
+                    return
+
+        # One worker per slot the backend may ever use; the limiter decides how many proceed.
+        tasks = [
+            asyncio.ensure_future(worker(queue))
+            for runtime, queue in queues.items()
+            for _ in range(min(len(queue), runtime.limiter.max_limit))
+        ]
+        unregister = stop.on_cancel(lambda: [task.cancel() for task in tasks])
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException as exc:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if not (isinstance(exc, asyncio.CancelledError) and stop.level >= 2):
+                raise
+        finally:
+            unregister()
+            self.store.flush()
+        if stop.stopping:
+            raise RunInterrupted(results, [r is not None for r in results])
+        return results  # type: ignore[return-value]
+
+    async def _unit(self, call: Call) -> LLMResponse:
+        response = await self._ask(call, call.request, reask=0)
+        # An invalid answer that parsed chose outside open choices: kept as it is, since
+        # re-asking would force the choice the stage leaves open.
+        if response.status == "invalid" and response.parsed is None and call.reask:
+            retry = replace(
+                call.request,
+                messages=(
+                    *call.request.messages,
+                    {"role": "assistant", "content": response.text},
+                    {"role": "user", "content": REASK_TEMPLATE.format(error=response.error)},
+                ),
+            )
+            second = await self._ask(call, retry, reask=1)
+            second.reasks = 1
+            if second.status == "error":  # keep the invalid answer we have, with its raw text
+                response.reasks = 1
+            else:
+                response = second
+        self.finished += 1
+        if response.status == "error":
+            self.errors += 1
+            if (
+                self.max_error_rate is not None
+                and self.finished >= self.min_units
+                and self.errors / self.finished > self.max_error_rate
+            ):
+                raise RunAborted(
+                    f"{self.errors} of {self.finished} units failed "
+                    f"(> {self.max_error_rate:.0%}); last error: {response.error}"
+                )
+        if self.on_progress is not None:
+            self.on_progress(self.finished)
+        return response
+
+    def _stopping(self) -> bool:
+        return self.stop.stopping
+
+    async def _ask(self, call: Call, request: LLMRequest, reask: int) -> LLMResponse:
+        runtime = call.runtime
+        key, material = runtime.cache_key(request)
+        response = self.store.lookup(key)
+        if response is None:
+            response = await runtime.complete(request, self._stopping)
+            if response.status != "error" and call.schema is not None:
+                response.parsed, response.error = call.schema.parse(response.text)
+                if response.parsed is not None:
+                    response.error = call.schema.outside_choices(response.parsed)
+                response.status = "answered" if response.error is None else "invalid"
+        self.store.record(
+            CallRecord(
+                key=key,
+                unit_id=call.unit_id,
+                stage=call.stage,
+                role=call.role,
+                backend=runtime.backend.name,
+                model=runtime.model,
+                request=material,
+                reask=reask,
+            ),
+            response,
+        )
+        return response

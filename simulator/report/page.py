@@ -1,0 +1,265 @@
+"""``report.html`` of a run or a comparison: the study and its source, the models and their
+parameters, each analysis (rendered by its kind), the answer outcomes per group, an audit when
+one was made, and the limits a reviewer must know before reading any number."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from biasim.simulator.common.html import Column, HtmlSection, page
+from biasim.simulator.common.rundir import write_atomic
+from biasim.simulator.kinds import get_kind
+from biasim.simulator.report.audit_section import audit_html, audit_limits
+
+REPORT_HTML = "report.html"
+#: Below this many valid answers in a group, the report says intervals are wide.
+SMALL_N = 30
+_EMBEDDED = "SmolLM2"
+
+
+def _figures(run_dir: Path) -> dict[str, bytes]:
+    folder = run_dir / "figures"
+    return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.png"))} if folder.is_dir() else {}
+
+
+def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    parts = [f"<h1>{html.escape(str(summary.get('study', study.get('name', ''))))}</h1>"]
+    if study.get("description"):
+        parts.append(f"<p>{html.escape(str(study['description']))}</p>")
+    if study.get("source"):
+        parts.append(f'<p class="muted">Source: {html.escape(str(study["source"]))}</p>')
+    if summary.get("synthetic"):
+        from biasim.simulator.report.outputs import SYNTHETIC_NOTE
+
+        parts.append(f'<p class="banner">{html.escape(SYNTHETIC_NOTE)}</p>')
+    status = summary.get("status")
+    if status and status != "complete":
+        parts.append(
+            f'<p class="banner">Run status: {html.escape(str(status))}. '
+            f"{html.escape(str(summary.get('message') or ''))}</p>"
+        )
+    forced = summary.get("study_differences") or []
+    if forced:
+        items = "".join(f"<li>{html.escape(d)}</li>" for d in forced)
+        parts.append(
+            '<div class="banner">These runs are not of the same study (compared with '
+            f"--force); what differs:<ul>{items}</ul></div>"
+        )
+    if len(runs) > 1:
+        items = "".join(
+            f"<li><b>{html.escape(r['label'])}</b>: {html.escape(r['path'])}</li>" for r in runs
+        )
+        parts.append(f"<p>Comparison of {len(runs)} runs, in this order:</p><ul>{items}</ul>")
+    return "".join(parts)
+
+
+def _penalties(info: dict[str, Any]) -> str:
+    """``frequency, presence`` when either is set, else empty (the server's default)."""
+    values = [info.get("frequency_penalty"), info.get("presence_penalty")]
+    return "" if values == [None, None] else ", ".join(str(v or 0) for v in values)
+
+
+def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
+    section = HtmlSection("Models and parameters")
+    rows = []
+    for run in runs:
+        manifest = run.get("manifest") or {}
+        used = _roles_in_use(manifest.get("study") or {})
+        for role, info in manifest.get("roles", {}).items():
+            if used is not None and role.split("[")[0] not in used:
+                continue  # declared but playing no stage (e.g. a formatter for no completion model)
+            backend = info.get("backend") or {}
+            rows.append(
+                {
+                    "run": run["label"],
+                    "role": role,
+                    "backend": backend.get("backend"),
+                    "model": backend.get("model"),
+                    "synthetic": info.get("synthetic"),
+                    "temperature": info.get("temperature"),
+                    "top_p": info.get("top_p"),
+                    "max_tokens": info.get("max_tokens"),
+                    "penalties (frequency, presence)": _penalties(info),
+                    "endpoint": info.get("endpoint", "chat"),
+                    "base_seed": info.get("base_seed"),
+                }
+            )
+    if rows:
+        columns = [Column(k, spec="text") for k in rows[0]]
+        if len(runs) == 1:
+            columns = columns[1:]
+        # Parameters come from the manifest, not the summary: shown as text, not data-path.
+        section.raw(_plain_table(rows, columns))
+    packages = (runs[0].get("manifest") or {}).get("packages", {}) if runs else {}
+    if packages:
+        listed = ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))
+        section.paragraph(f"Packages: {listed}.", muted=True)
+    return section
+
+
+def _roles_in_use(study: dict[str, Any]) -> set[str] | None:
+    """Roles that play a stage: each stage's role, and its formatter when one of that role's
+    models is a completion model; None when the study does not say."""
+    stages = study.get("stages")
+    if not isinstance(stages, list):
+        return None
+    roles = study.get("roles") or {}
+    # A role without models may be played by each compared model (simulator.casting): count
+    # their variants too, so a formatter is not hidden when a completion model wrote personas.
+    compared = [m for r in roles.values() for m in r.get("models") or [] if isinstance(m, dict)]
+    used = set()
+    for stage in stages:
+        used.add(stage.get("role"))
+        role = roles.get(stage.get("role")) or {}
+        own = role.get("models") or ([] if role.get("shared") else compared)
+        variants = [role, *[m for m in own if isinstance(m, dict)]]
+        completion = any(v.get("structured_output") is False for v in variants)
+        if completion and stage.get("completion"):
+            used.add(stage["completion"].get("formatter"))
+    return used
+
+
+def _plain_table(rows: list[dict[str, Any]], columns: list[Column]) -> str:
+    head = "".join(f'<th class="t">{html.escape(c.label or c.key)}</th>' for c in columns)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="t">{html.escape(str(r.get(c.key, "")))}</td>' for c in columns)
+        + "</tr>"
+        for r in rows
+    )
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def _outcomes_section(summary: dict[str, Any]) -> HtmlSection:
+    section = HtmlSection("Answer outcomes by group", path=("outcomes_by_group",))
+    section.paragraph(
+        "Share of each group's units answered, invalid (broke the requested structure after a "
+        "re-ask), error (the call failed) and skipped (an earlier stage gave no valid answer). "
+        "A difference here is itself a bias signal."
+    )
+    for axis, rows in summary.get("outcomes_by_group", {}).items():
+        section.table(
+            rows,
+            key=axis,
+            title=f"by {axis}",
+            columns=[
+                *([Column("model_label", "model")] if rows and "model_label" in rows[0] else []),
+                Column(axis),
+                Column("n", "units", "int"),
+                Column("answered_rate", "answered", ".1%"),
+                Column("invalid_rate", "invalid", ".1%"),
+                Column("error_rate", "error", ".1%"),
+                Column("skipped_rate", "skipped", ".1%"),
+            ],
+        )
+    return section
+
+
+def limits(summary: dict[str, Any]) -> list[str]:
+    """What a reader must know before trusting the numbers of this report."""
+    found = []
+    if summary.get("synthetic"):
+        found.append(
+            "The synthetic responder is not a language model: its answers were drawn from "
+            "probabilities declared in the study file. They test the pipeline and the power of "
+            "the analyses, and say nothing about any model."
+        )
+    if any(_EMBEDDED in m for m in summary.get("models", [])):
+        found.append(
+            "SmolLM2-135M (the embedded default) is a 135M-parameter model that barely reads "
+            "the scenarios; its answers show the pipeline working, not the biases of the "
+            "models the seed papers audit."
+        )
+    smallest = _smallest_group(summary)
+    if smallest is not None and smallest < SMALL_N:
+        found.append(
+            f"Small samples: the smallest group has {smallest} valid answers (fewer than "
+            f"{SMALL_N}); intervals are wide and a non-significant test is weak evidence of "
+            "parity."
+        )
+    counts = summary.get("status_counts") or {}
+    units = sum(counts.values())
+    excluded = units - counts.get("answered", 0)
+    if counts and excluded:
+        found.append(
+            f"{excluded} of {units} units ({excluded / units:.1%}) have no valid answer "
+            "(invalid, error or skipped); they are excluded from the rates and counted per "
+            "group above."
+        )
+    if summary.get("analysis_error"):
+        found.append(f"An analysis failed: {summary['analysis_error']}.")
+    if summary.get("status") not in (None, "complete"):
+        found.append(f"The run is {summary['status']}: not every unit was answered.")
+    if summary.get("analyses"):
+        found.append(
+            "Each p-value tests the hypothesis stated beside its table; adjusted p-values are "
+            "adjusted over the family named there, not over the whole report."
+        )
+    if summary.get("audit"):
+        found += audit_limits(summary["audit"])
+    return found
+
+
+def _smallest_group(summary: dict[str, Any]) -> int | None:
+    sizes = []
+    for analysis in summary.get("analyses", []):
+        sizes += [g.get("n_valid") for g in analysis.get("groups", []) if isinstance(g, dict)]
+        for part in (analysis.get("models") or {}).values():
+            if isinstance(part, dict):
+                sizes += [r.get("n") for r in part.get("rates", [])]
+    sizes = [int(s) for s in sizes if s is not None]
+    return min(sizes) if sizes else None
+
+
+def render(
+    summary: dict[str, Any],
+    study: dict[str, Any],
+    runs: list[dict[str, Any]],
+    figures: dict[str, bytes],
+) -> str:
+    """The report page.
+
+    Args:
+        summary: The summary (as written to summary.json).
+        study: The resolved study (from the manifest).
+        runs: ``{label, path, manifest}`` of each run shown (one for a run).
+        figures: Figure name -> PNG bytes.
+    """
+    sections: list[tuple[str, HtmlSection]] = [("models", _models_section(runs))] if runs else []
+    for i, analysis in enumerate(summary.get("analyses", [])):
+        kind = get_kind(analysis["kind"])
+        mine = {k: v for k, v in figures.items() if k.startswith(f"{analysis['name']}_")}
+        section = HtmlSection(f"{kind.title}: {analysis['name']}", ("analyses", i), mine)
+        kind.html(analysis, section)
+        sections.append((f"analysis-{i}", section))
+    if summary.get("outcomes_by_group"):
+        sections.append(("outcomes", _outcomes_section(summary)))
+    if summary.get("audit"):
+        sections.append(("audit", audit_html(summary["audit"])))
+    notes = HtmlSection("Limits")
+    notes.raw(
+        '<ul class="limits">'
+        + "".join(f"<li>{html.escape(t)}</li>" for t in limits(summary))
+        + "</ul>"
+    )
+    sections.append(("limits", notes))
+    title = f"biasim report: {summary.get('study', '')}"
+    return page(title, _head(summary, study, runs), sections)
+
+
+def write_report(
+    out: Path,
+    summary: dict[str, Any],
+    study: dict[str, Any],
+    runs: list[dict[str, Any]],
+) -> Path:
+    """Write ``report.html`` into ``out`` with the figures found in ``out/figures``."""
+    text = render(summary, study, runs, _figures(out))
+    path = out / REPORT_HTML
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return path

@@ -1,0 +1,651 @@
+"""Checks of a study the schema alone cannot make: references between sections, names that run
+out, synthetic truth that names no persona, and a dry render of every template for a sample of
+agents (the third validation pass of :func:`biasim.simulator.study.config.validate_study`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from jinja2 import TemplateSyntaxError, UndefinedError
+from jinja2.exceptions import SecurityError
+
+from biasim.registry import BACKENDS, KINDS
+from biasim.simulator.common.errors import Problem
+from biasim.simulator.common.yamlsource import FieldPath, SourceMap
+from biasim.simulator.study.analysis_spec import StudyFacts
+from biasim.simulator.study.columns import RESERVED as RESERVED_COLUMNS
+from biasim.simulator.study.config import (
+    RESULT_COLUMNS,
+    ModelVariant,
+    OutputField,
+    RoleConfig,
+    StageConfig,
+    Study,
+    StudyConfig,
+    SyntheticField,
+    analysis_name,
+)
+from biasim.simulator.study.hints import nearest, synthetic_hint, undefined_message
+from biasim.simulator.study.pairing import check_pairing, draw_trial, pool
+from biasim.simulator.study.personas import ABLATION_FACTOR
+from biasim.simulator.study.populations import stage_population
+from biasim.simulator.study.templating import (
+    RENDER_ERRORS,
+    compile_expression,
+    compile_template,
+    render,
+)
+
+
+def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -> list[Problem]:
+    """Check what the schema alone cannot: references between sections, and every template."""
+    problems: list[Problem] = []
+    add = problems.append
+    axes = config.personas.axes
+
+    known_backends = BACKENDS.names()
+    if check_backends:
+        for name, role in config.roles.items():
+            if role.backend not in known_backends:
+                add(
+                    smap.problem(
+                        ("roles", name, "backend"),
+                        f"unknown backend `{role.backend}`; known: {', '.join(known_backends)}",
+                    )
+                )
+            elif why := BACKENDS.missing_extra(role.backend):
+                add(smap.problem(("roles", name, "backend"), why))
+    for name, role in config.roles.items():
+        for at, tables, _ in _synthetic_tables(name, role):
+            for fname, spec in tables.items():
+                for problem in _synthetic_keys(config, spec, (*at, fname), smap):
+                    add(problem)
+    clashes = (set(axes) | set(config.vars)) & RESERVED_COLUMNS
+    for clash in sorted(clashes):
+        add(
+            smap.problem(
+                ("personas", "axes", clash) if clash in axes else ("vars", clash),
+                f"`{clash}` is a reserved name",
+            )
+        )
+    for var in sorted(set(axes) & set(config.vars)):
+        add(smap.problem(("vars", var), f"`{var}` is also a persona axis"))
+    factors = config.design.factors
+    for fname in factors:
+        if fname in RESERVED_COLUMNS or fname in axes or fname in config.vars:
+            add(smap.problem(("design", "factors", fname), f"`{fname}` is a reserved name"))
+    for fname, levels in factors.items():
+        if not levels:
+            add(smap.problem(("design", "factors", fname), "a factor needs at least one level"))
+        for level, fvars in levels.items():
+            for var in sorted(set(fvars) & (set(axes) | RESERVED_COLUMNS | set(factors))):
+                add(
+                    smap.problem(
+                        ("design", "factors", fname, level, var), f"`{var}` is a reserved name"
+                    )
+                )
+    factor_vars = {v for levels in factors.values() for fv in levels.values() for v in fv}
+    for i, var in enumerate(config.design.record):
+        if var not in factor_vars:
+            add(smap.problem(("design", "record", i), f"no factor level defines `{var}`"))
+    labels: tuple[str, ...] | None = None
+    for name, role in config.roles.items():
+        if not role.models:
+            continue
+        mine = tuple(role.variants())
+        if len(set(mine)) != len(role.models):
+            add(smap.problem(("roles", name, "models"), "two models have the same label"))
+        if labels is None:
+            labels = mine
+        elif set(mine) != set(labels):
+            add(
+                smap.problem(
+                    ("roles", name, "models"),
+                    f"roles listing models must list the same labels; another role has "
+                    f"{list(labels)}",
+                )
+            )
+        if check_backends:
+            for j, variant in enumerate(role.variants().values()):
+                if variant.backend not in known_backends:
+                    add(
+                        smap.problem(
+                            ("roles", name, "models", j, "backend"),
+                            f"unknown backend `{variant.backend}`; known: "
+                            f"{', '.join(known_backends)}",
+                        )
+                    )
+
+    ablation = config.personas.ablation
+    if ablation and list(factors.get(ABLATION_FACTOR, {})) != ablation:
+        add(
+            smap.problem(
+                ("design", "factors", ABLATION_FACTOR),
+                f"`{ABLATION_FACTOR}` is the factor `personas.ablation` adds; name yours otherwise",
+            )
+        )
+    if config.personas.source == "name_bank":
+        for key in _persona_keys(config):
+            if not config.personas.names.get(key):
+                where = "name_bank" if config.personas.name_bank else "names"
+                add(smap.problem(("personas", where), f"no names for `{key}`"))
+        problem = _names_run_out(config, smap)
+        if problem is not None:
+            add(problem)
+
+    from biasim.simulator.study.casting import cast
+
+    players = cast(config)
+    stage_names: list[str] = []
+    stage_fields: dict[str, dict[str, OutputField]] = {}
+    for i, stage in enumerate(config.stages):
+        if stage.role not in config.roles:
+            add(smap.problem(("stages", i, "role"), f"no role named `{stage.role}`"))
+        if stage.name in stage_names:
+            add(smap.problem(("stages", i, "name"), f"stage `{stage.name}` is declared twice"))
+        for fname in stage.output or {}:
+            # Output fields become results columns: only result column names clash.
+            if fname in RESULT_COLUMNS or fname in axes or fname in factors:
+                add(smap.problem(("stages", i, "output", fname), f"`{fname}` is a reserved name"))
+        for j, shared in enumerate(stage.shared_across):
+            if shared not in factors and shared != "model_label":
+                add(
+                    smap.problem(
+                        ("stages", i, "shared_across", j), f"`{shared}` is not a design factor"
+                    )
+                )
+        completion_models = any(
+            not v.structured_output for v in players.get(stage.role, {}).values()
+        )
+        if completion_models and stage.completion is None:
+            add(
+                smap.problem(
+                    ("stages", i, "role"),
+                    f"role `{stage.role}` has completion models (structured_output: false): "
+                    "the stage needs a `completion` section with a formatter",
+                )
+            )
+        if completion_models and not stage.output:
+            add(smap.problem(("stages", i, "output"), "a formatter needs output fields to extract"))
+        if not stage.forced_choice and not any(
+            f.type == "choice" for f in (stage.output or {}).values()
+        ):
+            add(
+                smap.problem(
+                    ("stages", i, "forced_choice"), "the stage has no `choice` field to relax"
+                )
+            )
+        if stage.completion is not None and stage.completion.formatter not in config.roles:
+            add(
+                smap.problem(
+                    ("stages", i, "completion", "formatter"),
+                    f"no role named `{stage.completion.formatter}`",
+                )
+            )
+        elif stage.completion is not None:
+            formatter = stage.completion.formatter
+            unable = [k for k, v in players[formatter].items() if not v.structured_output]
+            if unable:
+                per_model = any(unable)  # labels: each model would format its own answers
+                add(
+                    smap.problem(
+                        ("stages", i, "completion", "formatter"),
+                        f"role `{formatter}` would be played by completion models "
+                        f"({', '.join(unable)}), which cannot return the structure; give it "
+                        "`shared: true` so its own model formats every model's answers"
+                        if per_model
+                        else f"role `{formatter}` is a completion model (structured_output: "
+                        "false) and cannot return the structure",
+                    )
+                )
+        stage_names.append(stage.name)
+        stage_fields[stage.name] = dict(stage.output or {})
+        role = config.roles.get(stage.role)
+        for at, declared, _ in _synthetic_tables(stage.role, role) if role else []:
+            for fname, spec in declared.items():
+                field_spec = (stage.output or {}).get(fname)
+                if field_spec is None or not field_spec.choices:
+                    continue
+                tables = [*spec.probabilities.values(), *([spec.default] if spec.default else [])]
+                for table in tables:
+                    extra = set(table) - set(field_spec.choices)
+                    if extra:
+                        add(
+                            smap.problem(
+                                (*at, fname),
+                                f"{sorted(extra)} are not choices of `{fname}`"
+                                + synthetic_hint(smap.field(at[:-1])),
+                            )
+                        )
+
+    for i, stage in enumerate(config.stages):
+        if stage.pairing is not None:
+            problems.extend(check_pairing(config, stage, ("stages", i), smap))
+
+    names: dict[str, int] = {}
+    for i, analysis in enumerate(config.analyses):
+        facts = StudyFacts(config, smap, ("analyses", i))
+        KINDS.instance(analysis.kind).check(analysis, facts)
+        problems.extend(facts.problems)
+        name = analysis_name(analysis, i)
+        if name in names:
+            add(
+                smap.problem(
+                    ("analyses", i, "name"),
+                    f"analyses[{names[name]}] already writes tables named `{name}`",
+                )
+            )
+        names.setdefault(name, i)
+
+    from biasim.simulator.study.pipeline_checks import check_pipeline
+
+    # Every design count builds the personas: a description that cannot render stops here.
+    described = _description_problem(config, smap)
+    if described is not None:
+        return [*problems, described]
+    pipeline_problems = check_pipeline(config, smap)
+    problems.extend(pipeline_problems)
+    if not pipeline_problems:
+        too_large = _design_too_large(config, smap)
+        problems.extend([too_large] if too_large else _check_templates(config, smap, stage_fields))
+    return problems
+
+
+def _description_problem(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """Why the persona description does not render, with the variables it could use."""
+    from biasim.personas import build_personas
+
+    described: dict[str, Any] = {}
+
+    def describe(source: str, context: dict[str, Any]) -> str:
+        described.clear()
+        described.update(context)  # what the description could use, should it fail
+        return render(source, context)
+
+    path = ("personas", "description")
+    try:
+        build_personas(config.personas, 1, describe)
+    except TemplateSyntaxError as exc:
+        file, line = smap.text_line(path, exc.lineno)
+        return Problem(file, line, smap.field(path), f"template syntax error: {exc.message}")
+    except (UndefinedError, SecurityError, TypeError) as exc:
+        return _render_problem(smap, path, exc, config.personas.description, described)
+    return None
+
+
+def _design_too_large(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """More agents than the design-size limit, counted without building any."""
+    from biasim.simulator.study.design import (
+        MAX_AGENTS_ENV,
+        design_size,
+        max_agents,
+        population_sizes,
+    )
+
+    limit = max_agents()
+    total = sum(population_sizes(config).values()) if config.populations else design_size(config)
+    if total <= limit:
+        return None
+    return smap.problem(
+        ("design", "agents_per_value"),
+        f"the design has {total:,} agents, more than the limit of {limit:,}; set "
+        f"{MAX_AGENTS_ENV} to allow more",
+    )
+
+
+def _names_run_out(config: StudyConfig, smap: SourceMap) -> Problem | None:
+    """More agents per persona than a group has names (``--agents`` or the file): names would
+    repeat, which a name-swap design must declare (``repeat_names``), never do silently."""
+    personas = config.personas
+    per = config.design.agents_per_value
+    sizes = [(len(personas.names.get(k, [])), k) for k in _persona_keys(config)]
+    fewest, key = min(sizes, key=lambda size: size[0], default=(0, ""))
+    if personas.repeat_names or not 0 < fewest < per:
+        return None
+    bank = f"name bank `{personas.name_bank}`" if personas.name_bank else "`personas.names`"
+    return smap.problem(
+        ("design", "agents_per_value"),
+        f"{per} agents per persona value, but {bank} has {fewest} names for `{key}`: names "
+        f"would repeat; use at most {fewest}, or set `personas.repeat_names: true`",
+    )
+
+
+def _synthetic_keys(
+    config: StudyConfig, spec: SyntheticField, at: FieldPath, smap: SourceMap
+) -> list[Problem]:
+    """Problems with what a synthetic table is keyed on: each `by` name must be a persona
+    axis, a design factor or `model_label`, and each key's values must exist where the
+    values are listed in the study (persona axes, inline factor levels)."""
+    axes = config.personas.axes
+    factors = config.design.factors
+    by = [spec.by] if isinstance(spec.by, str) else list(spec.by or [])
+    problems = []
+    known: list[list[str] | None] = []
+    for j, name in enumerate(by):
+        if name in axes:
+            known.append(list(axes[name]))
+        elif name in factors:
+            levels = factors[name]
+            known.append(list(levels) if isinstance(levels, dict) else None)
+        elif name in ("model_label", "item"):
+            known.append(None)
+        else:
+            where = (*at, "by", j) if isinstance(spec.by, list) else (*at, "by")
+            problems.append(
+                smap.problem(
+                    where,
+                    f"`{name}` is not a persona axis, a design factor, `model_label` or `item` "
+                    "(a pairing stage's items)"
+                    + nearest(name, [*axes, *factors, "model_label", "item"])
+                    + synthetic_hint(smap.field(at[:-2])),
+                )
+            )
+            return problems
+    for key in [*spec.probabilities, *spec.weights, *spec.mean]:
+        for name, values, value in zip(by, known, key.split("|"), strict=False):
+            if values is not None and value not in values:
+                problems.append(
+                    smap.problem(
+                        (*at, "probabilities", key),
+                        f"`{value}` is not a value of `{name}`"
+                        + nearest(value, values)
+                        + synthetic_hint(smap.field(at[:-2])),
+                    )
+                )
+    return problems
+
+
+def _synthetic_tables(
+    name: str, role: RoleConfig
+) -> list[tuple[FieldPath, dict[str, SyntheticField], str]]:
+    """Where a role declares synthetic answers: ``(path, tables, backend)`` for the role and
+    for each model variant that declares its own."""
+    found = [(("roles", name, "synthetic"), dict(role.synthetic), role.backend)]
+    for j, entry in enumerate(role.models or []):
+        if isinstance(entry, ModelVariant) and entry.synthetic is not None:
+            at = ("roles", name, "models", j, "synthetic")
+            found.append((at, dict(entry.synthetic), entry.backend or role.backend))
+    return found
+
+
+def _persona_keys(config: StudyConfig) -> list[str]:
+    from biasim.personas import persona_keys
+
+    return persona_keys(config.personas.axes, cross=config.personas.cross)
+
+
+#: ``on_render(field_path, text, agent)``: a template rendered for one agent of the dry render.
+RenderHook = Callable[[FieldPath, str, Any], None]
+
+
+def dry_render(study: Study, on_render: RenderHook) -> None:
+    """Render every template as validation does, handing each rendered text to ``on_render``
+    (``biasim validate --show-prompts``)."""
+    stage_fields = {stage.name: dict(stage.output or {}) for stage in study.config.stages}
+    _check_templates(study.config, study.source_map, stage_fields, on_render)
+
+
+def _check_templates(
+    config: StudyConfig,
+    smap: SourceMap,
+    stage_fields: dict[str, dict[str, OutputField]],
+    on_render: RenderHook | None = None,
+) -> list[Problem]:
+    """Render every template for one persona of each axis value under every factor level
+    (one factor varied at a time), following each stage's ``when``."""
+    from biasim.personas import build_personas
+
+    problems: list[Problem] = []
+    templates: list[tuple[FieldPath, str]] = [
+        (("personas", "description"), config.personas.description)
+    ]
+    for i, stage in enumerate(config.stages):
+        for part in ("system", "prompt"):
+            if getattr(stage, part) is not None:
+                templates.append((("stages", i, part), getattr(stage, part)))
+        if stage.completion is not None:
+            templates.append((("stages", i, "completion", "prompt"), stage.completion.prompt))
+            templates.append((("stages", i, "completion", "extract"), stage.completion.extract))
+    broken: set[FieldPath] = set()
+    for path, source in templates:
+        try:
+            compile_template(source)
+        except TemplateSyntaxError as exc:
+            file, line = smap.text_line(path, exc.lineno)
+            problems.append(
+                Problem(file, line, smap.field(path), f"template syntax error: {exc.message}")
+            )
+            broken.add(path)
+    for i, stage in enumerate(config.stages):
+        if stage.when is not None:
+            try:
+                compile_expression(stage.when)
+            except TemplateSyntaxError as exc:
+                problems.append(
+                    smap.problem(("stages", i, "when"), f"expression syntax error: {exc.message}")
+                )
+                broken.add(("stages", i, "when"))
+    if broken:
+        return problems
+    personas = build_personas(config.personas, 1, render)  # _description_problem passed
+    from biasim.simulator.study.design import AgentSpec, model_labels, template_context
+
+    seen: set[tuple[FieldPath, str]] = set()
+
+    def report(
+        path: FieldPath,
+        exc: Exception,
+        source: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        problem = _render_problem(smap, path, exc, source, context)
+        if (path, problem.message) not in seen:
+            seen.add((path, problem.message))
+            problems.append(problem)
+
+    factors = config.design.factors
+    first = {f: next(iter(levels)) for f, levels in factors.items() if levels}
+    variations = [dict(first)] + [
+        {**first, f: level} for f, levels in factors.items() for level in list(levels)[1:]
+    ]
+    label = model_labels(config)[0]
+    render_errors = RENDER_ERRORS
+    readers = _reader_specs(config)
+    # Every answer a later template can branch on: the first choice of every field, then each
+    # other choice of one field at a time (a template that breaks only after "Stay" is found
+    # before any call, not after half a run).
+    branches: list[tuple[str, str, int] | None] = [None]
+    for stage in config.stages:
+        for fname, fspec in (stage.output or {}).items():
+            count = _choice_count(config, fspec)
+            branches += [(stage.name, fname, k) for k in range(1, count)]
+    for branch, chosen, persona in itertools.product(branches, variations, personas):
+        levels = tuple(chosen.items())
+        variables = tuple(item for f, lv in levels for item in factors[f][lv].items())
+        spec = AgentSpec("", "check", levels, variables, label, persona, 0, 0, "")
+        outputs: dict[str, dict[str, Any]] = {}
+        own: dict[str, tuple[AgentSpec, dict[str, dict[str, Any]]]] = {}
+        for i, stage in enumerate(config.stages):
+            ctx = template_context(config, spec, outputs)
+            if config.populations:
+                # Each population's agents see their own persona and earlier answers;
+                # readers also see the documents of one evaluation.
+                reader, answers = (
+                    own.setdefault(stage_population(config, stage), (readers[stage.name], {}))
+                    if stage.name in readers
+                    else (spec, outputs)
+                )
+                ctx = template_context(config, reader, answers)
+                if stage.reads is not None:
+                    ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
+                    ctx.update(_reading_placeholders(stage, persona))
+            if stage.when is not None:
+                try:
+                    if not compile_expression(stage.when)(ctx):
+                        continue
+                except render_errors as exc:
+                    # The expression is one line: locate the field, not a template line.
+                    at = ("stages", i, "when")
+                    message = _render_problem(smap, at, exc, stage.when, ctx).message
+                    if (("stages", i, "when"), message) not in seen:
+                        seen.add((("stages", i, "when"), message))
+                        problems.append(smap.problem(("stages", i, "when"), message))
+                    continue
+            if stage.pairing is not None:
+                ctx = {**ctx, **draw_trial(stage.pairing, ctx, 0).context()}
+                if not pool(stage.pairing, ctx):
+                    report(("stages", i, "pairing"), ValueError("no items for this level"))
+            parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
+                (("stages", i, "system"), stage.system, ctx),
+                (("stages", i, "prompt"), stage.prompt, ctx),
+            ]
+            if stage.completion is not None:
+                parts += [
+                    (("stages", i, "completion", "prompt"), stage.completion.prompt, ctx),
+                    (
+                        ("stages", i, "completion", "extract"),
+                        stage.completion.extract,
+                        {**ctx, "text": "text"},
+                    ),
+                ]
+            for fname, fspec in (stage.output or {}).items():
+                if fspec.choices_from and not str(ctx.get(fspec.choices_from) or "").strip():
+                    report(
+                        ("stages", i, "output", fname, "choices_from"),
+                        ValueError(f"no template variable `{fspec.choices_from}` here"),
+                    )
+            for path, source, context in parts:
+                if source is None:
+                    continue
+                try:
+                    text = compile_template(source).render(context)
+                except render_errors as exc:
+                    report(path, exc, source, context)
+                else:
+                    if on_render is not None:
+                        on_render(path, text, spec)
+            answer = {
+                f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage.name, f) else 0)
+                if branch is not None
+                else _placeholder(spec_, ctx)
+                for f, spec_ in stage_fields[stage.name].items()
+            } or {"text": "text"}
+            if stage.name in readers:
+                own[stage_population(config, stage)][1][stage.name] = answer
+            else:
+                outputs[stage.name] = answer
+            if stage.advance is not None:
+                try:
+                    compile_expression(stage.advance)(answer)
+                except render_errors as exc:
+                    message = _render_problem(smap, ("stages", i, "advance"), exc).message
+                    report(("stages", i, "advance"), ValueError(message))
+    return problems
+
+
+def _reader_specs(config: StudyConfig) -> dict[str, Any]:
+    """Stage -> the first agent of its population, for stages whose population has personas
+    of its own (or none): their templates see that agent, not an applicant."""
+    from biasim.simulator.study.design import population_specs
+
+    if not config.populations:
+        return {}
+    first = {
+        name: population_specs(config, name)[0]
+        for name, pop in config.populations.items()
+        if pop.personas != "study"
+    }
+    return {
+        stage.name: first[stage_population(config, stage)]
+        for stage in config.stages
+        if stage_population(config, stage) in first
+    }
+
+
+def _reading_placeholders(stage: StageConfig, persona: Any) -> dict[str, Any]:
+    """What a reading's templates see, filled with stand-ins (see ``agents.Reading``)."""
+    reads = stage.reads
+    assert reads is not None
+    size = {"single": 1, "pair": 2}.get(reads.matching) or reads.size or (stage.select or 1) + 1
+    documents = [
+        {
+            "label": i + 1,
+            "name": persona.name,
+            "text": "text",
+            "attributes": dict(persona.attributes),
+            "variant": "",
+        }
+        for i in range(size)
+    ]
+    return {
+        "documents": documents,
+        "document": documents[0],
+        "select": stage.select or (1 if reads.matching == "pair" else 0),
+        "pool_size": size,
+    }
+
+
+def _choice_count(config: StudyConfig, spec: OutputField) -> int:
+    """How many answers a field can give that a template could tell apart (its branches)."""
+    if spec.type == "boolean":
+        return 2
+    if spec.type != "choice":
+        return 1
+    if spec.choices:
+        return len(spec.choices)
+    sources = [
+        config.vars,
+        *(lv for levels in config.design.factors.values() for lv in levels.values()),
+    ]
+    counts = [
+        len([c for c in str(source[spec.choices_from]).split("|") if c.strip()])
+        for source in sources
+        if spec.choices_from in source
+    ]
+    return max(counts, default=1)
+
+
+def _placeholder(spec: OutputField, context: dict[str, Any] | None = None, k: int = 0) -> Any:
+    """A stand-in answer for the dry render: the ``k``-th choice (or ``False`` for k = 1 of a
+    boolean), else a value of the field's type."""
+    if spec.type == "choice":
+        choices = spec.choices
+        if choices is None and spec.choices_from and context is not None:
+            raw = str(context.get(spec.choices_from) or "")
+            choices = [c.strip() for c in raw.split("|") if c.strip()]
+        choices = choices or ["choice"]
+        return choices[min(k, len(choices) - 1)]
+    if spec.type == "boolean":
+        return k == 0
+    return {"string": "text", "integer": 0, "number": 0.0}[spec.type]
+
+
+def _render_problem(
+    smap: SourceMap,
+    path: FieldPath,
+    exc: Exception,
+    source: str | None = None,
+    context: dict[str, Any] | None = None,
+) -> Problem:
+    """The failed render as a located problem; an undefined name lists what ``context`` (the
+    variables at that place) offers and the nearest one."""
+    lineno = _template_lineno(exc)
+    file, line = smap.text_line(path, lineno) if lineno else smap.locate(path)
+    message = str(exc)
+    if isinstance(exc, UndefinedError):
+        message = undefined_message(message, source, context)
+    elif isinstance(exc, SecurityError):
+        message = f"template does something the sandbox forbids: {message}"
+    return Problem(file, line, smap.field(path), message)
+
+
+def _template_lineno(exc: Exception) -> int | None:
+    tb = exc.__traceback__
+    lineno = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    return lineno

@@ -1,0 +1,473 @@
+"""The study file schema (pydantic v2): only the shape of a study, no checks and no loading.
+
+Loading (``extends:``, overrides, the data files a study names) and full validation are
+:mod:`.load`; the checks the schema alone cannot make (cross-references, a dry render of every
+template) are :mod:`.checks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
+
+from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.study.analysis_spec import AnalysisSpec
+from biasim.simulator.study.biographies import BiographiesConfig
+from biasim.simulator.study.columns import (
+    CALL_COLUMNS,
+    ID_COLUMNS,
+    PAIRING_COLUMNS,
+    PIPELINE_COLUMNS,
+)
+from biasim.simulator.study.fields import LABEL_PATTERN, Identifier, LevelName, Strict
+from biasim.simulator.study.pairing import PairingConfig
+from biasim.simulator.study.personas import PersonaConfig
+from biasim.simulator.study.populations import PopulationConfig, ReadsConfig
+
+
+class SyntheticField(Strict):
+    """How the synthetic responder fills one output field (ground truth, not a language model)."""
+
+    by: str | list[str] | None = Field(
+        None,
+        description="What selects the probabilities: a persona axis, a design factor (e.g. a "
+        "condition or the role) or `model_label`; a list keys them by combination, written "
+        "`value|value` (e.g. `by: [race, gender]`, key `Black|female`).",
+    )
+    probabilities: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Value of `by` -> {choice: probability}. Values not listed use `default`.",
+    )
+    default: dict[str, float] | None = Field(
+        None, description="{choice: probability} for unlisted values; uniform when absent."
+    )
+    text: str | None = Field(None, description="Literal text for string fields.")
+    weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="For `selected` (pair and pool readers): axis value -> weight of a shown "
+        "document whose author has it (1 when unlisted); the k picked are drawn without "
+        "replacement with probability proportional to weight.",
+    )
+    positions: list[float] | None = Field(
+        None,
+        description="For `selected`: weight multiplier by shown position (1, 2, ...), to "
+        "declare a position effect.",
+    )
+    unit: Literal["persona_name", "persona"] | None = Field(
+        None,
+        description="Unit-level heterogeneity: each name (`persona_name`) or each persona "
+        "(`persona`: one persona and agent index, across conditions) gets its own propensity, "
+        "a log-odds shift drawn once from N(0, unit_sd) and kept in every stage and stratum.",
+    )
+    unit_sd: float = Field(0.0, ge=0, le=10, description="SD of the units' log-odds shifts.")
+    shifted: str | None = Field(
+        None, description="The choice whose log-odds a unit's shift moves (default: the first)."
+    )
+    mean: dict[str, float] = Field(
+        default_factory=dict,
+        description="For `integer` and `number` fields: value of `by` -> mean of a normal draw "
+        "(e.g. a 1-100 score per letter strength).",
+    )
+    default_mean: float | None = Field(None, description="Mean for values `mean` does not list.")
+    sd: float = Field(0.0, ge=0, description="SD of the normal draw of a numeric field.")
+    bounds: tuple[float, float] | None = Field(
+        None, description="Numeric draws are clipped to [low, high] (integers are rounded first)."
+    )
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> SyntheticField:
+        if any(w <= 0 for w in [*self.weights.values(), *(self.positions or [])]):
+            raise ValueError("weights must be positive")
+        if self.weights and not self.by:
+            raise ValueError("`by` must name the persona axis the weights are keyed on")
+        tables = list(self.probabilities.values()) + ([self.default] if self.default else [])
+        for table in tables:
+            if any(p < 0 for p in table.values()) or abs(sum(table.values()) - 1.0) > 1e-6:
+                raise ValueError("probabilities must be non-negative and sum to 1")
+        if self.probabilities and not self.by:
+            raise ValueError("`by` must name the persona axis the probabilities are keyed on")
+        if isinstance(self.by, list):
+            if not self.by or self.weights:
+                raise ValueError("a list `by` needs at least one name and keys probabilities only")
+            for key in self.probabilities:
+                if len(key.split("|")) != len(self.by):
+                    joined = "|".join(self.by)
+                    raise ValueError(f"key `{key}` needs {len(self.by)} values: `{joined}`")
+        if self.unit_sd and self.unit is None:
+            raise ValueError("`unit_sd` needs `unit` (persona_name or persona)")
+        if self.mean and not self.by:
+            raise ValueError("`by` must name what the means are keyed on")
+        if self.mean and self.default_mean is None:
+            raise ValueError("`mean` needs `default_mean` for the values it does not list")
+        if self.bounds is not None and self.bounds[0] > self.bounds[1]:
+            raise ValueError("`bounds` must be [low, high]")
+        return self
+
+    def design_keys(self) -> tuple[str, ...]:
+        """The design keys this table reads besides the answer's own field."""
+        by = [self.by] if isinstance(self.by, str) else list(self.by or [])
+        return tuple(by) + ((self.unit,) if self.unit and self.unit_sd else ())
+
+
+#: Sampling parameters, checked alike where a role sets them and where one of its models does.
+Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
+TopP = Annotated[float, Field(gt=0.0, le=1.0)]
+MaxTokens = Annotated[int, Field(ge=1, le=32768)]
+#: Seeds seed numpy (non-negative only) and are stored in SQLite (64-bit integers).
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
+Stop = Annotated[list[str], Field(min_length=1, max_length=4)]
+Endpoint = Literal["chat", "completions"]
+#: Variant fields whose explicit null means something (no token cap, no penalty) rather than
+#: "keep the role's value".
+_NULLABLE = frozenset({"max_tokens", "frequency_penalty", "presence_penalty", "stop"})
+
+
+class ModelVariant(Strict):
+    """One of several models a role is played by; unset fields keep the role's value."""
+
+    label: str | None = Field(
+        None,
+        pattern=LABEL_PATTERN,
+        description="Name in results (`model_label`); the model id when absent.",
+    )
+    backend: str | None = None
+    model: str | None = None
+    options: dict[str, Any] | None = None
+    structured_output: bool | None = None
+    endpoint: Endpoint | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
+    max_tokens: MaxTokens | None = Field(
+        None, description="This model's cap; an explicit null lifts the role's cap."
+    )
+    frequency_penalty: Penalty | None = None
+    presence_penalty: Penalty | None = None
+    stop: Stop | None = None
+    synthetic: dict[str, SyntheticField] | None = Field(
+        None,
+        description="Only for backend `synthetic`: this variant's declared answers (e.g. two "
+        "'models' with different biases for a power analysis of a model comparison).",
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _no_secrets(cls, options: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _check_no_secrets(options) if options is not None else None
+
+
+def _check_no_secrets(options: dict[str, Any]) -> dict[str, Any]:
+    for key in options:
+        if key.lower() in {"api_key", "apikey", "token", "password", "secret"}:
+            raise ValueError(
+                f"`{key}` may not be written in a study file; name the environment variable "
+                "that holds it with `api_key_env`"
+            )
+    return options
+
+
+class RoleConfig(Strict):
+    """Which backend and model play a role, and how they sample."""
+
+    backend: str = Field("local", description="Backend name from the registry.")
+    model: str | None = Field(None, description="Model id; the backend's default when absent.")
+    temperature: Temperature = 0.7
+    top_p: TopP = 1.0
+    max_tokens: MaxTokens | None = Field(
+        256,
+        description="Cap on generated tokens; null for none (the server's or model's own limit, "
+        "e.g. a paper that sets no cap for chat models). Answers cut at the cap are flagged "
+        "`truncated`.",
+    )
+    frequency_penalty: Penalty | None = Field(
+        None, description="OpenAI-style frequency penalty; sent only when set."
+    )
+    presence_penalty: Penalty | None = Field(
+        None, description="OpenAI-style presence penalty; sent only when set."
+    )
+    stop: Stop | None = Field(None, description="Up to four stop sequences; sent only when set.")
+    endpoint: Endpoint = Field(
+        "chat",
+        description="`completions` for base models (GPT-3, a base GGUF, a vLLM or llama.cpp "
+        "server's /v1/completions): one prompt string instead of chat messages.",
+    )
+    seed: Seed | None = Field(
+        None, description="Base seed; each call's seed is derived from it and the unit id."
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, le=4096, description="Upper bound on calls in flight (adapts below it)."
+    )
+    max_attempts: int = Field(5, ge=1, le=50, description="Attempts per call, the first included.")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Per-attempt timeout of a server (a model in this process has none: see "
+        "the local backend's `stall_timeout_s`).",
+    )
+    timeout_per_token_s: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds each requested token (`max_tokens`) adds to the per-attempt "
+        "timeout; default 0.5 for a server on this machine (localhost), 0 otherwise.",
+    )
+    total_timeout_s: float = Field(600.0, gt=0, description="Budget for all attempts of a call.")
+    probe_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Per-attempt timeout until the server has answered once (server backends "
+        "only): a server that accepts connections but never answers stops the run within a "
+        "minute. Raise it for a server that loads its model on the first call.",
+    )
+    backoff_s: float = Field(
+        0.5, ge=0, description="First retry backoff; doubles per attempt, full jitter."
+    )
+    max_backoff_s: float = Field(30.0, ge=0, description="Cap on one backoff.")
+    requests_per_minute: float | None = Field(None, gt=0)
+    tokens_per_minute: float | None = Field(None, gt=0)
+    reask: bool = Field(True, description="Re-ask once, quoting the error, after invalid output.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Backend-specific options (model_path, base_url, ...)."
+    )
+    synthetic: dict[str, SyntheticField] = Field(
+        default_factory=dict,
+        description="Field -> how the synthetic responder answers it: the declared truth when "
+        "the role runs on backend `synthetic` (e.g. `--backend synthetic`); real backends "
+        "ignore it, so one study file can both run on a model and test its own analysis.",
+    )
+    structured_output: bool = Field(
+        True,
+        description="False for completion models that cannot return JSON: stages then use their "
+        "`completion` prompt and a formatter role extracts the answer.",
+    )
+    models: list[str | ModelVariant] | None = Field(
+        None,
+        min_length=1,
+        description="Run the study once per model: model ids on this backend, or variants that "
+        "also change backend/options. Roles listing models must list the same labels; the "
+        "roles that feed them (persona writers, formatters) then run per model too.",
+    )
+    shared: bool = Field(
+        False,
+        description="In a study comparing models: this role keeps its own model for every "
+        "model label (one persona writer or formatter for all) instead of each model playing it.",
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _no_secrets(cls, options: dict[str, Any]) -> dict[str, Any]:
+        return _check_no_secrets(options)
+
+    @model_validator(mode="after")
+    def _shared_has_one_model(self) -> RoleConfig:
+        if self.shared and self.models:
+            raise ValueError("a role listing `models` cannot be `shared`")
+        return self
+
+    def variants(self) -> dict[str, RoleConfig]:
+        """Label -> the role as played by that model (one unlabeled entry without ``models``)."""
+        if not self.models:
+            return {"": self}
+        out: dict[str, RoleConfig] = {}
+        for entry in self.models:
+            variant = ModelVariant(model=entry) if isinstance(entry, str) else entry
+            # Attributes, not a dump: nested sections keep their types in the copied role.
+            changes = {
+                k: getattr(variant, k)
+                for k in type(variant).model_fields
+                if k != "label"
+                and (getattr(variant, k) is not None or k in _NULLABLE & variant.model_fields_set)
+            }
+            if "backend" in changes and "options" not in changes:
+                changes["options"] = {}  # options belong to the backend they were written for
+            label = variant.label or variant.model or ""
+            out[label] = self.model_copy(update={**changes, "models": None})
+        return out
+
+
+class OutputField(Strict):
+    """One field of a structured answer."""
+
+    type: Literal["choice", "string", "integer", "number", "boolean"] = "string"
+    choices: list[str] | None = None
+    choices_from: Identifier | None = Field(
+        None,
+        description="Template variable holding the choices separated by `|` (e.g. a factor "
+        "variable, so each scenario constrains the answer to its own two options).",
+    )
+    description: str | None = None
+    max_length: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _choices_match_type(self) -> OutputField:
+        if self.type == "choice" and not self.choices and not self.choices_from:
+            raise ValueError("a `choice` field needs a non-empty `choices` list or `choices_from`")
+        if self.type == "choice" and self.choices and self.choices_from:
+            raise ValueError("give `choices` or `choices_from`, not both")
+        if self.type != "choice" and (self.choices or self.choices_from):
+            raise ValueError("`choices` is only allowed on fields of type `choice`")
+        return self
+
+
+class CompletionConfig(Strict):
+    """A stage for completion models: a free-text prompt, then a formatter extracts the answer."""
+
+    prompt: str = Field(description="Free-text prompt template (e.g. ending in 'Answer: ...').")
+    formatter: str = Field(description="Role that extracts the structured answer.")
+    extract: str = Field(
+        description="Extraction prompt template; sees the completion as `text` besides the "
+        "stage's usual variables."
+    )
+
+
+class StageConfig(Strict):
+    """One model step: every agent sends one request rendered from these templates."""
+
+    name: Identifier
+    role: str
+    system: str | None = Field(None, description="System message template.")
+    prompt: str = Field(description="User message template (Jinja2, sandboxed, strict).")
+    output: dict[Identifier, OutputField] | None = Field(
+        None, description="Structured answer fields; free text when absent."
+    )
+    when: str | None = Field(
+        None,
+        description="Jinja expression over the template variables; agents for which it is "
+        "false skip the stage (e.g. `persona_condition != 'no_persona'`).",
+    )
+    shared_across: list[Identifier] = Field(
+        default_factory=list,
+        description="Design factors this stage's answer does not depend on: agents that differ "
+        "only in them send one identical call and share its answer (e.g. a persona written "
+        "without scenario context, reused in every scenario).",
+    )
+    completion: CompletionConfig | None = Field(
+        None, description="How completion models (structured_output: false) answer this stage."
+    )
+    forced_choice: bool = Field(
+        True,
+        description="False: choice fields accept any answer, and one outside the choices (e.g. "
+        "'undecided') is kept in its column, marked invalid with the reason and not re-asked, "
+        "so analyses count it as excluded.",
+    )
+    population: Identifier | None = Field(
+        None, description="The population acting in this stage (the first one when absent)."
+    )
+    reads: ReadsConfig | None = Field(
+        None,
+        description="A reading stage: the documents another population wrote, and how they "
+        "are matched (templates see `documents`, each with `label`, `name` and `text`).",
+    )
+    select: int | None = Field(
+        None,
+        ge=1,
+        description="Pair and pool readings: how many documents the reader picks (the answer "
+        "field `selected` lists their labels); the picked advance.",
+    )
+    advance: str | None = Field(
+        None,
+        description="Single readings: expression over the answer fields deciding whether the "
+        "document advances (e.g. `decision == 'Interview'`).",
+    )
+    pairing: PairingConfig | None = Field(
+        None,
+        description="A word-pairing stage (free text): each call shows two targets in random "
+        "order and the items shuffled; templates see `targets` and `items`.",
+    )
+
+
+class DesignConfig(Strict):
+    """How many agents, replicates and conditions."""
+
+    agents_per_value: int = Field(
+        ge=1, description="Agents per persona (per axis value, or per combination when crossed)."
+    )
+    replicates: int = Field(1, ge=1, description="Times each agent acts in each stage.")
+    replicate_seeds: list[Seed] | None = Field(
+        None,
+        min_length=1,
+        description="Literal sampling seed of each replicate (as papers report them, e.g. "
+        "[11, 42, 50]); sets `replicates`. Without it each call's seed is a hash of its unit.",
+    )
+    factors: dict[Identifier, dict[LevelName, dict[Identifier, str]]] = Field(
+        default_factory=dict,
+        description="Crossed design factors: factor -> level -> template variables, or a CSV "
+        "path (first column = level, other columns = variables). Each factor is a results "
+        "column; every agent is repeated in every combination of levels.",
+    )
+    record: list[Identifier] = Field(
+        default_factory=list,
+        description="Factor variables copied into the results as columns (for breakdowns).",
+    )
+    only: dict[Identifier, dict[Identifier, str]] = Field(
+        default_factory=dict,
+        description="Factor -> {variable: value}: keep only the levels whose variables have "
+        "these values (e.g. `job: {subset7: 'true'}`, the 7 roles of seed 001's reduced runs).",
+    )
+    batch_size: int = Field(
+        20_000,
+        ge=1,
+        description="Agents held in memory at once; a larger design runs in waves of this size "
+        "and streams its results to disk.",
+    )
+
+    @model_validator(mode="after")
+    def _seeds_set_replicates(self) -> DesignConfig:
+        if self.replicate_seeds is not None:
+            object.__setattr__(self, "replicates", len(self.replicate_seeds))
+        return self
+
+
+RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS, *PAIRING_COLUMNS))
+
+
+class StudyConfig(Strict):
+    """A whole study file."""
+
+    name: Identifier
+    description: str
+    source: str | None = Field(None, description="Citation of the stimuli (seed paper, appendix).")
+    seed: Seed = 0
+    vars: dict[Identifier, str] = Field(
+        default_factory=dict, description="Literal texts available to every template by name."
+    )
+    roles: dict[Identifier, RoleConfig] = Field(min_length=1)
+    personas: PersonaConfig
+    populations: dict[Identifier, PopulationConfig] | None = Field(
+        None,
+        min_length=1,
+        description="Several populations whose agents read each other's work (applicants, "
+        "screeners, managers); each stage names its population.",
+    )
+    stages: list[StageConfig] = Field(min_length=1)
+    design: DesignConfig
+    biographies: BiographiesConfig | None = Field(
+        None,
+        description="Letters from biographies (seed 002's CBG): a CSV augmented at load into "
+        "one row per gender of each seed biography; templates see the row as `biography`.",
+    )
+    analyses: list[SerializeAsAny[AnalysisSpec]] = Field(
+        default_factory=list,
+        description="Analyses of the results; each entry's `kind` selects its fields.",
+    )
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study with the provenance of its fields."""
+
+    config: StudyConfig
+    resolved: dict[str, Any]
+    source_map: SourceMap
+    path: str
+
+
+def analysis_name(spec: AnalysisSpec, index: int) -> str:
+    """The name an analysis's tables and figures carry: its ``name``, else ``analysisN``."""
+    return spec.name or f"analysis{index + 1}"

@@ -1,0 +1,245 @@
+"""The design matrix: every agent of a study with a stable id, and the context its templates see.
+
+A study's design crosses model variants, factor levels, personas and replicates. It can be far
+larger than memory (the hiring study has 738,000 agents), so it is produced lazily, in a fixed
+order, and its size is known without building it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from biasim.personas import Persona, build_personas, combination_count, iter_personas
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.study.biographies import biography_view
+from biasim.simulator.study.config import StudyConfig
+from biasim.simulator.study.persona_writer import persona_view
+from biasim.simulator.study.populations import populations
+from biasim.simulator.study.templating import render
+
+#: The design coordinate naming the model variant (a results column, like every factor).
+MODEL_LABEL = "model_label"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One agent of the design.
+
+    Attributes:
+        agent_id: Stable id ``[model/]condition/persona/index/replicate``; with the stage name it
+            makes the unit id, unchanged across runs, resumes and machines.
+        condition: The factor levels as text (``scenario=x,persona_condition=y``), or
+            ``default`` when the study has no factors.
+        levels: ``(factor, level)`` pairs in factor order.
+        variables: Template variables the levels give.
+        model_label: The model variant ("" when no role lists several models).
+        persona: The agent's persona.
+        index: Agent index within its persona group.
+        replicate: Replicate index.
+        slot: ``persona/index/replicate``, the tail of the id.
+    """
+
+    agent_id: str
+    condition: str
+    levels: tuple[tuple[str, str], ...]
+    variables: tuple[tuple[str, str], ...]
+    model_label: str
+    persona: Persona
+    index: int
+    replicate: int
+    slot: str
+    #: The population the agent belongs to ("" in a study without populations).
+    population: str = ""
+
+    def seed_id(self, shared: frozenset[str]) -> str:
+        """The agent id without its model and with the ``shared`` coordinates blanked: agents
+        that differ only there draw the same seed, so identical prompts make identical
+        (shareable) calls. The model never enters the seed, so a prompt gets the same seed in a
+        run of one model and in a run listing several: ``biasim compare`` of single runs and
+        one multi-model run see the same answers."""
+        if not shared:  # the common case, per call: no string building
+            return self.agent_id[len(self.model_label) + 1 :] if self.model_label else self.agent_id
+        levels = ",".join(f"{f}={'*' if f in shared else lv}" for f, lv in self.levels)
+        return _agent_id("", levels or "default", self.slot)
+
+
+def _agent_id(model: str, condition: str, slot: str) -> str:
+    return f"{model}/{condition}/{slot}" if model else f"{condition}/{slot}"
+
+
+def model_labels(config: StudyConfig) -> list[str]:
+    """The model variants the study runs (``[""]`` when no role lists several models)."""
+    for role in config.roles.values():
+        if role.models:
+            return list(role.variants())
+    return [""]
+
+
+#: Most agents a study may have before validation refuses it (``BIASIM_MAX_AGENTS`` changes it):
+#: a mistyped `agents_per_value: 1000000000` must fail at once, not fill the memory.
+DEFAULT_MAX_AGENTS = 5_000_000
+MAX_AGENTS_ENV = "BIASIM_MAX_AGENTS"
+
+
+def max_agents() -> int:
+    """The design-size limit: ``$BIASIM_MAX_AGENTS`` or :data:`DEFAULT_MAX_AGENTS`.
+
+    Raises:
+        InputError: The variable is set but is not a positive integer.
+    """
+    raw = os.environ.get(MAX_AGENTS_ENV)
+    if raw is None:
+        return DEFAULT_MAX_AGENTS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError([Problem(MAX_AGENTS_ENV, None, "", f"`{raw}`: give a positive integer")])
+    return value
+
+
+def design_size(config: StudyConfig) -> int:
+    """Number of agents :func:`iter_design` yields, computed without building them."""
+    personas = combination_count(config.personas.axes, cross=config.personas.cross)
+    combos = math.prod(len(levels) for levels in config.design.factors.values())
+    per = config.design.agents_per_value * config.design.replicates
+    return len(model_labels(config)) * combos * personas * per
+
+
+def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec]:
+    """All agents, ordered by model, factor levels, persona, agent index and replicate (with
+    ``population``, its members: ids start with the population's name)."""
+    design = config.design
+    factors = design.factors
+    names = list(factors)
+    width = len(str(max(design.agents_per_value - 1, 1)))
+    for model in model_labels(config):
+        for combo in itertools.product(*(factors[n].items() for n in names)):
+            levels = tuple((n, level) for n, (level, _) in zip(names, combo, strict=True))
+            variables = tuple(item for _, vars_ in combo for item in vars_.items())
+            condition = ",".join(f"{f}={lv}" for f, lv in levels) or "default"
+            counters: dict[str, int] = {}
+            for persona in iter_personas(config.personas, design.agents_per_value, render):
+                index = counters.get(persona.key, 0)
+                counters[persona.key] = index + 1
+                for replicate in range(design.replicates):
+                    slot = f"{persona.key}/{index:0{width}d}/r{replicate}"
+                    agent_id = _agent_id(model, condition, slot)
+                    yield AgentSpec(
+                        agent_id=f"{population}/{agent_id}" if population else agent_id,
+                        condition=condition,
+                        levels=levels,
+                        variables=variables,
+                        model_label=model,
+                        persona=persona,
+                        index=index,
+                        replicate=replicate,
+                        slot=slot,
+                        population=population,
+                    )
+
+
+def population_sizes(config: StudyConfig) -> dict[str, int]:
+    """Agents per population of a study with populations."""
+
+    sizes = {}
+    for name, pop in populations(config).items():
+        if pop.personas == "study":
+            sizes[name] = design_size(config)
+        elif pop.personas is None:
+            sizes[name] = pop.count
+        else:
+            sizes[name] = combination_count(pop.personas.axes, cross=pop.personas.cross) * pop.count
+    return sizes
+
+
+def iter_populations(config: StudyConfig) -> Iterator[AgentSpec]:
+    """Every agent of every population, population by population (ids start with its name)."""
+
+    for name in populations(config):
+        yield from population_specs(config, name)
+
+
+def population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
+    """The agents of population ``name``, in design order."""
+    from biasim.personas import Persona
+
+    pop = populations(config)[name]
+    if pop.personas == "study":
+        return list(iter_design(config, name))
+    if pop.personas is None:
+        personas = [Persona(key="agent", attributes=(), description="")] * pop.count
+    else:
+        personas = build_personas(pop.personas, pop.count, render)
+    width = len(str(max(pop.count - 1, 1)))
+    specs = []
+    counters: dict[str, int] = {}
+    for persona in personas:
+        index = counters.get(persona.key, 0)
+        counters[persona.key] = index + 1
+        slot = f"{persona.key}/{index:0{width}d}/r0"
+        specs.append(
+            AgentSpec(
+                agent_id=f"{name}/{slot}",
+                condition="default",
+                levels=(),
+                variables=(),
+                model_label="",
+                persona=persona,
+                index=index,
+                replicate=0,
+                slot=slot,
+                population=name,
+            )
+        )
+    return specs
+
+
+def design_matrix(config: StudyConfig) -> list[AgentSpec]:
+    """All agents as a list (small designs and tests; runs use :func:`iter_design`)."""
+    return list(iter_design(config))
+
+
+def unit_id(agent_id: str, stage: str) -> str:
+    """Id of one unit of work: an agent acting in a stage."""
+    return f"{agent_id}/{stage}"
+
+
+def call_seed(base_seed: int, unit: str) -> int:
+    """Per-call sampling seed: distinct per unit, identical across reruns."""
+    digest = hashlib.blake2b(f"{base_seed}:{unit}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF
+
+
+def template_context(
+    config: StudyConfig, spec: AgentSpec, outputs: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Variables a stage template sees.
+
+    Study ``vars``, the variables of the agent's factor levels, each factor by name (its level),
+    ``model_label``, each persona axis by name, ``persona`` (with ``name`` and ``description``;
+    those the persona writer wrote once it has answered, see ``persona_writer``),
+    ``condition``, ``replicate`` and ``outputs.<stage>.<field>`` of the stages the agent already
+    answered; with a ``biographies`` section, ``biography`` (the agent's biography row).
+    """
+    context = {
+        **config.vars,
+        **dict(spec.variables),
+        **dict(spec.levels),
+        MODEL_LABEL: spec.model_label,
+        **dict(spec.persona.attributes),
+        "persona": persona_view(config.personas, dict(spec.levels), outputs, spec.persona),
+        "condition": spec.condition,
+        "replicate": spec.replicate,
+        "outputs": outputs,
+    }
+    if config.biographies is not None:
+        context["biography"] = biography_view(config.biographies, spec)
+    return context

@@ -1,0 +1,217 @@
+"""Loading a study: its file and ``extends:`` chain, command-line overrides, and full validation.
+
+A study is validated in three passes, each reporting every problem it finds: the schema
+(:mod:`.config`, each analysis against its own kind's spec, found by name in
+:data:`biasim.registry.KINDS`), then the checks the schema cannot make (:mod:`.checks`).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from biasim.registry import KINDS, MissingExtra, UnknownPlugin
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.yamlsource import FieldPath, SourceMap
+from biasim.simulator.study.analysis_spec import DEFAULT_KIND, AnalysisSpec
+from biasim.simulator.study.checks import check_study
+from biasim.simulator.study.config import Study, StudyConfig
+from biasim.simulator.study.files import load_with_extends, read_data_files
+from biasim.simulator.study.hints import pattern_message
+from biasim.simulator.study.persona_writer import collapse_generated, expand_generated
+
+
+def study_json_schema() -> dict[str, Any]:
+    """The JSON Schema of study files, for editors."""
+    schema = StudyConfig.model_json_schema()
+    kinds = []
+    for name in KINDS.names():
+        spec = KINDS.instance(name).spec.model_json_schema(ref_template="#/$defs/{model}")
+        schema.setdefault("$defs", {}).update(spec.pop("$defs", {}))
+        schema["$defs"][spec["title"]] = spec
+        kinds.append({"$ref": f"#/$defs/{spec['title']}"})
+    schema["properties"]["analyses"]["items"] = {"anyOf": kinds}
+    schema["properties"]["extends"] = {
+        "type": "string",
+        "description": "Built-in study name or path this file overrides.",
+    }
+    return schema
+
+
+@dataclass(frozen=True)
+class Override:
+    """A command-line option that replaces one field of the study.
+
+    Attributes:
+        option: The option as typed, e.g. ``--agents``; errors name it instead of a file line.
+        path: Field path it sets, e.g. ``("design", "agents_per_value")``; ``"*"`` matches
+            every key at that level, e.g. ``("roles", "*", "backend")``.
+        value: New value.
+        drop: Sibling keys to remove (options of a backend the role no longer uses).
+        match: For a ``"*"`` over a list: only the entries that are mappings with these
+            items, e.g. ``(("kind", "prism"),)`` for the PRISM analyses.
+        requires: A section the study must have for the option to mean anything, e.g.
+            ``("biographies",)``; without it the option is an input error.
+    """
+
+    option: str
+    path: FieldPath
+    value: Any
+    drop: tuple[str, ...] = ()
+    match: tuple[tuple[str, Any], ...] = ()
+    requires: FieldPath = ()
+
+    def paths(self, data: dict[str, Any]) -> list[FieldPath]:
+        """Concrete paths: a ``"*"`` part stands for every key of that mapping (every role),
+        or every entry of that list that has the ``match`` items (``analyses``)."""
+        found: list[FieldPath] = [()]
+        for part in self.path[:-1]:
+            expanded: list[FieldPath] = []
+            for prefix in found:
+                node = _get_path(data, prefix)
+                if part == "*" and isinstance(node, list):
+                    expanded.extend(
+                        (*prefix, i)
+                        for i, item in enumerate(node)
+                        if isinstance(item, dict) and all(item.get(k) == v for k, v in self.match)
+                    )
+                elif part == "*":
+                    keys = list(node) if isinstance(node, dict) else []
+                    expanded.extend((*prefix, key) for key in keys)
+                else:
+                    expanded.append((*prefix, part))
+            found = expanded
+        return [(*prefix, self.path[-1]) for prefix in found]
+
+    def apply(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Return a copy of ``data`` with the override in place at each of its paths."""
+        out = copy.deepcopy(data)
+        for path in self.paths(data):
+            node = out
+            for part in path[:-1]:
+                node = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+            node[path[-1]] = self.value
+            for key in self.drop:
+                node.pop(key, None)
+        return out
+
+
+def _get_path(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        if isinstance(data, list) and isinstance(part, int):
+            data = data[part]
+        else:
+            data = data.get(part, {}) if isinstance(data, dict) else {}
+    return data
+
+
+def load_study(
+    ref: str | Path,
+    overrides: list[Override] | None = None,
+    *,
+    check_backends: bool = True,
+) -> Study:
+    """Load, merge (``extends:``), override and fully validate a study.
+
+    Args:
+        ref: A file path or the name of a built-in study.
+        overrides: Command-line overrides; problems they cause name the option.
+        check_backends: Also check that every role's backend is registered.
+
+    Raises:
+        InputError: Listing every problem with file, line and field.
+    """
+    data, smap, path = load_with_extends(ref, ())
+    return validate_study(data, smap, path, overrides, check_backends=check_backends)
+
+
+def validate_study(
+    data: dict[str, Any],
+    smap: SourceMap,
+    path: str,
+    overrides: list[Override] | None = None,
+    *,
+    check_backends: bool = True,
+) -> Study:
+    """Apply command-line overrides to a loaded document and validate it fully.
+
+    Raises:
+        InputError: Listing every problem with file, line and field.
+    """
+    for override in overrides or []:
+        if override.requires and not isinstance(
+            _get_path(data, override.requires[:-1]).get(override.requires[-1]), dict
+        ):
+            section = ".".join(map(str, override.requires))
+            raise InputError(
+                [
+                    Problem(
+                        override.option, None, "", f"the study has no `{section}` section to use it"
+                    )
+                ]
+            )
+        paths = override.paths(data)
+        data = override.apply(data)
+        located = SourceMap({path: (override.option, 0) for path in paths}, smap.default_file)
+        smap = smap.overlay(located, data)
+    data = read_data_files(data, smap)
+    data, smap = expand_generated(data, smap)
+    # Each analysis is validated against its own kind's spec, so the kinds (plug-ins) are
+    # found at load time and their errors keep their full field path.
+    raw_analyses = data.get("analyses") if isinstance(data, dict) else None
+    specs, problems = _parse_analyses(raw_analyses, smap)
+    try:
+        config = StudyConfig.model_validate({**data, "analyses": []})
+    except ValidationError as exc:
+        problems = [
+            smap.problem(tuple(e["loc"]), _pydantic_message(e)) for e in exc.errors()
+        ] + problems
+    if problems:
+        raise InputError(problems)
+    config = config.model_copy(update={"analyses": specs})
+    problems = check_study(config, smap, check_backends=check_backends)
+    if problems:
+        raise InputError(problems)
+    resolved = collapse_generated(config.model_dump(mode="json"))
+    return Study(config=config, resolved=resolved, source_map=smap, path=path)
+
+
+def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list[Problem]]:
+    """Each entry of ``analyses:`` as its kind's spec, with every problem located."""
+    if raw is None:
+        return [], []
+    if not isinstance(raw, list):
+        return [], [smap.problem(("analyses",), "must be a list of analyses")]
+    specs: list[AnalysisSpec] = []
+    problems: list[Problem] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            problems.append(smap.problem(("analyses", i), "an analysis must be a mapping"))
+            continue
+        name = entry.get("kind") or DEFAULT_KIND
+        try:
+            kind = KINDS.instance(str(name))
+        except (UnknownPlugin, MissingExtra) as exc:
+            problems.append(smap.problem(("analyses", i, "kind"), str(exc)))
+            continue
+        try:
+            specs.append(kind.spec.model_validate({**entry, "kind": kind.name}))
+        except ValidationError as exc:
+            problems.extend(
+                smap.problem(("analyses", i, *e["loc"]), _pydantic_message(e)) for e in exc.errors()
+            )
+    return specs, problems
+
+
+def _pydantic_message(error: dict[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    if error["type"] == "string_pattern_mismatch":
+        return pattern_message(error["input"], error["ctx"]["pattern"])
+    return str(error["msg"]).removeprefix("Value error, ")

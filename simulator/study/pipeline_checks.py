@@ -1,0 +1,261 @@
+"""Checks of populations, reading stages and the stage graph that the schema cannot make."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+from biasim.simulator.common.errors import Problem
+from biasim.simulator.study.design import population_sizes
+from biasim.simulator.study.populations import (
+    populations,
+    stage_graph,
+    stage_population,
+)
+
+if TYPE_CHECKING:
+    from biasim.simulator.common.yamlsource import SourceMap
+    from biasim.simulator.study.config import StageConfig, StudyConfig
+
+
+def check_pipeline(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Problems with populations, reading stages and the stage graph, each located."""
+    problems: list[Problem] = []
+    add = problems.append
+    pops = populations(config)
+    stages = {s.name: (i, s) for i, s in enumerate(config.stages)}
+    axes = config.personas.axes
+    factors = config.design.factors
+    if config.populations and not any(p.personas == "study" for p in pops.values()):
+        add(
+            smap.problem(
+                ("populations",),
+                "no population uses the study's personas (`personas: study`); the "
+                "`personas` and `design` sections would describe nobody",
+            )
+        )
+    for name, pop in (config.populations or {}).items():
+        if pop.personas == "study" and pop.agent in READERS:
+            add(
+                smap.problem(
+                    ("populations", name, "agent"),
+                    f"`{pop.agent}` agents read documents; they cannot take the study's design "
+                    "factors (give them a `personas` section of their own, or none)",
+                )
+            )
+    if config.populations:
+        for role in config.roles:
+            if config.roles[role].models:
+                add(
+                    smap.problem(
+                        ("roles", role, "models"),
+                        "a study with populations runs one model per role (compare models "
+                        "with one run each and `biasim compare`)",
+                    )
+                )
+        if config.design.replicates > 1:
+            add(
+                smap.problem(
+                    ("design", "replicates"),
+                    "a study with populations has no replicates: each applicant writes once "
+                    "(use more agents per value)",
+                )
+            )
+    sizes = population_sizes(config) if not problems else {}
+    for i, stage in enumerate(config.stages):
+        at = ("stages", i)
+        if stage.population is not None and stage.population not in pops:
+            add(
+                smap.problem(
+                    (*at, "population"),
+                    f"no population named `{stage.population}`; declared: {', '.join(pops)}",
+                )
+            )
+            continue
+        population = stage_population(config, stage)
+        reading = pops[population].agent in READERS
+        reads = stage.reads
+        if reads is None:
+            if reading:
+                add(
+                    smap.problem(
+                        (*at, "reads"),
+                        f"population `{population}` holds {pops[population].agent} agents: "
+                        "the stage must say what they read",
+                    )
+                )
+            for key in ("select", "advance"):
+                if getattr(stage, key) is not None:
+                    add(smap.problem((*at, key), "only a reading stage (with `reads`) takes this"))
+            continue
+        if not config.populations:
+            add(
+                smap.problem(
+                    (*at, "reads"),
+                    "reading stages need `populations` (who writes, who reads)",
+                )
+            )
+            continue
+        if not reading:
+            add(
+                smap.problem(
+                    (*at, "population"),
+                    f"`{population}` holds {pops[population].agent} agents, who do not read "
+                    f"others' documents; readers are {', '.join(sorted(READERS))}",
+                )
+            )
+        problems.extend(_check_reads(config, smap, i, stage, stages, sizes))
+        if stage.reads is not None:
+            axes_used = [reads.differ_in, reads.counterfactual, *reads.groups]
+            for key, value in (
+                ("differ_in", reads.differ_in),
+                ("counterfactual", reads.counterfactual),
+            ):
+                if value is not None and value not in axes:
+                    add(smap.problem((*at, "reads", key), f"`{value}` is not a persona axis"))
+                elif value is not None and len(axes[value]) < 2:
+                    add(smap.problem((*at, "reads", key), f"axis `{value}` has one value"))
+            for j, axis in enumerate(reads.groups):
+                if axis not in axes:
+                    add(
+                        smap.problem((*at, "reads", "groups", j), f"`{axis}` is not a persona axis")
+                    )
+            for j, key in enumerate(reads.within):
+                if key not in axes and key not in factors:
+                    add(
+                        smap.problem(
+                            (*at, "reads", "within", j),
+                            f"`{key}` is neither a design factor nor a persona axis",
+                        )
+                    )
+                elif key in axes_used:
+                    add(
+                        smap.problem(
+                            (*at, "reads", "within", j),
+                            f"documents cannot share `{key}` and differ in it",
+                        )
+                    )
+    graph = stage_graph(config)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = []
+    if cycle:
+        head = cycle[0][1]
+        path = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
+        add(smap.problem(("stages", stages[head][0]), f"the stages form a cycle: {path}"))
+    return problems
+
+
+#: Agent roles that read documents written by others.
+READERS = frozenset({"screener", "hiring_manager", "evaluator"})
+
+
+def _check_reads(
+    config: StudyConfig,
+    smap: SourceMap,
+    i: int,
+    stage: StageConfig,
+    stages: dict[str, tuple[int, StageConfig]],
+    sizes: dict[str, int],
+) -> list[Problem]:
+    problems: list[Problem] = []
+    add = problems.append
+    reads = stage.reads
+    assert reads is not None
+    at = ("stages", i, "reads")
+    source = stages.get(reads.stage)
+    if source is None:
+        add(smap.problem((*at, "stage"), f"no stage named `{reads.stage}`"))
+        return problems
+    if source[1].reads is not None:
+        add(
+            smap.problem(
+                (*at, "stage"),
+                f"`{reads.stage}` reads documents itself; name the stage that wrote them and "
+                f"follow `{reads.stage}` with `after`",
+            )
+        )
+        return problems
+    writer_pop = stage_population(config, source[1])
+    fields = source[1].output or {}
+    if fields and reads.field not in fields:
+        add(
+            smap.problem(
+                (*at, "field"),
+                f"stage `{reads.stage}` answers {sorted(fields)}, not `{reads.field}`",
+            )
+        )
+    elif not fields and reads.field != "text":
+        add(smap.problem((*at, "field"), f"stage `{reads.stage}` answers free `text`"))
+    if reads.after is not None:
+        after = stages.get(reads.after)
+        if after is None:
+            add(smap.problem((*at, "after"), f"no stage named `{reads.after}`"))
+        elif after[1].reads is None or after[1].reads.stage != reads.stage:
+            add(
+                smap.problem(
+                    (*at, "after"),
+                    f"`{reads.after}` does not read the documents of `{reads.stage}`; "
+                    "`after` must name an earlier reading of the same documents",
+                )
+            )
+    k = stage.select
+    if reads.matching == "single":
+        if k is not None:
+            add(smap.problem(("stages", i, "select"), "a single reading selects nothing"))
+    else:
+        if stage.advance is not None:
+            add(
+                smap.problem(
+                    ("stages", i, "advance"),
+                    "pairs and pools advance the documents the reader selects (`select`)",
+                )
+            )
+        if reads.matching == "pair" and k not in (None, 1):
+            add(smap.problem(("stages", i, "select"), "a pair reader picks one document"))
+        if reads.matching == "pool" and k is None:
+            add(smap.problem(("stages", i, "select"), "say how many documents the reader picks"))
+    n = sizes.get(writer_pop, 0)
+    strata = 1
+    for key in reads.within:
+        strata *= len(config.design.factors.get(key) or config.personas.axes.get(key) or [1])
+    per_stratum = n // strata if strata else 0
+    if reads.matching == "pool" and reads.size is not None and k is not None and k >= reads.size:
+        add(
+            smap.problem(
+                ("stages", i, "select"),
+                f"selects {k} of a pool of {reads.size}: pick fewer than the pool holds",
+            )
+        )
+    if reads.matching == "pool" and reads.size is not None and sizes and reads.size > per_stratum:
+        add(
+            smap.problem(
+                (*at, "size"),
+                f"a pool of {reads.size} is larger than the {per_stratum} documents of "
+                f"`{writer_pop}`" + (f" per {' x '.join(reads.within)}" if reads.within else ""),
+            )
+        )
+    if reads.matching == "pool" and reads.draw == "stratified" and reads.size is not None:
+        cells = 1
+        for axis in reads.groups or list(config.personas.axes):
+            cells *= len(config.personas.axes.get(axis, [1]))
+        if cells > reads.size:
+            add(
+                smap.problem(
+                    (*at, "size"),
+                    f"a stratified pool must hold each of the {cells} groups: size >= {cells}",
+                )
+            )
+    if reads.matching == "pool" and reads.draw == "carry" and k is not None:
+        after = stages.get(reads.after or "")
+        carried = after[1].select if after is not None else None
+        if carried is not None and k >= carried:
+            add(
+                smap.problem(
+                    ("stages", i, "select"),
+                    f"selects {k} of the {carried} that `{reads.after}` advanced: pick fewer",
+                )
+            )
+    return problems

@@ -1,0 +1,290 @@
+"""``biasim audit --format ll144``: the tables a New York City Local Law 144 bias audit
+publishes (DCWP rules, 6 RCNY 5-300/5-301), from a run or from a CSV of decisions made
+elsewhere: selection (or scoring) rates and impact ratios per sex, race/ethnicity and
+intersectional category, individuals per category, unknown categories, categories under 2 % of
+the data flagged (and excluded from the impact ratios when the auditor chooses), and the data's
+date range. Written as CSV, audit.json and a section of report.html."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biasim.analysis.audit.external import na_like
+from biasim.analysis.audit.ll144 import date_range, ll144_tables
+from biasim.simulator.common.csvfiles import read_csv, write_csv
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.rundir import MANIFEST, RESULTS_PARQUET, SUMMARY, read_json, write_json
+
+FORMATS = ("ll144",)
+SEX_NAMES = ("sex", "gender")
+RACE_NAMES = ("race_ethnicity", "race", "ethnicity")
+TRUE_VALUES = frozenset({"1", "true", "yes", "selected"})
+FALSE_VALUES = frozenset({"0", "false", "no", "not_selected"})
+
+
+@dataclass
+class AuditOptions:
+    """What ``biasim audit`` was asked for (options named as on the command line)."""
+
+    sex_col: str | None = None
+    race_col: str | None = None
+    selected_col: str | None = None
+    outcome_col: str | None = None
+    positive: str | None = None
+    score_col: str | None = None
+    date_col: str | None = None
+    by: list[str] = field(default_factory=list)
+    exclude_small: bool = False
+    analysis: str | None = None
+
+
+def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str | None:
+    if given:
+        return given
+    lowered = {c.lower(): c for c in columns}
+    return next((lowered[n] for n in names if n in lowered), None)
+
+
+def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
+    from biasim.simulator.engine.runner import load_run, study_folder
+    from biasim.simulator.kinds import AnalysisContext, get_kind
+
+    study, results = load_run(run_dir)
+    chosen = None
+    for i, spec in enumerate(study.config.analyses):
+        name = spec.name or f"analysis{i + 1}"
+        if options.analysis in (None, name):
+            ctx = AnalysisContext(study.config, name, study_folder(study))
+            frame = get_kind(spec.kind).selections(results, spec, ctx)
+            if frame is not None:
+                chosen = (name, spec.kind, frame, i)
+                break
+    if chosen is None:
+        what = f"no analysis named `{options.analysis}`" if options.analysis else "no analysis"
+        raise InputError(
+            [Problem(str(run_dir), None, "--analysis", f"{what} of this run decides anything")]
+        )
+    name, kind, frame, index = chosen
+    manifest = read_json(run_dir / MANIFEST)
+    sessions = manifest.get("sessions", [])
+    dates = [s.get(k) for s in sessions for k in ("started", "finished") if s.get(k)]
+    source = {
+        "kind": "test data",
+        "description": (
+            f"simulated decisions of run {run_dir} (study {study.config.name}, analysis "
+            f"{name} of kind {kind}); each row is one simulated applicant's decision by the "
+            "model(s) named below. Local Law 144 allows test data when historical data are "
+            "not available; say so in any published summary."
+        ),
+        "date_range": date_range(dates),
+        "date_basis": "when the run's model calls were made",
+    }
+    source["n_distinct_applicants"] = int(frame["persona_name"].nunique())
+    strata = [c for c in get_kind(kind).audit_strata(study.config.analyses[index]) if c]
+    for column in strata:
+        if column not in options.by and frame[column].nunique() > 1:
+            options.by.append(column)
+    if "model_label" not in options.by and frame["model_label"].nunique() > 1:
+        options.by = ["model_label", *options.by]
+    return frame.assign(_selected=frame["selected"]), source
+
+
+def _frame_from_csv(path: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
+    df = read_csv(path, "decisions CSV")
+    outcome = [o for o in ("--selected-col", "--outcome-col", "--score-col") if _opt(options, o)]
+    if len(outcome) != 1:
+        raise InputError(
+            [
+                Problem(
+                    "--selected-col",
+                    None,
+                    "",
+                    "give exactly one of --selected-col (1/0, true/false), --outcome-col "
+                    "(with --positive) or --score-col",
+                )
+            ]
+        )
+    named = [options.selected_col, options.outcome_col, options.score_col, options.date_col]
+    absent = [c for c in [*named, *options.by] if c and c not in df.columns]
+    if absent:
+        raise InputError(
+            [
+                Problem(str(path), 1, c, f"no such column; columns: {', '.join(df.columns)}")
+                for c in absent
+            ]
+        )
+    if options.score_col:
+        scores = pd.to_numeric(df[options.score_col], errors="coerce")
+        bad = ~na_like(df[options.score_col]) & scores.isna()
+        if bad.any():
+            line = int(bad.to_numpy().nonzero()[0][0]) + 2
+            value = df[options.score_col][bad].iloc[0]
+            raise InputError(
+                [Problem(str(path), line, options.score_col, f"`{value}` is not a number")]
+            )
+        df = df.assign(_score=scores)
+    else:
+        df = df.assign(_selected=_selected(df, path, options))
+    dates = None
+    if options.date_col:
+        try:
+            dates = date_range(df[options.date_col])
+        except ValueError as exc:
+            raise InputError([Problem(str(path), None, options.date_col, str(exc))]) from None
+    source = {
+        "kind": "decisions file",
+        "description": f"decisions read from {path} ({len(df)} rows)",
+        "date_range": dates,
+        "date_basis": f"column {options.date_col}"
+        if options.date_col
+        else "not given (--date-col)",
+    }
+    return df, source
+
+
+def _opt(options: AuditOptions, flag: str) -> Any:
+    return getattr(options, flag.removeprefix("--").replace("-", "_"))
+
+
+def _selected(df: pd.DataFrame, path: Path, options: AuditOptions) -> pd.Series:
+    """The selected flag: a 1/0 or true/false column, or outcome == positive."""
+    if options.outcome_col:
+        positive = options.positive
+        values = df[options.outcome_col].mask(na_like(df[options.outcome_col], [positive]))
+        if positive is None:
+            raise InputError(
+                [Problem("--positive", None, "", "required with --outcome-col (e.g. accept)")]
+            )
+        if positive not in set(values.dropna()):
+            seen = sorted(set(values.dropna()))[:10]
+            raise InputError(
+                [
+                    Problem(
+                        str(path),
+                        None,
+                        options.outcome_col,
+                        f"no row has `{positive}`; values: {seen}",
+                    )
+                ]
+            )
+        return (values == positive).astype("boolean").where(values.notna())
+    column = options.selected_col or ""
+    text = df[column].mask(na_like(df[column])).str.strip().str.lower()
+    known = text.isin(TRUE_VALUES | FALSE_VALUES) | text.isna()
+    if not known.all():
+        line = int((~known).to_numpy().nonzero()[0][0]) + 2
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    line,
+                    column,
+                    f"`{df[column][~known].iloc[0]}` is not 1/0, true/false or yes/no",
+                )
+            ]
+        )
+    return text.isin(TRUE_VALUES).astype("boolean").where(text.notna())
+
+
+def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
+    """The audit of a run directory or a decisions CSV, as JSON-able data with its tables.
+
+    Raises:
+        InputError: Unreadable input, a missing column, or no sex or race category.
+    """
+    is_run = source.is_dir()
+    if is_run and not (source / RESULTS_PARQUET).is_file():
+        raise InputError(f"{source}: not a finished run directory (no {RESULTS_PARQUET})")
+    frame, about = (_frame_from_run if is_run else _frame_from_csv)(source, options)
+    columns = list(frame.columns)
+    sex = _pick(columns, options.sex_col, SEX_NAMES)
+    race = _pick(columns, options.race_col, RACE_NAMES)
+    for flag, name in (("--sex-col", options.sex_col), ("--race-col", options.race_col)):
+        if name and name not in columns:
+            raise InputError([Problem(flag, None, "", f"no column `{name}`")])
+    if sex is None and race is None:
+        raise InputError(
+            [
+                Problem(
+                    "--sex-col",
+                    None,
+                    "",
+                    "no sex or race/ethnicity column found (looked for "
+                    f"{', '.join(SEX_NAMES + RACE_NAMES)}); name them with --sex-col / "
+                    "--race-col",
+                )
+            ]
+        )
+    scoring = "_score" in frame
+    try:
+        audit = ll144_tables(
+            frame,
+            sex_col=sex,
+            race_col=race,
+            selected_col=None if scoring else "_selected",
+            score_col="_score" if scoring else None,
+            by=options.by,
+            exclude_small=options.exclude_small,
+        )
+    except ValueError as exc:
+        raise InputError([Problem(str(source), None, "", str(exc))]) from None
+    excluded = {
+        key: table[table["excluded"].astype(bool)].drop(columns=["excluded"]).to_dict("records")
+        for key, table in audit.tables.items()
+    }
+    return {
+        "format": "ll144",
+        "source": {"path": str(source), **about},
+        "columns": {"sex": sex, "race_ethnicity": race, "by": options.by},
+        "metric": audit.metric,
+        "median_score": audit.median_score,
+        "n_total": audit.n_total,
+        "n_missing_outcome": audit.n_missing_outcome,
+        "n_assessed": audit.n_assessed,
+        "n_distinct_applicants": about.pop("n_distinct_applicants", None),
+        "unknown": audit.unknown,
+        "threshold": audit.threshold,
+        "exclude_small": audit.exclude_small,
+        "excluded": {k: v for k, v in excluded.items() if v},
+        "tables": {k: t.to_dict("records") for k, t in audit.tables.items()},
+        "_frames": {**audit.tables, "counts": audit.counts},
+    }
+
+
+def write_audit(result: dict[str, Any], out: Path) -> list[Path]:
+    """The CSV tables and ``audit.json`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for key, table in result["_frames"].items():
+        path = out / f"ll144_{key}.csv"
+        write_csv(path, table)
+        written.append(path)
+    path = out / "audit.json"
+    write_json(path, public(result))
+    return [*written, path]
+
+
+def public(result: dict[str, Any]) -> dict[str, Any]:
+    """The audit without its DataFrames (for JSON)."""
+    return {k: v for k, v in result.items() if not k.startswith("_")}
+
+
+def attach_to_run(run_dir: Path, result: dict[str, Any]) -> Path:
+    """Add the audit to the run's summary.json and redraw its report.html."""
+    from biasim.simulator.report.page import write_report
+
+    summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
+    summary["audit"] = public(result)
+    manifest = read_json(run_dir / MANIFEST)
+    page = write_report(
+        run_dir,
+        summary,
+        manifest["study"],
+        [{"label": "", "path": str(run_dir), "manifest": manifest}],
+    )
+    write_json(run_dir / SUMMARY, summary)
+    return page

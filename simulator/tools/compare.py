@@ -1,0 +1,223 @@
+"""``biasim compare``: runs of one study on different models (or conditions) read as one
+multi-model run, so every analysis shows the models side by side with its cross-model figures
+and tests, exactly as a single run listing several models would."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.rundir import MANIFEST, SUMMARY, check_writable, read_json, write_json
+from biasim.simulator.engine.runner import load_run, study_folder
+from biasim.simulator.report.outputs import Evidence, analyze, write_evidence
+from biasim.simulator.report.page import write_report
+from biasim.simulator.study.config import Study
+
+#: Study fields that may differ between compared runs: who plays the roles, and the labels.
+COMPARABLE_EXCEPT = ("roles", "name", "description")
+_LABEL = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+@dataclass
+class LoadedRun:
+    """One run directory read for a comparison."""
+
+    path: Path
+    study: Study
+    results: pd.DataFrame
+    manifest: dict[str, Any]
+    labels: dict[str, str]  # the run's model label -> label in the comparison
+
+
+def study_differences(first: dict[str, Any], other: dict[str, Any], path: str = "") -> list[str]:
+    """Where two resolved studies differ, as ``field: value vs value`` (roles excluded)."""
+    out: list[str] = []
+    if isinstance(first, dict) and isinstance(other, dict):
+        for key in sorted(set(first) | set(other), key=str):
+            if not path and key in COMPARABLE_EXCEPT:
+                continue
+            where = f"{path}.{key}" if path else str(key)
+            if key not in first or key not in other:
+                out.append(f"{where}: only in {'the first' if key in first else 'this'} run")
+            else:
+                out += study_differences(first[key], other[key], where)
+        return out
+    if first != other:
+        shown = [repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..." for v in (first, other)]
+        out.append(f"{path}: {shown[0]} vs {shown[1]}")
+    return out
+
+
+def parse_labels(options: list[str]) -> dict[Path, str]:
+    """``NAME=RUN`` options as run path -> name.
+
+    Raises:
+        InputError: An option is not ``NAME=RUN`` or the name is not a valid label.
+    """
+    found: dict[Path, str] = {}
+    for option in options:
+        name, sep, run = option.partition("=")
+        if not sep or not name or not run:
+            raise InputError([Problem("--label", None, "", f"`{option}` is not NAME=RUN_DIR")])
+        if not _LABEL.match(name):
+            raise InputError(
+                [Problem("--label", None, "", f"`{name}`: use letters, digits and _ . : -")]
+            )
+        found[Path(run).resolve()] = name
+    return found
+
+
+def _default_label(results: pd.DataFrame, run: Path) -> str:
+    models = [m for m in dict.fromkeys(results["model"].astype(str)) if m]
+    label = models[0] if len(models) == 1 else run.name
+    return re.sub(r"[^A-Za-z0-9_.:-]+", "-", label).strip("-") or run.name
+
+
+def load_runs(paths: list[Path], names: dict[Path, str]) -> list[LoadedRun]:
+    """Read each run and decide its models' labels in the comparison.
+
+    A run of one model is labelled by ``--label``, else by its own model label, else by its
+    model id; a run of several models keeps its labels, prefixed ``NAME:`` when labelled.
+
+    Raises:
+        InputError: A path is not a finished run, or two models would get the same label.
+    """
+    runs: list[LoadedRun] = []
+    problems: list[Problem] = []
+    for path in paths:
+        try:
+            study, results = load_run(path)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        own = list(dict.fromkeys(results["model_label"].astype(str))) or [""]
+        name = names.pop(path.resolve(), None)
+        if len(own) == 1:
+            labels = {own[0]: name or own[0] or _default_label(results, path)}
+        else:
+            labels = {m: f"{name}:{m}" if name else m for m in own}
+        runs.append(LoadedRun(path, study, results, read_json(path / MANIFEST), labels))
+    for path, name in names.items():
+        problems.append(Problem("--label", None, "", f"{name}={path}: not among the runs given"))
+    if problems:
+        raise InputError(problems)
+    seen: dict[str, Path] = {}
+    for run in runs:
+        for label in run.labels.values():
+            if label in seen:
+                problems.append(
+                    Problem(
+                        str(run.path),
+                        None,
+                        "",
+                        f"model label `{label}` is also {seen[label]}'s; name the runs with "
+                        "--label NAME=RUN_DIR",
+                    )
+                )
+            seen[label] = run.path
+    if problems:
+        raise InputError(problems)
+    return runs
+
+
+def _relabel(run: LoadedRun) -> pd.DataFrame:
+    """The run's results under its comparison labels, with ids as a multi-model run has them
+    (``label/condition/slot``), so agents stay distinct and match across models."""
+    df = run.results.copy()
+    old = df["model_label"].astype(str)
+    new = old.map(run.labels)
+    for column in ("agent_id", "unit_id"):
+        ids = df[column].astype(str)
+        df[column] = [
+            f"{n}/{i[len(o) + 1 :] if o and i.startswith(o + '/') else i}"
+            for i, o, n in zip(ids, old, new, strict=True)
+        ]
+    df["model_label"] = new
+    return df
+
+
+def compare_runs(
+    paths: list[Path],
+    out: Path,
+    *,
+    labels: list[str] | None = None,
+    force: bool = False,
+) -> tuple[Evidence, list[LoadedRun], list[str]]:
+    """Analyse several runs of one study as one multi-model run and write the report.
+
+    Args:
+        paths: Run directories, in the order the models are shown.
+        out: Directory for the tables, figures, summary.json and report.html.
+        labels: ``NAME=RUN_DIR`` options.
+        force: Compare runs whose studies differ (the differences are recorded).
+
+    Returns:
+        The evidence, the runs, and the study differences that were forced.
+
+    Raises:
+        InputError: Bad runs or options, or studies that differ without ``force``.
+    """
+    if len(paths) < 2:
+        raise InputError([Problem("RUN_DIR", None, "", "give at least two run directories")])
+    reason = check_writable(out, hint="; name a new directory with --out")
+    if reason:
+        raise InputError([Problem("--out", None, "", reason)])
+    twice = sorted({str(p) for p in paths if [q.resolve() for q in paths].count(p.resolve()) > 1})
+    if twice:
+        raise InputError([Problem(t, None, "", "given twice; give each run once") for t in twice])
+    runs = load_runs(paths, parse_labels(labels or []))
+    differences: list[str] = []
+    first = runs[0].manifest["study"]
+    for run in runs[1:]:
+        found = study_differences(first, run.manifest["study"])
+        differences += [f"{run.path} differs from {runs[0].path}: {d}" for d in found]
+    if differences and not force:
+        shown = differences[:12] + (
+            [f"... and {len(differences) - 12} more"] * (len(differences) > 12)
+        )
+        raise InputError(
+            [
+                Problem("RUN_DIR", None, "", f"the runs are not of the same study: {d}")
+                for d in shown
+            ]
+            + [Problem("--force", None, "", "compare them anyway (the report lists these)")]
+        )
+    combined = pd.concat([_relabel(run) for run in runs], ignore_index=True)
+    order = [label for run in runs for label in run.labels.values()]
+    study = runs[0].study
+    evidence = analyze(
+        combined, study.config, data_dir=study_folder(study), models=order, out_dir=out
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    written = write_evidence(out, evidence)
+    summary = evidence.summary
+    summary.update(
+        compared_runs=[
+            {
+                "path": str(run.path.resolve()),
+                "labels": run.labels,
+                "status": run.manifest.get("status"),
+            }
+            for run in runs
+        ],
+        study_differences=differences,
+        outputs=[str(p.relative_to(out)) for p in written],
+        written=dt.datetime.now(dt.UTC).isoformat(),
+    )
+    pages = [
+        {
+            "label": ", ".join(run.labels.values()),
+            "path": str(run.path.resolve()),
+            "manifest": run.manifest,
+        }
+        for run in runs
+    ]
+    write_report(out, summary, first, pages)
+    write_json(out / SUMMARY, summary)
+    return evidence, runs, differences

@@ -1,0 +1,156 @@
+"""``biasim analyze --texts``: PRISM scores of any CSV of texts, and with a paired column (the
+text each one answers, e.g. a job posting) the posting -> application tables and figures.
+
+Everything is checked before the model loads: the file, its columns, the masked LM, the word
+lists and the output directory; a bad one is exit 2 naming it. Scores are cached in the
+output directory (``prism_scores.sqlite``), so a rerun never re-scores a text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.kinds.base import model_problem
+from biasim.simulator.kinds.prism import (
+    POSTING_FACTOR,
+    SCORE_CACHE,
+    pair_scores,
+    paired_section,
+    word_list_problem,
+)
+
+#: Prefix of the tables and figures ``analyze --texts`` writes.
+NAME = "prism"
+
+HOW_TO = (
+    "give --masked-lm a local folder holding an AutoModelForMaskedLM and its tokenizer, or a hub "
+    "id (bert-base-uncased is the paper's)"
+)
+
+
+@dataclass(frozen=True)
+class TextsRequest:
+    """What ``analyze --texts`` was asked to do."""
+
+    path: Path
+    column: str
+    paired_column: str | None
+    masked_lm: str | None
+    word_lists: Path | None
+    alpha: float
+    out: Path | None
+
+
+@dataclass
+class TextsResult:
+    """Tables, figures and a summary line's numbers."""
+
+    tables: dict[str, pd.DataFrame]
+    figures: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def read_texts(request: TextsRequest) -> pd.DataFrame:
+    """The CSV with its text columns checked, or every problem with file, column or option.
+
+    Raises:
+        InputError: Unreadable file, absent column, no masked LM, bad word lists or ``--out``.
+    """
+    problems: list[Problem] = []
+    try:
+        frame = pd.read_csv(request.path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{request.path}: cannot read texts CSV: {exc}") from None
+    for option, name in (("--column", request.column), ("--paired-column", request.paired_column)):
+        if name is not None and name not in frame.columns:
+            problems.append(
+                Problem(
+                    str(request.path),
+                    1,
+                    name,
+                    f"no such column (given by {option}); columns: {', '.join(frame.columns)}",
+                )
+            )
+    model_ok = False
+    if request.masked_lm is None:
+        problems.append(Problem("--masked-lm", None, "", f"required: {HOW_TO}"))
+    else:
+        reason = model_problem(request.masked_lm, None, HOW_TO, "a masked LM")
+        if reason:
+            problems.append(Problem("--masked-lm", None, "", reason))
+        model_ok = reason is None
+    local = model_ok and Path(str(request.masked_lm)).is_dir()
+    why = word_list_problem(request.word_lists, Path(str(request.masked_lm)) if local else None)
+    if why:
+        problems.append(Problem("--word-lists", None, "", why))
+    if not 0 < request.alpha <= 100:
+        problems.append(Problem("--alpha", None, "", "a percentage in (0, 100]"))
+    if request.out is not None:
+        from biasim.simulator.common.rundir import check_writable
+
+        reason = check_writable(request.out, hint="; name a new directory with --out")
+        if reason:
+            problems.append(Problem("--out", None, "", reason))
+    if problems:
+        raise InputError(problems)
+    return frame
+
+
+def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
+    """Score ``frame``'s texts (and the paired ones) and build the tables and figures.
+
+    Unpaired: ``prism_scores`` (one row per CSV row, ``row`` numbered from 1 as data lines),
+    ``prism_score_summary`` and ``prism_exclusions``. Paired: the ``prism`` kind's tables and
+    figures, the texts answering one paired text counted as one pair (see
+    ``one_pair_per_posting``). A text that cannot be scored keeps its row, with NaN scores and
+    the reason in ``excluded``, counted in the exclusions table.
+    """
+    from biasim.analysis.studies.prism.scorer import vocabulary_scorer
+    from biasim.analysis.text.scorers import ScoreCache, cached_scores
+
+    assert request.masked_lm is not None
+    scorer, dropped = vocabulary_scorer(
+        request.masked_lm, request.word_lists, alpha=request.alpha, progress=True
+    )
+    texts = frame[request.column].tolist()
+    paired = frame[request.paired_column].tolist() if request.paired_column else []
+    cache = ScoreCache(request.out / SCORE_CACHE) if request.out is not None else None
+    try:
+        table, fresh = cached_scores(scorer, [*paired, *texts], cache)
+    finally:
+        if cache is not None:
+            cache.close()
+    scores = table.frame()
+    n = len(paired)
+    label = request.path.name
+    if request.paired_column:
+        ids = pd.DataFrame(
+            {"model_label": label, "row": range(1, len(frame) + 1), POSTING_FACTOR: paired}
+        )
+        answered = pd.Series(True, index=ids.index)
+        pairs = pair_scores(ids, scores.iloc[:n], scores.iloc[n:], answered, scorer.columns)
+        settings = {
+            "masked_lm": request.masked_lm,
+            "word_lists": str(request.word_lists or "paper's example words"),
+            "alpha": request.alpha,
+        }
+        section = paired_section(pairs, scorer, dropped, fresh, NAME, [label], settings)
+        return TextsResult(section.tables, section.figures, {"name": NAME, **section.summary})
+    out = scores.iloc[n:].reset_index(drop=True)
+    out.insert(0, "row", range(1, len(out) + 1))
+    reasons = out["excluded"].dropna().value_counts()
+    tables = {
+        f"{NAME}_scores": out,
+        f"{NAME}_score_summary": out[list(scorer.columns)]
+        .describe()
+        .T.rename_axis("score")
+        .reset_index(),
+        f"{NAME}_exclusions": pd.DataFrame({"reason": reasons.index, "n": reasons.to_numpy()}),
+    }
+    summary = {"rows": len(out), "texts_scored_now": fresh, "dropped": dropped}
+    return TextsResult(tables, summary=summary)

