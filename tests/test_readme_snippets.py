@@ -1,6 +1,6 @@
-"""Every ```yaml snippet in README.md validates: a whole study as written, a fragment (first
-line ``# fragment of STUDY``) merged onto the built-in study it names, as a file that
-``extends`` it would be. A snippet that no longer validates fails here, naming its line."""
+"""Every ```yaml snippet in README.md and docs/ validates: a whole study as written, a fragment
+(first line ``# fragment of STUDY``) merged onto the built-in study it names, as a file that
+``extends`` it would be. A snippet that no longer validates fails here, naming its file and line."""
 
 from __future__ import annotations
 
@@ -9,18 +9,27 @@ from pathlib import Path
 
 import pytest
 
-from biasim.simulator.config import load_study
-from biasim.simulator.errors import InputError
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.study.load import load_study
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)
 _FRAGMENT = re.compile(r"^# fragment of (\w+)")
 
 
-def _snippets() -> list[tuple[int, str]]:
-    """(line in README.md, text) of every yaml block."""
-    text = README.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in _BLOCK.finditer(text)]
+def _snippets() -> list[tuple[str, str]]:
+    """(``page:line``, text) of every yaml block of the README and the docs."""
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(ROOT)
+        found += [
+            (f"{name}:{text.count(chr(10), 0, m.start()) + 2}", m.group(1))
+            for m in _BLOCK.finditer(text)
+        ]
+    return found
 
 
 def _as_study(snippet: str) -> str:
@@ -31,16 +40,16 @@ def _as_study(snippet: str) -> str:
     return f"extends: {match.group(1)}\nname: readme_fragment\n{snippet}"
 
 
-def _load(tmp_path: Path, line: int, snippet: str) -> None:
+def _load(tmp_path: Path, where: str, snippet: str) -> None:
     # A snippet's data paths (`data/...`) read as they would beside the built-in studies.
-    (tmp_path / "data").symlink_to(README.parent / "scenarios" / "data")
-    path = tmp_path / f"readme_line_{line}.yaml"
+    (tmp_path / "data").symlink_to(ROOT / "scenarios" / "data")
+    path = tmp_path / "snippet.yaml"
     path.write_text(_as_study(snippet), encoding="utf-8")
     try:
         load_study(str(path))
     except InputError as exc:
         problems = "\n".join(str(p) for p in exc.problems)
-        pytest.fail(f"README.md line {line}: the snippet does not validate:\n{problems}")
+        pytest.fail(f"{where}: the snippet does not validate:\n{problems}")
 
 
 def test_the_readme_has_whole_studies_and_fragments() -> None:
@@ -50,15 +59,15 @@ def test_the_readme_has_whole_studies_and_fragments() -> None:
     assert any(not _FRAGMENT.match(s) for s in snippets)
 
 
-@pytest.mark.parametrize(("line", "snippet"), _snippets(), ids=lambda v: str(v)[:12])
-def test_every_yaml_snippet_validates(tmp_path: Path, line: int, snippet: str) -> None:
-    _load(tmp_path, line, snippet)
+@pytest.mark.parametrize(("where", "snippet"), _snippets(), ids=lambda v: str(v)[:40])
+def test_every_yaml_snippet_validates(tmp_path: Path, where: str, snippet: str) -> None:
+    _load(tmp_path, where, snippet)
 
 
 def test_a_snippet_that_does_not_validate_is_caught(tmp_path: Path) -> None:
     # The README's old `design.conditions` example: the working key is `factors`.
     bad = "# fragment of emergency_response\ndesign:\n  conditions: {calm: {tone: calm}}\n"
     with pytest.raises(
-        pytest.fail.Exception, match=r"(?s)line 7: .*design\.conditions: unknown field"
+        pytest.fail.Exception, match=r"(?s)README.md:7: .*design\.conditions: unknown field"
     ):
-        _load(tmp_path, 7, bad)
+        _load(tmp_path, "README.md:7", bad)
