@@ -7,84 +7,58 @@ seed study's analyses need. Modules with heavy dependencies are imported by name
 ``biasim.analysis.figures`` (matplotlib).
 """
 
-from biasim.analysis.stats.cases import (
-    ablation_table,
-    case_parity,
-    case_rates,
-    directional_alignment,
-    explicit_parity,
-    explicit_rates,
-    implicit_vs_explicit,
-    load_predictions,
-)
-from biasim.analysis.stats.counterfactual import counterfactual_table, counterfactual_test
-from biasim.analysis.stats.disparity import (
-    acceptance_rates,
-    adjust_family,
-    cmh_test,
-    combine_pvalues_across,
-    disparity_report,
-    impact_ratios,
-    permutation_vs_population,
-    rate_breakdown,
-)
-from biasim.analysis.stats.multiple import adjust, benjamini_hochberg, holm
-from biasim.analysis.stats.parity import (
-    ParityTest,
-    demographic_parity_difference,
-    group_rates,
-    null_test,
-    parity_null_dpd,
-    parity_test,
-    status_rates,
-    wilson_interval,
-)
-from biasim.analysis.stats.pipeline import (
-    choice_rates,
-    compounding,
-    first_position_test,
-    position_table,
-    stage_table,
-)
-from biasim.analysis.text.terms import distinctive_terms, load_term_sets, strip_names, term_counts
+from __future__ import annotations
 
-__all__ = [
-    "ParityTest",
-    "ablation_table",
-    "acceptance_rates",
-    "adjust",
-    "adjust_family",
-    "benjamini_hochberg",
-    "case_parity",
-    "case_rates",
-    "choice_rates",
-    "cmh_test",
-    "combine_pvalues_across",
-    "compounding",
-    "counterfactual_table",
-    "counterfactual_test",
-    "demographic_parity_difference",
-    "directional_alignment",
-    "disparity_report",
-    "distinctive_terms",
-    "explicit_parity",
-    "explicit_rates",
-    "first_position_test",
-    "group_rates",
-    "holm",
-    "impact_ratios",
-    "implicit_vs_explicit",
-    "load_predictions",
-    "load_term_sets",
-    "null_test",
-    "parity_null_dpd",
-    "parity_test",
-    "permutation_vs_population",
-    "position_table",
-    "rate_breakdown",
-    "stage_table",
-    "status_rates",
-    "strip_names",
-    "term_counts",
-    "wilson_interval",
-]
+import importlib
+from typing import Any
+
+#: Each re-exported name and the module that defines it, imported on first use: a caller that
+#: needs one text helper (the engine's name redaction) must not pay for scipy and statsmodels.
+_EXPORTS: dict[str, str] = {
+    "ParityTest": "biasim.analysis.stats.parity",
+    "ablation_table": "biasim.analysis.stats.cases",
+    "acceptance_rates": "biasim.analysis.stats.disparity",
+    "adjust": "biasim.analysis.stats.multiple",
+    "adjust_family": "biasim.analysis.stats.disparity",
+    "benjamini_hochberg": "biasim.analysis.stats.multiple",
+    "case_parity": "biasim.analysis.stats.cases",
+    "case_rates": "biasim.analysis.stats.cases",
+    "choice_rates": "biasim.analysis.stats.pipeline",
+    "cmh_test": "biasim.analysis.stats.disparity",
+    "combine_pvalues_across": "biasim.analysis.stats.disparity",
+    "compounding": "biasim.analysis.stats.pipeline",
+    "counterfactual_table": "biasim.analysis.stats.counterfactual",
+    "counterfactual_test": "biasim.analysis.stats.counterfactual",
+    "demographic_parity_difference": "biasim.analysis.stats.parity",
+    "directional_alignment": "biasim.analysis.stats.cases",
+    "disparity_report": "biasim.analysis.stats.disparity",
+    "distinctive_terms": "biasim.analysis.text.terms",
+    "explicit_parity": "biasim.analysis.stats.cases",
+    "explicit_rates": "biasim.analysis.stats.cases",
+    "first_position_test": "biasim.analysis.stats.pipeline",
+    "group_rates": "biasim.analysis.stats.parity",
+    "holm": "biasim.analysis.stats.multiple",
+    "impact_ratios": "biasim.analysis.stats.disparity",
+    "implicit_vs_explicit": "biasim.analysis.stats.cases",
+    "load_predictions": "biasim.analysis.stats.cases",
+    "load_term_sets": "biasim.analysis.text.terms",
+    "null_test": "biasim.analysis.stats.parity",
+    "parity_null_dpd": "biasim.analysis.stats.parity",
+    "parity_test": "biasim.analysis.stats.parity",
+    "permutation_vs_population": "biasim.analysis.stats.disparity",
+    "position_table": "biasim.analysis.stats.pipeline",
+    "rate_breakdown": "biasim.analysis.stats.disparity",
+    "stage_table": "biasim.analysis.stats.pipeline",
+    "status_rates": "biasim.analysis.stats.parity",
+    "strip_names": "biasim.analysis.text.terms",
+    "term_counts": "biasim.analysis.text.terms",
+    "wilson_interval": "biasim.analysis.stats.parity",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

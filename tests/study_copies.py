@@ -2,24 +2,25 @@
 
 A built-in study is a folder: its own data under ``data/`` beside ``study.yaml``, data shared by
 a family of studies under ``scenarios/data/`` (named ``../data/...``). A copy is written into a
-folder of the same name with both linked, so every relative path still resolves.
+folder of the same name beside copies of both, so every relative path still resolves and a test
+may edit the data without touching the shipped files.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 
 def edited_copy(study: Path, tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
-    """Write ``text`` as ``name`` beside links to ``study``'s own and shared data."""
+    """Write ``text`` as ``name`` beside copies of ``study``'s own and shared data."""
     folder = tmp_path / study.parent.name
     folder.mkdir(exist_ok=True)
     own = study.parent / "data"
     if own.is_dir() and not (folder / "data").exists():
-        (folder / "data").symlink_to(own)
-    shared = study.parent.parent / "data"
+        shutil.copytree(own, folder / "data")
     if not (tmp_path / "data").exists():
-        (tmp_path / "data").symlink_to(shared)
+        shutil.copytree(study.parent.parent / "data", tmp_path / "data")
     path = folder / name
     path.write_text(text, encoding="utf-8")
     return path

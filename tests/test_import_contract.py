@@ -185,3 +185,12 @@ def test_the_contract_catches_a_circle_and_an_upward_import() -> None:
     }
     assert circles(fake) == [sorted(fake)]
     assert layer_of("biasim.simulator.engine.model") > layer_of("biasim.simulator.study.config")
+
+
+def test_every_folder_of_code_is_a_package() -> None:
+    """setup.py finds packages by their ``__init__.py``: a folder without one would be left out
+    of the wheel (the CLI once failed from a wheel for this reason)."""
+    folders = {p.parent for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")}
+    assert (
+        sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()) == []
+    )

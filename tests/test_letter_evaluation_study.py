@@ -38,7 +38,8 @@ def _letters() -> list[dict[str, str]]:
 
 
 def test_every_disparity_job_has_a_matched_and_an_unmatched_pair() -> None:
-    disparity = [r["job"] for r in _csv("bias_transmission_jobs.csv") if r["list"] == "disparity"]
+    jobs = _csv("../../data/bias_transmission_jobs.csv")
+    disparity = [r["job"] for r in jobs if r["list"] == "disparity"]
     assert len(disparity) == 30
     pairs = sorted((r["job_title"], r["length"]) for r in _letters())
     assert pairs == sorted(

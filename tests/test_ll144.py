@@ -462,7 +462,7 @@ def test_date_range_reads_iso_dates_and_datetimes() -> None:
 
 
 def test_module_needs_only_pandas_and_numpy() -> None:
-    source = Path(__file__).parents[1] / "analysis" / "ll144.py"
+    source = Path(__file__).parents[1] / "analysis" / "audit" / "ll144.py"
     imported = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Import):
@@ -471,10 +471,10 @@ def test_module_needs_only_pandas_and_numpy() -> None:
             imported.add((node.module or "").split(".")[0])
     assert imported <= {"__future__", "collections", "dataclasses", "datetime", "numpy", "pandas"}
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, analysis.ll144; print(sorted(sys.modules))"],
+        [sys.executable, "-c", "import sys, analysis.audit.ll144; print(sorted(sys.modules))"],
         capture_output=True,
         text=True,
         check=True,
-        cwd=source.parents[1],
+        cwd=source.parents[2],
     ).stdout
-    assert "'simulator" not in loaded
+    assert "'simulator" not in loaded and "'scipy" not in loaded

@@ -13,7 +13,7 @@ import pytest
 from biasim.personas.namebank import NameBank, NameBankError, load_name_bank
 
 REPO = Path(__file__).resolve().parents[1]
-ROLES_CSV = REPO / "scenarios" / "data" / "an2024_roles.csv"
+ROLES_CSV = REPO / "scenarios" / "an2024_hiring" / "data" / "an2024_roles.csv"
 #: The papers and reference data beside the repository (tests skip when absent).
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SEED_AN2024 = SHARED / "seeds" / "001_f3dfa8e8505f4fe7.txt"
@@ -205,7 +205,7 @@ def test_roles_file_has_41_roles_with_documented_counts() -> None:
     assert list(rows[0]) == ["role", "label", "winobias_gender", "bls_education", "subset7"]
     assert len(rows) == 41
     assert len({r["role"] for r in rows}) == 41
-    # 40 WinoBias occupations minus developer and CEO (see scenarios/data/README.md).
+    # 40 WinoBias occupations minus developer and CEO (see scenarios/an2024_hiring/README.md).
     assert Counter(r["winobias_gender"] for r in rows) == {"male": 18, "female": 20, "none": 3}
     by_role = {r["role"]: r for r in rows}
     for gender, occupations in (("male", WINOBIAS_MALE), ("female", WINOBIAS_FEMALE)):

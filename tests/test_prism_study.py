@@ -98,7 +98,7 @@ def test_study_without_a_masked_lm_stops_before_any_call(cli, tmp_path):
     out = tmp_path / "run"
     result = cli.invoke(app, ["run", "ding2024_prism", "--backend", "synthetic", "--out", str(out)])
     assert result.exit_code == 2
-    assert "ding2024_prism.yaml" in result.stderr
+    assert "ding2024_prism/study.yaml" in result.stderr
     assert "analyses[0].masked_lm" in result.stderr
     assert "--masked-lm PATH" in result.stderr
     assert not out.exists()

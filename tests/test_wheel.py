@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -55,10 +56,28 @@ def _dependencies_without_extras(target: Path) -> Path:
     return target
 
 
+def _source_copy(target: Path) -> Path:
+    """The checkout's files as git sees them (tracked, or new and not ignored): the wheel is
+    built from what a clean clone holds, never from a stale ``build/`` or a local ``.venv``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    return target
+
+
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the wheel and nothing of the checkout."""
     work = tmp_path_factory.mktemp("wheel")
+    source = _source_copy(work / "src")
     dist = work / "dist"
     subprocess.run(
         [
@@ -66,7 +85,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "-m",
             "pip",
             "wheel",
-            str(ROOT),
+            str(source),
             "--no-deps",
             "--no-build-isolation",
             "--quiet",

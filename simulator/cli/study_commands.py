@@ -219,13 +219,14 @@ def validate(
     biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
 ) -> None:
     """Check a study file and render every template once."""
-    from biasim.simulator.engine.runner import RunOptions
     from biasim.simulator.study.design import design_size
-    from biasim.simulator.study.options import load_options_study
+    from biasim.simulator.study.options import StudyOptions, load_options_study
 
     try:
         loaded = load_options_study(
-            RunOptions(study=study, masked_lm=masked_lm, postings=postings, biographies=biographies)
+            StudyOptions(
+                study=study, masked_lm=masked_lm, postings=postings, biographies=biographies
+            )
         )
     except InputError as exc:
         fail_input(exc)
@@ -233,8 +234,7 @@ def validate(
         _print_prompts(loaded)
     config = loaded.config
     if config.populations:
-        from biasim.simulator.engine.model import expected_units
-        from biasim.simulator.study.design import population_sizes
+        from biasim.simulator.study.design import expected_units, population_sizes
 
         sizes = population_sizes(config)
         out_console.print(

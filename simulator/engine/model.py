@@ -31,6 +31,7 @@ from biasim.simulator.study.config import RoleConfig, StageConfig, StudyConfig
 from biasim.simulator.study.design import (
     MODEL_LABEL,
     design_size,
+    expected_units,
     iter_design,
     iter_populations,
     model_labels,
@@ -503,43 +504,6 @@ def _advanced_labels(plan: StagePlan, response: LLMResponse | None) -> list[int]
     if plan.advance is not None:
         return [1] if compile_expression(plan.advance)(parsed) else []
     return []
-
-
-def expected_units(study: StudyConfig) -> int:
-    """Units of a study with populations if every answer is valid (see ``total_units``):
-    each writer once per writing stage, and each reading stage's evaluations."""
-    from biasim.simulator.study.design import population_sizes
-
-    sizes = population_sizes(study)
-    docs: dict[str, int] = {}
-    advanced: dict[str, int] = {}
-    pools: dict[str, int] = {}
-    total = 0
-    for name in stage_order(study):
-        stage = next(s for s in study.stages if s.name == name)
-        reads = stage.reads
-        if reads is None:
-            docs[name] = sizes[stage_population(study, stage)]
-            total += docs[name]
-            continue
-        n = advanced.get(reads.after, 0) if reads.after else docs.get(reads.stage, 0)
-        if reads.matching == "single":
-            units = n * (
-                len(study.personas.axes[reads.counterfactual]) if reads.counterfactual else 1
-            )
-            advanced[name] = n
-        elif reads.matching == "pair":
-            units = n  # two orders of n / 2 pairs
-            advanced[name] = n // 2
-        elif reads.draw == "carry":
-            units = pools.get(reads.after or "", 0)
-            advanced[name] = units * (stage.select or 1)
-        else:
-            units = -(-n // (reads.size or 1))
-            advanced[name] = units * (stage.select or 1)
-        pools[name] = units
-        total += units
-    return total
 
 
 #: The request fields a role (or one of its models) sets: sampling parameters and endpoint.

@@ -55,7 +55,11 @@ from biasim.simulator.report.page import write_report
 from biasim.simulator.study.casting import cast
 from biasim.simulator.study.config import Study
 from biasim.simulator.study.load import validate_study
-from biasim.simulator.study.options import command_line_overrides, load_options_study
+from biasim.simulator.study.options import (
+    StudyOptions,
+    command_line_overrides,
+    load_options_study,
+)
 
 PACKAGES = (
     "biasim",
@@ -76,22 +80,13 @@ PACKAGES = (
 
 
 @dataclass
-class RunOptions:
-    """What ``biasim run`` was asked to do."""
+class RunOptions(StudyOptions):
+    """What ``biasim run`` was asked to do: the options that change the study, and these."""
 
-    study: str | None = None
     out: Path | None = None
-    backend: str | None = None
-    model: str | None = None
-    agents: int | None = None
-    max_concurrency: int | None = None
-    seed: int | None = None
     resume: Path | None = None
     replay: Path | None = None
     max_error_rate: float | None = 0.5
-    masked_lm: str | None = None
-    postings: Path | None = None
-    biographies: Path | None = None
     #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
     allow_endpoints: tuple[str, ...] = ()
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -32,6 +31,9 @@ SYNTHETIC_NOTE = (
 )
 TABLES_DIR = "tables"
 FIGURES_DIR = "figures"
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass

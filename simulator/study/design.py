@@ -20,7 +20,7 @@ from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.persona_writer import persona_view
-from biasim.simulator.study.populations import populations
+from biasim.simulator.study.populations import populations, stage_order, stage_population
 from biasim.simulator.study.templating import render
 
 #: The design coordinate naming the model variant (a results column, like every factor).
@@ -243,3 +243,38 @@ def template_context(
     if config.biographies is not None:
         context["biography"] = biography_view(config.biographies, spec)
     return context
+
+
+def expected_units(study: StudyConfig) -> int:
+    """Units of a study with populations if every answer is valid (see ``total_units``):
+    each writer once per writing stage, and each reading stage's evaluations."""
+    sizes = population_sizes(study)
+    docs: dict[str, int] = {}
+    advanced: dict[str, int] = {}
+    pools: dict[str, int] = {}
+    total = 0
+    for name in stage_order(study):
+        stage = next(s for s in study.stages if s.name == name)
+        reads = stage.reads
+        if reads is None:
+            docs[name] = sizes[stage_population(study, stage)]
+            total += docs[name]
+            continue
+        n = advanced.get(reads.after, 0) if reads.after else docs.get(reads.stage, 0)
+        if reads.matching == "single":
+            units = n * (
+                len(study.personas.axes[reads.counterfactual]) if reads.counterfactual else 1
+            )
+            advanced[name] = n
+        elif reads.matching == "pair":
+            units = n  # two orders of n / 2 pairs
+            advanced[name] = n // 2
+        elif reads.draw == "carry":
+            units = pools.get(reads.after or "", 0)
+            advanced[name] = units * (stage.select or 1)
+        else:
+            units = -(-n // (reads.size or 1))
+            advanced[name] = units * (stage.select or 1)
+        pools[name] = units
+        total += units
+    return total

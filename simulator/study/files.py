@@ -5,6 +5,7 @@ the document so the validated study, and the manifest that records it, is self-c
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ def _data_path(smap: SourceMap, path: FieldPath, value: str) -> Path:
     file, _ = smap.locate(path)
     candidate = Path(value)
     if not candidate.is_absolute() and file and Path(file).is_file():
-        candidate = Path(file).parent / candidate
+        # Normalised, so messages name `scenarios/data/x.csv`, not `study/../data/x.csv`.
+        candidate = Path(os.path.normpath(Path(file).parent / candidate))
     return candidate
 
 

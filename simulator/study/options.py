@@ -7,8 +7,8 @@ set fields of the PRISM analysis; their names are the study's (the kind reads th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.config import Study
@@ -19,18 +19,19 @@ PRISM_KIND = "prism"
 POSTING_FACTOR = "posting"
 
 
-class StudyOptions(Protocol):
-    """The options of ``biasim run`` that change the study (``RunOptions`` has them)."""
+@dataclass
+class StudyOptions:
+    """The options of ``biasim run`` and ``validate`` that change the study."""
 
-    study: str | None
-    backend: str | None
-    model: str | None
-    max_concurrency: int | None
-    agents: int | None
-    seed: int | None
-    masked_lm: str | None
-    postings: Path | None
-    biographies: Path | None
+    study: str | None = None
+    backend: str | None = None
+    model: str | None = None
+    agents: int | None = None
+    max_concurrency: int | None = None
+    seed: int | None = None
+    masked_lm: str | None = None
+    postings: Path | None = None
+    biographies: Path | None = None
 
 
 def command_line_overrides(options: StudyOptions) -> list[Override]:
