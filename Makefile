@@ -26,6 +26,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 docs: setup
+	$(BIN)/python -m biasim.simulator.cli.reference_docs
 	$(BIN)/mkdocs build --strict
 
 bench: setup

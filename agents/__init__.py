@@ -1,7 +1,7 @@
 """Agent roles. Agents compose requests and read answers; they never import a concrete backend.
 
-Each role is a Mesa agent class, so a model addresses a population through
-``model.agents_by_type[Screener]`` and the like.
+Each role is a Mesa agent class; the model keeps each population's agents by population name
+(``model.members["screeners"]``), so two populations of one class stay apart.
 """
 
 from biasim.agents.base import LLMAgent, StagePlan

@@ -38,3 +38,11 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "extending" / "backends" / "index.html").is_file()
     assert "Architecture" in (tmp_path / "architecture" / "index.html").read_text()
+
+
+def test_the_generated_reference_pages_are_up_to_date() -> None:
+    """The CLI and study-file reference pages are generated from the code; a command, option or
+    field added without regenerating them fails here."""
+    from biasim.simulator.cli.reference_docs import main
+
+    assert main(["--check"]) == 0, "run: python -m biasim.simulator.cli.reference_docs"
