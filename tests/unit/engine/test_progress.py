@@ -1,0 +1,90 @@
+"""Progress a user can read: the live bar in a terminal, timed lines when output goes to a file."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from biasim.simulator.engine.progress import LogProgress, TerminalProgress, _State, clock, rate_text
+from tests.conftest import write_study
+
+LINE = re.compile(
+    r"^progress synthetic_flood: (\d+)/(\d+) units \(\d+%\), "
+    r"(?:[\d,.]+ calls/s|[\d,.]+ s/call|- calls/s), errors (\d+), "
+    r"elapsed \d+:\d\d:\d\d, ETA (?:\d+:\d\d:\d\d|-:--:--)( \(end\))?$"
+)
+
+
+def test_piped_run_logs_progress_lines_every_interval(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "study.yaml", agents=20, latency_ms=60, concurrency=2)
+    # Declared failures, so the error count has something to show.
+    study.write_text(study.read_text().replace("latency_ms: 60", "latency_ms: 60, fail_rate: 0.2"))
+    out = tmp_path / "run"
+    env = {**os.environ, "BIASIM_PROGRESS_EVERY": "0.4"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "biasim", "run", str(study), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("progress ")]
+    matches = [LINE.match(line) for line in lines]
+    assert all(matches), lines
+    # 60 units, two at a time, 60 ms each: about 1.8 s, so several timed lines and the last.
+    assert len(lines) >= 4, proc.stderr
+    done = [int(m.group(1)) for m in matches if m]
+    assert done == sorted(done) and done[0] < 60
+    last = matches[-1]
+    assert last is not None and last.group(4) == " (end)"
+    assert (last.group(1), last.group(2)) == ("60", "60")
+    errors = json.loads((out / "summary.json").read_text())["status_counts"].get("error", 0)
+    assert errors > 0 and int(last.group(3)) == errors
+    # No live-bar drawing characters in a log file.
+    assert "━" not in proc.stderr
+
+
+def test_rate_reads_as_seconds_per_call_when_slow() -> None:
+    assert rate_text(12.345) == "12.3 calls/s"
+    assert rate_text(0.25) == "4.0 s/call"
+    assert rate_text(None) == "- calls/s"
+    assert clock(3725) == "1:02:05"
+    assert clock(None) == "-:--:--"
+
+
+def test_log_line_measures_rate_over_the_last_interval() -> None:
+    state = _State(label="s", total=100, started=0.0, mark=(0.0, 0))
+    state.done, state.errors = 50, 3
+    # 50 units in the first 10 s: 5/s, 50 left, ETA 10 s.
+    assert LogProgress.line(state, 10.0) == (
+        "progress s: 50/100 units (50%), 5.0 calls/s, errors 3, elapsed 0:00:10, ETA 0:00:10"
+    )
+    # Then one unit in 10 s: a slow model, ETA from the recent rate, not the average.
+    state.done = 51
+    assert LogProgress.line(state, 20.0) == (
+        "progress s: 51/100 units (51%), 10.0 s/call, errors 3, elapsed 0:00:20, ETA 0:08:10"
+    )
+    state.done = 51
+    assert "ETA -:--:--" in LogProgress.line(state, 30.0)
+
+
+def test_terminal_bar_shows_done_rate_errors_and_eta() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=120, color_system=None)
+    display = TerminalProgress(console)
+    with display as factory:
+        tick = factory(10, "study")
+        tick(10, 2)
+    text = buffer.getvalue()
+    assert "10/10" in text
+    assert "errors 2" in text
+    assert "ETA" in text
+    assert re.search(r"calls/s|s/call", text)

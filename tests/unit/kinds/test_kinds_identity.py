@@ -1,0 +1,73 @@
+"""The analysis kinds, moved into plug-in modules, write exactly what the code before them wrote
+from the same answers: every table of three small studies and the summaries of their analyses
+(answers and outputs recorded by ``tests/data/golden/record.py`` before the move)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from biasim.simulator.engine.runner import reanalyze
+from tests.golden_studies import GOLDEN_DIR, STUDIES
+
+
+def _same(a: object, b: object, path: str = "") -> list[str]:
+    """Where two JSON values differ (floats to 1e-12)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}.{k}: only on one side" for k in set(a) ^ set(b)]
+        for key in set(a) & set(b):
+            out += _same(a[key], b[key], f"{path}.{key}")
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} vs {len(b)} items"]
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in _same(x, y, f"{path}[{i}]")
+        ]
+    if (
+        isinstance(a, float)
+        and isinstance(b, float)
+        and ((math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12))
+    ):
+        return []
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
+#: What the kinds have written since the recording, on top of it (checked by their own tests):
+#: the test of a difference in DPD between a condition factor's levels
+#: (``tests/unit/analysis/test_analysis_conditions.py``, ``tests/e2e/test_persona_ablation.py``).
+ADDED_TABLES = ("_condition_differences.csv",)
+ADDED_SUMMARY_KEYS = ("condition_factor", "condition_levels", "condition_differences")
+
+
+@pytest.mark.parametrize("name", list(STUDIES))
+def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None:
+    golden = GOLDEN_DIR / name
+    run = tmp_path / "run"
+    run.mkdir()
+    for file in ("results.parquet", "manifest.json"):
+        shutil.copy(golden / file, run / file)
+    summary = reanalyze(run)
+    recorded = sorted(p.name for p in golden.glob("*.csv"))
+    written = sorted(
+        p.name for p in (run / "tables").glob("*.csv") if not p.name.endswith(ADDED_TABLES)
+    )
+    assert written == recorded
+    for file in recorded:
+        expected = pd.read_csv(golden / file, keep_default_na=False)
+        actual = pd.read_csv(run / "tables" / file, keep_default_na=False)
+        pd.testing.assert_frame_equal(actual, expected, check_exact=False, rtol=1e-12, obj=file)
+    analyses = json.loads(json.dumps(summary["analyses"], default=str))
+    for analysis in analyses:
+        for key in ADDED_SUMMARY_KEYS:
+            analysis.pop(key, None)
+    expected = json.loads((golden / "analyses.json").read_text())
+    assert _same(analyses, expected) == []
+    assert STUDIES[name][0]  # the study that produced them is kept beside the test

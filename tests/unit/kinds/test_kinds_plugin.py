@@ -1,0 +1,144 @@
+"""A third analysis kind added from a test module, touching no file of biasim: registered in
+code, and found through a real ``biasim.analyses`` entry point of an installed distribution."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from typing import Any, Literal
+
+import pandas as pd
+import pytest
+from pydantic import Field
+
+from biasim.simulator.cli import app
+from biasim.simulator.kinds import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    get_kind,
+    kind_names,
+    register_kind,
+    unregister_kind,
+)
+from tests.conftest import write_study
+
+
+class AnswerLengthSpec(AnalysisSpec):
+    """Mean length of a text field per persona group."""
+
+    kind: Literal["answer_length"] = "answer_length"
+    stage: str
+    field: str = "rationale"
+    by: str
+    min_chars: int = Field(0, ge=0)
+
+
+class AnswerLengthKind(AnalysisKind):
+    name = "answer_length"
+    spec = AnswerLengthSpec
+    title = "Answer length"
+
+    def check(self, spec: AnswerLengthSpec, facts: StudyFacts) -> None:
+        facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
+        facts.need_axes([spec.by], ("by",))
+
+    def compute(
+        self, results: pd.DataFrame, spec: AnswerLengthSpec, ctx: AnalysisContext
+    ) -> Section:
+        rows = results[(results["stage"] == spec.stage) & results["valid"].astype(bool)]
+        lengths = rows[spec.field].fillna("").str.len()
+        table = (
+            rows.assign(chars=lengths)
+            .groupby(spec.by)["chars"]
+            .agg(["size", "mean"])
+            .reset_index()
+            .rename(columns={"size": "n", "mean": "mean_chars"})
+        )
+        return Section(
+            summary={"by": spec.by, "lengths": table.to_dict("records")},
+            tables={f"{ctx.name}_lengths": table},
+        )
+
+    def print(self, summary: dict[str, Any], console: Any) -> None:
+        for row in summary["lengths"]:
+            console.print(f"mean length of {row[summary['by']]}: {row['mean_chars']:.1f} chars")
+
+
+STUDY_TAIL = """\
+  - kind: answer_length
+    name: lengths
+    stage: decide
+    by: gender
+"""
+
+
+@pytest.fixture
+def toy_kind():
+    register_kind(AnswerLengthKind)
+    yield
+    unregister_kind("answer_length")
+
+
+def test_a_kind_registered_in_code_runs_prints_and_validates(toy_kind, tmp_path, cli) -> None:
+    study = write_study(tmp_path / "s.yaml", agents=6)
+    study.write_text(study.read_text() + STUDY_TAIL)
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "tables" / "lengths_lengths.csv")
+    assert table["n"].sum() == 18 and set(table["gender"]) == {"male", "female", "non-binary"}
+    assert "mean length of female:" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert [a["kind"] for a in summary["analyses"]] == ["demographic_parity", "answer_length"]
+    # Its default HTML rendering puts the summary's records on the page.
+    assert "lengths" in (out / "report.html").read_text()
+    # Its checks run at validation, located in the file, before any call.
+    base = study.read_text().removesuffix(STUDY_TAIL)
+    study.write_text(base + STUDY_TAIL.replace("by: gender", "by: colour"))
+    bad = cli.invoke(app, ["validate", str(study)])
+    assert bad.exit_code == 2
+    assert "s.yaml:44: analyses[1].by: `colour` is not a persona axis" in bad.stderr
+    study.write_text(base + STUDY_TAIL + "    x: 1\n")
+    bad = cli.invoke(app, ["validate", str(study)])
+    assert bad.exit_code == 2 and "analyses[1].x: unknown field" in bad.stderr
+
+
+def test_an_unknown_kind_names_the_known_ones(tmp_path, cli) -> None:
+    study = write_study(tmp_path / "s.yaml")
+    study.write_text(study.read_text() + STUDY_TAIL)
+    bad = cli.invoke(app, ["validate", str(study)])
+    assert bad.exit_code == 2
+    assert "analyses[1].kind: unknown analysis kind `answer_length`" in bad.stderr
+    assert "acceptance" in bad.stderr and "demographic_parity" in bad.stderr
+
+
+def test_a_kind_from_an_installed_entry_point(tmp_path, monkeypatch) -> None:
+    """A distribution on sys.path declaring ``[biasim.analyses]`` is all a package needs."""
+    site = tmp_path / "site"
+    package = site / "toy_lengths"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        textwrap.dedent(
+            """
+            from tests.unit.kinds.test_kinds_plugin import AnswerLengthKind
+
+            class EntryPointKind(AnswerLengthKind):
+                name = "answer_length_ep"
+            """
+        )
+    )
+    dist = site / "toy_lengths-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-lengths\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[biasim.analyses]\nanswer_length_ep = toy_lengths:EntryPointKind\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    assert "answer_length_ep" in kind_names()
+    kind = get_kind("answer_length_ep")
+    assert kind.name == "answer_length_ep" and kind.spec is AnswerLengthSpec
+    monkeypatch.delitem(sys.modules, "toy_lengths", raising=False)
