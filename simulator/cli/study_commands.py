@@ -67,6 +67,13 @@ def run(
             "server or key variable other than the backend's default (repeatable)."
         ),
     ] = None,
+    trust_backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Backend NAME (a plug-in, or langchain:PROVIDER) to run although it does not "
+            "declare the hosts it contacts and the variables it sends (repeatable)."
+        ),
+    ] = None,
 ) -> None:
     """Run a study and print its decision-rate report."""
     from biasim.simulator.engine.runner import RunOptions, execute, prepare
@@ -86,6 +93,7 @@ def run(
         postings=postings,
         biographies=biographies,
         allow_endpoints=tuple(allow_endpoint or ()),
+        trust_backends=tuple(trust_backend or ()),
     )
     try:
         prepared = prepare(options)
@@ -295,13 +303,17 @@ def _print_biographies(config: Any, console: Any = out_console) -> None:
 
 def _print_endpoint_notes(loaded: Any) -> None:
     """What `biasim run` will ask the user to confirm (a valid study, but not yet runnable)."""
-    from biasim.simulator.llm.allowlist import endpoint_problems, user_allowed_hosts
+    from biasim.simulator.llm.allowlist import (
+        endpoint_problems,
+        user_allowed_hosts,
+        user_trusted_backends,
+    )
 
     try:
-        allowed = user_allowed_hosts()
+        allowed, trusted = user_allowed_hosts(), user_trusted_backends()
     except InputError as exc:
         fail_input(exc)
-    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed):
+    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed, trusted):
         out_console.print(f"note: {problem}", highlight=False, soft_wrap=True)
 
 

@@ -43,7 +43,14 @@ from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrup
 from biasim.simulator.engine.model import SAMPLING_FIELDS, StudyModel
 from biasim.simulator.engine.progress import ProgressFactory
 from biasim.simulator.engine.results import ResultsWriter, result_schema
-from biasim.simulator.llm.allowlist import endpoint_problems, redact_study, user_allowed_hosts
+from biasim.simulator.llm.allowlist import (
+    destinations,
+    endpoint_problems,
+    redact_study,
+    undeclared_servers,
+    user_allowed_hosts,
+    user_trusted_backends,
+)
 from biasim.simulator.llm.errors import BackendConfigError
 from biasim.simulator.llm.http_common import is_local_url
 from biasim.simulator.llm.registry import create_backend, unsupported_setting
@@ -89,6 +96,8 @@ class RunOptions(StudyOptions):
     max_error_rate: float | None = 0.5
     #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
     allow_endpoints: tuple[str, ...] = ()
+    #: Backends the user lets run without a complete declaration (``--trust-backend``).
+    trust_backends: tuple[str, ...] = ()
 
 
 @dataclass
@@ -167,7 +176,10 @@ def prepare(options: RunOptions) -> PreparedRun:
         if reason:
             raise InputError([Problem("--out", None, "", reason)])
     problems = endpoint_problems(
-        study.config, study.source_map, [*options.allow_endpoints, *user_allowed_hosts()]
+        study.config,
+        study.source_map,
+        [*options.allow_endpoints, *user_allowed_hosts()],
+        [*options.trust_backends, *user_trusted_backends()],
     )
     if problems:
         raise InputError(problems)
@@ -211,6 +223,14 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                 except BackendConfigError as exc:
                     path = ("roles", name, *(exc.field.split(".") if exc.field else ()))
                     raise InputError([study.source_map.problem(path, str(exc))]) from None
+                if stray := undeclared_servers(backend, role):
+                    message = (
+                        f"the {role.backend} backend was built to contact {', '.join(stray)}, "
+                        "which its egress declaration does not name; its author must declare "
+                        "every server (see docs/guides/security.md)"
+                    )
+                    at = ("roles", name, "backend")
+                    raise InputError([study.source_map.problem(at, message)])
                 shared[ident] = BackendRuntime(
                     backend,
                     concurrency=role.max_concurrency or backend.default_concurrency,
@@ -298,6 +318,9 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
         # from here, so such a run resumes without them).
         "study": redact_study(prepared.study.resolved),
         "roles": roles,
+        # Where each role's requests went and which variables' values went with them (names
+        # only), as its backend declared and the allow-list checked.
+        "destinations": destinations(study),
         "seeds": {
             "study": study.seed,
             "per_call": (
