@@ -73,8 +73,8 @@ def run(
 
     Raises:
         InputError: A bad study, option or output directory (nothing is written).
-        RuntimeError: The run stopped (aborted or failed); its directory says why and
-            ``resume`` continues it.
+        RuntimeError: The run failed (its calls failed, or something broke); its directory
+            says why and ``resume`` continues it.
     """
     options = RunOptions(
         study=str(study),
@@ -139,7 +139,8 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``complete``, ``interrupted``, ``aborted``, ``failed`` or ``running``."""
+        """``complete``, ``interrupted``, ``failed`` or ``running`` (``aborted`` in runs
+        made before failed calls made a run ``failed``)."""
         return str(self.manifest.get("status", "unknown"))
 
     @cached_property

@@ -24,6 +24,7 @@ from biasim.simulator.cli.common import (
 )
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
+from biasim.simulator.engine.failures import DEFAULT_MAX_ERROR_RATE, EXIT_BROKEN
 from biasim.simulator.engine.progress import DEFAULT_LOG_EVERY_S, progress_display
 
 
@@ -47,8 +48,13 @@ def run(
     ] = None,
     max_error_rate: Annotated[
         float,
-        typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
-    ] = 0.5,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="The run fails (exit 3, status failed, resumable) when more than this share of "
+            "the units it asked fail; 1 never.",
+        ),
+    ] = DEFAULT_MAX_ERROR_RATE,
     progress_every: Annotated[
         float,
         typer.Option(
@@ -75,7 +81,14 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run a study and print its decision-rate report."""
+    """Run a study and print its decision-rate report.
+
+    Exit codes: 0 complete; 1 something broke after the run directory was written, or the
+    analysis failed (the answers are kept); 2 bad input (study, option, output directory, or a
+    corrupt run directory to resume), nothing written or changed; 3 the calls failed: every call
+    of a stage failed, or more than --max-error-rate of the units did (status `failed`; fix the
+    cause and continue with --resume); 130 or 143 stopped by Ctrl-C or SIGTERM (resumable).
+    """
     from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
     options = RunOptions(
@@ -152,10 +165,11 @@ def run(
     if outcome.status != "complete":
         err_console.print(
             styled(f"run {outcome.status}", "red", f": {outcome.message}\n")
-            + "everything answered is saved; continue with: "
-            f"biasim run --resume {outcome.out}"
+            + "everything answered is saved; fix the cause, then continue with: "
+            f"biasim run --resume {outcome.out}",
+            highlight=False,
         )
-        raise typer.Exit(1)
+        raise typer.Exit(outcome.exit_code or EXIT_BROKEN)
 
 
 def _print_errors(results: Any) -> None:

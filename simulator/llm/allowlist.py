@@ -285,17 +285,19 @@ def redact_text(text: str) -> str:
     return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
 
 
-def redact_study(data: Any) -> Any:
-    """A copy of a study document with every server URL's credentials redacted."""
+def redact_study(data: Any, *, in_options: bool = False) -> Any:
+    """A copy of a study document (or a backend identity) with every server URL's credentials
+    redacted: ``base_url`` and ``host`` anywhere, and every URL inside a role's ``options``
+    (a LangChain ``kwargs`` alias); URLs in prompts and other text are left as written."""
     if isinstance(data, dict):
         return {
             k: redact_url(v)
-            if k in ("base_url", "host") and isinstance(v, str)
-            else [redact_url(u) if isinstance(u, str) else u for u in v]
-            if k == "base_url" and isinstance(v, list)
-            else redact_study(v)
+            if isinstance(v, str) and (in_options or k in ("base_url", "host"))
+            else redact_study(v, in_options=in_options or k in ("options", "kwargs", "base_url"))
             for k, v in data.items()
         }
     if isinstance(data, list):
-        return [redact_study(v) for v in data]
+        return [redact_study(v, in_options=in_options) for v in data]
+    if isinstance(data, str) and in_options:
+        return redact_url(data)
     return data
