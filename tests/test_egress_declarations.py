@@ -327,3 +327,17 @@ def test_a_backend_built_to_contact_an_undeclared_server_is_refused_before_any_c
     assert refused.exit_code == 2, refused.output
     assert "elsewhere.example.net" in refused.stderr and "does not name" in refused.stderr
     assert not (tmp_path / "a").exists()
+
+
+def test_a_proxy_in_kwargs_is_declared_beside_the_endpoint_it_leads_to() -> None:
+    from biasim.simulator.llm.langchain_backend import LangChainBackend
+
+    class Role:
+        model = "openai:m"
+        options: ClassVar[dict[str, Any]] = {"kwargs": {"openai_proxy": "http://proxy.lan:3128"}}
+
+    egress = LangChainBackend.egress(Role())
+    assert [(h.url, h.field) for h in egress.hosts] == [
+        ("http://proxy.lan:3128", "options.kwargs.openai_proxy"),
+        ("https://api.openai.com/v1", None),
+    ]

@@ -84,6 +84,8 @@ _RESERVED_KWARGS = frozenset(
 _SERVER_KEY = re.compile(
     r"url|uri|host|endpoint|prox|server|mount|transport|address|(^|_)base($|_)"
 )
+# Keys naming a route to the server (a proxy) rather than the server.
+_ROUTE_KEY = re.compile(r"prox|mount|transport")
 _SECRET_NAME = re.compile(
     r"(^|_)(api_?key|key|token|access_token|secret|password|authorization|credentials?)$"
 )
@@ -126,7 +128,7 @@ class LangChainBackend:
         self.base_url = public_url(base_url)
         # The server the key is resolved for is the one the declaration names (a URL in
         # `kwargs` included), so a key never goes where the allow-list did not look.
-        chosen = [host.url for host in self.egress(role).hosts if host.field]
+        chosen = [host.url for host in self.egress(role).hosts if _is_endpoint(host)]
         env_url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
         effective_url = chosen[0] if chosen else env_url if provider == "openai" else None
 
@@ -195,7 +197,9 @@ class LangChainBackend:
             field = "options.api_key_env" if key_env else None
             return Egress(tuple(chosen), keys, field, undeclared=f"langchain:{provider}")
         urls, keys, default_key = known
-        hosts = tuple(chosen) or tuple(Host(url) for url in urls)
+        # A proxy the study names carries the requests; the endpoint is still the default.
+        defaults = () if any(map(_is_endpoint, chosen)) else tuple(Host(url) for url in urls)
+        hosts = (*chosen, *defaults)
         field = "options.api_key_env" if key_env and key_env != default_key else None
         return Egress(hosts, keys, field)
 
@@ -386,6 +390,12 @@ def _kwargs_hosts(value: Any, field: str, named: bool = False) -> Iterator[Host]
             yield from _kwargs_hosts(inner, field, named)
     elif isinstance(value, str) and value.strip() and (named or "://" in value):
         yield Host(value.strip(), field)
+
+
+def _is_endpoint(host: Host) -> bool:
+    """Whether a server the study chose is the endpoint itself, not a proxy on the way."""
+    last = (host.field or "").rpartition(".")[2].lower()
+    return host.field is not None and not _ROUTE_KEY.search(last)
 
 
 def _provider_defaults(
