@@ -341,3 +341,21 @@ def test_a_proxy_in_kwargs_is_declared_beside_the_endpoint_it_leads_to() -> None
         ("http://proxy.lan:3128", "options.kwargs.openai_proxy"),
         ("https://api.openai.com/v1", None),
     ]
+
+
+def test_the_python_api_asks_the_same_and_takes_the_same_answers(
+    tmp_path: Path, server: LoopbackLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import biasim
+    from biasim.simulator.common.errors import InputError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-api-user")
+    options = {"kwargs": {"openai_api_base": server.openai_base_url}, "structured": "none"}
+    study = _study(tmp_path, "langchain", "openai:loopback-model", options)
+    with pytest.raises(InputError, match=r"options\.kwargs\.openai_api_base"):
+        biasim.run(study, out=tmp_path / "a")
+    assert server.requests == []
+    host = f"127.0.0.1:{server.port}"
+    run = biasim.run(study, out=tmp_path / "b", allow_endpoints=(host,))
+    assert run.manifest["destinations"]["decider"]["hosts"] == [server.openai_base_url]
+    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer sk-api-user"}
