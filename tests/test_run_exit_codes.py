@@ -155,3 +155,23 @@ def test_a_persona_value_that_is_broken_mathtext_gives_a_full_report(tmp_path: P
     assert any(p.endswith(".png") for p in summary["outputs"])
     page = (out / "report.html").read_text()
     assert value in page and "<img" in page
+
+
+def test_one_model_of_a_comparison_whose_every_call_failed_fails_the_run(
+    tmp_path: Path, cli
+) -> None:
+    study = tmp_path / "s.yaml"
+    text = write_study(study, agents=2).read_text()
+    models = (
+        "    models:\n"
+        "      - {label: up, model: a}\n"
+        "      - {label: down, model: b, options: {fail_rate: 1.0}}\n"
+    )
+    study.write_text(text.replace("    synthetic:\n", models + "    synthetic:\n", 1))
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 3, result.output
+    assert "every call of stage `decide` (model `down`) failed (6 of 6 units)" in " ".join(
+        result.stderr.split()
+    )
+    assert _manifest(out)["status"] == "failed"

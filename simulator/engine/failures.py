@@ -40,11 +40,16 @@ def calls_failure(results: pd.DataFrame, max_error_rate: float | None) -> str | 
     failed = asked[asked["status"] == "error"]
     if failed.empty:
         return None
-    for stage, rows in asked.groupby("stage", sort=False):
+    # Per model too: one model of a comparison whose server is down is a failed run.
+    models = asked["model_label"].nunique() if "model_label" in asked.columns else 0
+    by = ["stage", "model_label"] if models > 1 else ["stage"]
+    for key, rows in asked.fillna({"model_label": ""}).groupby(by, sort=False):
+        stage, model = (key[0], key[1]) if len(by) == 2 else (key[0], "")
         if (rows["status"] == "error").all():
+            which = f"stage `{stage}`" + (f" (model `{model}`)" if model else "")
             return (
-                f"every call of stage `{stage}` failed ({len(rows)} of {len(rows)} units); "
-                f"commonest reason: {_commonest(failed[failed['stage'] == stage])}"
+                f"every call of {which} failed ({len(rows)} of {len(rows)} units); "
+                f"commonest reason: {_commonest(rows)}"
             )
     if max_error_rate is not None and len(failed) / len(asked) > max_error_rate:
         return (
