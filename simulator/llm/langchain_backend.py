@@ -79,8 +79,8 @@ _RESERVED_KWARGS = frozenset(
 # A kwargs key naming where requests go. It matches every such field and alias of the installed
 # integrations (ChatOpenAI's base_url / openai_api_base / openai_proxy, AzureChatOpenAI's
 # azure_endpoint, ChatOllama's base_url, httpx's base_url / proxy / mounts in client_kwargs;
-# tests/test_egress_declarations.py checks them against the classes) and those of other providers
-# (api_base, endpoint, host, server_url, ...): a false alarm costs one --allow-endpoint.
+# tests/unit/llm/test_egress_declarations.py checks them against the classes) and those of other
+# providers (api_base, endpoint, host, server_url, ...): a false alarm costs one --allow-endpoint.
 _SERVER_KEY = re.compile(
     r"url|uri|host|endpoint|prox|server|mount|transport|address|(^|_)base($|_)"
 )

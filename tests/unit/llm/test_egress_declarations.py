@@ -253,8 +253,8 @@ def entry_point_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: corp-plugins\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
         "[biasim.backends]\n"
-        "corp_llm = tests.test_egress_declarations:CorpBackend\n"
-        "opaque = tests.test_egress_declarations:OpaqueBackend\n"
+        "corp_llm = tests.unit.llm.test_egress_declarations:CorpBackend\n"
+        "opaque = tests.unit.llm.test_egress_declarations:OpaqueBackend\n"
     )
     monkeypatch.syspath_prepend(str(site))
     assert "corp_llm" in BACKENDS.names() and "opaque" in BACKENDS.names()

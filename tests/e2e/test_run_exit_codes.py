@@ -13,8 +13,8 @@ import pytest
 from biasim.simulator.cli import app
 from biasim.simulator.engine.failures import EXIT_CALLS_FAILED, EXIT_INPUT
 from tests.conftest import write_study
+from tests.e2e.test_faults_end_to_end import study_file
 from tests.loopback_llm_server import Fault, LoopbackLLMServer
-from tests.test_faults_end_to_end import study_file
 
 
 @pytest.fixture
