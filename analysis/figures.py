@@ -16,14 +16,16 @@ and, when a ``path`` is given, also written as PNG. Inputs are plain DataFrames:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -31,6 +33,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import LogLocator, NullLocator, PercentFormatter
 
@@ -512,6 +515,20 @@ def add_banner(fig: Figure, text: str) -> Figure:
     return fig
 
 
+@contextlib.contextmanager
+def plain_text(fig: Figure) -> Iterator[None]:
+    """Every label of ``fig`` drawn as written, never as mathtext.
+
+    Labels are persona values, model names and answers: ``$\\frac{a$`` is a valid persona value
+    and an invalid formula, which would stop the figure (and the analysis writing it). Texts
+    made so far are switched off one by one; tick labels, made while drawing, read the setting.
+    """
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+    with matplotlib.rc_context({"text.parse_math": False}):
+        yield
+
+
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     """Write ``fig`` as PNG atomically (temporary file, then ``os.replace``) and close it.
 
@@ -526,7 +543,7 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".png")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb") as handle, plain_text(fig):
             fig.savefig(handle, format="png", dpi=dpi)
         os.replace(tmp, target)
     except BaseException:

@@ -22,6 +22,7 @@ import orjson
 import pandas as pd
 
 from biasim.simulator.common.rundir import CALLS, MANIFEST, SUMMARY, read_json
+from biasim.simulator.engine.failures import DEFAULT_MAX_ERROR_RATE
 from biasim.simulator.engine.runner import RunOptions, execute, prepare, reanalyze
 from biasim.simulator.engine.runner import load_run as _load_results
 from biasim.simulator.report.outputs import FIGURES_DIR, TABLES_DIR
@@ -56,7 +57,9 @@ def run(
     *,
     out: str | Path | None = None,
     replay: str | Path | None = None,
-    max_error_rate: float | None = 0.5,
+    max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE,
+    allow_endpoints: tuple[str, ...] = (),
+    trust_backends: tuple[str, ...] = (),
     **overrides: Any,
 ) -> Run:
     """Run a study and return its run directory, read back.
@@ -68,31 +71,47 @@ def run(
         study: A study file or the name of a built-in study.
         out: The run directory (default ``runs/NAME-TIME``); must not exist or be empty.
         replay: An earlier run directory whose stored answers are used first.
-        max_error_rate: Stop (resumable) when more than this share of units fail.
+        max_error_rate: The run fails (resumable) when more than this share of units fail.
+        allow_endpoints: Hosts the study may send requests and keys to (``--allow-endpoint``).
+        trust_backends: Backends to run without a declaration (``--trust-backend``).
         **overrides: ``backend``, ``model``, ``agents``, ``max_concurrency``, ``seed``.
 
     Raises:
         InputError: A bad study, option or output directory (nothing is written).
-        RuntimeError: The run stopped (aborted or failed); its directory says why and
-            ``resume`` continues it.
+        RuntimeError: The run failed (its calls failed, or something broke); its directory
+            says why and ``resume`` continues it.
     """
     options = RunOptions(
         study=str(study),
         out=Path(out) if out is not None else None,
         replay=Path(replay) if replay is not None else None,
         max_error_rate=max_error_rate,
+        allow_endpoints=tuple(allow_endpoints),
+        trust_backends=tuple(trust_backends),
         **_only(overrides, _OVERRIDES),
     )
     return _finish(execute(prepare(options)))
 
 
-def resume(run_dir: str | Path, *, max_concurrency: int | None = None) -> Run:
-    """Continue a stopped run: only what was not answered is asked.
+def resume(
+    run_dir: str | Path,
+    *,
+    max_concurrency: int | None = None,
+    allow_endpoints: tuple[str, ...] = (),
+    trust_backends: tuple[str, ...] = (),
+) -> Run:
+    """Continue a stopped run: only what was not answered is asked (the hosts and backends
+    are confirmed again, as with ``--resume``).
 
     Raises:
-        InputError: ``run_dir`` is not a run directory.
+        InputError: ``run_dir`` is not a run directory, or a host is not allowed.
     """
-    options = RunOptions(resume=Path(run_dir), max_concurrency=max_concurrency)
+    options = RunOptions(
+        resume=Path(run_dir),
+        max_concurrency=max_concurrency,
+        allow_endpoints=tuple(allow_endpoints),
+        trust_backends=tuple(trust_backends),
+    )
     return _finish(execute(prepare(options)))
 
 
@@ -139,7 +158,8 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``complete``, ``interrupted``, ``aborted``, ``failed`` or ``running``."""
+        """``complete``, ``interrupted``, ``failed`` or ``running`` (``aborted`` in runs
+        made before failed calls made a run ``failed``)."""
         return str(self.manifest.get("status", "unknown"))
 
     @cached_property

@@ -24,6 +24,7 @@ from biasim.simulator.cli.common import (
 )
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
+from biasim.simulator.engine.failures import DEFAULT_MAX_ERROR_RATE, EXIT_BROKEN
 from biasim.simulator.engine.progress import DEFAULT_LOG_EVERY_S, progress_display
 
 
@@ -47,8 +48,13 @@ def run(
     ] = None,
     max_error_rate: Annotated[
         float,
-        typer.Option(help="Stop (exit 1, resumable) when more than this share of units fail."),
-    ] = 0.5,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="The run fails (exit 3, status failed, resumable) when more than this share of "
+            "the units it asked fail; 1 never.",
+        ),
+    ] = DEFAULT_MAX_ERROR_RATE,
     progress_every: Annotated[
         float,
         typer.Option(
@@ -67,8 +73,22 @@ def run(
             "server or key variable other than the backend's default (repeatable)."
         ),
     ] = None,
+    trust_backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Backend NAME (a plug-in, or langchain:PROVIDER) to run although it does not "
+            "declare the hosts it contacts and the variables it sends (repeatable)."
+        ),
+    ] = None,
 ) -> None:
-    """Run a study and print its decision-rate report."""
+    """Run a study and print its decision-rate report.
+
+    Exit codes: 0 complete; 1 something broke after the run directory was written, or the
+    analysis failed (the answers are kept); 2 bad input (study, option, output directory, or a
+    corrupt run directory to resume), nothing written or changed; 3 the calls failed: every call
+    of a stage failed, or more than --max-error-rate of the units did (status `failed`; fix the
+    cause and continue with --resume); 130 or 143 stopped by Ctrl-C or SIGTERM (resumable).
+    """
     from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
     options = RunOptions(
@@ -86,6 +106,7 @@ def run(
         postings=postings,
         biographies=biographies,
         allow_endpoints=tuple(allow_endpoint or ()),
+        trust_backends=tuple(trust_backend or ()),
     )
     try:
         prepared = prepare(options)
@@ -144,10 +165,11 @@ def run(
     if outcome.status != "complete":
         err_console.print(
             styled(f"run {outcome.status}", "red", f": {outcome.message}\n")
-            + "everything answered is saved; continue with: "
-            f"biasim run --resume {outcome.out}"
+            + "everything answered is saved; fix the cause, then continue with: "
+            f"biasim run --resume {outcome.out}",
+            highlight=False,
         )
-        raise typer.Exit(1)
+        raise typer.Exit(outcome.exit_code or EXIT_BROKEN)
 
 
 def _print_errors(results: Any) -> None:
@@ -295,13 +317,17 @@ def _print_biographies(config: Any, console: Any = out_console) -> None:
 
 def _print_endpoint_notes(loaded: Any) -> None:
     """What `biasim run` will ask the user to confirm (a valid study, but not yet runnable)."""
-    from biasim.simulator.llm.allowlist import endpoint_problems, user_allowed_hosts
+    from biasim.simulator.llm.allowlist import (
+        endpoint_problems,
+        user_allowed_hosts,
+        user_trusted_backends,
+    )
 
     try:
-        allowed = user_allowed_hosts()
+        allowed, trusted = user_allowed_hosts(), user_trusted_backends()
     except InputError as exc:
         fail_input(exc)
-    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed):
+    for problem in endpoint_problems(loaded.config, loaded.source_map, allowed, trusted):
         out_console.print(f"note: {problem}", highlight=False, soft_wrap=True)
 
 

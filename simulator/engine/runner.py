@@ -40,10 +40,23 @@ from biasim.simulator.common.rundir import (
 )
 from biasim.simulator.common.yamlsource import SourceMap
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
+from biasim.simulator.engine.failures import (
+    DEFAULT_MAX_ERROR_RATE,
+    EXIT_BROKEN,
+    EXIT_CALLS_FAILED,
+    calls_failure,
+)
 from biasim.simulator.engine.model import SAMPLING_FIELDS, StudyModel
 from biasim.simulator.engine.progress import ProgressFactory
 from biasim.simulator.engine.results import ResultsWriter, result_schema
-from biasim.simulator.llm.allowlist import endpoint_problems, redact_study, user_allowed_hosts
+from biasim.simulator.llm.allowlist import (
+    destinations,
+    endpoint_problems,
+    redact_study,
+    undeclared_servers,
+    user_allowed_hosts,
+    user_trusted_backends,
+)
 from biasim.simulator.llm.errors import BackendConfigError
 from biasim.simulator.llm.http_common import is_local_url
 from biasim.simulator.llm.registry import create_backend, unsupported_setting
@@ -86,9 +99,11 @@ class RunOptions(StudyOptions):
     out: Path | None = None
     resume: Path | None = None
     replay: Path | None = None
-    max_error_rate: float | None = 0.5
+    max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
     #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
     allow_endpoints: tuple[str, ...] = ()
+    #: Backends the user lets run without a complete declaration (``--trust-backend``).
+    trust_backends: tuple[str, ...] = ()
 
 
 @dataclass
@@ -167,12 +182,16 @@ def prepare(options: RunOptions) -> PreparedRun:
         if reason:
             raise InputError([Problem("--out", None, "", reason)])
     problems = endpoint_problems(
-        study.config, study.source_map, [*options.allow_endpoints, *user_allowed_hosts()]
+        study.config,
+        study.source_map,
+        [*options.allow_endpoints, *user_allowed_hosts()],
+        [*options.trust_backends, *user_trusted_backends()],
     )
     if problems:
         raise InputError(problems)
     if options.replay is not None and not (options.replay / CALLS).is_file():
         raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
+    _check_stores(options)
     runtimes = build_runtimes(study)
     return PreparedRun(
         study=study,
@@ -182,6 +201,34 @@ def prepare(options: RunOptions) -> PreparedRun:
         options=options,
         previous=previous,
     )
+
+
+def _check_stores(options: RunOptions) -> None:
+    """A corrupt or truncated call store to resume or replay is exit 2 naming it, before the
+    manifest is touched (a finished run stays ``complete``, not ``running``).
+
+    Raises:
+        InputError: The store cannot be read as one.
+    """
+    from biasim.simulator.engine.store import store_problem
+
+    for option, run_dir in (("--resume", options.resume), ("--replay", options.replay)):
+        path = run_dir / CALLS if run_dir is not None else None
+        if path is None or not path.is_file():
+            continue
+        why = store_problem(path, read_only=option == "--replay")
+        if why is not None:
+            raise InputError(
+                [
+                    Problem(
+                        str(path),
+                        None,
+                        "",
+                        f"{why}; {option} needs it intact and changed nothing: restore it from a "
+                        "backup, or start a new run with --out",
+                    )
+                ]
+            )
 
 
 #: Role fields that do not define a runtime (``shared`` says who plays a role, not how).
@@ -211,6 +258,14 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                 except BackendConfigError as exc:
                     path = ("roles", name, *(exc.field.split(".") if exc.field else ()))
                     raise InputError([study.source_map.problem(path, str(exc))]) from None
+                if stray := undeclared_servers(backend, role):
+                    message = (
+                        f"the {role.backend} backend was built to contact {', '.join(stray)}, "
+                        "which its egress declaration does not name; its author must declare "
+                        "every server (see docs/guides/security.md)"
+                    )
+                    at = ("roles", name, "backend")
+                    raise InputError([study.source_map.problem(at, message)])
                 shared[ident] = BackendRuntime(
                     backend,
                     concurrency=role.max_concurrency or backend.default_concurrency,
@@ -272,7 +327,7 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
     for (name, label), runtime in prepared.runtimes.items():
         role = players[name][label]
         roles[f"{name}[{label}]" if label else name] = {
-            "backend": runtime.identity,
+            "backend": redact_study(runtime.identity, in_options=True),
             "synthetic": runtime.backend.synthetic,
             "temperature": role.temperature,
             "top_p": role.top_p,
@@ -298,6 +353,9 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
         # from here, so such a run resumes without them).
         "study": redact_study(prepared.study.resolved),
         "roles": roles,
+        # Where each role's requests went and which variables' values went with them (names
+        # only), as its backend declared and the allow-list checked.
+        "destinations": destinations(study),
         "seeds": {
             "study": study.seed,
             "per_call": (
@@ -399,7 +457,7 @@ def _run_study(
     )
     model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop, writer)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
-    status, message = "complete", ""
+    status, message, exit_code = "complete", "", 0
     failure = ""
     stage_seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -425,7 +483,7 @@ def _run_study(
         if stop.stopping:
             raise RunInterrupted([], [])
     except RunAborted as exc:
-        status, message = "aborted", str(exc)
+        status, message, exit_code = "failed", str(exc), EXIT_CALLS_FAILED
     except (RunInterrupted, KeyboardInterrupt):
         # KeyboardInterrupt only where no handler could be installed (not the main thread).
         status, message = "interrupted", "interrupted by the user"
@@ -433,11 +491,15 @@ def _run_study(
         # Whatever broke after the run directory existed, the run is not complete: what was
         # answered is in the store and `--resume` continues from it.
         status, message = "failed", f"{type(exc).__name__}: {exc}"
+        exit_code = EXIT_BROKEN
         failure = "".join(traceback.format_exception(exc))
     finally:
         wall = time.perf_counter() - t0
         writer.close()
         results = pd.read_parquet(out / RESULTS_PARQUET)
+        why = calls_failure(results, prepared.options.max_error_rate)
+        if status == "complete" and why is not None:
+            status, message, exit_code = "failed", why, EXIT_CALLS_FAILED
         totals = store.totals()
         new_calls, hits = store.new_calls, store.cache_hits
         store.close()
@@ -506,7 +568,7 @@ def _run_study(
         results=results,
         summary=summary,
         message=message,
-        exit_code=stop.exit_code if status == "interrupted" else 0,
+        exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,10 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
+#: Columns every store has had (later ones are added on open, see :func:`connect`).
+_REQUIRED_COLUMNS = frozenset(
+    {"key", "unit_id", "stage", "role", "status", "text", "parsed", "error", "request"}
+)
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
@@ -86,6 +91,29 @@ def connect(path: Path | str) -> sqlite3.Connection:
         # Nor which server answered: those rows keep NULL.
         conn.execute("ALTER TABLE calls ADD COLUMN server TEXT")
     return conn
+
+
+def store_problem(path: Path, *, read_only: bool = False) -> str | None:
+    """Why ``path`` cannot serve as a call store (truncated, corrupt, not SQLite, not a store of
+    calls), or ``None``; it changes nothing and creates nothing.
+
+    Args:
+        path: An existing ``calls.sqlite``.
+        read_only: Open it read-only (a ``--replay`` source in someone else's directory).
+    """
+    try:
+        uri = f"{path.resolve().as_uri()}?mode={'ro' if read_only else 'rw'}"
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            verdict = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            if verdict != ["ok"]:
+                return f"corrupt call store ({'; '.join(map(str, verdict[:3]))})"
+            columns = _columns(conn)
+            if columns and not columns >= _REQUIRED_COLUMNS:
+                missing = ", ".join(sorted(_REQUIRED_COLUMNS - columns))
+                return f"not a call store of biasim (table `calls` lacks {missing})"
+    except sqlite3.Error as exc:  # "file is not a database", "database disk image is malformed"
+        return f"unreadable call store ({exc})"
+    return None
 
 
 def _columns(conn: sqlite3.Connection) -> set[str]:

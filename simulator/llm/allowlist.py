@@ -8,11 +8,15 @@ to any host. A role passes when its destination is the backend's default (or the
 allowed the host with ``--allow-endpoint HOST`` or ``allow_endpoints`` in their own config file
 (``$BIASIM_CONFIG``, else ``~/.config/biasim/config.toml``). A loopback server chosen by the study
 needs no confirmation while no key would reach it.
+
+What a role sends where is the backend's own declaration (:mod:`simulator.llm.egress`), read
+from its registration before anything is built, so built-in, LangChain and plug-in backends
+pass the same check; a backend that cannot declare runs only when the user trusts it
+(``--trust-backend NAME``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import os
 import re
@@ -23,36 +27,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from biasim.registry import BACKENDS, MissingExtra, UnknownPlugin
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.llm.egress import NO_EGRESS, Egress
+from biasim.simulator.llm.errors import BackendConfigError
 
-OPENAI_KEY_ENV = "OPENAI_API_KEY"
-OLLAMA_KEY_ENV = "OLLAMA_API_KEY"
-OPENAI_DEFAULT_HOST = "api.openai.com"
-OLLAMA_DEFAULT_HOST = "localhost:11434"
 CONFIG_ENV = "BIASIM_CONFIG"
 _REDACTED = "***"
 # A URL with user-info or a query inside free text (an SDK's error message, a log line).
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-
-
-@dataclass(frozen=True)
-class Destination:
-    """Where one role's requests go and which key variable travels with them.
-
-    Attributes:
-        path: Field path of the role (or model variant) in the study.
-        backend: Backend name.
-        url: The server as the study wrote it, or ``None`` when the study chose none.
-        key_env: Key variable the study named, or ``None`` for the backend's default.
-        key_vars: Every variable whose value the backend would send.
-    """
-
-    path: tuple[str | int, ...]
-    backend: str
-    url: str | None
-    key_env: str | None
-    key_vars: tuple[str, ...]
 
 
 def user_config_path() -> Path:
@@ -70,6 +54,19 @@ def user_allowed_hosts() -> list[str]:
     Raises:
         InputError: The file exists but is not TOML with a list of host strings there.
     """
+    return _user_config_list("allow_endpoints", "host names")
+
+
+def user_trusted_backends() -> list[str]:
+    """``trust_backends`` from the user's config file (backends let run undeclared).
+
+    Raises:
+        InputError: The file exists but is not TOML with a list of names there.
+    """
+    return _user_config_list("trust_backends", "backend names")
+
+
+def _user_config_list(key: str, what: str) -> list[str]:
     path = user_config_path()
     if not path.is_file():
         return []
@@ -77,12 +74,10 @@ def user_allowed_hosts() -> list[str]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError([Problem(str(path), None, "", f"unreadable config: {exc}")]) from None
-    hosts = data.get("allow_endpoints", [])
-    if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
-        raise InputError(
-            [Problem(str(path), None, "allow_endpoints", "must be a list of host names")]
-        )
-    return hosts
+    values = data.get(key, [])
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise InputError([Problem(str(path), None, key, f"must be a list of {what}")])
+    return values
 
 
 def _host_port(url: str) -> tuple[str, int | None]:
@@ -113,92 +108,156 @@ def is_allowed(url: str, allowed: Iterable[str]) -> bool:
     return False
 
 
-def destinations(config: Any) -> Iterator[Destination]:
-    """Every network role and model variant of a validated study, with what it sends where."""
+@dataclass(frozen=True)
+class Declared:
+    """One role (or model variant) of a study and what its backend declared.
+
+    Attributes:
+        path: Field path of the role or variant in the study.
+        backend: Backend name.
+        egress: The declaration, or ``None`` for a backend that makes none.
+        error: Why the declaration could not be made (a bad option), with the field at fault.
+    """
+
+    path: tuple[str | int, ...]
+    backend: str
+    egress: Egress | None
+    error: BackendConfigError | None = None
+
+
+def declared_egress(role: Any) -> Egress | None:
+    """What the backend of ``role`` declares (``egress(role)`` on its registered factory).
+
+    Returns:
+        The declaration; ``None`` for a backend that declares nothing, or one that cannot be
+        loaded here (unknown, or its extra is not installed: validation says so).
+
+    Raises:
+        BackendConfigError: The role's options make no valid declaration.
+    """
+    try:
+        factory = BACKENDS.load(role.backend)
+    except (UnknownPlugin, MissingExtra):
+        return NO_EGRESS
+    declare = getattr(factory, "egress", None)
+    if declare is None:
+        return None
+    egress = declare(role)
+    if not isinstance(egress, Egress):
+        return None
+    return egress
+
+
+def declarations(config: Any) -> Iterator[Declared]:
+    """Every role and model variant of a validated study with its backend's declaration."""
     for name, role in config.roles.items():
         for j, variant in enumerate(role.variants().values()):
             at = ("roles", name, "models", j) if role.models else ("roles", name)
-            found = _destination(at, variant.backend, str(variant.model or ""), variant.options)
-            if found is None:
-                continue
-            # A role may list several servers (`base_url: [...]`): each is a destination.
-            urls = found.url if isinstance(found.url, list) else [found.url]
-            for url in urls:
-                yield dataclasses.replace(found, url=url and str(url))
+            try:
+                yield Declared(at, variant.backend, declared_egress(variant))
+            except BackendConfigError as exc:
+                yield Declared(at, variant.backend, None, exc)
 
 
-def _destination(
-    path: tuple[str | int, ...], backend: str, model: str, options: dict[str, Any]
-) -> Destination | None:
-    named = options.get("api_key_env")
-    key_env = str(named) if named else None
-    if backend == "openai":
-        url = options.get("base_url")
-        own = key_env if key_env != OPENAI_KEY_ENV else None
-        return Destination(path, backend, url or None, own, (key_env or OPENAI_KEY_ENV,))
-    if backend == "ollama":
-        url = options.get("host")
-        return Destination(path, backend, url and str(url), None, (OLLAMA_KEY_ENV,))
-    if backend == "langchain":
-        url = options.get("base_url")
-        default = OPENAI_KEY_ENV if model.lower().startswith("openai:") else None
-        keys = tuple(k for k in (key_env or default,) if k)
-        # Only the openai provider has a default variable; any other named one is the study's.
-        return Destination(
-            path, backend, url and str(url), key_env if key_env != default else None, keys
-        )
-    return None
-
-
-def _default_url(dest: Destination) -> str:
-    if dest.backend == "ollama":
-        return os.environ.get("OLLAMA_HOST") or OLLAMA_DEFAULT_HOST
-    return os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_HOST
-
-
-def endpoint_problems(config: Any, smap: SourceMap, allowed: Iterable[str]) -> list[Problem]:
+def endpoint_problems(
+    config: Any, smap: SourceMap, allowed: Iterable[str], trusted: Iterable[str] = ()
+) -> list[Problem]:
     """Roles that would send requests or a key somewhere the user has not allowed.
 
     Args:
         config: A validated study.
         smap: Where its fields were written.
         allowed: Hosts from ``--allow-endpoint`` and the user's config file.
+        trusted: Backends the user lets run without a complete declaration
+            (``--trust-backend``, ``trust_backends`` in the config file).
 
     Returns:
-        One problem per role or variant, naming the host and how to allow it.
+        One problem per role, variant or host, naming the host and how to allow it.
     """
-    allowed = list(allowed)
+    allowed, trusted = list(allowed), set(trusted)
     problems = []
-    for dest in destinations(config):
-        url = dest.url or _default_url(dest)
-        if is_allowed(url, allowed):
+    for item in declarations(config):
+        if item.error is not None:
+            field = item.error.field.split(".") if item.error.field else ()
+            problems.append(smap.problem((*item.path, *field), str(item.error)))
             continue
-        host, port = _host_port(url)
-        shown = f"{host}:{port}" if port else host
-        sent = [k for k in dest.key_vars if os.environ.get(k)]
+        undeclared = item.backend if item.egress is None else item.egress.undeclared
+        if undeclared is not None and undeclared not in trusted:
+            problems.append(smap.problem((*item.path, "backend"), _undeclared(undeclared)))
+        if item.egress is not None:
+            problems += _host_problems(item.path, item.egress, smap, allowed)
+    return problems
+
+
+def _undeclared(name: str) -> str:
+    return (
+        f"`{name}` does not declare the hosts it contacts and the environment variables it "
+        f"sends, so biasim cannot check where keys go: run it with --trust-backend {name} "
+        f"(or add it to trust_backends in {user_config_path()}) if you trust it"
+    )
+
+
+def _host_problems(
+    path: tuple[str | int, ...], egress: Egress, smap: SourceMap, allowed: list[str]
+) -> list[Problem]:
+    problems = []
+    sent = [k for k in egress.env_vars if os.environ.get(k)]
+    for host in egress.hosts:
+        if is_allowed(host.url, allowed):
+            continue
+        name, port = _host_port(host.url)
+        shown = f"{name}:{port}" if port else name
         how = (
             f"confirm with --allow-endpoint {shown} (or add it to allow_endpoints in "
             f"{user_config_path()})"
         )
-        if dest.key_env is not None and dest.key_env in sent:
+        # A loopback server gets no key when none is set, unless the variables are not known.
+        harmless = _is_loopback(name) and not sent and egress.undeclared is None
+        if egress.key_field is not None and sent:
             problems.append(
                 smap.problem(
-                    (*dest.path, "options", "api_key_env"),
-                    f"the study sends the value of environment variable {dest.key_env} to "
+                    (*path, *egress.key_field.split(".")),
+                    f"the study sends the value of environment variable {', '.join(sent)} to "
                     f"{shown}; a study file may not choose which key goes where: {how}",
                 )
             )
-        elif dest.url is not None and not (_is_loopback(host) and not sent):
+        elif host.field is not None and not harmless:
             what = f" with the key in {', '.join(sent)}" if sent else ""
-            field = "host" if dest.backend == "ollama" else "base_url"
             problems.append(
                 smap.problem(
-                    (*dest.path, "options", field),
-                    f"the study sends its requests{what} to {shown}, which is not the "
-                    f"backend's default: {how}",
+                    (*path, *host.field.split(".")),
+                    f"the study sends its requests{what} to {shown} (chosen by {host.field}), "
+                    f"which is not the backend's default: {how}",
                 )
             )
     return problems
+
+
+def undeclared_servers(backend: Any, role: Any) -> list[str]:
+    """Servers a built backend says it uses (``base_url`` or ``host``) that its declaration for
+    ``role`` does not name: a plug-in that inherits a declaration and connects elsewhere."""
+    servers = getattr(backend, "base_url", None) or getattr(backend, "host", None)
+    egress = declared_egress(role)
+    if not servers or egress is None:
+        return []
+    declared = {_host_port(host.url) for host in egress.hosts}
+    listed = servers if isinstance(servers, list) else [servers]
+    return [str(url) for url in listed if _host_port(str(url)) not in declared]
+
+
+def destinations(config: Any) -> dict[str, dict[str, list[str]]]:
+    """Per role, the hosts it contacts (credentials redacted) and the variables it sends, as the
+    manifest records them."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for item in declarations(config):
+        if item.egress is None:
+            continue
+        key = ".".join(str(p) for p in item.path[1:])
+        found[key] = {
+            "hosts": [redact_url(host.url) for host in item.egress.hosts],
+            "env_vars": list(item.egress.env_vars),
+        }
+    return found
 
 
 def redact_url(url: str) -> str:
@@ -226,17 +285,19 @@ def redact_text(text: str) -> str:
     return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
 
 
-def redact_study(data: Any) -> Any:
-    """A copy of a study document with every server URL's credentials redacted."""
+def redact_study(data: Any, *, in_options: bool = False) -> Any:
+    """A copy of a study document (or a backend identity) with every server URL's credentials
+    redacted: ``base_url`` and ``host`` anywhere, and every URL inside a role's ``options``
+    (a LangChain ``kwargs`` alias); URLs in prompts and other text are left as written."""
     if isinstance(data, dict):
         return {
             k: redact_url(v)
-            if k in ("base_url", "host") and isinstance(v, str)
-            else [redact_url(u) if isinstance(u, str) else u for u in v]
-            if k == "base_url" and isinstance(v, list)
-            else redact_study(v)
+            if isinstance(v, str) and (in_options or k in ("base_url", "host"))
+            else redact_study(v, in_options=in_options or k in ("options", "kwargs", "base_url"))
             for k, v in data.items()
         }
     if isinstance(data, list):
-        return [redact_study(v) for v in data]
+        return [redact_study(v, in_options=in_options) for v in data]
+    if isinstance(data, str) and in_options:
+        return redact_url(data)
     return data

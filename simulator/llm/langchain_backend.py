@@ -16,10 +16,12 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
+from biasim.simulator.llm.egress import Egress, Host
 from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError, TransientError
 from biasim.simulator.llm.http_common import (
     DEFAULT_API_KEY_ENV,
@@ -32,7 +34,8 @@ from biasim.simulator.llm.http_common import (
     resolve_api_key,
     structured_mode,
 )
-from biasim.simulator.llm.ollama_backend import map_ollama_error
+from biasim.simulator.llm.ollama_backend import DEFAULT_HOST as OLLAMA_DEFAULT_HOST
+from biasim.simulator.llm.ollama_backend import OLLAMA_KEY_ENV, map_ollama_error
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 _OPTIONS = {"base_url", "api_key_env", "kwargs", "structured"}
@@ -73,6 +76,16 @@ _RESERVED_KWARGS = frozenset(
         "seed",
     }
 )
+# A kwargs key naming where requests go. It matches every such field and alias of the installed
+# integrations (ChatOpenAI's base_url / openai_api_base / openai_proxy, AzureChatOpenAI's
+# azure_endpoint, ChatOllama's base_url, httpx's base_url / proxy / mounts in client_kwargs;
+# tests/unit/llm/test_egress_declarations.py checks them against the classes) and those of other
+# providers (api_base, endpoint, host, server_url, ...): a false alarm costs one --allow-endpoint.
+_SERVER_KEY = re.compile(
+    r"url|uri|host|endpoint|prox|server|mount|transport|address|(^|_)base($|_)"
+)
+# Keys naming a route to the server (a proxy) rather than the server.
+_ROUTE_KEY = re.compile(r"prox|mount|transport")
 _SECRET_NAME = re.compile(
     r"(^|_)(api_?key|key|token|access_token|secret|password|authorization|credentials?)$"
 )
@@ -101,48 +114,28 @@ class LangChainBackend:
         options = dict(role.options)
         check_options(options, _OPTIONS, self.name)
         spec = str(role.model or "")
-        provider, _, model_name = spec.partition(":")
-        provider = provider.strip().lower().replace("-", "_")
-        if not provider or not model_name.strip():
-            raise BackendConfigError(
-                "the langchain backend needs `model: provider:model`, e.g. `openai:gpt-4o-mini` "
-                "or `ollama:llama3.2`",
-                field="model",
-            )
+        provider = _provider(spec)
+        model_name = spec.partition(":")[2]
         self.model = spec
         self.provider = provider
         self.structured = structured_mode(
             options, _STRUCTURED_MODES, "json_schema" if provider in _NATIVE_STRUCTURED else "none"
         )
-        extra = options.get("kwargs", {})
-        if not isinstance(extra, dict):
-            raise BackendConfigError("`kwargs` must be a mapping", field="options.kwargs")
-        for key in extra:
-            lowered = str(key).lower()
-            if lowered in _RESERVED_KWARGS:
-                raise BackendConfigError(
-                    f"`{key}` is set by the role (model, sampling) or by options.base_url, "
-                    "not by options.kwargs",
-                    field=f"options.kwargs.{key}",
-                )
-            if _SECRET_NAME.search(lowered):
-                raise BackendConfigError(
-                    f"`{key}` may not be written in a study file; name the environment variable "
-                    "that holds it with `api_key_env`",
-                    field=f"options.kwargs.{key}",
-                )
+        extra = _checked_kwargs(options)
         self.kwargs = dict(extra)
         base_url = option_str(options, "base_url")
         key_env = option_str(options, "api_key_env")
         self.base_url = public_url(base_url)
+        # The server the key is resolved for is the one the declaration names (a URL in
+        # `kwargs` included), so a key never goes where the allow-list did not look.
+        chosen = [host.url for host in self.egress(role).hosts if _is_endpoint(host)]
+        env_url = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+        effective_url = chosen[0] if chosen else env_url if provider == "openai" else None
 
         build = dict(self.kwargs)
         self._http_client: Any = None
         if provider == "openai":
             key_env = key_env or DEFAULT_API_KEY_ENV
-            effective_url = (
-                base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
-            )
             build["api_key"] = resolve_api_key(key_env, effective_url)
             build.setdefault("max_retries", 0)  # the retry layer is the only one that retries
             build.setdefault("timeout", SDK_TIMEOUT_S)
@@ -160,7 +153,7 @@ class LangChainBackend:
                 client_kwargs["headers"] = headers
             build["client_kwargs"] = client_kwargs
         elif key_env:
-            build["api_key"] = resolve_api_key(key_env, base_url)
+            build["api_key"] = resolve_api_key(key_env, effective_url)
         if base_url:
             build["base_url"] = base_url
         self._key_env = key_env
@@ -178,6 +171,37 @@ class LangChainBackend:
             self._model = self._build(model_name.strip(), build)
         table = _SAMPLING_FIELDS.get(provider, _DEFAULT_SAMPLING_FIELDS)
         self._sampling = {ours: theirs for ours, theirs in table.items() if theirs in fields}
+
+    @classmethod
+    def egress(cls, role: Any) -> Egress:
+        """The servers the chat model will contact and the variables whose values it sends.
+
+        A server is chosen by ``options.base_url`` or by any ``kwargs`` entry that names one
+        (see :func:`_kwargs_hosts`), else it is the integration's default. For the providers
+        whose source biasim knows (openai, azure_openai, ollama; :func:`_provider_defaults`)
+        the declaration is complete; any other provider is ``undeclared``.
+
+        Raises:
+            BackendConfigError: No ``provider:model``, or ``kwargs`` that may not be written.
+        """
+        options = dict(role.options)
+        provider = _provider(str(role.model or ""))
+        chosen = list(_kwargs_hosts(_checked_kwargs(options), "options.kwargs"))
+        base_url = option_str(options, "base_url")
+        if base_url:
+            chosen.insert(0, Host(base_url, "options.base_url"))
+        key_env = option_str(options, "api_key_env")
+        known = _provider_defaults(provider, key_env)
+        if known is None:
+            keys = (key_env,) if key_env else ()
+            field = "options.api_key_env" if key_env else None
+            return Egress(tuple(chosen), keys, field, undeclared=f"langchain:{provider}")
+        urls, keys, default_key = known
+        # A proxy the study names carries the requests; the endpoint is still the default.
+        defaults = () if any(map(_is_endpoint, chosen)) else tuple(Host(url) for url in urls)
+        hosts = (*chosen, *defaults)
+        field = "options.api_key_env" if key_env and key_env != default_key else None
+        return Egress(hosts, keys, field)
 
     def _build(self, model_name: str, kwargs: dict[str, Any]) -> Any:
         if self.provider == "openai" and "http_async_client" not in kwargs:
@@ -291,6 +315,111 @@ class LangChainBackend:
         sync_client = getattr(self._model, "_client", None)
         if sync_client is not None and hasattr(sync_client, "close"):
             sync_client.close()
+
+
+def _provider(spec: str) -> str:
+    """The provider of ``provider:model``, normalised.
+
+    Raises:
+        BackendConfigError: ``spec`` names no provider or no model.
+    """
+    provider, _, model_name = spec.partition(":")
+    provider = provider.strip().lower().replace("-", "_")
+    if not provider or not model_name.strip():
+        raise BackendConfigError(
+            "the langchain backend needs `model: provider:model`, e.g. `openai:gpt-4o-mini` "
+            "or `ollama:llama3.2`",
+            field="model",
+        )
+    return provider
+
+
+def _checked_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    """``options.kwargs``, refused where it sets what the role sets or holds a secret.
+
+    Raises:
+        BackendConfigError: Not a mapping, a reserved key, or a secret at any depth (a header
+            such as ``client_kwargs.headers.Authorization`` included).
+    """
+    extra = options.get("kwargs", {})
+    if not isinstance(extra, dict):
+        raise BackendConfigError("`kwargs` must be a mapping", field="options.kwargs")
+    for key in extra:
+        if str(key).lower() in _RESERVED_KWARGS:
+            raise BackendConfigError(
+                f"`{key}` is set by the role (model, sampling) or by options.base_url, "
+                "not by options.kwargs",
+                field=f"options.kwargs.{key}",
+            )
+    secret = _secret_field(extra, "options.kwargs")
+    if secret is not None:
+        raise BackendConfigError(
+            f"`{secret.rpartition('.')[2]}` may not be written in a study file; name the "
+            "environment variable that holds the key with `api_key_env`",
+            field=secret,
+        )
+    return extra
+
+
+def _secret_field(value: Any, field: str) -> str | None:
+    """The first field under ``value`` whose name says it holds a secret, or ``None``."""
+    if not isinstance(value, dict):
+        return None
+    for key, inner in value.items():
+        here = f"{field}.{key}"
+        if _SECRET_NAME.search(str(key).lower()):
+            return here
+        found = _secret_field(inner, here)
+        if found is not None:
+            return found
+    return None
+
+
+def _kwargs_hosts(value: Any, field: str, named: bool = False) -> Iterator[Host]:
+    """Every server ``kwargs`` chooses: a string under a key that names a server, or any string
+    that is a URL, at any depth (``client_kwargs: {proxy: ...}``, ``mounts``).
+
+    A list item reports its list's field (a source location has no index for it).
+    """
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            names_server = named or bool(_SERVER_KEY.search(str(key).lower()))
+            yield from _kwargs_hosts(inner, f"{field}.{key}", names_server)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            yield from _kwargs_hosts(inner, field, named)
+    elif isinstance(value, str) and value.strip() and (named or "://" in value):
+        yield Host(value.strip(), field)
+
+
+def _is_endpoint(host: Host) -> bool:
+    """Whether a server the study chose is the endpoint itself, not a proxy on the way."""
+    last = (host.field or "").rpartition(".")[2].lower()
+    return host.field is not None and not _ROUTE_KEY.search(last)
+
+
+def _provider_defaults(
+    provider: str, key_env: str | None
+) -> tuple[tuple[str, ...], tuple[str, ...], str | None] | None:
+    """Default servers, variables sent and default key variable of the integrations biasim
+    knows, as their source (langchain-openai 1.7, langchain-ollama 1.1, ollama 0.6) reads
+    them; ``None`` for any other provider.
+
+    ``api_key_env`` replaces the integration's own key variable (this backend passes its value
+    as the key, or for ollama as the bearer token, which the client then does not overwrite).
+    """
+    env = os.environ.get
+    if provider == "openai":
+        url = env("OPENAI_API_BASE") or env("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return (url,), (key_env or DEFAULT_API_KEY_ENV,), DEFAULT_API_KEY_ENV
+    if provider == "azure_openai":
+        keys = (key_env,) if key_env else ("AZURE_OPENAI_API_KEY", DEFAULT_API_KEY_ENV)
+        urls = tuple(u for u in (env("AZURE_OPENAI_ENDPOINT"),) if u)
+        return urls, (*keys, "AZURE_OPENAI_AD_TOKEN"), None
+    if provider == "ollama":
+        url = env("OLLAMA_HOST") or OLLAMA_DEFAULT_HOST
+        return (url,), (key_env or OLLAMA_KEY_ENV,), OLLAMA_KEY_ENV
+    return None
 
 
 def _to_langchain(messages: tuple[dict[str, str], ...]) -> list[Any]:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from biasim.simulator.llm.egress import NO_EGRESS, Egress
 from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
@@ -61,6 +62,11 @@ class LocalBackend:
     default_concurrency = 1
     endpoints = ("chat", "completions")
     sampling_extras = frozenset({"frequency_penalty", "presence_penalty", "stop"})
+
+    @classmethod
+    def egress(cls, role: Any) -> Egress:
+        """The model runs in this process from a local file: no server, no key."""
+        return NO_EGRESS
 
     def __init__(self, role: Any) -> None:
         options = dict(role.options)

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from biasim.simulator.llm.egress import Egress, Host
 from biasim.simulator.llm.errors import BackendConfigError, BackendError, TransientError
 from biasim.simulator.llm.http_common import (
     SDK_TIMEOUT_S,
@@ -28,6 +29,8 @@ from biasim.simulator.llm.http_common import (
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, extra_sampling
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
+#: The ollama client sends this variable's value as a bearer token when it is set.
+OLLAMA_KEY_ENV = "OLLAMA_API_KEY"
 _OPTIONS = {"host", "structured"}
 _STRUCTURED_MODES = ("json_schema", "json_object", "none")
 _CONNECT_TIMEOUT_S = 30.0
@@ -105,6 +108,14 @@ class OllamaBackend:
             host=host, timeout=httpx.Timeout(SDK_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S)
         )
 
+    @classmethod
+    def egress(cls, role: Any) -> Egress:
+        """Its server (the study's ``host``, else ``OLLAMA_HOST``, else this machine) and the
+        variable the ollama client sends as a bearer token."""
+        host = option_str(dict(role.options), "host")
+        url = host or os.environ.get("OLLAMA_HOST") or DEFAULT_HOST
+        return Egress((Host(url, "options.host" if host else None),), (OLLAMA_KEY_ENV,))
+
     def identity(self) -> dict[str, Any]:
         """Backend, model, server and structured mode."""
         return {
@@ -141,7 +152,7 @@ class OllamaBackend:
             )
         except Exception as exc:
             # The client sends OLLAMA_API_KEY (if set) as a bearer token; never echo it.
-            secret = os.environ.get("OLLAMA_API_KEY")
+            secret = os.environ.get(OLLAMA_KEY_ENV)
             mapped = map_ollama_error(exc, secret) or map_body_error(exc)
             if mapped is None:
                 raise

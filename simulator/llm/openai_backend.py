@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from biasim.simulator.llm.egress import Egress, Host
 from biasim.simulator.llm.endpoints import ServerPool
 from biasim.simulator.llm.errors import BackendConfigError, BackendError, TransientError
 from biasim.simulator.llm.http_common import (
@@ -91,6 +92,17 @@ class OpenAIBackend:
         self.adapts_per_server = len(servers) > 1
         limit = getattr(role, "max_concurrency", None) or self.default_concurrency
         self.pool = ServerPool(servers, limit, adaptive=self.adapts_per_server)
+
+    @classmethod
+    def egress(cls, role: Any) -> Egress:
+        """Its servers (the study's ``base_url``, else ``OPENAI_BASE_URL``, else the hosted API)
+        and its key variable (``api_key_env``, default ``OPENAI_API_KEY``)."""
+        options = dict(role.options)
+        key_env = option_str(options, "api_key_env", DEFAULT_API_KEY_ENV) or DEFAULT_API_KEY_ENV
+        chosen = "options.base_url" if options.get("base_url") is not None else None
+        hosts = tuple(Host(url or HOSTED_BASE_URL, chosen) for url in _base_urls(options))
+        key_field = "options.api_key_env" if key_env != DEFAULT_API_KEY_ENV else None
+        return Egress(hosts, (key_env,), key_field)
 
     def identity(self) -> dict[str, Any]:
         """Backend, model, server(s) and structured mode (never the key, nor the transport,

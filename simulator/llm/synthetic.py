@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from biasim.simulator.llm.egress import NO_EGRESS, Egress
 from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
@@ -45,6 +46,11 @@ class SyntheticBackend:
     name = "synthetic"
     synthetic = True
     default_concurrency = 64
+
+    @classmethod
+    def egress(cls, role: Any) -> Egress:
+        """A test double: it contacts no server and reads no key."""
+        return NO_EGRESS
 
     def __init__(self, role: Any) -> None:
         self._fields: dict[str, Any] = dict(getattr(role, "synthetic", {}) or {})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from jinja2 import TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
@@ -57,6 +58,7 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                 )
             elif why := BACKENDS.missing_extra(role.backend):
                 add(smap.problem(("roles", name, "backend"), why))
+    problems += _credential_urls(config, smap)
     for name, role in config.roles.items():
         for at, tables, _ in _synthetic_tables(name, role):
             for fname, spec in tables.items():
@@ -355,6 +357,43 @@ def _synthetic_keys(
                     )
                 )
     return problems
+
+
+def _credential_urls(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Server URLs with credentials in them (``https://user:pass@host``), anywhere in a role's
+    options: the HTTP client refuses them together with the key header, so every call would
+    fail, and a password in a study file ends up in every copy of it."""
+    problems = []
+    for name, role in config.roles.items():
+        for j, variant in enumerate(role.variants().values()):
+            at = ("roles", name, "models", j) if role.models else ("roles", name)
+            for path in _user_info_paths(variant.options, (*at, "options")):
+                problems.append(
+                    smap.problem(
+                        path,
+                        "a server URL may not carry credentials (`user:password@`): the HTTP "
+                        "client cannot send them with the API key, and the study file would "
+                        "hold a secret; put the key in an environment variable and name it "
+                        "with `api_key_env`",
+                    )
+                )
+    return problems
+
+
+def _user_info_paths(value: Any, at: FieldPath) -> list[FieldPath]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _user_info_paths(v, (*at, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _user_info_paths(v, (*at, i))]
+    # A URL, or Ollama's `host`, which may be written without a scheme.
+    if isinstance(value, str) and "@" in value and ("://" in value or at[-1] == "host"):
+        try:
+            parts = urlsplit(value if "://" in value else f"//{value}")
+        except ValueError:
+            return []
+        if parts.username or parts.password:
+            return [at]
+    return []
 
 
 def _synthetic_tables(

@@ -47,9 +47,9 @@ def test_a_stopped_run_raises_and_resume_finishes_it(tmp_path: Path) -> None:
     study = tmp_path / "s.yaml"
     text = write_study(study, agents=10).read_text()
     study.write_text(text.replace("{latency_ms: 0}", "{latency_ms: 0, fail_rate: 1.0}"))
-    with pytest.raises(RuntimeError, match=r"run aborted: .*biasim.resume\("):
+    with pytest.raises(RuntimeError, match=r"run failed: .*biasim.resume\("):
         biasim.run(study, out=tmp_path / "run")
-    assert biasim.load_run(tmp_path / "run").status == "aborted"
+    assert biasim.load_run(tmp_path / "run").status == "failed"
     fixed = tmp_path / "run" / "manifest.json"
     fixed.write_text(fixed.read_text().replace('"fail_rate": 1.0', '"fail_rate": 0.0'))
     run = biasim.resume(tmp_path / "run")

@@ -189,10 +189,10 @@ def test_error_rate_threshold_stops_cleanly_and_resume_completes(
     out = tmp_path / "run"
     server.enqueue(*[Fault.http_error(500)] * 60)
     result = cli.invoke(app, ["run", str(study), "--out", str(out), "--max-error-rate", "0.2"])
-    assert result.exit_code == 1
-    assert "run aborted" in result.stderr and "--resume" in result.stderr
+    assert result.exit_code == 3  # the calls failed (documented in `biasim run --help`)
+    assert "run failed" in result.stderr and "--resume" in result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "aborted"
+    assert manifest["status"] == "failed"
     assert (out / "results.parquet").exists() and (out / "calls.sqlite").exists()
     server.reset()
     result = cli.invoke(app, ["run", "--resume", str(out)])

@@ -119,18 +119,24 @@ def test_a_remote_host_chosen_by_the_study_needs_confirmation_even_without_a_key
 def test_credentials_in_a_base_url_are_redacted_from_manifest_and_messages(
     tmp_path: Path, server: LoopbackLLMServer
 ) -> None:
-    secret_url = server.openai_base_url.replace("://", "://alice:pw-1234@") + "?api-key=qk-5678"
-    study = _study(tmp_path, {"base_url": secret_url})
     host = server.openai_base_url.split("//")[1].split("/")[0]
+    # User-info can never work (the HTTP client refuses it beside the key header): refused.
+    with_user = server.openai_base_url.replace("://", "://alice:pw-1234@")
+    study = _study(tmp_path, {"base_url": with_user})
+    refused = _biasim("run", str(study), "--out", str(tmp_path / "a"), env={})
+    assert refused.returncode == 2 and "may not carry credentials" in refused.stderr
+    assert "pw-1234" not in refused.stdout + refused.stderr and not (tmp_path / "a").exists()
+    # A key in the query runs, and stays out of every file the run writes.
+    study = _study(tmp_path, {"base_url": server.openai_base_url + "?api-key=qk-5678"})
     out = tmp_path / "run"
     done = _biasim("run", str(study), "--out", str(out), "--allow-endpoint", host, env={})
     assert done.returncode == 0, done.stderr
     manifest = (out / "manifest.json").read_text()
-    assert "***@" in manifest
+    assert "api-key=***" in manifest
     for path in (p for p in out.rglob("*") if p.is_file()):
         data = path.read_bytes()
-        assert b"pw-1234" not in data and b"qk-5678" not in data, path.name
-    assert "pw-1234" not in done.stdout + done.stderr
+        assert b"qk-5678" not in data, path.name
+    assert "qk-5678" not in done.stdout + done.stderr
 
 
 def test_redaction_helpers() -> None:
