@@ -6,6 +6,7 @@ synthetic banner, the models). ``biasim analyze`` and ``biasim compare`` call th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,9 @@ from rich.text import Text
 from biasim.analysis import figures
 from biasim.analysis.stats.parity import status_rates
 from biasim.simulator.common.csvfiles import write_csv
+from biasim.simulator.common.rundir import FILE_MODE
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds import AnalysisContext, Section, get_kind
+from biasim.simulator.kinds import AnalysisContext, Section, get_kind, slug
 from biasim.simulator.llm.structured import OUTSIDE_CHOICES
 from biasim.simulator.study.config import StudyConfig, analysis_name
 
@@ -117,11 +119,36 @@ def analyze(
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
         evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
-    if evidence.summary["synthetic"]:
-        # Every figure of a synthetic run says so, wherever it is shown without the report.
-        for figure in evidence.figures.values():
-            figures.add_banner(figure, SYNTHETIC_NOTE)
+    synthetic = _synthetic_models(df)
+    for name, figure in evidence.figures.items():
+        figures.keep_inside(figure)
+        # A figure drawn from synthetic answers says so wherever it is shown without the
+        # report; one of real models only (in a comparison with a synthetic run) does not.
+        note = _banner_for(name, order, synthetic)
+        if note:
+            figures.add_banner(figure, note)
     return evidence
+
+
+def _synthetic_models(df: pd.DataFrame) -> set[str]:
+    if not len(df):
+        return set()
+    flags = df["synthetic"].fillna(False).astype(bool)
+    return set(df.loc[flags, "model_label"].astype(str))
+
+
+def _banner_for(figure: str, order: list[str], synthetic: set[str]) -> str | None:
+    """The synthetic notice for a figure, naming the synthetic models when it also shows real
+    ones; None when it shows none. A figure whose name carries a model's slug shows that
+    model; any other shows every model."""
+    own = [m for m in order if f"_{slug(m)}" in figure]
+    shown = own or order
+    drawn = [m for m in shown if m in synthetic]
+    if not drawn:
+        return None
+    if len(drawn) == len(shown):
+        return SYNTHETIC_NOTE
+    return f"{', '.join(drawn)}: {SYNTHETIC_NOTE}"
 
 
 def _in_model_order(section: Section, order: list[str]) -> None:
@@ -154,7 +181,9 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
         write_csv(path, table)
         written.append(path)
     for name, figure in evidence.figures.items():
-        written.append(figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png"))
+        path = figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png")
+        os.chmod(path, FILE_MODE)  # as the tables: not the temporary file's owner-only mode
+        written.append(path)
     return written
 
 
