@@ -59,6 +59,12 @@ def fmt(value: Any, spec: str = ".3f") -> str:
     return str(value)
 
 
+def cite(source: str | None, paper: str, where: str) -> str:
+    """`` (paper, where)`` when the study's ``source`` names ``paper``, else empty: a user's
+    own study is not that paper's figure."""
+    return f" ({paper}, {where})" if paper in (source or "") else ""
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of a table drawn from summary records.
@@ -103,12 +109,18 @@ class HtmlSection:
         title: Section heading.
         path: Path of the summary this section renders in summary.json (``("analyses", 0)``).
         figures: Figure name -> PNG bytes, available to :meth:`figure`.
+        source: The study's ``source`` (the paper it reproduces), for :meth:`cite`.
     """
 
     title: str
     path: Path = ()
     figures: dict[str, bytes] = field(default_factory=dict)
+    source: str = ""
     parts: list[str] = field(default_factory=list)
+
+    def cite(self, paper: str, where: str) -> str:
+        """:func:`cite` for this section's study."""
+        return cite(self.source, paper, where)
 
     def heading(self, text: str) -> None:
         """A sub-heading."""

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.panel import Panel
@@ -80,11 +79,7 @@ def base_summary(
     for axis in study.personas.axes:
         if axis in df and df[axis].notna().any():
             rates = status_rates(df, [*by_model, axis])
-            if by_model:
-                rank = {m: i for i, m in enumerate(order)}
-                rates = rates.iloc[
-                    np.argsort(rates["model_label"].map(rank).to_numpy(), kind="stable")
-                ]
+            rates = _ReportOrder(order, study.personas.axes).table(rates)
             summary["outcomes_by_group"][axis] = rates.to_dict("records")
     return summary
 
@@ -108,14 +103,14 @@ def analyze(
     """
     evidence = Evidence(summary=base_summary(df, study, models))
     order = evidence.summary["model_labels"]
+    in_order = _ReportOrder(order, study.personas.axes)
     for i, spec in enumerate(study.analyses):
         name = analysis_name(spec, i)
         ctx = AnalysisContext(
             study=study, name=name, data_dir=data_dir, models=tuple(order), out_dir=out_dir
         )
         section = get_kind(spec.kind).compute(df, spec, ctx)
-        if len(order) > 1:
-            _in_model_order(section, order)
+        in_order.section(section)
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
         evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
@@ -151,24 +146,68 @@ def _banner_for(figure: str, order: list[str], synthetic: set[str]) -> str | Non
     return f"{', '.join(drawn)}: {SYNTHETIC_NOTE}"
 
 
-def _in_model_order(section: Section, order: list[str]) -> None:
-    """Rows of every table and summary list of a multi-model analysis in the user's model
-    order (statistics group by label, which sorts it alphabetically); stable within a model."""
-    rank = {m: i for i, m in enumerate(order)}
+class _ReportOrder:
+    """Rows in the user's model order and each persona axis's declared value order (statistics
+    group by label, which sorts them alphabetically), everything else as computed: a row's
+    other text columns (scenario, condition) keep their blocks where they first appear."""
 
-    def position(label: Any) -> int:
-        return rank.get(label, len(rank))
+    def __init__(self, models: list[str], axes: dict[str, list[str]]) -> None:
+        self.models = {m: i for i, m in enumerate(models)}
+        self.values = {(a, str(v)): i for a, vs in axes.items() for i, v in enumerate(vs)}
+        self.axes = list(axes)
 
-    for name, table in section.tables.items():
-        if "model_label" in table.columns:
-            keys = table["model_label"].map(position).to_numpy()
-            section.tables[name] = table.iloc[np.argsort(keys, kind="stable")].reset_index(
-                drop=True
-            )
-    for key, value in section.summary.items():
-        records = isinstance(value, list) and value and isinstance(value[0], dict)
-        if records and "model_label" in value[0]:
-            section.summary[key] = sorted(value, key=lambda r: position(r.get("model_label")))
+    def _groups(self, keys: list[str]) -> list[str]:
+        pair = ["attribute", "value"] if {"attribute", "value"} <= set(keys) else []
+        return [k for k in keys if k in self.axes] + pair
+
+    def _rank(self, record: dict[str, Any], groups: list[str], blocks: dict) -> tuple:
+        block = tuple(
+            (k, v)
+            for k, v in record.items()
+            if isinstance(v, str) and k not in groups and k != "model_label"
+        )
+        ranks = [self._value_rank(record, g) for g in groups]
+        return (
+            self.models.get(record.get("model_label"), len(self.models)),
+            blocks.setdefault(block, len(blocks)),
+            *ranks,
+        )
+
+    def _value_rank(self, record: dict[str, Any], column: str) -> int:
+        last = len(self.values) + len(self.axes)
+        if column == "attribute":
+            axis = record["attribute"]
+            return self.axes.index(axis) if axis in self.axes else last
+        if column == "value":
+            return self.values.get((record["attribute"], str(record["value"])), last)
+        return self.values.get((column, str(record[column])), last)
+
+    def records(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        groups = self._groups(list(rows[0]))
+        if not groups and "model_label" not in rows[0]:
+            return rows
+        blocks: dict = {}
+        ranks = [self._rank(r, groups, blocks) for r in rows]
+        return [r for _, r in sorted(zip(ranks, rows, strict=True), key=lambda p: p[0])]
+
+    def table(self, table: pd.DataFrame) -> pd.DataFrame:
+        if table.empty:
+            return table
+        rows = table.to_dict("records")
+        groups = self._groups(list(table.columns))
+        if not groups and "model_label" not in table.columns:
+            return table
+        blocks: dict = {}
+        ranks = [self._rank(r, groups, blocks) for r in rows]
+        order = sorted(range(len(rows)), key=lambda i: ranks[i])
+        return table.iloc[order].reset_index(drop=True)
+
+    def section(self, section: Section) -> None:
+        for name, table in section.tables.items():
+            section.tables[name] = self.table(table)
+        for key, value in section.summary.items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                section.summary[key] = self.records(value)
 
 
 def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
