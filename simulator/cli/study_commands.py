@@ -313,7 +313,7 @@ def _limit_note() -> str:
 
 def _print_prompts(study: Any) -> None:
     """Each distinct rendered text of each template, headed by where it is and who sends it."""
-    from biasim.simulator.tools.authoring import distinct_prompts
+    from biasim.simulator.study.prompts import distinct_prompts
 
     prompts = distinct_prompts(study)
     for prompt in prompts:

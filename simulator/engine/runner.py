@@ -60,6 +60,7 @@ from biasim.simulator.study.options import (
     command_line_overrides,
     load_options_study,
 )
+from biasim.simulator.study.prompts import prompt_samples
 
 PACKAGES = (
     "biasim",
@@ -307,6 +308,8 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
                 else "blake2b('<base_seed>:<unit_id>') & 0x7fffffff"
             ),
         },
+        # What the report shows as the prompts sent: each template's distinct texts.
+        "prompts": prompt_samples(prepared.study),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _packages(),

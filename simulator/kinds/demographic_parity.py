@@ -566,7 +566,8 @@ class DemographicParityKind(AnalysisKind):
                 )
             print_table(console, table)
         table = Table(title=f"Demographic parity difference per case ({summary['name']})")
-        for col in ("model", *case_cols, "DPD", "threshold", "by chance", "p", "excluded"):
+        columns = ("model", *case_cols, "DPD", "highest", "lowest", "threshold", "by chance")
+        for col in (*columns, "p", "excluded"):
             table.add_column(col, justify="right")
         for row in cases:
             mark = "*" if row["significant"] else ""
@@ -574,6 +575,8 @@ class DemographicParityKind(AnalysisKind):
                 str(row["model_label"]),
                 *[str(row[c]) for c in case_cols],
                 f"{fmt(row['dpd'])}{mark}",
+                fmt(row.get("max_group"), "text"),
+                fmt(row.get("min_group"), "text"),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
                 fmt(row["p_value"]),
@@ -629,6 +632,8 @@ class DemographicParityKind(AnalysisKind):
                 Column("n_valid", "valid n", "int"),
                 Column("n_excluded", "excluded", "int"),
                 Column("dpd", "DPD", ".3f", star="significant"),
+                Column("max_group", "highest rate"),
+                Column("min_group", "lowest rate"),
                 Column("threshold", "threshold", ".3f"),
                 Column("chance_dpd", "by chance", ".3f"),
                 Column("p_value", "p", ".3f"),

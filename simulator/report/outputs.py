@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.panel import Panel
@@ -75,6 +76,7 @@ def base_summary(
         "outcomes_by_group": {},
         "analyses": [],
     }
+    summary["samples"] = sample_answers(df, study, order)
     by_model = ["model_label"] if len(order) > 1 else []
     for axis in study.personas.axes:
         if axis in df and df[axis].notna().any():
@@ -82,6 +84,51 @@ def base_summary(
             rates = _ReportOrder(order, study.personas.axes).table(rates)
             summary["outcomes_by_group"][axis] = rates.to_dict("records")
     return summary
+
+
+#: Answers shown per stage, model and group in the report, and the characters kept of each.
+SAMPLES_PER_GROUP = 2
+SAMPLE_CHARS = 400
+
+
+def sample_answers(df: pd.DataFrame, study: StudyConfig, order: list[str]) -> list[dict[str, Any]]:
+    """A few answered units per stage, model and value of the first persona axis (drawn with
+    the study's seed, so a rerun shows the same), each answer cut at :data:`SAMPLE_CHARS`."""
+    if not len(df) or "raw_text" not in df:
+        return []
+    rng = np.random.default_rng(study.seed or 0)
+    answered = df[df["status"] == "answered"]
+    samples = []
+    present = list(dict.fromkeys(answered["stage"]))
+    declared = [s.name for s in study.stages if s.name in present]
+    # Stages the engine adds (persona writing) follow the declared ones.
+    stages = declared + [s for s in present if s not in declared]
+    for stage in stages:
+        rows = answered[answered["stage"] == stage]
+        axis = next((a for a in study.personas.axes if a in rows and rows[a].notna().any()), None)
+        for model in [m for m in order if m in set(rows["model_label"])]:
+            mine = rows[rows["model_label"] == model]
+            groups = study.personas.axes[axis] if axis else [None]
+            for group in groups:
+                pool = mine if group is None else mine[mine[axis].astype(str) == str(group)]
+                picked = rng.permutation(len(pool))[:SAMPLES_PER_GROUP]
+                for i in sorted(picked):
+                    row = pool.iloc[int(i)]
+                    samples.append(
+                        {
+                            "stage": stage,
+                            "model_label": model,
+                            "axis": axis,
+                            "group": group,
+                            "unit_id": str(row["unit_id"]),
+                            "answer": _cut(str(row["raw_text"]), SAMPLE_CHARS),
+                        }
+                    )
+    return samples
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars].rstrip() + " …"
 
 
 def analyze(
