@@ -412,8 +412,8 @@ def _run_study(
                 # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
                 # the dispatcher: count the stage in full when it ends.
                 offset = model.units_done - dispatcher.finished
-                dispatcher.on_progress = lambda n, offset=offset: tick(
-                    n + offset, dispatcher.errors
+                dispatcher.on_progress = lambda n, latency, offset=offset: tick(
+                    n + offset, dispatcher.errors, latency
                 )
             name = model.plans[model.stage_index].name
             s0, w0 = time.perf_counter(), model.wave_seconds
