@@ -73,6 +73,14 @@ def base_summary(
         else 0,
         "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
         "model_labels": order,
+        # Which model each label is, so a header pairs them right (labels are the user's order,
+        # `models` sorted).
+        "model_of_label": {
+            str(label): f"{b}:{m}"
+            for label, b, m in zip(df["model_label"], df["backend"], df["model"], strict=True)
+        }
+        if len(df)
+        else {},
         "outcomes_by_group": {},
         "analyses": [],
     }
@@ -273,6 +281,15 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
     return written
 
 
+def _labels_text(report: dict[str, Any]) -> str:
+    """`` as a = backend:model, b = ...`` for several labels, each beside its own model."""
+    labels = report.get("model_labels") or []
+    if len(labels) < 2:
+        return ""
+    models = report.get("model_of_label") or {}
+    return " as " + ", ".join(f"{label} = {models.get(label, '?')}" for label in labels)
+
+
 def print_report(report: dict[str, Any], console: Console | None = None) -> None:
     """Print every analysis (each kind renders its own), then outcome rates per group."""
     console = console or Console(markup=False, emoji=False)
@@ -281,11 +298,7 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     console.print(
         Text(str(report["study"]), style="bold")
         + f"  models: {', '.join(report['models'])}"
-        + (
-            f" as {', '.join(report['model_labels'])}"
-            if len(report.get("model_labels") or []) > 1
-            else ""
-        )
+        + _labels_text(report)
         + "  "
         f"units: {report['units']}  outcomes: {report['status_counts']}"
         + (
