@@ -11,30 +11,42 @@ from string import Template
 
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.fields import IDENTIFIER_PATTERN
-from biasim.simulator.study.hints import pattern_message
+from biasim.simulator.study.hints import nearest, pattern_message
 
-SKELETON = "study_skeleton.yaml"
+#: ``biasim init --template`` -> what the study it writes does (files in scenarios/data/templates).
+TEMPLATES = {
+    "decisions": "persona agents make one decision; parity of its rate across groups",
+    "explicit": "the same decision made by agents (implicit) and asked of the model (explicit)",
+    "ablation": "one decision under several persona sources (attribute, name, written persona)",
+    "pipeline": "applicants write, a screener shortlists, a manager picks; who is still in",
+    "letters": "reference letters per name; their words and style compared between groups",
+}
 
 
-def skeleton(name: str) -> str:
-    """The commented study skeleton named ``name``.
+def skeleton(name: str, template: str = "decisions") -> str:
+    """The commented study ``template`` (a key of :data:`TEMPLATES`) named ``name``.
 
     Raises:
-        InputError: ``name`` is not a valid study name.
+        InputError: ``name`` is not a valid study name, or ``template`` is unknown.
     """
     if not re.fullmatch(IDENTIFIER_PATTERN, name):
         raise InputError([Problem("NAME", None, "", pattern_message(name, IDENTIFIER_PATTERN))])
-    text = (resources.files("biasim.scenarios") / "data" / SKELETON).read_text(encoding="utf-8")
+    if template not in TEMPLATES:
+        hint = nearest(template, TEMPLATES)
+        known = ", ".join(TEMPLATES)
+        raise InputError([Problem("--template", None, "", f"`{template}`{hint}; known: {known}")])
+    folder = resources.files("biasim.scenarios") / "data" / "templates"
+    text = (folder / f"{template}.yaml").read_text(encoding="utf-8")
     return Template(text).substitute(name=name)
 
 
-def write_skeleton(name: str, path: Path) -> Path:
-    """Write the skeleton to ``path``, never over an existing file.
+def write_skeleton(name: str, path: Path, template: str = "decisions") -> Path:
+    """Write the study ``template`` to ``path``, never over an existing file.
 
     Raises:
-        InputError: Bad name, or ``path`` exists.
+        InputError: Bad name or template, or ``path`` exists.
     """
-    text = skeleton(name)
+    text = skeleton(name, template)
     if path.exists():
         raise InputError(
             [
