@@ -281,6 +281,20 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
     return written
 
 
+def units_text(report: dict[str, Any]) -> str:
+    """``40 of 80 (40 not run: ...)``: the count validate and the progress give (units
+    planned), with those a stage's ``when`` (or a reader with nothing to read) left out named."""
+    expected = report.get("units_expected")
+    if not expected or expected <= report["units"]:
+        return str(report["units"])
+    left = expected - report["units"]
+    if report.get("status") not in (None, "complete"):
+        return f"{report['units']} of {expected} ({left} not run yet)"
+    return (
+        f"{report['units']} of {expected} ({left} not run: a `when` was false or nothing to read)"
+    )
+
+
 def _labels_text(report: dict[str, Any]) -> str:
     """`` as a = backend:model, b = ...`` for several labels, each beside its own model."""
     labels = report.get("model_labels") or []
@@ -299,8 +313,7 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         Text(str(report["study"]), style="bold")
         + f"  models: {', '.join(report['models'])}"
         + _labels_text(report)
-        + "  "
-        f"units: {report['units']}  outcomes: {report['status_counts']}"
+        + f"  units: {units_text(report)}  outcomes: {report['status_counts']}"
         + (
             Text(f"  cut at max_tokens: {report['truncated']}", style="yellow")
             if report.get("truncated")

@@ -14,6 +14,7 @@ from biasim.simulator.common.html import Column, HtmlSection, page
 from biasim.simulator.common.rundir import write_atomic
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.audit_section import audit_html, audit_limits
+from biasim.simulator.report.outputs import SYNTHETIC_NOTE, units_text
 from biasim.simulator.report.prompts_section import prompts_section
 
 REPORT_HTML = "report.html"
@@ -41,9 +42,9 @@ def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, A
     if study.get("source"):
         parts.append(f'<p class="muted">Source: {html.escape(str(study["source"]))}</p>')
     if summary.get("synthetic"):
-        from biasim.simulator.report.outputs import SYNTHETIC_NOTE
-
         parts.append(f'<p class="banner">{html.escape(SYNTHETIC_NOTE)}</p>')
+    if "units" in summary:
+        parts.append(f'<p class="muted">Units: {html.escape(units_text(summary))}</p>')
     status = summary.get("status")
     if status and status != "complete":
         parts.append(
