@@ -13,8 +13,8 @@ import pytest
 
 from biasim.simulator.engine.progress import LogProgress, Pace
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from tests.e2e.test_fast_failures import STUDY
 from tests.loopback_llm_server import LoopbackLLMServer
-from tests.test_fast_failures import STUDY
 
 LINE = re.compile(r"^progress \S+: (\d+)/(\d+) units .* ETA (\d+):(\d\d):(\d\d)")
 

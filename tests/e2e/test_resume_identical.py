@@ -10,8 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
-
-from .conftest import write_study
+from tests.conftest import write_study
 
 
 def _sha256(path: Path) -> str:

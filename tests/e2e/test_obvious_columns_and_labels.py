@@ -11,9 +11,8 @@ import pytest
 
 from biasim.simulator.cli import app
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
-
-from .conftest import write_study
-from .test_audit import _decisions
+from tests.conftest import write_study
+from tests.e2e.test_audit import _decisions
 
 
 def test_audit_finds_the_selected_sex_and_race_columns_and_says_so(tmp_path, cli) -> None:

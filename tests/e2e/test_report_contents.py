@@ -10,8 +10,7 @@ import json
 import pytest
 
 from biasim.simulator.cli import app
-
-from .browser import open_report
+from tests.browser import open_report
 
 pytestmark = pytest.mark.browser
 

@@ -16,9 +16,8 @@ from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.report.outputs import SYNTHETIC_NOTE, analyze, write_evidence
 from biasim.simulator.study.load import load_study
-
-from .figure_bounds import clipped
-from .golden_studies import GOLDEN_DIR
+from tests.figure_bounds import clipped
+from tests.golden_studies import GOLDEN_DIR
 
 BUILTIN = sorted(
     p.name
