@@ -28,6 +28,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib import rcParams
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -48,6 +49,8 @@ FUNNEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _LABEL_GAP = 0.055
 # Percent labels on bar segments narrower than this would overlap the bar edges.
 _MIN_LABELLED_SHARE = 0.06
+# Percent labels are raised this far (in bar slots) above the interval line through the bar.
+_LABEL_RAISE = 0.24
 TICK_FONT_SIZE = 9
 BANNER_FONT_SIZE = 10
 # Tick label lines longer than this many characters are wrapped.
@@ -145,7 +148,8 @@ def plot_decision_shares(
         Line2D([], [], color="black", marker="|", linestyle="-", label="95% Wilson interval"),
         Line2D([], [], color="black", linewidth=1.5, label="pooled rate"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=4, frameon=False)
+    columns = _legend_columns(handles, fig.get_figwidth())
+    fig.legend(handles=handles, loc="outside lower center", ncols=columns, frameon=False)
     if title:
         fig.suptitle(title)
     return _finish(fig, path)
@@ -246,7 +250,8 @@ def plot_dpd_by_condition(
         Patch(facecolor="white", edgecolor="black", hatch=SIGNIFICANT_HATCH, label="significant"),
         Line2D([], [], color="black", linewidth=1.5, label="parity threshold"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
+    columns = _legend_columns(handles, fig.get_figwidth())
+    fig.legend(handles=handles, loc="outside lower center", ncols=columns, frameon=False)
     ax.set_title(title or f"DPD by {_readable(condition_col)}")
     return _finish(fig, path)
 
@@ -487,7 +492,8 @@ def add_banner(fig: Figure, text: str) -> Figure:
     title = fig._suptitle  # matplotlib's only handle on the suptitle text
     title_band = 0.0
     if title is not None and title.get_text():
-        title_band = title.get_fontsize() * 1.8 / 72
+        lines_of_title = title.get_text().count("\n") + 1
+        title_band = title.get_fontsize() * (1.2 * lines_of_title + 0.6) / 72
         title.set_in_layout(False)
         title._autopos = False  # else the layout moves it back to the top edge
     fig.set_size_inches(width, height + band + title_band)
@@ -527,6 +533,54 @@ def plain_text(fig: Figure) -> Iterator[None]:
         text.set_parse_math(False)
     with matplotlib.rc_context({"text.parse_math": False}):
         yield
+
+
+def keep_inside(fig: Figure, *, rounds: int = 4) -> Figure:
+    """Wrap the titles that would reach past the canvas at the figure's size.
+
+    A title naming a study and a model has no bound on its length: measured after a layout
+    pass, a title too wide is wrapped to fit (legends are sized where they are built, see
+    :func:`_legend_columns`).
+
+    Returns:
+        The same figure.
+    """
+    with plain_text(fig):  # a label is measured as it will be drawn: never as mathtext
+        _wrap_overflowing_titles(fig, rounds)
+    return fig
+
+
+def _wrap_overflowing_titles(fig: Figure, rounds: int) -> None:
+    for _ in range(rounds):
+        fig.draw_without_rendering()
+        canvas = fig.bbox
+        changed = False
+        for text in overflowing_titles(fig):
+            extent = text.get_window_extent()
+            share = (canvas.width - 8) / max(extent.width, 1)
+            chars = max(8, int(len(text.get_text()) * share * 0.95))
+            wrapped = "\n".join(textwrap.fill(line, chars) for line in text.get_text().split("\n"))
+            changed |= wrapped != text.get_text()
+            text.set_text(wrapped)
+        if not changed:
+            break
+
+
+def overflowing_titles(fig: Figure) -> list[Any]:
+    """Titles (the figure's, each axes') whose box reaches past the canvas."""
+    titles = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        titles += [ax.title, ax._left_title, ax._right_title]
+    return [t for t in titles if t.get_text() and not _inside(t.get_window_extent(), fig.bbox)]
+
+
+def _inside(box: Any, canvas: Any, slack: float = 0.5) -> bool:
+    return (
+        box.x0 >= canvas.x0 - slack
+        and box.y0 >= canvas.y0 - slack
+        and box.x1 <= canvas.x1 + slack
+        and box.y1 <= canvas.y1 + slack
+    )
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
@@ -603,6 +657,20 @@ def _width_in(text: str, size: float = TICK_FONT_SIZE, weight: str = "normal") -
     )
 
 
+def _legend_columns(handles: Sequence[Any], width_in: float) -> int:
+    """The most columns (up to one per entry) whose rows fit ``width_in``: each entry is its
+    label plus matplotlib's handle, padding and column spacing (2 + 0.8 + 2 font sizes)."""
+    size = FontProperties(size=rcParams["legend.fontsize"]).get_size_in_points()
+    entries = [_width_in(h.get_label(), size) + 4.8 * size / 72 for h in handles]
+    for columns in range(len(entries), 1, -1):
+        rows = [entries[i : i + columns] for i in range(0, len(entries), columns)]
+        # Columns are as wide as their widest entry.
+        widths = [max(r[c] for r in rows if c < len(r)) for c in range(columns)]
+        if sum(widths) + 0.3 <= width_in:
+            return columns
+    return 1
+
+
 def _shares_panel(
     ax: Axes, panel: pd.DataFrame, case: pd.Series, group_col: str, target: str | None
 ) -> None:
@@ -617,12 +685,41 @@ def _shares_panel(
         if math.isnan(rate):
             ax.text(0.5, yi, "no valid answers", ha="center", va="center", fontsize=8)
             continue
+        # Labels sit in the upper part of the bar, clear of the interval drawn across its
+        # middle. The target's share is always written (beside the bar when too thin for it),
+        # so a bar all of the alternative reads "0%" of the target, not "100%".
+        label_y = yi - _LABEL_RAISE
         if rate >= _MIN_LABELLED_SHARE:
             ax.text(
-                rate / 2, yi, f"{rate:.0%}", ha="center", va="center", color="white", fontsize=8
+                rate / 2,
+                label_y,
+                f"{rate:.0%}",
+                ha="center",
+                va="center",
+                color="white",
+                fontsize=7,
+            )
+        else:
+            ax.text(
+                rate + 0.01,
+                label_y,
+                f"{rate:.0%}",
+                ha="left",
+                va="center",
+                color=TARGET_COLOR,
+                fontsize=7,
+                fontweight="bold",
             )
         if 1 - rate >= _MIN_LABELLED_SHARE:
-            ax.text((1 + rate) / 2, yi, f"{1 - rate:.0%}", ha="center", va="center", fontsize=8)
+            ax.text(
+                (1 + rate) / 2,
+                label_y,
+                f"{1 - rate:.0%}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="#555555",
+            )
     ax.axvline(float(case["pooled_rate"]), color="black", linewidth=1.5)
     labels = [
         f"{value} ({int(excluded)} excl.)" if excluded > 0 else str(value)

@@ -212,12 +212,20 @@ def _print_accounting(summary: dict) -> None:
 def init(
     name: Annotated[str, typer.Argument(help="Study name (letters, digits and _).")],
     out: Annotated[Path | None, typer.Option(help="File to write (default NAME.yaml).")] = None,
+    template: Annotated[
+        str,
+        typer.Option(
+            help="decisions (parity of one decision), explicit (agents decide vs the model is "
+            "asked), ablation (persona sources), pipeline (apply, screen, pick) or letters "
+            "(reference letters' words and style)."
+        ),
+    ] = "decisions",
 ) -> None:
-    """Write a commented study skeleton to start from (it validates and runs as written)."""
+    """Write a commented study to start from (it validates and runs as written)."""
     from biasim.simulator.tools.authoring import write_skeleton
 
     try:
-        path = write_skeleton(name, out or Path(f"{name}.yaml"))
+        path = write_skeleton(name, out or Path(f"{name}.yaml"), template)
     except InputError as exc:
         fail_input(exc)
     out_console.print(
@@ -339,7 +347,7 @@ def _limit_note() -> str:
 
 def _print_prompts(study: Any) -> None:
     """Each distinct rendered text of each template, headed by where it is and who sends it."""
-    from biasim.simulator.tools.authoring import distinct_prompts
+    from biasim.simulator.study.prompts import distinct_prompts
 
     prompts = distinct_prompts(study)
     for prompt in prompts:

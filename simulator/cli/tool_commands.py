@@ -261,6 +261,14 @@ def _print_audit(result: dict) -> None:
         for row in frame.itertuples(index=False):
             table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
         print_table(out_console, table)
+    used = result["columns"]
+    out_console.print(
+        "columns used: "
+        + ", ".join(f"{what} = {col}" for what, col in used.items() if col and what != "by")
+        + " (choose others with --selected-col, --sex-col, --race-col)",
+        highlight=False,
+        soft_wrap=True,
+    )
     source = result["source"]
     dates = source.get("date_range")
     out_console.print(

@@ -36,6 +36,9 @@ figure img{max-width:min(100%,780px);height:auto}figcaption{font-size:.85em;colo
 .sig{font-weight:700;color:#9c1c1c}.flag{color:#9c1c1c;font-weight:700}
 ul.limits li{margin:4px 0}dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px}
 dt{font-weight:600}dd{margin:0}nav a{margin-right:12px}
+pre{white-space:pre-wrap;word-break:break-word;background:#f3f5f8;padding:8px 10px;
+border-radius:6px;font-size:.85em;margin:4px 0}td.answer{white-space:normal;min-width:420px}
+details{margin:6px 0}summary{cursor:pointer}
 """
 
 
@@ -57,6 +60,12 @@ def fmt(value: Any, spec: str = ".3f") -> str:
     if isinstance(value, int | float):
         return format(value, spec)
     return str(value)
+
+
+def cite(source: str | None, paper: str, where: str) -> str:
+    """`` (paper, where)`` when the study's ``source`` names ``paper``, else empty: a user's
+    own study is not that paper's figure."""
+    return f" ({paper}, {where})" if paper in (source or "") else ""
 
 
 @dataclass(frozen=True)
@@ -103,12 +112,20 @@ class HtmlSection:
         title: Section heading.
         path: Path of the summary this section renders in summary.json (``("analyses", 0)``).
         figures: Figure name -> PNG bytes, available to :meth:`figure`.
+        source: The study's ``source`` (the paper it reproduces), for :meth:`cite`.
     """
 
     title: str
     path: Path = ()
     figures: dict[str, bytes] = field(default_factory=dict)
+    source: str = ""
     parts: list[str] = field(default_factory=list)
+    #: Figures drawn so far (the page adds those a kind did not draw).
+    shown: set[str] = field(default_factory=set)
+
+    def cite(self, paper: str, where: str) -> str:
+        """:func:`cite` for this section's study."""
+        return cite(self.source, paper, where)
 
     def heading(self, text: str) -> None:
         """A sub-heading."""
@@ -191,6 +208,7 @@ class HtmlSection:
         png = self.figures.get(name)
         if png is None:
             return
+        self.shown.add(name)
         data = base64.b64encode(png).decode("ascii")
         self.parts.append(
             f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'

@@ -65,7 +65,8 @@ class Dispatcher:
         max_error_rate: Abort once more than this share of finished units failed (after at least
             ``min_units`` units); ``None`` never aborts.
         min_units: Units to finish before the error rate is judged.
-        on_progress: Called with the number of units finished so far.
+        on_progress: Called with the number of units finished so far and the model's seconds
+            for the one just finished (None when answered from the store).
         stop: The user's stop requests: level 1 sends no new call, level 2 cancels those in
             flight.
     """
@@ -76,7 +77,7 @@ class Dispatcher:
         *,
         max_error_rate: float | None = None,
         min_units: int = 20,
-        on_progress: Callable[[int], None] | None = None,
+        on_progress: Callable[[int, float | None], None] | None = None,
         stop: StopControl | None = None,
     ) -> None:
         self.store = store
@@ -162,7 +163,7 @@ class Dispatcher:
                     f"(> {self.max_error_rate:.0%}); last error: {response.error}"
                 )
         if self.on_progress is not None:
-            self.on_progress(self.finished)
+            self.on_progress(self.finished, None if response.cached else response.latency_s)
         return response
 
     def _stopping(self) -> bool:

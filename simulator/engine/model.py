@@ -491,7 +491,7 @@ class StudyModel(mesa.Model):
             attempts=response.attempts,
             reasks=response.reasks,
             truncated=response.truncated,
-            cached=response.cached,
+            cached=response.from_store,
         )
         return row
 
@@ -541,6 +541,7 @@ def _merge(completion: LLMResponse, extracted: LLMResponse | None) -> LLMRespons
         # A completion cut at its cap is what the formatter read: report it.
         truncated=completion.truncated or extracted.truncated,
         cached=completion.cached and extracted.cached,
+        first_cached=completion.from_store and extracted.from_store,
     )
 
 

@@ -1,17 +1,20 @@
 """How far a run is: a live bar in a terminal, a plain line every few seconds in a log file.
 
 Both show the same figures (units done of total, calls/s or s/call when slow, ETA, errors so
-far), so a run whose output goes to a file is as legible as one watched in a terminal.
+far), so a run whose output goes to a file is as legible as one watched in a terminal. The pace
+and the ETA come from the recent calls the model answered (:class:`Pace`): answers from the
+call store and units skipped by ``when`` cost no model time and promise nothing about it.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -22,16 +25,53 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 
-#: ``tick(done, errors)``: units finished so far and how many of them failed.
-Tick = Callable[[int, int], None]
+
+class Tick(Protocol):
+    """``tick(done, errors, latency)``: units finished so far, how many of them failed, and
+    the seconds the model took for the unit just finished (None when it asked no model:
+    a cached answer, a skipped unit, a stage counted in full)."""
+
+    def __call__(self, done: int, errors: int, latency: float | None = None) -> None: ...
+
+
 #: ``factory(total_units, label)`` returns the run's tick.
 ProgressFactory = Callable[[int, str], Tick]
 #: Seconds between log lines when output is not a terminal.
 DEFAULT_LOG_EVERY_S = 10.0
+
+
+#: Answered calls the pace is measured over: recent enough to follow a model that slows down.
+PACE_WINDOW = 20
+
+
+class Pace:
+    """Calls per second from the last :data:`PACE_WINDOW` answered calls: as many calls as
+    were answered, over the time from the first one's start to the last one's end, so calls in
+    flight together count once and one slow call is measured from its first answer."""
+
+    def __init__(self, window: int = PACE_WINDOW) -> None:
+        self._calls: collections.deque[tuple[float, float]] = collections.deque(maxlen=window)
+
+    def answered(self, latency: float, now: float) -> None:
+        """A call answered at ``now`` after ``latency`` seconds."""
+        self._calls.append((now - latency, now))
+
+    def rate(self) -> float | None:
+        """Calls per second, None before any answered call."""
+        if not self._calls:
+            return None
+        span = self._calls[-1][1] - min(start for start, _ in self._calls)
+        return len(self._calls) / span if span > 0 else None
+
+    def eta(self, left: int) -> float | None:
+        """Seconds for ``left`` more calls at the current pace (0 when none is left)."""
+        if left <= 0:
+            return 0.0
+        rate = self.rate()
+        return left / rate if rate else None
 
 
 def rate_text(per_second: float | None) -> str:
@@ -53,7 +93,12 @@ def clock(seconds: float | None) -> str:
 
 class _RateColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
-        return Text(rate_text(task.finished_speed or task.speed), style="progress.data.speed")
+        return Text(rate_text(task.fields.get("rate")), style="progress.data.speed")
+
+
+class _EtaColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        return Text(f"ETA {clock(task.fields.get('eta'))}", style="progress.remaining")
 
 
 class _ErrorsColumn(ProgressColumn):
@@ -73,8 +118,7 @@ class TerminalProgress:
             _RateColumn(),
             _ErrorsColumn(),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            _EtaColumn(),
             console=console,
             transient=False,
         )
@@ -94,15 +138,19 @@ class TerminalProgress:
     def factory(self, total: int, label: str) -> Tick:
         """A tick for one run of ``total`` units."""
         progress = self._progress
-        task = progress.add_task(label, total=total, errors=0)
+        task = progress.add_task(label, total=total, errors=0, rate=None, eta=None)
         last = [0.0]
+        pace = Pace()
 
-        def tick(done: int, errors: int) -> None:
+        def tick(done: int, errors: int, latency: float | None = None) -> None:
             now = time.monotonic()
+            if latency is not None:
+                pace.answered(latency, now)
             # Rich's bookkeeping costs more than a synthetic call: update ten times a second.
             if now - last[0] >= 0.1 or done >= total:
                 last[0] = now
-                progress.update(task, completed=done, errors=errors)
+                eta = pace.eta(total - done)
+                progress.update(task, completed=done, errors=errors, rate=pace.rate(), eta=eta)
 
         return tick
 
@@ -114,9 +162,7 @@ class _State:
     started: float
     done: int = 0
     errors: int = 0
-    # (time, done) at the previous line: the rate is measured over the last interval, so a
-    # resumed run's instant cache hits do not promise an ETA the model cannot keep.
-    mark: tuple[float, int] = (0.0, 0)
+    pace: Pace = field(default_factory=Pace)
 
 
 class LogProgress:
@@ -150,13 +196,14 @@ class LogProgress:
 
     def factory(self, total: int, label: str) -> Tick:
         """A tick for one run of ``total`` units."""
-        now = time.monotonic()
-        state = _State(label=label, total=total, started=now, mark=(now, 0))
+        state = _State(label=label, total=total, started=time.monotonic())
         with self._lock:
             self._states.append(state)
 
-        def tick(done: int, errors: int) -> None:
+        def tick(done: int, errors: int, latency: float | None = None) -> None:
             state.done, state.errors = done, errors
+            if latency is not None:
+                state.pace.answered(latency, time.monotonic())
 
         return tick
 
@@ -172,13 +219,10 @@ class LogProgress:
 
     @staticmethod
     def line(state: _State, now: float, *, final: bool = False) -> str:
-        """One progress line; moves the state's rate window to ``now``."""
-        since, done_then = (state.started, 0) if final else state.mark
+        """One progress line: pace and ETA from the recent answered calls."""
         elapsed = now - state.started
-        rate = (state.done - done_then) / (now - since) if now > since else None
-        left = state.total - state.done
-        eta = 0.0 if left <= 0 else (left / rate if rate else None)
-        state.mark = (now, state.done)
+        rate = state.pace.rate()
+        eta = state.pace.eta(state.total - state.done)
         share = state.done / state.total if state.total else 1.0
         return (
             f"progress {state.label}: {state.done}/{state.total} units ({share:.0%}), "

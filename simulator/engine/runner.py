@@ -73,6 +73,7 @@ from biasim.simulator.study.options import (
     command_line_overrides,
     load_options_study,
 )
+from biasim.simulator.study.prompts import prompt_samples
 
 PACKAGES = (
     "biasim",
@@ -365,6 +366,8 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
                 else "blake2b('<base_seed>:<unit_id>') & 0x7fffffff"
             ),
         },
+        # What the report shows as the prompts sent: each template's distinct texts.
+        "prompts": prompt_samples(prepared.study),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _packages(),
@@ -467,8 +470,8 @@ def _run_study(
                 # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
                 # the dispatcher: count the stage in full when it ends.
                 offset = model.units_done - dispatcher.finished
-                dispatcher.on_progress = lambda n, offset=offset: tick(
-                    n + offset, dispatcher.errors
+                dispatcher.on_progress = lambda n, latency, offset=offset: tick(
+                    n + offset, dispatcher.errors, latency
                 )
             name = model.plans[model.stage_index].name
             s0, w0 = time.perf_counter(), model.wave_seconds

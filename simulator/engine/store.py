@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS calls (
     attempts INTEGER,
     created REAL NOT NULL,
     truncated INTEGER NOT NULL DEFAULT 0,
-    server TEXT
+    server TEXT,
+    from_store INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
@@ -52,11 +53,12 @@ _REQUIRED_COLUMNS = frozenset(
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
-    "server) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "server, from_store) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated}, {server} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
+    "{truncated}, {server}, {from_store} FROM calls WHERE key = ? AND status != 'error' "
+    "ORDER BY id LIMIT 1"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -90,6 +92,9 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if "server" not in columns:
         # Nor which server answered: those rows keep NULL.
         conn.execute("ALTER TABLE calls ADD COLUMN server TEXT")
+    if "from_store" not in columns:
+        # Nor whether an answer was copied from a replay source: read as asked of the model.
+        conn.execute("ALTER TABLE calls ADD COLUMN from_store INTEGER NOT NULL DEFAULT 0")
     return conn
 
 
@@ -127,6 +132,7 @@ def _lookup_sql(conn: sqlite3.Connection) -> str:
     return _LOOKUP.format(
         truncated="truncated" if "truncated" in columns else "0",
         server="server" if "server" in columns else "NULL",
+        from_store="from_store" if "from_store" in columns else "0",
     )
 
 
@@ -166,7 +172,8 @@ class CallStore:
             replayed = conn is self._replay
             if row is not None:
                 self.cache_hits += 1
-                status, text, parsed, error, ptok, ctok, latency, attempts, truncated, server = row
+                (status, text, parsed, error, ptok, ctok, latency, attempts) = row[:8]
+                truncated, server, stored = row[8:]
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -180,6 +187,8 @@ class CallStore:
                     server=server,
                     cached=True,
                     extra={"replayed": True} if replayed else {},
+                    # A replayed answer is from a store now; one of this run's, as it was.
+                    first_cached=True if replayed else bool(stored),
                 )
         return None
 
@@ -213,6 +222,7 @@ class CallStore:
                 time.time(),
                 int(response.truncated),
                 response.server,
+                int(response.from_store),
             )
         )
         if response.status != "error":

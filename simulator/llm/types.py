@@ -79,6 +79,9 @@ class LLMResponse:
             the model ended it.
         server: Base URL (without credentials) of the server that answered, for backends
             that may spread a role over several.
+        first_cached: For an answer from this run's own store (a resume): ``cached`` as it
+            was when the answer was first recorded, so a resumed run's results say where each
+            answer came from, not that the resume found it; None otherwise.
     """
 
     text: str = ""
@@ -94,11 +97,18 @@ class LLMResponse:
     truncated: bool = False
     server: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    first_cached: bool | None = None
 
     @property
     def valid(self) -> bool:
         """Whether the answer satisfied the requested structure."""
         return self.status == "answered"
+
+    @property
+    def from_store(self) -> bool:
+        """Whether the answer first came from a store, not the model (the results'
+        ``cached``): a resume finding its own answers changes nothing."""
+        return self.cached if self.first_cached is None else self.first_cached
 
 
 def completion_prompt(messages: tuple[Message, ...]) -> str:

@@ -6,6 +6,7 @@ synthetic banner, the models). ``biasim analyze`` and ``biasim compare`` call th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,9 @@ from rich.text import Text
 from biasim.analysis import figures
 from biasim.analysis.stats.parity import status_rates
 from biasim.simulator.common.csvfiles import write_csv
+from biasim.simulator.common.rundir import FILE_MODE
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds import AnalysisContext, Section, get_kind
+from biasim.simulator.kinds import AnalysisContext, Section, get_kind, slug
 from biasim.simulator.llm.structured import OUTSIDE_CHOICES
 from biasim.simulator.study.config import StudyConfig, analysis_name
 
@@ -71,20 +73,70 @@ def base_summary(
         else 0,
         "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
         "model_labels": order,
+        # Which model each label is, so a header pairs them right (labels are the user's order,
+        # `models` sorted).
+        "model_of_label": {
+            str(label): f"{b}:{m}"
+            for label, b, m in zip(df["model_label"], df["backend"], df["model"], strict=True)
+        }
+        if len(df)
+        else {},
         "outcomes_by_group": {},
         "analyses": [],
     }
+    summary["samples"] = sample_answers(df, study, order)
     by_model = ["model_label"] if len(order) > 1 else []
     for axis in study.personas.axes:
         if axis in df and df[axis].notna().any():
             rates = status_rates(df, [*by_model, axis])
-            if by_model:
-                rank = {m: i for i, m in enumerate(order)}
-                rates = rates.iloc[
-                    np.argsort(rates["model_label"].map(rank).to_numpy(), kind="stable")
-                ]
+            rates = _ReportOrder(order, study.personas.axes).table(rates)
             summary["outcomes_by_group"][axis] = rates.to_dict("records")
     return summary
+
+
+#: Answers shown per stage, model and group in the report, and the characters kept of each.
+SAMPLES_PER_GROUP = 2
+SAMPLE_CHARS = 400
+
+
+def sample_answers(df: pd.DataFrame, study: StudyConfig, order: list[str]) -> list[dict[str, Any]]:
+    """A few answered units per stage, model and value of the first persona axis (drawn with
+    the study's seed, so a rerun shows the same), each answer cut at :data:`SAMPLE_CHARS`."""
+    if not len(df) or "raw_text" not in df:
+        return []
+    rng = np.random.default_rng(study.seed or 0)
+    answered = df[df["status"] == "answered"]
+    samples = []
+    present = list(dict.fromkeys(answered["stage"]))
+    declared = [s.name for s in study.stages if s.name in present]
+    # Stages the engine adds (persona writing) follow the declared ones.
+    stages = declared + [s for s in present if s not in declared]
+    for stage in stages:
+        rows = answered[answered["stage"] == stage]
+        axis = next((a for a in study.personas.axes if a in rows and rows[a].notna().any()), None)
+        for model in [m for m in order if m in set(rows["model_label"])]:
+            mine = rows[rows["model_label"] == model]
+            groups = study.personas.axes[axis] if axis else [None]
+            for group in groups:
+                pool = mine if group is None else mine[mine[axis].astype(str) == str(group)]
+                picked = rng.permutation(len(pool))[:SAMPLES_PER_GROUP]
+                for i in sorted(picked):
+                    row = pool.iloc[int(i)]
+                    samples.append(
+                        {
+                            "stage": stage,
+                            "model_label": model,
+                            "axis": axis,
+                            "group": group,
+                            "unit_id": str(row["unit_id"]),
+                            "answer": _cut(str(row["raw_text"]), SAMPLE_CHARS),
+                        }
+                    )
+    return samples
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars].rstrip() + " …"
 
 
 def analyze(
@@ -106,42 +158,111 @@ def analyze(
     """
     evidence = Evidence(summary=base_summary(df, study, models))
     order = evidence.summary["model_labels"]
+    in_order = _ReportOrder(order, study.personas.axes)
     for i, spec in enumerate(study.analyses):
         name = analysis_name(spec, i)
         ctx = AnalysisContext(
             study=study, name=name, data_dir=data_dir, models=tuple(order), out_dir=out_dir
         )
         section = get_kind(spec.kind).compute(df, spec, ctx)
-        if len(order) > 1:
-            _in_model_order(section, order)
+        in_order.section(section)
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
         evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
-    if evidence.summary["synthetic"]:
-        # Every figure of a synthetic run says so, wherever it is shown without the report.
-        for figure in evidence.figures.values():
-            figures.add_banner(figure, SYNTHETIC_NOTE)
+    synthetic = _synthetic_models(df)
+    for name, figure in evidence.figures.items():
+        figures.keep_inside(figure)
+        # A figure drawn from synthetic answers says so wherever it is shown without the
+        # report; one of real models only (in a comparison with a synthetic run) does not.
+        note = _banner_for(name, order, synthetic)
+        if note:
+            figures.add_banner(figure, note)
     return evidence
 
 
-def _in_model_order(section: Section, order: list[str]) -> None:
-    """Rows of every table and summary list of a multi-model analysis in the user's model
-    order (statistics group by label, which sorts it alphabetically); stable within a model."""
-    rank = {m: i for i, m in enumerate(order)}
+def _synthetic_models(df: pd.DataFrame) -> set[str]:
+    if not len(df):
+        return set()
+    flags = df["synthetic"].fillna(False).astype(bool)
+    return set(df.loc[flags, "model_label"].astype(str))
 
-    def position(label: Any) -> int:
-        return rank.get(label, len(rank))
 
-    for name, table in section.tables.items():
-        if "model_label" in table.columns:
-            keys = table["model_label"].map(position).to_numpy()
-            section.tables[name] = table.iloc[np.argsort(keys, kind="stable")].reset_index(
-                drop=True
-            )
-    for key, value in section.summary.items():
-        records = isinstance(value, list) and value and isinstance(value[0], dict)
-        if records and "model_label" in value[0]:
-            section.summary[key] = sorted(value, key=lambda r: position(r.get("model_label")))
+def _banner_for(figure: str, order: list[str], synthetic: set[str]) -> str | None:
+    """The synthetic notice for a figure, naming the synthetic models when it also shows real
+    ones; None when it shows none. A figure whose name carries a model's slug shows that
+    model; any other shows every model."""
+    own = [m for m in order if f"_{slug(m)}" in figure]
+    shown = own or order
+    drawn = [m for m in shown if m in synthetic]
+    if not drawn:
+        return None
+    if len(drawn) == len(shown):
+        return SYNTHETIC_NOTE
+    return f"{', '.join(drawn)}: {SYNTHETIC_NOTE}"
+
+
+class _ReportOrder:
+    """Rows in the user's model order and each persona axis's declared value order (statistics
+    group by label, which sorts them alphabetically), everything else as computed: a row's
+    other text columns (scenario, condition) keep their blocks where they first appear."""
+
+    def __init__(self, models: list[str], axes: dict[str, list[str]]) -> None:
+        self.models = {m: i for i, m in enumerate(models)}
+        self.values = {(a, str(v)): i for a, vs in axes.items() for i, v in enumerate(vs)}
+        self.axes = list(axes)
+
+    def _groups(self, keys: list[str]) -> list[str]:
+        pair = ["attribute", "value"] if {"attribute", "value"} <= set(keys) else []
+        return [k for k in keys if k in self.axes] + pair
+
+    def _rank(self, record: dict[str, Any], groups: list[str], blocks: dict) -> tuple:
+        block = tuple(
+            (k, v)
+            for k, v in record.items()
+            if isinstance(v, str) and k not in groups and k != "model_label"
+        )
+        ranks = [self._value_rank(record, g) for g in groups]
+        return (
+            self.models.get(record.get("model_label"), len(self.models)),
+            blocks.setdefault(block, len(blocks)),
+            *ranks,
+        )
+
+    def _value_rank(self, record: dict[str, Any], column: str) -> int:
+        last = len(self.values) + len(self.axes)
+        if column == "attribute":
+            axis = record["attribute"]
+            return self.axes.index(axis) if axis in self.axes else last
+        if column == "value":
+            return self.values.get((record["attribute"], str(record["value"])), last)
+        return self.values.get((column, str(record[column])), last)
+
+    def records(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        groups = self._groups(list(rows[0]))
+        if not groups and "model_label" not in rows[0]:
+            return rows
+        blocks: dict = {}
+        ranks = [self._rank(r, groups, blocks) for r in rows]
+        return [r for _, r in sorted(zip(ranks, rows, strict=True), key=lambda p: p[0])]
+
+    def table(self, table: pd.DataFrame) -> pd.DataFrame:
+        if table.empty:
+            return table
+        rows = table.to_dict("records")
+        groups = self._groups(list(table.columns))
+        if not groups and "model_label" not in table.columns:
+            return table
+        blocks: dict = {}
+        ranks = [self._rank(r, groups, blocks) for r in rows]
+        order = sorted(range(len(rows)), key=lambda i: ranks[i])
+        return table.iloc[order].reset_index(drop=True)
+
+    def section(self, section: Section) -> None:
+        for name, table in section.tables.items():
+            section.tables[name] = self.table(table)
+        for key, value in section.summary.items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                section.summary[key] = self.records(value)
 
 
 def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
@@ -154,8 +275,33 @@ def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:
         write_csv(path, table)
         written.append(path)
     for name, figure in evidence.figures.items():
-        written.append(figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png"))
+        path = figures.save_figure(figure, run_dir / FIGURES_DIR / f"{name}.png")
+        os.chmod(path, FILE_MODE)  # as the tables: not the temporary file's owner-only mode
+        written.append(path)
     return written
+
+
+def units_text(report: dict[str, Any]) -> str:
+    """``40 of 80 (40 not run: ...)``: the count validate and the progress give (units
+    planned), with those a stage's ``when`` (or a reader with nothing to read) left out named."""
+    expected = report.get("units_expected")
+    if not expected or expected <= report["units"]:
+        return str(report["units"])
+    left = expected - report["units"]
+    if report.get("status") not in (None, "complete"):
+        return f"{report['units']} of {expected} ({left} not run yet)"
+    return (
+        f"{report['units']} of {expected} ({left} not run: a `when` was false or nothing to read)"
+    )
+
+
+def _labels_text(report: dict[str, Any]) -> str:
+    """`` as a = backend:model, b = ...`` for several labels, each beside its own model."""
+    labels = report.get("model_labels") or []
+    if len(labels) < 2:
+        return ""
+    models = report.get("model_of_label") or {}
+    return " as " + ", ".join(f"{label} = {models.get(label, '?')}" for label in labels)
 
 
 def print_report(report: dict[str, Any], console: Console | None = None) -> None:
@@ -166,13 +312,8 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
     console.print(
         Text(str(report["study"]), style="bold")
         + f"  models: {', '.join(report['models'])}"
-        + (
-            f" as {', '.join(report['model_labels'])}"
-            if len(report.get("model_labels") or []) > 1
-            else ""
-        )
-        + "  "
-        f"units: {report['units']}  outcomes: {report['status_counts']}"
+        + _labels_text(report)
+        + f"  units: {units_text(report)}  outcomes: {report['status_counts']}"
         + (
             Text(f"  cut at max_tokens: {report['truncated']}", style="yellow")
             if report.get("truncated")

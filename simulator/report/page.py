@@ -8,10 +8,14 @@ import html
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from biasim.simulator.common.html import Column, HtmlSection, page
 from biasim.simulator.common.rundir import write_atomic
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.audit_section import audit_html, audit_limits
+from biasim.simulator.report.outputs import SYNTHETIC_NOTE, units_text
+from biasim.simulator.report.prompts_section import prompts_section
 
 REPORT_HTML = "report.html"
 #: Below this many valid answers in a group, the report says intervals are wide.
@@ -24,6 +28,13 @@ def _figures(run_dir: Path) -> dict[str, bytes]:
     return {p.stem: p.read_bytes() for p in sorted(folder.glob("*.png"))} if folder.is_dir() else {}
 
 
+def _tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    folder = run_dir / "tables"
+    if not folder.is_dir():
+        return {}
+    return {p.stem: pd.read_csv(p, keep_default_na=False) for p in sorted(folder.glob("*.csv"))}
+
+
 def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     parts = [f"<h1>{html.escape(str(summary.get('study', study.get('name', ''))))}</h1>"]
     if study.get("description"):
@@ -31,9 +42,9 @@ def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, A
     if study.get("source"):
         parts.append(f'<p class="muted">Source: {html.escape(str(study["source"]))}</p>')
     if summary.get("synthetic"):
-        from biasim.simulator.report.outputs import SYNTHETIC_NOTE
-
         parts.append(f'<p class="banner">{html.escape(SYNTHETIC_NOTE)}</p>')
+    if "units" in summary:
+        parts.append(f'<p class="muted">Units: {html.escape(units_text(summary))}</p>')
     status = summary.get("status")
     if status and status != "complete":
         parts.append(
@@ -61,20 +72,23 @@ def _penalties(info: dict[str, Any]) -> str:
     return "" if values == [None, None] else ", ".join(str(v or 0) for v in values)
 
 
-def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
+def _models_section(runs: list[dict[str, Any]], summary: dict[str, Any]) -> HtmlSection:
     section = HtmlSection("Models and parameters")
+    calls = _calls_by_role(summary)
     rows = []
     for run in runs:
         manifest = run.get("manifest") or {}
         used = _roles_in_use(manifest.get("study") or {})
         for role, info in manifest.get("roles", {}).items():
-            if used is not None and role.split("[")[0] not in used:
+            name = role.split("[")[0]
+            if used is not None and name not in used and not calls.get(name):
                 continue  # declared but playing no stage (e.g. a formatter for no completion model)
             backend = info.get("backend") or {}
             rows.append(
                 {
                     "run": run["label"],
                     "role": role,
+                    "calls": calls.get(name, "") if len(runs) == 1 else "",
                     "backend": backend.get("backend"),
                     "model": backend.get("model"),
                     "synthetic": info.get("synthetic"),
@@ -97,6 +111,14 @@ def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
         listed = ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))
         section.paragraph(f"Packages: {listed}.", muted=True)
     return section
+
+
+def _calls_by_role(summary: dict[str, Any]) -> dict[str, int]:
+    """Calls each role made (the persona writer plays no stage but makes calls)."""
+    calls: dict[str, int] = {}
+    for row in (summary.get("accounting") or {}).get("by_role", []):
+        calls[row["role"]] = calls.get(row["role"], 0) + int(row.get("calls") or 0)
+    return calls
 
 
 def _roles_in_use(study: dict[str, Any]) -> set[str] | None:
@@ -221,6 +243,7 @@ def render(
     study: dict[str, Any],
     runs: list[dict[str, Any]],
     figures: dict[str, bytes],
+    tables: dict[str, pd.DataFrame] | None = None,
 ) -> str:
     """The report page.
 
@@ -229,14 +252,15 @@ def render(
         study: The resolved study (from the manifest).
         runs: ``{label, path, manifest}`` of each run shown (one for a run).
         figures: Figure name -> PNG bytes.
+        tables: Table name -> the CSV written (each is listed under its analysis).
     """
-    sections: list[tuple[str, HtmlSection]] = [("models", _models_section(runs))] if runs else []
-    for i, analysis in enumerate(summary.get("analyses", [])):
-        kind = get_kind(analysis["kind"])
-        mine = {k: v for k, v in figures.items() if k.startswith(f"{analysis['name']}_")}
-        section = HtmlSection(f"{kind.title}: {analysis['name']}", ("analyses", i), mine)
-        kind.html(analysis, section)
-        sections.append((f"analysis-{i}", section))
+    sections: list[tuple[str, HtmlSection]] = []
+    if runs:
+        sections.append(("models", _models_section(runs, summary)))
+        asked = prompts_section(runs[0].get("manifest") or {}, summary)
+        if asked is not None:
+            sections.append(("prompts", asked))
+    sections += _analysis_sections(summary, study, figures, tables or {})
     if summary.get("outcomes_by_group"):
         sections.append(("outcomes", _outcomes_section(summary)))
     if summary.get("audit"):
@@ -252,14 +276,76 @@ def render(
     return page(title, _head(summary, study, runs), sections)
 
 
+def _analysis_sections(
+    summary: dict[str, Any],
+    study: dict[str, Any],
+    figures: dict[str, bytes],
+    tables: dict[str, pd.DataFrame],
+) -> list[tuple[str, HtmlSection]]:
+    """One section per analysis (its kind's rendering, then every figure and table it wrote),
+    and one for outputs named after no analysis."""
+    sections = []
+    placed: set[str] = set()
+    source = str(study.get("source") or "")
+    for i, analysis in enumerate(summary.get("analyses", [])):
+        kind = get_kind(analysis["kind"])
+        mine = {k: v for k, v in figures.items() if _belongs(k, analysis["name"])}
+        section = HtmlSection(f"{kind.title}: {analysis['name']}", ("analyses", i), mine, source)
+        kind.html(analysis, section)
+        own_tables = {k: v for k, v in tables.items() if _belongs(k, analysis["name"])}
+        _written_outputs(section, mine, own_tables)
+        placed |= set(mine) | set(own_tables)
+        sections.append((f"analysis-{i}", section))
+    rest = HtmlSection(
+        "Other outputs", figures={k: v for k, v in figures.items() if k not in placed}
+    )
+    _written_outputs(rest, rest.figures, {k: v for k, v in tables.items() if k not in placed})
+    if rest.parts:
+        sections.append(("other-outputs", rest))
+    return sections
+
+
+def _belongs(output: str, analysis: str) -> bool:
+    """Whether a figure or table file stem is one of ``analysis``'s (named after it)."""
+    return output == analysis or output.startswith(f"{analysis}_")
+
+
+#: Rows of a written table shown inline; the CSV has them all.
+TABLE_ROWS = 40
+
+
+def _written_outputs(
+    section: HtmlSection, figures: dict[str, bytes], tables: dict[str, pd.DataFrame]
+) -> None:
+    """Every figure the kind did not draw, then every table it wrote, folded (a reviewer
+    opens what they need without leaving the page)."""
+    for name in figures:
+        if name not in section.shown:
+            section.figure(name, name.replace("_", " "))
+    if not tables:
+        return
+    section.heading("Tables written")
+    for name, table in tables.items():
+        shown = table.head(TABLE_ROWS)
+        columns = [Column(str(c), spec="text") for c in shown.columns]
+        rows = [{str(k): v for k, v in r.items()} for r in shown.to_dict("records")]
+        more = f", first {TABLE_ROWS} shown" if len(table) > TABLE_ROWS else ""
+        section.raw(
+            f'<details class="table-file"><summary>tables/{html.escape(name)}.csv '
+            f"({len(table)} row{'' if len(table) == 1 else 's'}{more})</summary>"
+            f"{_plain_table(rows, columns)}</details>"
+        )
+
+
 def write_report(
     out: Path,
     summary: dict[str, Any],
     study: dict[str, Any],
     runs: list[dict[str, Any]],
 ) -> Path:
-    """Write ``report.html`` into ``out`` with the figures found in ``out/figures``."""
-    text = render(summary, study, runs, _figures(out))
+    """Write ``report.html`` into ``out`` with the figures found in ``out/figures`` and the
+    tables in ``out/tables``."""
+    text = render(summary, study, runs, _figures(out), _tables(out))
     path = out / REPORT_HTML
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return path

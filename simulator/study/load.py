@@ -8,11 +8,13 @@ A study is validated in three passes, each reporting every problem it finds: the
 from __future__ import annotations
 
 import copy
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from biasim.registry import KINDS, MissingExtra, UnknownPlugin
 from biasim.simulator.common.errors import InputError, Problem
@@ -21,7 +23,7 @@ from biasim.simulator.study.analysis_spec import DEFAULT_KIND, AnalysisSpec
 from biasim.simulator.study.checks import check_study
 from biasim.simulator.study.config import Study, StudyConfig
 from biasim.simulator.study.files import load_with_extends, read_data_files
-from biasim.simulator.study.hints import pattern_message
+from biasim.simulator.study.hints import nearest, pattern_message
 from biasim.simulator.study.persona_writer import collapse_generated, expand_generated
 
 
@@ -168,7 +170,7 @@ def validate_study(
         config = StudyConfig.model_validate({**data, "analyses": []})
     except ValidationError as exc:
         problems = [
-            smap.problem(tuple(e["loc"]), _pydantic_message(e)) for e in exc.errors()
+            smap.problem(tuple(e["loc"]), _pydantic_message(e, StudyConfig)) for e in exc.errors()
         ] + problems
     if problems:
         raise InputError(problems)
@@ -202,14 +204,47 @@ def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list
             specs.append(kind.spec.model_validate({**entry, "kind": kind.name}))
         except ValidationError as exc:
             problems.extend(
-                smap.problem(("analyses", i, *e["loc"]), _pydantic_message(e)) for e in exc.errors()
+                smap.problem(("analyses", i, *e["loc"]), _pydantic_message(e, kind.spec))
+                for e in exc.errors()
             )
     return specs, problems
 
 
-def _pydantic_message(error: dict[str, Any]) -> str:
+def _fields_at(model: Any, loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the section at ``loc`` in ``model`` (empty when it is not a section
+    of fixed fields, e.g. a mapping of user-named entries)."""
+    for part in loc:
+        if isinstance(model, type) and issubclass(model, BaseModel) and isinstance(part, str):
+            field = model.model_fields.get(part)
+            if field is None:
+                return []
+            model = field.annotation
+        else:
+            # A list item or a mapping value: the element type.
+            args = [a for a in typing.get_args(model) if a is not type(None)]
+            model = args[-1] if args else None
+        model = _section(model)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+def _section(annotation: Any) -> Any:
+    """The model inside ``X | None``, ``Annotated[X, ...]``; other annotations as they are."""
+    while typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if typing.get_origin(annotation) is typing.Annotated or len(args) == 1:
+            annotation = args[0]
+            continue
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else annotation
+    return annotation
+
+
+def _pydantic_message(error: dict[str, Any], model: type[BaseModel]) -> str:
     if error["type"] == "extra_forbidden":
-        return "unknown field"
+        *parent, key = error["loc"]
+        return "unknown field" + nearest(str(key), _fields_at(model, tuple(parent)))
     if error["type"] == "missing":
         return "required field is missing"
     if error["type"] == "string_pattern_mismatch":

@@ -93,9 +93,17 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
     return frame.assign(_selected=frame["selected"]), source
 
 
+#: A column the audit takes as the selected flag when no outcome option names one.
+SELECTED_NAMES = ("selected",)
+
+
 def _frame_from_csv(path: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
     df = read_csv(path, "decisions CSV")
     outcome = [o for o in ("--selected-col", "--outcome-col", "--score-col") if _opt(options, o)]
+    if not outcome:
+        found = _pick(list(df.columns), None, SELECTED_NAMES)
+        if found is not None:
+            options.selected_col, outcome = found, ["--selected-col"]
     if len(outcome) != 1:
         raise InputError(
             [
@@ -239,7 +247,12 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
     return {
         "format": "ll144",
         "source": {"path": str(source), **about},
-        "columns": {"sex": sex, "race_ethnicity": race, "by": options.by},
+        "columns": {
+            "outcome": options.selected_col or options.outcome_col or options.score_col,
+            "sex": sex,
+            "race_ethnicity": race,
+            "by": options.by,
+        },
         "metric": audit.metric,
         "median_score": audit.median_score,
         "n_total": audit.n_total,

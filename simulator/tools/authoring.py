@@ -1,44 +1,52 @@
-"""Help for writing a study: a commented skeleton to start from (``biasim init``) and every
-distinct prompt the study sends, rendered (``biasim validate --show-prompts``)."""
+"""Help for writing a study: a commented skeleton to start from (``biasim init``); every
+distinct prompt the study sends, rendered (``biasim validate --show-prompts``), is
+:func:`biasim.simulator.study.prompts.distinct_prompts`."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any
 
-from biasim.simulator.common.errors import InputError, Problem, format_path
-from biasim.simulator.common.yamlsource import FieldPath
-from biasim.simulator.study.checks import dry_render
-from biasim.simulator.study.config import Study
+from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.fields import IDENTIFIER_PATTERN
-from biasim.simulator.study.hints import pattern_message
+from biasim.simulator.study.hints import nearest, pattern_message
 
-SKELETON = "study_skeleton.yaml"
+#: ``biasim init --template`` -> what the study it writes does (files in scenarios/data/templates).
+TEMPLATES = {
+    "decisions": "persona agents make one decision; parity of its rate across groups",
+    "explicit": "the same decision made by agents (implicit) and asked of the model (explicit)",
+    "ablation": "one decision under several persona sources (attribute, name, written persona)",
+    "pipeline": "applicants write, a screener shortlists, a manager picks; who is still in",
+    "letters": "reference letters per name; their words and style compared between groups",
+}
 
 
-def skeleton(name: str) -> str:
-    """The commented study skeleton named ``name``.
+def skeleton(name: str, template: str = "decisions") -> str:
+    """The commented study ``template`` (a key of :data:`TEMPLATES`) named ``name``.
 
     Raises:
-        InputError: ``name`` is not a valid study name.
+        InputError: ``name`` is not a valid study name, or ``template`` is unknown.
     """
     if not re.fullmatch(IDENTIFIER_PATTERN, name):
         raise InputError([Problem("NAME", None, "", pattern_message(name, IDENTIFIER_PATTERN))])
-    text = (resources.files("biasim.scenarios") / "data" / SKELETON).read_text(encoding="utf-8")
+    if template not in TEMPLATES:
+        hint = nearest(template, TEMPLATES)
+        known = ", ".join(TEMPLATES)
+        raise InputError([Problem("--template", None, "", f"`{template}`{hint}; known: {known}")])
+    folder = resources.files("biasim.scenarios") / "data" / "templates"
+    text = (folder / f"{template}.yaml").read_text(encoding="utf-8")
     return Template(text).substitute(name=name)
 
 
-def write_skeleton(name: str, path: Path) -> Path:
-    """Write the skeleton to ``path``, never over an existing file.
+def write_skeleton(name: str, path: Path, template: str = "decisions") -> Path:
+    """Write the study ``template`` to ``path``, never over an existing file.
 
     Raises:
-        InputError: Bad name, or ``path`` exists.
+        InputError: Bad name or template, or ``path`` exists.
     """
-    text = skeleton(name)
+    text = skeleton(name, template)
     if path.exists():
         raise InputError(
             [
@@ -53,41 +61,3 @@ def write_skeleton(name: str, path: Path) -> Path:
     except OSError as exc:
         raise InputError([Problem(str(path), None, "", f"cannot write: {exc}")]) from None
     return path
-
-
-@dataclass
-class RenderedPrompt:
-    """One distinct text a template renders to.
-
-    Attributes:
-        field: Where the template is, e.g. ``stages[0].prompt``.
-        text: The rendered text.
-        agents: The agents of the dry render that send this very text (persona and factor
-            levels), first one first.
-    """
-
-    field: str
-    text: str
-    agents: list[str]
-
-
-def distinct_prompts(study: Study) -> list[RenderedPrompt]:
-    """Every distinct rendered text of every template, template by template in study order,
-    for one persona of each axis value under each factor level (varied one at a time), as
-    validation renders them."""
-    found: dict[FieldPath, dict[str, RenderedPrompt]] = {}
-
-    def keep(path: FieldPath, text: str, agent: Any) -> None:
-        levels = ", ".join(f"{f}={lv}" for f, lv in agent.levels)
-        who = (agent.persona.key or "no persona") + (f"; {levels}" if levels else "")
-        texts = found.setdefault(path, {})
-        if text not in texts:
-            texts[text] = RenderedPrompt(format_path(path), text, [])
-        if who not in texts[text].agents:
-            texts[text].agents.append(who)
-
-    dry_render(study, keep)
-    # Stage by stage, system message before prompt, whichever agent reached a stage first.
-    parts = ("system", "prompt", "completion")
-    order = sorted(found, key=lambda path: (path[1], parts.index(str(path[2])), path[3:]))
-    return [prompt for path in order for prompt in found[path].values()]

@@ -75,20 +75,44 @@ def parse_labels(options: list[str]) -> dict[Path, str]:
 
 def _default_label(results: pd.DataFrame, run: Path) -> str:
     models = [m for m in dict.fromkeys(results["model"].astype(str)) if m]
-    label = models[0] if len(models) == 1 else run.name
+    return _safe_label(models[0] if len(models) == 1 else run.name, run)
+
+
+def _safe_label(label: str, run: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.:-]+", "-", label).strip("-") or run.name
+
+
+def _labels(results: pd.DataFrame, path: Path, name: str | None) -> dict[str, str]:
+    own = list(dict.fromkeys(results["model_label"].astype(str))) or [""]
+    if len(own) == 1:
+        return {own[0]: name or own[0] or _default_label(results, path)}
+    return {m: f"{name}:{m}" if name else m for m in own}
+
+
+def _by_directory_when_labels_collide(runs: list[LoadedRun], unnamed: list[LoadedRun]) -> None:
+    """Runs not named by ``--label`` whose labels another run also has take their run
+    directory's name instead (two runs of one model are told apart by where they are)."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        for label in run.labels.values():
+            counts[label] = counts.get(label, 0) + 1
+    for run in unnamed:
+        if any(counts[label] > 1 for label in run.labels.values()):
+            run.labels = _labels(run.results, run.path, _safe_label(run.path.name, run.path))
 
 
 def load_runs(paths: list[Path], names: dict[Path, str]) -> list[LoadedRun]:
     """Read each run and decide its models' labels in the comparison.
 
     A run of one model is labelled by ``--label``, else by its own model label, else by its
-    model id; a run of several models keeps its labels, prefixed ``NAME:`` when labelled.
+    model id; a run of several models keeps its labels, prefixed ``NAME:`` when labelled. Runs
+    whose labels collide and that ``--label`` does not name are labelled by their directory.
 
     Raises:
         InputError: A path is not a finished run, or two models would get the same label.
     """
     runs: list[LoadedRun] = []
+    unnamed: list[LoadedRun] = []
     problems: list[Problem] = []
     for path in paths:
         try:
@@ -96,17 +120,16 @@ def load_runs(paths: list[Path], names: dict[Path, str]) -> list[LoadedRun]:
         except InputError as exc:
             problems.extend(exc.problems)
             continue
-        own = list(dict.fromkeys(results["model_label"].astype(str))) or [""]
         name = names.pop(path.resolve(), None)
-        if len(own) == 1:
-            labels = {own[0]: name or own[0] or _default_label(results, path)}
-        else:
-            labels = {m: f"{name}:{m}" if name else m for m in own}
+        labels = _labels(results, path, name)
         runs.append(LoadedRun(path, study, results, read_json(path / MANIFEST), labels))
+        if name is None:
+            unnamed.append(runs[-1])
     for path, name in names.items():
         problems.append(Problem("--label", None, "", f"{name}={path}: not among the runs given"))
     if problems:
         raise InputError(problems)
+    _by_directory_when_labels_collide(runs, unnamed)
     seen: dict[str, Path] = {}
     for run in runs:
         for label in run.labels.values():

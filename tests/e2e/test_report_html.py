@@ -55,7 +55,7 @@ def test_report_of_a_two_model_seed_004_run(tmp_path) -> None:
         "Models and parameters",
         "Decision rates and demographic parity: decisions",
         "Differences between models per case",
-        "Implicit bias per case across models (Fig. 12)",
+        "Implicit bias per case across models (Li, Shirado & Das 2025, Fig. 12)",
         "Answer outcomes by group",
         "Limits",
         "SYNTHETIC RESPONDER",

@@ -60,20 +60,17 @@ def test_rate_reads_as_seconds_per_call_when_slow() -> None:
     assert clock(None) == "-:--:--"
 
 
-def test_log_line_measures_rate_over_the_last_interval() -> None:
-    state = _State(label="s", total=100, started=0.0, mark=(0.0, 0))
+def test_log_line_paces_by_the_answered_calls_not_the_interval() -> None:
+    state = _State(label="s", total=100, started=0.0)
     state.done, state.errors = 50, 3
-    # 50 units in the first 10 s: 5/s, 50 left, ETA 10 s.
-    assert LogProgress.line(state, 10.0) == (
-        "progress s: 50/100 units (50%), 5.0 calls/s, errors 3, elapsed 0:00:10, ETA 0:00:10"
-    )
-    # Then one unit in 10 s: a slow model, ETA from the recent rate, not the average.
+    # 50 units answered from the store: no model time, no pace yet.
+    assert LogProgress.line(state, 10.0).endswith("ETA -:--:--")
+    # Then one call that took 48.6 s: the pace is 48.6 s/call whatever the log interval.
     state.done = 51
-    assert LogProgress.line(state, 20.0) == (
-        "progress s: 51/100 units (51%), 10.0 s/call, errors 3, elapsed 0:00:20, ETA 0:08:10"
+    state.pace.answered(48.6, 60.0)
+    assert LogProgress.line(state, 60.0) == (
+        "progress s: 51/100 units (51%), 48.6 s/call, errors 3, elapsed 0:01:00, ETA 0:39:41"
     )
-    state.done = 51
-    assert "ETA -:--:--" in LogProgress.line(state, 30.0)
 
 
 def test_terminal_bar_shows_done_rate_errors_and_eta() -> None:

@@ -40,6 +40,22 @@ def _same(a: object, b: object, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
 
 
+def _rows_sorted(table: pd.DataFrame) -> pd.DataFrame:
+    return table.sort_values(list(table.columns), kind="stable").reset_index(drop=True)
+
+
+def _records_sorted(value: object) -> object:
+    """Every list of records in a canonical order (their JSON text), recursively."""
+    if isinstance(value, dict):
+        return {k: _records_sorted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_records_sorted(v) for v in value]
+        if items and all(isinstance(v, dict) for v in items):
+            return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+        return items
+    return value
+
+
 #: What the kinds have written since the recording, on top of it (checked by their own tests):
 #: the test of a difference in DPD between a condition factor's levels
 #: (``tests/unit/analysis/test_analysis_conditions.py``, ``tests/e2e/test_persona_ablation.py``).
@@ -63,11 +79,15 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
     for file in recorded:
         expected = pd.read_csv(golden / file, keep_default_na=False)
         actual = pd.read_csv(run / "tables" / file, keep_default_na=False)
-        pd.testing.assert_frame_equal(actual, expected, check_exact=False, rtol=1e-12, obj=file)
+        # Rows now follow the declared group order (issue 29), not the recording's sort: the
+        # same rows, compared in one canonical order.
+        pd.testing.assert_frame_equal(
+            _rows_sorted(actual), _rows_sorted(expected), check_exact=False, rtol=1e-12, obj=file
+        )
     analyses = json.loads(json.dumps(summary["analyses"], default=str))
     for analysis in analyses:
         for key in ADDED_SUMMARY_KEYS:
             analysis.pop(key, None)
     expected = json.loads((golden / "analyses.json").read_text())
-    assert _same(analyses, expected) == []
+    assert _same(_records_sorted(analyses), _records_sorted(expected)) == []
     assert STUDIES[name][0]  # the study that produced them is kept beside the test
