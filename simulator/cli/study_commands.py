@@ -13,6 +13,8 @@ from rich.table import Table
 
 from biasim.simulator.cli.common import (
     BIOGRAPHIES_OPTION,
+    COST_LIMIT_OPTION,
+    PRICES_OPTION,
     MASKED_LM_OPTION,
     POSTINGS_OPTION,
     app,
@@ -67,8 +69,13 @@ def run(
             "server or key variable other than the backend's default (repeatable)."
         ),
     ] = None,
+    cost_limit: Annotated[float | None, COST_LIMIT_OPTION] = None,
+    prices: Annotated[Path | None, PRICES_OPTION] = None,
 ) -> None:
-    """Run a study and print its decision-rate report."""
+    """Run a study and print its decision-rate report.
+
+    Exit codes: 0 complete; 1 failed or aborted (resumable); 2 bad input; 3 stopped at the cost
+    limit (resumable with a higher --cost-limit); 130/143 interrupted by Ctrl-C/SIGTERM."""
     from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
     options = RunOptions(
@@ -86,6 +93,8 @@ def run(
         postings=postings,
         biographies=biographies,
         allow_endpoints=tuple(allow_endpoint or ()),
+        cost_limit=cost_limit,
+        prices=prices,
     )
     try:
         prepared = prepare(options)
@@ -110,12 +119,16 @@ def run(
     except InputError as exc:
         fail_input(exc)
     if outcome.status == "interrupted":
+        from biasim.simulator.engine.budget import COST_LIMIT_EXIT
+
         print_written(outcome.out, outcome.summary)
         answered = outcome.summary.get("units", 0)
+        at_limit = outcome.exit_code == COST_LIMIT_EXIT
         err_console.print(
-            f"run interrupted: {answered} of {outcome.summary['units_expected']} units have "
-            f"results; every answer is saved in {outcome.out}\n"
-            f"continue with: biasim run --resume {outcome.out}",
+            f"run {'stopped' if at_limit else 'interrupted'}: {outcome.message}; {answered} of "
+            f"{outcome.summary['units_expected']} units have results; every answer is saved in "
+            f"{outcome.out}\ncontinue with: biasim run --resume {outcome.out}"
+            + (" --cost-limit USD" if at_limit else ""),
             markup=False,
         )
         raise typer.Exit(outcome.exit_code)
@@ -176,7 +189,8 @@ def _print_accounting(summary: dict) -> None:
             + (f", {row['redone']} redone after an error" if row.get("redone") else "")
             + f"), tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
-            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
+            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks, cost "
+            + ("unknown" if row.get("cost_usd") is None else f"${row['cost_usd']:.4f}")
             + (
                 styled(f", {row['truncated']} cut at max_tokens", "yellow", "")
                 if row.get("truncated")

@@ -40,14 +40,15 @@ CREATE TABLE IF NOT EXISTS calls (
     attempts INTEGER,
     created REAL NOT NULL,
     truncated INTEGER NOT NULL DEFAULT 0,
-    server TEXT
+    server TEXT,
+    cost_usd REAL
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
-    "server) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "server, cost_usd) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
@@ -70,6 +71,8 @@ class CallRecord:
     model: str
     request: str
     reask: int = 0
+    #: USD billed for this call: 0 for a stored answer, ``None`` when the price is unknown.
+    cost_usd: float | None = None
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -85,6 +88,9 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if "server" not in columns:
         # Nor which server answered: those rows keep NULL.
         conn.execute("ALTER TABLE calls ADD COLUMN server TEXT")
+    if "cost_usd" not in columns:
+        # Nor what a call cost: those rows count as of unknown cost.
+        conn.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
     return conn
 
 
@@ -185,6 +191,8 @@ class CallStore:
                 time.time(),
                 int(response.truncated),
                 response.server,
+                # A copy from a replay source was not paid by this run.
+                0.0 if response.cached else call.cost_usd,
             )
         )
         if response.status != "error":
@@ -220,7 +228,8 @@ class CallStore:
             "SELECT role, backend, model, COUNT(*), SUM(final AND status='answered'), "
             "SUM(final AND status='invalid'), SUM(final AND status='error'), SUM(NOT final), "
             "SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), SUM(attempts), "
-            "SUM(reask), SUM(final AND truncated) FROM (SELECT *, id = MAX(id) OVER "
+            "SUM(reask), SUM(final AND truncated), SUM(cost_usd), SUM(cost_usd IS NULL) "
+            "FROM (SELECT *, id = MAX(id) OVER "
             "(PARTITION BY unit_id, reask) AS final FROM calls) GROUP BY role, backend, model "
             "ORDER BY role"
         )
@@ -239,8 +248,24 @@ class CallStore:
             "attempts",
             "reasks",
             "truncated",
+            "cost_usd",
+            "unpriced",
         )
-        return {"by_role": [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]}
+        rows = [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
+        for row in rows:
+            # Calls of a model without a known price leave the sum unknown, not smaller.
+            if row.pop("unpriced"):
+                row["cost_usd"] = None
+        return {"by_role": rows, "cost_usd": self.spent()}
+
+    def spent(self) -> float | None:
+        """USD billed by every call in this store, over every session of the run (``None``
+        when a call's price was unknown)."""
+        self.flush()
+        total, unpriced = self._conn.execute(
+            "SELECT COALESCE(SUM(cost_usd), 0), SUM(cost_usd IS NULL) FROM calls"
+        ).fetchone()
+        return None if unpriced else float(total)
 
     def close(self) -> None:
         """Commit what is queued and close."""

@@ -99,6 +99,43 @@ def _models_section(runs: list[dict[str, Any]]) -> HtmlSection:
     return section
 
 
+def _usd(value: Any) -> str:
+    return "unknown (no price for the model)" if value is None else f"${value:.4f}"
+
+
+def _cost_section(summary: dict[str, Any]) -> HtmlSection:
+    """What the run billed per role and model (every session of it), and its limit."""
+    section = HtmlSection("Cost")
+    cost = summary["cost"]
+    tokens = {
+        (r["role"], r["model"]): r for r in summary.get("accounting", {}).get("by_role", [])
+    }
+    rows = []
+    for entry in cost.get("by_role", []):
+        counts = tokens.get((entry["role"], entry["model"]), {})
+        rows.append(
+            {
+                "role": entry["role"],
+                "model": f"{entry['backend']}:{entry['model']}",
+                "calls": counts.get("calls"),
+                "prompt tokens": counts.get("prompt_tokens"),
+                "output tokens": counts.get("completion_tokens"),
+                "cost": _usd(entry["usd"]),
+            }
+        )
+    if rows:
+        section.raw(_plain_table(rows, [Column(k, spec="text") for k in rows[0]]))
+    limit = cost.get("limit_usd")
+    section.paragraph(
+        f"Total billed: {_usd(cost.get('total_usd'))}"
+        + (f" of a limit of ${limit:.4f}" if limit is not None else "")
+        + ". Each call is priced at its reported token counts; the prices and their source "
+        "are in manifest.json under roles.",
+        muted=True,
+    )
+    return section
+
+
 def _roles_in_use(study: dict[str, Any]) -> set[str] | None:
     """Roles that play a stage: each stage's role, and its formatter when one of that role's
     models is a completion model; None when the study does not say."""
@@ -231,6 +268,8 @@ def render(
         figures: Figure name -> PNG bytes.
     """
     sections: list[tuple[str, HtmlSection]] = [("models", _models_section(runs))] if runs else []
+    if summary.get("cost"):
+        sections.append(("cost", _cost_section(summary)))
     for i, analysis in enumerate(summary.get("analyses", [])):
         kind = get_kind(analysis["kind"])
         mine = {k: v for k, v in figures.items() if k.startswith(f"{analysis['name']}_")}
