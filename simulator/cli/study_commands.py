@@ -14,9 +14,9 @@ from rich.table import Table
 from biasim.simulator.cli.common import (
     BIOGRAPHIES_OPTION,
     COST_LIMIT_OPTION,
-    PRICES_OPTION,
     MASKED_LM_OPTION,
     POSTINGS_OPTION,
+    PRICES_OPTION,
     app,
     err_console,
     fail_input,
@@ -258,6 +258,7 @@ def validate(
             "on who advances)" + _limit_note(),
             highlight=False,
         )
+        _print_estimate(loaded)
         _print_biographies(config)
         _print_analysis_notes(config, Path(loaded.path).parent)
         _print_endpoint_notes(loaded)
@@ -275,10 +276,23 @@ def validate(
         soft_wrap=True,
         highlight=False,
     )
+    _print_estimate(loaded)
     _print_casting(config)
     _print_biographies(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
     _print_endpoint_notes(loaded)
+
+
+def _print_estimate(loaded: Any) -> None:
+    """The study's calls, tokens, cost and time in one line (``biasim estimate`` details it)."""
+    from biasim.simulator.cli.estimate_commands import totals
+    from biasim.simulator.tools.estimate import estimate
+
+    out_console.print(
+        f"estimate: {totals(estimate(loaded))} (biasim estimate for the breakdown)",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _print_biographies(config: Any, console: Any = out_console) -> None:

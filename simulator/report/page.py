@@ -107,9 +107,7 @@ def _cost_section(summary: dict[str, Any]) -> HtmlSection:
     """What the run billed per role and model (every session of it), and its limit."""
     section = HtmlSection("Cost")
     cost = summary["cost"]
-    tokens = {
-        (r["role"], r["model"]): r for r in summary.get("accounting", {}).get("by_role", [])
-    }
+    tokens = {(r["role"], r["model"]): r for r in summary.get("accounting", {}).get("by_role", [])}
     rows = []
     for entry in cost.get("by_role", []):
         counts = tokens.get((entry["role"], entry["model"]), {})
