@@ -33,6 +33,9 @@ def uniform(seed: int, salt: int) -> float:
     return ((z ^ (z >> 31)) >> 11) * (1.0 / (1 << 53))
 
 
+#: The model name results carry when a synthetic role names none.
+DEFAULT_MODEL = "synthetic-responder"
+
 class SyntheticBackend:
     """Draws each answer from the declared probabilities with the call's seed.
 
@@ -61,7 +64,7 @@ class SyntheticBackend:
                 "`latency_ms` and `fail_rate`",
                 field="options",
             )
-        self._model = role.model or "synthetic-responder"
+        self._model = role.model or DEFAULT_MODEL
         # Seeds do not depend on the model (see AgentSpec.seed_id); mixing in the declared
         # truth keeps two synthetic "models" of one study independent draws, as two real
         # models are, instead of sharing every random number.

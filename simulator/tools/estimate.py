@@ -234,6 +234,10 @@ def _default_model(variant: RoleConfig) -> str:
     if variant.backend == "local":
         path = _model_path(variant)
         return path.stem if path else "local"
+    if variant.backend == "synthetic":
+        from biasim.simulator.llm.synthetic import DEFAULT_MODEL
+
+        return DEFAULT_MODEL
     return variant.backend
 
 
@@ -313,12 +317,13 @@ def _subtract_store(lines: list[Line], store: Path) -> None:
     path = store / "calls.sqlite" if store.is_dir() else store
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         rows = conn.execute(
-            "SELECT stage, role, model, COUNT(DISTINCT key) FROM calls WHERE status != 'error' "
-            "AND reask = 0 GROUP BY stage, role, model"
+            "SELECT stage, role, backend, model, COUNT(DISTINCT key) FROM calls WHERE "
+            "status != 'error' AND reask = 0 GROUP BY stage, role, backend, model"
         ).fetchall()
-    hits = {(stage, role, model): n for stage, role, model, n in rows}
+    hits = {tuple(row[:4]): n for *row, n in rows}
     for line in lines:
-        line.cached = min(hits.get((line.stage, line.role, line.model), 0), line.calls)
+        key = (line.stage, line.role, line.backend, line.model)
+        line.cached = min(hits.get(key, 0), line.calls)
 
 
 def _notes(lines: Iterable[Line], counters: dict[tuple[str, ...], TokenCounter]) -> list[str]:
