@@ -105,8 +105,10 @@ def test_a_study_price_overrides_the_table_and_an_unknown_model_costs_unknown(
         assert outcome.summary["cost"]["total_usd"] is None
         server.reset()
         priced = _study(
-            tmp_path, server, model="house-model", extra="prices:\n  house-model: {input: 1000, "
-            "output: 2000}\n"
+            tmp_path,
+            server,
+            model="house-model",
+            extra="prices:\n  house-model: {input: 1000, output: 2000}\n",
         )
         outcome = execute(prepare(RunOptions(study=str(priced), out=tmp_path / "b")))
         prompt, output = _stub_usage(server)

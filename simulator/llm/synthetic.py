@@ -36,6 +36,7 @@ def uniform(seed: int, salt: int) -> float:
 #: The model name results carry when a synthetic role names none.
 DEFAULT_MODEL = "synthetic-responder"
 
+
 class SyntheticBackend:
     """Draws each answer from the declared probabilities with the call's seed.
 

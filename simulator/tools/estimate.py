@@ -343,9 +343,8 @@ def _notes(lines: Iterable[Line], counters: dict[tuple[str, ...], TokenCounter])
                 if p.batch_input is not None
                 else ", no batch price"
             )
-            sources[line.model] = (
-                f"${p.input:g}/${p.output:g} per million in/out{batch} ({p.source})"
-            )
+            live = f"${p.input:g}/${p.output:g} per million in/out"
+            sources[line.model] = f"{live}{batch} ({p.source})"
     notes += [f"price of {model}: {text}" for model, text in sources.items()]
     notes.append(
         "time: at each role's max_concurrency and rate limits, assuming "
