@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.logprobs import option_probabilities
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import OutputSchema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -37,6 +38,9 @@ class Call:
     schema: OutputSchema | None
     runtime: BackendRuntime
     reask: bool = True
+    #: For ``answer: logprobs``: the choice field and its options, read from the answer's
+    #: log-probabilities.
+    decision: tuple[str, tuple[str, ...]] | None = None
 
 
 class RunAborted(RuntimeError):
@@ -183,6 +187,11 @@ class Dispatcher:
                 if response.parsed is not None:
                     response.error = call.schema.outside_choices(response.parsed)
                 response.status = "answered" if response.error is None else "invalid"
+            if call.decision is not None and response.token_logprobs is not None:
+                field, options = call.decision
+                response.probabilities = option_probabilities(
+                    response.text, response.token_logprobs, field, options
+                )
         self.store.record(
             CallRecord(
                 key=key,

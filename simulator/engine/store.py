@@ -41,18 +41,20 @@ CREATE TABLE IF NOT EXISTS calls (
     created REAL NOT NULL,
     truncated INTEGER NOT NULL DEFAULT 0,
     server TEXT,
-    cost_usd REAL
+    cost_usd REAL,
+    probabilities TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
-    "server, cost_usd) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "server, cost_usd, probabilities) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated}, {server} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
+    "{truncated}, {server}, {probabilities} FROM calls WHERE key = ? AND status != 'error' "
+    "ORDER BY id LIMIT 1"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -91,6 +93,8 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if "cost_usd" not in columns:
         # Nor what a call cost: those rows count as of unknown cost.
         conn.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
+    if "probabilities" not in columns:
+        conn.execute("ALTER TABLE calls ADD COLUMN probabilities TEXT")
     return conn
 
 
@@ -105,6 +109,7 @@ def _lookup_sql(conn: sqlite3.Connection) -> str:
     return _LOOKUP.format(
         truncated="truncated" if "truncated" in columns else "0",
         server="server" if "server" in columns else "NULL",
+        probabilities="probabilities" if "probabilities" in columns else "NULL",
     )
 
 
@@ -144,7 +149,9 @@ class CallStore:
             replayed = conn is self._replay
             if row is not None:
                 self.cache_hits += 1
-                status, text, parsed, error, ptok, ctok, latency, attempts, truncated, server = row
+                status, text, parsed, error, ptok, ctok, latency, attempts, truncated, server = row[
+                    :10
+                ]
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -156,6 +163,7 @@ class CallStore:
                     attempts=attempts or 1,
                     truncated=bool(truncated),
                     server=server,
+                    probabilities=orjson.loads(row[10]) if row[10] else None,
                     cached=True,
                     extra={"replayed": True} if replayed else {},
                 )
@@ -193,6 +201,7 @@ class CallStore:
                 response.server,
                 # A copy from a replay source was not paid by this run.
                 0.0 if response.cached else call.cost_usd,
+                orjson.dumps(response.probabilities).decode() if response.probabilities else None,
             )
         )
         if response.status != "error":

@@ -83,6 +83,8 @@ class BackendRuntime:
         fields.update(extra_sampling(request))
         if request.endpoint != "chat":
             fields["endpoint"] = request.endpoint
+        if request.top_logprobs:
+            fields["top_logprobs"] = request.top_logprobs
         material = canonical_json(fields)
         return hashlib.sha256(material.encode()).hexdigest(), material
 

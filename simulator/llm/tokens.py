@@ -24,10 +24,12 @@ class TokenCounter:
     Attributes:
         count: Text -> tokens.
         method: How, in words, for the estimate's notes.
+        pieces: Text -> its tokens' texts (``None`` for the approximation).
     """
 
     count: Callable[[str], int]
     method: str
+    pieces: Callable[[str], list[str]] | None = None
 
 
 def approximate(why: str = "") -> TokenCounter:
@@ -46,9 +48,13 @@ def gguf_counter(path: Path) -> TokenCounter:
         vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
     except Exception as exc:  # a model file llama.cpp cannot read: say so, still estimate
         return approximate(f"{path.name} could not be read: {exc}")
+    def ids(text: str) -> list[int]:
+        return vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
     return TokenCounter(
-        lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)),
+        lambda text: len(ids(text)),
         f"the tokenizer of {path.name}",
+        lambda text: [vocab.detokenize([t]).decode("utf-8", errors="ignore") for t in ids(text)],
     )
 
 
@@ -69,6 +75,7 @@ def tiktoken_counter(model: str) -> TokenCounter:
     return TokenCounter(
         lambda text: len(encoding.encode(text, disallowed_special=())),
         f"tiktoken {encoding.name}",
+        lambda text: [encoding.decode([t]) for t in encoding.encode(text, disallowed_special=())],
     )
 
 

@@ -380,6 +380,12 @@ class StageConfig(Strict):
         description="A word-pairing stage (free text): each call shows two targets in random "
         "order and the items shuffled; templates see `targets` and `items`.",
     )
+    answer: Literal["sampled", "logprobs"] = Field(
+        "sampled",
+        description="`logprobs`: besides the sampled answer, each option of the stage's choice "
+        "field gets a probability from the log-probabilities of the answer's first token "
+        "(column `probabilities`); the decision analyses then compare expected decisions.",
+    )
 
 
 class DesignConfig(Strict):
