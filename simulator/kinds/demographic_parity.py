@@ -45,6 +45,12 @@ from biasim.simulator.kinds.sections.differences import (
     html_differences,
     print_differences,
 )
+from biasim.simulator.kinds.sections.expected import (
+    add_expected_decisions,
+    html_expected,
+    is_logprob_stage,
+    print_expected,
+)
 from biasim.simulator.study.fields import Strict
 
 
@@ -277,6 +283,15 @@ class DemographicParityKind(AnalysisKind):
             cases = cases.merge(targets.reset_index(), how="left") if spec.cases else cases
         section.tables[f"{name}_rates"] = rates
         section.tables[f"{name}_cases"] = cases
+        if is_logprob_stage(ctx, spec.stage) and "probabilities" in rows:
+            add_expected_decisions(
+                section,
+                ctx,
+                rows,
+                target=rows[spec.target_from] if spec.target_from else spec.target,
+                case_cols=case_cols,
+                n_permutations=spec.n_permutations,
+            )
         summary = section.summary
         summary.update(
             stage=spec.stage,
@@ -542,6 +557,7 @@ class DemographicParityKind(AnalysisKind):
         )
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
+        print_expected(summary, console)
         case_cols = [c for c in summary["case_columns"] if c != "model_label"]
         cases = summary["cases"]
         if len(cases) == 1:
@@ -608,6 +624,7 @@ class DemographicParityKind(AnalysisKind):
             )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        html_expected(summary, section)
         case_cols = [c for c in summary["case_columns"] if c != "model_label"]
         section.paragraph(
             f"Rate of {summary['field']} = {summary['target']} in stage {summary['stage']}, by "

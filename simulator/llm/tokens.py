@@ -48,6 +48,7 @@ def gguf_counter(path: Path) -> TokenCounter:
         vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
     except Exception as exc:  # a model file llama.cpp cannot read: say so, still estimate
         return approximate(f"{path.name} could not be read: {exc}")
+
     def ids(text: str) -> list[int]:
         return vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 

@@ -62,7 +62,7 @@ def _role_problem(role: RoleConfig, options: list[str]) -> str | None:
     return first_token_clash(options, _pieces(role))
 
 
-def _pieces(role: RoleConfig):  # noqa: ANN202 - a tokenizer or None
+def _pieces(role: RoleConfig):
     if role.backend == "local":
         raw = role.options.get("model_path")
         if raw:
