@@ -198,7 +198,8 @@ def test_the_openai_backend_reads_a_servers_logprobs(tmp_path: Path) -> None:
         outcome = execute(prepare(RunOptions(study=str(path), out=tmp_path / "run")))
         asked = [r.body for r in server.requests]
     assert all(b["logprobs"] is True and b["top_logprobs"] == 20 for b in asked)
-    for decision, raw in zip(outcome.results["decision"], outcome.results["probabilities"]):
+    results = outcome.results
+    for decision, raw in zip(results["decision"], results["probabilities"], strict=True):
         probs = json.loads(raw)
         assert probs[decision] == pytest.approx(0.8)
         assert sum(probs.values()) == pytest.approx(1.0)
