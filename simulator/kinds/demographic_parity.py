@@ -232,6 +232,11 @@ class DemographicParityKind(AnalysisKind):
             at = f"{model}: " if several else ""
             # Holm's smallest adjusted p: is any case's DPD significant over the family?
             tests[f"{at}any case DPD (holm over {len(p)} cases)"] = min(1.0, min(p) * len(p))
+        expected = [c for c in (summary.get("expected") or {}).get("cases", []) if "p_value" in c]
+        for case in expected:
+            at = f"{case.get('model_label')}: " if several else ""
+            # Expected decisions from log-probabilities, against the sampled DPD above.
+            tests[f"{at}expected decisions DPD ({case.get('attribute')})"] = case["p_value"]
         rows = summary.get("implicit_vs_explicit", [])
         for row in rows:
             at = f"{row['model_label']}: " if len(rows) > 1 else ""

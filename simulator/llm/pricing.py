@@ -15,7 +15,7 @@ from typing import Any
 PRICES_DATE = "2025-06-01"
 
 #: Backends that never bill: the model runs in this process or on the user's own server.
-FREE_BACKENDS = frozenset({"local", "synthetic", "ollama"})
+FREE_BACKENDS = frozenset({"local", "ollama"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,10 @@ class Price:
 
 
 FREE = Price(0.0, 0.0, 0.0, 0.0, source="no charge: the model runs on your own hardware")
+#: The synthetic responder is a test double, not a model: it sends no request at all.
+NO_REQUEST = Price(
+    0.0, 0.0, 0.0, 0.0, source="no charge: the synthetic test double sends no request"
+)
 
 
 def _half(live_in: float, live_out: float) -> Price:
@@ -96,6 +100,8 @@ def find_price(backend: str, model: str | None, overrides: dict[str, Price]) -> 
     model = model or ""
     if model in overrides:
         return overrides[model]
+    if backend == "synthetic":
+        return NO_REQUEST
     if backend in FREE_BACKENDS:
         return FREE
     if model in PRICES:
