@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.llm.anthropic_backend import ANTHROPIC_DEFAULT_HOST, ANTHROPIC_KEY_ENV
 
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 OLLAMA_KEY_ENV = "OLLAMA_API_KEY"
@@ -136,6 +137,10 @@ def _destination(
         url = options.get("base_url")
         own = key_env if key_env != OPENAI_KEY_ENV else None
         return Destination(path, backend, url or None, own, (key_env or OPENAI_KEY_ENV,))
+    if backend == "anthropic":
+        url = options.get("base_url")
+        own = key_env if key_env != ANTHROPIC_KEY_ENV else None
+        return Destination(path, backend, url or None, own, (key_env or ANTHROPIC_KEY_ENV,))
     if backend == "ollama":
         url = options.get("host")
         return Destination(path, backend, url and str(url), None, (OLLAMA_KEY_ENV,))
@@ -153,6 +158,8 @@ def _destination(
 def _default_url(dest: Destination) -> str:
     if dest.backend == "ollama":
         return os.environ.get("OLLAMA_HOST") or OLLAMA_DEFAULT_HOST
+    if dest.backend == "anthropic":
+        return ANTHROPIC_DEFAULT_HOST
     return os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_HOST
 
 
