@@ -29,7 +29,7 @@ class AnthropicStub:
             def log_message(self, *args: Any) -> None:
                 return
 
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with stub._lock:
                     stub.requests.append({"body": body, "headers": dict(self.headers)})
