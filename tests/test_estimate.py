@@ -113,3 +113,18 @@ def test_study_prices_make_an_unknown_model_priced(tmp_path: Path) -> None:
     assert known.cost() == pytest.approx(2 * (line.prompt_tokens + 3 * line.output_tokens) / 1e6)
     assert known.cost(batch=True) == pytest.approx(known.cost() / 2)
     assert json.dumps(line.price.as_dict())  # recorded as the manifest records it
+
+
+def test_a_pilot_measures_tokens_with_real_calls_and_stores_nothing(tmp_path: Path) -> None:
+    with LoopbackLLMServer() as server:
+        study = _study(tmp_path, server, agents=3)
+        result = CliRunner().invoke(app, ["estimate", str(study), "--pilot", "2"])
+        requests = [r.body for r in server.requests]
+    assert result.exit_code == 0, result.output
+    assert len(requests) == 2 and all(r["model"] == "gpt-4o-mini" for r in requests)
+    text = " ".join(result.output.split())
+    assert "pilot: 2 real calls (0 failed), cost $" in text
+    # The stub's answers are a few tokens, not the role's max_tokens of 40.
+    output = _number(r"about ([\d,]+) output tokens", text)
+    assert 0 < output < 6 * 40
+    assert not list(tmp_path.glob("**/calls.sqlite"))

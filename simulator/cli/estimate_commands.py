@@ -32,8 +32,21 @@ def estimate(
         Path | None,
         typer.Option(help="A run directory whose stored answers are not asked again (resume)."),
     ] = None,
+    pilot: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Send this many real calls per stage and model to measure tokens and time "
+            "(they are paid; nothing is stored).",
+        ),
+    ] = 0,
+    allow_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(help="HOST a --pilot may send requests and keys to (as `biasim run`)."),
+    ] = None,
 ) -> None:
-    """Estimate a study's calls, tokens, cost (live and batch) and time; sends no request."""
+    """Estimate a study's calls, tokens, cost (live and batch) and time; sends no request
+    unless --pilot asks for some."""
     from biasim.simulator.engine.runner import RunOptions
     from biasim.simulator.study.load import load_study
     from biasim.simulator.study.options import command_line_overrides
@@ -53,9 +66,33 @@ def estimate(
         if store is not None and not (store / "calls.sqlite").is_file():
             raise InputError([Problem("--store", None, "", f"{store} has no calls.sqlite")])
         figures = estimate_study(loaded, store)
+        if pilot:
+            _pilot(loaded, figures, pilot, allow_endpoint or [])
     except InputError as exc:
         fail_input(exc)
     print_estimate(figures)
+
+
+def _pilot(loaded: Any, figures: Any, n: int, allowed: list[str]) -> None:
+    """Measure with ``n`` real calls per line, within the allow-list; note what they cost."""
+    from biasim.simulator.llm.allowlist import endpoint_problems, user_allowed_hosts
+    from biasim.simulator.tools.pilot import run_pilot
+
+    problems = endpoint_problems(
+        loaded.config, loaded.source_map, [*allowed, *user_allowed_hosts()]
+    )
+    if problems:
+        raise InputError(problems)
+    results = run_pilot(loaded, figures, n)
+    calls = sum(r.calls for r in results.values())
+    failed = sum(r.failed for r in results.values())
+    costs = [r.cost for r in results.values()]
+    spent = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+    figures.notes.insert(
+        0,
+        f"pilot: {calls} real calls ({failed} failed), cost {_usd(spent)}; prompt and output "
+        "tokens and seconds per call of the piloted lines are their means",
+    )
 
 
 def _for_roles(overrides: list[Any], roles: list[str], study: str) -> list[Any]:
@@ -106,9 +143,10 @@ def totals(figures: Any) -> str:
     """The estimate in one line: calls, tokens, cost live and batch, time."""
     prompt, output = figures.tokens()
     bound = "up to " if figures.upper_bound else ""
+    measured = all(line.piloted for line in figures.lines if line.new_calls)
     return (
-        f"{bound}{figures.calls:,} new calls, {prompt:,.0f} prompt tokens, up to "
-        f"{output:,.0f} output tokens; cost {bound}{_usd(figures.cost())} live, "
+        f"{bound}{figures.calls:,} new calls, {prompt:,.0f} prompt tokens, "
+        f"{'about' if measured else 'up to'} {output:,.0f} output tokens; cost {bound}{_usd(figures.cost())} live, "
         f"{_usd(figures.cost(batch=True))} through a batch API; time about "
         f"{_duration(figures.seconds)}"
     )
@@ -138,7 +176,7 @@ def print_estimate(figures: Any, console: Any = out_console) -> None:
             ("<= " if line.upper_bound else "") + f"{line.calls:,}",
             f"{line.cached:,}",
             f"{line.prompt_tokens:,.0f}",
-            f"<= {line.output_tokens:,.0f}",
+            f"{'~' if line.piloted else '<='} {line.output_tokens:,.0f}",
             _usd(line.cost()),
             _usd(line.cost(batch=True))
             if line.price and line.price.batch_input is not None

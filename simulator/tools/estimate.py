@@ -73,6 +73,8 @@ class Line:
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     cached: int = 0
+    #: Tokens and time measured by ``--pilot`` calls rather than assumed.
+    piloted: bool = False
 
     @property
     def new_calls(self) -> int:
@@ -280,6 +282,23 @@ def _rendered_texts(study: Study) -> dict[str, dict]:
 
     dry_render(study, keep)
     return {"texts": texts, "seen": seen}  # type: ignore[dict-item]
+
+
+def rendered_messages(study: Study) -> dict[str, list[tuple[dict[str, str], ...]]]:
+    """Per stage, the chat messages of each agent of the dry render (system, then prompt)."""
+    texts = _rendered_texts(study)["texts"]
+    out: dict[str, list[tuple[dict[str, str], ...]]] = {}
+    for index, stage in enumerate(study.config.stages):
+        prompts = texts.get((index, "prompt"), [])
+        systems = texts.get((index, "system"), [])
+        out[stage.name] = [
+            (
+                *([{"role": "system", "content": systems[i % len(systems)]}] if systems else []),
+                {"role": "user", "content": prompt},
+            )
+            for i, prompt in enumerate(dict.fromkeys(prompts))
+        ]
+    return out
 
 
 def _mean_text(texts: dict, index: int, part: str) -> str:
