@@ -126,7 +126,10 @@ def _for_roles(overrides: list[Any], roles: list[str], study: str) -> list[Any]:
 
 
 def _usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
+    if value is None:
+        return "unknown"
+    # Cents hide a pilot's or a small study's cost: four decimals below a dollar.
+    return f"${value:,.2f}" if value >= 1 or value == 0 else f"${value:.4f}"
 
 
 def _duration(seconds: float) -> str:
