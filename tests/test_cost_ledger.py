@@ -169,3 +169,21 @@ def test_a_prices_file_overrides_the_table_and_a_bad_one_is_an_input_error(
             prepare(RunOptions(study=study, out=tmp_path / "b", prices=bad))
     assert outcome.summary["cost"]["total_usd"] == 0.0
     assert "--prices" in str(caught.value)
+
+
+def test_the_command_line_exits_3_at_the_limit_and_says_how_to_continue(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from biasim.simulator.cli import app
+
+    prices = "prices:\n  house-model: {input: 100, output: 100}\n"
+    with LoopbackLLMServer() as server:
+        study = _study(tmp_path, server, model="house-model", agents=10, extra=prices)
+        out = tmp_path / "run"
+        result = CliRunner().invoke(
+            app, ["run", str(study), "--out", str(out), "--cost-limit", "0.03"]
+        )
+    assert result.exit_code == COST_LIMIT_EXIT, result.output
+    text = " ".join(result.output.split())
+    assert "run stopped: stopped at the cost limit" in text
+    assert f"biasim run --resume {out} --cost-limit USD" in text

@@ -232,7 +232,7 @@ def test_the_expected_decision_test_finds_a_real_difference() -> None:
 @pytest.mark.model
 @pytest.mark.slow
 def test_the_embedded_model_writes_a_probability_per_call_and_the_tables(tmp_path: Path) -> None:
-    path = _write(tmp_path, backend="local", model="smollm2", agents=2)
+    path = _write(tmp_path, backend="local", model="smollm2", agents=1)
     text = (
         path.read_text()
         .replace("    model: smollm2\n", "")

@@ -149,7 +149,8 @@ def totals(figures: Any) -> str:
     measured = all(line.piloted for line in figures.lines if line.new_calls)
     return (
         f"{bound}{figures.calls:,} new calls, {prompt:,.0f} prompt tokens, "
-        f"{'about' if measured else 'up to'} {output:,.0f} output tokens; cost {bound}{_usd(figures.cost())} live, "
+        f"{'about' if measured else 'up to'} {output:,.0f} output tokens; "
+        f"cost {bound}{_usd(figures.cost())} live, "
         f"{_usd(figures.cost(batch=True))} through a batch API; time about "
         f"{_duration(figures.seconds)}"
     )
