@@ -16,6 +16,7 @@ import pytest
 from biasim.analysis.stats.expected import expected_parity_test
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.kinds import get_kind
 from biasim.simulator.llm.logprobs import first_token_clash, option_probabilities, value_start
 from biasim.simulator.study.load import load_study
 from tests.loopback_llm_server import LoopbackLLMServer
@@ -247,3 +248,66 @@ def test_the_embedded_model_writes_a_probability_per_call_and_the_tables(tmp_pat
         probs = json.loads(raw)
         assert set(probs) == {"Evacuate", "Stay"} and sum(probs.values()) == pytest.approx(1.0)
     assert (out / "tables" / "analysis1_expected.csv").is_file()
+
+
+JUDGE_STUDY = """\
+name: judged_emails
+description: hiring emails labelled by a judge answering with log-probabilities
+roles:
+  writer:
+    backend: synthetic
+    synthetic:
+      text:
+        default: {"Dear applicant, we are pleased to offer you the role.": 1.0}
+  judge:
+    backend: synthetic
+    synthetic:
+      outcome:
+        by: gender
+        probabilities:
+          male: {accept: 0.3, reject: 0.6, invalid: 0.1}
+        default: {accept: 0.6, reject: 0.3, invalid: 0.1}
+personas:
+  source: name_bank
+  name_bank: an2024
+  axes:
+    race: [White, Black]
+    gender: [male, female]
+  description: "{{ race }} {{ gender }}"
+stages:
+  - name: write
+    role: writer
+    prompt: "Write the hiring decision for {{ persona.description }}."
+  - name: judge
+    role: judge
+    answer: logprobs
+    prompt: "Label this email: {{ outputs.write.text }}"
+    output:
+      outcome: {type: choice, choices: [accept, reject, invalid]}
+design:
+  agents_per_value: 3
+analyses:
+  - kind: acceptance
+    stage: write
+    classifier: judge
+    judge_stage: judge
+    groups: [race, gender]
+    unit: name
+    n_permutations: 200
+"""
+
+
+def test_the_acceptance_kind_analyses_a_judges_probabilities(tmp_path: Path) -> None:
+    path = tmp_path / "judged.yaml"
+    path.write_text(JUDGE_STUDY, encoding="utf-8")
+    out = tmp_path / "run"
+    outcome = execute(prepare(RunOptions(study=str(path), out=out)))
+    expected = pd.read_csv(out / "tables" / "analysis1_expected.csv").set_index("value")
+    means = expected["mean_probability"]
+    assert means[["White|male", "Black|male"]].tolist() == pytest.approx([0.3, 0.3])
+    assert means[["White|female", "Black|female"]].tolist() == pytest.approx([0.6, 0.6])
+    (case,) = outcome.summary["analyses"][0]["expected"]["cases"]
+    assert case["dpd"] == pytest.approx(0.3) and case["units"] == 12
+    assert "expected acceptance" in " ".join(
+        get_kind("acceptance").power_tests(outcome.summary["analyses"][0])
+    )

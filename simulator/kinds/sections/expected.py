@@ -83,7 +83,13 @@ def add_expected_decisions(
         cases.append(case)
     section.tables[f"{ctx.name}_expected"] = pd.DataFrame(groups)
     section.tables[f"{ctx.name}_expected_cases"] = pd.DataFrame(cases)
-    section.summary["expected"] = {"groups": groups, "cases": cases, "unit": UNIT}
+    section.summary["expected"] = {
+        "groups": groups,
+        "cases": cases,
+        "unit": UNIT,
+        "case_columns": case_cols,
+        "target": "the case's target" if isinstance(target, pd.Series) else str(target),
+    }
 
 
 def print_expected(summary: dict[str, Any], console: Console) -> None:
@@ -94,7 +100,7 @@ def print_expected(summary: dict[str, Any], console: Console) -> None:
     for case in expected["cases"]:
         if "dpd" not in case:
             continue
-        where = ", ".join(str(case.get(c)) for c in summary.get("case_columns", []))
+        where = ", ".join(str(case.get(c)) for c in expected["case_columns"])
         console.print(
             f"expected decisions ({where}): DPD {case['dpd']:.3f} ({case['highest']} vs "
             f"{case['lowest']}), permutation p = {case['p_value']:.3g} over {case['units']} "
@@ -109,12 +115,12 @@ def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
     expected = summary.get("expected")
     if not expected:
         return
-    cases = [c for c in summary.get("case_columns", []) if c != "model_label"]
+    cases = [c for c in expected["case_columns"] if c != "model_label"]
     text = [Column("model_label", "model"), *[Column(c) for c in cases]]
     section.table(
         expected["groups"],
         key=("expected", "groups"),
-        title=f"Expected decisions: mean probability of {summary['target']} by group",
+        title=f"Expected decisions: mean probability of {expected['target']} by group",
         columns=[
             *text,
             Column("value", "group"),
