@@ -75,10 +75,6 @@ def test_answers_in_a_runs_store_are_not_counted_again(tmp_path: Path) -> None:
 
 def test_role_narrows_backend_and_model_and_an_unknown_role_is_an_input_error() -> None:
     command = ["estimate", "an2024_hiring", "--backend", "openai", "--model", "gpt-4o"]
-    narrowed = estimate(
-        load_study("an2024_hiring"),
-    )
-    assert {line.backend for line in narrowed.lines} == {"local"}
     result = CliRunner().invoke(app, [*command, "--role", "judge"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
