@@ -230,26 +230,6 @@ def test_the_expected_decision_test_finds_a_real_difference() -> None:
     assert test.p_value < 0.01 and test.units == 40
 
 
-@pytest.mark.model
-@pytest.mark.slow
-def test_the_embedded_model_writes_a_probability_per_call_and_the_tables(tmp_path: Path) -> None:
-    path = _write(tmp_path, backend="local", model="smollm2", agents=1)
-    text = (
-        path.read_text()
-        .replace("    model: smollm2\n", "")
-        .replace("    options: {}\n", "    options: {n_ctx: 512}\n")
-    )
-    path.write_text(text)
-    out = tmp_path / "run"
-    outcome = execute(prepare(RunOptions(study=str(path), out=out)))
-    answered = outcome.results[outcome.results["status"] == "answered"]
-    assert len(answered) >= 2
-    for raw in answered["probabilities"]:
-        probs = json.loads(raw)
-        assert set(probs) == {"Evacuate", "Stay"} and sum(probs.values()) == pytest.approx(1.0)
-    assert (out / "tables" / "analysis1_expected.csv").is_file()
-
-
 JUDGE_STUDY = """\
 name: judged_emails
 description: hiring emails labelled by a judge answering with log-probabilities

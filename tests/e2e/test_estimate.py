@@ -16,8 +16,8 @@ from biasim.simulator.llm.pricing import PRICES
 from biasim.simulator.study.load import load_study
 from biasim.simulator.tools.estimate import estimate
 from tests.conftest import write_study
+from tests.e2e.test_cost_ledger import _study
 from tests.loopback_llm_server import LoopbackLLMServer
-from tests.test_cost_ledger import _study
 
 
 def _number(pattern: str, text: str) -> float:
