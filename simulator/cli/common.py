@@ -38,7 +38,7 @@ POSTINGS_OPTION = typer.Option(
 COST_LIMIT_OPTION = typer.Option(
     min=0.0,
     help="US dollars: stop sending calls once the run's cost (every session of it) with the "
-    "calls in flight could pass this; exit 3, resumable with a higher limit.",
+    "calls in flight could pass this; exit 4, resumable with a higher limit.",
 )
 PRICES_OPTION = typer.Option(
     help="YAML file of model prices (USD per million tokens: input, output, batch_input, "

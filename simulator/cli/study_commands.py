@@ -74,7 +74,7 @@ def run(
 ) -> None:
     """Run a study and print its decision-rate report.
 
-    Exit codes: 0 complete; 1 failed or aborted (resumable); 2 bad input; 3 stopped at the cost
+    Exit codes: 0 complete; 1 failed or aborted (resumable); 2 bad input; 4 stopped at the cost
     limit (resumable with a higher --cost-limit); 130/143 interrupted by Ctrl-C/SIGTERM."""
     from biasim.simulator.engine.runner import RunOptions, execute, prepare
 

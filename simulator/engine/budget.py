@@ -18,7 +18,7 @@ from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.types import LLMRequest
 
 #: Exit code of a run stopped at its cost limit (resumable).
-COST_LIMIT_EXIT = 3
+COST_LIMIT_EXIT = 4
 #: Characters per prompt token assumed for the reservation: fewer than any tokenizer of a
 #: European language averages, so the bound holds.
 CHARS_PER_TOKEN_BOUND = 2.0

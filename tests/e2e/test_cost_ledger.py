@@ -171,7 +171,7 @@ def test_a_prices_file_overrides_the_table_and_a_bad_one_is_an_input_error(
     assert "--prices" in str(caught.value)
 
 
-def test_the_command_line_exits_3_at_the_limit_and_says_how_to_continue(tmp_path: Path) -> None:
+def test_the_command_line_exits_4_at_the_limit_and_says_how_to_continue(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from biasim.simulator.cli import app
