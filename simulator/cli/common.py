@@ -35,6 +35,15 @@ MASKED_LM_OPTION = typer.Option(
 POSTINGS_OPTION = typer.Option(
     help="PRISM: CSV of job postings (columns posting, posting_text) replacing the study's.",
 )
+COST_LIMIT_OPTION = typer.Option(
+    min=0.0,
+    help="US dollars: stop sending calls once the run's cost (every session of it) with the "
+    "calls in flight could pass this; exit 4, resumable with a higher limit.",
+)
+PRICES_OPTION = typer.Option(
+    help="YAML file of model prices (USD per million tokens: input, output, batch_input, "
+    "batch_output) over the shipped table.",
+)
 BIOGRAPHIES_OPTION = typer.Option(
     help="Letters from biographies: CSV of seed biographies (first_name, last_name, gender f/m, "
     "info, occupation) replacing the study's; with seed_first_name and seed_last_name too (the "

@@ -13,8 +13,10 @@ from rich.table import Table
 
 from biasim.simulator.cli.common import (
     BIOGRAPHIES_OPTION,
+    COST_LIMIT_OPTION,
     MASKED_LM_OPTION,
     POSTINGS_OPTION,
+    PRICES_OPTION,
     app,
     err_console,
     fail_input,
@@ -80,6 +82,8 @@ def run(
             "declare the hosts it contacts and the variables it sends (repeatable)."
         ),
     ] = None,
+    cost_limit: Annotated[float | None, COST_LIMIT_OPTION] = None,
+    prices: Annotated[Path | None, PRICES_OPTION] = None,
 ) -> None:
     """Run a study and print its decision-rate report.
 
@@ -87,7 +91,8 @@ def run(
     analysis failed (the answers are kept); 2 bad input (study, option, output directory, or a
     corrupt run directory to resume), nothing written or changed; 3 the calls failed: every call
     of a stage failed, or more than --max-error-rate of the units did (status `failed`; fix the
-    cause and continue with --resume); 130 or 143 stopped by Ctrl-C or SIGTERM (resumable).
+    cause and continue with --resume); 4 stopped at the cost limit (resumable with a higher
+    --cost-limit); 130 or 143 stopped by Ctrl-C or SIGTERM (resumable).
     """
     from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
@@ -107,6 +112,8 @@ def run(
         biographies=biographies,
         allow_endpoints=tuple(allow_endpoint or ()),
         trust_backends=tuple(trust_backend or ()),
+        cost_limit=cost_limit,
+        prices=prices,
     )
     try:
         prepared = prepare(options)
@@ -131,12 +138,16 @@ def run(
     except InputError as exc:
         fail_input(exc)
     if outcome.status == "interrupted":
+        from biasim.simulator.engine.budget import COST_LIMIT_EXIT
+
         print_written(outcome.out, outcome.summary)
         answered = outcome.summary.get("units", 0)
+        at_limit = outcome.exit_code == COST_LIMIT_EXIT
         err_console.print(
-            f"run interrupted: {answered} of {outcome.summary['units_expected']} units have "
-            f"results; every answer is saved in {outcome.out}\n"
-            f"continue with: biasim run --resume {outcome.out}",
+            f"run {'stopped' if at_limit else 'interrupted'}: {outcome.message}; {answered} of "
+            f"{outcome.summary['units_expected']} units have results; every answer is saved in "
+            f"{outcome.out}\ncontinue with: biasim run --resume {outcome.out}"
+            + (" --cost-limit USD" if at_limit else ""),
             markup=False,
         )
         raise typer.Exit(outcome.exit_code)
@@ -198,7 +209,8 @@ def _print_accounting(summary: dict) -> None:
             + (f", {row['redone']} redone after an error" if row.get("redone") else "")
             + f"), tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
-            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks"
+            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks, cost "
+            + ("unknown" if row.get("cost_usd") is None else f"${row['cost_usd']:.4f}")
             + (
                 styled(f", {row['truncated']} cut at max_tokens", "yellow", "")
                 if row.get("truncated")
@@ -274,6 +286,7 @@ def validate(
             "on who advances)" + _limit_note(),
             highlight=False,
         )
+        _print_estimate(loaded)
         _print_biographies(config)
         _print_analysis_notes(config, Path(loaded.path).parent)
         _print_endpoint_notes(loaded)
@@ -291,10 +304,23 @@ def validate(
         soft_wrap=True,
         highlight=False,
     )
+    _print_estimate(loaded)
     _print_casting(config)
     _print_biographies(config)
     _print_analysis_notes(config, Path(loaded.path).parent)
     _print_endpoint_notes(loaded)
+
+
+def _print_estimate(loaded: Any) -> None:
+    """The study's calls, tokens, cost and time in one line (``biasim estimate`` details it)."""
+    from biasim.simulator.cli.estimate_commands import totals
+    from biasim.simulator.tools.estimate import estimate
+
+    out_console.print(
+        f"estimate: {totals(estimate(loaded))} (biasim estimate for the breakdown)",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _print_biographies(config: Any, console: Any = out_console) -> None:

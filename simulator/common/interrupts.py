@@ -33,6 +33,9 @@ class StopControl:
     def __init__(self) -> None:
         self.level = 0
         self.signum: int | None = None
+        #: Why the run stopped when no signal stopped it, and the exit code that says so.
+        self.reason: str | None = None
+        self._exit_code: int | None = None
         self._cancellers: list[Callable[[], None]] = []
 
     @property
@@ -42,8 +45,19 @@ class StopControl:
 
     @property
     def exit_code(self) -> int:
-        """The shell's convention: 128 plus the signal number (130 for Ctrl-C)."""
+        """The shell's convention: 128 plus the signal number (130 for Ctrl-C); a stop the run
+        decided itself (:meth:`halt`) has its own."""
+        if self.signum is None and self._exit_code is not None:
+            return self._exit_code
         return 128 + (self.signum or signal.SIGINT)
+
+    def halt(self, reason: str, exit_code: int) -> None:
+        """Stop issuing calls for a reason of the run's own (a cost limit), as a first signal
+        would: calls in flight finish and are recorded."""
+        if self.level == 0:
+            self.level = 1
+            self.reason = reason
+            self._exit_code = exit_code
 
     def on_cancel(self, cancel: Callable[[], None]) -> Callable[[], None]:
         """Call ``cancel`` (on the event loop's thread) when in-flight calls must stop now.

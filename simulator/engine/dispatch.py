@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
+from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.logprobs import option_probabilities
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import OutputSchema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -36,6 +38,9 @@ class Call:
     schema: OutputSchema | None
     runtime: BackendRuntime
     reask: bool = True
+    #: For ``answer: logprobs``: the choice field and its options, read from the answer's
+    #: log-probabilities.
+    decision: tuple[str, tuple[str, ...]] | None = None
 
 
 class RunAborted(RuntimeError):
@@ -69,6 +74,7 @@ class Dispatcher:
             for the one just finished (None when answered from the store).
         stop: The user's stop requests: level 1 sends no new call, level 2 cancels those in
             flight.
+        budget: The run's cost limit, or ``None`` for none.
     """
 
     def __init__(
@@ -79,9 +85,11 @@ class Dispatcher:
         min_units: int = 20,
         on_progress: Callable[[int, float | None], None] | None = None,
         stop: StopControl | None = None,
+        budget: CostBudget | None = None,
     ) -> None:
         self.store = store
         self.stop = stop or StopControl()
+        self.budget = budget
         self.max_error_rate = max_error_rate
         self.min_units = min_units
         self.on_progress = on_progress
@@ -174,12 +182,17 @@ class Dispatcher:
         key, material = runtime.cache_key(request)
         response = self.store.lookup(key)
         if response is None:
-            response = await runtime.complete(request, self._stopping)
+            response = await self._paid(runtime, request)
             if response.status != "error" and call.schema is not None:
                 response.parsed, response.error = call.schema.parse(response.text)
                 if response.parsed is not None:
                     response.error = call.schema.outside_choices(response.parsed)
                 response.status = "answered" if response.error is None else "invalid"
+            if call.decision is not None and response.token_logprobs is not None:
+                field, options = call.decision
+                response.probabilities = option_probabilities(
+                    response.text, response.token_logprobs, field, options
+                )
         self.store.record(
             CallRecord(
                 key=key,
@@ -190,7 +203,22 @@ class Dispatcher:
                 model=runtime.model,
                 request=material,
                 reask=reask,
+                cost_usd=runtime.cost(response),
             ),
             response,
         )
+        return response
+
+    async def _paid(self, runtime: BackendRuntime, request: LLMRequest) -> LLMResponse:
+        """A call to the backend, within the cost limit when there is one."""
+        if self.budget is None:
+            return await runtime.complete(request, self._stopping)
+        bound = cost_bound(runtime, request)
+        await self.budget.reserve(bound)
+        cost: float | None = 0.0
+        try:
+            response = await runtime.complete(request, self._stopping)
+            cost = runtime.cost(response)
+        finally:
+            await self.budget.settle(bound, cost)
         return response

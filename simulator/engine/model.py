@@ -22,6 +22,7 @@ from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAg
 from biasim.simulator.engine.dispatch import Call, Dispatcher, RunInterrupted
 from biasim.simulator.engine.matching import Document, form_evaluations
 from biasim.simulator.engine.results import ResultsWriter
+from biasim.simulator.llm.logprobs import TOP_LOGPROBS
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -36,6 +37,7 @@ from biasim.simulator.study.design import (
     iter_populations,
     model_labels,
 )
+from biasim.simulator.study.logprob_checks import decision_field
 from biasim.simulator.study.persona_writer import persona_view
 from biasim.simulator.study.populations import (
     is_pipeline,
@@ -82,6 +84,12 @@ class StudyModel(mesa.Model):
         self._variants = cast(study)
         multi = len(model_labels(study)) > 1
         self.stage_configs = {stage.name: stage for stage in study.stages}
+        #: Stages answered with log-probabilities -> the decision field and its options.
+        self._decisions = {
+            stage.name: (found[0], tuple(found[1]))
+            for stage in study.stages
+            if stage.answer == "logprobs" and (found := decision_field(stage)) is not None
+        }
         self.plans = [self._plan(self.stage_configs[n], multi) for n in stage_order(study)]
         #: A study with populations: agents read each other's work, so every agent of every
         #: population is held at once (one wave) and stages run in pipeline order.
@@ -339,6 +347,9 @@ class StudyModel(mesa.Model):
                     continue
                 seen[key] = len(calls)
             slots.append(len(calls))
+            decision = self._decisions.get(plan.name) if not suffix else None
+            if decision is not None:
+                request = replace(request, top_logprobs=TOP_LOGPROBS)
             calls.append(
                 Call(
                     unit_id=agent.unit(plan) + suffix,
@@ -348,6 +359,7 @@ class StudyModel(mesa.Model):
                     schema=agent.schema(plan) if request.json_schema is not None else None,
                     runtime=runtime,
                     reask=role_config.reask,
+                    decision=decision,
                 )
             )
         try:
@@ -493,6 +505,9 @@ class StudyModel(mesa.Model):
             truncated=response.truncated,
             cached=response.from_store,
         )
+        if plan.name in self._decisions:
+            probabilities = response.probabilities
+            row["probabilities"] = orjson.dumps(probabilities).decode() if probabilities else None
         return row
 
 

@@ -46,6 +46,10 @@ _FIXED_TYPES = {
 }
 
 
+#: The results column of a logprobs stage's option probabilities.
+PROBABILITIES = "probabilities"
+
+
 def result_schema(study: StudyConfig) -> pa.Schema:
     """Columns of the results table: ids, design factors and recorded variables, persona axes,
     every output field, call facts."""
@@ -73,6 +77,9 @@ def result_schema(study: StudyConfig) -> pa.Schema:
     columns.append((CALL_COLUMNS[0], pa.string()))
     columns += list(fields.items())
     columns += [(c, _FIXED_TYPES.get(c, pa.string())) for c in CALL_COLUMNS[1:]]
+    if any(stage.answer == "logprobs" for stage in study.stages):
+        # Each option's probability, as JSON: {"Evacuate": 0.71, "Stay": 0.29}.
+        columns.append((PROBABILITIES, pa.string()))
     return pa.schema(columns)
 
 

@@ -39,6 +39,7 @@ from biasim.simulator.common.rundir import (
     write_json,
 )
 from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.engine.budget import CostBudget
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
 from biasim.simulator.engine.failures import (
     DEFAULT_MAX_ERROR_RATE,
@@ -73,6 +74,7 @@ from biasim.simulator.study.options import (
     command_line_overrides,
     load_options_study,
 )
+from biasim.simulator.study.prices import role_price
 from biasim.simulator.study.prompts import prompt_samples
 
 PACKAGES = (
@@ -155,6 +157,7 @@ def prepare(options: RunOptions) -> PreparedRun:
                 ("--masked-lm", options.masked_lm),
                 ("--postings", options.postings),
                 ("--biographies", options.biographies),
+                ("--prices", options.prices),
                 ("STUDY", options.study),
             )
             if value is not None
@@ -170,7 +173,10 @@ def prepare(options: RunOptions) -> PreparedRun:
             data,
             SourceMap(default_file=str(manifest_path)),
             str(manifest_path),
-            command_line_overrides(RunOptions(max_concurrency=options.max_concurrency)),
+            # The limit may be raised to finish a run that stopped at it.
+            command_line_overrides(
+                RunOptions(max_concurrency=options.max_concurrency, cost_limit=options.cost_limit)
+            ),
         )
         out = run_dir
     else:
@@ -274,8 +280,20 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                     requests_per_minute=role.requests_per_minute,
                     tokens_per_minute=role.tokens_per_minute,
                     probe_timeout_s=role.probe_timeout_s,
+                    price=role_price(study.config, role, backend.identity().get("model")),
                 )
             runtime = shared[ident]
+            if study.config.cost_limit is not None and runtime.price is None:
+                raise InputError(
+                    [
+                        study.source_map.problem(
+                            ("roles", name, "model"),
+                            f"`cost_limit` needs the price of model `{runtime.model}`, which "
+                            "the shipped price table does not list; give it under `prices:` "
+                            "(USD per million tokens) or with --prices FILE",
+                        )
+                    ]
+                )
             unsupported = unsupported_setting(runtime.backend, role)
             if unsupported is not None:
                 field, message = unsupported
@@ -344,6 +362,7 @@ def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any
             "retry": dataclasses.asdict(runtime.policy),
             "requests_per_minute": role.requests_per_minute,
             "tokens_per_minute": role.tokens_per_minute,
+            "price": runtime.price.as_dict() if runtime.price is not None else None,
         }
     return {
         "run_id": run_id,
@@ -454,7 +473,11 @@ def _run_study(
         out / CALLS,
         replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
     )
-    dispatcher = Dispatcher(store, max_error_rate=prepared.options.max_error_rate, stop=stop)
+    limit = prepared.study.config.cost_limit
+    budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
+    dispatcher = Dispatcher(
+        store, max_error_rate=prepared.options.max_error_rate, stop=stop, budget=budget
+    )
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
     )
@@ -489,7 +512,7 @@ def _run_study(
         status, message, exit_code = "failed", str(exc), EXIT_CALLS_FAILED
     except (RunInterrupted, KeyboardInterrupt):
         # KeyboardInterrupt only where no handler could be installed (not the main thread).
-        status, message = "interrupted", "interrupted by the user"
+        status, message = "interrupted", stop.reason or "interrupted by the user"
     except Exception as exc:
         # Whatever broke after the run directory existed, the run is not complete: what was
         # answered is in the store and `--resume` continues from it.
@@ -540,6 +563,7 @@ def _run_study(
             calls={"new": new_calls, "from_cache": hits},
             timings={"wall_s": wall, "stages_s": stage_seconds, "waves_s": model.wave_seconds},
             units_expected=model.total_units,
+            cost=cost_ledger(totals, prepared.study.config.cost_limit),
         )
         if status != "complete":
             summary["resume"] = f"biasim run --resume {out}"
@@ -555,6 +579,7 @@ def _run_study(
             cache_hits=hits,
             status=status,
         )
+        manifest["cost"] = cost_ledger(totals, prepared.study.config.cost_limit)
         manifest["counts"] = {
             "units": model.total_units,
             "rows": len(results),
@@ -573,6 +598,19 @@ def _run_study(
         message=message,
         exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
+
+
+def cost_ledger(totals: dict[str, Any], limit: float | None) -> dict[str, Any]:
+    """What the run has billed, in all (every session) and per role and model, in USD
+    (``None`` where a model's price is unknown), and its limit."""
+    return {
+        "total_usd": totals["cost_usd"],
+        "by_role": [
+            {"role": r["role"], "backend": r["backend"], "model": r["model"], "usd": r["cost_usd"]}
+            for r in totals["by_role"]
+        ],
+        "limit_usd": limit,
+    }
 
 
 async def _close_backends(runtimes: dict[str, BackendRuntime]) -> None:

@@ -42,7 +42,9 @@ CREATE TABLE IF NOT EXISTS calls (
     created REAL NOT NULL,
     truncated INTEGER NOT NULL DEFAULT 0,
     server TEXT,
-    from_store INTEGER NOT NULL DEFAULT 0
+    from_store INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL,
+    probabilities TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
@@ -53,11 +55,13 @@ _REQUIRED_COLUMNS = frozenset(
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
-    "server, from_store) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "server, from_store, cost_usd, probabilities) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated}, {server}, {from_store} FROM calls WHERE key = ? AND status != 'error' "
+    "{truncated}, {server}, {from_store}, {probabilities} FROM calls "
+    "WHERE key = ? AND status != 'error' "
     "ORDER BY id LIMIT 1"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
@@ -77,6 +81,8 @@ class CallRecord:
     model: str
     request: str
     reask: int = 0
+    #: USD billed for this call: 0 for a stored answer, ``None`` when the price is unknown.
+    cost_usd: float | None = None
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -95,6 +101,11 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if "from_store" not in columns:
         # Nor whether an answer was copied from a replay source: read as asked of the model.
         conn.execute("ALTER TABLE calls ADD COLUMN from_store INTEGER NOT NULL DEFAULT 0")
+    if "cost_usd" not in columns:
+        # Nor what a call cost: those rows count as of unknown cost.
+        conn.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
+    if "probabilities" not in columns:
+        conn.execute("ALTER TABLE calls ADD COLUMN probabilities TEXT")
     return conn
 
 
@@ -133,6 +144,7 @@ def _lookup_sql(conn: sqlite3.Connection) -> str:
         truncated="truncated" if "truncated" in columns else "0",
         server="server" if "server" in columns else "NULL",
         from_store="from_store" if "from_store" in columns else "0",
+        probabilities="probabilities" if "probabilities" in columns else "NULL",
     )
 
 
@@ -173,7 +185,7 @@ class CallStore:
             if row is not None:
                 self.cache_hits += 1
                 (status, text, parsed, error, ptok, ctok, latency, attempts) = row[:8]
-                truncated, server, stored = row[8:]
+                truncated, server, stored, probabilities = row[8:]
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -185,6 +197,7 @@ class CallStore:
                     attempts=attempts or 1,
                     truncated=bool(truncated),
                     server=server,
+                    probabilities=orjson.loads(probabilities) if probabilities else None,
                     cached=True,
                     extra={"replayed": True} if replayed else {},
                     # A replayed answer is from a store now; one of this run's, as it was.
@@ -223,6 +236,9 @@ class CallStore:
                 int(response.truncated),
                 response.server,
                 int(response.from_store),
+                # A copy from a replay source was not paid by this run.
+                0.0 if response.cached else call.cost_usd,
+                orjson.dumps(response.probabilities).decode() if response.probabilities else None,
             )
         )
         if response.status != "error":
@@ -258,7 +274,8 @@ class CallStore:
             "SELECT role, backend, model, COUNT(*), SUM(final AND status='answered'), "
             "SUM(final AND status='invalid'), SUM(final AND status='error'), SUM(NOT final), "
             "SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), SUM(attempts), "
-            "SUM(reask), SUM(final AND truncated) FROM (SELECT *, id = MAX(id) OVER "
+            "SUM(reask), SUM(final AND truncated), SUM(cost_usd), SUM(cost_usd IS NULL) "
+            "FROM (SELECT *, id = MAX(id) OVER "
             "(PARTITION BY unit_id, reask) AS final FROM calls) GROUP BY role, backend, model "
             "ORDER BY role"
         )
@@ -277,8 +294,24 @@ class CallStore:
             "attempts",
             "reasks",
             "truncated",
+            "cost_usd",
+            "unpriced",
         )
-        return {"by_role": [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]}
+        rows = [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
+        for row in rows:
+            # Calls of a model without a known price leave the sum unknown, not smaller.
+            if row.pop("unpriced"):
+                row["cost_usd"] = None
+        return {"by_role": rows, "cost_usd": self.spent()}
+
+    def spent(self) -> float | None:
+        """USD billed by every call in this store, over every session of the run (``None``
+        when a call's price was unknown)."""
+        self.flush()
+        total, unpriced = self._conn.execute(
+            "SELECT COALESCE(SUM(cost_usd), 0), SUM(cost_usd IS NULL) FROM calls"
+        ).fetchone()
+        return None if unpriced else float(total)
 
     def close(self) -> None:
         """Commit what is queued and close."""

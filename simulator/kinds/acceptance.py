@@ -31,6 +31,12 @@ from biasim.simulator.kinds.sections.differences import (
     html_differences,
     print_differences,
 )
+from biasim.simulator.kinds.sections.expected import (
+    add_expected_decisions,
+    html_expected,
+    is_logprob_stage,
+    print_expected,
+)
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -185,6 +191,8 @@ class AcceptanceKind(AnalysisKind):
             **agreement,
             models={},
         )
+        if spec.classifier == "judge" and spec.judge_stage:
+            self._expected(results, spec, ctx, section)
         models = ctx.models_in(rows)
         for model in models:
             part = rows[rows["model_label"] == model]
@@ -192,6 +200,28 @@ class AcceptanceKind(AnalysisKind):
         if len(models) > 1:
             self._across_models(rows, spec, ctx, models, section)
         return section
+
+    def _expected(
+        self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext, section: Section
+    ) -> None:
+        """A judge answering with log-probabilities: the expected acceptance of each group
+        (mean probability the judge labels the email `accept`) and its DPD test."""
+        if not is_logprob_stage(ctx, spec.judge_stage or "") or "probabilities" not in results:
+            return
+        judged = results[results["stage"] == spec.judge_stage]
+        groups = list(spec.groups)
+        long = judged.assign(
+            attribute="+".join(groups),
+            value=judged[groups].astype(str).agg("|".join, axis=1),
+        )
+        add_expected_decisions(
+            section,
+            ctx,
+            long,
+            target="accept",
+            case_cols=["model_label", "attribute"],
+            n_permutations=spec.n_permutations,
+        )
 
     def _model(
         self,
@@ -373,7 +403,11 @@ class AcceptanceKind(AnalysisKind):
         )
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
-        tests: dict[str, float | None] = {}
+        tests: dict[str, float | None] = {
+            f"{c['model_label']}: expected acceptance DPD (judge log-probabilities)": c["p_value"]
+            for c in (summary.get("expected") or {}).get("cases", [])
+            if "p_value" in c
+        }
         for model, part in summary["models"].items():
             at = f"{model}: " if len(summary["models"]) > 1 else ""
             adjusted = [r["p_adjusted"] for r in part.get("permutation") or []]
@@ -393,6 +427,7 @@ class AcceptanceKind(AnalysisKind):
         return rows.assign(selected=selected)
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
+        print_expected(summary, console)
         if "judge_rules_agreement" in summary:
             console.print(
                 f"LLM judge vs rule classifier on the same emails: "
@@ -460,6 +495,7 @@ class AcceptanceKind(AnalysisKind):
             )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        html_expected(summary, section)
         groups = summary["groups"]
         section.paragraph(
             f"Each text of stage {summary['stage']} is labelled accept / reject / invalid by "

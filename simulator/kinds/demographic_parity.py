@@ -45,6 +45,12 @@ from biasim.simulator.kinds.sections.differences import (
     html_differences,
     print_differences,
 )
+from biasim.simulator.kinds.sections.expected import (
+    add_expected_decisions,
+    html_expected,
+    is_logprob_stage,
+    print_expected,
+)
 from biasim.simulator.study.fields import Strict
 
 
@@ -229,6 +235,11 @@ class DemographicParityKind(AnalysisKind):
             at = f"{model}: " if several else ""
             # Holm's smallest adjusted p: is any case's DPD significant over the family?
             tests[f"{at}any case DPD (holm over {len(p)} cases)"] = min(1.0, min(p) * len(p))
+        expected = [c for c in (summary.get("expected") or {}).get("cases", []) if "p_value" in c]
+        for case in expected:
+            at = f"{case.get('model_label')}: " if several else ""
+            # Expected decisions from log-probabilities, against the sampled DPD above.
+            tests[f"{at}expected decisions DPD ({case.get('attribute')})"] = case["p_value"]
         rows = summary.get("implicit_vs_explicit", [])
         for row in rows:
             at = f"{row['model_label']}: " if len(rows) > 1 else ""
@@ -280,6 +291,15 @@ class DemographicParityKind(AnalysisKind):
             cases = cases.merge(targets.reset_index(), how="left") if spec.cases else cases
         section.tables[f"{name}_rates"] = rates
         section.tables[f"{name}_cases"] = cases
+        if is_logprob_stage(ctx, spec.stage) and "probabilities" in rows:
+            add_expected_decisions(
+                section,
+                ctx,
+                rows,
+                target=rows[spec.target_from] if spec.target_from else spec.target,
+                case_cols=case_cols,
+                n_permutations=spec.n_permutations,
+            )
         summary = section.summary
         summary.update(
             stage=spec.stage,
@@ -547,6 +567,7 @@ class DemographicParityKind(AnalysisKind):
         )
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
+        print_expected(summary, console)
         case_cols = [c for c in summary["case_columns"] if c != "model_label"]
         cases = summary["cases"]
         if len(cases) == 1:
@@ -616,6 +637,7 @@ class DemographicParityKind(AnalysisKind):
             )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        html_expected(summary, section)
         case_cols = [c for c in summary["case_columns"] if c != "model_label"]
         section.paragraph(
             f"Rate of {summary['field']} = {summary['target']} in stage {summary['stage']}, by "

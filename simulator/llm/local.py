@@ -20,6 +20,7 @@ from typing import Any
 
 from biasim.simulator.llm.egress import NO_EGRESS, Egress
 from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
+from biasim.simulator.llm.logprobs import token_logprobs
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -119,6 +120,7 @@ class LocalBackend:
             )
         self._abort = threading.Event()
         self._llm: Any = None
+        self._llm_logits: Any = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="biasim-llama")
 
     def identity(self) -> dict[str, Any]:
@@ -134,20 +136,31 @@ class LocalBackend:
             "llama_cpp_python": llama_version,
         }
 
-    def load(self) -> Any:
+    def load(self, logprobs: bool = False) -> Any:
         """Load the model once on the model thread (blocking); later calls reuse it."""
-        return self._thread.submit(self._load).result()
+        return self._thread.submit(self._load, logprobs).result()
 
-    def _load(self) -> Any:
+    def _load(self, logprobs: bool = False) -> Any:
+        # llama.cpp returns log-probabilities only from a model that keeps every position's
+        # logits (n_ctx x vocabulary floats): a second instance, loaded only for the stages
+        # that ask for them, so the others keep the lean one.
+        if logprobs:
+            if self._llm_logits is None:
+                self._llm_logits = self._new_llama(logits_all=True)
+            return self._llm_logits
         if self._llm is None:
-            self._llm = _watched_llama()(
-                model_path=str(self.path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_batch=self.n_batch,
-                verbose=False,
-            )
+            self._llm = self._new_llama(logits_all=False)
         return self._llm
+
+    def _new_llama(self, logits_all: bool) -> Any:
+        return _watched_llama()(
+            model_path=str(self.path),
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_batch=self.n_batch,
+            logits_all=logits_all,
+            verbose=False,
+        )
 
     def cancel(self) -> None:
         """Stop the generation in progress at its next token, and every later one (the run is
@@ -179,7 +192,7 @@ class LocalBackend:
         )
 
     def _generate(self, request: LLMRequest) -> LLMResponse:
-        llm = self._load()
+        llm = self._load(logprobs=bool(request.top_logprobs))
         kwargs: dict[str, Any] = {
             "temperature": request.temperature,
             "top_p": request.top_p,
@@ -187,6 +200,11 @@ class LocalBackend:
             "seed": request.seed,
             **extra_sampling(request),
         }
+        if request.top_logprobs:
+            # The completion path takes a count; the chat path a flag and a count.
+            kwargs["logprobs"] = request.top_logprobs if request.endpoint == "completions" else True
+            if request.endpoint != "completions":
+                kwargs["top_logprobs"] = request.top_logprobs
         if self._abort.is_set():
             raise asyncio.CancelledError
         llm.watch = self._watch()
@@ -221,13 +239,15 @@ class LocalBackend:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             latency_s=time.perf_counter() - start,
             truncated=choice.get("finish_reason") == "length",
+            token_logprobs=token_logprobs(choice),
         )
 
     async def aclose(self) -> None:
         """Free the model and stop its thread."""
-        llm, self._llm = self._llm, None
-        if llm is not None:
-            await asyncio.get_running_loop().run_in_executor(self._thread, llm.close)
+        for llm in (self._llm, self._llm_logits):
+            if llm is not None:
+                await asyncio.get_running_loop().run_in_executor(self._thread, llm.close)
+        self._llm = self._llm_logits = None
         self._thread.shutdown(wait=True)
 
 

@@ -25,6 +25,7 @@ from biasim.simulator.llm.http_common import (
     resolve_api_key,
     structured_mode,
 )
+from biasim.simulator.llm.logprobs import token_logprobs
 from biasim.simulator.llm.openai_transport import AiohttpTransport, SdkTransport, Transport
 from biasim.simulator.llm.retry import ATTEMPT_DEADLINE
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, completion_prompt, extra_sampling
@@ -130,6 +131,12 @@ class OpenAIBackend:
         }
         if request.max_tokens is not None:  # no cap: the server's own limit
             kwargs["max_tokens"] = request.max_tokens
+        if request.top_logprobs:
+            # Plain completions take the count as `logprobs`; chat a flag and `top_logprobs`.
+            chat = request.endpoint != "completions"
+            kwargs["logprobs"] = True if chat else request.top_logprobs
+            if chat:
+                kwargs["top_logprobs"] = request.top_logprobs
         if request.endpoint == "completions":
             # A base model writes no enforced JSON: a schema is checked by the engine only.
             kwargs["prompt"] = completion_prompt(request.messages)
@@ -244,4 +251,5 @@ def _answer(raw: bytes, kind: str) -> LLMResponse:
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         truncated=choice.get("finish_reason") == "length",
+        token_logprobs=token_logprobs(choice),
     )

@@ -63,10 +63,16 @@ class AiohttpTransport:
         api_key: Sent as a bearer token.
         secret: Returns the key to scrub from error messages (read at error time, so no error
             path keeps it).
+        auth: Headers that carry the key instead of the bearer token (a provider with its own
+            scheme, e.g. Anthropic's ``x-api-key``).
     """
 
     def __init__(
-        self, base_urls: Sequence[str], api_key: str, secret: Callable[[], str | None]
+        self,
+        base_urls: Sequence[str],
+        api_key: str,
+        secret: Callable[[], str | None],
+        auth: dict[str, str] | None = None,
     ) -> None:
         self._bases = [yarl.URL(url) for url in base_urls]
         self._urls: dict[tuple[int, str], yarl.URL] = {}
@@ -74,7 +80,7 @@ class AiohttpTransport:
         # once per server instead of on every request.
         self._proxies = [_env_proxy(str(base)) for base in self._bases]
         self._headers = {
-            "Authorization": f"Bearer {api_key}",
+            **(auth if auth is not None else {"Authorization": f"Bearer {api_key}"}),
             "Content-Type": "application/json",
             "Accept": "application/json",
         }

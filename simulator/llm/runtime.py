@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
+from biasim.simulator.llm.pricing import Price
 from biasim.simulator.llm.registry import Backend
 from biasim.simulator.llm.retry import FirstContact, RetryPolicy, call_with_retries
 from biasim.simulator.llm.structured import canonical_json
@@ -24,6 +25,7 @@ class BackendRuntime:
         requests_per_minute: Optional request quota.
         tokens_per_minute: Optional token quota.
         probe_timeout_s: Per-attempt timeout until the server has answered once.
+        price: What a call costs, or ``None`` when the model's price is unknown.
     """
 
     def __init__(
@@ -35,8 +37,10 @@ class BackendRuntime:
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         probe_timeout_s: float = 60.0,
+        price: Price | None = None,
     ) -> None:
         self.backend = backend
+        self.price = price
         self.identity: dict[str, Any] = backend.identity()
         self.model = str(self.identity.get("model", ""))
         self._identity_json = canonical_json(self.identity)
@@ -79,8 +83,19 @@ class BackendRuntime:
         fields.update(extra_sampling(request))
         if request.endpoint != "chat":
             fields["endpoint"] = request.endpoint
+        if request.top_logprobs:
+            fields["top_logprobs"] = request.top_logprobs
         material = canonical_json(fields)
         return hashlib.sha256(material.encode()).hexdigest(), material
+
+    def cost(self, response: LLMResponse) -> float | None:
+        """USD this backend billed for ``response`` (nothing for a stored answer); ``None``
+        when the price is unknown."""
+        if response.cached:
+            return 0.0
+        if self.price is None:
+            return None
+        return self.price.cost(response.prompt_tokens, response.completion_tokens)
 
     async def complete(
         self, request: LLMRequest, stopping: Callable[[], bool] | None = None

@@ -17,6 +17,7 @@ import orjson
 
 from biasim.simulator.llm.egress import NO_EGRESS, Egress
 from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
+from biasim.simulator.llm.logprobs import value_start
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 _MASK64 = (1 << 64) - 1
@@ -32,6 +33,10 @@ def uniform(seed: int, salt: int) -> float:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
     return ((z ^ (z >> 31)) >> 11) * (1.0 / (1 << 53))
+
+
+#: The model name results carry when a synthetic role names none.
+DEFAULT_MODEL = "synthetic-responder"
 
 
 class SyntheticBackend:
@@ -67,7 +72,7 @@ class SyntheticBackend:
                 "`latency_ms` and `fail_rate`",
                 field="options",
             )
-        self._model = role.model or "synthetic-responder"
+        self._model = role.model or DEFAULT_MODEL
         # Seeds do not depend on the model (see AgentSpec.seed_id); mixing in the declared
         # truth keeps two synthetic "models" of one study independent draws, as two real
         # models are, instead of sharing every random number.
@@ -120,18 +125,15 @@ class SyntheticBackend:
                 for salt, (name, prop) in enumerate(schema.get("properties", {}).items())
             }
             text = orjson.dumps(answer).decode()
+            if request.top_logprobs:
+                tokens = self._declared_logprobs(schema, answer, attributes)
+                return LLMResponse(text=text, token_logprobs=tokens)
         return LLMResponse(text=text, prompt_tokens=0, completion_tokens=0)
 
     def _draw(self, name: str, prop: dict[str, Any], attributes: dict[str, str], u: float) -> Any:
         spec = self._fields.get(name)
         if "enum" in prop:
-            value = _by_value(spec, attributes) if spec is not None else None
-            key = (name, value, tuple(prop["enum"]))
-            if key not in self._tables:
-                self._tables[key] = self._table(spec, value, prop["enum"])
-            choices, cumulative = self._tables[key]  # type: ignore[misc]
-            if spec is not None and spec.unit_sd and spec.unit:
-                cumulative = self._shift(spec, choices, cumulative, attributes.get(spec.unit, ""))
+            choices, cumulative = self._choice_table(name, prop, attributes)
             for choice, edge in zip(choices, cumulative, strict=True):
                 if u < edge:
                     return choice
@@ -143,6 +145,43 @@ class SyntheticBackend:
             text = spec.text if spec is not None and spec.text else f"synthetic {name}"
             return text[: prop["maxLength"]] if "maxLength" in prop else text
         return {"integer": 0, "number": 0.0, "boolean": u < 0.5}.get(kind)
+
+    def _choice_table(
+        self, name: str, prop: dict[str, Any], attributes: dict[str, str]
+    ) -> tuple[list[str], list[float]]:
+        """A choice field's options and cumulative declared probabilities for these
+        attributes (a unit's shift applied)."""
+        spec = self._fields.get(name)
+        value = _by_value(spec, attributes) if spec is not None else None
+        key = (name, value, tuple(prop["enum"]))
+        if key not in self._tables:
+            self._tables[key] = self._table(spec, value, prop["enum"])
+        choices, cumulative = self._tables[key]  # type: ignore[misc]
+        if spec is not None and spec.unit_sd and spec.unit:
+            cumulative = self._shift(spec, choices, cumulative, attributes.get(spec.unit, ""))
+        return list(choices), list(cumulative)
+
+    def _declared_logprobs(
+        self, schema: dict[str, Any], answer: dict[str, Any], attributes: dict[str, str]
+    ) -> list[tuple[str, dict[str, float]]] | None:
+        """The answer as tokens: the first choice field's value one token whose alternatives
+        carry the declared probabilities (what a model's log-probabilities would estimate)."""
+        text = orjson.dumps(answer).decode()
+        for name, prop in schema.get("properties", {}).items():
+            if "enum" not in prop:
+                continue
+            choices, cumulative = self._choice_table(name, prop, attributes)
+            edges = [0.0, *cumulative]
+            top = {
+                c: math.log(edges[j + 1] - edges[j])
+                for j, c in enumerate(choices)
+                if edges[j + 1] > edges[j]
+            }
+            start = value_start(text, name)
+            value = orjson.dumps(answer[name]).decode()[1:-1]
+            end = start + len(value)
+            return [(text[:start], {}), (text[start:end], top), (text[end:], {})]
+        return None
 
     def _pairs(self, request: LLMRequest, seed: int) -> str:
         """A word-pairing answer: one line ``item - name`` per item shown, the target drawn per

@@ -57,6 +57,9 @@ class LLMRequest:
     items: tuple[str, ...] = ()
     #: For a word-pairing call: how many targets the answer names per item.
     picks: int = 1
+    #: Alternatives per generated token whose log-probabilities the backend returns (0: none);
+    #: a stage with ``answer: logprobs`` asks for them.
+    top_logprobs: int = 0
 
 
 @dataclass(slots=True)
@@ -98,6 +101,11 @@ class LLMResponse:
     server: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     first_cached: bool | None = None
+    #: Per generated token (when ``top_logprobs`` was asked): its text and its most likely
+    #: alternatives' log-probabilities, ``{token text: logprob}``.
+    token_logprobs: list[tuple[str, dict[str, float]]] | None = None
+    #: A decision's option probabilities read from the log-probabilities of its first token.
+    probabilities: dict[str, float] | None = None
 
     @property
     def valid(self) -> bool:

@@ -121,6 +121,41 @@ def _calls_by_role(summary: dict[str, Any]) -> dict[str, int]:
     return calls
 
 
+def _usd(value: Any) -> str:
+    return "unknown (no price for the model)" if value is None else f"${value:.4f}"
+
+
+def _cost_section(summary: dict[str, Any]) -> HtmlSection:
+    """What the run billed per role and model (every session of it), and its limit."""
+    section = HtmlSection("Cost")
+    cost = summary["cost"]
+    tokens = {(r["role"], r["model"]): r for r in summary.get("accounting", {}).get("by_role", [])}
+    rows = []
+    for entry in cost.get("by_role", []):
+        counts = tokens.get((entry["role"], entry["model"]), {})
+        rows.append(
+            {
+                "role": entry["role"],
+                "model": f"{entry['backend']}:{entry['model']}",
+                "calls": counts.get("calls"),
+                "prompt tokens": counts.get("prompt_tokens"),
+                "output tokens": counts.get("completion_tokens"),
+                "cost": _usd(entry["usd"]),
+            }
+        )
+    if rows:
+        section.raw(_plain_table(rows, [Column(k, spec="text") for k in rows[0]]))
+    limit = cost.get("limit_usd")
+    section.paragraph(
+        f"Total billed: {_usd(cost.get('total_usd'))}"
+        + (f" of a limit of ${limit:.4f}" if limit is not None else "")
+        + ". Each call is priced at its reported token counts; the prices and their source "
+        "are in manifest.json under roles.",
+        muted=True,
+    )
+    return section
+
+
 def _roles_in_use(study: dict[str, Any]) -> set[str] | None:
     """Roles that play a stage: each stage's role, and its formatter when one of that role's
     models is a completion model; None when the study does not say."""
@@ -260,6 +295,8 @@ def render(
         asked = prompts_section(runs[0].get("manifest") or {}, summary)
         if asked is not None:
             sections.append(("prompts", asked))
+    if summary.get("cost"):
+        sections.append(("cost", _cost_section(summary)))
     sections += _analysis_sections(summary, study, figures, tables or {})
     if summary.get("outcomes_by_group"):
         sections.append(("outcomes", _outcomes_section(summary)))

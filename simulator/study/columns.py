@@ -55,5 +55,6 @@ RESERVED = frozenset(
         "document",
         "select",
         "pool_size",
+        "probabilities",
     )
 )

@@ -380,6 +380,12 @@ class StageConfig(Strict):
         description="A word-pairing stage (free text): each call shows two targets in random "
         "order and the items shuffled; templates see `targets` and `items`.",
     )
+    answer: Literal["sampled", "logprobs"] = Field(
+        "sampled",
+        description="`logprobs`: besides the sampled answer, each option of the stage's choice "
+        "field gets a probability from the log-probabilities of the answer's first token "
+        "(column `probabilities`); the decision analyses then compare expected decisions.",
+    )
 
 
 class DesignConfig(Strict):
@@ -427,6 +433,25 @@ class DesignConfig(Strict):
 RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS, *PAIRING_COLUMNS))
 
 
+class PriceConfig(Strict):
+    """A model's price in US dollars per million tokens (overrides the shipped table)."""
+
+    input: float = Field(ge=0, description="USD per million prompt tokens.")
+    output: float = Field(ge=0, description="USD per million generated tokens.")
+    batch_input: float | None = Field(
+        None, ge=0, description="USD per million prompt tokens through a batch API."
+    )
+    batch_output: float | None = Field(
+        None, ge=0, description="USD per million generated tokens through a batch API."
+    )
+
+    @model_validator(mode="after")
+    def _batch_in_pairs(self) -> PriceConfig:
+        if (self.batch_input is None) != (self.batch_output is None):
+            raise ValueError("give both `batch_input` and `batch_output`, or neither")
+        return self
+
+
 class StudyConfig(Strict):
     """A whole study file."""
 
@@ -455,6 +480,17 @@ class StudyConfig(Strict):
     analyses: list[SerializeAsAny[AnalysisSpec]] = Field(
         default_factory=list,
         description="Analyses of the results; each entry's `kind` selects its fields.",
+    )
+    prices: dict[str, PriceConfig] = Field(
+        default_factory=dict,
+        description="Model id -> its price, over the table shipped with biasim (`biasim "
+        "estimate` and the cost ledger use it).",
+    )
+    cost_limit: float | None = Field(
+        None,
+        gt=0,
+        description="US dollars: stop sending new calls once the run's cost, with the calls in "
+        "flight, would pass this (an interrupted run that `--resume` continues).",
     )
 
 

@@ -248,17 +248,23 @@ def template_context(
 def expected_units(study: StudyConfig) -> int:
     """Units of a study with populations if every answer is valid (see ``total_units``):
     each writer once per writing stage, and each reading stage's evaluations."""
+    return sum(expected_stage_units(study).values())
+
+
+def expected_stage_units(study: StudyConfig) -> dict[str, int]:
+    """Per stage of a study with populations, in pipeline order, its units if every answer
+    is valid (every writer advances as far as a reading lets any)."""
     sizes = population_sizes(study)
     docs: dict[str, int] = {}
     advanced: dict[str, int] = {}
     pools: dict[str, int] = {}
-    total = 0
+    units_of: dict[str, int] = {}
     for name in stage_order(study):
         stage = next(s for s in study.stages if s.name == name)
         reads = stage.reads
         if reads is None:
             docs[name] = sizes[stage_population(study, stage)]
-            total += docs[name]
+            units_of[name] = docs[name]
             continue
         n = advanced.get(reads.after, 0) if reads.after else docs.get(reads.stage, 0)
         if reads.matching == "single":
@@ -276,5 +282,5 @@ def expected_units(study: StudyConfig) -> int:
             units = -(-n // (reads.size or 1))
             advanced[name] = units * (stage.select or 1)
         pools[name] = units
-        total += units
-    return total
+        units_of[name] = units
+    return units_of

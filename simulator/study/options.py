@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.config import Study
@@ -32,6 +35,10 @@ class StudyOptions:
     masked_lm: str | None = None
     postings: Path | None = None
     biographies: Path | None = None
+    #: USD: stop sending calls once the run's cost would pass it (``--cost-limit``).
+    cost_limit: float | None = None
+    #: A YAML file of model prices over the shipped table (``--prices``).
+    prices: Path | None = None
 
 
 def command_line_overrides(options: StudyOptions) -> list[Override]:
@@ -52,6 +59,11 @@ def command_line_overrides(options: StudyOptions) -> list[Override]:
         out.append(Override("--agents", ("design", "agents_per_value"), options.agents))
     if options.seed is not None:
         out.append(Override("--seed", ("seed",), options.seed))
+    if options.cost_limit is not None:
+        out.append(Override("--cost-limit", ("cost_limit",), options.cost_limit))
+    if options.prices is not None:
+        for model, price in _price_file(options.prices).items():
+            out.append(Override("--prices", ("prices", model), price))
     prism = (("kind", PRISM_KIND),)
     if options.masked_lm is not None:
         # A folder is recorded absolute, so `biasim analyze RUN_DIR` finds it from anywhere.
@@ -74,6 +86,31 @@ def command_line_overrides(options: StudyOptions) -> list[Override]:
             )
         )
     return out
+
+
+def _price_file(path: Path) -> dict[str, Any]:
+    """The models and prices of a ``--prices`` file (YAML, shaped like a study's ``prices:``).
+
+    Raises:
+        InputError: Unreadable, or not a mapping of model ids to mappings.
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError([Problem("--prices", None, "", f"cannot read {path}: {exc}")]) from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise InputError(
+            [
+                Problem(
+                    "--prices",
+                    None,
+                    "",
+                    f"{path}: expected model ids mapped to {{input: USD, output: USD, "
+                    "batch_input: USD, batch_output: USD}} per million tokens",
+                )
+            ]
+        )
+    return {str(model): price for model, price in data.items()}
 
 
 def load_options_study(options: StudyOptions) -> Study:

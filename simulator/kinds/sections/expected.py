@@ -1,0 +1,143 @@
+"""Expected decisions of a stage answered with ``answer: logprobs``: per group the mean
+probability of the targeted decision, and per case the DPD of those means with a permutation
+test whose unit is the persona instance (``<name>_expected`` and ``<name>_expected_cases``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from rich.console import Console
+
+from biasim.analysis.stats.expected import expected_parity_test
+from biasim.simulator.common.html import Column, HtmlSection
+from biasim.simulator.kinds.base import AnalysisContext, Section
+
+#: The unit the test relabels, as the tables and reports name it.
+UNIT = "persona instance (persona name, or persona value and agent index; replicates pooled)"
+
+
+def is_logprob_stage(ctx: AnalysisContext, stage: str) -> bool:
+    """Whether ``stage`` was answered with log-probabilities."""
+    return any(s.name == stage and s.answer == "logprobs" for s in ctx.study.stages)
+
+
+def target_probability(rows: pd.DataFrame, target: Any) -> pd.Series:
+    """Each answer's probability of its targeted decision (NA without one)."""
+    targets = target if isinstance(target, pd.Series) else pd.Series(target, index=rows.index)
+    values = []
+    for raw, wanted in zip(rows["probabilities"], targets, strict=True):
+        table = orjson.loads(raw) if isinstance(raw, str) and raw else None
+        values.append(table.get(wanted) if table else None)
+    return pd.Series(values, index=rows.index, dtype="Float64")
+
+
+def add_expected_decisions(
+    section: Section,
+    ctx: AnalysisContext,
+    rows: pd.DataFrame,
+    *,
+    target: Any,
+    case_cols: list[str],
+    n_permutations: int,
+) -> None:
+    """Put the expected-decision tables and their summary into ``section``."""
+    rows = rows.assign(_p=target_probability(rows, target))
+    rows = rows[rows["_p"].notna()].copy()
+    rows["_unit"] = (
+        rows["persona_name"].fillna("").astype(str) + "|" + rows["agent_index"].astype(str)
+        if "agent_index" in rows
+        else rows["persona_name"].fillna("").astype(str)
+    )
+    groups, cases = [], []
+    for i, (key, part) in enumerate(rows.groupby(case_cols, sort=False, dropna=False)):
+        key = key if isinstance(key, tuple) else (key,)
+        at = dict(zip(case_cols, key, strict=True))
+        means = part.groupby("value", sort=False)["_p"].agg(["mean", "size"])
+        units = part.groupby(["value", "_unit"], sort=False)["_p"].agg(["size", "sum"])
+        for value, row in means.iterrows():
+            groups.append(
+                {**at, "value": value, "n": int(row["size"]), "mean_probability": row["mean"]}
+            )
+        codes = pd.Categorical(units.index.get_level_values("value")).codes
+        case = {**at, "groups": len(means), "units": len(units), "unit": UNIT}
+        if len(means) >= 2:
+            test = expected_parity_test(
+                units["size"].to_numpy(),
+                units["sum"].to_numpy(),
+                np.asarray(codes),
+                n_permutations=n_permutations,
+                seed=ctx.study.seed + i,
+            )
+            highest, lowest = means["mean"].idxmax(), means["mean"].idxmin()
+            case.update(
+                highest=highest,
+                lowest=lowest,
+                mean_difference=float(means["mean"].max() - means["mean"].min()),
+                dpd=test.dpd,
+                p_value=test.p_value,
+                n_permutations=test.n_permutations,
+            )
+        cases.append(case)
+    section.tables[f"{ctx.name}_expected"] = pd.DataFrame(groups)
+    section.tables[f"{ctx.name}_expected_cases"] = pd.DataFrame(cases)
+    section.summary["expected"] = {
+        "groups": groups,
+        "cases": cases,
+        "unit": UNIT,
+        "case_columns": case_cols,
+        "target": "the case's target" if isinstance(target, pd.Series) else str(target),
+    }
+
+
+def print_expected(summary: dict[str, Any], console: Console) -> None:
+    """One line per case: the DPD of expected decisions and its p-value."""
+    expected = summary.get("expected")
+    if not expected:
+        return
+    for case in expected["cases"]:
+        if "dpd" not in case:
+            continue
+        where = ", ".join(str(case.get(c)) for c in expected["case_columns"])
+        console.print(
+            f"expected decisions ({where}): DPD {case['dpd']:.3f} ({case['highest']} vs "
+            f"{case['lowest']}), permutation p = {case['p_value']:.3g} over {case['units']} "
+            "persona instances",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
+    """The expected-decision tables of the page."""
+    expected = summary.get("expected")
+    if not expected:
+        return
+    cases = [c for c in expected["case_columns"] if c != "model_label"]
+    text = [Column("model_label", "model"), *[Column(c) for c in cases]]
+    section.table(
+        expected["groups"],
+        key=("expected", "groups"),
+        title=f"Expected decisions: mean probability of {expected['target']} by group",
+        columns=[
+            *text,
+            Column("value", "group"),
+            Column("n", "n", "int"),
+            Column("mean_probability", "mean probability", ".3f"),
+        ],
+    )
+    section.table(
+        expected["cases"],
+        key=("expected", "cases"),
+        title="DPD of expected decisions per case",
+        columns=[
+            *text,
+            Column("dpd", "DPD", ".3f"),
+            Column("p_value", "p", ".3g"),
+            Column("units", "units", "int"),
+        ],
+        note=f"Probabilities from the log-probabilities of the decision's first token. p: "
+        f"permutation test relabelling whole units, the unit being the {UNIT}.",
+    )

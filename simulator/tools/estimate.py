@@ -1,0 +1,379 @@
+"""What a study will cost and how long it will take, before a single request (``biasim
+estimate``, and the summary line of ``biasim validate``).
+
+Per stage, role and model: the calls (a stage with a ``when``, or a reading stage of a pipeline,
+at its upper bound), the prompt tokens of the study's own rendered prompts counted with the
+model's tokenizer where one is at hand, the output tokens at ``max_tokens`` (an upper bound) or
+as measured by a pilot, the price from the shipped table or the study's, the time at the role's
+concurrency and rate limits, and the answers already in a run's call store subtracted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from biasim.registry import BACKENDS
+from biasim.simulator.llm.pricing import PRICES_DATE, Price
+from biasim.simulator.llm.structured import canonical_json, output_schema
+from biasim.simulator.llm.tokens import (
+    TokenCounter,
+    approximate,
+    chat_tokens,
+    gguf_counter,
+    tiktoken_counter,
+)
+from biasim.simulator.study.casting import cast
+from biasim.simulator.study.checks import dry_render
+from biasim.simulator.study.config import RoleConfig, StageConfig, Study, StudyConfig
+from biasim.simulator.study.design import design_size, expected_stage_units, model_labels
+from biasim.simulator.study.populations import is_pipeline
+from biasim.simulator.study.prices import role_price
+
+#: Output tokens assumed for a role without ``max_tokens``.
+UNCAPPED_OUTPUT = 1024
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Assumed speed of a backend's calls when no pilot measured it."""
+
+    overhead_s: float
+    prompt_per_s: float
+    output_per_s: float
+
+    def seconds(self, prompt: float, output: float) -> float:
+        return self.overhead_s + prompt / self.prompt_per_s + output / self.output_per_s
+
+
+#: A hosted API; a model in this process on a laptop CPU; the synthetic responder.
+SERVER_SPEED = Speed(0.5, 5000.0, 60.0)
+ASSUMED_SPEED = {"local": Speed(0.0, 200.0, 15.0), "synthetic": Speed(0.0005, 1e9, 1e9)}
+
+
+@dataclass
+class Line:
+    """One stage's calls to one model."""
+
+    stage: str
+    role: str
+    label: str
+    backend: str
+    model: str
+    calls: int
+    upper_bound: bool
+    prompt_tokens: float
+    output_tokens: float
+    price: Price | None
+    seconds_per_call: float
+    concurrency: int
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    cached: int = 0
+    #: Tokens and time measured by ``--pilot`` calls rather than assumed.
+    piloted: bool = False
+
+    @property
+    def new_calls(self) -> int:
+        return max(self.calls - self.cached, 0)
+
+    def cost(self, batch: bool = False) -> float | None:
+        """USD for the new calls; ``None`` without a (batch) price."""
+        if self.price is None or (batch and self.price.batch_input is None):
+            return None
+        n = self.new_calls
+        return self.price.cost(n * self.prompt_tokens, n * self.output_tokens, batch=batch)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of the new calls at the concurrency bound and the rate limits."""
+        per_s = self.concurrency / max(self.seconds_per_call, 1e-9)
+        if self.requests_per_minute:
+            per_s = min(per_s, self.requests_per_minute / 60)
+        if self.tokens_per_minute:
+            per_s = min(per_s, self.tokens_per_minute / 60 / (self.prompt_tokens + 1))
+        return self.new_calls / per_s
+
+
+@dataclass
+class Estimate:
+    """A study's lines and what the figures rest on."""
+
+    study: str
+    lines: list[Line]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return sum(line.new_calls for line in self.lines)
+
+    @property
+    def cached(self) -> int:
+        return sum(min(line.cached, line.calls) for line in self.lines)
+
+    def tokens(self) -> tuple[float, float]:
+        """Prompt and output tokens of the new calls."""
+        return (
+            sum(line.new_calls * line.prompt_tokens for line in self.lines),
+            sum(line.new_calls * line.output_tokens for line in self.lines),
+        )
+
+    def cost(self, batch: bool = False) -> float | None:
+        costs = [line.cost(batch) for line in self.lines if line.new_calls]
+        return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+    @property
+    def seconds(self) -> float:
+        """Stages run one after another; the models of one stage side by side."""
+        by_stage: dict[str, float] = {}
+        for line in self.lines:
+            by_stage[line.stage] = max(by_stage.get(line.stage, 0.0), line.seconds)
+        return sum(by_stage.values())
+
+    @property
+    def upper_bound(self) -> bool:
+        return any(line.upper_bound for line in self.lines)
+
+
+def estimate(study: Study, store: Path | None = None) -> Estimate:
+    """The figures of ``study`` (sends nothing).
+
+    Args:
+        study: The validated study.
+        store: A run directory (or its ``calls.sqlite``) whose answers are not asked again.
+    """
+    config = study.config
+    texts = _rendered_texts(study)
+    counts = _stage_calls(config)
+    counters: dict[tuple[str, ...], TokenCounter] = {}
+    lines: list[Line] = []
+    for index, stage in enumerate(config.stages):
+        for label, variant in cast(config)[stage.role].items():
+            calls, bound = counts[stage.name]
+            if stage.name not in texts.get("seen", {}):
+                calls, bound = 0, False  # `when` false for every agent of the dry render
+            counter = _counter(variant, counters)
+            completion = not variant.structured_output and stage.completion is not None
+            parts = ("completion",) if completion else ("system", "prompt")
+            messages = [_mean_text(texts, index, part) for part in parts]
+            prompt = chat_tokens(counter, [m for m in messages if m])
+            if stage.output and not completion and not _choices_from(stage):
+                schema = output_schema(stage.output, forced=stage.forced_choice)
+                prompt += counter.count(canonical_json(schema.json_schema))
+            per_label = calls if label == "" else calls // max(len(model_labels(config)), 1)
+            lines.append(_line(stage, stage.role, label, variant, per_label, bound, prompt, config))
+            if completion:
+                assert stage.completion is not None
+                fmt = cast(config)[stage.completion.formatter]
+                fmt_role = fmt.get(label) or fmt[""]
+                fmt_counter = _counter(fmt_role, counters)
+                extract = chat_tokens(fmt_counter, [_mean_text(texts, index, "extract")])
+                extract += lines[-1].output_tokens
+                lines.append(
+                    _line(
+                        stage,
+                        stage.completion.formatter,
+                        label,
+                        fmt_role,
+                        per_label,
+                        bound,
+                        extract,
+                        config,
+                    )
+                )
+    if store is not None:
+        _subtract_store(lines, store)
+    return Estimate(config.name, lines, _notes(lines, counters))
+
+
+def _choices_from(stage: StageConfig) -> bool:
+    # Choices rendered per agent: the schema differs by call (and is small), left out.
+    return any(f.choices_from for f in (stage.output or {}).values())
+
+
+def _line(
+    stage: StageConfig,
+    role: str,
+    label: str,
+    variant: RoleConfig,
+    calls: int,
+    bound: bool,
+    prompt: float,
+    config: StudyConfig,
+) -> Line:
+    output = float(variant.max_tokens or UNCAPPED_OUTPUT)
+    speed = ASSUMED_SPEED.get(variant.backend, SERVER_SPEED)
+    default = getattr(_backend_class(variant.backend), "default_concurrency", 1)
+    return Line(
+        stage=stage.name,
+        role=role,
+        label=label,
+        backend=variant.backend,
+        model=variant.model or _default_model(variant),
+        calls=calls,
+        upper_bound=bound,
+        prompt_tokens=float(prompt),
+        output_tokens=output,
+        price=role_price(config, variant),
+        seconds_per_call=speed.seconds(prompt, output),
+        concurrency=variant.max_concurrency or int(default),
+        requests_per_minute=variant.requests_per_minute,
+        tokens_per_minute=variant.tokens_per_minute,
+    )
+
+
+def _backend_class(name: str) -> object:
+    try:
+        return BACKENDS.load(name)
+    except Exception:  # an extra not installed: the estimate still stands, at one call a time
+        return object()
+
+
+def _default_model(variant: RoleConfig) -> str:
+    if variant.backend == "local":
+        path = _model_path(variant)
+        return path.stem if path else "local"
+    if variant.backend == "synthetic":
+        from biasim.simulator.llm.synthetic import DEFAULT_MODEL
+
+        return DEFAULT_MODEL
+    return variant.backend
+
+
+def _model_path(variant: RoleConfig) -> Path | None:
+    raw = variant.options.get("model_path")
+    if raw:
+        return Path(str(raw)).expanduser()
+    try:
+        from biasim.simulator.llm.local import default_model_path
+    except ImportError:
+        return None
+    return default_model_path()
+
+
+def _counter(variant: RoleConfig, cache: dict[tuple[str, ...], TokenCounter]) -> TokenCounter:
+    """The model's tokenizer where one is at hand, else the approximation (cached per model)."""
+    key = (variant.backend, variant.model or "", str(variant.options.get("model_path", "")))
+    if key not in cache:
+        if variant.backend == "local":
+            path = _model_path(variant)
+            cache[key] = gguf_counter(path) if path else approximate("no model file")
+        elif variant.backend in {"openai", "langchain"} and variant.model:
+            cache[key] = tiktoken_counter(variant.model)
+        else:
+            cache[key] = approximate(f"no tokenizer for the {variant.backend} backend")
+    return cache[key]
+
+
+def _rendered_texts(study: Study) -> dict[str, dict]:
+    """Every text the dry render sends, by (stage index, part); ``seen``: stages it reached."""
+    texts: dict[tuple[int, str], list[str]] = {}
+    seen: dict[str, bool] = {}
+
+    def keep(path: tuple, text: str, agent: object) -> None:
+        if path[0] != "stages":
+            return
+        part = str(path[-1]) if path[2] == "completion" else str(path[2])
+        texts.setdefault((int(path[1]), part), []).append(text)
+        seen[study.config.stages[int(path[1])].name] = True
+
+    dry_render(study, keep)
+    return {"texts": texts, "seen": seen}  # type: ignore[dict-item]
+
+
+def rendered_messages(study: Study) -> dict[str, list[tuple[dict[str, str], ...]]]:
+    """Per stage, the chat messages of each agent of the dry render (system, then prompt)."""
+    texts = _rendered_texts(study)["texts"]
+    out: dict[str, list[tuple[dict[str, str], ...]]] = {}
+    for index, stage in enumerate(study.config.stages):
+        prompts = texts.get((index, "prompt"), [])
+        systems = texts.get((index, "system"), [])
+        out[stage.name] = [
+            (
+                *([{"role": "system", "content": systems[i % len(systems)]}] if systems else []),
+                {"role": "user", "content": prompt},
+            )
+            for i, prompt in enumerate(dict.fromkeys(prompts))
+        ]
+    return out
+
+
+def _mean_text(texts: dict, index: int, part: str) -> str:
+    """A text of the mean length of the stage's rendered ``part`` (empty when it has none)."""
+    found: list[str] = texts["texts"].get((index, part), [])
+    if not found:
+        return ""
+    length = round(statistics.fmean(len(t) for t in found))
+    # The text nearest the mean length stands for them all (counted by the real tokenizer).
+    return min(found, key=lambda t: abs(len(t) - length))
+
+
+def _stage_calls(config: StudyConfig) -> dict[str, tuple[int, bool]]:
+    """Per stage: its calls over every model, and whether that is only an upper bound."""
+    if is_pipeline(config):
+        units = expected_stage_units(config)
+        return {
+            s.name: (units[s.name], s.reads is not None or s.when is not None)
+            for s in config.stages
+        }
+    agents = design_size(config)
+    labels = len(model_labels(config))
+    out: dict[str, tuple[int, bool]] = {}
+    for stage in config.stages:
+        calls = agents
+        for factor in stage.shared_across:
+            calls //= max(len(config.design.factors.get(factor, {})), 1)
+        if labels > 1 and "" in cast(config)[stage.role]:
+            calls //= labels  # one model plays the role for every label: asked once
+        out[stage.name] = (calls, stage.when is not None)
+    return out
+
+
+def _subtract_store(lines: list[Line], store: Path) -> None:
+    path = store / "calls.sqlite" if store.is_dir() else store
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT stage, role, backend, model, COUNT(DISTINCT key) FROM calls WHERE "
+            "status != 'error' AND reask = 0 GROUP BY stage, role, backend, model"
+        ).fetchall()
+    hits = {tuple(row[:4]): n for *row, n in rows}
+    for line in lines:
+        key = (line.stage, line.role, line.backend, line.model)
+        line.cached = min(hits.get(key, 0), line.calls)
+
+
+def _notes(lines: Iterable[Line], counters: dict[tuple[str, ...], TokenCounter]) -> list[str]:
+    notes = ["prompt tokens: " + "; ".join(sorted({c.method for c in counters.values()}))]
+    notes.append(
+        "output tokens: each role's max_tokens, an upper bound (structured answers are "
+        f"shorter; a role without max_tokens is taken at {UNCAPPED_OUTPUT})"
+    )
+    sources = {}
+    for line in lines:
+        if line.price is None:
+            sources[line.model] = "no price known: add it under `prices:` or with --prices"
+        else:
+            p = line.price
+            batch = (
+                f", batch ${p.batch_input:g}/${p.batch_output:g}"
+                if p.batch_input is not None
+                else ", no batch price"
+            )
+            live = f"${p.input:g}/${p.output:g} per million in/out"
+            sources[line.model] = f"{live}{batch} ({p.source})"
+    notes += [f"price of {model}: {text}" for model, text in sources.items()]
+    notes.append(
+        "time: at each role's max_concurrency and rate limits, assuming "
+        f"{SERVER_SPEED.output_per_s:g} output tokens/s and {SERVER_SPEED.overhead_s:g} s a "
+        f"call on a server, {ASSUMED_SPEED['local'].output_per_s:g} tokens/s in process; "
+        "stages in turn, the models of a stage side by side"
+    )
+    notes.append(
+        "re-asks after invalid answers are not counted; stages marked <= run only for the "
+        f"agents their `when` or a reading selects (the count is the upper bound); prices of "
+        f"{PRICES_DATE} unless the study gives its own"
+    )
+    return notes
