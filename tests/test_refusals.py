@@ -100,7 +100,7 @@ def test_bounds_exclude_parity_when_every_treatment_keeps_the_gap() -> None:
         [
             (g, o)
             for g, counts in rows.items()
-            for o, c in zip(("accept", "reject", "refused"), counts)
+            for o, c in zip(("accept", "reject", "refused"), counts, strict=True)
             for _ in range(c)
         ],
         columns=["group", "decision"],

@@ -386,3 +386,54 @@ def refusal_report(
         "bounds_note": bounds_sentence(bounds, alpha),
         "claims": group_claims(groups, keys, positive),
     }
+
+
+def case_exclusions(
+    rows: pd.DataFrame,
+    case_cols: list[str],
+    group_col: str,
+    hit_col: str,
+    *,
+    unit_col: str | None = None,
+    alpha: float = 0.05,
+    n_permutations: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Validity test and exclusion bounds of each case that has an excluded answer.
+
+    Args:
+        rows: One row per decision; ``hit_col`` is true / false for the targeted decision and
+            missing where the answer is excluded.
+        case_cols: Columns whose values identify a case.
+        group_col: The group compared within a case.
+        hit_col: See ``rows``.
+        unit_col: The unit relabelled as a whole (e.g. the persona, whose replicates are not
+            independent); answers without it.
+
+    Returns:
+        One row per case with an excluded answer: ``case_cols``, ``n_excluded``,
+        ``validity_gap``, ``validity_p_value``, ``dpd`` and ``p_value`` per scenario
+        (``dpd_valid_only``, ``dpd_excluded_as_negative``, ... ), ``bounds_include_parity`` and
+        ``test`` (which null, which unit).
+    """
+    outcome = rows[hit_col].astype("boolean").map({True: "yes", False: "no"}, na_action="ignore")
+    data = rows.assign(__outcome__=outcome.astype(object))
+    out = []
+    for key, case in data.groupby(case_cols, sort=True, dropna=False):
+        n_excluded = int(case["__outcome__"].isna().sum())
+        if n_excluded == 0 or case[group_col].nunique() < 2:
+            continue
+        tested = {"unit_col": unit_col, "alpha": alpha, "n_permutations": n_permutations}
+        tested["seed"] = seed
+        validity = validity_test(case, [group_col], "__outcome__", invalid=[], **tested)
+        bounds = exclusion_bounds(case, [group_col], "__outcome__", "yes", invalid=[], **tested)
+        row = dict(zip(case_cols, key if isinstance(key, tuple) else (key,), strict=True))
+        row.update(n_excluded=n_excluded, **validity)
+        for b in bounds.itertuples():
+            row[f"dpd_{b.scenario}"], row[f"p_{b.scenario}"] = b.dpd, b.p_value
+        row["bounds_include_parity"] = bounds_include_parity(bounds, alpha)
+        row["test"] = bounds["test"].iloc[0]
+        out.append(row)
+    scenario_cols = [f"{s}_{c}" for c in SCENARIOS for s in ("dpd", "p")]
+    columns = [*case_cols, "n_excluded", "validity_gap", "validity_p_value", "validity_test"]
+    return pd.DataFrame(out, columns=[*columns, *scenario_cols, "bounds_include_parity", "test"])

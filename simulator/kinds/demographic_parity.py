@@ -45,6 +45,11 @@ from biasim.simulator.kinds.sections.differences import (
     html_differences,
     print_differences,
 )
+from biasim.simulator.kinds.sections.exclusions import (
+    add_exclusions,
+    html_exclusions,
+    print_exclusions,
+)
 from biasim.simulator.study.fields import Strict
 
 
@@ -280,6 +285,18 @@ class DemographicParityKind(AnalysisKind):
             cases = cases.merge(targets.reset_index(), how="left") if spec.cases else cases
         section.tables[f"{name}_rates"] = rates
         section.tables[f"{name}_cases"] = cases
+        # A persona's replicates are one unit: the validity and bounds tests relabel it whole.
+        add_exclusions(
+            section,
+            ctx,
+            rows.assign(_persona=rows["agent_id"].str.replace(r"/r\d+$", "", regex=True)),
+            case_cols=case_cols,
+            group_col="value",
+            hit_col="_hit",
+            unit_col="_persona",
+            alpha=spec.alpha,
+            n_permutations=spec.n_permutations,
+        )
         summary = section.summary
         summary.update(
             stage=spec.stage,
@@ -588,6 +605,7 @@ class DemographicParityKind(AnalysisKind):
             "binomial simulations at the pooled rate (* = significant); 'by chance' = mean DPD "
             "under parity."
         )
+        print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
         for row in summary.get("implicit_vs_explicit", []):
             console.print(
                 Text("implicit vs explicit", style="bold")
@@ -655,6 +673,7 @@ class DemographicParityKind(AnalysisKind):
                 Column("ci_low", "95% CI (Wilson)", "ci", upper="ci_high"),
             ],
         )
+        html_exclusions(section, summary.get("exclusions", []), ["model_label", *case_cols])
         prefix = summary["name"]
         for name in section.figures:
             if name.startswith(f"{prefix}_shares"):
