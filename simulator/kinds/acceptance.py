@@ -36,6 +36,11 @@ from biasim.simulator.kinds.sections.exclusions import (
     html_exclusions,
     print_exclusions,
 )
+from biasim.simulator.kinds.sections.unit_models import (
+    add_model_estimates,
+    html_model_estimates,
+    print_model_estimates,
+)
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -183,13 +188,26 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_validity"] = validity
         section.tables[f"{name}_validity_pairwise"] = pairwise
         unit_col = "persona_name" if spec.unit == "name" else None
+        labelled = rows.assign(
+            _group=rows[spec.groups].astype(str).agg(", ".join, axis=1),
+            _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
+        )
+        # The name is the unit of the models whatever the tests' unit: its emails are not
+        # independent; the stratum (the role) is the crossed item.
+        add_model_estimates(
+            section,
+            ctx,
+            labelled,
+            fit_cols=["model_label"],
+            group_col="_group",
+            hit_col="_hit",
+            unit_col="persona_name",
+            item_col=spec.strata,
+        )
         add_exclusions(
             section,
             ctx,
-            rows.assign(
-                _group=rows[spec.groups].astype(str).agg(", ".join, axis=1),
-                _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
-            ),
+            labelled,
             case_cols=["model_label"],
             group_col="_group",
             hit_col="_hit",
@@ -489,6 +507,7 @@ class AcceptanceKind(AnalysisKind):
                     )
                 print_table(console, versus)
         print_exclusions(summary.get("exclusions", []), ["model_label"], console)
+        print_model_estimates(summary.get("model_estimates", []), ["model_label"], console)
         if summary.get("model_differences"):
             print_differences(
                 summary["model_differences"],
@@ -583,6 +602,7 @@ class AcceptanceKind(AnalysisKind):
             for note in part.get("notes", []):
                 section.paragraph(f"Note: {note}", muted=True)
         html_exclusions(section, summary.get("exclusions", []), ["model_label"])
+        html_model_estimates(section, summary.get("model_estimates", []), ["model_label"])
         if summary.get("model_differences"):
             html_differences(
                 section,

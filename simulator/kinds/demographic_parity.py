@@ -50,6 +50,11 @@ from biasim.simulator.kinds.sections.exclusions import (
     html_exclusions,
     print_exclusions,
 )
+from biasim.simulator.kinds.sections.unit_models import (
+    add_model_estimates,
+    html_model_estimates,
+    print_model_estimates,
+)
 from biasim.simulator.study.fields import Strict
 
 
@@ -285,17 +290,32 @@ class DemographicParityKind(AnalysisKind):
             cases = cases.merge(targets.reset_index(), how="left") if spec.cases else cases
         section.tables[f"{name}_rates"] = rates
         section.tables[f"{name}_cases"] = cases
-        # A persona's replicates are one unit: the validity and bounds tests relabel it whole.
+        # A persona's replicates are one unit: the validity and bounds tests relabel it whole,
+        # and the models cluster on it.
+        by_persona = rows.assign(_persona=rows["agent_id"].str.replace(r"/r\d+$", "", regex=True))
         add_exclusions(
             section,
             ctx,
-            rows.assign(_persona=rows["agent_id"].str.replace(r"/r\d+$", "", regex=True)),
+            by_persona,
             case_cols=case_cols,
             group_col="value",
             hit_col="_hit",
             unit_col="_persona",
             alpha=spec.alpha,
             n_permutations=spec.n_permutations,
+        )
+        # One model per case without its first case column (the scenario), which becomes the
+        # crossed item: a group's odds ratio across the scenarios, units and items respected.
+        items = [c for c in spec.cases if c != "model_label"]
+        add_model_estimates(
+            section,
+            ctx,
+            by_persona,
+            fit_cols=["model_label", *condition, *items[1:], "attribute"],
+            group_col="value",
+            hit_col="_hit",
+            unit_col="_persona",
+            item_col=items[0] if items else None,
         )
         summary = section.summary
         summary.update(
@@ -606,6 +626,7 @@ class DemographicParityKind(AnalysisKind):
             "under parity."
         )
         print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
+        print_model_estimates(summary.get("model_estimates", []), _fit_keys(summary), console)
         for row in summary.get("implicit_vs_explicit", []):
             console.print(
                 Text("implicit vs explicit", style="bold")
@@ -674,6 +695,7 @@ class DemographicParityKind(AnalysisKind):
             ],
         )
         html_exclusions(section, summary.get("exclusions", []), ["model_label", *case_cols])
+        html_model_estimates(section, summary.get("model_estimates", []), _fit_keys(summary))
         prefix = summary["name"]
         for name in section.figures:
             if name.startswith(f"{prefix}_shares"):
@@ -760,6 +782,11 @@ class DemographicParityKind(AnalysisKind):
                 key="alignment",
                 title="Directional alignment with real-world findings (Table 3)",
             )
+
+
+def _fit_keys(summary: dict[str, Any]) -> list[str]:
+    """The columns that name a model fit: the case columns without the crossed item."""
+    return [c for c in summary["case_columns"] if c != summary.get("model_estimates_item")]
 
 
 def _figure_order(
