@@ -38,7 +38,9 @@ from biasim.simulator.kinds.sections.exclusions import (
 )
 from biasim.simulator.kinds.sections.unit_models import (
     add_model_estimates,
+    html_grades,
     html_model_estimates,
+    print_grades,
     print_model_estimates,
 )
 
@@ -508,6 +510,7 @@ class AcceptanceKind(AnalysisKind):
                 print_table(console, versus)
         print_exclusions(summary.get("exclusions", []), ["model_label"], console)
         print_model_estimates(summary.get("model_estimates", []), ["model_label"], console)
+        print_grades(summary.get("model_grades", []), console)
         if summary.get("model_differences"):
             print_differences(
                 summary["model_differences"],
@@ -603,6 +606,7 @@ class AcceptanceKind(AnalysisKind):
                 section.paragraph(f"Note: {note}", muted=True)
         html_exclusions(section, summary.get("exclusions", []), ["model_label"])
         html_model_estimates(section, summary.get("model_estimates", []), ["model_label"])
+        html_grades(section, summary.get("model_grades", []))
         if summary.get("model_differences"):
             html_differences(
                 section,

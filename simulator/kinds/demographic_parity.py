@@ -52,7 +52,9 @@ from biasim.simulator.kinds.sections.exclusions import (
 )
 from biasim.simulator.kinds.sections.unit_models import (
     add_model_estimates,
+    html_grades,
     html_model_estimates,
+    print_grades,
     print_model_estimates,
 )
 from biasim.simulator.study.fields import Strict
@@ -627,6 +629,7 @@ class DemographicParityKind(AnalysisKind):
         )
         print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
         print_model_estimates(summary.get("model_estimates", []), _fit_keys(summary), console)
+        print_grades(summary.get("model_grades", []), console)
         for row in summary.get("implicit_vs_explicit", []):
             console.print(
                 Text("implicit vs explicit", style="bold")
@@ -696,6 +699,7 @@ class DemographicParityKind(AnalysisKind):
         )
         html_exclusions(section, summary.get("exclusions", []), ["model_label", *case_cols])
         html_model_estimates(section, summary.get("model_estimates", []), _fit_keys(summary))
+        html_grades(section, summary.get("model_grades", []))
         prefix = summary["name"]
         for name in section.figures:
             if name.startswith(f"{prefix}_shares"):

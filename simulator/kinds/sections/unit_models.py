@@ -10,10 +10,12 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from biasim.analysis.figures import plot_model_grades
+from biasim.analysis.stats.grading import grade_models
 from biasim.analysis.stats.unit_models import COLUMNS, gee_odds_ratios, mixed_odds_ratios
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisContext, Section
+from biasim.simulator.kinds.base import AnalysisContext, Section, slug
 
 NOTE = (
     "Odds ratio of each group against the reference, with a 95% interval that respects the "
@@ -48,6 +50,30 @@ def add_model_estimates(
     section.tables[f"{ctx.name}_model_estimates"] = table
     section.summary["model_estimates"] = table.to_dict("records")
     section.summary["model_estimates_item"] = item_col
+    if "model_label" in fit_cols and table["model_label"].nunique() > 1:
+        _add_grades(section, ctx, table, [c for c in fit_cols if c != "model_label"])
+
+
+GRADES_NOTE = (
+    "Each model's cluster-robust log odds ratio (GEE) against the reference group; shrunk = "
+    "empirical-Bayes posterior mean toward the models' common mean (DerSimonian-Laird); "
+    "q = Benjamini-Hochberg over every model and contrast; grade: discriminates (q < 0.05), "
+    "suggestive (q < 0.20), no evidence. Kline, Rose & Walters (2022) grade employers so."
+)
+
+
+def _add_grades(section: Section, ctx: AnalysisContext, table: pd.DataFrame, keys: list[str]):
+    """Grade the models by their GEE estimates, contrast by contrast (``<name>_model_grades``,
+    ``model_grades`` and one figure per contrast)."""
+    gee = table[table["model"].str.startswith("GEE") & table["converged"].astype(bool)]
+    grades = grade_models(gee, contrast_cols=[*keys, "group", "reference"])
+    section.tables[f"{ctx.name}_model_grades"] = grades
+    section.summary["model_grades"] = grades.to_dict("records")
+    for key, part in grades.groupby([*keys, "group", "reference"], sort=True):
+        label = " / ".join(map(str, key[:-2])) + (": " if key[:-2] else "")
+        section.figures[slug(ctx.name, "model_grades", *map(str, key))] = plot_model_grades(
+            part, title=f"{label}{key[-2]} vs {key[-1]}"
+        )
 
 
 def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: Console) -> None:
@@ -71,6 +97,73 @@ def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: 
         )
     print_table(console, table)
     console.print(NOTE)
+
+
+def print_grades(rows: list[dict[str, Any]], console: Console) -> None:
+    """The graded models as a console table, then the note."""
+    if not rows:
+        return
+    keys = [k for k in rows[0] if k not in _GRADE_SHOWN and k not in COLUMNS and k != "z"]
+    table = Table(title="Models graded by their disparity (empirical Bayes, BH q-values)")
+    for col in ("model", *keys, "group", "vs", "log OR", "shrunk", "q", "rank", "grade"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row["model_label"]),
+            *[str(row[k]) for k in keys],
+            str(row["group"]),
+            str(row["reference"]),
+            fmt(row["estimate"], "+.3f"),
+            f"{fmt(row['shrunk'], '+.3f')} ± {fmt(row['shrunk_sd'], '.3f')}",
+            fmt(row["q_value"]),
+            str(row["rank"]),
+            f"{row['grade']} {row['direction']}".strip(),
+        )
+    print_table(console, table)
+    console.print(GRADES_NOTE)
+
+
+_GRADE_SHOWN = (
+    "model_label",
+    "p_value",
+    "q_value",
+    "shrunk",
+    "shrunk_sd",
+    "common_mean",
+    "tau",
+    "rank",
+    "grade",
+    "direction",
+)
+
+
+def html_grades(section: HtmlSection, rows: list[dict[str, Any]]) -> None:
+    """The same table in the page, with the figures."""
+    if not rows:
+        return
+    keys = [k for k in rows[0] if k not in _GRADE_SHOWN and k not in COLUMNS and k != "z"]
+    section.table(
+        rows,
+        key="model_grades",
+        title="Models graded by their disparity",
+        columns=[
+            Column("model_label", "model"),
+            *[Column(k) for k in keys],
+            Column("group", "group", "text"),
+            Column("reference", "reference", "text"),
+            Column("estimate", "log OR", "+.3f"),
+            Column("shrunk", "shrunk", "+.3f"),
+            Column("shrunk_sd", "sd", ".3f"),
+            Column("q_value", "q (BH)", ".3f"),
+            Column("rank", "rank", "int"),
+            Column("grade", "grade", "text"),
+            Column("direction", "direction", "text"),
+        ],
+        note=GRADES_NOTE,
+    )
+    for name in section.figures:
+        if "_model_grades" in name:
+            section.figure(name, "Models graded by their disparity")
 
 
 def html_model_estimates(section: HtmlSection, rows: list[dict[str, Any]], keys: list[str]) -> None:
