@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, sparse
+from scipy.special import expit
 from scipy.sparse.linalg import splu
 
 #: Bounds of each log standard deviation searched (0.007 to 20 on the logit scale).
@@ -62,7 +63,7 @@ def _newton(a, n, k, penalty, start):
     current = value(gamma)
     for _ in range(100):
         eta = a @ gamma
-        mu = 1 / (1 + np.exp(-eta))
+        mu = expit(eta)
         grad = a.T @ (k - n * mu) - penalty * gamma
         hess = (a.T @ sparse.diags(n * mu * (1 - mu)) @ a + sparse.diags(penalty)).tocsc()
         step = splu(hess).solve(grad)
