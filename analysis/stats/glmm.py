@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, sparse
-from scipy.special import expit
 from scipy.sparse.linalg import splu
+from scipy.special import expit
 
 #: Bounds of each log standard deviation searched (0.007 to 20 on the logit scale).
 _LOG_SD = (-5.0, 3.0)

@@ -9,7 +9,6 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from biasim.analysis.stats import refusals
-from biasim.simulator.cli import app
 
 
 def mnar_decisions(seed: int = 1, names: int = 60, reps: int = 5) -> pd.DataFrame:
@@ -115,42 +114,3 @@ def test_bounds_exclude_parity_when_every_treatment_keeps_the_gap() -> None:
 def test_unknown_scenario_is_refused() -> None:
     with pytest.raises(ValueError, match="scenario is one of"):
         refusals.with_excluded_as(mnar_decisions(), "decision", "accept", "drop", ["refused"])
-
-
-def test_cli_prints_validity_and_qualifies_claims_when_refusals_replace_rejections(
-    tmp_path, cli
-) -> None:
-    path = tmp_path / "d.csv"
-    mnar_decisions().to_csv(path, index=False)
-    out = tmp_path / "tables"
-    args = ["analyze", "--decisions", str(path), "--group-cols", "group", "--outcome-col"]
-    result = cli.invoke(
-        app,
-        [
-            *args,
-            "decision",
-            "--invalid",
-            "refused",
-            "--unit-col",
-            "name",
-            "--permutations",
-            "400",
-            "--out",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    text = " ".join(result.stdout.split())
-    assert "unit: name, 120 units" in text
-    assert "the bounds include parity, so the disparity may come from who is excluded" in text
-    # The naive reading flags A (impact ratio ~0.74) and calls B favoured; both are qualified.
-    assert "A: impact ratio 0.7" in text
-    assert "the four-fifths flag may come from who is excluded" in text
-    assert (
-        "B: `accept` more often than the population among valid answers; the bounds "
-        "include parity" in text
-    )
-    validity = pd.read_csv(out / "validity.csv").set_index("group")
-    assert validity.loc["A", "validity_rate"] == 1.0 and validity.loc["B", "validity_rate"] < 0.8
-    bounds = pd.read_csv(out / "group_bounds.csv").set_index("group")
-    assert not bounds.loc["A", "flag_holds"] and not bounds.loc["B", "direction_holds"]

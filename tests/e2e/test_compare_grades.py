@@ -8,8 +8,7 @@ import json
 import pytest
 
 from biasim.simulator.cli import app
-
-from .test_compare import BIASED, FAIR, _run
+from tests.e2e.test_compare import BIASED, FAIR, _run
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.engine.runner import reanalyze
-
-from .golden_studies import GOLDEN_DIR
+from tests.golden_studies import GOLDEN_DIR
 
 
 def _run_with_refusals(tmp_path: Path, study: str, refuse) -> tuple[Path, pd.DataFrame]:

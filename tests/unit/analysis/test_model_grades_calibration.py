@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .test_model_grades import eight_models, grades_of
+from tests.unit.analysis.test_model_grades import eight_models, grades_of
 
 pytestmark = pytest.mark.slow
 
