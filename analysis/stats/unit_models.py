@@ -47,6 +47,14 @@ COLUMNS: tuple[str, ...] = (
 )
 
 
+#: Why the mixed model gives no p-value.
+UNCALIBRATED = (
+    "no p-value: the interval is conditional on the estimated variances and too narrow with "
+    "few units (it excluded a true null in 12 % of simulated studies with 20 names per "
+    "group); test with the GEE"
+)
+
+
 def _design(
     df: pd.DataFrame, group_col: str, y_col: str, cols: Sequence[str | None]
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -211,7 +219,7 @@ def mixed_odds_ratios(
     finite = bool(np.isfinite(se).all() and (np.abs(estimate) < 15).all())
     note = fit.message or ("" if finite else "separation: an odds ratio is infinite")
     sds = ", ".join(f"{s:.2f}" for s in fit.sd)
-    return _table(
+    table = _table(
         name,
         levels,
         estimate,
@@ -219,8 +227,11 @@ def mixed_odds_ratios(
         unit=unit_col,
         n_units=n_units,
         converged=fit.converged and finite,
-        note=note or f"random-intercept sd: {sds}",
+        note=note or f"random-intercept sd: {sds}; {UNCALIBRATED}",
     )
+    # The interval is conditional on the estimated variances: with 20 names per group it
+    # excluded a true null in 12 % of 100 simulated studies, so no p-value is given.
+    return table.assign(p_value=np.nan)
 
 
 def discrim_eval_effects(

@@ -59,6 +59,7 @@ def test_mixed_model_recovers_a_known_odds_ratio_and_unit_sd() -> None:
     assert row["converged"]
     assert row["ci_low"] < 0.7 < row["ci_high"]
     unit_sd = float(row["note"].split(": ")[1].split(",")[0])
+    assert np.isnan(row["p_value"]) and "no p-value" in row["note"]
     assert unit_sd == pytest.approx(1.0, abs=0.25)
 
 
