@@ -469,6 +469,59 @@ def plot_funnel(
     return _finish(fig, path)
 
 
+def plot_model_grades(
+    grades: pd.DataFrame,
+    *,
+    model_col: str = "model_label",
+    title: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """Each model's log odds ratio of one contrast with its 95% interval (hollow) and its
+    empirical-Bayes shrunk value (filled), models sorted by the shrunk value, coloured by grade
+    (Kline, Rose & Walters style). One contrast: filter the grades table first.
+
+    Args:
+        grades: ``analysis.stats.grading.grade_models`` rows of one contrast.
+        model_col: Column naming the model.
+        title: Axes title.
+        path: When given, the PNG is written there with ``save_figure``.
+    """
+    data = grades.sort_values("shrunk").reset_index(drop=True)
+    colours = {"discriminates": "#b2182b", "suggestive": "#ef8a62", "no evidence": "#4d4d4d"}
+    fig = Figure(figsize=(6.5, 1.2 + 0.35 * len(data)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(data))
+    half = 1.959963984540054 * data["se"].to_numpy(dtype=float)
+    for grade, colour in colours.items():
+        mask = (data["grade"] == grade).to_numpy()
+        if not mask.any():
+            continue
+        estimate = data.loc[mask, "estimate"].to_numpy(dtype=float)
+        ax.errorbar(
+            estimate,
+            y[mask],
+            xerr=half[mask],
+            fmt="o",
+            mfc="white",
+            color=colour,
+            label=f"{grade} (estimate, 95% CI)",
+        )
+        ax.plot(data.loc[mask, "shrunk"], y[mask] + 0.2, "D", color=colour, ms=5)
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.axvline(
+        float(data["common_mean"].iloc[0]),
+        color="grey",
+        ls="--",
+        lw=0.8,
+        label="common mean (diamonds: shrunk)",
+    )
+    ax.set_yticks(y, [str(m) for m in data[model_col]])
+    ax.set_xlabel("log odds ratio (group vs reference)")
+    ax.set_title(title or "Models graded by their disparity")
+    ax.legend(fontsize="small", loc="best")
+    return _finish(fig, path)
+
+
 def add_banner(fig: Figure, text: str) -> Figure:
     """Stamp ``text`` across the top of ``fig`` in a band of its own, e.g. the notice that
     the answers drawn came from the synthetic responder, not a language model.

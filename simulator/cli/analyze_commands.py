@@ -259,6 +259,7 @@ def _analyze_external(
 
     from biasim.analysis.audit.external import DecisionsError, check_decisions
     from biasim.analysis.stats.disparity import INVALID, disparity_report, impact_ratios_by_stratum
+    from biasim.analysis.stats.refusals import refusal_report
     from biasim.simulator.common.errors import Problem
 
     outcome_col, stratum_col, unit_col = options.outcome_col, options.stratum_col, options.unit_col
@@ -348,6 +349,20 @@ def _analyze_external(
         seed=seed,
         invalid=invalid,
     )
+    # Who is excluded, and what the headline would be if they were not (refusals that replace
+    # one group's rejections make that group look favoured).
+    report.update(
+        refusal_report(
+            data,
+            groups,
+            outcome_col,
+            positive,
+            invalid=invalid,
+            unit_col=unit_col,
+            n_permutations=permutations,
+            seed=seed,
+        )
+    )
     tables = {k: v for k, v in report.items() if isinstance(v, pd.DataFrame)}
     scalars = {k: v for k, v in report.items() if not isinstance(v, pd.DataFrame)}
     scalars.update(
@@ -398,6 +413,14 @@ def _analyze_external(
         f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}",
         highlight=False,
     )
+    out_console.print(
+        f"valid answers by group differ by {scalars['validity_gap']:.4f} "
+        f"(p = {scalars['validity_p_value']:.4f}; {scalars['validity_test']}); "
+        f"{scalars['bounds_note']}",
+        highlight=False,
+    )
+    for claim in scalars["claims"]:
+        out_console.print(claim, highlight=False)
     for row in checked.small_groups.to_dict("records"):
         label = ", ".join(str(row[g]) for g in groups)
         out_console.print(

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.analysis import figures
-from biasim.analysis.stats import disparity
+from biasim.analysis.stats import disparity, refusals
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -31,11 +31,23 @@ from biasim.simulator.kinds.sections.differences import (
     html_differences,
     print_differences,
 )
+from biasim.simulator.kinds.sections.exclusions import (
+    add_exclusions,
+    html_exclusions,
+    print_exclusions,
+)
 from biasim.simulator.kinds.sections.expected import (
     add_expected_decisions,
     html_expected,
     is_logprob_stage,
     print_expected,
+)
+from biasim.simulator.kinds.sections.unit_models import (
+    add_model_estimates,
+    html_grades,
+    html_model_estimates,
+    print_grades,
+    print_model_estimates,
 )
 
 
@@ -183,6 +195,34 @@ class AcceptanceKind(AnalysisKind):
         validity, pairwise = email_outcomes.validity_by_group(rows, spec.groups, "outcome")
         section.tables[f"{name}_validity"] = validity
         section.tables[f"{name}_validity_pairwise"] = pairwise
+        unit_col = "persona_name" if spec.unit == "name" else None
+        labelled = rows.assign(
+            _group=rows[spec.groups].astype(str).agg(", ".join, axis=1),
+            _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
+        )
+        # The name is the unit of the models whatever the tests' unit: its emails are not
+        # independent; the stratum (the role) is the crossed item.
+        add_model_estimates(
+            section,
+            ctx,
+            labelled,
+            fit_cols=["model_label"],
+            group_col="_group",
+            hit_col="_hit",
+            unit_col="persona_name",
+            item_col=spec.strata,
+        )
+        add_exclusions(
+            section,
+            ctx,
+            labelled,
+            case_cols=["model_label"],
+            group_col="_group",
+            hit_col="_hit",
+            unit_col=unit_col,
+            alpha=0.05,
+            n_permutations=spec.n_permutations,
+        )
         section.summary.update(
             stage=spec.stage,
             classifier=spec.classifier,
@@ -245,6 +285,24 @@ class AcceptanceKind(AnalysisKind):
             seed=seed,
             require_positive=False,
         )
+        if report["n_excluded"]:
+            # Which group-level readings survive counting the excluded answers either way.
+            claims = refusals.group_claims(
+                refusals.group_bounds(
+                    part,
+                    list(spec.groups),
+                    "outcome",
+                    "accept",
+                    invalid=disparity.INVALID,
+                    unit_col="persona_name" if spec.unit == "name" else None,
+                    adjust=spec.adjust,
+                    n_permutations=spec.n_permutations,
+                    seed=seed,
+                ),
+                list(spec.groups),
+                "accept",
+            )
+            report["notes"].extend(claims)
         rates = report["rates"]
         rates["rate_all"] = rates["k"] / (rates["n"] + rates["n_excluded"]).where(
             rates["n"] + rates["n_excluded"] > 0
@@ -485,6 +543,9 @@ class AcceptanceKind(AnalysisKind):
                         fmt(row["p_adjusted"]),
                     )
                 print_table(console, versus)
+        print_exclusions(summary.get("exclusions", []), ["model_label"], console)
+        print_model_estimates(summary.get("model_estimates", []), ["model_label"], console)
+        print_grades(summary.get("model_grades", []), console)
         if summary.get("model_differences"):
             print_differences(
                 summary["model_differences"],
@@ -579,6 +640,9 @@ class AcceptanceKind(AnalysisKind):
             section.paragraph(f"DPD test: {part.get('dpd_test', 'none')}.", muted=True)
             for note in part.get("notes", []):
                 section.paragraph(f"Note: {note}", muted=True)
+        html_exclusions(section, summary.get("exclusions", []), ["model_label"])
+        html_model_estimates(section, summary.get("model_estimates", []), ["model_label"])
+        html_grades(section, summary.get("model_grades", []))
         if summary.get("model_differences"):
             html_differences(
                 section,

@@ -45,11 +45,23 @@ from biasim.simulator.kinds.sections.differences import (
     html_differences,
     print_differences,
 )
+from biasim.simulator.kinds.sections.exclusions import (
+    add_exclusions,
+    html_exclusions,
+    print_exclusions,
+)
 from biasim.simulator.kinds.sections.expected import (
     add_expected_decisions,
     html_expected,
     is_logprob_stage,
     print_expected,
+)
+from biasim.simulator.kinds.sections.unit_models import (
+    add_model_estimates,
+    html_grades,
+    html_model_estimates,
+    print_grades,
+    print_model_estimates,
 )
 from biasim.simulator.study.fields import Strict
 
@@ -300,6 +312,33 @@ class DemographicParityKind(AnalysisKind):
                 case_cols=case_cols,
                 n_permutations=spec.n_permutations,
             )
+        # A persona's replicates are one unit: the validity and bounds tests relabel it whole,
+        # and the models cluster on it.
+        by_persona = rows.assign(_persona=rows["agent_id"].str.replace(r"/r\d+$", "", regex=True))
+        add_exclusions(
+            section,
+            ctx,
+            by_persona,
+            case_cols=case_cols,
+            group_col="value",
+            hit_col="_hit",
+            unit_col="_persona",
+            alpha=spec.alpha,
+            n_permutations=spec.n_permutations,
+        )
+        # One model per case without its first case column (the scenario), which becomes the
+        # crossed item: a group's odds ratio across the scenarios, units and items respected.
+        items = [c for c in spec.cases if c != "model_label"]
+        add_model_estimates(
+            section,
+            ctx,
+            by_persona,
+            fit_cols=["model_label", *condition, *items[1:], "attribute"],
+            group_col="value",
+            hit_col="_hit",
+            unit_col="_persona",
+            item_col=items[0] if items else None,
+        )
         summary = section.summary
         summary.update(
             stage=spec.stage,
@@ -609,6 +648,9 @@ class DemographicParityKind(AnalysisKind):
             "binomial simulations at the pooled rate (* = significant); 'by chance' = mean DPD "
             "under parity."
         )
+        print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
+        print_model_estimates(summary.get("model_estimates", []), _fit_keys(summary), console)
+        print_grades(summary.get("model_grades", []), console)
         for row in summary.get("implicit_vs_explicit", []):
             console.print(
                 Text("implicit vs explicit", style="bold")
@@ -677,6 +719,9 @@ class DemographicParityKind(AnalysisKind):
                 Column("ci_low", "95% CI (Wilson)", "ci", upper="ci_high"),
             ],
         )
+        html_exclusions(section, summary.get("exclusions", []), ["model_label", *case_cols])
+        html_model_estimates(section, summary.get("model_estimates", []), _fit_keys(summary))
+        html_grades(section, summary.get("model_grades", []))
         prefix = summary["name"]
         for name in section.figures:
             if name.startswith(f"{prefix}_shares"):
@@ -763,6 +808,11 @@ class DemographicParityKind(AnalysisKind):
                 key="alignment",
                 title="Directional alignment with real-world findings (Table 3)",
             )
+
+
+def _fit_keys(summary: dict[str, Any]) -> list[str]:
+    """The columns that name a model fit: the case columns without the crossed item."""
+    return [c for c in summary["case_columns"] if c != summary.get("model_estimates_item")]
 
 
 def _figure_order(

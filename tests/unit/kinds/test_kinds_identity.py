@@ -59,8 +59,25 @@ def _records_sorted(value: object) -> object:
 #: What the kinds have written since the recording, on top of it (checked by their own tests):
 #: the test of a difference in DPD between a condition factor's levels
 #: (``tests/unit/analysis/test_analysis_conditions.py``, ``tests/e2e/test_persona_ablation.py``).
-ADDED_TABLES = ("_condition_differences.csv",)
-ADDED_SUMMARY_KEYS = ("condition_factor", "condition_levels", "condition_differences")
+#: The validity test and exclusion bounds per case (``tests/e2e/test_refusals_in_kinds.py``),
+#: the model-based estimates (``tests/unit/analysis/test_unit_models.py``).
+ADDED_TABLES = ("_condition_differences.csv", "_exclusions.csv", "_model_estimates.csv")
+ADDED_SUMMARY_KEYS = (
+    "condition_factor",
+    "condition_levels",
+    "condition_differences",
+    "exclusions",
+    "model_estimates",
+    "model_estimates_item",
+)
+ADDED_SUMMARY_KEYS = (
+    "condition_factor",
+    "condition_levels",
+    "condition_differences",
+    "exclusions",
+    "model_estimates",
+    "model_estimates_item",
+)
 
 
 @pytest.mark.parametrize("name", list(STUDIES))

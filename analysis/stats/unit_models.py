@@ -1,0 +1,299 @@
+"""Model-based estimates beside the design-based tests: each group's odds ratio (or score
+difference) from a model whose error terms respect the units that repeat.
+
+Reviewers of correspondence audits expect a regression beside the permutation tests:
+
+* :func:`gee_odds_ratios`: a logistic GEE clustered on the unit (a name or persona, whose
+  answers are not independent), with the item (scenario, role, template) as fixed effects and a
+  cluster-robust (sandwich) covariance; Wald intervals. Holds with many clusters (tens per group).
+* :func:`mixed_odds_ratios`: a mixed-effects logistic model with crossed random intercepts for
+  the unit and the item, fitted by the Laplace approximation (``analysis.stats.glmm``; why not
+  statsmodels' ``BinomialBayesMixedGLM`` is said there); Wald intervals of the group effects.
+* :func:`discrim_eval_effects`: for continuous outcomes (scores, log-odds), the DiscrimEval model
+  of Tamkin et al. (2023): random intercepts and group slopes per decision scenario
+  (statsmodels ``MixedLM``).
+
+Each returns one row per group other than the reference with ``converged``; a fit that fails
+or does not converge says so in ``note`` instead of printing a number it cannot stand behind.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+_Z = stats.norm.ppf(0.975)
+#: Columns of every table of this module.
+COLUMNS: tuple[str, ...] = (
+    "model",
+    "group",
+    "reference",
+    "estimate",
+    "se",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "odds_ratio",
+    "or_low",
+    "or_high",
+    "n_units",
+    "unit",
+    "converged",
+    "note",
+)
+
+
+#: Why the mixed model gives no p-value.
+UNCALIBRATED = (
+    "no p-value: the interval is conditional on the estimated variances and too narrow with "
+    "few units (it excluded a true null in 12 % of simulated studies with 20 names per "
+    "group); test with the GEE"
+)
+
+
+def _design(
+    df: pd.DataFrame, group_col: str, y_col: str, cols: Sequence[str | None]
+) -> tuple[pd.DataFrame, list[str]]:
+    """Rows with every named column present; the group levels, reference first."""
+    named = [c for c in (group_col, y_col, *cols) if c]
+    data = df[named].dropna().reset_index(drop=True)
+    levels = sorted(data[group_col].astype(str).unique())
+    data[group_col] = pd.Categorical(data[group_col].astype(str), categories=levels)
+    return data, levels
+
+
+def _failed(name: str, levels: list[str], unit: str, n_units: int, note: str) -> pd.DataFrame:
+    rows = [
+        {
+            "model": name,
+            "group": g,
+            "reference": levels[0] if levels else "",
+            "unit": unit,
+            "n_units": n_units,
+            "converged": False,
+            "note": note,
+        }
+        for g in levels[1:]
+    ]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _table(
+    name: str,
+    levels: list[str],
+    estimate: np.ndarray,
+    se: np.ndarray,
+    *,
+    unit: str,
+    n_units: int,
+    converged: bool,
+    note: str,
+    odds: bool = True,
+) -> pd.DataFrame:
+    low, high = estimate - _Z * se, estimate + _Z * se
+    out = pd.DataFrame(
+        {
+            "model": name,
+            "group": levels[1:],
+            "reference": levels[0],
+            "estimate": estimate,
+            "se": se,
+            "ci_low": low,
+            "ci_high": high,
+            "p_value": 2 * stats.norm.sf(np.abs(estimate / se)),
+            "odds_ratio": np.exp(estimate) if odds else np.nan,
+            "or_low": np.exp(low) if odds else np.nan,
+            "or_high": np.exp(high) if odds else np.nan,
+            "n_units": n_units,
+            "unit": unit,
+            "converged": converged,
+            "note": note,
+        }
+    )
+    return out[list(COLUMNS)]
+
+
+def _group_terms(params: pd.Index, group_col: str) -> list[int]:
+    return [i for i, p in enumerate(params) if p.startswith(f"C({group_col})[T.")]
+
+
+def gee_odds_ratios(
+    df: pd.DataFrame,
+    group_col: str,
+    hit_col: str,
+    unit_col: str,
+    item_col: str | None = None,
+) -> pd.DataFrame:
+    """Odds ratio of each group against the reference (the first level in sorted order) from a
+    logistic model clustered on ``unit_col``, with ``item_col`` as fixed effects.
+
+    This is the GEE with independence working correlation: the point estimates are the
+    ordinary logistic ones, and the cluster-robust (sandwich) covariance, with the small-sample
+    factor G / (G - 1) (N - 1) / (N - K), allows any correlation within a unit. Wald intervals
+    on the normal scale.
+    """
+    import statsmodels.api as sm
+
+    data, levels = _design(df, group_col, hit_col, [unit_col, item_col])
+    n_units = int(data[unit_col].nunique())
+    name = "GEE logistic, cluster-robust"
+    if len(levels) < 2 or data[hit_col].nunique() < 2:
+        return _failed(name, levels, unit_col, n_units, "not fitted: one group or one outcome")
+    exog = _dummies(data, group_col, item_col)
+    clusters = pd.factorize(data[unit_col])[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fit = sm.GLM(data[hit_col].astype(float), exog, family=sm.families.Binomial()).fit(
+                cov_type="cluster", cov_kwds={"groups": clusters}
+            )
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            return _failed(name, levels, unit_col, n_units, f"not fitted: {exc}")
+    problems = [str(w.message) for w in caught if "converge" in str(w.message).lower()]
+    terms = list(range(1, len(levels)))
+    estimate, se = fit.params.iloc[terms].to_numpy(), fit.bse.iloc[terms].to_numpy()
+    finite = bool(np.isfinite(se).all() and (np.abs(estimate) < 15).all())
+    note = "; ".join(problems) or ("" if finite else "separation: an odds ratio is infinite")
+    return _table(
+        name,
+        levels,
+        estimate,
+        se,
+        unit=unit_col,
+        n_units=n_units,
+        converged=not problems and finite,
+        note=note,
+    )
+
+
+def _dummies(data: pd.DataFrame, group_col: str, item_col: str | None) -> pd.DataFrame:
+    """Intercept, the group's treatment dummies (reference left out), then the item's."""
+    parts = [pd.DataFrame({"const": np.ones(len(data))})]
+    parts.append(pd.get_dummies(data[group_col], drop_first=True, dtype=float))
+    if item_col:
+        items = pd.get_dummies(data[item_col].astype(str), drop_first=True, dtype=float)
+        parts.append(items.add_prefix("item="))
+    return pd.concat(parts, axis=1)
+
+
+def mixed_odds_ratios(
+    df: pd.DataFrame,
+    group_col: str,
+    hit_col: str,
+    unit_col: str,
+    item_col: str | None = None,
+) -> pd.DataFrame:
+    """Odds ratio of each group against the reference from a logistic model with crossed random
+    intercepts for ``unit_col`` and ``item_col`` (``analysis.stats.glmm``: Laplace, as lme4's
+    ``glmer``). Wald intervals from the fixed effects' covariance given the variances.
+    """
+    from biasim.analysis.stats.glmm import fit_glmm
+
+    data, levels = _design(df, group_col, hit_col, [unit_col, item_col])
+    n_units = int(data[unit_col].nunique())
+    name = "mixed logistic, crossed random intercepts (Laplace)"
+    if len(levels) < 2 or data[hit_col].nunique() < 2:
+        return _failed(name, levels, unit_col, n_units, "not fitted: one group or one outcome")
+    keys = [group_col, unit_col, *([item_col] if item_col else [])]
+    cells = (
+        data.assign(_y=data[hit_col].astype(float))
+        .groupby(keys, observed=True, sort=True)["_y"]
+        .agg(["size", "sum"])
+        .reset_index()
+    )
+    factors = [pd.factorize(cells[unit_col])[0]]
+    if item_col and cells[item_col].nunique() > 1:
+        factors.append(pd.factorize(cells[item_col])[0])
+    x = _dummies(cells, group_col, None).to_numpy()
+    try:
+        fit = fit_glmm(x, factors, cells["size"].to_numpy(), cells["sum"].to_numpy())
+    except (np.linalg.LinAlgError, RuntimeError) as exc:
+        return _failed(name, levels, unit_col, n_units, f"not fitted: {exc}")
+    terms = list(range(1, len(levels)))
+    se = np.sqrt(np.diag(fit.cov)[terms])
+    estimate = fit.beta[terms]
+    finite = bool(np.isfinite(se).all() and (np.abs(estimate) < 15).all())
+    note = fit.message or ("" if finite else "separation: an odds ratio is infinite")
+    sds = ", ".join(f"{s:.2f}" for s in fit.sd)
+    table = _table(
+        name,
+        levels,
+        estimate,
+        se,
+        unit=unit_col,
+        n_units=n_units,
+        converged=fit.converged and finite,
+        note=note or f"random-intercept sd: {sds}; {UNCALIBRATED}",
+    )
+    # The interval is conditional on the estimated variances: with 20 names per group it
+    # excluded a true null in 12 % of 100 simulated studies, so no p-value is given.
+    return table.assign(p_value=np.nan)
+
+
+def discrim_eval_effects(
+    df: pd.DataFrame,
+    group_col: str,
+    score_col: str,
+    scenario_col: str,
+    unit_col: str | None = None,
+) -> pd.DataFrame:
+    """Each group's fixed effect on a continuous score (e.g. the log-odds of "yes") against the
+    reference, with random intercepts and group slopes per decision scenario (Tamkin et al.
+    2023, DiscrimEval; statsmodels ``MixedLM``, REML). Wald intervals; ``odds_ratio`` is
+    ``exp(estimate)``, meaningful when the score is a log-odds.
+
+    The model's only grouping is the scenario: answers within a scenario must be independent.
+    With ``unit_col`` given and a unit answering twice in one scenario (replicates, a name in
+    several templates of one scenario) the model is not fitted, and ``note`` says why: under
+    name effects it rejected a true null in over half of simulated studies.
+    """
+    import statsmodels.formula.api as smf
+
+    data, levels = _design(df, group_col, score_col, [scenario_col])
+    n_units = int(data[scenario_col].nunique())
+    name = "DiscrimEval mixed model (random intercept and slopes per scenario)"
+    if len(levels) < 2 or n_units < 2:
+        return _failed(name, levels, scenario_col, n_units, "not fitted: one group or scenario")
+    if unit_col and df.duplicated([unit_col, scenario_col]).any():
+        return _failed(
+            name,
+            levels,
+            scenario_col,
+            n_units,
+            f"not fitted: a {unit_col} answers several times in one {scenario_col}, and the "
+            "model assumes independent answers within a scenario",
+        )
+    data["_y"] = data[score_col].astype(float)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fit = smf.mixedlm(
+                f"_y ~ C({group_col})",
+                data,
+                groups=data[scenario_col],
+                re_formula=f"~C({group_col})",
+            ).fit(reml=True, method=["lbfgs", "bfgs"])
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            return _failed(name, levels, scenario_col, n_units, f"not fitted: {exc}")
+    # statsmodels warns on every optimizer it tries before one converges: only the final
+    # state and a variance on its boundary are worth saying.
+    boundary = [str(w.message) for w in caught if "boundary" in str(w.message).lower()]
+    problems = ([] if fit.converged else ["the likelihood search did not converge"]) + boundary[:1]
+    terms = _group_terms(fit.fe_params.index, group_col)
+    estimate = fit.fe_params.iloc[terms].to_numpy()
+    se = fit.bse_fe.iloc[terms].to_numpy()
+    converged = bool(fit.converged)
+    return _table(
+        name,
+        levels,
+        estimate,
+        se,
+        unit=scenario_col,
+        n_units=n_units,
+        converged=converged,
+        note="; ".join(problems),
+    )
