@@ -100,8 +100,13 @@ def analyze(
         typer.Option(help="With --texts: YAML dimension -> {scorer, options} (default: offline)."),
     ] = None,
     success_filter: Annotated[
-        bool, typer.Option(help="With --texts: drop failed generations (paper, Appendix B).")
-    ] = False,
+        str,
+        typer.Option(
+            help="With --texts: drop failed generations (Appendix B): authors (their code: "
+            "' recommend ' with spaces; CBG), recommend (any 'recommend') or none (CLG, "
+            "the paper's 120 letters in full)."
+        ),
+    ] = "none",
     authors_tokens: Annotated[
         bool,
         typer.Option(
@@ -182,7 +187,15 @@ def analyze(
         )
         return
     if texts is not None:
+        from biasim.analysis.text.letter_text import SUCCESS_RULES
         from biasim.simulator.kinds.letters import LettersKind
+
+        if success_filter not in SUCCESS_RULES:
+            fail_input(
+                InputError(
+                    f"--success-filter: `{success_filter}` is not one of {', '.join(SUCCESS_RULES)}"
+                )
+            )
         from biasim.simulator.tools.texts import TextsOptions, analyze_texts
 
         options = TextsOptions(

@@ -31,7 +31,7 @@ class TextsOptions:
     pair_col: str | None
     lexicon: Path | None
     style: Path | None
-    success_filter: bool
+    success_filter: str
     authors_tokens: bool
     premise_col: str | None
     nli: str | None
@@ -82,10 +82,9 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
             [Problem(str(path), None, opts.text_col, "every text is empty (--text-col)")]
         )
     reasons = pd.Series([EMPTY if t == "" else None for t in text], index=frame.index)
-    if opts.success_filter:
-        reasons = reasons.where(
-            reasons.notna(), [generation_failure(t) for t in frame[opts.text_col]]
-        )
+    reasons = reasons.where(
+        reasons.notna(), [generation_failure(t, opts.success_filter) for t in frame[opts.text_col]]
+    )
     values = list(dict.fromkeys(frame.loc[reasons.isna(), opts.group_col]))
     if opts.compare:
         groups = tuple(v.strip() for v in opts.compare.split(","))

@@ -291,7 +291,7 @@ def test_a_pair_broken_by_the_success_filter_loses_its_partner_counted(tmp_path,
     frame.to_csv(path, index=False)
     args = ["analyze", "--texts", str(path), "--text-col", "letter", "--group-col", "gender"]
     args += ["--compare", "m,f", "--pair-col", "bio", "--json", "--permutations", "99"]
-    result = cli.invoke(app, [*args, "--success-filter"])
+    result = cli.invoke(app, [*args, "--success-filter", "recommend"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     excluded = {r["excluded"]: r["letters"] for r in summary["exclusions"]}
