@@ -101,6 +101,9 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
                 f"group `{g}` has no usable text in `{opts.group_col}` (values {values[:10]})",
             )
     if opts.pair_col:
+        # As in a study, the k-th text of each group within a pair id pair up (the released
+        # CBG files hold two letters per gender per biography): "b3", then "b3#2", ...
+        frame[opts.pair_col] = _kth_pairs(frame, opts.pair_col, opts.group_col)
         # The file's pairs of texts must be whole; a pair broken by an empty text or the
         # success filter loses its other text too, counted, since the paired tests need both.
         part = frame[frame[opts.group_col].isin(groups) & (text != "")]
@@ -109,8 +112,8 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
         if len(bad):
             raise _problem(
                 "--pair-col",
-                f"{len(bad)} pairs do not hold one `{groups[0]}` and one `{groups[1]}` text, "
-                f"e.g. `{bad.index[0]}`",
+                f"{len(bad)} pairs do not hold as many `{groups[0]}` as `{groups[1]}` texts "
+                f"(the k-th of each pair up), e.g. `{bad.index[0]}`",
             )
         lone = partner_missing(
             frame, reasons.isna().tolist(), [opts.pair_col], opts.group_col, groups
@@ -119,6 +122,12 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
     kept = frame[reasons.isna()].reset_index(drop=True)
     return kept, groups, exclusions  # type: ignore[return-value]
+
+
+def _kth_pairs(frame: pd.DataFrame, pair_col: str, group_col: str) -> pd.Series:
+    """Pair ids that make the k-th text of each group in a pair id (file order) one pair."""
+    k = frame.groupby([pair_col, group_col], sort=False).cumcount()
+    return frame[pair_col].where(k == 0, frame[pair_col] + "#" + (k + 1).astype(str))
 
 
 def load_scorers(style: Path | None) -> dict[str, Any]:

@@ -298,3 +298,22 @@ def test_a_pair_broken_by_the_success_filter_loses_its_partner_counted(tmp_path,
     assert excluded["its counterfactual partner was excluded"] == 1
     assert excluded["kept"] == 22 and excluded["empty text"] == 1
     assert {r["n_pairs"] for r in summary["style"]} == {11}
+
+
+def test_two_letters_per_group_in_a_pair_id_pair_by_order(tmp_path, cli):
+    """The released CBG files hold two letters per gender per biography: the k-th letter of
+    each gender pair up, as in a study, instead of the file being refused."""
+    frame = pd.read_csv(_letters(tmp_path), keep_default_na=False)
+    frame = frame[frame["bio"] != "b99"]
+    merged = frame.assign(bio=frame["bio"].map(lambda b: f"p{int(b[1:]) // 2}"))
+    path = tmp_path / "merged.csv"
+    merged.to_csv(path, index=False)  # 6 pair ids, each two m and two f letters
+    args = ["analyze", "--texts", str(path), "--text-col", "letter", "--group-col", "gender"]
+    args += ["--compare", "m,f", "--pair-col", "bio", "--json", "--permutations", "99"]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert {r["n_pairs"] for r in summary["style"]} == {12}
+    merged.iloc[:-1].to_csv(path, index=False)  # p5 now holds two m letters and one f
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2 and "p5#2" in result.output
