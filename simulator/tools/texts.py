@@ -191,20 +191,19 @@ def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict |
     Raises:
         InputError: ``--weat-words`` names a file that is not ``test: {group: [words]}``.
     """
-    from biasim.analysis.text.weat import load_word_sets
+    from biasim.analysis.text.weat import load_word_sets, sets_for_groups
 
     try:
         words = load_word_sets(opts.weat_words)
     except (OSError, yaml.YAMLError, ValueError) as exc:
         raise _problem("--weat-words", f"{opts.weat_words}: {exc}") from exc
-    for test, sets in words.items():
-        missing = [g for g in groups if g not in sets]
-        if missing:
-            return None, (
-                f"WEAT skipped: test `{test}` has no words for group `{missing[0]}`; give "
-                f"--weat-words FILE with `test: {{{groups[0]}: [words], {groups[1]}: [words]}}`"
-            )
-    return words, ""
+    keyed, why = sets_for_groups(words, groups)
+    if keyed is None:
+        return None, (
+            f"WEAT skipped: {why}; give --weat-words FILE with "
+            f"`test: {{{groups[0]}: [words], {groups[1]}: [words]}}`"
+        )
+    return keyed, ""
 
 
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:

@@ -266,20 +266,27 @@ def test_weat_runs_on_the_salient_words_when_the_word_sets_name_the_groups(tmp_p
     assert (out / "tables" / "texts_weat.csv").is_file()
     assert (out / "figures" / "texts_weat.png").is_file()
 
-    # Groups the built-in sets do not name: WEAT says why it did not run, and runs with sets
-    # keyed by those groups.
+    # The released CBG files' m / f name the built-in sets' male / female (a unique prefix).
     short = tmp_path / "short.csv"
     big.to_csv(short, index=False)
     base = ["analyze", "--texts", str(short), "--text-col", "letter", "--group-col", "gender"]
     result = cli.invoke(app, [*base, "--compare", "m,f", "--json"])
+    by_test = {r["test"]: r for r in json.loads(result.stdout)["weat"]}
+    assert by_test["MF"]["effect_size"] == pytest.approx(weat["MF"]["effect_size"])
+    # Groups the built-in sets do not name: WEAT says why it did not run, and runs with sets
+    # keyed by those groups.
+    other = tmp_path / "other.csv"
+    big.assign(gender=big["gender"].map({"m": "g1", "f": "g2"})).to_csv(other, index=False)
+    base = ["analyze", "--texts", str(other), "--text-col", "letter", "--group-col", "gender"]
+    result = cli.invoke(app, [*base, "--compare", "g1,g2", "--json"])
     summary = json.loads(result.stdout)
-    assert summary["weat"] == [] and "no words for group `m`" in summary["weat_note"]
+    assert summary["weat"] == [] and "no words for group `g1`" in summary["weat_note"]
     words = tmp_path / "words.yaml"
-    words.write_text("CF:\n  m: [career, salary, office]\n  f: [family, home, children]\n")
-    result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words), "--json"])
+    words.write_text("CF:\n  g1: [career, salary, office]\n  g2: [family, home, children]\n")
+    result = cli.invoke(app, [*base, "--compare", "g1,g2", "--weat-words", str(words), "--json"])
     assert [r["test"] for r in json.loads(result.stdout)["weat"]] == ["CF"]
     words.write_text("CF: [career]\n")
-    result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words)])
+    result = cli.invoke(app, [*base, "--compare", "g1,g2", "--weat-words", str(words)])
     assert result.exit_code == 2 and "--weat-words" in result.output
 
 
