@@ -60,20 +60,32 @@ def token_count(text: str) -> int:
 
 
 NOT_RECOMMENDING = "no 'recommend' (not a recommendation letter)"
+NOT_RECOMMENDING_AUTHORS = "no ' recommend ' (the authors' rule)"
 EMPTY = "empty text"
 LONG_RUN = "a run of 800 characters without a full stop"
 
+#: Success rules: ``authors`` as the authors' code applies it to CBG letters (the word
+#: " recommend " with a space each side, so "recommended" or "recommend." fail), ``recommend``
+#: as Appendix B.2 words it (any "recommend"), ``none`` keeps every non-empty letter (the
+#: paper analysed its 120 CLG letters in full).
+SUCCESS_RULES = ("authors", "recommend", "none")
 
-def generation_failure(text: str) -> str | None:
-    """Why a generated letter fails the paper's success rule (Appendix B.2), or None.
+
+def generation_failure(text: str, rule: str = "recommend") -> str | None:
+    """Why a generated letter fails the success rule ``rule`` (Appendix B.2), or None.
 
     A success is non-empty, has no long continuous string (the authors' code: no piece
-    between full stops of 800 characters or more) and contains the word "recommend".
+    between full stops of 800 characters or more) and contains "recommend" as ``rule`` reads
+    it (see :data:`SUCCESS_RULES`).
     """
     if not text.strip():
         return EMPTY
+    if rule == "none":
+        return None
     if any(len(p) >= MAX_SENTENCE_CHARS for p in normalize_letter(text).split(".")):
         return LONG_RUN
+    if rule == "authors":
+        return None if " recommend " in text else NOT_RECOMMENDING_AUTHORS
     if "recommend" not in text.lower():
         return NOT_RECOMMENDING
     return None

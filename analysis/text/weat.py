@@ -133,6 +133,29 @@ def load_word_sets(path: str | Path | None = None) -> dict[str, dict[str, list[s
     return out
 
 
+def sets_for_groups(
+    word_sets: Mapping[str, Mapping[str, Sequence[str]]], groups: tuple[str, str]
+) -> tuple[dict[str, dict[str, list[str]]] | None, str]:
+    """The word sets keyed by the compared groups, or None and why WEAT cannot run.
+
+    A group names a set by its key or by a unique prefix of it, case aside (the released CBG
+    files' ``m`` / ``f`` name ``male`` / ``female``), so existing sets are used, never guessed
+    further.
+    """
+    out: dict[str, dict[str, list[str]]] = {}
+    for test, sets in word_sets.items():
+        keyed: dict[str, list[str]] = {}
+        for group in groups:
+            found = [k for k in sets if k.lower().startswith(group.lower())]
+            exact = [k for k in found if k.lower() == group.lower()]
+            match = exact or found
+            if len(match) != 1:
+                return None, f"test `{test}` has no words for group `{group}`"
+            keyed[group] = list(sets[match[0]])
+        out[test] = keyed
+    return out, ""
+
+
 def salient_weat(
     salient: pd.DataFrame,
     groups: tuple[str, str],

@@ -100,8 +100,13 @@ def analyze(
         typer.Option(help="With --texts: YAML dimension -> {scorer, options} (default: offline)."),
     ] = None,
     success_filter: Annotated[
-        bool, typer.Option(help="With --texts: drop failed generations (paper, Appendix B).")
-    ] = False,
+        str,
+        typer.Option(
+            help="With --texts: drop failed generations (Appendix B): authors (their code: "
+            "' recommend ' with spaces; CBG), recommend (any 'recommend') or none (CLG, "
+            "the paper's 120 letters in full)."
+        ),
+    ] = "none",
     authors_tokens: Annotated[
         bool,
         typer.Option(
@@ -149,11 +154,28 @@ def analyze(
     alpha: Annotated[
         float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
     ] = 23.0,
+    iat: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="LLM-IAT answers (CSV or folder of CSVs; repeatable) scored with --iat-stimuli; "
+            "a CSV with iat_bias and decision_bias gives the chained logit (Bai et al.)."
+        ),
+    ] = None,
+    iat_stimuli: Annotated[
+        Path | None,
+        typer.Option(help="With --iat: Bai's stimuli CSV (dataset, A, B, C[, D])."),
+    ] = None,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
     --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
-    scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting]."""
+    scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting], or
+    LLM-IAT answers with --iat PATH --iat-stimuli STIMULI.csv."""
+    if iat:
+        from biasim.simulator.tools.iat import IATRequest
+
+        _analyze_iat(IATRequest(list(iat), iat_stimuli, text_col, out), as_json)
+        return
     if texts is not None and masked_lm is not None:
         from biasim.simulator.tools.prism_texts import TextsRequest
 
@@ -165,7 +187,15 @@ def analyze(
         )
         return
     if texts is not None:
+        from biasim.analysis.text.letter_text import SUCCESS_RULES
         from biasim.simulator.kinds.letters import LettersKind
+
+        if success_filter not in SUCCESS_RULES:
+            fail_input(
+                InputError(
+                    f"--success-filter: `{success_filter}` is not one of {', '.join(SUCCESS_RULES)}"
+                )
+            )
         from biasim.simulator.tools.texts import TextsOptions, analyze_texts
 
         options = TextsOptions(
@@ -480,6 +510,59 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
         )
     if written:
         out_console.print(f"wrote {len(written)} files under {request.out}", highlight=False)
+
+
+def _analyze_iat(request: Any, as_json: bool) -> None:
+    """``analyze --iat``: D scores by stereotype (strict and as the authors) and the logit."""
+    import pandas as pd
+
+    from biasim.simulator.common.csvfiles import write_csv
+    from biasim.simulator.tools.iat import analyze_iat
+
+    try:
+        result = analyze_iat(request)
+    except InputError as exc:
+        fail_input(exc)
+    logit = result.logit
+    if request.out is not None:
+        request.out.mkdir(parents=True, exist_ok=True)
+        if result.summary is not None:
+            write_csv(request.out / "iat_d_scores.csv", result.summary)
+            write_csv(request.out / "iat_answer_scores.csv", result.scores)
+        if logit is not None:
+            write_csv(request.out / "chained_logit.csv", pd.DataFrame([vars(logit)]))
+    if as_json:
+        payload = {
+            "d_scores": None if result.summary is None else result.summary.to_dict("records"),
+            "chained_logit": None if logit is None else vars(logit),
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    if result.summary is not None:
+        _print_frame(result.summary, "LLM-IAT D by stereotype")
+        out_console.print(
+            "D = a/(a+b+.01) + d/(c+d+.01) - 1 per answer (Bai et al.); t against 0 with the "
+            "answer as unit. mean_d: every name of a group's list counts, unreadable answers "
+            "excluded and counted; mean_d_authors: their pooled lists, an answer with one "
+            "unmappable line scored 0.",
+            highlight=False,
+        )
+    if logit is not None:
+        out_console.print(
+            f"chained logit decision_bias ~ 1 + iat_bias: intercept {logit.intercept:.4f} "
+            f"(se {logit.intercept_se:.3f}), slope {logit.slope:.4f} (se {logit.slope_se:.3f}, "
+            f"p = {logit.slope_p:.3g}), N = {logit.n} of {result.chained_rows} rows",
+            highlight=False,
+        )
+
+
+def _print_frame(table: Any, title: str) -> None:
+    rich_table = Table(title=title)
+    for col in table.columns:
+        rich_table.add_column(str(col), justify="right")
+    for row in table.itertuples(index=False):
+        rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+    print_table(out_console, rich_table)
 
 
 def _default_positive(values: Any, given: str | None) -> tuple[str, str]:

@@ -128,6 +128,16 @@ class AssociationKind(AnalysisKind):
         summary = section.summary
         section.tables[slug(ctx.name, "items")] = shares
         summary["items"] = shares.to_dict("records")
+        status = association.status_counts(pairs, keys)
+        section.tables[slug(ctx.name, "exclusions")] = status
+        summary["item_status"] = status.to_dict("records")
+        section.tables[slug(ctx.name, "lines")] = lines
+        summary["unused_lines"] = lines.assign(reason=lines["reason"].astype(str)).to_dict(
+            "records"
+        )
+        if shares.empty:
+            summary["note"] = NO_PAIRING
+            return section
         deviates = (
             shares.groupby(keys, sort=False)["deviates"].agg(["sum", "size"]).reset_index()
             if keys
@@ -155,13 +165,6 @@ class AssociationKind(AnalysisKind):
             section.tables[slug(ctx.name, "comparison")] = compared
             summary["comparison"] = compared.to_dict("records")
             summary["compare"] = list(spec.compare)
-        status = association.status_counts(pairs, keys)
-        section.tables[slug(ctx.name, "exclusions")] = status
-        summary["item_status"] = status.to_dict("records")
-        section.tables[slug(ctx.name, "lines")] = lines
-        summary["unused_lines"] = lines.assign(reason=lines["reason"].astype(str)).to_dict(
-            "records"
-        )
         section.figures[slug(ctx.name, "items")] = plot_item_shares(
             shares,
             panel=spec.by,
@@ -176,6 +179,10 @@ class AssociationKind(AnalysisKind):
             Text(str(name), style="bold")
             + f" (association): share of pairings with a {positive} target"
         )
+        if summary.get("note"):
+            console.print(f"  {summary['note']}", highlight=False)
+            _print_unused(summary, console)
+            return
         if summary.get("categories"):
             _records_table(
                 console,
@@ -221,27 +228,21 @@ class AssociationKind(AnalysisKind):
                 summary["comparison"],
                 cols,
             )
-        excluded = [r for r in summary["item_status"] if r["outcome"] != "paired"]
-        shown = sum(r["items"] for r in summary["item_status"])
-        console.print(
-            f"  items shown: {shown}; excluded: "
-            + (", ".join(f"{r['outcome']} {r['items']}" for r in excluded) or "none")
-        )
-        if summary["unused_lines"]:
-            console.print(
-                "  unused answer lines: "
-                + ", ".join(
-                    f"{r['reason']} {r['lines']}"
-                    + "".join(f" [{v}]" for k, v in r.items() if k not in ("reason", "lines"))
-                    for r in summary["unused_lines"]
-                )
-            )
+        _print_unused(summary, console)
         console.print(
             "  Wilson intervals treat pairings as independent; the bootstrap resamples calls "
             "(one call pairs every item of a category with the same two names)."
         )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if summary.get("note"):
+            section.paragraph(summary["note"])
+            section.table(summary["item_status"], key="item_status", title="Items by status")
+            if summary["unused_lines"]:
+                section.table(
+                    summary["unused_lines"], key="unused_lines", title="Unused answer lines"
+                )
+            return
         if summary.get("categories"):
             section.table(summary["categories"], key="categories", title="By category (Table 4)")
         section.table(
@@ -259,6 +260,39 @@ class AssociationKind(AnalysisKind):
             section.table(summary["unused_lines"], key="unused_lines", title="Unused answer lines")
         section.figure(
             slug(summary.get("name"), "items"), "Share per item with 95% Wilson intervals"
+        )
+
+
+#: Why an association section has no shares, tests or figure.
+NO_PAIRING = (
+    "no answer paired a shown item with exactly one target: no shares, tests or figure "
+    "(see the items by status and the unused answer lines)"
+)
+
+
+def _print_unused(summary: dict[str, Any], console: Console) -> None:
+    """Items shown and excluded by status, and answer lines that gave no pair, by reason."""
+    excluded = [r for r in summary["item_status"] if r["outcome"] != "paired"]
+    shown = sum(r["items"] for r in summary["item_status"])
+    console.print(
+        f"  items shown: {shown}; excluded: "
+        + (
+            ", ".join(
+                f"{r['outcome']} {r['items']}"
+                + "".join(f" [{v}]" for k, v in r.items() if k not in ("outcome", "items"))
+                for r in excluded
+            )
+            or "none"
+        )
+    )
+    if summary["unused_lines"]:
+        console.print(
+            "  unused answer lines: "
+            + ", ".join(
+                f"{r['reason']} {r['lines']}"
+                + "".join(f" [{v}]" for k, v in r.items() if k not in ("reason", "lines"))
+                for r in summary["unused_lines"]
+            )
         )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import Field
+from pydantic import Field, field_validator
 from rich.text import Text
 
 from biasim.analysis.studies.letters.tables import NO_PARTNER, letter_tables, partner_missing
@@ -89,7 +89,13 @@ class LettersSpec(AnalysisSpec):
     pair: str | None = Field(
         None, description="Column naming counterfactual pairs (adds the paired tests)."
     )
-    success_filter: bool = Field(True, description="Exclude failed generations (Appendix B).")
+    success_filter: Literal["authors", "recommend", "none"] = Field(
+        "authors",
+        description="Exclude failed generations (Appendix B): `authors` as their code (the "
+        "word ' recommend ' with spaces; they applied it to CBG letters only), `recommend` as "
+        "the appendix words it (any 'recommend'), `none` keeps every letter (CLG in the "
+        "paper). `true` / `false` mean `recommend` / `none`.",
+    )
     lexicon: str | None = Field(
         None,
         description="YAML/JSON file of category -> stems; default biasim's agentic/communal "
@@ -118,6 +124,12 @@ class LettersSpec(AnalysisSpec):
     salient_top_k: int = Field(10, ge=1, description="Nouns/adjectives kept per side.")
     n_permutations: int = Field(9999, ge=99)
     n_bootstrap: int = Field(2000, ge=100)
+
+    @field_validator("success_filter", mode="before")
+    @classmethod
+    def _rule_from_bool(cls, value: object) -> object:
+        """Study files written when the filter was on or off keep their meaning."""
+        return {True: "recommend", False: "none"}.get(value, value)  # type: ignore[call-overload]
 
 
 class LettersKind(AnalysisKind):
@@ -218,7 +230,7 @@ class LettersKind(AnalysisKind):
         rows = results[results["stage"] == spec.stage].reset_index(drop=True)
         texts = rows[spec.field].fillna("").astype(str)
         reasons = [
-            INVALID if not ok else (generation_failure(t) if spec.success_filter else None)
+            INVALID if not ok else generation_failure(t, spec.success_filter)
             for ok, t in zip(rows["valid"].astype(bool), texts, strict=True)
         ]
         groups = tuple(spec.compare)

@@ -160,6 +160,20 @@ del _ENV.globals["namespace"]
 _ENV.filters.update({name: _bounded_filter(f) for name, f in _ENV.filters.items()})
 
 
+#: Words that start with a vowel letter but a consonant sound, or the reverse (``an hour``).
+_CONSONANT_SOUND = re.compile(r"^(uni|use|usu|uti|eu|one\b|once\b)", re.I)
+_SILENT_H = re.compile(r"^(hour|honest|honou?r|heir)", re.I)
+
+
+def with_article(noun: object) -> str:
+    """``noun`` after "a" or "an" by its first sound (``an Engineer``, ``a Hairdresser``,
+    ``a University Lecturer``, ``an Hour``): a prompt reading "as a Engineer" is a typo the
+    model sees and the paper's prompt does not have."""
+    text = str(noun)
+    vowel = text[:1].lower() in "aeiou" and not _CONSONANT_SOUND.match(text)
+    return f"{'an' if vowel or _SILENT_H.match(text) else 'a'} {text}"
+
+
 def _redact_name(text: str, name: str | None) -> str:
     return redact_names([text], [name or ""])[0] if name else text
 
@@ -175,6 +189,7 @@ def _email_judge_prompt(email: str) -> str:
 # hiring-outcome judge's prompt, defined once beside the hiring-email classifiers
 # (imported on first use: they need scikit-learn).
 _ENV.globals.update(redact_name=_redact_name, email_judge_prompt=_email_judge_prompt)
+_ENV.filters["with_article"] = with_article
 
 
 @lru_cache(maxsize=4096)

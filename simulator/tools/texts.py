@@ -31,7 +31,7 @@ class TextsOptions:
     pair_col: str | None
     lexicon: Path | None
     style: Path | None
-    success_filter: bool
+    success_filter: str
     authors_tokens: bool
     premise_col: str | None
     nli: str | None
@@ -82,10 +82,9 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
             [Problem(str(path), None, opts.text_col, "every text is empty (--text-col)")]
         )
     reasons = pd.Series([EMPTY if t == "" else None for t in text], index=frame.index)
-    if opts.success_filter:
-        reasons = reasons.where(
-            reasons.notna(), [generation_failure(t) for t in frame[opts.text_col]]
-        )
+    reasons = reasons.where(
+        reasons.notna(), [generation_failure(t, opts.success_filter) for t in frame[opts.text_col]]
+    )
     values = list(dict.fromkeys(frame.loc[reasons.isna(), opts.group_col]))
     if opts.compare:
         groups = tuple(v.strip() for v in opts.compare.split(","))
@@ -102,6 +101,9 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
                 f"group `{g}` has no usable text in `{opts.group_col}` (values {values[:10]})",
             )
     if opts.pair_col:
+        # As in a study, the k-th text of each group within a pair id pair up (the released
+        # CBG files hold two letters per gender per biography): "b3", then "b3#2", ...
+        frame[opts.pair_col] = _kth_pairs(frame, opts.pair_col, opts.group_col)
         # The file's pairs of texts must be whole; a pair broken by an empty text or the
         # success filter loses its other text too, counted, since the paired tests need both.
         part = frame[frame[opts.group_col].isin(groups) & (text != "")]
@@ -110,8 +112,8 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
         if len(bad):
             raise _problem(
                 "--pair-col",
-                f"{len(bad)} pairs do not hold one `{groups[0]}` and one `{groups[1]}` text, "
-                f"e.g. `{bad.index[0]}`",
+                f"{len(bad)} pairs do not hold as many `{groups[0]}` as `{groups[1]}` texts "
+                f"(the k-th of each pair up), e.g. `{bad.index[0]}`",
             )
         lone = partner_missing(
             frame, reasons.isna().tolist(), [opts.pair_col], opts.group_col, groups
@@ -120,6 +122,12 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
     kept = frame[reasons.isna()].reset_index(drop=True)
     return kept, groups, exclusions  # type: ignore[return-value]
+
+
+def _kth_pairs(frame: pd.DataFrame, pair_col: str, group_col: str) -> pd.Series:
+    """Pair ids that make the k-th text of each group in a pair id (file order) one pair."""
+    k = frame.groupby([pair_col, group_col], sort=False).cumcount()
+    return frame[pair_col].where(k == 0, frame[pair_col] + "#" + (k + 1).astype(str))
 
 
 def load_scorers(style: Path | None) -> dict[str, Any]:
@@ -183,20 +191,19 @@ def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict |
     Raises:
         InputError: ``--weat-words`` names a file that is not ``test: {group: [words]}``.
     """
-    from biasim.analysis.text.weat import load_word_sets
+    from biasim.analysis.text.weat import load_word_sets, sets_for_groups
 
     try:
         words = load_word_sets(opts.weat_words)
     except (OSError, yaml.YAMLError, ValueError) as exc:
         raise _problem("--weat-words", f"{opts.weat_words}: {exc}") from exc
-    for test, sets in words.items():
-        missing = [g for g in groups if g not in sets]
-        if missing:
-            return None, (
-                f"WEAT skipped: test `{test}` has no words for group `{missing[0]}`; give "
-                f"--weat-words FILE with `test: {{{groups[0]}: [words], {groups[1]}: [words]}}`"
-            )
-    return words, ""
+    keyed, why = sets_for_groups(words, groups)
+    if keyed is None:
+        return None, (
+            f"WEAT skipped: {why}; give --weat-words FILE with "
+            f"`test: {{{groups[0]}: [words], {groups[1]}: [words]}}`"
+        )
+    return keyed, ""
 
 
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:

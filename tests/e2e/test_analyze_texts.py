@@ -266,20 +266,27 @@ def test_weat_runs_on_the_salient_words_when_the_word_sets_name_the_groups(tmp_p
     assert (out / "tables" / "texts_weat.csv").is_file()
     assert (out / "figures" / "texts_weat.png").is_file()
 
-    # Groups the built-in sets do not name: WEAT says why it did not run, and runs with sets
-    # keyed by those groups.
+    # The released CBG files' m / f name the built-in sets' male / female (a unique prefix).
     short = tmp_path / "short.csv"
     big.to_csv(short, index=False)
     base = ["analyze", "--texts", str(short), "--text-col", "letter", "--group-col", "gender"]
     result = cli.invoke(app, [*base, "--compare", "m,f", "--json"])
+    by_test = {r["test"]: r for r in json.loads(result.stdout)["weat"]}
+    assert by_test["MF"]["effect_size"] == pytest.approx(weat["MF"]["effect_size"])
+    # Groups the built-in sets do not name: WEAT says why it did not run, and runs with sets
+    # keyed by those groups.
+    other = tmp_path / "other.csv"
+    big.assign(gender=big["gender"].map({"m": "g1", "f": "g2"})).to_csv(other, index=False)
+    base = ["analyze", "--texts", str(other), "--text-col", "letter", "--group-col", "gender"]
+    result = cli.invoke(app, [*base, "--compare", "g1,g2", "--json"])
     summary = json.loads(result.stdout)
-    assert summary["weat"] == [] and "no words for group `m`" in summary["weat_note"]
+    assert summary["weat"] == [] and "no words for group `g1`" in summary["weat_note"]
     words = tmp_path / "words.yaml"
-    words.write_text("CF:\n  m: [career, salary, office]\n  f: [family, home, children]\n")
-    result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words), "--json"])
+    words.write_text("CF:\n  g1: [career, salary, office]\n  g2: [family, home, children]\n")
+    result = cli.invoke(app, [*base, "--compare", "g1,g2", "--weat-words", str(words), "--json"])
     assert [r["test"] for r in json.loads(result.stdout)["weat"]] == ["CF"]
     words.write_text("CF: [career]\n")
-    result = cli.invoke(app, [*base, "--compare", "m,f", "--weat-words", str(words)])
+    result = cli.invoke(app, [*base, "--compare", "g1,g2", "--weat-words", str(words)])
     assert result.exit_code == 2 and "--weat-words" in result.output
 
 
@@ -291,10 +298,29 @@ def test_a_pair_broken_by_the_success_filter_loses_its_partner_counted(tmp_path,
     frame.to_csv(path, index=False)
     args = ["analyze", "--texts", str(path), "--text-col", "letter", "--group-col", "gender"]
     args += ["--compare", "m,f", "--pair-col", "bio", "--json", "--permutations", "99"]
-    result = cli.invoke(app, [*args, "--success-filter"])
+    result = cli.invoke(app, [*args, "--success-filter", "recommend"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     excluded = {r["excluded"]: r["letters"] for r in summary["exclusions"]}
     assert excluded["its counterfactual partner was excluded"] == 1
     assert excluded["kept"] == 22 and excluded["empty text"] == 1
     assert {r["n_pairs"] for r in summary["style"]} == {11}
+
+
+def test_two_letters_per_group_in_a_pair_id_pair_by_order(tmp_path, cli):
+    """The released CBG files hold two letters per gender per biography: the k-th letter of
+    each gender pair up, as in a study, instead of the file being refused."""
+    frame = pd.read_csv(_letters(tmp_path), keep_default_na=False)
+    frame = frame[frame["bio"] != "b99"]
+    merged = frame.assign(bio=frame["bio"].map(lambda b: f"p{int(b[1:]) // 2}"))
+    path = tmp_path / "merged.csv"
+    merged.to_csv(path, index=False)  # 6 pair ids, each two m and two f letters
+    args = ["analyze", "--texts", str(path), "--text-col", "letter", "--group-col", "gender"]
+    args += ["--compare", "m,f", "--pair-col", "bio", "--json", "--permutations", "99"]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert {r["n_pairs"] for r in summary["style"]} == {12}
+    merged.iloc[:-1].to_csv(path, index=False)  # p5 now holds two m letters and one f
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2 and "p5#2" in result.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -206,3 +207,28 @@ def test_supplemental_conditions_show_their_own_targets_and_job_counts(tmp_path:
     # "man" is never read inside "woman": every pairing of the word condition is used.
     words = next(a for a in summary if a["name"] == "s5_gender_words")
     assert {r["outcome"] for r in words["item_status"]} == {"paired"}
+
+
+def test_answers_without_a_readable_pairing_are_reported_not_a_crash(tmp_path: Path) -> None:
+    """A small model's answers pair nothing (seen with the embedded model): the analysis says
+    what it lacks and counts the unused lines, and draws no empty figure."""
+    out = tmp_path / "run"
+    options = ["--backend", "synthetic", "--agents", "2", "--out", str(out)]
+    done = subprocess.run(
+        [*BIASIM, "run", str(STUDY), *options], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    results = pd.read_parquet(out / "results.parquet")
+    results["text"] = "Sure! Here is a list of jobs.\nThey are all good jobs."
+    results.to_parquet(out / "results.parquet")
+    shutil.rmtree(out / "figures")
+    done = subprocess.run(
+        [*BIASIM, "analyze", str(out)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    printed = " ".join(done.stdout.split())
+    assert "no answer paired a shown item with exactly one target" in printed
+    assert "neither item nor target 4 [exp1_control]" in printed
+    assert not (out / "figures" / "association_items.png").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["analyses"][0]["items"] == []

@@ -264,3 +264,26 @@ def test_position_test_is_calibrated_with_calls_as_units() -> None:
         for _ in range(reps)
     )
     assert 0.03 <= rejected / reps <= 0.07, rejected / reps
+
+
+def test_figure_marks_ns_only_where_the_drawn_interval_includes_chance() -> None:
+    """A job whose interval excludes 0.5 but whose test (strict alpha) did not reject used to
+    read "(ns)" beside an interval clear of the chance line."""
+    from biasim.analysis.studies.bias_transmission.figures import plot_item_shares
+
+    table = pd.DataFrame(
+        {
+            "item": ["Nurse", "Judge", "Clerk"],
+            "share": [0.9, 0.58, 0.3],
+            "ci_low": [0.8, 0.51, 0.2],
+            "ci_high": [0.95, 0.65, 0.45],
+            "deviates": [True, False, False],  # Judge: p above a strict alpha
+        }
+    )
+    figure = plot_item_shares(table, panel=None, category=None, positive="female")
+    labels = {t.get_text() for t in figure.axes[0].get_yticklabels()}
+    assert labels == {"Nurse", "Judge", "Clerk"}
+    table.loc[2, "ci_high"] = 0.55
+    figure = plot_item_shares(table, panel=None, category=None, positive="female")
+    labels = {t.get_text() for t in figure.axes[0].get_yticklabels()}
+    assert labels == {"Nurse", "Judge", "Clerk (ns)"}

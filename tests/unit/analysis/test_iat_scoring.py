@@ -21,8 +21,8 @@ CHAINED = REFERENCE / "data" / "result_chained.csv"
 ABSOLUTE = REFERENCE / "data" / "result_absolute.csv"
 
 RACISM = IATStimuli(
-    default="White",
-    stigma="Black",
+    default=("White",),
+    stigma=("Black",),
     positive=("marvelous", "superb", "pleasure", "beautiful"),
     negative=("tragic", "horrible", "agony", "painful"),
 )

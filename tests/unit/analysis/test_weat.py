@@ -110,3 +110,15 @@ def test_salient_weat_takes_the_strongest_words_of_each_side_and_cuts_to_equal_s
     # Caliskan et al. 2017, WEAT 6, as published: 8 words per set.
     assert shipped["CF"]["male"][:3] == ["executive", "management", "professional"]
     assert all(len(words) == 8 for sets_ in shipped.values() for words in sets_.values())
+
+
+def test_sets_for_groups_reads_a_unique_prefix_and_says_why_not() -> None:
+    from biasim.analysis.text.weat import sets_for_groups
+
+    sets = {"MF": {"male": ["he"], "female": ["she"]}}
+    keyed, why = sets_for_groups(sets, ("m", "F"))
+    assert keyed == {"MF": {"m": ["he"], "F": ["she"]}} and why == ""
+    keyed, why = sets_for_groups(sets, ("man", "f"))
+    assert keyed is None and why == "test `MF` has no words for group `man`"
+    # "fe" would name female only; an empty prefix would name both: refused, not guessed
+    assert sets_for_groups(sets, ("", "fe"))[0] is None
