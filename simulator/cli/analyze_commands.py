@@ -20,6 +20,12 @@ from biasim.simulator.cli.common import (
     print_written,
     styled,
 )
+from biasim.simulator.common.csvlimits import (
+    CELL_CHARS_CEILING,
+    DEFAULT_MAX_CELL_CHARS,
+    DEFAULT_MAX_GROUPS,
+    CsvLimits,
+)
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
 
@@ -149,17 +155,29 @@ def analyze(
     alpha: Annotated[
         float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
     ] = 23.0,
+    max_cell_chars: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=CELL_CHARS_CEILING,
+            help="With --decisions or --texts: longest cell read (characters).",
+        ),
+    ] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[
+        int, typer.Option(min=1, help="With --decisions or --texts: most distinct groups.")
+    ] = DEFAULT_MAX_GROUPS,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
     --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
     scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting]."""
+    limits = CsvLimits(max_cell_chars, max_groups)
     if texts is not None and masked_lm is not None:
         from biasim.simulator.tools.prism_texts import TextsRequest
 
         _analyze_texts(
             TextsRequest(
-                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out
+                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out, limits
             ),
             as_json,
         )
@@ -182,6 +200,7 @@ def analyze(
             permutations,
             seed,
             weat_words,
+            limits,
         )
         try:
             summary = analyze_texts(texts, options, out)
@@ -211,6 +230,7 @@ def analyze(
             permutations,
             seed,
             as_json,
+            limits,
         )
         return
     if run_dir is None:
@@ -254,6 +274,7 @@ def _analyze_external(
     permutations: int,
     seed: int,
     as_json: bool,
+    limits: CsvLimits,
 ) -> None:
     import pandas as pd
 
@@ -270,13 +291,14 @@ def _analyze_external(
     if missing:
         fail_input(InputError([Problem(m, None, "", "required with --decisions") for m in missing]))
     assert outcome_col is not None
-    from biasim.simulator.common.csvfiles import read_csv
+    from biasim.simulator.common.csvfiles import check_group_count, read_csv
 
+    groups = comma_list(options.group_cols)
     try:
-        df = read_csv(path, "decisions CSV")
+        df = read_csv(path, "decisions CSV", limits)
+        check_group_count(df, groups, path, limits.max_groups)
     except InputError as exc:
         fail_input(exc)
-    groups = comma_list(options.group_cols)
     wanted = [*groups, outcome_col, *(c for c in (stratum_col, unit_col) if c)]
     absent = [c for c in wanted if c not in df.columns]
     if absent:

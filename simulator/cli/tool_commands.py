@@ -19,6 +19,12 @@ from biasim.simulator.cli.common import (
     print_written,
     styled,
 )
+from biasim.simulator.common.csvlimits import (
+    CELL_CHARS_CEILING,
+    DEFAULT_MAX_CELL_CHARS,
+    DEFAULT_MAX_GROUPS,
+    CsvLimits,
+)
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
 
@@ -192,6 +198,12 @@ def audit(
     analysis: Annotated[
         str | None, typer.Option(help="Run: the analysis whose decisions are audited.")
     ] = None,
+    max_cell_chars: Annotated[
+        int, typer.Option(min=1, max=CELL_CHARS_CEILING, help="CSV: longest cell read.")
+    ] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[
+        int, typer.Option(min=1, help="CSV: most distinct categories (sex x race x --by).")
+    ] = DEFAULT_MAX_GROUPS,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
@@ -232,6 +244,7 @@ def audit(
         by=[c.strip() for c in (by or "").split(",") if c.strip()],
         exclude_small=exclude_small,
         analysis=analysis,
+        limits=CsvLimits(max_cell_chars, max_groups),
     )
     try:
         result = ll144_audit(source, options)

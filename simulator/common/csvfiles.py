@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.rundir import write_atomic
 
@@ -71,22 +72,29 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
     write_atomic(path, lambda tmp: safe.to_csv(tmp, index=False, lineterminator="\r\n"))
 
 
-def read_csv(path: Path, what: str) -> pd.DataFrame:
-    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name.
+def read_csv(
+    path: Path, what: str, limits: CsvLimits | None = None, *, empty_is_missing: bool = True
+) -> pd.DataFrame:
+    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name or a
+    cell longer than ``limits.max_cell_chars`` (checked while streaming, before pandas holds
+    the file).
 
     Args:
         path: The file.
         what: What the file is, for messages (e.g. ``decisions CSV``).
+        limits: The bounds (default :class:`CsvLimits`).
+        empty_is_missing: Read an empty cell as missing (else as the empty string).
 
     Raises:
-        InputError: Unreadable, not a regular file, or a column name written twice.
+        InputError: Unreadable, not a regular file, a column name written twice or a cell too long.
     """
+    limits = limits or CsvLimits()
     if not path.is_file():
         raise InputError(f"{path}: cannot read {what}: not a regular file")
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), [])
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        header = _check_cells(path, limits.max_cell_chars)
+        missing = [""] if empty_is_missing else []
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=missing)
     except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"{path}: cannot read {what}: {exc}") from None
     seen: set[str] = set()
@@ -97,3 +105,52 @@ def read_csv(path: Path, what: str) -> pd.DataFrame:
             )
         seen.add(name)
     return df
+
+
+def _check_cells(path: Path, max_chars: int) -> list[str]:
+    """Stream ``path`` once, refusing a cell over ``max_chars``; return the header."""
+    previous = csv.field_size_limit(max_chars)
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, [])
+            try:
+                for _ in reader:
+                    pass
+            except csv.Error as exc:
+                if "field larger than field limit" not in str(exc):
+                    raise
+                raise InputError(
+                    [
+                        Problem(
+                            str(path),
+                            reader.line_num,
+                            "",
+                            f"a cell longer than the limit of {max_chars:,} characters "
+                            "(--max-cell-chars raises it)",
+                        )
+                    ]
+                ) from None
+    finally:
+        csv.field_size_limit(previous)
+    return header
+
+
+def check_group_count(frame: pd.DataFrame, columns: list[str], path: Path, limit: int) -> None:
+    """Refuse more than ``limit`` distinct groups (combinations of ``columns``)."""
+    present = [c for c in columns if c in frame.columns]
+    if not present:
+        return
+    count = len(frame[present].drop_duplicates())
+    if count > limit:
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    ",".join(present),
+                    f"{count:,} distinct groups, more than the limit of {limit:,} "
+                    "(--max-groups raises it)",
+                )
+            ]
+        )

@@ -15,7 +15,8 @@ import pandas as pd
 
 from biasim.analysis.audit.external import na_like
 from biasim.analysis.audit.ll144 import date_range, ll144_tables
-from biasim.simulator.common.csvfiles import read_csv, write_csv
+from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
+from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.rundir import MANIFEST, RESULTS_PARQUET, SUMMARY, read_json, write_json
 
@@ -40,6 +41,7 @@ class AuditOptions:
     by: list[str] = field(default_factory=list)
     exclude_small: bool = False
     analysis: str | None = None
+    limits: CsvLimits = field(default_factory=CsvLimits)
 
 
 def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str | None:
@@ -94,7 +96,7 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
 
 
 def _frame_from_csv(path: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
-    df = read_csv(path, "decisions CSV")
+    df = read_csv(path, "decisions CSV", options.limits)
     outcome = [o for o in ("--selected-col", "--outcome-col", "--score-col") if _opt(options, o)]
     if len(outcome) != 1:
         raise InputError(
@@ -219,6 +221,9 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
                 )
             ]
         )
+    if not is_run:
+        categories = [c for c in (sex, race, *options.by) if c]
+        check_group_count(frame, categories, source, options.limits.max_groups)
     scoring = "_score" in frame
     try:
         audit = ll144_tables(
