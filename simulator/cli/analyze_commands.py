@@ -246,6 +246,8 @@ def analyze(
         # A statistic that fails on these answers: say which, without a traceback.
         err_console.print(styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
         raise typer.Exit(1) from None
+    if summary.get("partial"):
+        err_console.print(styled("warning", "yellow", f": {summary['partial']}"))
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:

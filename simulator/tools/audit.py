@@ -18,7 +18,14 @@ from biasim.analysis.audit.ll144 import date_range, ll144_tables
 from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.rundir import MANIFEST, RESULTS_PARQUET, SUMMARY, read_json, write_json
+from biasim.simulator.common.rundir import (
+    MANIFEST,
+    RESULTS_PARQUET,
+    SUMMARY,
+    partial_note,
+    read_json,
+    write_json,
+)
 
 FORMATS = ("ll144",)
 SEX_NAMES = ("sex", "gender")
@@ -86,6 +93,9 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "date_basis": "when the run's model calls were made",
     }
     source["n_distinct_applicants"] = int(frame["persona_name"].nunique())
+    partial = partial_note(run_dir, manifest)
+    if partial:
+        source["partial"] = partial
     strata = [c for c in get_kind(kind).audit_strata(study.config.analyses[index]) if c]
     for column in strata:
         if column not in options.by and frame[column].nunique() > 1:
@@ -252,6 +262,7 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "n_assessed": audit.n_assessed,
         "n_distinct_applicants": about.pop("n_distinct_applicants", None),
         "unknown": audit.unknown,
+        "merged": audit.merged,
         "threshold": audit.threshold,
         "exclude_small": audit.exclude_small,
         "excluded": {k: v for k, v in excluded.items() if v},
