@@ -89,6 +89,8 @@ class RunOptions(StudyOptions):
     max_error_rate: float | None = 0.5
     #: Hosts the user lets this run's study send requests and keys to (``--allow-endpoint``).
     allow_endpoints: tuple[str, ...] = ()
+    #: Let ``--resume`` ask again what the call store lost or had altered (``--reask-lost``).
+    reask_lost: bool = False
 
 
 @dataclass
@@ -122,6 +124,8 @@ def prepare(options: RunOptions) -> PreparedRun:
         InputError: Bad study, option, backend, model file or output directory (exit code 2).
     """
     previous: dict[str, Any] = {}
+    if options.reask_lost and options.resume is None:
+        raise InputError([Problem("--reask-lost", None, "", "only with --resume RUN_DIR")])
     if options.resume is not None:
         run_dir = options.resume
         manifest_path = run_dir / MANIFEST
@@ -335,6 +339,12 @@ def execute(
         if not prepared.resume and any(p.name != LOCK for p in out.iterdir()):
             # Another run wrote here between this one's check and its lock.
             raise InputError([Problem("--out", None, "", f"{out} already exists and is not empty")])
+        if prepared.resume:
+            from biasim.simulator.engine.store_check import check_before_resume
+
+            lost = check_before_resume(out, prepared.previous, prepared.options.reask_lost)
+            if lost:
+                (notify or _print_err)(f"asking again as --reask-lost allows: {lost}")
         return _execute(prepared, progress, notify or _print_err)
 
 
@@ -427,6 +437,7 @@ def _run_study(
         results = pd.read_parquet(out / RESULTS_PARQUET)
         totals = store.totals()
         new_calls, hits = store.new_calls, store.cache_hits
+        stored_answers = store.answer_count()
         store.close()
         loop.run_until_complete(_close_backends(prepared.runtimes))
         loop.close()
@@ -481,6 +492,8 @@ def _run_study(
             "units": model.total_units,
             "rows": len(results),
             "status": summary.get("status_counts", {}),
+            # What `--resume` expects to find in the store (see store_check).
+            "stored_answers": stored_answers,
         }
         if status != "complete":
             manifest["resume"] = summary["resume"]

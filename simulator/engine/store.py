@@ -9,6 +9,7 @@ commits cheap and lets readers (a progress monitor, a test) look while the run w
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -40,18 +41,20 @@ CREATE TABLE IF NOT EXISTS calls (
     attempts INTEGER,
     created REAL NOT NULL,
     truncated INTEGER NOT NULL DEFAULT 0,
-    server TEXT
+    server TEXT,
+    checksum TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
-    "server) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "server, checksum) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
+# Every stored answer of the key, oldest first: the first whose checksum holds is replayed.
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated}, {server} FROM calls WHERE key = ? AND status != 'error' ORDER BY id LIMIT 1"
+    "{truncated}, {server}, {checksum} FROM calls WHERE key = ? AND status != 'error' ORDER BY id"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -85,7 +88,19 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if "server" not in columns:
         # Nor which server answered: those rows keep NULL.
         conn.execute("ALTER TABLE calls ADD COLUMN server TEXT")
+    if "checksum" not in columns:
+        # Nor a checksum: those rows keep NULL and are replayed unverified.
+        conn.execute("ALTER TABLE calls ADD COLUMN checksum TEXT")
     return conn
+
+
+def answer_checksum(
+    key: str, status: str, text: str | None, parsed: str | None, error: str | None
+) -> str:
+    """A digest of what a stored answer says, with its key: an answer edited in the store (or
+    moved to another key) no longer matches it, and is asked again instead of replayed."""
+    digest = hashlib.blake2b(orjson.dumps([key, status, text, parsed, error]), digest_size=16)
+    return digest.hexdigest()
 
 
 def _columns(conn: sqlite3.Connection) -> set[str]:
@@ -99,6 +114,7 @@ def _lookup_sql(conn: sqlite3.Connection) -> str:
     return _LOOKUP.format(
         truncated="truncated" if "truncated" in columns else "0",
         server="server" if "server" in columns else "NULL",
+        checksum="checksum" if "checksum" in columns else "NULL",
     )
 
 
@@ -130,15 +146,28 @@ class CallStore:
         self.cache_hits = 0
 
     def lookup(self, key: str) -> LLMResponse | None:
-        """The stored answer for ``key`` (answered or invalid; errors are never replayed)."""
+        """The stored answer for ``key`` (answered or invalid; errors are never replayed, nor
+        an answer whose checksum no longer matches: it was edited after it was stored)."""
         for conn in (self._conn if key in self._known else None, self._replay):
             if conn is None:
                 continue
-            row = conn.execute(self._lookups[conn], (key,)).fetchone()
-            replayed = conn is self._replay
-            if row is not None:
+            for row in conn.execute(self._lookups[conn], (key,)):
+                (
+                    status,
+                    text,
+                    parsed,
+                    error,
+                    ptok,
+                    ctok,
+                    latency,
+                    attempts,
+                    truncated,
+                    server,
+                    check,
+                ) = row
+                if check is not None and check != answer_checksum(key, status, text, parsed, error):
+                    continue
                 self.cache_hits += 1
-                status, text, parsed, error, ptok, ctok, latency, attempts, truncated, server = row
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -151,7 +180,7 @@ class CallStore:
                     truncated=bool(truncated),
                     server=server,
                     cached=True,
-                    extra={"replayed": True} if replayed else {},
+                    extra={"replayed": True} if conn is self._replay else {},
                 )
         return None
 
@@ -164,6 +193,7 @@ class CallStore:
             return
         if not response.cached:
             self.new_calls += 1
+        parsed = orjson.dumps(response.parsed).decode() if response.parsed is not None else None
         self._pending.append(
             (
                 call.key,
@@ -176,7 +206,7 @@ class CallStore:
                 call.request,
                 response.status,
                 response.text,
-                orjson.dumps(response.parsed).decode() if response.parsed is not None else None,
+                parsed,
                 response.error,
                 response.prompt_tokens,
                 response.completion_tokens,
@@ -185,6 +215,7 @@ class CallStore:
                 time.time(),
                 int(response.truncated),
                 response.server,
+                answer_checksum(call.key, response.status, response.text, parsed, response.error),
             )
         )
         if response.status != "error":
@@ -211,28 +242,34 @@ class CallStore:
         self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
-        """Per role and model: calls made, each unit's final state (a call that failed and was
-        asked again on ``--resume`` counts once, as ``redone``), tokens, latency, attempts
-        (re-asks included) and answers cut at ``max_tokens``."""
+        """Per role and model: calls made, units (an invalid answer and its re-ask are one
+        unit) by their final state, invalid first answers, re-asks, calls redone after an
+        error on ``--resume``, tokens, latency, attempts and answers cut at ``max_tokens``."""
         self.flush()
-        # A unit's call (and its re-ask) is final when no later row redid it.
+        # A call is `final` when no later row redid it (a failed call asked again on resume);
+        # a unit's `last` row, its re-ask where there was one, is the unit's final state.
         cur = self._conn.execute(
-            "SELECT role, backend, model, COUNT(*), SUM(final AND status='answered'), "
-            "SUM(final AND status='invalid'), SUM(final AND status='error'), SUM(NOT final), "
-            "SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), SUM(attempts), "
-            "SUM(reask), SUM(final AND truncated) FROM (SELECT *, id = MAX(id) OVER "
-            "(PARTITION BY unit_id, reask) AS final FROM calls) GROUP BY role, backend, model "
-            "ORDER BY role"
+            "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT unit_id), "
+            "SUM(last AND status='answered'), SUM(last AND status='invalid'), "
+            "SUM(last AND status='error'), SUM(NOT final), "
+            "SUM(final AND reask = 0 AND status='invalid'), SUM(prompt_tokens), "
+            "SUM(completion_tokens), SUM(latency_s), SUM(attempts), SUM(final AND reask > 0), "
+            "SUM(last AND truncated) FROM (SELECT *, "
+            "id = MAX(id) OVER (PARTITION BY unit_id, reask) AS final, "
+            "id = MAX(id) OVER (PARTITION BY unit_id) AS last FROM calls) "
+            "GROUP BY role, backend, model ORDER BY role"
         )
         keys = (
             "role",
             "backend",
             "model",
             "calls",
+            "units",
             "answered",
             "invalid",
             "error",
             "redone",
+            "invalid_first",
             "prompt_tokens",
             "completion_tokens",
             "latency_s",
@@ -241,6 +278,12 @@ class CallStore:
             "truncated",
         )
         return {"by_role": [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]}
+
+    def answer_count(self) -> int:
+        """Rows that hold an answer (answered or invalid, not an error)."""
+        self.flush()
+        query = "SELECT COUNT(*) FROM calls WHERE status != 'error'"
+        return int(self._conn.execute(query).fetchone()[0])
 
     def close(self) -> None:
         """Commit what is queued and close."""
