@@ -19,8 +19,8 @@ from jinja2.sandbox import SecurityError
 #: counted whole), and the largest integer argument it may pass to a filter or function.
 MAX_TEMPLATE_SIZE = 1_000_000
 #: Most steps (loop passes, calls, operators) one rendering may take: nested loops that print
-#: nothing would otherwise run for hours.
-MAX_TEMPLATE_STEPS = 1_000_000
+#: nothing would otherwise run for hours. A prompt takes tens; this is under a second.
+MAX_TEMPLATE_STEPS = 250_000
 #: Largest integer a template may compute with ``**`` (in bits).
 MAX_POWER_BITS = 4096
 # A run of seven digits in a format string is a field width of a million or more.
@@ -92,8 +92,9 @@ def check_format(text: str, args: Any = ()) -> None:
     check_result_bound(len(text) + fields * longest, "formatting")
 
 
-def count_step(context: Any) -> None:
-    """One more step of this rendering (the count lives on the rendering's own context)."""
+def count_step(context: Any, _value: Any = None) -> None:
+    """One more step of this rendering (the count lives on the rendering's own context); also
+    the filter each loop pass calls, whose value is ignored."""
     steps = getattr(context, "_biasim_steps", 0) + 1
     if steps > MAX_TEMPLATE_STEPS:
         raise SecurityError(

@@ -157,7 +157,7 @@ del _ENV.filters["random"]
 # double a string past any limit in a few dozen passes; prompts have no use for it.
 del _ENV.globals["namespace"]
 _ENV.filters.update({name: _bounded_filter(f) for name, f in _ENV.filters.items()})
-_ENV.filters[_STEP_FILTER] = pass_context(lambda context, _: limits.count_step(context))
+_ENV.filters[_STEP_FILTER] = pass_context(limits.count_step)
 
 
 def _redact_name(text: str, name: str | None) -> str:
