@@ -98,3 +98,24 @@ def test_ll144_merges_labels_that_differ_only_in_case_or_whitespace(tmp_path, cl
         "male ",
         "MALE",
     ]
+
+
+def test_a_long_quoted_value_is_shortened_in_the_middle_of_its_message() -> None:
+    from biasim.simulator.common.errors import MAX_MESSAGE_CHARS, Problem
+
+    text = str(
+        Problem("d.csv", 3, "ok", "no row has `accept`; values: " + "1" * 5000 + "; use --positive")
+    )
+    assert len(text) < MAX_MESSAGE_CHARS + 100
+    assert text.startswith("d.csv:3: ok: no row has `accept`") and text.endswith("use --positive")
+    assert "characters left out" in text
+
+
+def test_a_5000_digit_score_is_exit_2_without_a_traceback(tmp_path, cli) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("sex,score\nM,1\nF,2\nM," + "9" * 5000 + "\n")
+    result = cli.invoke(
+        app, ["audit", str(path), "--score-col", "score", "--out", str(tmp_path / "a")]
+    )
+    assert result.exit_code == 2 and "is not a number" in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)
