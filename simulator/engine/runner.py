@@ -538,7 +538,7 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
     Raises:
         InputError: Not a run directory.
     """
-    load_run(run_dir)  # not a run directory: say so before taking its lock
+    check_run_dir(run_dir)  # say so before taking the lock of a directory that is no run's
     with holding_lock(run_dir, "RUN_DIR"):
         # Read under the lock: a live `--resume` cannot rewrite the results meanwhile.
         study, results = load_run(run_dir)
@@ -563,18 +563,27 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     return summary
 
 
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a directory without a run's manifest and results (before locking or reading it).
+
+    Raises:
+        InputError: Not a finished run directory.
+    """
+    if not (run_dir / MANIFEST).is_file() or not (run_dir / RESULTS_PARQUET).is_file():
+        raise InputError(
+            f"{run_dir}: not a finished run directory "
+            f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
+        )
+
+
 def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
     """The study and results of a finished run directory (for ``biasim analyze``).
 
     Raises:
         InputError: Not a run directory.
     """
+    check_run_dir(run_dir)
     manifest_path = run_dir / MANIFEST
-    if not manifest_path.is_file() or not (run_dir / RESULTS_PARQUET).is_file():
-        raise InputError(
-            f"{run_dir}: not a finished run directory "
-            f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
-        )
     manifest = read_json(manifest_path)
     # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
     # the run: beside the study file, while it is still there.
