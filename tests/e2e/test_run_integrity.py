@@ -16,8 +16,7 @@ from biasim.simulator.common.rundir import RunLock
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.types import LLMResponse
 from tests.conftest import write_study
-
-from .golden_studies import STUDIES
+from tests.golden_studies import STUDIES
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ def test_a_clean_stop_pays_no_call_twice(tmp_path: Path, sig: signal.Signals) ->
     assert trial(tmp_path, sig, after=12) == 0
 
 
-@pytest.mark.slow  # tests/test_kill_resume.py keeps a SIGKILL trial in the fast tier
+@pytest.mark.slow  # tests/e2e/test_kill_resume.py keeps a SIGKILL trial in the fast tier
 def test_sigkill_pays_at_most_the_calls_in_flight_twice(tmp_path: Path) -> None:
     assert trial(tmp_path, signal.SIGKILL, after=12) <= CONCURRENCY
 
