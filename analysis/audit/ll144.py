@@ -18,7 +18,7 @@ Plain pandas/numpy on a DataFrame; nothing here imports the engine.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 
 import numpy as np
@@ -83,6 +83,9 @@ class LL144Audit:
             no score is known); None otherwise (each stratum's median is in ``counts``).
         threshold: Share under which a category is flagged ``under_2pct``.
         exclude_small: Whether flagged categories were left out of the impact ratios.
+        merged: Per category column, each kept label and the spellings merged into it (labels
+            that differ only in case or whitespace, e.g. ``"male "`` and ``"MALE"`` into
+            ``"Male"``); empty when none were.
     """
 
     tables: dict[str, pd.DataFrame]
@@ -94,6 +97,7 @@ class LL144Audit:
     median_score: float | None
     threshold: float
     exclude_small: bool
+    merged: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     @property
     def n_assessed(self) -> int:
@@ -193,6 +197,10 @@ def ll144_tables(
     tokens = frozenset({"", *(str(v).strip().casefold() for v in unknown_values)})
 
     data = df.reset_index(drop=True)
+    merged = {}
+    for col in (sex_col, race_col):
+        if col is not None:
+            data[col], merged[col] = merge_spellings(data[col])
     outcome = (
         _parse_scores(data[outcome_col], outcome_col)
         if scoring
@@ -257,7 +265,37 @@ def ll144_tables(
         median_score=float(medians.get(0, np.nan)) if scoring and not by_cols else None,
         threshold=threshold,
         exclude_small=exclude_small,
+        merged={col: spellings for col, spellings in merged.items() if spellings},
     )
+
+
+def merge_spellings(values: pd.Series) -> tuple[pd.Series, dict[str, list[str]]]:
+    """One label for each set of labels that differ only in case or whitespace.
+
+    ``"Male"``, ``"male "`` and ``"MALE"`` are one category, written as the commonest spelling
+    (trimmed; the first seen on a tie); a typing slip must not split a category in three.
+
+    Returns:
+        The values relabelled, and each kept label with the other spellings merged into it.
+    """
+    text = values.map(lambda v: v if isinstance(v, str) else None).dropna()
+    if text.empty:
+        return values, {}
+    keys = text.map(lambda v: " ".join(v.split()).casefold())
+    counts = text.groupby([keys, text], sort=False).size()
+    canonical: dict[str, str] = {}
+    spellings: dict[str, list[str]] = {}
+    for (key, spelling), _ in counts.sort_values(ascending=False, kind="stable").items():
+        canonical.setdefault(key, " ".join(spelling.split()))
+        spellings.setdefault(key, []).append(spelling)
+    relabelled = values.copy()
+    relabelled.loc[text.index] = keys.map(canonical)
+    merged = {
+        canonical[key]: [s for s in group if s != canonical[key]]
+        for key, group in spellings.items()
+        if len(group) > 1 or group[0] != canonical[key]
+    }
+    return relabelled, {label: spell for label, spell in merged.items() if spell}
 
 
 def date_range(values: Iterable[object]) -> tuple[str, str] | None:

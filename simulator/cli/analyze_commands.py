@@ -20,6 +20,12 @@ from biasim.simulator.cli.common import (
     print_written,
     styled,
 )
+from biasim.simulator.common.csvlimits import (
+    CELL_CHARS_CEILING,
+    DEFAULT_MAX_CELL_CHARS,
+    DEFAULT_MAX_GROUPS,
+    CsvLimits,
+)
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
 
@@ -165,12 +171,24 @@ def analyze(
         Path | None,
         typer.Option(help="With --iat: Bai's stimuli CSV (dataset, A, B, C[, D])."),
     ] = None,
+    max_cell_chars: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=CELL_CHARS_CEILING,
+            help="With --decisions or --texts: longest cell read (characters).",
+        ),
+    ] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[
+        int, typer.Option(min=1, help="With --decisions or --texts: most distinct groups.")
+    ] = DEFAULT_MAX_GROUPS,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
     --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
     scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting], or
     LLM-IAT answers with --iat PATH --iat-stimuli STIMULI.csv."""
+    limits = CsvLimits(max_cell_chars, max_groups)
     if iat:
         from biasim.simulator.tools.iat import IATRequest
 
@@ -181,7 +199,7 @@ def analyze(
 
         _analyze_texts(
             TextsRequest(
-                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out
+                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out, limits
             ),
             as_json,
         )
@@ -212,6 +230,7 @@ def analyze(
             permutations,
             seed,
             weat_words,
+            limits,
         )
         try:
             summary = analyze_texts(texts, options, out)
@@ -241,6 +260,7 @@ def analyze(
             permutations,
             seed,
             as_json,
+            limits,
         )
         return
     if run_dir is None:
@@ -256,6 +276,8 @@ def analyze(
         # A statistic that fails on these answers: say which, without a traceback.
         err_console.print(styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
         raise typer.Exit(1) from None
+    if summary.get("partial"):
+        err_console.print(styled("warning", "yellow", f": {summary['partial']}"))
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
@@ -284,6 +306,7 @@ def _analyze_external(
     permutations: int,
     seed: int,
     as_json: bool,
+    limits: CsvLimits,
 ) -> None:
     import pandas as pd
 
@@ -301,13 +324,14 @@ def _analyze_external(
     if missing:
         fail_input(InputError([Problem(m, None, "", "required with --decisions") for m in missing]))
     assert outcome_col is not None
-    from biasim.simulator.common.csvfiles import read_csv
+    from biasim.simulator.common.csvfiles import check_group_count, read_csv
 
+    groups = comma_list(options.group_cols)
     try:
-        df = read_csv(path, "decisions CSV")
+        df = read_csv(path, "decisions CSV", limits)
+        check_group_count(df, groups, path, limits.max_groups)
     except InputError as exc:
         fail_input(exc)
-    groups = comma_list(options.group_cols)
     wanted = [*groups, outcome_col, *(c for c in (stratum_col, unit_col) if c)]
     absent = [c for c in wanted if c not in df.columns]
     if absent:

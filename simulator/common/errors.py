@@ -24,9 +24,21 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+        message = _shortened(self.message)
+        return f"{where}: {self.field}: {message}" if self.field else f"{where}: {message}"
+
+
+#: Longest message printed whole: a value quoted from a hostile file (a 100,000-character cell)
+#: would otherwise fill the terminal. The middle goes; the start and the advice at the end stay.
+MAX_MESSAGE_CHARS = 2000
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    keep = MAX_MESSAGE_CHARS // 2
+    left_out = len(message) - 2 * keep
+    return f"{message[:keep]}...[{left_out:,} characters left out]...{message[-keep:]}"
 
 
 class InputError(Exception):

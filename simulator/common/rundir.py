@@ -6,8 +6,12 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from biasim.simulator.common.errors import InputError, Problem
 
 MANIFEST = "manifest.json"
 CALLS = "calls.sqlite"
@@ -127,7 +131,7 @@ class RunLock:
             handle.close()
             raise RunDirectoryBusy(
                 f"{self.path.parent} is being written by {holder}; wait for it to finish "
-                "(or stop it) before running, resuming or analysing there"
+                "(or stop it) before running, resuming, analysing or auditing there"
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -141,3 +145,32 @@ class RunLock:
         if self._handle is not None:
             self._handle.close()  # closing the file releases the flock
             self._handle = None
+
+
+@contextmanager
+def holding_lock(run_dir: Path, option: str) -> Iterator[None]:
+    """Hold ``run_dir``'s lock for the block, or exit 2 (``option`` names the directory's
+    argument) saying which live process holds it."""
+    lock = RunLock(run_dir)
+    try:
+        lock.acquire()
+    except RunDirectoryBusy as exc:
+        raise InputError([Problem(option, None, "", str(exc))]) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def partial_note(run_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """What a reader must know when a run's results are not its whole design (the run was
+    interrupted or failed): its status, the rows stored, and how to finish it."""
+    status = manifest.get("status")
+    if status == "complete":
+        return None
+    rows = (manifest.get("counts") or {}).get("rows")
+    stored = f"{rows:,} rows stored" if isinstance(rows, int) else "rows stored so far"
+    return (
+        f"partial results: the run's status is `{status}` ({stored}); the figures cover only "
+        f"the answers so far (finish it with `biasim run --resume {run_dir}`)"
+    )

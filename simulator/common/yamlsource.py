@@ -16,8 +16,16 @@ MAX_STUDY_BYTES = 1_000_000
 #: Most values a document may expand to once its aliases are followed (a "billion laughs" file
 #: of 1 KB would otherwise grow to gigabytes).
 MAX_YAML_NODES = 200_000
+#: Most characters of text a document may expand to once its aliases are followed (30,000
+#: aliases to one 450 KB string would be 13.5 GB once built; ten times the file limit is ample).
+MAX_YAML_CHARS = 10 * 1_000_000
 #: Deepest nesting of mappings and lists (deeper would exhaust the interpreter's stack).
 MAX_YAML_DEPTH = 64
+#: Longest integer literal (Python refuses to convert longer ones; no study needs one).
+MAX_INT_DIGITS = 4300
+_INT_TAG = "tag:yaml.org,2002:int"
+#: libyaml's loader where installed: a 1 MB study parses in a tenth of a second, not seconds.
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -86,24 +94,11 @@ def load_yaml(text: str, filename: str) -> tuple[Any, SourceMap]:
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
         raise InputError([Problem(filename, line, "", "invalid YAML: a NUL byte")])
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            _check_size(node, filename)
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise InputError([Problem(filename, line, "", f"invalid YAML: {exc.problem}")]) from None
-    except yaml.YAMLError as exc:  # e.g. a character YAML forbids (no line mark)
-        raise InputError([Problem(filename, None, "", f"invalid YAML: {exc}")]) from None
-    except RecursionError:
-        raise InputError(
-            [Problem(filename, None, "", f"nesting deeper than {MAX_YAML_DEPTH} levels")]
-        ) from None
-    finally:
-        loader.dispose()
+        node, data = _parse(text, filename, _FAST_LOADER)
+    except yaml.YAMLError:
+        # libyaml's messages differ from PyYAML's: say what is wrong in PyYAML's words.
+        node, data = _parse(text, filename, yaml.SafeLoader)
     smap = SourceMap(default_file=filename)
     problems: list[Problem] = []
     if node is not None:
@@ -113,21 +108,55 @@ def load_yaml(text: str, filename: str) -> tuple[Any, SourceMap]:
     return data, smap
 
 
+def _parse(text: str, filename: str, loader_class: Any) -> tuple[yaml.Node | None, Any]:
+    """The document's node tree (for locations) and its data, sized before it is built.
+
+    Raises:
+        yaml.YAMLError: From the fast loader, to be parsed again for a readable message.
+        InputError: From PyYAML's loader, a syntax error with its line; or a size limit.
+    """
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, filename)
+        return node, loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        if loader_class is not yaml.SafeLoader:
+            raise
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise InputError([Problem(filename, line, "", f"invalid YAML: {exc.problem}")]) from None
+    except yaml.YAMLError as exc:  # e.g. a character YAML forbids (no line mark)
+        if loader_class is not yaml.SafeLoader:
+            raise
+        raise InputError([Problem(filename, None, "", f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise InputError(
+            [Problem(filename, None, "", f"nesting deeper than {MAX_YAML_DEPTH} levels")]
+        ) from None
+    finally:
+        loader.dispose()
+
+
 def _check_size(root: yaml.Node, filename: str) -> None:
     """Refuse a document nested deeper than :data:`MAX_YAML_DEPTH` or expanding, aliases
-    followed, to more than :data:`MAX_YAML_NODES` values, before anything is built from it.
+    followed, to more than :data:`MAX_YAML_NODES` values or :data:`MAX_YAML_CHARS` characters,
+    before anything is built from it.
 
     Each distinct node is sized once (an alias reuses its anchor's node), so the check takes
     time in the file's size, not in its expansion.
     """
-    sizes: dict[int, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}  # node -> (values, characters) once expanded
     # Iterative post-order walk: the stack never recurses however deep the file.
     stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
     on_path: set[int] = set()
     while stack:
         node, depth, done = stack.pop()
         if isinstance(node, yaml.ScalarNode):
-            sizes[id(node)] = 1
+            if node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
+                raise _located(filename, node, f"an integer of more than {MAX_INT_DIGITS:,} digits")
+            sizes[id(node)] = (1, len(node.value))
             continue
         children = (
             [v for pair in node.value for v in pair]
@@ -136,40 +165,41 @@ def _check_size(root: yaml.Node, filename: str) -> None:
         )
         if done:
             on_path.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
-            if sizes[id(node)] > MAX_YAML_NODES:
-                raise InputError(
-                    [
-                        Problem(
-                            filename,
-                            node.start_mark.line + 1,
-                            "",
-                            f"the document expands to more than {MAX_YAML_NODES:,} values "
-                            "once its aliases are followed",
-                        )
-                    ]
-                )
+            values = 1 + sum(sizes[id(c)][0] for c in children)
+            chars = sum(sizes[id(c)][1] for c in children)
+            sizes[id(node)] = (values, chars)
+            _check_expansion(values, chars, node, filename)
             continue
         if id(node) in sizes:
             continue
         if depth > MAX_YAML_DEPTH:
-            raise InputError(
-                [
-                    Problem(
-                        filename,
-                        node.start_mark.line + 1,
-                        "",
-                        f"nesting deeper than {MAX_YAML_DEPTH} levels",
-                    )
-                ]
-            )
+            raise _located(filename, node, f"nesting deeper than {MAX_YAML_DEPTH} levels")
         if id(node) in on_path:
-            raise InputError(
-                [Problem(filename, node.start_mark.line + 1, "", "an alias refers to itself")]
-            )
+            raise _located(filename, node, "an alias refers to itself")
         on_path.add(id(node))
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+
+
+def _located(filename: str, node: yaml.Node, message: str) -> InputError:
+    return InputError([Problem(filename, node.start_mark.line + 1, "", message)])
+
+
+def _check_expansion(values: int, chars: int, node: yaml.Node, filename: str) -> None:
+    if values > MAX_YAML_NODES:
+        raise _located(
+            filename,
+            node,
+            f"the document expands to more than {MAX_YAML_NODES:,} values "
+            "once its aliases are followed",
+        )
+    if chars > MAX_YAML_CHARS:
+        raise _located(
+            filename,
+            node,
+            f"the document expands to more than {MAX_YAML_CHARS:,} characters of text "
+            "once its aliases are followed",
+        )
 
 
 def _walk(

@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from biasim.simulator.common.csvfiles import csv_safe_table
+from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.columns import (
     CALL_COLUMNS,
     ID_COLUMNS,
@@ -115,3 +117,36 @@ class ResultsWriter:
         self._csv.close()
         for tmp, final in zip(self._tmp, self._final, strict=True):
             os.replace(tmp, final)
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """A run's ``results.parquet``, refused when a unit id appears twice: a table altered or
+    merged by hand would otherwise have its duplicated rows counted twice by every analysis.
+
+    Raises:
+        InputError: The file is unreadable or its unit ids are not unique (how many, and which).
+    """
+    try:
+        results = pd.read_parquet(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise InputError(
+            [Problem(str(path), None, "", f"unreadable results table: {exc}")]
+        ) from None
+    if "unit_id" in results.columns:
+        repeated = results["unit_id"][results["unit_id"].duplicated()]
+        if len(repeated):
+            examples = ", ".join(str(u) for u in repeated.unique()[:3])
+            raise InputError(
+                [
+                    Problem(
+                        str(path),
+                        None,
+                        "unit_id",
+                        f"{len(repeated):,} rows repeat a unit id already in the table (e.g. "
+                        f"{examples}); they would be counted twice. The table was altered "
+                        "after the run: `biasim run --resume RUN_DIR` writes it again from the "
+                        "call store",
+                    )
+                ]
+            )
+    return results

@@ -32,9 +32,9 @@ from biasim.simulator.common.rundir import (
     RESULTS_CSV,
     RESULTS_PARQUET,
     SUMMARY,
-    RunDirectoryBusy,
-    RunLock,
     check_writable,
+    holding_lock,
+    partial_note,
     read_json,
     write_json,
 )
@@ -49,7 +49,7 @@ from biasim.simulator.engine.failures import (
 )
 from biasim.simulator.engine.model import SAMPLING_FIELDS, StudyModel
 from biasim.simulator.engine.progress import ProgressFactory
-from biasim.simulator.engine.results import ResultsWriter, result_schema
+from biasim.simulator.engine.results import ResultsWriter, read_results, result_schema
 from biasim.simulator.llm.allowlist import (
     destinations,
     endpoint_problems,
@@ -107,6 +107,8 @@ class RunOptions(StudyOptions):
     allow_endpoints: tuple[str, ...] = ()
     #: Backends the user lets run without a complete declaration (``--trust-backend``).
     trust_backends: tuple[str, ...] = ()
+    #: Let ``--resume`` ask again what the call store lost or had altered (``--reask-lost``).
+    reask_lost: bool = False
 
 
 @dataclass
@@ -140,6 +142,8 @@ def prepare(options: RunOptions) -> PreparedRun:
         InputError: Bad study, option, backend, model file or output directory (exit code 2).
     """
     previous: dict[str, Any] = {}
+    if options.reask_lost and options.resume is None:
+        raise InputError([Problem("--reask-lost", None, "", "only with --resume RUN_DIR")])
     if options.resume is not None:
         run_dir = options.resume
         manifest_path = run_dir / MANIFEST
@@ -411,28 +415,21 @@ def execute(
         notify: Prints a message to the user (default: standard error).
     """
     out = prepared.out
-    lock = _lock(out, "--resume" if prepared.resume else "--out")
-    try:
+    with holding_lock(out, "--resume" if prepared.resume else "--out"):
         if not prepared.resume and any(p.name != LOCK for p in out.iterdir()):
             # Another run wrote here between this one's check and its lock.
             raise InputError([Problem("--out", None, "", f"{out} already exists and is not empty")])
+        if prepared.resume:
+            from biasim.simulator.engine.store_check import check_before_resume
+
+            lost = check_before_resume(out, prepared.previous, prepared.options.reask_lost)
+            if lost:
+                (notify or _print_err)(f"asking again as --reask-lost allows: {lost}")
         return _execute(prepared, progress, notify or _print_err)
-    finally:
-        lock.release()
 
 
 def _print_err(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _lock(out: Path, option: str) -> RunLock:
-    """The run directory's lock, or exit 2 naming who holds it."""
-    lock = RunLock(out)
-    try:
-        lock.acquire()
-    except RunDirectoryBusy as exc:
-        raise InputError([Problem(option, None, "", str(exc))]) from None
-    return lock
 
 
 def _execute(
@@ -528,6 +525,7 @@ def _run_study(
             status, message, exit_code = "failed", why, EXIT_CALLS_FAILED
         totals = store.totals()
         new_calls, hits = store.new_calls, store.cache_hits
+        stored_answers = store.answer_count()
         store.close()
         loop.run_until_complete(_close_backends(prepared.runtimes))
         loop.close()
@@ -584,6 +582,8 @@ def _run_study(
             "units": model.total_units,
             "rows": len(results),
             "status": summary.get("status_counts", {}),
+            # What `--resume` expects to find in the store (see store_check).
+            "stored_answers": stored_answers,
         }
         if status != "complete":
             manifest["resume"] = summary["resume"]
@@ -641,12 +641,11 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
     Raises:
         InputError: Not a run directory.
     """
-    study, results = load_run(run_dir)
-    lock = _lock(run_dir, "RUN_DIR")
-    try:
+    check_run_dir(run_dir)  # say so before taking the lock of a directory that is no run's
+    with holding_lock(run_dir, "RUN_DIR"):
+        # Read under the lock: a live `--resume` cannot rewrite the results meanwhile.
+        study, results = load_run(run_dir)
         return _reanalyze(run_dir, study, results)
-    finally:
-        lock.release()
 
 
 def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
@@ -657,9 +656,27 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     previous.pop("report_error", None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
-    _write_page(run_dir, summary, redact_study(study.resolved), read_json(run_dir / MANIFEST))
+    manifest = read_json(run_dir / MANIFEST)
+    summary.pop("partial", None)
+    note = partial_note(run_dir, manifest)
+    if note:
+        summary["partial"] = note
+    _write_page(run_dir, summary, redact_study(study.resolved), manifest)
     write_json(run_dir / SUMMARY, summary)
     return summary
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a directory without a run's manifest and results (before locking or reading it).
+
+    Raises:
+        InputError: Not a finished run directory.
+    """
+    if not (run_dir / MANIFEST).is_file() or not (run_dir / RESULTS_PARQUET).is_file():
+        raise InputError(
+            f"{run_dir}: not a finished run directory "
+            f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
+        )
 
 
 def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
@@ -668,12 +685,8 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
     Raises:
         InputError: Not a run directory.
     """
+    check_run_dir(run_dir)
     manifest_path = run_dir / MANIFEST
-    if not manifest_path.is_file() or not (run_dir / RESULTS_PARQUET).is_file():
-        raise InputError(
-            f"{run_dir}: not a finished run directory "
-            f"(needs {MANIFEST} and {RESULTS_PARQUET}; {RESULTS_CSV} is the same table)"
-        )
     manifest = read_json(manifest_path)
     # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
     # the run: beside the study file, while it is still there.
@@ -685,4 +698,4 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
         str(source),
         check_backends=False,
     )
-    return study, pd.read_parquet(run_dir / RESULTS_PARQUET)
+    return study, read_results(run_dir / RESULTS_PARQUET)

@@ -9,6 +9,7 @@ commits cheap and lets readers (a progress monitor, a test) look while the run w
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 import time
 from contextlib import closing
@@ -44,7 +45,8 @@ CREATE TABLE IF NOT EXISTS calls (
     server TEXT,
     from_store INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL,
-    probabilities TEXT
+    probabilities TEXT,
+    checksum TEXT
 );
 CREATE INDEX IF NOT EXISTS calls_key ON calls(key);
 """
@@ -55,14 +57,14 @@ _REQUIRED_COLUMNS = frozenset(
 _INSERT = (
     "INSERT INTO calls (key, unit_id, stage, role, backend, model, reask, request, status, text, "
     "parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, truncated, "
-    "server, from_store, cost_usd, probabilities) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "server, from_store, cost_usd, probabilities, checksum) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
+# Every stored answer of the key, oldest first: the first whose checksum holds is replayed.
 _LOOKUP = (
     "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated}, {server}, {from_store}, {probabilities} FROM calls "
-    "WHERE key = ? AND status != 'error' "
-    "ORDER BY id LIMIT 1"
+    "{truncated}, {server}, {from_store}, {probabilities}, {checksum} FROM calls "
+    "WHERE key = ? AND status != 'error' ORDER BY id"
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -106,6 +108,9 @@ def connect(path: Path | str) -> sqlite3.Connection:
         conn.execute("ALTER TABLE calls ADD COLUMN cost_usd REAL")
     if "probabilities" not in columns:
         conn.execute("ALTER TABLE calls ADD COLUMN probabilities TEXT")
+    if "checksum" not in columns:
+        # Nor a checksum: those rows keep NULL and are replayed unverified.
+        conn.execute("ALTER TABLE calls ADD COLUMN checksum TEXT")
     return conn
 
 
@@ -132,6 +137,15 @@ def store_problem(path: Path, *, read_only: bool = False) -> str | None:
     return None
 
 
+def answer_checksum(
+    key: str, status: str, text: str | None, parsed: str | None, error: str | None
+) -> str:
+    """A digest of what a stored answer says, with its key: an answer edited in the store (or
+    moved to another key) no longer matches it, and is asked again instead of replayed."""
+    digest = hashlib.blake2b(orjson.dumps([key, status, text, parsed, error]), digest_size=16)
+    return digest.hexdigest()
+
+
 def _columns(conn: sqlite3.Connection) -> set[str]:
     return {row[1] for row in conn.execute("PRAGMA table_info(calls)")}
 
@@ -145,6 +159,7 @@ def _lookup_sql(conn: sqlite3.Connection) -> str:
         server="server" if "server" in columns else "NULL",
         from_store="from_store" if "from_store" in columns else "0",
         probabilities="probabilities" if "probabilities" in columns else "NULL",
+        checksum="checksum" if "checksum" in columns else "NULL",
     )
 
 
@@ -176,16 +191,30 @@ class CallStore:
         self.cache_hits = 0
 
     def lookup(self, key: str) -> LLMResponse | None:
-        """The stored answer for ``key`` (answered or invalid; errors are never replayed)."""
+        """The stored answer for ``key`` (answered or invalid; errors are never replayed, nor
+        an answer whose checksum no longer matches: it was edited after it was stored)."""
         for conn in (self._conn if key in self._known else None, self._replay):
             if conn is None:
                 continue
-            row = conn.execute(self._lookups[conn], (key,)).fetchone()
-            replayed = conn is self._replay
-            if row is not None:
+            for row in conn.execute(self._lookups[conn], (key,)):
+                (
+                    status,
+                    text,
+                    parsed,
+                    error,
+                    ptok,
+                    ctok,
+                    latency,
+                    attempts,
+                    truncated,
+                    server,
+                    stored,
+                    probabilities,
+                    check,
+                ) = row
+                if check is not None and check != answer_checksum(key, status, text, parsed, error):
+                    continue
                 self.cache_hits += 1
-                (status, text, parsed, error, ptok, ctok, latency, attempts) = row[:8]
-                truncated, server, stored, probabilities = row[8:]
                 return LLMResponse(
                     text=text or "",
                     parsed=orjson.loads(parsed) if parsed else None,
@@ -199,9 +228,9 @@ class CallStore:
                     server=server,
                     probabilities=orjson.loads(probabilities) if probabilities else None,
                     cached=True,
-                    extra={"replayed": True} if replayed else {},
+                    extra={"replayed": True} if conn is self._replay else {},
                     # A replayed answer is from a store now; one of this run's, as it was.
-                    first_cached=True if replayed else bool(stored),
+                    first_cached=True if conn is self._replay else bool(stored),
                 )
         return None
 
@@ -214,6 +243,7 @@ class CallStore:
             return
         if not response.cached:
             self.new_calls += 1
+        parsed = orjson.dumps(response.parsed).decode() if response.parsed is not None else None
         self._pending.append(
             (
                 call.key,
@@ -226,7 +256,7 @@ class CallStore:
                 call.request,
                 response.status,
                 response.text,
-                orjson.dumps(response.parsed).decode() if response.parsed is not None else None,
+                parsed,
                 response.error,
                 response.prompt_tokens,
                 response.completion_tokens,
@@ -239,6 +269,7 @@ class CallStore:
                 # A copy from a replay source was not paid by this run.
                 0.0 if response.cached else call.cost_usd,
                 orjson.dumps(response.probabilities).decode() if response.probabilities else None,
+                answer_checksum(call.key, response.status, response.text, parsed, response.error),
             )
         )
         if response.status != "error":
@@ -265,29 +296,34 @@ class CallStore:
         self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
-        """Per role and model: calls made, each unit's final state (a call that failed and was
-        asked again on ``--resume`` counts once, as ``redone``), tokens, latency, attempts
-        (re-asks included) and answers cut at ``max_tokens``."""
+        """Per role and model: calls made, units (an invalid answer and its re-ask are one
+        unit) by their final state, invalid first answers, re-asks, calls redone after an
+        error on ``--resume``, tokens, latency, attempts and answers cut at ``max_tokens``."""
         self.flush()
-        # A unit's call (and its re-ask) is final when no later row redid it.
+        # A call is `final` when no later row redid it (a failed call asked again on resume);
+        # a unit's `last` row, its re-ask where there was one, is the unit's final state.
         cur = self._conn.execute(
-            "SELECT role, backend, model, COUNT(*), SUM(final AND status='answered'), "
-            "SUM(final AND status='invalid'), SUM(final AND status='error'), SUM(NOT final), "
-            "SUM(prompt_tokens), SUM(completion_tokens), SUM(latency_s), SUM(attempts), "
-            "SUM(reask), SUM(final AND truncated), SUM(cost_usd), SUM(cost_usd IS NULL) "
-            "FROM (SELECT *, id = MAX(id) OVER "
-            "(PARTITION BY unit_id, reask) AS final FROM calls) GROUP BY role, backend, model "
-            "ORDER BY role"
+            "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT unit_id), "
+            "SUM(last AND status='answered'), SUM(last AND status='invalid'), "
+            "SUM(last AND status='error'), SUM(NOT final), "
+            "SUM(final AND reask = 0 AND status='invalid'), SUM(prompt_tokens), "
+            "SUM(completion_tokens), SUM(latency_s), SUM(attempts), SUM(final AND reask > 0), "
+            "SUM(last AND truncated), SUM(cost_usd), SUM(cost_usd IS NULL) FROM (SELECT *, "
+            "id = MAX(id) OVER (PARTITION BY unit_id, reask) AS final, "
+            "id = MAX(id) OVER (PARTITION BY unit_id) AS last FROM calls) "
+            "GROUP BY role, backend, model ORDER BY role"
         )
         keys = (
             "role",
             "backend",
             "model",
             "calls",
+            "units",
             "answered",
             "invalid",
             "error",
             "redone",
+            "invalid_first",
             "prompt_tokens",
             "completion_tokens",
             "latency_s",
@@ -312,6 +348,12 @@ class CallStore:
             "SELECT COALESCE(SUM(cost_usd), 0), SUM(cost_usd IS NULL) FROM calls"
         ).fetchone()
         return None if unpriced else float(total)
+
+    def answer_count(self) -> int:
+        """Rows that hold an answer (answered or invalid, not an error)."""
+        self.flush()
+        query = "SELECT COUNT(*) FROM calls WHERE status != 'error'"
+        return int(self._conn.execute(query).fetchone()[0])
 
     def close(self) -> None:
         """Commit what is queued and close."""

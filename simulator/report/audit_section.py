@@ -18,6 +18,23 @@ _TITLES = {
 }
 
 
+def merged_note(audit: dict[str, Any]) -> str | None:
+    """Which category labels were merged because they differ only in case or whitespace."""
+    merged = audit.get("merged") or {}
+    parts = [
+        f"{column}: `{label}` from {', '.join(f'`{s}`' for s in spellings)}"
+        for column, labels in merged.items()
+        for label, spellings in labels.items()
+    ]
+    if not parts:
+        return None
+    return (
+        "Category labels that differ only in case or whitespace were counted as one: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def audit_limits(audit: dict[str, Any]) -> list[str]:
     """What a reader of the audit tables must know: who counts as an individual, what was left
     out, and categories too small to serve as the reference of the impact ratios."""
@@ -35,6 +52,9 @@ def audit_limits(audit: dict[str, Any]) -> list[str]:
             f"{audit['n_missing_outcome']} rows have no outcome (e.g. an invalid answer) and "
             "are in no calculation."
         )
+    for note in (audit["source"].get("partial"), merged_note(audit)):
+        if note:
+            found.append(note[0].upper() + note[1:] + ("" if note.endswith(".") else "."))
     unknown = {k: v for k, v in audit["unknown"].items() if v}
     if unknown:
         listed = ", ".join(f"{k.replace('_', '/')}: {v}" for k, v in unknown.items())

@@ -475,6 +475,7 @@ def _check_templates(
     from biasim.simulator.study.design import AgentSpec, model_labels, template_context
 
     seen: set[tuple[FieldPath, str]] = set()
+    over_limit: set[FieldPath] = set()
 
     def report(
         path: FieldPath,
@@ -559,12 +560,16 @@ def _check_templates(
                         ValueError(f"no template variable `{fspec.choices_from}` here"),
                     )
             for path, source, context in parts:
-                if source is None:
+                if source is None or path in over_limit:
                     continue
                 try:
                     text = compile_template(source).render(context)
                 except render_errors as exc:
                     report(path, exc, source, context)
+                    if isinstance(exc, SecurityError):
+                        # A sandbox limit is the template's, not this context's: rendering
+                        # it again for every persona and branch would only repeat the cost.
+                        over_limit.add(path)
                 else:
                     if on_render is not None:
                         on_render(path, text, spec)

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, UndefinedError, meta, nodes
+from jinja2 import StrictUndefined, Template, UndefinedError, meta, nodes, pass_context
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.runtime import Macro
-from jinja2.sandbox import SandboxedEnvironment, SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from biasim.analysis.text.redaction import redact_names
+from biasim.simulator.study import template_limits as limits
+from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE
 
-#: Longest string or list a template may build (characters or items), and the largest integer
-#: argument it may pass to a filter or function (a width, a count).
-MAX_TEMPLATE_SIZE = 1_000_000
-#: Largest integer a template may compute with ``**`` (in bits).
-MAX_POWER_BITS = 4096
-# A run of seven digits in a format string is a field width of a million or more.
-_HUGE_WIDTH = re.compile(r"\d{7,}")
 _FORMATS = frozenset({"format", "format_map"})
+#: The filter each loop pass calls first, to count the rendering's steps.
+_STEP_FILTER = "_biasim_step"
 
 
 class _BoundedCodeGenerator(CodeGenerator):
@@ -39,6 +36,7 @@ def _bounded_join(parts: Iterable[Any]) -> str:
     """Join a template's output (or a ``~`` chain), stopping past :data:`MAX_TEMPLATE_SIZE`."""
     out, size = [], 0
     for part in parts:
+        limits.check_size(part)
         text = str(part)
         size += len(text)
         if size > MAX_TEMPLATE_SIZE:
@@ -47,13 +45,16 @@ def _bounded_join(parts: Iterable[Any]) -> str:
     return "".join(out)
 
 
-class _BoundedSandbox(SandboxedEnvironment):
-    """The sandbox, with the sizes a template can build capped.
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, with the sizes a template can build and the steps it can take capped.
 
-    Jinja's sandbox stops code execution, not memory: ``{{ 'a' * 4000000000 }}`` allocates 4 GB
-    and ``{{ 7 ** 1000000000 }}`` computes for minutes. Repetition, powers, ``%`` formatting and
-    every call (filters, macros, methods) check their operands first, so a template can build at
-    most :data:`MAX_TEMPLATE_SIZE` characters or items at a time.
+    Jinja's sandbox stops code execution, not memory or time: ``{{ 'a' * 4000000000 }}``
+    allocates 4 GB and three nested ``range(999)`` loops run for hours. Repetition, powers,
+    formatting and every call (filters, macros, methods) check their operands first (see
+    :mod:`template_limits`), loop passes, calls and operators count as steps, and lists cannot
+    be changed in place (the immutable sandbox), so a rendering builds at most
+    :data:`MAX_TEMPLATE_SIZE` characters or items at a time in at most
+    ``MAX_TEMPLATE_STEPS`` steps.
     """
 
     intercepted_binops = frozenset({"*", "**", "%", "+"})
@@ -63,77 +64,76 @@ class _BoundedSandbox(SandboxedEnvironment):
     concat = staticmethod(_bounded_join)
     bounded_join = staticmethod(_bounded_join)
 
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(nodes.For):
+            step = nodes.Filter(nodes.Const(None), _STEP_FILTER, [], [], None, None)
+            loop.body.insert(0, nodes.ExprStmt(step).set_lineno(loop.lineno))
+        return tree
+
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        limits.count_step(context)
         if operator == "**":
-            _check_power(left, right)
+            limits.check_power(left, right)
         elif operator == "*":
-            _check_repeat(left, right)
-            _check_repeat(right, left)
+            limits.check_repeat(left, right)
+            limits.check_repeat(right, left)
         elif operator == "%" and isinstance(left, str):
-            _check_format(left)
+            limits.check_format(left, right if isinstance(right, tuple) else (right,))
         elif operator == "+":
-            _check_size(left)
-            _check_size(right)
+            limits.check_size(left)
+            limits.check_size(right)
         return super().call_binop(context, operator, left, right)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        # The sandbox hands out str.format wrapped; the string is on the wrapped method.
-        receiver = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
-        formats = isinstance(receiver, str) and getattr(__obj, "__name__", "") in _FORMATS
+        limits.count_step(__context)
+        # The sandbox hands out str methods wrapped; the string is on the wrapped method.
+        method = getattr(__obj, "__wrapped__", __obj)
+        receiver = getattr(method, "__self__", None)
+        name = getattr(method, "__name__", "")
+        formats = isinstance(receiver, str) and name in _FORMATS
+        args = tuple(_materialised(a) for a in args)
         if isinstance(receiver, str):
-            _check_size(receiver)
-            _check_format(receiver)
+            limits.check_size(receiver)
+            limits.check_text_call(name, receiver, list(args), kwargs)
+            if name == "join" and args:
+                limits.check_join(receiver, args[0])
         for value in (*args, *kwargs.values()):
             # A number being formatted, or handed to a macro (whose own operations are checked),
             # sizes nothing; a width or count handed to a method or function might.
-            _check_size(value) if formats or isinstance(__obj, Macro) else _check_argument(value)
-        return super().call(__context, __obj, *args, **kwargs)
+            if formats or isinstance(__obj, Macro):
+                limits.check_size(value)
+            else:
+                limits.check_argument(value)
+        result = super().call(__context, __obj, *args, **kwargs)
+        limits.check_size(result, "the result of a call")
+        return result
 
 
-def _too_big(what: str) -> SecurityError:
-    return SecurityError(f"{what} is beyond the template limit of {MAX_TEMPLATE_SIZE:,}")
-
-
-def _check_size(value: Any) -> None:
-    if isinstance(value, str | list | tuple) and len(value) > MAX_TEMPLATE_SIZE:
-        raise _too_big(f"a {type(value).__name__} of {len(value):,} items")
-
-
-def _check_argument(value: Any) -> None:
-    _check_size(value)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_TEMPLATE_SIZE:
-        raise _too_big(f"the argument {value}")
-
-
-def _check_repeat(seq: Any, times: Any) -> None:
-    repeats = isinstance(seq, str | list | tuple) and isinstance(times, int)
-    if repeats and len(seq) * times > MAX_TEMPLATE_SIZE:
-        raise _too_big(f"repeating {len(seq):,} items {times:,} times")
-
-
-def _check_power(base: Any, exponent: Any) -> None:
-    ints = isinstance(base, int) and isinstance(exponent, int) and abs(base) > 1
-    if ints and exponent > 0 and exponent * abs(base).bit_length() > MAX_POWER_BITS:
-        raise SecurityError(
-            f"{base} ** {exponent} is beyond the template limit of {MAX_POWER_BITS} bits"
-        )
-
-
-def _check_format(text: str) -> None:
-    if _HUGE_WIDTH.search(text):
-        raise SecurityError("a format width of a million or more is beyond the template limit")
+def _materialised(value: Any) -> Any:
+    """A lazy sequence as a list, built within the limit (a finite list is checked as is)."""
+    return limits.bounded_list(value) if isinstance(value, Iterator) else value
 
 
 def _bounded_filter(func: Any) -> Any:
-    """``func`` with its arguments checked like a call's (filters are called directly)."""
+    """``func`` with its arguments and result checked like a call's (filters are called
+    directly, not through the sandbox's ``call``)."""
+    # Filters that take the context or environment first get their value second.
+    first = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for value in (*args[1:], *kwargs.values()):
-            _check_argument(value)
-        if args and isinstance(args[0], str) and func.__name__ in ("do_format", "do_center"):
-            _check_format(args[0])
-        return func(*args, **kwargs)
+        args = (*args[:first], *(_materialised(a) for a in args[first:]))
+        value, rest = (args[first], list(args[first + 1 :])) if len(args) > first else (None, [])
+        for item in (*rest, *kwargs.values()):
+            limits.check_argument(item)
+        if isinstance(value, str):
+            limits.check_text_call(func.__name__, value, rest, kwargs)
+        if func.__name__ == "do_join":
+            limits.check_join(rest[0] if rest else kwargs.get("d", ""), value)
+        result = func(*args, **kwargs)
+        limits.check_size(result, f"the result of the filter {func.__name__.removeprefix('do_')}")
+        return result
 
     return wrapper
 
@@ -158,6 +158,7 @@ del _ENV.filters["random"]
 # double a string past any limit in a few dozen passes; prompts have no use for it.
 del _ENV.globals["namespace"]
 _ENV.filters.update({name: _bounded_filter(f) for name, f in _ENV.filters.items()})
+_ENV.filters[_STEP_FILTER] = pass_context(limits.count_step)
 
 
 #: Words that start with a vowel letter but a consonant sound, or the reverse (``an hour``).
@@ -189,7 +190,7 @@ def _email_judge_prompt(email: str) -> str:
 # hiring-outcome judge's prompt, defined once beside the hiring-email classifiers
 # (imported on first use: they need scikit-learn).
 _ENV.globals.update(redact_name=_redact_name, email_judge_prompt=_email_judge_prompt)
-_ENV.filters["with_article"] = with_article
+_ENV.filters["with_article"] = _bounded_filter(with_article)
 
 
 @lru_cache(maxsize=4096)

@@ -15,9 +15,17 @@ import pandas as pd
 
 from biasim.analysis.audit.external import na_like
 from biasim.analysis.audit.ll144 import date_range, ll144_tables
-from biasim.simulator.common.csvfiles import read_csv, write_csv
+from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
+from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.rundir import MANIFEST, RESULTS_PARQUET, SUMMARY, read_json, write_json
+from biasim.simulator.common.rundir import (
+    MANIFEST,
+    RESULTS_PARQUET,
+    SUMMARY,
+    partial_note,
+    read_json,
+    write_json,
+)
 
 FORMATS = ("ll144",)
 SEX_NAMES = ("sex", "gender")
@@ -40,6 +48,7 @@ class AuditOptions:
     by: list[str] = field(default_factory=list)
     exclude_small: bool = False
     analysis: str | None = None
+    limits: CsvLimits = field(default_factory=CsvLimits)
 
 
 def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str | None:
@@ -84,6 +93,9 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "date_basis": "when the run's model calls were made",
     }
     source["n_distinct_applicants"] = int(frame["persona_name"].nunique())
+    partial = partial_note(run_dir, manifest)
+    if partial:
+        source["partial"] = partial
     strata = [c for c in get_kind(kind).audit_strata(study.config.analyses[index]) if c]
     for column in strata:
         if column not in options.by and frame[column].nunique() > 1:
@@ -98,7 +110,7 @@ SELECTED_NAMES = ("selected",)
 
 
 def _frame_from_csv(path: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
-    df = read_csv(path, "decisions CSV")
+    df = read_csv(path, "decisions CSV", options.limits)
     outcome = [o for o in ("--selected-col", "--outcome-col", "--score-col") if _opt(options, o)]
     if not outcome:
         found = _pick(list(df.columns), None, SELECTED_NAMES)
@@ -227,6 +239,9 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
                 )
             ]
         )
+    if not is_run:
+        categories = [c for c in (sex, race, *options.by) if c]
+        check_group_count(frame, categories, source, options.limits.max_groups)
     scoring = "_score" in frame
     try:
         audit = ll144_tables(
@@ -260,6 +275,7 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "n_assessed": audit.n_assessed,
         "n_distinct_applicants": about.pop("n_distinct_applicants", None),
         "unknown": audit.unknown,
+        "merged": audit.merged,
         "threshold": audit.threshold,
         "exclude_small": audit.exclude_small,
         "excluded": {k: v for k, v in excluded.items() if v},

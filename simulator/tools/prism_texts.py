@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from biasim.simulator.common.csvfiles import read_csv
+from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.kinds.base import model_problem
 from biasim.simulator.kinds.prism import (
@@ -44,6 +46,7 @@ class TextsRequest:
     word_lists: Path | None
     alpha: float
     out: Path | None
+    limits: CsvLimits = field(default_factory=CsvLimits)
 
 
 @dataclass
@@ -62,10 +65,7 @@ def read_texts(request: TextsRequest) -> pd.DataFrame:
         InputError: Unreadable file, absent column, no masked LM, bad word lists or ``--out``.
     """
     problems: list[Problem] = []
-    try:
-        frame = pd.read_csv(request.path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{request.path}: cannot read texts CSV: {exc}") from None
+    frame = read_csv(request.path, "texts CSV", request.limits, empty_is_missing=False)
     for option, name in (("--column", request.column), ("--paired-column", request.paired_column)):
         if name is not None and name not in frame.columns:
             problems.append(

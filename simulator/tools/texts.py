@@ -8,7 +8,7 @@ counted; an empty column is an error.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ import pandas as pd
 import yaml
 from pydantic import ValidationError
 
+from biasim.simulator.common.csvfiles import check_group_count, read_csv
+from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 
 EMPTY = "empty text"
@@ -38,6 +40,7 @@ class TextsOptions:
     permutations: int
     seed: int
     weat_words: Path | None = None
+    limits: CsvLimits = field(default_factory=CsvLimits)
 
 
 def _problem(option: str, message: str) -> InputError:
@@ -56,10 +59,8 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     for option, value in (("--text-col", opts.text_col), ("--group-col", opts.group_col)):
         if not value:
             raise _problem(option, "required with --texts")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read texts CSV: {exc}") from exc
+    frame = read_csv(path, "texts CSV", opts.limits, empty_is_missing=False)
+    check_group_count(frame, [opts.group_col], path, opts.limits.max_groups)
     wanted = {
         "--text-col": opts.text_col,
         "--group-col": opts.group_col,

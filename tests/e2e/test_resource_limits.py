@@ -1,0 +1,158 @@
+"""Hostile inputs that once took gigabytes or minutes: each is exit 2 within seconds, naming the
+limit (and the option that raises it), with the child's peak memory measured.
+
+One child process runs every case through the command line in-process (an interpreter start
+costs seconds here) and the parent reads that child's own peak RSS with ``os.wait4``: the
+inputs are refused before they expand, so the whole child stays under the ceiling documented in
+docs/reference/limits.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import write_study
+
+#: Documented ceiling for a refused hostile input (peak RSS of the whole process).
+CEILING_MB = 500
+#: A regression must fail fast instead of eating the machine.
+ADDRESS_SPACE_CAP = 3 * 1024**3
+
+CHILD = """
+import json, sys, time
+from typer.testing import CliRunner
+from biasim.simulator.cli import app
+cases = json.loads(sys.argv[1])
+# A valid study first: the imports and first-call costs are not a payload's.
+assert CliRunner().invoke(app, cases.pop("warm-up")).exit_code == 0
+out = {}
+for name, args in cases.items():
+    started = time.monotonic()
+    result = CliRunner().invoke(app, args)
+    seconds = time.monotonic() - started
+    out[name] = [result.exit_code, result.stderr, repr(result.exception), seconds]
+print(json.dumps(out))
+"""
+
+
+def _prompt(study: Path, expression: str, name: str) -> Path:
+    path = study.with_name(name)
+    path.write_text(study.read_text().replace("{{ scenario }}", expression))
+    return path
+
+
+def _alias_bomb(study: Path) -> Path:
+    # 30,000 aliases to one 450 KB string: 0.6 MB on disk, 13.5 GB once built.
+    path = study.with_name("alias.yaml")
+    many = ", ".join(["*big"] * 30_000)
+    path.write_text(
+        study.read_text().replace(
+            'scenario: "A flood is coming."',
+            f'scenario: "A flood is coming."\n  big: &big "{"x" * 450_000}"\n  many: [{many}]',
+        )
+    )
+    return path
+
+
+def _csv(path: Path, header: str, rows: list[str]) -> Path:
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    study = write_study(tmp / "s.yaml", agents=2)
+    loops = (
+        "{% for a in range(999) %}{% for b in range(999) %}{% for c in range(999) %}"
+        "{% endfor %}{% endfor %}{% endfor %}"
+    )
+    groups = _csv(tmp / "groups.csv", "g,decision", [f"g{i},{i % 2}" for i in range(100_000)])
+    cell = _csv(tmp / "cell.csv", "g,decision", ["a," + "x" * 50_000_000, "a,1", "b,0"])
+    text = _csv(
+        tmp / "texts.csv", "text,gender", ["She is kind. " * 500_000 + ",female", "He is.,male"]
+    )
+    digits = tmp / "digits.yaml"
+    digits.write_text(study.read_text().replace("seed: 7", "seed: " + "9" * 5_000))
+
+    def run(path: Path, name: str) -> list[str]:
+        return ["run", str(path), "--out", str(tmp / f"run-{name}")]
+
+    decisions = ["--group-cols", "g", "--outcome-col", "decision", "--out", str(tmp / "tables")]
+    return {
+        "alias bomb": (run(_alias_bomb(study), "alias"), "more than 10,000,000 characters"),
+        "nested loops": (run(_prompt(study, loops, "loops.yaml"), "loops"), "steps"),
+        "replace chain": (
+            run(_prompt(study, "{{ ('x' * 999999) | replace('x', 'x' * 999999) }}", "r.yaml"), "r"),
+            "replace on a text of 999,999",
+        ),
+        "indent": (
+            run(_prompt(study, "{{ ('x\\n' * 400000) | indent(999999) }}", "i.yaml"), "i"),
+            "indent on a text of 800,000",
+        ),
+        "100,000 groups": (
+            ["analyze", "--decisions", str(groups), *decisions],
+            "100,000 distinct groups, more than the limit of 1,000 (--max-groups raises it)",
+        ),
+        "100,000 groups, audit": (
+            [
+                "audit",
+                str(groups),
+                "--sex-col",
+                "g",
+                "--selected-col",
+                "decision",
+                "--out",
+                str(tmp / "audit"),
+            ],
+            "100,000 distinct groups",
+        ),
+        "50 MB cell": (
+            ["analyze", "--decisions", str(cell), *decisions],
+            f"{cell}:2: a cell longer than the limit of 100,000 characters (--max-cell-chars",
+        ),
+        "6.4 MB text": (
+            ["analyze", "--texts", str(text), "--text-col", "text", "--group-col", "gender"],
+            "a cell longer than the limit",
+        ),
+        "5,000-digit integer": (["validate", str(digits)], "an integer of more than 4,300 digits"),
+    }
+
+
+def test_hostile_inputs_exit_2_in_seconds_under_the_memory_ceiling(tmp_path: Path) -> None:
+    cases = _cases(tmp_path)
+    report, errors = tmp_path / "child.json", tmp_path / "child.err"
+    with report.open("w") as stdout, errors.open("w") as stderr:
+        jobs = {"warm-up": ["validate", str(tmp_path / "s.yaml")]}
+        jobs.update({name: args for name, (args, _) in cases.items()})
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(jobs)],
+            stdout=stdout,
+            stderr=stderr,
+            preexec_fn=lambda: resource.setrlimit(
+                resource.RLIMIT_AS, (ADDRESS_SPACE_CAP, ADDRESS_SPACE_CAP)
+            ),
+        )
+        # wait4 reaps this child and returns its own resource usage (ru_maxrss in KiB).
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    peak_mb = usage.ru_maxrss / 1024
+    assert child.returncode == 0, errors.read_text()[-3000:]
+    stdout = report.read_text()
+    results = json.loads(stdout)
+    for name, (_, expected) in cases.items():
+        code, message, exception, seconds = results[name]
+        assert code == 2, (name, message, exception)
+        assert expected in " ".join(message.split()), (name, message)
+        assert "Traceback" not in message
+        assert seconds < 30, (name, seconds)
+    print(
+        f"peak RSS {peak_mb:.0f} MB; seconds: "
+        + ", ".join(f"{name} {results[name][3]:.1f}" for name in cases)
+    )
+    assert peak_mb < CEILING_MB, peak_mb
+    assert not list(tmp_path.glob("run-*")) and not (tmp_path / "tables").exists()
+    assert not (tmp_path / "audit").exists()

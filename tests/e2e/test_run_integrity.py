@@ -1,0 +1,161 @@
+"""A run directory is read as it is, or not at all: `audit` and `analyze` wait for no live
+writer and say when results are partial; a duplicated unit is refused, not counted twice; a
+call store that lost or changed answers is reported before `--resume` pays for them again."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from biasim.simulator.cli import app
+from biasim.simulator.common.rundir import RunLock
+from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.types import LLMResponse
+from tests.conftest import write_study
+from tests.golden_studies import STUDIES
+
+
+@pytest.fixture(scope="module")
+def hiring_run(tmp_path_factory) -> Path:
+    """A small finished hiring run (an analysis that decides, so it can be audited)."""
+    from typer.testing import CliRunner
+
+    tmp = tmp_path_factory.mktemp("hiring")
+    text, _ = STUDIES["hiring_small"]
+    study = tmp / "s.yaml"
+    study.write_text(text)
+    run = tmp / "run"
+    result = CliRunner().invoke(app, ["run", str(study), "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    return run
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(run, tmp_path / "run", ignore=shutil.ignore_patterns(".lock")))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_audit_and_analyze_refuse_a_live_run_naming_its_writer(hiring_run, tmp_path, cli):
+    run = _copy(hiring_run, tmp_path)
+    lock = RunLock(run)
+    lock.acquire()  # a live writer (a run or a resume) holds the directory
+    try:
+        for args in (["audit", str(run)], ["analyze", str(run)]):
+            result = cli.invoke(app, args)
+            assert result.exit_code == 2, result.output
+            assert "is being written by pid" in _one_line(result.stderr), args
+    finally:
+        lock.release()
+    assert not (run / "audit").exists()
+    assert "audit" not in json.loads((run / "summary.json").read_text())
+
+
+def test_a_partial_run_is_audited_and_analysed_with_a_warning(hiring_run, tmp_path, cli):
+    run = _copy(hiring_run, tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["status"] = "interrupted"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    rows = manifest["counts"]["rows"]
+    audited = cli.invoke(app, ["audit", str(run)])
+    assert audited.exit_code == 0, audited.output
+    expected = f"partial results: the run's status is `interrupted` ({rows:,} rows stored)"
+    assert expected in _one_line(audited.stderr)
+    audit = json.loads((run / "summary.json").read_text())["audit"]
+    assert audit["source"]["partial"].startswith("partial results")
+    assert "Partial results: the run" in (run / "report.html").read_text()
+    analysed = cli.invoke(app, ["analyze", str(run)])
+    assert analysed.exit_code == 0, analysed.output
+    assert expected in _one_line(analysed.stderr)
+    assert json.loads((run / "summary.json").read_text())["partial"].startswith("partial")
+    manifest["status"] = "complete"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    again = cli.invoke(app, ["analyze", str(run)])
+    assert "partial" not in again.stderr
+    assert "partial" not in json.loads((run / "summary.json").read_text())
+
+
+def test_duplicated_units_in_results_are_refused_not_counted_twice(hiring_run, tmp_path, cli):
+    run = _copy(hiring_run, tmp_path)
+    results = pd.read_parquet(run / "results.parquet")
+    doubled = pd.concat([results, results.head(7)], ignore_index=True)
+    doubled.to_parquet(run / "results.parquet")
+    before = (run / "summary.json").read_text()
+    for args in (["analyze", str(run)], ["audit", str(run)]):
+        result = cli.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        message = _one_line(result.stderr)
+        assert "results.parquet: unit_id: 7 rows repeat a unit id" in message, message
+        assert "counted twice" in message and "Traceback" not in result.output
+    assert (run / "summary.json").read_text() == before
+
+
+def _synthetic_run(tmp_path: Path, cli) -> Path:
+    study = write_study(tmp_path / "s.yaml", agents=2)  # 6 units
+    run = tmp_path / "run"
+    assert cli.invoke(app, ["run", str(study), "--out", str(run)]).exit_code == 0
+    return run
+
+
+def _new_calls(output: str) -> int:
+    text = _one_line(output)
+    return int(text.split("new calls: ")[1].split()[0].rstrip(","))
+
+
+def test_a_missing_store_is_reported_before_any_call_and_needs_reask_lost(tmp_path, cli):
+    run = _synthetic_run(tmp_path, cli)
+    (run / "calls.sqlite").unlink()
+    manifest_before = (run / "manifest.json").read_text()
+    refused = cli.invoke(app, ["run", "--resume", str(run)])
+    assert refused.exit_code == 2, refused.output
+    message = _one_line(refused.stderr)
+    assert "calls.sqlite is missing: resuming would ask 6 calls again (paid twice)" in message
+    assert "--reask-lost" in message
+    assert not (run / "calls.sqlite").exists()  # nothing created, nothing asked
+    assert (run / "manifest.json").read_text() == manifest_before
+    accepted = cli.invoke(app, ["run", "--resume", str(run), "--reask-lost"])
+    assert accepted.exit_code == 0, accepted.output
+    assert "asking again as --reask-lost allows" in _one_line(accepted.stderr)
+    assert _new_calls(accepted.stdout) == 6
+
+
+def test_an_altered_answer_is_never_replayed_and_stops_the_resume(tmp_path, cli):
+    run = _synthetic_run(tmp_path, cli)
+    genuine = pd.read_parquet(run / "results.parquet").sort_values("unit_id")
+    with sqlite3.connect(run / "calls.sqlite") as conn:
+        conn.execute(
+            "UPDATE calls SET text = ?, parsed = ? WHERE id = 1",
+            ('{"decision": "Stay", "rationale": "edited"}', '{"decision": "Stay"}'),
+        )
+    refused = cli.invoke(app, ["run", "--resume", str(run)])
+    assert refused.exit_code == 2, refused.output
+    message = _one_line(refused.stderr)
+    assert "1 answers were changed after they were stored" in message
+    assert "resuming would ask 1 calls again" in message
+    accepted = cli.invoke(app, ["run", "--resume", str(run), "--reask-lost"])
+    assert accepted.exit_code == 0, accepted.output
+    assert _new_calls(accepted.stdout) == 1
+    again = pd.read_parquet(run / "results.parquet").sort_values("unit_id")
+    assert "edited" not in set(again["rationale"].dropna())
+    # The synthetic model answers the same request the same way: the re-asked answer is genuine.
+    assert again["decision"].tolist() == genuine["decision"].tolist()
+
+
+def test_an_invalid_answer_and_its_reask_are_one_unit_in_the_accounting(tmp_path) -> None:
+    store = CallStore(tmp_path / "calls.sqlite")
+    for unit in range(12):
+        for reask, status in ((0, "invalid"), (1, "answered")):
+            record = CallRecord(f"k{unit}-{reask}", f"u{unit}", "s", "r", "b", "m", "{}", reask)
+            store.record(record, LLMResponse(text="x", status=status))
+    (row,) = store.totals()["by_role"]
+    store.close()
+    assert (row["units"], row["calls"], row["invalid_first"], row["reasks"]) == (12, 24, 12, 12)
+    assert (row["answered"], row["invalid"], row["error"]) == (12, 0, 0)

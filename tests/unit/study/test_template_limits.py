@@ -1,0 +1,71 @@
+"""The template sandbox refuses, before allocating, any operation whose result could pass the
+size limit, and stops a rendering after its step limit; ordinary prompts render unchanged."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from jinja2.sandbox import SecurityError
+
+from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE, MAX_TEMPLATE_STEPS
+from biasim.simulator.study.templating import render
+
+LOOPS = (
+    "{% for a in range(999) %}{% for b in range(999) %}{% for c in range(999) %}"
+    "{% endfor %}{% endfor %}{% endfor %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (LOOPS, f"more than {MAX_TEMPLATE_STEPS:,} steps"),
+        ("{{ ('x' * 999999) | replace('x', 'x' * 999999) }}", "replace on a text of 999,999"),
+        ("{{ ('x' * 900000) | replace('x', 'xx') }}", "up to 1,800,000 characters"),
+        ("{{ ('x' * 999999).replace('x', 'x' * 999999) }}", "replace on a text of 999,999"),
+        ("{{ ('x\\n' * 400000) | indent(999999) }}", "indent on a text of 800,000"),
+        ("{{ ('\\t' * 999999).expandtabs(999999) }}", "expandtabs on a text"),
+        ("{{ ('x' * 999999) | wordwrap(1, wrapstring='y' * 999) }}", "wordwrap on a text"),
+        ("{{ ((['x' * 99999] * 2) * 99) | join }}", "repeating 200,000 items 99 times"),
+        (
+            "{{ ['x' * 600000, 'y' * 600000] | join }}",
+            "joining 2 items (up to 1,200,002 characters)",
+        ),
+        ("{{ ('{0}' * 300000).format('x' * 999999) }}", "formatting"),
+        ("{{ ('%s' * 3) % ('x' * 999999, 'y', 'z') }}", "formatting"),
+        ("{{ range(99999) | map('center', 999999) | list | length }}", "a sequence of more"),
+        ("{{ range(99999) | map('center', 999999) | join }}", "a sequence of more"),
+    ],
+)
+def test_each_growing_operation_is_refused_before_it_allocates(source: str, expected: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(SecurityError) as refused:
+        render(source, {})
+    assert expected in str(refused.value)
+    assert f"{MAX_TEMPLATE_SIZE:,}" in str(refused.value) or "steps" in str(refused.value)
+    assert time.monotonic() - started < 30  # a safety bound: these stop in well under a second
+
+
+def test_lists_cannot_grow_in_place() -> None:
+    # The immutable sandbox: a list grown by append in a loop would dodge the size checks.
+    with pytest.raises(SecurityError):
+        render("{% set l = [] %}{% for i in range(3) %}{{ l.append(i) }}{% endfor %}", {})
+
+
+def test_the_step_count_is_per_rendering() -> None:
+    # 400 x 400 inner passes plus 400 outer: 160,400 steps, under the limit once, not twice.
+    source = "{% for i in range(400) %}{% for j in range(400) %}{% endfor %}{% endfor %}done"
+    assert render(source, {}) == "done"
+    assert render(source, {}) == "done"  # a second rendering starts from zero
+
+
+def test_ordinary_prompts_render_as_before() -> None:
+    source = (
+        "{% for t in traits %}{{ loop.index }}. {{ t | upper }}\n{% endfor %}"
+        "{{ 'a,b'.split(',') | join('-') }} {{ '%s is %d' % ('x', 3) }} "
+        "{{ '{} {}'.format('a', 'b') }} {{ text | indent(2) | replace('a', 'b') }} "
+        "{{ ('word ' * 40) | wordwrap(30) | length }} {{ traits | map('title') | join(', ') }}"
+    )
+    out = render(source, {"traits": ["kind", "smart"], "text": "a line\nanother a"})
+    assert out == ("1. KIND\n2. SMART\na-b x is 3 a b b line\n  bnother b 199 Kind, Smart")
