@@ -28,7 +28,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
-from biasim.analysis.stats.parity import ParityTest, critical_value
+from biasim.analysis.stats.parity import (
+    ParityTest,
+    critical_value,
+    dpd_from_counts,
+    resampling_p_value,
+)
 
 # Elements of a permuted index matrix handled at once: 4 Mi values = 32 MiB per temporary array.
 _CHUNK_ELEMENTS = 1 << 22
@@ -354,8 +359,7 @@ def parity_permutation_test(
             for sums in block_permutation_sums(packed, g, block, n_groups, n_permutations, rng)
         ]
     )
-    at_least = int((null >= dpd - 1e-12).sum())
-    p_value = (at_least + 1) / (n_permutations + 1)
+    p_value = resampling_p_value(null, dpd)
     threshold = critical_value(np.r_[null, dpd], alpha)
     return ParityTest(
         dpd=float(dpd),
@@ -368,8 +372,5 @@ def parity_permutation_test(
 
 
 def _dpd(packed_sums: np.ndarray) -> np.ndarray:
-    """DPD of each row of packed (n, k) group sums; groups without answers are left out."""
-    n, k = packed_sums >> 32, packed_sums & _LOW32
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
-    return np.nanmax(rate, axis=1) - np.nanmin(rate, axis=1)
+    """DPD of each row of packed (n, k) group sums (``parity.dpd_from_counts``)."""
+    return dpd_from_counts(packed_sums & _LOW32, packed_sums >> 32)
