@@ -1,0 +1,91 @@
+"""Calibration under the structure that broke the decision tests: personas answering replicates.
+
+Seed-004 grid at the scale of the issue: 3 groups of 20 personas, each answering 5 replicates,
+a persona propensity N(0, 1.5) on the logit and no group effect, 4 cases per study. The paper's
+binomial bootstrap counts replicates as agents and rejects far above alpha here; the unit
+permutation (whole personas relabelled) must reject 3-7 % at alpha 0.05 over 500 null studies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from biasim.analysis.stats import cases as case_stats
+from biasim.analysis.stats.excess import excess_dpd_test
+from biasim.analysis.stats.units import unit_counts
+
+GROUPS, PERSONAS, REPLICATES, SD, CASES = 3, 20, 5, 1.5, 4
+STUDIES = 500
+# Each simulated study is one `model_label`: every study is analysed in one call (one test of
+# implicit against explicit per "model", one DPD test per study and case).
+CASE_COLS = ["model_label", "scenario", "attribute"]
+
+
+def null_studies(rng: np.random.Generator) -> pd.DataFrame:
+    """Decisions of every simulated study, one row per (study, case, group, persona, replicate)."""
+    shape = (STUDIES, CASES, GROUPS, PERSONAS)
+    propensity = 1 / (1 + np.exp(-rng.normal(0, SD, size=shape)))
+    hits = rng.random((*shape, REPLICATES)) < propensity[..., None]
+    study, case, group, persona, _ = np.indices(hits.shape).reshape(5, -1)
+    return pd.DataFrame(
+        {
+            "model_label": study,
+            "scenario": case,
+            "attribute": "gender",
+            "value": group,
+            "agent_index": persona,
+            "hit": hits.reshape(-1),
+            "valid": True,
+        }
+    )
+
+
+def explicit_nulls(rng: np.random.Generator) -> pd.DataFrame:
+    """Explicit answers with no preference: Unknown or one of the labels at random."""
+    trials = GROUPS * PERSONAS * REPLICATES
+    answers = rng.choice(["0", "1", "2", "Unknown"], size=(STUDIES, CASES, trials))
+    study, case, _ = np.indices(answers.shape).reshape(3, -1)
+    return pd.DataFrame(
+        {
+            "model_label": study,
+            "scenario": case,
+            "attribute": "gender",
+            "answer": answers.ravel(),
+            "valid": True,
+        }
+    )
+
+
+def rates_and_units(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rates = case_stats.case_rates(rows, CASE_COLS, "value", "hit", True)
+    return rates, unit_counts(rows, [*CASE_COLS, "value"], ["agent_index"], "hit")
+
+
+@pytest.mark.slow
+def test_per_case_dpd_with_replicates_holds_its_level() -> None:
+    rates, units = rates_and_units(null_studies(np.random.default_rng(2026)))
+    tested = case_stats.case_parity(rates, CASE_COLS, "value", units=units, n_simulations=999)
+    paper = case_stats.case_parity(rates, CASE_COLS, "value", n_simulations=999)
+    assert len(tested) == STUDIES * CASES
+    assert set(tested["test"]) == {case_stats.UNIT_TEST}
+    assert set(tested["n_units"]) == {GROUPS * PERSONAS}
+    # The structure is real: counting replicates as agents rejects far above alpha.
+    assert paper["significant"].mean() > 0.15, paper["significant"].mean()
+    assert 0.03 <= tested["significant"].mean() <= 0.07, tested["significant"].mean()
+
+
+@pytest.mark.slow
+def test_implicit_beyond_chance_with_replicates_holds_its_level() -> None:
+    rng = np.random.default_rng(404)
+    rates, units = rates_and_units(null_studies(rng))
+    x_rates = case_stats.explicit_rates(
+        explicit_nulls(rng), CASE_COLS, labels={"gender": ["0", "1", "2"]}
+    )
+    result = excess_dpd_test(
+        rates, x_rates, CASE_COLS, CASE_COLS, n_simulations=999, implicit_units=units
+    )
+    assert len(result) == STUDIES
+    rate = (result["p_excess"] < 0.05).mean()
+    assert 0.03 <= rate <= 0.07, rate
