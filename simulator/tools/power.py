@@ -106,7 +106,7 @@ def _scaled_study(study: Study, effect: float, folder: Path) -> Path:
     return path
 
 
-def _world(arm: Path, study: Study, seed: int, folder: Path) -> Path:
+def world_study(arm: Path, study: Study, seed: int, folder: Path) -> Path:
     """The arm's study file for one simulated study, with its own literal replicate seeds when
     the study declares them (as papers report them): otherwise every simulated study would
     replay the same draws. Unit effects are redrawn from the run seed itself (the synthetic
@@ -164,7 +164,7 @@ def power(
             for arm, path in arms.items():
                 for i in range(studies):
                     out = folder / f"{arm}-{size}-{i}"
-                    world = _world(path, study, seed + i, folder)
+                    world = world_study(path, study, seed + i, folder)
                     options = RunOptions(
                         study=str(world), out=out, backend="synthetic", agents=size, seed=seed + i
                     )
