@@ -11,7 +11,8 @@ import yaml
 
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.study.load import load_study
-from biasim.simulator.tools.power import world_study
+from biasim.simulator.tools.power import power, world_study
+from tests import pipeline_studies
 from tests.unit.study.test_design_features import base_study, write
 
 
@@ -58,3 +59,11 @@ def test_literal_replicate_seeds_are_redrawn_per_simulated_study(tmp_path: Path)
         assert yaml.safe_load(world.read_text())["extends"] == str(literal)
         assert len(seeds[seed]) == 3
     assert seeds[0] != seeds[1] and seeds[0] != [11, 42, 50]
+
+
+def test_power_on_a_pipeline_reports_its_stage_tests(tmp_path: Path) -> None:
+    path = pipeline_studies.write(tmp_path / "pipe.yaml", pipeline_studies.study())
+    rows = power(str(path), [4], studies=1)
+    tests = {row.test for row in rows}
+    assert any(test.endswith("DPD by race") for test in tests), tests
+    assert all(0 <= row.false_positive_rate <= 1 and row.studies == 1 for row in rows)
