@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from biasim.analysis.stats import cases as case_stats
+from biasim.analysis.stats import disparity
 from biasim.analysis.stats.excess import excess_dpd_test
 from biasim.analysis.stats.units import unit_counts
 
@@ -89,3 +90,40 @@ def test_implicit_beyond_chance_with_replicates_holds_its_level() -> None:
     assert len(result) == STUDIES
     rate = (result["p_excess"] < 0.05).mean()
     assert 0.03 <= rate <= 0.07, rate
+
+
+def two_group_null(rng: np.random.Generator, names: int = 40, roles: int = 5) -> pd.DataFrame:
+    """Names in two groups, each asked in every role, with a name propensity N(0, 1) on the
+    logit and no group effect (the hiring design with two groups)."""
+    propensity = 1 / (1 + np.exp(-rng.normal(0, 1.0, size=names)))
+    accepted = rng.random((names, roles)) < propensity[:, None]
+    name, role = np.indices(accepted.shape).reshape(2, -1)
+    return pd.DataFrame(
+        {
+            "group": name % 2,
+            "name": name,
+            "role": role,
+            "outcome": np.where(accepted.ravel(), "accept", "reject"),
+        }
+    )
+
+
+@pytest.mark.slow
+def test_the_two_group_joint_test_runs_at_alpha_not_half_of_it() -> None:
+    rng = np.random.default_rng(27)
+    marked = []
+    for study in range(STUDIES):
+        table = disparity.joint_vs_population(
+            two_group_null(rng),
+            "group",
+            "outcome",
+            "accept",
+            unit_col="name",
+            stratum_col="role",
+            n_permutations=999,
+            seed=study,
+        )
+        adjusted = disparity.adjust_joint(table, "holm")
+        low = adjusted[["p_greater_adjusted", "p_less_adjusted"]].to_numpy().min()
+        marked.append(low < 0.05)
+    assert 0.03 <= np.mean(marked) <= 0.07, np.mean(marked)

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.multitest import multipletests
 
 from biasim.analysis.stats import cases as case_stats
+from biasim.analysis.stats import disparity
 from biasim.analysis.stats.parity import dpd_from_counts, resampling_p_value
 from biasim.analysis.stats.units import smallest_p, unit_counts, unit_label
 from biasim.simulator.common.errors import InputError
@@ -128,3 +130,25 @@ def test_unit_name_is_refused_without_a_name_bank(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"unit: name` needs names from a name bank") as error:
         load_study(str(write(tmp_path / "s.yaml", data)))
     assert "s.yaml" in str(error.value) and "analyses[0].unit" in str(error.value)
+
+
+def test_two_groups_against_their_population_are_one_contrast() -> None:
+    table = pd.DataFrame(
+        {
+            "group": ["a", "b"],
+            "p_greater": [0.02, 0.99],
+            "p_less": [0.99, 0.02],
+            "p_two_sided": [0.04, 0.04],
+            "compared_with": "population",
+        }
+    )
+    out = disparity.adjust_joint(table, "holm")
+    # Holm over the contrast's two directions (statsmodels as the oracle), not over four.
+    expected = multipletests([0.02, 0.99], method="holm")[1]
+    assert out["p_greater_adjusted"].tolist() == pytest.approx([expected[0], expected[1]])
+    assert out["p_less_adjusted"].tolist() == pytest.approx([expected[1], expected[0]])
+    assert out["p_adjusted"].tolist() == [0.04, 0.04]
+    three = pd.concat([table, table.iloc[[0]].assign(group="c")], ignore_index=True)
+    assert disparity.adjust_joint(three, "holm")["p_greater_adjusted"].iloc[0] == pytest.approx(
+        multipletests([0.02, 0.99, 0.02, 0.99, 0.99, 0.02], method="holm")[1][0]
+    )

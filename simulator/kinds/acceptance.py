@@ -372,20 +372,16 @@ class AcceptanceKind(AnalysisKind):
             joint = (
                 whole.copy()
                 if label == "all" and whole is not None
-                else disparity.adjust_both_sides(
-                    disparity.adjust_family(
-                        disparity.joint_vs_population(
-                            rows_of,
-                            spec.groups,
-                            "outcome",
-                            "accept",
-                            unit_col="persona_name" if spec.unit == "name" else None,
-                            stratum_col=spec.strata,
-                            n_permutations=spec.n_permutations,
-                            seed=seed,
-                        ),
-                        "p_two_sided",
-                        spec.adjust,
+                else disparity.adjust_joint(
+                    disparity.joint_vs_population(
+                        rows_of,
+                        spec.groups,
+                        "outcome",
+                        "accept",
+                        unit_col="persona_name" if spec.unit == "name" else None,
+                        stratum_col=spec.strata,
+                        n_permutations=spec.n_permutations,
+                        seed=seed,
                     ),
                     spec.adjust,
                 )
