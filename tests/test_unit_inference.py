@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats import disparity
 from biasim.analysis.stats.parity import dpd_from_counts, resampling_p_value
 from biasim.analysis.stats.units import smallest_p, unit_counts, unit_label
+from biasim.analysis.studies.prism.stats import variance_tests
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.study.load import load_study
 
@@ -152,3 +154,14 @@ def test_two_groups_against_their_population_are_one_contrast() -> None:
     assert disparity.adjust_joint(three, "holm")["p_greater_adjusted"].iloc[0] == pytest.approx(
         multipletests([0.02, 0.99, 0.02, 0.99, 0.99, 0.02], method="holm")[1][0]
     )
+
+
+def test_levene_one_sided_follows_the_deviations_it_tests() -> None:
+    # Postings: mostly at the median with two far outliers (larger variance, smaller mean
+    # absolute deviation); applications: a moderate spread.
+    x = np.array([0.0] * 16 + [12.0, -12.0])
+    y = np.linspace(-5, 5, 18)
+    assert x.var() > y.var()
+    dev_x, dev_y = np.abs(x - np.median(x)), np.abs(y - np.median(y))
+    oracle = stats.ttest_ind(dev_x, dev_y, alternative="greater").pvalue
+    assert variance_tests(x, y)["levene_p_one_sided"] == pytest.approx(oracle)
