@@ -16,6 +16,7 @@ from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats import disparity
 from biasim.analysis.stats.excess import excess_dpd_test
 from biasim.analysis.stats.units import unit_counts
+from biasim.analysis.studies.hiring_emails import email_outcomes
 
 GROUPS, PERSONAS, REPLICATES, SD, CASES = 3, 20, 5, 1.5, 4
 STUDIES = 500
@@ -127,3 +128,38 @@ def test_the_two_group_joint_test_runs_at_alpha_not_half_of_it() -> None:
         low = adjusted[["p_greater_adjusted", "p_less_adjusted"]].to_numpy().min()
         marked.append(low < 0.05)
     assert 0.03 <= np.mean(marked) <= 0.07, np.mean(marked)
+
+
+def validity_null(rng: np.random.Generator, names: int = 10, roles: int = 8) -> pd.DataFrame:
+    """Three groups of names, each writing an email in every role, with a name propensity to
+    garble N(logit 0.1, 1.5) and no group effect (name x role heterogeneity)."""
+    propensity = 1 / (1 + np.exp(-rng.normal(np.log(0.1 / 0.9), 1.5, size=3 * names)))
+    invalid = rng.random((3 * names, roles)) < propensity[:, None]
+    name, _ = np.indices(invalid.shape).reshape(2, -1)
+    return pd.DataFrame(
+        {
+            "race": name // names,
+            "persona_name": name,
+            "outcome": np.where(invalid.ravel(), "invalid", "accept"),
+        }
+    )
+
+
+@pytest.mark.slow
+def test_validity_pairs_by_name_hold_their_level() -> None:
+    rng = np.random.default_rng(6)
+    unit, emails = [], []
+    for study in range(STUDIES):
+        _, pairs = email_outcomes.validity_by_group(
+            validity_null(rng),
+            "race",
+            "outcome",
+            unit_col="persona_name",
+            n_permutations=499,
+            seed=study,
+        )
+        unit.extend(pairs["p_value"] < 0.05)
+        emails.extend(pairs["p_emails"] < 0.05)
+    # The structure is real: emails counted as independent reject far above alpha.
+    assert np.mean(emails) > 0.2, np.mean(emails)
+    assert 0.03 <= np.mean(unit) <= 0.07, np.mean(unit)

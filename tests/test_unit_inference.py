@@ -16,6 +16,7 @@ from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats import disparity
 from biasim.analysis.stats.parity import dpd_from_counts, resampling_p_value
 from biasim.analysis.stats.units import smallest_p, unit_counts, unit_label
+from biasim.analysis.studies.hiring_emails import email_outcomes
 from biasim.analysis.studies.prism.stats import variance_tests
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.study.load import load_study
@@ -165,3 +166,25 @@ def test_levene_one_sided_follows_the_deviations_it_tests() -> None:
     dev_x, dev_y = np.abs(x - np.median(x)), np.abs(y - np.median(y))
     oracle = stats.ttest_ind(dev_x, dev_y, alternative="greater").pvalue
     assert variance_tests(x, y)["levene_p_one_sided"] == pytest.approx(oracle)
+
+
+def test_validity_pairs_relabel_whole_names_as_exact_enumeration_does() -> None:
+    rng = np.random.default_rng(8)
+    names = pd.DataFrame(
+        {"race": np.repeat(["a", "b"], 4), "persona_name": [f"n{i}" for i in range(8)]}
+    )
+    emails = names.loc[names.index.repeat(3)].reset_index(drop=True)
+    emails["outcome"] = np.where(rng.random(len(emails)) < 0.6, "accept", "invalid")
+    _, pairs = email_outcomes.validity_by_group(
+        emails, "race", "outcome", unit_col="persona_name", n_permutations=40_000
+    )
+    row = pairs.iloc[0]
+    assert row["test"] == "unit permutation" and (row["n_units_a"], row["n_units_b"]) == (4, 4)
+    assert row["test_emails"] in ("z", "fisher") and 0 <= row["p_emails"] <= 1
+    units = (
+        emails.assign(k=emails["outcome"] != "invalid")
+        .groupby(["race", "persona_name"], as_index=False)
+        .agg(n=("k", "size"), k=("k", "sum"))
+        .rename(columns={"race": "value"})
+    )
+    assert row["p_value"] == pytest.approx(_exact_unit_p(units), abs=0.01)

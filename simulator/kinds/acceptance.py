@@ -192,7 +192,14 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_outcomes"] = rows[
             ["unit_id", "model_label", *spec.groups, "persona_name", "outcome"]
         ]
-        validity, pairwise = email_outcomes.validity_by_group(rows, spec.groups, "outcome")
+        validity, pairwise = email_outcomes.validity_by_group(
+            rows,
+            spec.groups,
+            "outcome",
+            unit_col="persona_name" if spec.unit == "name" else None,
+            n_permutations=spec.n_permutations,
+            seed=ctx.study.seed,
+        )
         section.tables[f"{name}_validity"] = validity
         section.tables[f"{name}_validity_pairwise"] = pairwise
         unit_col = "persona_name" if spec.unit == "name" else None
