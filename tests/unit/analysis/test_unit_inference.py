@@ -4,7 +4,6 @@ relabels units (personas with replicates) checked against exact enumeration."""
 from __future__ import annotations
 
 from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,10 +17,6 @@ from biasim.analysis.stats.parity import dpd_from_counts, resampling_p_value
 from biasim.analysis.stats.units import smallest_p, unit_counts, unit_label
 from biasim.analysis.studies.hiring_emails import email_outcomes
 from biasim.analysis.studies.prism.stats import variance_tests
-from biasim.simulator.common.errors import InputError
-from biasim.simulator.study.load import load_study
-
-from .test_design_features import base_study, write
 
 
 def test_one_dpd_definition_is_nan_without_two_answered_groups() -> None:
@@ -116,23 +111,6 @@ def test_too_few_units_are_said_to_be_unable_to_reject() -> None:
     single = rows.groupby("value").head(1)
     rates = case_stats.case_rates(single, ["case"], "value", "hit", True)
     assert not case_stats.case_parity(rates, ["case"], "value")["can_reject"].iloc[0]
-
-
-def test_unit_name_is_refused_without_a_name_bank(tmp_path: Path) -> None:
-    data = base_study()
-    data["analyses"] = [
-        {
-            "kind": "demographic_parity",
-            "stage": "decide",
-            "field": "decision",
-            "target": "A",
-            "by": "gender",
-            "unit": "name",
-        }
-    ]
-    with pytest.raises(InputError, match=r"unit: name` needs names from a name bank") as error:
-        load_study(str(write(tmp_path / "s.yaml", data)))
-    assert "s.yaml" in str(error.value) and "analyses[0].unit" in str(error.value)
 
 
 def test_two_groups_against_their_population_are_one_contrast() -> None:
