@@ -83,7 +83,7 @@ ADDED_SUMMARY_KEYS = (
 ADDED_TABLES = ("_condition_differences.csv",)
 ADDED_SUMMARY_KEYS = ("condition_factor", "condition_levels", "condition_differences")
 #: Columns of the DPD case tables naming each test, its unit and whether it can reject
-#: (``tests/unit/analysis/test_unit_inference.py``); every recorded column keeps its recorded values.
+#: (``tests/unit/analysis/test_unit_inference.py``); recorded columns keep their recorded values.
 ADDED_COLUMNS = ("test", "unit", "n_units", "can_reject")
 #: Where names recur, each pair's validity test relabels whole names
 #: (``tests/unit/analysis/test_unit_inference.py``): the recorded email-level test is kept, renamed.
