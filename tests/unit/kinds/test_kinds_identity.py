@@ -59,7 +59,6 @@ def _records_sorted(value: object) -> object:
 #: What the kinds have written since the recording, on top of it (checked by their own tests):
 #: the test of a difference in DPD between a condition factor's levels
 #: (``tests/unit/analysis/test_analysis_conditions.py``, ``tests/e2e/test_persona_ablation.py``).
-<<<<<<< HEAD
 #: The validity test and exclusion bounds per case (``tests/e2e/test_refusals_in_kinds.py``),
 #: the model-based estimates (``tests/unit/analysis/test_unit_models.py``).
 ADDED_TABLES = ("_condition_differences.csv", "_exclusions.csv", "_model_estimates.csv")
@@ -71,17 +70,6 @@ ADDED_SUMMARY_KEYS = (
     "model_estimates",
     "model_estimates_item",
 )
-ADDED_SUMMARY_KEYS = (
-    "condition_factor",
-    "condition_levels",
-    "condition_differences",
-    "exclusions",
-    "model_estimates",
-    "model_estimates_item",
-)
-=======
-ADDED_TABLES = ("_condition_differences.csv",)
-ADDED_SUMMARY_KEYS = ("condition_factor", "condition_levels", "condition_differences")
 #: Columns of the DPD case tables naming each test, its unit and whether it can reject
 #: (``tests/unit/analysis/test_unit_inference.py``); recorded columns keep their recorded values.
 ADDED_COLUMNS = ("test", "unit", "n_units", "can_reject")
@@ -98,7 +86,6 @@ def _without_added(records: object) -> object:
             for r in records
         ]
     return records
->>>>>>> fc08dda (Unit-aware DPD tests: a case where a persona answers replicates is tested by relabelling whole units (the paper's binomial bootstrap stays where each unit answers once); p_excess relabels units too; every case prints its test, unit and unit count and whether it can reject; demographic_parity takes unit: persona|name)
 
 
 @pytest.mark.parametrize("name", list(STUDIES))
@@ -117,13 +104,6 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
     for file in recorded:
         expected = pd.read_csv(golden / file, keep_default_na=False)
         actual = pd.read_csv(run / "tables" / file, keep_default_na=False)
-<<<<<<< HEAD
-        # Rows now follow the declared group order (issue 29), not the recording's sort: the
-        # same rows, compared in one canonical order.
-        pd.testing.assert_frame_equal(
-            _rows_sorted(actual), _rows_sorted(expected), check_exact=False, rtol=1e-12, obj=file
-        )
-=======
         if file.endswith("cases.csv"):
             actual = actual.drop(columns=[c for c in ADDED_COLUMNS if c in actual])
         if file.endswith("validity_pairwise.csv") and "p_emails" in actual:
@@ -131,8 +111,11 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
             actual = actual.drop(columns=unit_test).rename(columns=RENAMED_VALIDITY)
             actual = actual[[c for c in expected if c in actual]]
             expected = expected.drop(columns=["p_holm"])
-        pd.testing.assert_frame_equal(actual, expected, check_exact=False, rtol=1e-12, obj=file)
->>>>>>> fc08dda (Unit-aware DPD tests: a case where a persona answers replicates is tested by relabelling whole units (the paper's binomial bootstrap stays where each unit answers once); p_excess relabels units too; every case prints its test, unit and unit count and whether it can reject; demographic_parity takes unit: persona|name)
+        # Rows now follow the declared group order (issue 29), not the recording's sort: the
+        # same rows, compared in one canonical order.
+        pd.testing.assert_frame_equal(
+            _rows_sorted(actual), _rows_sorted(expected), check_exact=False, rtol=1e-12, obj=file
+        )
     analyses = json.loads(json.dumps(summary["analyses"], default=str))
     for analysis in analyses:
         for key in ADDED_SUMMARY_KEYS:
