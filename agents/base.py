@@ -213,6 +213,7 @@ class LLMAgent(mesa.Agent):
             "model_label": spec.model_label,
             "persona_name": spec.persona.name or "",
             "persona": f"{spec.persona.key}/{spec.index}",
+            "world": str(stage.base_seed),
         }
         return tuple((key, str(known.get(key, ""))) for key in keys)
 

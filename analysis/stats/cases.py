@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,18 +27,23 @@ import yaml
 from scipy import stats
 
 from biasim.analysis.stats.parity import (
+    critical_value,
     demographic_parity_difference,
     group_rates,
     null_test,
     parity_null_dpd,
+    resampling_p_value,
     wilson_interval,
 )
+from biasim.analysis.stats.permutation import parity_permutation_null
+from biasim.analysis.stats.units import smallest_p
 
 DEFAULT_PREDICTIONS: Path = Path(__file__).resolve().parents[1] / "data" / "li2025_predictions.yaml"
 """Table 3 of Li, Shirado & Das (2025): six empirical predictions about decision directions."""
 
 # Simulated and observed rates are the same fractions k/n; compare them with a tolerance, as
 # analysis.parity.parity_test does.
+_TIE = 1e-12
 _SUMMARY = ("n_cases", "mean_dpd", "sd_dpd", "n_significant")
 
 _PARITY_COLUMNS = [
@@ -53,7 +58,17 @@ _PARITY_COLUMNS = [
     "significant",
     "max_group",
     "min_group",
+    "test",
+    "unit",
+    "n_units",
+    "can_reject",
 ]
+
+#: The tests a case's DPD can get: the paper's, valid when every unit answered once, and the
+#: relabelling of whole units between groups, valid when units repeat (replicates).
+BINOMIAL_TEST = "binomial bootstrap (paper)"
+UNIT_TEST = "unit permutation"
+EXPLICIT_TEST = "multinomial bootstrap (paper)"
 
 
 def case_seed(seed: int, key: Sequence[Hashable]) -> int:
@@ -141,6 +156,8 @@ def _empty_case(n_groups: int, n_valid: int, n_excluded: int, pooled: float) -> 
         "significant": False,
         "max_group": None,
         "min_group": None,
+        "test": None,
+        "can_reject": False,
     }
 
 
@@ -149,39 +166,62 @@ def case_parity(
     case_cols: Sequence[str],
     group_col: str,
     *,
+    units: pd.DataFrame | None = None,
+    unit: str = "decision",
     alpha: float = 0.05,
     n_simulations: int = 10_000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """DPD of each case and its parametric bootstrap test against parity (paper 3.3).
+    """DPD of each case and its test against parity, with units as the exchangeable draws.
+
+    A case whose units each answered once gets the paper's parametric bootstrap (3.3): group
+    counts drawn binomially at the pooled rate. A case where some unit answered more than once
+    (replicates of a persona) gets a permutation test that relabels whole units between groups,
+    the observed labelling counted as one (``permutation.parity_permutation_null``); the
+    binomial bootstrap would treat a persona's replicates as independent agents and reject
+    far above alpha.
 
     Args:
         rates: Output of :func:`case_rates`.
         case_cols: Columns whose values identify a case.
         group_col: Group column of ``rates``.
-        alpha: Level of the test; the threshold is the ``1 - alpha`` quantile of DPD under parity.
-        n_simulations: Null draws per case.
+        units: Answers per unit (``units.unit_counts`` keyed by ``case_cols`` and
+            ``group_col``); None when every answer is its own unit.
+        unit: What a unit is (``persona``, ``name``, ...), printed beside each test.
+        alpha: Level of the test; the threshold is the ``1 - alpha`` critical value of the null.
+        n_simulations: Null draws (or relabellings) per case.
         seed: Base seed; each case's draws are seeded from it and the case key (:func:`case_seed`).
 
     Returns:
         One row per case: ``case_cols``, ``n_groups`` (groups with an answer, the ones compared),
         ``n_valid``, ``n_excluded``, ``pooled_rate``, ``dpd``, ``threshold``, ``chance_dpd`` (mean
-        DPD under parity: what chance alone gives at these sizes), ``p_value``, ``significant``
-        (``dpd > threshold``), ``max_group``, ``min_group``. A case with fewer than two answered
-        groups has NaN statistics and ``significant`` false.
+        DPD under the null: what chance alone gives at these sizes), ``p_value``, ``significant``
+        (``dpd > threshold``), ``max_group``, ``min_group``, ``test``, ``unit``, ``n_units``
+        (units with an answer) and ``can_reject`` (false when even the most extreme data could
+        not give ``p < alpha``, e.g. three agents per value). A case with fewer than two
+        answered groups has NaN statistics and ``significant`` false.
     """
+    by_case = {} if units is None else dict(iter(units.groupby(list(case_cols), sort=True)))
     rows = []
     for key, case in rates.groupby(list(case_cols), sort=True):
-        key = _key_tuple(key)
         answered = case[case["n_valid"] > 0]
         n, k = answered["n_valid"].to_numpy(), answered["k"].to_numpy()
         n_valid, n_excluded = int(n.sum()), int(case["n_excluded"].sum())
         pooled = float(k.sum() / n_valid) if n_valid else np.nan
+        case_units = by_case.get(key)
+        key = _key_tuple(key)
+        if case_units is not None:
+            case_units = case_units[case_units["n"] > 0]
+        n_units = n_valid if case_units is None else len(case_units)
         if len(answered) < 2:
             row = _empty_case(len(answered), n_valid, n_excluded, pooled)
         else:
+            repeated = case_units is not None and bool((case_units["n"] > 1).any())
+            test = _unit_null if repeated else _binomial_null
+            null, can_reject = test(
+                answered, case_units, group_col, n_simulations, case_seed(seed, key)
+            )
             group_rate = k / n
-            null = parity_null_dpd(n, pooled, n_simulations, case_seed(seed, key))
             row = {
                 "n_groups": len(answered),
                 "n_valid": n_valid,
@@ -190,9 +230,52 @@ def case_parity(
                 **_test_against_null(demographic_parity_difference(group_rate), null, alpha),
                 "max_group": answered[group_col].iloc[int(np.argmax(group_rate))],
                 "min_group": answered[group_col].iloc[int(np.argmin(group_rate))],
+                "test": UNIT_TEST if repeated else BINOMIAL_TEST,
+                "can_reject": bool(can_reject(alpha)),
             }
+            if repeated:  # the observed labelling is one of the relabellings
+                row["threshold"] = critical_value(np.r_[null, row["dpd"]], alpha)
+                row["p_value"] = resampling_p_value(null, row["dpd"])
+                row["significant"] = bool(row["p_value"] < alpha)
+        row.update(unit=unit, n_units=n_units)
         rows.append({**dict(zip(case_cols, key, strict=True)), **row})
     return pd.DataFrame(rows, columns=[*case_cols, *_PARITY_COLUMNS])
+
+
+def _binomial_null(
+    answered: pd.DataFrame,
+    case_units: pd.DataFrame | None,
+    group_col: str,
+    n_simulations: int,
+    seed: int,
+) -> tuple[np.ndarray, Callable[[float], bool]]:
+    """The paper's null: each group's count binomial at the pooled rate. It can reject only if
+    the most extreme DPD (1) is rarer than alpha under it."""
+    n, k = answered["n_valid"].to_numpy(), answered["k"].to_numpy()
+    null = parity_null_dpd(n, float(k.sum() / n.sum()), n_simulations, seed)
+    extreme = float(np.mean(null >= 1 - _TIE))
+    return null, lambda alpha: extreme < alpha
+
+
+def _unit_null(
+    answered: pd.DataFrame,
+    case_units: pd.DataFrame,
+    group_col: str,
+    n_simulations: int,
+    seed: int,
+) -> tuple[np.ndarray, Callable[[float], bool]]:
+    """Whole units relabelled between groups. It can reject only if there are more than
+    ``1 / alpha`` distinct labellings."""
+    codes = pd.Categorical(case_units[group_col], categories=answered[group_col]).codes
+    _, null = parity_permutation_null(
+        case_units["n"].to_numpy(),
+        case_units["k"].to_numpy(),
+        codes,
+        n_permutations=n_simulations,
+        seed=seed,
+    )
+    bound = smallest_p(np.bincount(codes, minlength=len(answered)))
+    return null, lambda alpha: max(bound, 1 / (n_simulations + 1)) < alpha
 
 
 def _labels_for(
@@ -337,7 +420,11 @@ def explicit_parity(
                 **_test_against_null(demographic_parity_difference(label_rate), null, alpha),
                 "max_group": compared["answer"].iloc[int(np.argmax(label_rate))],
                 "min_group": compared["answer"].iloc[int(np.argmin(label_rate))],
+                "test": EXPLICIT_TEST,
+                "can_reject": bool(np.mean(null >= 1 - _TIE) < alpha),
             }
+        # Each valid trial is a draw of this null: trials are its unit.
+        row.update(unit="trial", n_units=n_valid)
         rows.append({**dict(zip(case_cols, key, strict=True)), **row, "n_unknown": n_unknown})
     return pd.DataFrame(rows, columns=[*case_cols, *_PARITY_COLUMNS, "n_unknown"])
 

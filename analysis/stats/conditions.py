@@ -19,20 +19,11 @@ import numpy as np
 import pandas as pd
 
 from biasim.analysis.stats.disparity import adjust_family
+from biasim.analysis.stats.parity import dpd_from_counts
 from biasim.analysis.stats.permutation import block_permutation_sums, group_sums
 
 # DPDs of different relabellings that agree to floating-point noise count as ties.
 _TOL = 1e-12
-
-
-def _dpds(k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """DPD per condition from positives ``k`` (``(..., C, G)``) and answers ``n`` (``(C, G)``);
-    NaN for a condition with fewer than two answered groups."""
-    answered = n > 0
-    rate = k / np.maximum(n, 1)
-    high = np.where(answered, rate, -np.inf).max(axis=-1)
-    low = np.where(answered, rate, np.inf).min(axis=-1)
-    return np.where(answered.sum(axis=-1) >= 2, high - low, np.nan)
 
 
 def condition_difference_test(
@@ -88,7 +79,7 @@ def condition_difference_test(
     hit = data[outcome_col].to_numpy(dtype=np.int64)
     n = np.bincount(cell, minlength=n_cond * n_groups).reshape(n_cond, n_groups)
     k = group_sums(hit, cell, n_cond * n_groups).reshape(n_cond, n_groups)
-    dpds = _dpds(k, n) if n_groups else np.full(n_cond, np.nan)
+    dpds = dpd_from_counts(k, n) if n_groups else np.full(n_cond, np.nan)
     pairs = np.unique(np.c_[block, c_code], axis=0)[:, 0] if len(data) else np.array([], int)
     result: dict[str, float | int | str] = {
         "compared": " vs ".join(conditions),
@@ -107,7 +98,7 @@ def condition_difference_test(
         hit, cell, block.astype(np.int64), n_cond * n_groups, n_permutations, rng
     ):
         # Answers per (condition, group) are fixed, so every relabelling has every DPD.
-        null = _dpds(sums.reshape(-1, n_cond, n_groups), n)
+        null = dpd_from_counts(sums.reshape(-1, n_cond, n_groups), n)
         spread = null.max(axis=-1) - null.min(axis=-1)
         exceed += int(np.count_nonzero(spread >= observed - _TOL))
     result["p_value"] = (1 + exceed) / (n_permutations + 1)

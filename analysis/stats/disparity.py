@@ -430,6 +430,26 @@ def adjust_both_sides(table: pd.DataFrame, method: str) -> pd.DataFrame:
     return out
 
 
+def adjust_joint(table: pd.DataFrame, method: str) -> pd.DataFrame:
+    """Adjust a joint test's table (:func:`joint_vs_population`): ``p_adjusted`` over the
+    two-sided tests and ``p_greater_adjusted`` / ``p_less_adjusted`` over both directions.
+
+    Two groups against their population are one contrast: "a above average" and "b below
+    average" are the same relabellings with the same p-value. Adjusting them as two tests (four
+    one-sided ones) would run the contrast at alpha / 2; the family holds the distinct tests.
+    """
+    mirrored = len(table) == 2 and (table.get("compared_with") == "population").all()
+    if not mirrored:
+        return adjust_both_sides(adjust_family(table, "p_two_sided", method), method)
+    out = table.copy()
+    out["p_adjusted"] = out["p_two_sided"].to_numpy(dtype=float)  # a family of one test
+    first = out.iloc[[0]]
+    one = adjust_both_sides(first, method)
+    greater, less = float(one["p_greater_adjusted"].iloc[0]), float(one["p_less_adjusted"].iloc[0])
+    out["p_greater_adjusted"], out["p_less_adjusted"] = [greater, less], [less, greater]
+    return out
+
+
 def units_recurring(df: pd.DataFrame, unit_col: str, stratum_col: str) -> int:
     """How many units (names) answer in more than one stratum: strata are then not independent."""
     _require_columns(df, [unit_col, stratum_col])
@@ -946,7 +966,7 @@ def disparity_report(
         across = joint_vs_population(
             df, keys, outcome_col, positive, stratum_col=stratum_col, **joint
         )
-        report["joint"] = adjust_both_sides(adjust_family(across, "p_two_sided", adjust), adjust)
+        report["joint"] = adjust_joint(across, adjust)
         recurring = units_recurring(df, unit_col, stratum_col) if unit_col else 0
         if recurring:
             notes.append(

@@ -14,6 +14,10 @@ so a case's group counts are multivariate hypergeometric given its total; under 
 preference the answers other than Unknown fall uniformly on the labels, multinomial given their
 number. The chance level is the mean DPD of those draws, and the test's null distribution redraws
 every case at once from them (the joint null), the observed difference counted as one draw.
+
+When personas answer replicates, the agents' decisions are no longer the exchangeable draws: a
+persona's own propensity is in all its replicates. The implicit null then relabels whole
+personas between groups (``analysis.stats.units``), the unit of the design.
 """
 
 from __future__ import annotations
@@ -24,16 +28,23 @@ import numpy as np
 import pandas as pd
 
 from biasim.analysis.stats.cases import case_seed
-from biasim.analysis.stats.parity import demographic_parity_difference
-
-_TIE = 1e-12
+from biasim.analysis.stats.parity import demographic_parity_difference, resampling_p_value
+from biasim.analysis.stats.permutation import parity_permutation_null
 
 
 def _implicit_nulls(
-    rates: pd.DataFrame, case_cols: Sequence[str], n_simulations: int, seed: int
+    rates: pd.DataFrame,
+    case_cols: Sequence[str],
+    n_simulations: int,
+    seed: int,
+    units: pd.DataFrame | None = None,
+    group_col: str = "value",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Observed DPD and conditional null draws (cases x simulations) of every implicit case
-    with two answered groups: the case's positive decisions dealt to its agents at random."""
+    with two answered groups: the case's positive decisions dealt to its agents at random or,
+    where a unit answered more than once (replicates), whole units relabelled between groups
+    (``units``: ``units.unit_counts`` keyed by the case columns and ``group_col``)."""
+    by_case = {} if units is None else dict(iter(units.groupby(list(case_cols), sort=True)))
     observed, nulls = [], []
     for key, case in rates.groupby(list(case_cols), sort=True):
         answered = case[case["n_valid"] > 0]
@@ -41,10 +52,24 @@ def _implicit_nulls(
             continue
         n = answered["n_valid"].to_numpy(dtype=np.int64)
         k = answered["k"].to_numpy(dtype=np.int64)
-        rng = np.random.default_rng(case_seed(seed, key if isinstance(key, tuple) else (key,)))
-        counts = rng.multivariate_hypergeometric(n, int(k.sum()), size=n_simulations)
-        rates_drawn = counts / n
-        nulls.append(rates_drawn.max(axis=1) - rates_drawn.min(axis=1))
+        case_units = by_case.get(key)
+        draw_seed = case_seed(seed, key if isinstance(key, tuple) else (key,))
+        if case_units is not None and (case_units["n"] > 1).any():
+            case_units = case_units[case_units["n"] > 0]
+            codes = pd.Categorical(case_units[group_col], categories=answered[group_col]).codes
+            _, null = parity_permutation_null(
+                case_units["n"].to_numpy(),
+                case_units["k"].to_numpy(),
+                codes,
+                n_permutations=n_simulations,
+                seed=draw_seed,
+            )
+            nulls.append(null)
+        else:
+            rng = np.random.default_rng(draw_seed)
+            counts = rng.multivariate_hypergeometric(n, int(k.sum()), size=n_simulations)
+            rates_drawn = counts / n
+            nulls.append(rates_drawn.max(axis=1) - rates_drawn.min(axis=1))
         observed.append(demographic_parity_difference(k / n))
     return np.asarray(observed), np.asarray(nulls).reshape(len(nulls), n_simulations)
 
@@ -85,6 +110,8 @@ def excess_dpd_test(
     alpha: float = 0.05,
     n_simulations: int = 10_000,
     seed: int = 0,
+    implicit_units: pd.DataFrame | None = None,
+    group_col: str = "value",
 ) -> pd.DataFrame:
     """Do implicit DPDs exceed their chance level by more than explicit DPDs exceed theirs?
 
@@ -98,6 +125,10 @@ def excess_dpd_test(
         alpha: Level of the test.
         n_simulations: Null draws per case (the same draws give the chance levels).
         seed: Base seed; each case's draws are seeded from it and the case key.
+        implicit_units: Answers per unit (``units.unit_counts`` keyed by ``implicit_cases`` and
+            ``group_col``): where a unit answered more than once its case's null relabels whole
+            units, so a persona's replicates are not counted as independent agents.
+        group_col: Group column of ``implicit_rates`` and ``implicit_units``.
 
     Returns:
         One row per ``by`` value: ``by``, ``n_cases_implicit``, ``mean_excess_implicit``
@@ -108,12 +139,22 @@ def excess_dpd_test(
     """
     keys = list(by)
     implicit = {k: g for k, g in implicit_rates.groupby(keys, sort=True)}
+    unit_parts = (
+        {} if implicit_units is None else dict(iter(implicit_units.groupby(keys, sort=True)))
+    )
     explicit = {k: g for k, g in explicit_rates.groupby(keys, sort=True)}
     rows = []
     for key in sorted(set(implicit) | set(explicit)):
         empty = np.empty(0), np.empty((0, n_simulations))
         imp = (
-            _implicit_nulls(implicit[key], implicit_cases, n_simulations, seed)
+            _implicit_nulls(
+                implicit[key],
+                implicit_cases,
+                n_simulations,
+                seed,
+                unit_parts.get(key),
+                group_col,
+            )
             if key in implicit
             else empty
         )
@@ -133,8 +174,7 @@ def excess_dpd_test(
             null = (imp[1] - chance_imp[:, None]).mean(axis=0) - (
                 exp[1] - chance_exp[:, None]
             ).mean(axis=0)
-            beyond = int((np.abs(null) >= abs(difference) - _TIE).sum())
-            p_value = (beyond + 1) / (n_simulations + 1)
+            p_value = resampling_p_value(np.abs(null), abs(difference))
         row.update(
             mean_excess_implicit=excess_imp,
             mean_excess_explicit=excess_exp,

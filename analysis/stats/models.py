@@ -20,20 +20,13 @@ import numpy as np
 import pandas as pd
 
 from biasim.analysis.stats.disparity import adjust_family
-from biasim.analysis.stats.parity import demographic_parity_difference
+from biasim.analysis.stats.parity import (
+    dpd_from_counts,
+    resampling_p_value,
+)
 
 #: Draws held at once when summing hypergeometric swaps (memory bound, not a result).
 _CHUNK = 4_000_000
-
-
-def _dpd(k: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Max - min rate over the groups with answers, along the last axis."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rates = k / n
-    answered = n > 0
-    high = np.where(answered, rates, -np.inf).max(axis=-1)
-    low = np.where(answered, rates, np.inf).min(axis=-1)
-    return high - low
 
 
 def model_pair_test(
@@ -76,8 +69,7 @@ def model_pair_test(
     n_b = np.bincount(group_idx[~is_a], minlength=n_groups)
     k_a = np.bincount(group_idx[is_a & hit], minlength=n_groups)
     k_b = np.bincount(group_idx[~is_a & hit], minlength=n_groups)
-    dpd_a = demographic_parity_difference(k_a[n_a > 0] / n_a[n_a > 0]) if n_a.any() else np.nan
-    dpd_b = demographic_parity_difference(k_b[n_b > 0] / n_b[n_b > 0]) if n_b.any() else np.nan
+    dpd_a, dpd_b = float(dpd_from_counts(k_a, n_a)), float(dpd_from_counts(k_b, n_b))
     strata = pd.DataFrame(
         {"g": group_idx, "s": data[match_col].astype(str).to_numpy(), "a": is_a, "h": hit}
     )
@@ -127,10 +119,8 @@ def model_pair_test(
     total = k_a + k_b
     perm_a = fixed_a + draws
     perm_b = total - perm_a
-    statistic = np.abs(_dpd(perm_a, n_a) - _dpd(perm_b, n_b))
-    observed = abs(dpd_a - dpd_b)
-    exceed = int(np.count_nonzero(statistic >= observed - 1e-12))
-    result["p_value"] = (1 + exceed) / (n_permutations + 1)
+    statistic = np.abs(dpd_from_counts(perm_a, n_a) - dpd_from_counts(perm_b, n_b))
+    result["p_value"] = resampling_p_value(statistic, abs(dpd_a - dpd_b))
     return result
 
 

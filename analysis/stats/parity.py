@@ -58,6 +58,30 @@ def wilson_interval(k: np.ndarray, n: np.ndarray, z: float = _Z95) -> tuple[np.n
     return centre - half, centre + half
 
 
+def dpd_from_counts(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The demographic parity difference along the last axis: ``max - min`` of ``k / n`` over
+    the groups with an answer (``n > 0``).
+
+    The one definition every test uses. Fewer than two answered groups give NaN, never 0: a
+    single group has no disparity to measure, and 0 would read as "measured parity".
+    """
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    answered = n > 0
+    rate = np.divide(k, n, out=np.zeros(k.shape), where=answered)
+    high = np.where(answered, rate, -np.inf).max(axis=-1)
+    low = np.where(answered, rate, np.inf).min(axis=-1)
+    with np.errstate(invalid="ignore"):
+        return np.where(answered.sum(axis=-1) >= 2, high - low, np.nan)
+
+
+def resampling_p_value(null: np.ndarray, observed: float, *, tolerance: float = _TIE) -> float:
+    """Monte Carlo p-value ``(1 + #{null >= observed}) / (1 + B)``: the observed data count as
+    one draw, so the test is exact at any ``B`` and never prints 0 (Phipson & Smyth 2010).
+    Draws within ``tolerance`` of the observed value are ties and count as extreme."""
+    draws = np.asarray(null, dtype=float)
+    return float((1 + np.count_nonzero(draws >= observed - tolerance)) / (1 + draws.size))
+
+
 def demographic_parity_difference(rates: Sequence[float] | np.ndarray) -> float:
     """``max(rate) - min(rate)`` over groups."""
     values = np.asarray(rates, dtype=float)

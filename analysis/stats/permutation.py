@@ -28,7 +28,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import gammaln
 
-from biasim.analysis.stats.parity import ParityTest, critical_value
+from biasim.analysis.stats.parity import (
+    ParityTest,
+    critical_value,
+    dpd_from_counts,
+    resampling_p_value,
+)
 
 # Elements of a permuted index matrix handled at once: 4 Mi values = 32 MiB per temporary array.
 _CHUNK_ELEMENTS = 1 << 22
@@ -310,6 +315,38 @@ def _smallest_in_blocks(block: np.ndarray, member: np.ndarray) -> float:
     return float(min(1.0, 2.0 * np.exp(-log_ways.sum())))
 
 
+def parity_permutation_null(
+    n_u: Sequence[int] | np.ndarray,
+    k_u: Sequence[int] | np.ndarray,
+    group_u: Sequence[int] | np.ndarray,
+    *,
+    block_u: Sequence[int] | np.ndarray | None = None,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, np.ndarray]:
+    """The observed DPD of units' pooled group rates and its values under ``n_permutations``
+    relabellings of the units' groups (within blocks); arguments as in
+    :func:`parity_permutation_test`."""
+    n_arr, k_arr = np.asarray(n_u, dtype=np.int64), np.asarray(k_u, dtype=np.int64)
+    g = np.asarray(group_u, dtype=np.int64)
+    n_groups = int(g.max()) + 1 if g.size else 0
+    if n_groups < 2 or (np.bincount(g, minlength=n_groups) == 0).any():
+        raise ValueError("the parity test needs at least two groups, each with a unit")
+    block = np.zeros(g.size, dtype=np.int64) if block_u is None else np.asarray(block_u)
+    packed = (n_arr << 32) | k_arr
+    observed = group_sums(packed, g, n_groups)
+    if ((observed >> 32) == 0).any():
+        raise ValueError("the parity test needs an answer in every group")
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    null = np.concatenate(
+        [
+            _dpd(sums)
+            for sums in block_permutation_sums(packed, g, block, n_groups, n_permutations, rng)
+        ]
+    )
+    return float(_dpd(observed[None, :])[0]), null
+
+
 def parity_permutation_test(
     n_u: Sequence[int] | np.ndarray,
     k_u: Sequence[int] | np.ndarray,
@@ -336,26 +373,11 @@ def parity_permutation_test(
         n_permutations: Relabellings drawn.
         seed: Seed of the relabellings.
     """
-    n_arr, k_arr = np.asarray(n_u, dtype=np.int64), np.asarray(k_u, dtype=np.int64)
-    g = np.asarray(group_u, dtype=np.int64)
-    n_groups = int(g.max()) + 1 if g.size else 0
-    if n_groups < 2 or (np.bincount(g, minlength=n_groups) == 0).any():
-        raise ValueError("the parity test needs at least two groups, each with a unit")
-    block = np.zeros(g.size, dtype=np.int64) if block_u is None else np.asarray(block_u)
-    packed = (n_arr << 32) | k_arr
-    observed = group_sums(packed, g, n_groups)
-    if ((observed >> 32) == 0).any():
-        raise ValueError("the parity test needs an answer in every group")
-    dpd = _dpd(observed[None, :])[0]
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
-    null = np.concatenate(
-        [
-            _dpd(sums)
-            for sums in block_permutation_sums(packed, g, block, n_groups, n_permutations, rng)
-        ]
+    dpd, null = parity_permutation_null(
+        n_u, k_u, group_u, block_u=block_u, n_permutations=n_permutations, seed=seed
     )
-    at_least = int((null >= dpd - 1e-12).sum())
-    p_value = (at_least + 1) / (n_permutations + 1)
+    n_arr, k_arr = np.asarray(n_u, dtype=np.int64), np.asarray(k_u, dtype=np.int64)
+    p_value = resampling_p_value(null, dpd)
     threshold = critical_value(np.r_[null, dpd], alpha)
     return ParityTest(
         dpd=float(dpd),
@@ -368,8 +390,5 @@ def parity_permutation_test(
 
 
 def _dpd(packed_sums: np.ndarray) -> np.ndarray:
-    """DPD of each row of packed (n, k) group sums; groups without answers are left out."""
-    n, k = packed_sums >> 32, packed_sums & _LOW32
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
-    return np.nanmax(rate, axis=1) - np.nanmin(rate, axis=1)
+    """DPD of each row of packed (n, k) group sums (``parity.dpd_from_counts``)."""
+    return dpd_from_counts(packed_sums & _LOW32, packed_sums >> 32)

@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from biasim.analysis.stats import multiple
+from biasim.analysis.stats.parity import dpd_from_counts
 
 CANDIDATE, STAGE, ADVANCED, CLUSTER = "candidate", "stage", "advanced", "cluster"
 READING_COLUMNS: tuple[str, ...] = ("evaluation", "position", "size", "k", "chosen")
@@ -71,12 +72,6 @@ def _adjust_finite(p_values: np.ndarray, method: str) -> np.ndarray:
     finite = ~np.isnan(p_values)
     out[finite] = multiple.adjust(p_values[finite], method)
     return out
-
-
-def _dpd(counts: np.ndarray, entered: np.ndarray) -> np.ndarray:
-    """Max minus min of ``counts / entered`` along the last axis (groups that entered only)."""
-    rates = counts / entered
-    return rates.max(axis=-1) - rates.min(axis=-1)
 
 
 class _Pipeline:
@@ -220,7 +215,7 @@ def stage_table(
         present = np.flatnonzero(pipe.entered[s] > 0)
         if present.size == 0:
             continue
-        dpd[s] = _dpd(pipe.passed[s, present], pipe.entered[s, present])
+        dpd[s] = dpd_from_counts(pipe.passed[s, present], pipe.entered[s, present])
         if present.size < 2:
             continue
         rows = pipe.stage == s
@@ -309,7 +304,7 @@ def _within_block_dpd(
         counts += _sample_small_blocks(g, block, small, size, picks, n_groups, n_permutations, rng)
     for b in np.flatnonzero(~fixed & (size > _SMALL_BLOCK)):
         counts += rng.multivariate_hypergeometric(composition[b], picks[b], size=n_permutations)
-    return _dpd(counts, entered)
+    return dpd_from_counts(counts, entered)
 
 
 def _sample_small_blocks(

@@ -192,7 +192,14 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_outcomes"] = rows[
             ["unit_id", "model_label", *spec.groups, "persona_name", "outcome"]
         ]
-        validity, pairwise = email_outcomes.validity_by_group(rows, spec.groups, "outcome")
+        validity, pairwise = email_outcomes.validity_by_group(
+            rows,
+            spec.groups,
+            "outcome",
+            unit_col="persona_name" if spec.unit == "name" else None,
+            n_permutations=spec.n_permutations,
+            seed=ctx.study.seed,
+        )
         section.tables[f"{name}_validity"] = validity
         section.tables[f"{name}_validity_pairwise"] = pairwise
         unit_col = "persona_name" if spec.unit == "name" else None
@@ -372,20 +379,16 @@ class AcceptanceKind(AnalysisKind):
             joint = (
                 whole.copy()
                 if label == "all" and whole is not None
-                else disparity.adjust_both_sides(
-                    disparity.adjust_family(
-                        disparity.joint_vs_population(
-                            rows_of,
-                            spec.groups,
-                            "outcome",
-                            "accept",
-                            unit_col="persona_name" if spec.unit == "name" else None,
-                            stratum_col=spec.strata,
-                            n_permutations=spec.n_permutations,
-                            seed=seed,
-                        ),
-                        "p_two_sided",
-                        spec.adjust,
+                else disparity.adjust_joint(
+                    disparity.joint_vs_population(
+                        rows_of,
+                        spec.groups,
+                        "outcome",
+                        "accept",
+                        unit_col="persona_name" if spec.unit == "name" else None,
+                        stratum_col=spec.strata,
+                        n_permutations=spec.n_permutations,
+                        seed=seed,
                     ),
                     spec.adjust,
                 )

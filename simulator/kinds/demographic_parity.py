@@ -23,6 +23,7 @@ from rich.text import Text
 from biasim.analysis import figures
 from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats.excess import excess_dpd_test
+from biasim.analysis.stats.units import unit_counts, unit_label
 from biasim.analysis.text import terms
 from biasim.simulator.common.html import Column, HtmlSection, cite, fmt
 from biasim.simulator.common.tables import print_table
@@ -135,6 +136,13 @@ class DecisionsSpec(AnalysisSpec):
         description="Directional predictions (`default`: the seed-004 paper's Table 3, or a "
         "YAML path) checked against the observed rates.",
     )
+    unit: Literal["persona", "name"] = Field(
+        "persona",
+        description="What repeats, the unit of exchangeability of the DPD tests: `persona` (an "
+        "agent across its replicates and the design cells outside the case) or `name` (agents "
+        "sharing a name from the name bank). Where a unit answers more than once in a case "
+        "(replicates) its case is tested by relabelling whole units between groups.",
+    )
     alpha: float = Field(0.05, gt=0, lt=1)
     n_simulations: int = Field(10_000, ge=100)
     n_permutations: int = Field(
@@ -170,6 +178,36 @@ _DIFFERENCE_NOTE = (
 )
 
 
+def case_note(cases: list[dict[str, Any]]) -> str:
+    """What the case table's threshold and p mean, for the tests its cases used."""
+    tests = {row.get("test") for row in cases}
+    parts = []
+    if case_stats.BINOMIAL_TEST in tests:
+        parts.append(
+            "in binomial simulations at the pooled rate where each unit answered once (the "
+            "paper's test)"
+        )
+    if case_stats.UNIT_TEST in tests:
+        parts.append(
+            "over relabellings of whole units between groups where units answered more than "
+            "once (replicates: a unit's answers share its propensity, so answers are not "
+            "independent draws)"
+        )
+    note = (
+        "DPD = max - min rate of the targeted decision; threshold = 95th percentile of DPD "
+        + "; or ".join(parts)
+        + " (* = significant); 'by chance' = mean DPD under the null."
+    )
+    if any(row.get("can_reject") is False and row.get("test") for row in cases):
+        note += " † = too few units for any data to reach p < alpha: the test cannot reject."
+    return note
+
+
+#: Columns identifying a unit within a case and group (``unit:``): a persona is its agent index
+#: in its group, the same across replicates and across design cells outside the case.
+_UNIT_COLUMNS = {"persona": ["agent_index"], "name": ["persona_name"]}
+
+
 def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
     """One row per decision with ``attribute`` (the axis) and ``value`` columns."""
     if not separately:
@@ -193,6 +231,12 @@ class DemographicParityKind(AnalysisKind):
 
     def check(self, spec: DecisionsSpec, facts: StudyFacts) -> None:
         facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
+        if spec.unit == "name" and facts.config.personas.source != "name_bank":
+            facts.problem(
+                ("unit",),
+                "`unit: name` needs names from a name bank (personas.source: name_bank); "
+                "generated or attribute personas are their own units (`unit: persona`)",
+            )
         # Each axis of a `separately` analysis is its own case: a study extending a grid may
         # drop axes, and their cases simply do not exist.
         if not (spec.separately and any(a in facts.axes for a in spec.groups)):
@@ -290,10 +334,13 @@ class DemographicParityKind(AnalysisKind):
         condition = [spec.condition] if spec.condition else []
         case_cols = ["model_label", *condition, *spec.cases, "attribute"]
         rates = case_stats.case_rates(rows, case_cols, "value", "_hit", True)
+        units = unit_counts(rows, [*case_cols, "value"], _UNIT_COLUMNS[spec.unit], "_hit")
         cases = case_stats.case_parity(
             rates,
             case_cols,
             "value",
+            units=units,
+            unit=spec.unit,
             alpha=spec.alpha,
             n_simulations=spec.n_simulations,
             seed=study.seed,
@@ -445,6 +492,7 @@ class DemographicParityKind(AnalysisKind):
                 alpha=spec.alpha,
                 n_simulations=spec.n_simulations,
                 seed=study.seed,
+                implicit_units=units,
             )
             # Both tables count the cases; the t-test table's counts are kept.
             counts = ["n_cases_implicit", "n_cases_explicit"]
@@ -627,7 +675,7 @@ class DemographicParityKind(AnalysisKind):
             print_table(console, table)
         table = Table(title=f"Demographic parity difference per case ({summary['name']})")
         columns = ("model", *case_cols, "DPD", "highest", "lowest", "threshold", "by chance")
-        for col in (*columns, "p", "excluded"):
+        for col in (*columns, "p", "unit", "excluded"):
             table.add_column(col, justify="right")
         for row in cases:
             mark = "*" if row["significant"] else ""
@@ -639,15 +687,12 @@ class DemographicParityKind(AnalysisKind):
                 fmt(row.get("min_group"), "text"),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
-                fmt(row["p_value"]),
+                fmt(row["p_value"]) + ("" if row.get("can_reject", True) else " †"),
+                unit_label(row.get("unit"), row.get("n_units")).removeprefix("unit: "),
                 str(row["n_excluded"]),
             )
         print_table(console, table)
-        console.print(
-            "DPD = max - min rate of the targeted decision; threshold = 95th percentile of DPD in "
-            "binomial simulations at the pooled rate (* = significant); 'by chance' = mean DPD "
-            "under parity."
-        )
+        console.print(case_note(cases))
         print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
         print_model_estimates(summary.get("model_estimates", []), _fit_keys(summary), console)
         print_grades(summary.get("model_grades", []), console)
@@ -701,9 +746,11 @@ class DemographicParityKind(AnalysisKind):
                 Column("threshold", "threshold", ".3f"),
                 Column("chance_dpd", "by chance", ".3f"),
                 Column("p_value", "p", ".3f"),
+                Column("test", "test"),
+                Column("unit", "unit"),
+                Column("n_units", "units", "int"),
             ],
-            note="DPD = max - min rate; threshold = 95th percentile of DPD in binomial simulations "
-            "at the pooled rate (* = significant at alpha); 'by chance' = mean DPD under parity.",
+            note=case_note(summary["cases"]),
         )
         section.table(
             summary["groups"],

@@ -193,6 +193,17 @@ class PipelineKind(AnalysisKind):
             }
         return section
 
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        """Each stage's DPD test per group (adjusted over the stages) and each stage's
+        position effect: the tests the console prints."""
+        tests: dict[str, float | None] = {}
+        for group, parts in summary.get("by_group", {}).items():
+            for row in parts["stages"]:
+                tests[f"{row['stage']}: DPD by {group}"] = row.get("p_adjusted")
+        for row in summary.get("position_effect", []):
+            tests[f"{row['stage']}: position effect"] = row.get("p_adjusted")
+        return tests
+
     def print(self, summary: dict[str, Any], console: Console) -> None:
         console.print(
             Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "

@@ -158,7 +158,8 @@ class SyntheticBackend:
             self._tables[key] = self._table(spec, value, prop["enum"])
         choices, cumulative = self._tables[key]  # type: ignore[misc]
         if spec is not None and spec.unit_sd and spec.unit:
-            cumulative = self._shift(spec, choices, cumulative, attributes.get(spec.unit, ""))
+            unit = f"{attributes.get('world', '')}/{attributes.get(spec.unit, '')}"
+            cumulative = self._shift(spec, choices, cumulative, unit)
         return list(choices), list(cumulative)
 
     def _declared_logprobs(
@@ -253,7 +254,8 @@ class SyntheticBackend:
     ) -> list[float]:
         """The table with the unit's own propensity: the log-odds of ``spec.shifted`` (the
         first choice by default) moved by the unit's N(0, unit_sd) draw, the same draw in every
-        call that unit makes (a name liked in one role is liked in all)."""
+        call that unit makes (a name liked in one role is liked in all). ``unit`` carries the
+        run's seed (``world``): another seed is another draw of every unit's propensity."""
         target = spec.shifted if spec.shifted in choices else choices[0]
         z = statistics.NormalDist().inv_cdf(
             min(max(uniform(zlib.crc32(unit.encode()), self._salt & 0xFFFF), 1e-12), 1 - 1e-12)

@@ -113,7 +113,9 @@ class SyntheticField(Strict):
     def design_keys(self) -> tuple[str, ...]:
         """The design keys this table reads besides the answer's own field."""
         by = [self.by] if isinstance(self.by, str) else list(self.by or [])
-        return tuple(by) + ((self.unit,) if self.unit and self.unit_sd else ())
+        # Unit effects are a draw of the world the study simulates: `world` (the run's seed)
+        # redraws them with each seed, as an independent simulated study would.
+        return tuple(by) + ((self.unit, "world") if self.unit and self.unit_sd else ())
 
 
 #: Sampling parameters, checked alike where a role sets them and where one of its models does.

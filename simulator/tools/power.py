@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
@@ -105,6 +106,21 @@ def _scaled_study(study: Study, effect: float, folder: Path) -> Path:
     return path
 
 
+def world_study(arm: Path, study: Study, seed: int, folder: Path) -> Path:
+    """The arm's study file for one simulated study, with its own literal replicate seeds when
+    the study declares them (as papers report them): otherwise every simulated study would
+    replay the same draws. Unit effects are redrawn from the run seed itself (the synthetic
+    backend's ``world``)."""
+    declared = study.config.design.replicate_seeds
+    if not declared:
+        return arm
+    fresh = np.random.default_rng(seed).integers(0, 2**31 - 1, size=len(declared))
+    path = folder / f"{arm.stem}-world-{seed}.yaml"
+    design = {"replicate_seeds": [int(s) for s in fresh]}
+    path.write_text(yaml.safe_dump({"extends": str(arm), "design": design}))
+    return path
+
+
 def power(
     study_ref: str,
     agents: Sequence[int],
@@ -123,7 +139,9 @@ def power(
         studies: Simulated studies per arm and design size.
         effect: Scale of the declared effect (1 = as declared).
         alpha: Significance level.
-        seed: First seed; study ``i`` of each arm uses ``seed + i``.
+        seed: First seed; study ``i`` of each arm runs with seed ``seed + i``: its own call
+            seeds, unit effects (``unit_sd``) and literal replicate seeds, so the simulated
+            studies are independent draws of the world, not replays of one.
         progress: Called with a line after each simulated study.
 
     Raises:
@@ -146,8 +164,9 @@ def power(
             for arm, path in arms.items():
                 for i in range(studies):
                     out = folder / f"{arm}-{size}-{i}"
+                    world = world_study(path, study, seed + i, folder)
                     options = RunOptions(
-                        study=str(path), out=out, backend="synthetic", agents=size, seed=seed + i
+                        study=str(world), out=out, backend="synthetic", agents=size, seed=seed + i
                     )
                     outcome = execute(prepare(options))
                     for analysis in outcome.summary.get("analyses", []):

@@ -62,7 +62,9 @@ from sklearn.svm import LinearSVC
 from statsmodels.stats.proportion import proportions_ztest
 
 from biasim.analysis.stats.multiple import holm
-from biasim.analysis.stats.parity import group_rates
+from biasim.analysis.stats.parity import group_rates, resampling_p_value
+from biasim.analysis.stats.permutation import parity_permutation_null
+from biasim.analysis.stats.units import unit_counts
 from biasim.analysis.text.redaction import redact_names
 
 LABELS: tuple[str, str, str] = ("accept", "reject", "invalid")
@@ -822,6 +824,9 @@ def validity_by_group(
     invalid: str = "invalid",
     *,
     ddof: int = 1,
+    unit_col: str | None = None,
+    n_permutations: int = 2000,
+    seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Validity rate per group with Wilson intervals, and pairwise tests of equal validity.
 
@@ -840,6 +845,12 @@ def validity_by_group(
     near 1 and 30 emails per group, as in the paper, expected invalid counts fall below 5 and
     Fisher's test is the one used. Holm's adjustment runs over all pairs.
 
+    Both treat emails as independent. When a unit (``unit_col``, the name) writes several
+    emails, a name the model garbles is garbled in every role, and those tests reject 69-90 %
+    of null data sets. Each pair is then tested by relabelling whole units between its two
+    groups (``p_value``, ``test`` = ``unit permutation``, ``(1 + b) / (1 + B)``); the
+    email-level test stays beside it as ``p_emails`` (``test_emails``), labelled.
+
     Args:
         df: One row per email.
         group_cols: Column(s) defining the groups, e.g. ``["race", "gender"]``.
@@ -852,7 +863,10 @@ def validity_by_group(
         ``ci_low``, ``ci_high`` (95 % Wilson). ``pairwise``: for each group column ``g`` the
         columns ``g_a`` and ``g_b``, then ``n_a``, ``valid_a``, ``validity_a``, ``n_b``,
         ``valid_b``, ``validity_b``, ``difference`` (a - b), ``min_expected``, ``test`` (``z`` or
-        ``fisher``), ``statistic`` (z, or Fisher's sample odds ratio), ``p_value``, ``p_holm``.
+        ``fisher``), ``statistic`` (z, or Fisher's sample odds ratio), ``p_value``, ``p_holm``;
+        where units recur, also ``unit``, ``n_units_a``, ``n_units_b``, ``test_emails``,
+        ``statistic_emails`` and ``p_emails``, and ``test``, ``statistic`` (the difference)
+        and ``p_value`` are the unit permutation's.
 
     Raises:
         ValueError: If a label is missing, or a group column is named ``valid`` (which
@@ -917,5 +931,44 @@ def validity_by_group(
         "p_value",
     ]
     pairwise = pd.DataFrame(rows, columns=columns)
+    if unit_col is not None and df[unit_col].notna().any():
+        units = unit_counts(frame.assign(_unit=df[unit_col]), keys, ["_unit"], "_is_valid")
+        if (units["n_rows"] > 1).any():
+            pairwise = _unit_pairs(pairwise, units, keys, unit_col, n_permutations, seed)
     pairwise["p_holm"] = holm(pairwise["p_value"].to_numpy(dtype=float))
     return table, pairwise
+
+
+def _unit_pairs(
+    pairwise: pd.DataFrame,
+    units: pd.DataFrame,
+    keys: list[str],
+    unit_col: str,
+    n_permutations: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Each pair's validity difference tested by relabelling whole units between its groups."""
+    emails = {"test": "test_emails", "statistic": "statistic_emails", "p_value": "p_emails"}
+    out = pairwise.rename(columns=emails)
+    p_values, sizes = [], []
+    for index, row in out.iterrows():
+        # Compared by value, not text: a row of mixed columns turns integer groups into floats.
+        in_a = np.logical_and.reduce([units[k] == row[f"{k}_a"] for k in keys])
+        in_b = np.logical_and.reduce([units[k] == row[f"{k}_b"] for k in keys])
+        pair = units[in_a | in_b]
+        is_b = in_b[in_a | in_b].astype(np.int64)
+        observed, null = parity_permutation_null(
+            pair["n_rows"].to_numpy(),
+            pair["k"].to_numpy(),
+            is_b,
+            n_permutations=n_permutations,
+            seed=seed + int(index),
+        )
+        p_values.append(resampling_p_value(null, observed))
+        sizes.append((int((is_b == 0).sum()), int(is_b.sum())))
+    out["test"] = "unit permutation"
+    out["statistic"] = out["difference"]
+    out["p_value"] = p_values
+    out["unit"] = unit_col
+    out["n_units_a"], out["n_units_b"] = [s[0] for s in sizes], [s[1] for s in sizes]
+    return out

@@ -115,9 +115,10 @@ def variance_tests(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 
     Returns:
         ``levene_statistic``, ``levene_p`` (two-sided), ``levene_p_one_sided`` (H1:
-        var X > var Y, read as the authors: p/2 when the posting variance is larger, else
-        1 - p/2); ``paired_p`` (H1: postings' absolute deviations from their median exceed
-        the applications'), ``paired_p_opposite``; and both sample variances.
+        postings spread more, read as the authors: p/2 when the postings' mean absolute
+        deviation from their median, the quantity the test compares, is larger, else 1 - p/2);
+        ``paired_p`` (H1: postings' absolute deviations from their median exceed the
+        applications'), ``paired_p_opposite``; and both sample variances.
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     var_x, var_y = _sd(x) ** 2, _sd(y) ** 2
@@ -132,7 +133,9 @@ def variance_tests(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     return {
         "levene_statistic": statistic,
         "levene_p": p,
-        "levene_p_one_sided": p / 2 if var_x > var_y else 1 - p / 2,
+        # Brown-Forsythe's F is the squared t of the absolute deviations from the medians: its
+        # one-sided direction is theirs, which the sample variances need not share.
+        "levene_p_one_sided": p / 2 if dev_x.mean() > dev_y.mean() else 1 - p / 2,
         "paired_p": p_larger_x,
         "paired_p_opposite": p_smaller_x,
         "var_postings": var_x,
