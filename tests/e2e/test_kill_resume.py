@@ -59,5 +59,6 @@ def test_sigkill_mid_stage_then_resume_finishes_every_unit_once(tmp_path: Path) 
     assert total == distinct == 900  # no call was asked twice
     # Rich wraps long lines at the terminal width; compare with whitespace collapsed.
     assert f"new calls: {900 - before}" in " ".join(done.stdout.split())
-    # Rows answered before the kill kept their answers: the resume replayed them from the store.
-    assert (results["cached"].sum()) == before
+    # Rows answered before the kill kept their answers (replayed from the store, so only the
+    # rest were new calls); `cached` keeps where each answer first came from: the model.
+    assert not results["cached"].any()

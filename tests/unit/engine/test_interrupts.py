@@ -112,7 +112,8 @@ def test_a_signal_stops_a_synthetic_run_cleanly_and_resume_finishes_it(
         assert stopped <= after + 64
     results = assert_resume_finishes(out, 900)
     assert (results["status"] == "answered").all()
-    assert results["cached"].sum() == stopped
+    # Nothing answered before the stop was asked again (assert_resume_finishes counts keys);
+    # `cached` says where an answer first came from, so a resume leaves it as it was.
 
 
 needs_model = pytest.mark.skipif(
