@@ -101,12 +101,9 @@ class PipelineKind(AnalysisKind):
     def compute(self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext) -> Section:
         stages = {s.name: s for s in ctx.study.stages}
         writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
-        authors = _authors(results, writing, spec.groups)
-        picks = {
-            name: stages[name].select or (1 if stages[name].reads.matching == "pair" else 0)  # type: ignore[union-attr]
-            for name in spec.stages
-        }
-        readings = _readings(results, picks, authors)
+        authors = authors_table(results, writing, spec.groups)
+        picks = {name: stage_picks(stages[name]) for name in spec.stages}
+        readings = readings_table(results, picks, authors)
         chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
         summary: dict[str, Any] = {
             "writing_stage": writing,
@@ -117,7 +114,7 @@ class PipelineKind(AnalysisKind):
             "documents_failed": int((~authors["valid"]).sum()),
         }
         section = Section(summary=summary)
-        candidates, exclusions = _candidates(readings, chain, authors)
+        candidates, exclusions = candidates_table(readings, chain, authors)
         summary["exclusions"] = exclusions
         section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
             exclusions, columns=["stage", "reason", "count"]
@@ -222,7 +219,7 @@ class PipelineKind(AnalysisKind):
                 row = next(r for r in parts["stages"] if r["stage"] == stage)
                 console.print(
                     f"  {stage}: DPD {fmt(row['dpd'])}, p ({summary['adjust']}) "
-                    f"{_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
+                    f"{format_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
                 )
             console.print("  ! = impact ratio below four-fifths")
             compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
@@ -252,7 +249,7 @@ class PipelineKind(AnalysisKind):
                 f"  position effect at {row['stage']}: the first shown was picked in "
                 f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
                 f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
-                f"p ({summary['adjust']}) {_p(row['p_adjusted'])}"
+                f"p ({summary['adjust']}) {format_p(row['p_adjusted'])}"
             )
         for stage, groups in summary.get("choice_rates", {}).items():
             for group, rows in groups.items():
@@ -271,7 +268,7 @@ class PipelineKind(AnalysisKind):
                     f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
                     f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
                     f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
-                    f"{_p(row['p_adjusted'])}"
+                    f"{format_p(row['p_adjusted'])}"
                 )
         if summary["exclusions"]:
             console.print(
@@ -388,7 +385,13 @@ class PipelineKind(AnalysisKind):
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
 
 
-def _authors(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
+def stage_picks(stage: Any) -> int:
+    """How many documents a reader of ``stage`` picks: its ``select``, 1 for a pair, 0 for a
+    single reading."""
+    return stage.select or (1 if stage.reads.matching == "pair" else 0)
+
+
+def authors_table(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
     """One row per writer: its document's unit id, group values and whether it wrote."""
     rows = results[results["stage"] == writing]
     return pd.DataFrame(
@@ -401,7 +404,9 @@ def _authors(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataF
     )
 
 
-def _readings(results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFrame) -> pd.DataFrame:
+def readings_table(
+    results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFrame
+) -> pd.DataFrame:
     """One row per document shown in an evaluation of the stages in ``picks`` (stage -> how
     many each reader picks, 0 for single readings): evaluation, cluster, position, pool size,
     k, whether it was picked (advanced), and its author's groups."""
@@ -446,7 +451,7 @@ def _readings(results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFram
     return frame.join(groups, on="candidate")
 
 
-def _candidates(
+def candidates_table(
     readings: pd.DataFrame, chain: list[str], authors: pd.DataFrame
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The stage table's input (candidates in valid evaluations of each stage) and what was
@@ -498,7 +503,7 @@ def _candidates(
     return candidates, exclusions
 
 
-def _p(value: float | None) -> str:
+def format_p(value: float | None) -> str:
     """``= p`` as printed, or ``< 0.001`` rather than a misleading ``= 0.000``."""
     if value is not None and value == value and value < 0.001:
         return "< 0.001"

@@ -23,6 +23,8 @@ from biasim.simulator.study.config import Study, StudyConfig
 from biasim.simulator.study.files import load_with_extends, read_data_files
 from biasim.simulator.study.hints import pattern_message
 from biasim.simulator.study.persona_writer import collapse_generated, expand_generated
+from biasim.simulator.study.pipeline_checks import check_policies
+from biasim.simulator.study.policies import expand_policies
 
 
 def study_json_schema() -> dict[str, Any]:
@@ -173,10 +175,14 @@ def validate_study(
     if problems:
         raise InputError(problems)
     config = config.model_copy(update={"analyses": specs})
-    problems = check_study(config, smap, check_backends=check_backends)
+    # The record of the run keeps the policies as written; the engine runs their copies.
+    resolved = collapse_generated(config.model_dump(mode="json"))
+    problems = check_policies(config, smap)
+    if not problems:
+        config = expand_policies(config)
+        problems = check_study(config, smap, check_backends=check_backends)
     if problems:
         raise InputError(problems)
-    resolved = collapse_generated(config.model_dump(mode="json"))
     return Study(config=config, resolved=resolved, source_map=smap, path=path)
 
 
