@@ -467,6 +467,7 @@ def plot_policy_ratios(
     title: str | None = None,
     *,
     threshold: float = 0.8,
+    xlabel: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
     """End-to-end impact ratio by group, one line per policy, with the four-fifths line drawn.
@@ -478,6 +479,7 @@ def plot_policy_ratios(
         group: The group column whose values are the x axis.
         title: Axes title.
         threshold: Where the dashed four-fifths line is drawn.
+        xlabel: The x axis label (default ``group``).
         path: When given, the PNG is written there with ``save_figure``.
 
     Returns:
@@ -508,11 +510,18 @@ def plot_policy_ratios(
             label=str(policy),
         )
     ax.axhline(threshold, color="#b22222", linestyle="--", linewidth=1)
-    ax.text(x[-1] + 0.45, threshold, f"{threshold:g}", color="#b22222", va="center")
+    ax.text(
+        -0.45,
+        threshold + 0.01,
+        f"four-fifths ({threshold:g})",
+        color="#b22222",
+        va="bottom",
+        fontsize=TICK_FONT_SIZE,
+    )
     ax.set_xticks(x, [_readable(v) for v in values])
     ax.set_xlim(-0.5, x[-1] + 0.6)
     ax.set_ylim(0, 1.1)
-    ax.set_xlabel(group)
+    ax.set_xlabel(xlabel or group)
     ax.set_ylabel("end-to-end impact ratio (95% CI)")
     ax.grid(axis="y", color="#e6e6e6", linewidth=0.8)
     ax.set_axisbelow(True)

@@ -167,7 +167,7 @@ class PolicyEffectKind(AnalysisKind):
             section.tables[slug(ctx.name, "rates", label)] = rates
             section.tables[slug(ctx.name, "effects", label)] = change
             section.figures[slug(ctx.name, "impact_ratio", label)] = figures.plot_policy_ratios(
-                rates, group, title=f"End-to-end impact ratio by {label}, per policy"
+                rates, group, title=f"End-to-end impact ratio by {label}, per policy", xlabel=label
             )
             summary["by_group"][group] = {
                 "label": label,
