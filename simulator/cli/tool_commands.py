@@ -192,6 +192,13 @@ def audit(
     analysis: Annotated[
         str | None, typer.Option(help="Run: the analysis whose decisions are audited.")
     ] = None,
+    stage: Annotated[
+        str | None,
+        typer.Option(
+            help="Run of a pipeline: audit this stage's decisions among its entrants (default: "
+            "the last stage, end to end over every applicant)."
+        ),
+    ] = None,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
@@ -232,6 +239,7 @@ def audit(
         by=[c.strip() for c in (by or "").split(",") if c.strip()],
         exclude_small=exclude_small,
         analysis=analysis,
+        stage=stage,
     )
     try:
         result = ll144_audit(source, options)

@@ -21,6 +21,7 @@ from rich.text import Text
 from biasim.analysis import figures
 from biasim.analysis.stats import counterfactual, multiple, pipeline
 from biasim.analysis.stats.parity import wilson_interval
+from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -31,6 +32,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 
 
 class PipelineSpec(AnalysisSpec):
@@ -99,6 +101,9 @@ class PipelineKind(AnalysisKind):
             facts.problem(("stages",), f"the stages read different documents: {sorted(written)}")
 
     def compute(self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext) -> Section:
+        split = compute_per_run(self.compute, results, spec, ctx)
+        if split is not None:
+            return split
         stages = {s.name: s for s in ctx.study.stages}
         writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
         authors = authors_table(results, writing, spec.groups)
@@ -190,7 +195,42 @@ class PipelineKind(AnalysisKind):
             }
         return section
 
+    def selections(
+        self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext
+    ) -> pd.DataFrame:
+        """Every applicant, ``selected`` when advanced at the last stage (end to end); NA
+        when its document was not written."""
+        stages = {s.name: s for s in ctx.study.stages}
+        chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
+        return _audited(results, ctx, chain, spec.groups, entrants_only=False)
+
+    def stage_selections(
+        self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext, stage: str
+    ) -> pd.DataFrame:
+        """The decisions of ``stage``: its entrants, ``selected`` when advanced there."""
+        stages = {s.name: s for s in ctx.study.stages}
+        reading = [s.name for s in ctx.study.stages if s.reads is not None]
+        config = stages.get(stage)
+        if config is None or config.reads is None or config.reads.counterfactual is not None:
+            raise InputError(
+                [
+                    Problem(
+                        "--stage",
+                        None,
+                        "",
+                        f"`{stage}` is no selecting stage of this run; stages: "
+                        + ", ".join(s for s in reading if stages[s].reads.counterfactual is None),  # type: ignore[union-attr]
+                    )
+                ]
+            )
+        chain = [stage]
+        while stages[chain[0]].reads.after is not None:  # type: ignore[union-attr]
+            chain.insert(0, stages[chain[0]].reads.after)  # type: ignore[union-attr, arg-type]
+        return _audited(results, ctx, chain, spec.groups, entrants_only=True)
+
     def print(self, summary: dict[str, Any], console: Console) -> None:
+        if print_per_run(self.print, summary, console):
+            return
         console.print(
             Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "
             f"({summary['documents_failed']} failed to write)"
@@ -279,6 +319,8 @@ class PipelineKind(AnalysisKind):
             )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if html_per_run(self.html, summary, section):
+            return
         section.paragraph(
             f"{summary['applications']} applications ({summary['documents_failed']} failed to "
             f"write); stages {' → '.join(summary['stages'])}."
@@ -383,6 +425,32 @@ class PipelineKind(AnalysisKind):
             )
         if summary["exclusions"]:
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
+
+
+def _audited(
+    results: pd.DataFrame,
+    ctx: AnalysisContext,
+    chain: list[str],
+    groups: list[str],
+    *,
+    entrants_only: bool,
+) -> pd.DataFrame:
+    """The writing stage's rows (persona, design columns) of the applicants audited, with
+    ``selected``: advanced at the last stage of ``chain``. ``entrants_only``: only those read
+    in a valid evaluation of that stage (its decisions); else every applicant (end to end)."""
+    stages = {s.name: s for s in ctx.study.stages}
+    writing = stages[chain[0]].reads.stage  # type: ignore[union-attr]
+    authors = authors_table(results, writing, groups)
+    readings = readings_table(results, {name: stage_picks(stages[name]) for name in chain}, authors)
+    candidates, _ = candidates_table(readings, chain, authors)
+    last = candidates[candidates["stage"] == chain[-1]]
+    advanced = set(last.loc[last["advanced"], "candidate"])
+    rows = results[results["stage"] == writing]
+    ids = rows["agent_id"].astype(str)
+    if entrants_only:
+        rows, ids = rows[ids.isin(set(last["candidate"]))], ids[ids.isin(set(last["candidate"]))]
+    written = rows["valid"].astype("boolean").fillna(False)
+    return rows.assign(selected=ids.isin(advanced).astype("boolean").where(written))
 
 
 def stage_picks(stage: Any) -> int:

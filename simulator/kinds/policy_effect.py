@@ -36,6 +36,7 @@ from biasim.simulator.kinds.pipeline import (
     readings_table,
     stage_picks,
 )
+from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 from biasim.simulator.study.policies import BASE, policy_names, policy_stage_name
 
 #: Name of the intersectional group column (its values join the axes' values with `|`).
@@ -125,6 +126,9 @@ class PolicyEffectKind(AnalysisKind):
     def compute(
         self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
     ) -> Section:
+        split = compute_per_run(self.compute, results, spec, ctx)
+        if split is not None:
+            return split
         outcomes, excluded = policy_outcomes(results, spec, ctx)
         policies = policy_names(ctx.study)
         groups = _group_columns(spec)
@@ -186,6 +190,8 @@ class PolicyEffectKind(AnalysisKind):
         }
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
+        if print_per_run(self.print, summary, console):
+            return
         console.print(
             Text(str(summary["name"]), style="bold")
             + f": {summary['applicants']} applicants in {summary['clusters']} pools, read under "
@@ -213,6 +219,8 @@ class PolicyEffectKind(AnalysisKind):
             )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if html_per_run(self.html, summary, section):
+            return
         section.paragraph(
             f"{summary['applicants']} applicants in {summary['clusters']} first-stage pools, "
             "each read under every policy: "
