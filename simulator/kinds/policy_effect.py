@@ -180,6 +180,23 @@ class PolicyEffectKind(AnalysisKind):
             }
         return section
 
+    def selections(
+        self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
+    ) -> pd.DataFrame:
+        """One row per applicant and policy (column ``policy``), ``selected`` when hired end
+        to end under that policy; the applicants read under every policy."""
+        outcomes, _ = policy_outcomes(results, spec, ctx)
+        writing = next(s for s in ctx.study.stages if s.name == spec.stages[0]).reads.stage  # type: ignore[union-attr]
+        rows = results[results["stage"] == writing].assign(
+            candidate=lambda r: r["agent_id"].astype(str)
+        )
+        decided = outcomes[["candidate", "policy", "selected"]].astype({"selected": "boolean"})
+        own = [c for c in ("policy", "selected") if c in rows.columns]
+        return rows.drop(columns=own).merge(decided, on="candidate")
+
+    def audit_strata(self, spec: PolicyEffectSpec) -> list[str]:
+        return ["policy"]
+
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
         return {
             f"{row['policy']} vs {row['baseline']}: {parts['label']} {row['value']}": row[
