@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from biasim.simulator.study.fields import Identifier, Strict
 
 if TYPE_CHECKING:
+    from biasim.simulator.common.yamlsource import SourceMap
     from biasim.simulator.study.config import StageConfig, StudyConfig
 
 #: The policy the study's own stages implement.
@@ -110,3 +111,29 @@ def _copy(stage: StageConfig, policy: str, change: PolicyStage | None) -> StageC
     update["reads"] = reads.model_copy(update=reads_update)
     update["policy_of"] = (stage.name, policy)
     return stage.model_copy(update=update)
+
+
+def locate_copies(config: StudyConfig, smap: SourceMap) -> tuple[SourceMap, dict[str, str]]:
+    """Source locations for the stage copies of an expanded study: a field a policy changes
+    where the policy writes it, the rest where the copied stage does; and each copy's field
+    prefix (``stages[3]``) -> how a problem names it (``policies.redacted.stages.screen``)."""
+    index = {s.name: i for i, s in enumerate(config.stages) if s.policy_of is None}
+    locations, text_lines = dict(smap.locations), dict(smap.text_lines)
+    names: dict[str, str] = {}
+    for i, stage in enumerate(config.stages):
+        if stage.policy_of is None:
+            continue
+        original, policy = stage.policy_of
+        names[f"stages[{i}]"] = f"policies.{policy}.stages.{original}"
+        for table in (locations, text_lines):
+            for path, value in list(table.items()):
+                if path[:2] == ("stages", index[original]):
+                    table[("stages", i, *path[2:])] = value
+            written = ("policies", policy, "stages", original)
+            for path, value in list(table.items()):
+                if path[:4] == written and len(path) > 4:
+                    field = ("reads", "author") if path[4] == "author" else (path[4],)
+                    table[("stages", i, *field, *path[5:])] = value
+    from biasim.simulator.common.yamlsource import SourceMap
+
+    return SourceMap(locations, smap.default_file, text_lines), names
