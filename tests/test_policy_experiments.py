@@ -269,3 +269,20 @@ def test_hiring_policies_recovers_the_declared_redaction_effect(tmp_path: Path, 
     text = " ".join(result.stdout.split())
     assert "end-to-end impact ratio by race x gender" in text
     assert "redacted vs base, Black: rate" in text
+
+
+def test_show_prompts_renders_what_each_policy_sends(tmp_path: Path, cli) -> None:
+    path = pipeline_studies.write(tmp_path / "s.yaml", policy_study())
+    result = invoke(cli, "validate", path, "--show-prompts")
+    assert result.exit_code == 0, result.output
+    blocks = result.stdout.split("\n== ")
+    screen = next(b for b in blocks if b.startswith("stages[1].prompt"))
+    redacted = next(b for b in blocks if b.startswith("policies.redacted.stages.screen.prompt"))
+    # Distinct placeholder documents under distinct placeholder names, labelled as run-time.
+    names = [f"[name of applicant {i}]" for i in range(1, 9)]
+    assert all(name in screen for name in names)
+    assert "[document 3, written in stage `apply` at run time]" in screen
+    # Redaction applied as the run applies it: no name, the marker instead.
+    assert "[name withheld]" in redacted and "[name of applicant" not in redacted
+    shortlist = next(b for b in blocks if b.startswith("policies.shortlist4.stages.screen"))
+    assert "Pick 4 of 8" in shortlist

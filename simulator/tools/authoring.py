@@ -71,6 +71,17 @@ class RenderedPrompt:
     agents: list[str]
 
 
+def _template_name(study: Study, path: FieldPath) -> str:
+    """How a template is named: its field, or for a policy's copy of a stage, the policy."""
+    if path[:1] == ("stages",) and isinstance(path[1], int):
+        stage = study.config.stages[path[1]]
+        if stage.policy_of is not None:
+            original, policy = stage.policy_of
+            rest = format_path(("x", *path[2:]))[1:]
+            return f"policies.{policy}.stages.{original}{rest} (stage {stage.name})"
+    return format_path(path)
+
+
 def distinct_prompts(study: Study) -> list[RenderedPrompt]:
     """Every distinct rendered text of every template, template by template in study order,
     for one persona of each axis value under each factor level (varied one at a time), as
@@ -82,7 +93,7 @@ def distinct_prompts(study: Study) -> list[RenderedPrompt]:
         who = (agent.persona.key or "no persona") + (f"; {levels}" if levels else "")
         texts = found.setdefault(path, {})
         if text not in texts:
-            texts[text] = RenderedPrompt(format_path(path), text, [])
+            texts[text] = RenderedPrompt(_template_name(study, path), text, [])
         if who not in texts[text].agents:
             texts[text].agents.append(who)
 
