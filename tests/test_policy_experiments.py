@@ -263,7 +263,10 @@ def test_hiring_policies_recovers_the_declared_redaction_effect(tmp_path: Path, 
     found = effects[effects["policy"] == "redacted"].set_index("value")
     for race, row in found.iterrows():
         change = truth.loc[race, "redacted"] - truth.loc[race, "base"]
-        assert row["rate_change_low"] <= change <= row["rate_change_high"], (race, change)
+        # Within 3 standard errors (the 95% interval's half-width / 1.96): one run's three
+        # 95% intervals all cover the truth only 86% of the time.
+        se = (row["rate_change_high"] - row["rate_change_low"]) / (2 * 1.96)
+        assert abs(row["rate_change"] - change) < 3 * se, (race, change, row["rate_change"])
     # The declared screening preference is what redaction removes: White rates fall.
     assert found.loc["White", "rate_change_high"] < 0 and found.loc["White", "p_adjusted"] < 0.05
     text = " ".join(result.stdout.split())
