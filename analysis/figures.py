@@ -522,6 +522,76 @@ def plot_model_grades(
     return _finish(fig, path)
 
 
+def plot_policy_ratios(
+    table: pd.DataFrame,
+    group: str,
+    title: str | None = None,
+    *,
+    threshold: float = 0.8,
+    xlabel: str | None = None,
+    path: str | Path | None = None,
+) -> Figure:
+    """End-to-end impact ratio by group, one line per policy, with the four-fifths line drawn.
+
+    Args:
+        table: :func:`biasim.analysis.stats.policy.policy_rates` output (``policy``, ``group``,
+            ``value``, ``impact_ratio``, ``ratio_low``, ``ratio_high``); the rows whose
+            ``group`` is ``group`` are drawn, policies in table order.
+        group: The group column whose values are the x axis.
+        title: Axes title.
+        threshold: Where the dashed four-fifths line is drawn.
+        xlabel: The x axis label (default ``group``).
+        path: When given, the PNG is written there with ``save_figure``.
+
+    Returns:
+        The figure: one axes, one line with interval bars per policy.
+    """
+    rows = table[table["group"] == group]
+    if rows.empty:
+        raise ValueError(f"no rows for group `{group}`")
+    values = list(dict.fromkeys(rows["value"]))
+    policies = list(dict.fromkeys(rows["policy"]))
+    x = np.arange(len(values))
+    fig = Figure(figsize=(max(6.5, 0.9 * len(values) + 3.5), 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    # Side by side, so the interval bars of policies never hide each other.
+    offsets = (np.arange(len(policies)) - (len(policies) - 1) / 2) * 0.12
+    for i, policy in enumerate(policies):
+        part = rows[rows["policy"] == policy].set_index("value").reindex(values)
+        ratio = part["impact_ratio"].to_numpy(dtype=float)
+        errors = np.abs(np.vstack([ratio - part["ratio_low"], part["ratio_high"] - ratio]))
+        ax.errorbar(
+            x + offsets[i],
+            ratio,
+            yerr=np.nan_to_num(errors.astype(float)),
+            color=f"C{i}",
+            marker=FUNNEL_MARKERS[i % len(FUNNEL_MARKERS)],
+            linewidth=2,
+            capsize=3,
+            label=str(policy),
+        )
+    ax.axhline(threshold, color="#b22222", linestyle="--", linewidth=1)
+    ax.text(
+        -0.45,
+        threshold + 0.01,
+        f"four-fifths ({threshold:g})",
+        color="#b22222",
+        va="bottom",
+        fontsize=TICK_FONT_SIZE,
+    )
+    ax.set_xticks(x, [_readable(v) for v in values])
+    ax.set_xlim(-0.5, x[-1] + 0.6)
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel(xlabel or group)
+    ax.set_ylabel("end-to-end impact ratio (95% CI)")
+    ax.grid(axis="y", color="#e6e6e6", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(title="policy", loc="lower left", frameon=False)
+    ax.set_title(title or f"Impact ratio by {group}, per policy")
+    return _finish(fig, path)
+
+
 def add_banner(fig: Figure, text: str) -> Figure:
     """Stamp ``text`` across the top of ``fig`` in a band of its own, e.g. the notice that
     the answers drawn came from the synthetic responder, not a language model.

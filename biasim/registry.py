@@ -130,6 +130,7 @@ KINDS = Registry(
         "demographic_parity": "biasim.simulator.kinds.demographic_parity:DemographicParityKind",
         "acceptance": "biasim.simulator.kinds.acceptance:AcceptanceKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
+        "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
         "prism": "biasim.simulator.kinds.prism:PrismKind",
         "association": "biasim.simulator.kinds.association:AssociationKind",

@@ -205,6 +205,13 @@ def audit(
     max_groups: Annotated[
         int, typer.Option(min=1, help="CSV: most distinct categories (sex x race x --by).")
     ] = DEFAULT_MAX_GROUPS,
+    stage: Annotated[
+        str | None,
+        typer.Option(
+            help="Run of a pipeline: audit this stage's decisions among its entrants (default: "
+            "the last stage, end to end over every applicant)."
+        ),
+    ] = None,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
@@ -246,6 +253,7 @@ def audit(
         exclude_small=exclude_small,
         analysis=analysis,
         limits=CsvLimits(max_cell_chars, max_groups),
+        stage=stage,
     )
     is_run = (source / MANIFEST).is_file()
     try:

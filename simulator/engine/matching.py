@@ -16,10 +16,7 @@ from dataclasses import dataclass, field
 
 from biasim.analysis.text.redaction import redact_names
 from biasim.simulator.study.design import AgentSpec
-from biasim.simulator.study.populations import ReadsConfig
-
-#: The text shown instead of a redacted name.
-REDACTED = "[name withheld]"
+from biasim.simulator.study.populations import REDACTED, ReadsConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -386,7 +386,8 @@ class StudyModel(mesa.Model):
             documents = [d for d in documents if d.author.agent_id in passed]
         matching = form_evaluations(
             reads,
-            plan.name,
+            # A policy's copy of a stage draws the same pools as the stage: common random numbers.
+            config.policy_of[0] if config.policy_of else plan.name,
             documents,
             k=plan.select or 0,
             seed=self.study.seed,

@@ -236,3 +236,10 @@ class AnalysisKind:
         """One row per decision for an audit (``model_label``, persona axes, ``selected``
         True/False/NA for excluded answers), or None when the kind decides nothing."""
         return None
+
+    def stage_selections(
+        self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext, stage: str
+    ) -> pd.DataFrame | None:
+        """As :meth:`selections`, for the decisions of one stage of a pipeline (``biasim audit
+        --stage``), or None when the kind has no stages to choose from."""
+        return None

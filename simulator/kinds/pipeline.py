@@ -21,6 +21,7 @@ from rich.text import Text
 from biasim.analysis import figures
 from biasim.analysis.stats import counterfactual, multiple, pipeline
 from biasim.analysis.stats.parity import wilson_interval
+from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -31,6 +32,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 
 
 class PipelineSpec(AnalysisSpec):
@@ -99,14 +101,14 @@ class PipelineKind(AnalysisKind):
             facts.problem(("stages",), f"the stages read different documents: {sorted(written)}")
 
     def compute(self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext) -> Section:
+        split = compute_per_run(self.compute, results, spec, ctx)
+        if split is not None:
+            return split
         stages = {s.name: s for s in ctx.study.stages}
         writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
-        authors = _authors(results, writing, spec.groups)
-        picks = {
-            name: stages[name].select or (1 if stages[name].reads.matching == "pair" else 0)  # type: ignore[union-attr]
-            for name in spec.stages
-        }
-        readings = _readings(results, picks, authors)
+        authors = authors_table(results, writing, spec.groups)
+        picks = {name: stage_picks(stages[name]) for name in spec.stages}
+        readings = readings_table(results, picks, authors)
         chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
         summary: dict[str, Any] = {
             "writing_stage": writing,
@@ -117,7 +119,7 @@ class PipelineKind(AnalysisKind):
             "documents_failed": int((~authors["valid"]).sum()),
         }
         section = Section(summary=summary)
-        candidates, exclusions = _candidates(readings, chain, authors)
+        candidates, exclusions = candidates_table(readings, chain, authors)
         summary["exclusions"] = exclusions
         section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
             exclusions, columns=["stage", "reason", "count"]
@@ -204,7 +206,42 @@ class PipelineKind(AnalysisKind):
             tests[f"{row['stage']}: position effect"] = row.get("p_adjusted")
         return tests
 
+    def selections(
+        self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext
+    ) -> pd.DataFrame:
+        """Every applicant, ``selected`` when advanced at the last stage (end to end); NA
+        when its document was not written."""
+        stages = {s.name: s for s in ctx.study.stages}
+        chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
+        return _audited(results, ctx, chain, spec.groups, entrants_only=False)
+
+    def stage_selections(
+        self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext, stage: str
+    ) -> pd.DataFrame:
+        """The decisions of ``stage``: its entrants, ``selected`` when advanced there."""
+        stages = {s.name: s for s in ctx.study.stages}
+        reading = [s.name for s in ctx.study.stages if s.reads is not None]
+        config = stages.get(stage)
+        if config is None or config.reads is None or config.reads.counterfactual is not None:
+            raise InputError(
+                [
+                    Problem(
+                        "--stage",
+                        None,
+                        "",
+                        f"`{stage}` is no selecting stage of this run; stages: "
+                        + ", ".join(s for s in reading if stages[s].reads.counterfactual is None),  # type: ignore[union-attr]
+                    )
+                ]
+            )
+        chain = [stage]
+        while stages[chain[0]].reads.after is not None:  # type: ignore[union-attr]
+            chain.insert(0, stages[chain[0]].reads.after)  # type: ignore[union-attr, arg-type]
+        return _audited(results, ctx, chain, spec.groups, entrants_only=True)
+
     def print(self, summary: dict[str, Any], console: Console) -> None:
+        if print_per_run(self.print, summary, console):
+            return
         console.print(
             Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "
             f"({summary['documents_failed']} failed to write)"
@@ -233,7 +270,7 @@ class PipelineKind(AnalysisKind):
                 row = next(r for r in parts["stages"] if r["stage"] == stage)
                 console.print(
                     f"  {stage}: DPD {fmt(row['dpd'])}, p ({summary['adjust']}) "
-                    f"{_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
+                    f"{format_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
                 )
             console.print("  ! = impact ratio below four-fifths")
             compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
@@ -263,7 +300,7 @@ class PipelineKind(AnalysisKind):
                 f"  position effect at {row['stage']}: the first shown was picked in "
                 f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
                 f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
-                f"p ({summary['adjust']}) {_p(row['p_adjusted'])}"
+                f"p ({summary['adjust']}) {format_p(row['p_adjusted'])}"
             )
         for stage, groups in summary.get("choice_rates", {}).items():
             for group, rows in groups.items():
@@ -282,7 +319,7 @@ class PipelineKind(AnalysisKind):
                     f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
                     f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
                     f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
-                    f"{_p(row['p_adjusted'])}"
+                    f"{format_p(row['p_adjusted'])}"
                 )
         if summary["exclusions"]:
             console.print(
@@ -293,6 +330,8 @@ class PipelineKind(AnalysisKind):
             )
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if html_per_run(self.html, summary, section):
+            return
         section.paragraph(
             f"{summary['applications']} applications ({summary['documents_failed']} failed to "
             f"write); stages {' → '.join(summary['stages'])}."
@@ -399,7 +438,39 @@ class PipelineKind(AnalysisKind):
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
 
 
-def _authors(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
+def _audited(
+    results: pd.DataFrame,
+    ctx: AnalysisContext,
+    chain: list[str],
+    groups: list[str],
+    *,
+    entrants_only: bool,
+) -> pd.DataFrame:
+    """The writing stage's rows (persona, design columns) of the applicants audited, with
+    ``selected``: advanced at the last stage of ``chain``. ``entrants_only``: only those read
+    in a valid evaluation of that stage (its decisions); else every applicant (end to end)."""
+    stages = {s.name: s for s in ctx.study.stages}
+    writing = stages[chain[0]].reads.stage  # type: ignore[union-attr]
+    authors = authors_table(results, writing, groups)
+    readings = readings_table(results, {name: stage_picks(stages[name]) for name in chain}, authors)
+    candidates, _ = candidates_table(readings, chain, authors)
+    last = candidates[candidates["stage"] == chain[-1]]
+    advanced = set(last.loc[last["advanced"], "candidate"])
+    rows = results[results["stage"] == writing]
+    ids = rows["agent_id"].astype(str)
+    if entrants_only:
+        rows, ids = rows[ids.isin(set(last["candidate"]))], ids[ids.isin(set(last["candidate"]))]
+    written = rows["valid"].astype("boolean").fillna(False)
+    return rows.assign(selected=ids.isin(advanced).astype("boolean").where(written))
+
+
+def stage_picks(stage: Any) -> int:
+    """How many documents a reader of ``stage`` picks: its ``select``, 1 for a pair, 0 for a
+    single reading."""
+    return stage.select or (1 if stage.reads.matching == "pair" else 0)
+
+
+def authors_table(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
     """One row per writer: its document's unit id, group values and whether it wrote."""
     rows = results[results["stage"] == writing]
     return pd.DataFrame(
@@ -412,7 +483,9 @@ def _authors(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataF
     )
 
 
-def _readings(results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFrame) -> pd.DataFrame:
+def readings_table(
+    results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFrame
+) -> pd.DataFrame:
     """One row per document shown in an evaluation of the stages in ``picks`` (stage -> how
     many each reader picks, 0 for single readings): evaluation, cluster, position, pool size,
     k, whether it was picked (advanced), and its author's groups."""
@@ -457,7 +530,7 @@ def _readings(results: pd.DataFrame, picks: dict[str, int], authors: pd.DataFram
     return frame.join(groups, on="candidate")
 
 
-def _candidates(
+def candidates_table(
     readings: pd.DataFrame, chain: list[str], authors: pd.DataFrame
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The stage table's input (candidates in valid evaluations of each stage) and what was
@@ -509,7 +582,7 @@ def _candidates(
     return candidates, exclusions
 
 
-def _p(value: float | None) -> str:
+def format_p(value: float | None) -> str:
     """``= p`` as printed, or ``< 0.001`` rather than a misleading ``= 0.000``."""
     if value is not None and value == value and value < 0.001:
         return "< 0.001"

@@ -31,7 +31,7 @@ from biasim.simulator.study.config import (
 from biasim.simulator.study.hints import nearest, synthetic_hint, undefined_message
 from biasim.simulator.study.pairing import check_pairing, draw_trial, pool
 from biasim.simulator.study.personas import ABLATION_FACTOR
-from biasim.simulator.study.populations import stage_population
+from biasim.simulator.study.populations import REDACTED, stage_population
 from biasim.simulator.study.templating import (
     RENDER_ERRORS,
     compile_expression,
@@ -612,20 +612,28 @@ def _reader_specs(config: StudyConfig) -> dict[str, Any]:
 
 
 def _reading_placeholders(stage: StageConfig, persona: Any) -> dict[str, Any]:
-    """What a reading's templates see, filled with stand-ins (see ``agents.Reading``)."""
+    """What a reading's templates see (see ``agents.Reading``), with labelled stand-ins for
+    what only the run knows: distinct documents, each under its own placeholder name, and the
+    name withheld where the stage redacts it, as the run sends it."""
     reads = stage.reads
     assert reads is not None
     size = {"single": 1, "pair": 2}.get(reads.matching) or reads.size or (stage.select or 1) + 1
-    documents = [
-        {
-            "label": i + 1,
-            "name": persona.name,
-            "text": "text",
-            "attributes": dict(persona.attributes),
-            "variant": "",
-        }
-        for i in range(size)
-    ]
+    redacted = reads.author == "redacted"
+    documents = []
+    for i in range(size):
+        name = REDACTED if redacted else f"[name of applicant {i + 1}]"
+        if reads.counterfactual:
+            name = f"[a name of the other {reads.counterfactual}]"
+        documents.append(
+            {
+                "label": i + 1,
+                "name": name,
+                "text": f"[document {i + 1}, written in stage `{reads.stage}` at run time"
+                + (f"; its author's name replaced by {REDACTED}]" if redacted else "]"),
+                "attributes": {} if redacted else dict(persona.attributes),
+                "variant": "",
+            }
+        )
     return {
         "documents": documents,
         "document": documents[0],

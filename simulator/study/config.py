@@ -29,6 +29,7 @@ from biasim.simulator.study.columns import (
 from biasim.simulator.study.fields import LABEL_PATTERN, Identifier, LevelName, Strict
 from biasim.simulator.study.pairing import PairingConfig
 from biasim.simulator.study.personas import PersonaConfig
+from biasim.simulator.study.policies import PolicyConfig
 from biasim.simulator.study.populations import PopulationConfig, ReadsConfig
 
 
@@ -388,6 +389,12 @@ class StageConfig(Strict):
         "field gets a probability from the log-probabilities of the answer's first token "
         "(column `probabilities`); the decision analyses then compare expected decisions.",
     )
+    policy_of: tuple[str, str] | None = Field(
+        None,
+        exclude=True,
+        description="Set by `policies:` on the copies it makes, never written: (the stage "
+        "copied, the policy). A copy draws its pools as the stage it copies.",
+    )
 
 
 class DesignConfig(Strict):
@@ -473,6 +480,12 @@ class StudyConfig(Strict):
         "screeners, managers); each stage names its population.",
     )
     stages: list[StageConfig] = Field(min_length=1)
+    policies: dict[Identifier, PolicyConfig] | None = Field(
+        None,
+        description="Pipeline policies: name -> the reading-stage settings it changes. Every "
+        "policy reads the same documents in the same pools (the study's stages are policy "
+        "`base`).",
+    )
     design: DesignConfig
     biographies: BiographiesConfig | None = Field(
         None,

@@ -257,5 +257,76 @@ def load_with_extends(ref: str | Path, chain: tuple[str, ...]) -> tuple[Any, Sou
         if len(exc.problems) == 1 and exc.problems[0].line is None:
             raise InputError([smap.problem(("extends",), exc.problems[0].message)]) from None
         raise
+    base, base_map = _named(base, base_map)
+    data, smap = _named(data, smap)
+    _check_removals(base, data, smap)
     merged = deep_merge(base, data)
-    return merged, base_map.overlay(smap, merged), label
+    merged_map = base_map.overlay(smap, merged)
+    return (*_listed(merged, merged_map), label)
+
+
+#: Lists of named mappings that ``extends`` merges entry by entry (matched by ``name``), so a
+#: study that changes one stage writes that stage only; ``remove: true`` drops an entry.
+NAMED_LISTS = ("stages",)
+
+
+def _named(data: dict[str, Any], smap: SourceMap) -> tuple[dict[str, Any], SourceMap]:
+    """``data`` with each named list as a mapping name -> entry (``remove: true`` as null),
+    and its source map keyed alike; a list whose entries are not all named stays a list."""
+    data = dict(data)
+    for key in NAMED_LISTS:
+        entries = data.get(key)
+        names = [e.get("name") if isinstance(e, dict) else None for e in entries or []]
+        if not isinstance(entries, list) or not all(isinstance(n, str) for n in names):
+            continue
+        if len(set(names)) != len(names):
+            continue  # the schema check names the repeated stage
+        data[key] = {
+            n: None if e.get("remove") is True else {k: v for k, v in e.items() if k != "remove"}
+            for n, e in zip(names, entries, strict=True)
+        }
+        smap = _rekey(smap, key, dict(enumerate(names)))
+    return data, smap
+
+
+def _listed(data: dict[str, Any], smap: SourceMap) -> tuple[dict[str, Any], SourceMap]:
+    """The inverse of :func:`_named`: each named mapping back into a list, in order."""
+    data = dict(data)
+    for key in NAMED_LISTS:
+        if isinstance(data.get(key), dict):
+            names = list(data[key])
+            data[key] = [{"name": n, **data[key][n]} for n in names]
+            smap = _rekey(smap, key, {n: i for i, n in enumerate(names)})
+    return data, smap
+
+
+def _rekey(smap: SourceMap, key: str, mapping: dict[Any, Any]) -> SourceMap:
+    """``smap`` with the part after ``key`` of each path renamed by ``mapping``."""
+
+    def rename(path: FieldPath) -> FieldPath | None:
+        if len(path) < 2 or path[0] != key:
+            return path
+        return (key, mapping[path[1]], *path[2:]) if path[1] in mapping else None
+
+    def moved(table: dict[FieldPath, Any]) -> dict[FieldPath, Any]:
+        out = {}
+        for path, value in table.items():
+            new = rename(path)
+            if new is not None:
+                out[new] = value
+        return out
+
+    return SourceMap(moved(smap.locations), smap.default_file, moved(smap.text_lines))
+
+
+def _check_removals(base: dict[str, Any], data: dict[str, Any], smap: SourceMap) -> None:
+    """A removed entry must exist in the study extended."""
+    problems = [
+        smap.problem((key, name, "remove"), f"the study extended has no {key[:-1]} `{name}`")
+        for key in NAMED_LISTS
+        if isinstance(data.get(key), dict)
+        for name, entry in data[key].items()
+        if entry is None and name not in (base.get(key) or {})
+    ]
+    if problems:
+        raise InputError(problems)

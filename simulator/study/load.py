@@ -8,6 +8,7 @@ A study is validated in three passes, each reporting every problem it finds: the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import types
 import typing
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from biasim.simulator.study.config import Study, StudyConfig
 from biasim.simulator.study.files import load_with_extends, read_data_files
 from biasim.simulator.study.hints import nearest, pattern_message
 from biasim.simulator.study.persona_writer import collapse_generated, expand_generated
+from biasim.simulator.study.pipeline_checks import check_policies
+from biasim.simulator.study.policies import expand_policies, locate_copies
 
 
 def study_json_schema() -> dict[str, Any]:
@@ -175,11 +178,36 @@ def validate_study(
     if problems:
         raise InputError(problems)
     config = config.model_copy(update={"analyses": specs})
-    problems = check_study(config, smap, check_backends=check_backends)
+    # The record of the run keeps the policies as written; the engine runs their copies.
+    resolved = collapse_generated(config.model_dump(mode="json"))
+    problems = check_policies(config, smap)
+    if not problems:
+        config = expand_policies(config)
+        located, copies = locate_copies(config, smap)
+        problems = _policy_problems(
+            check_study(config, located, check_backends=check_backends), copies
+        )
     if problems:
         raise InputError(problems)
-    resolved = collapse_generated(config.model_dump(mode="json"))
     return Study(config=config, resolved=resolved, source_map=smap, path=path)
+
+
+def _policy_problems(problems: list[Problem], copies: dict[str, str]) -> list[Problem]:
+    """Problems of a policy's stage copies named as the policy (``policies.P.stages.S``), and
+    each reported once: a problem of the copied stage repeats in every copy."""
+    out: list[Problem] = []
+    seen: set[tuple[str, int | None, str]] = set()
+    for problem in problems:
+        key = (problem.file, problem.line, problem.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        head, dot, rest = problem.field.partition(".")
+        name = copies.get(head.partition("]")[0] + "]" if "[" in head else head)
+        if name is not None:
+            problem = dataclasses.replace(problem, field=name + dot + rest)
+        out.append(problem)
+    return out
 
 
 def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list[Problem]]:

@@ -8,6 +8,7 @@ import networkx as nx
 
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.design import population_sizes
+from biasim.simulator.study.policies import BASE
 from biasim.simulator.study.populations import (
     populations,
     stage_graph,
@@ -17,6 +18,7 @@ from biasim.simulator.study.populations import (
 if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import SourceMap
     from biasim.simulator.study.config import StageConfig, StudyConfig
+    from biasim.simulator.study.policies import PolicyStage
 
 
 def check_pipeline(config: StudyConfig, smap: SourceMap) -> list[Problem]:
@@ -258,4 +260,72 @@ def _check_reads(
                     f"selects {k} of the {carried} that `{reads.after}` advanced: pick fewer",
                 )
             )
+    return problems
+
+
+def check_policies(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Problems with ``policies:``: each names reading stages and changes the engine can apply
+    to them while every policy keeps the same documents and pools."""
+    problems: list[Problem] = []
+    for i, stage in enumerate(config.stages):
+        if stage.policy_of is not None:
+            problems.append(
+                smap.problem(("stages", i, "policy_of"), "set by `policies:`, never written")
+            )
+    if not config.policies:
+        return problems
+    if not config.populations:
+        problems.append(
+            smap.problem(("policies",), "policies change reading stages: declare `populations`")
+        )
+        return problems
+    stages = {s.name: s for s in config.stages}
+    for policy, spec in config.policies.items():
+        at: tuple[str | int, ...] = ("policies", policy)
+        if policy == BASE or "__" in policy:
+            problems.append(
+                smap.problem(at, f"`{BASE}` (the study's own stages) and names with `__` are taken")
+            )
+        for name, change in spec.stages.items():
+            where = (*at, "stages", name)
+            stage = stages.get(name)
+            if stage is None or stage.reads is None:
+                known = ", ".join(s.name for s in config.stages if s.reads is not None)
+                problems.append(
+                    smap.problem(where, f"no reading stage named `{name}`; reading stages: {known}")
+                )
+                continue
+            problems.extend(_policy_change_problems(smap, where, stage, change))
+    return problems
+
+
+def _policy_change_problems(
+    smap: SourceMap, where: tuple[str | int, ...], stage: StageConfig, change: PolicyStage
+) -> list[Problem]:
+    reads = stage.reads
+    assert reads is not None
+    problems = []
+    if change.author == "redacted" and reads.counterfactual is not None:
+        problems.append(
+            smap.problem(
+                (*where, "author"),
+                "a counterfactual stage swaps the shown name: it cannot also redact it",
+            )
+        )
+    if change.select is not None:
+        if reads.matching != "pool":
+            problems.append(
+                smap.problem((*where, "select"), "only a pool reading picks a chosen number")
+            )
+        elif reads.size is not None and change.select >= reads.size:
+            problems.append(
+                smap.problem(
+                    (*where, "select"),
+                    f"picking {change.select} of pools of {reads.size} is no decision",
+                )
+            )
+    if change.advance is not None and reads.matching != "single":
+        problems.append(
+            smap.problem((*where, "advance"), "only a single reading has an advance rule")
+        )
     return problems

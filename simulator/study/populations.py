@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 AgentRole = Literal[
     "applicant", "letter_writer", "decision_maker", "screener", "hiring_manager", "evaluator"
 ]
+#: The text shown instead of a redacted name (in the document and as its label's name).
+REDACTED = "[name withheld]"
 #: The implicit population of a study that declares none (today's scenario decision-makers).
 DEFAULT_POPULATION = "agents"
 

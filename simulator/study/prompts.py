@@ -34,6 +34,17 @@ class RenderedPrompt:
         return {"stage": self.stage, "field": self.field, "text": self.text, "agents": self.agents}
 
 
+def _template_name(study: Study, path: FieldPath) -> str:
+    """How a template is named: its field, or for a policy's copy of a stage, the policy."""
+    if path[:1] == ("stages",) and isinstance(path[1], int):
+        stage = study.config.stages[path[1]]
+        if stage.policy_of is not None:
+            original, policy = stage.policy_of
+            rest = format_path(("x", *path[2:]))[1:]
+            return f"policies.{policy}.stages.{original}{rest} (stage {stage.name})"
+    return format_path(path)
+
+
 def distinct_prompts(study: Study) -> list[RenderedPrompt]:
     """Every distinct rendered text of every template, template by template in study order,
     for one persona of each axis value under each factor level (varied one at a time), as
@@ -46,7 +57,7 @@ def distinct_prompts(study: Study) -> list[RenderedPrompt]:
         texts = found.setdefault(path, {})
         if text not in texts:
             stage = study.config.stages[path[1]].name if path[0] == "stages" else str(path[0])
-            texts[text] = RenderedPrompt(stage, format_path(path), text, [])
+            texts[text] = RenderedPrompt(stage, _template_name(study, path), text, [])
         if who not in texts[text].agents:
             texts[text].agents.append(who)
 

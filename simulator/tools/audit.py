@@ -49,6 +49,7 @@ class AuditOptions:
     exclude_small: bool = False
     analysis: str | None = None
     limits: CsvLimits = field(default_factory=CsvLimits)
+    stage: str | None = None
 
 
 def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str | None:
@@ -68,14 +69,23 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         name = spec.name or f"analysis{i + 1}"
         if options.analysis in (None, name):
             ctx = AnalysisContext(study.config, name, study_folder(study))
-            frame = get_kind(spec.kind).selections(results, spec, ctx)
+            plugin = get_kind(spec.kind)
+            if options.stage is None:
+                frame = plugin.selections(results, spec, ctx)
+            else:
+                frame = plugin.stage_selections(results, spec, ctx, options.stage)
             if frame is not None:
                 chosen = (name, spec.kind, frame, i)
                 break
     if chosen is None:
         what = f"no analysis named `{options.analysis}`" if options.analysis else "no analysis"
+        decides = (
+            f"decides at a stage (--stage {options.stage})"
+            if options.stage
+            else ("decides anything")
+        )
         raise InputError(
-            [Problem(str(run_dir), None, "--analysis", f"{what} of this run decides anything")]
+            [Problem(str(run_dir), None, "--analysis", f"{what} of this run {decides}")]
         )
     name, kind, frame, index = chosen
     manifest = read_json(run_dir / MANIFEST)
@@ -85,9 +95,9 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "kind": "test data",
         "description": (
             f"simulated decisions of run {run_dir} (study {study.config.name}, analysis "
-            f"{name} of kind {kind}); each row is one simulated applicant's decision by the "
-            "model(s) named below. Local Law 144 allows test data when historical data are "
-            "not available; say so in any published summary."
+            f"{name} of kind {kind}{_which_stage(kind, options)}); each row is one simulated "
+            "applicant's decision by the model(s) named below. Local Law 144 allows test data "
+            "when historical data are not available; say so in any published summary."
         ),
         "date_range": date_range(dates),
         "date_basis": "when the run's model calls were made",
@@ -103,6 +113,15 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
     if "model_label" not in options.by and frame["model_label"].nunique() > 1:
         options.by = ["model_label", *options.by]
     return frame.assign(_selected=frame["selected"]), source
+
+
+def _which_stage(kind: str, options: AuditOptions) -> str:
+    """Which decisions of a pipeline were audited, in words."""
+    if options.stage:
+        return f", the decisions of stage {options.stage} among those who entered it"
+    if kind == "pipeline":
+        return ", selected = advanced at the last stage, of every applicant (end to end)"
+    return ""
 
 
 #: A column the audit takes as the selected flag when no outcome option names one.

@@ -35,10 +35,12 @@ class LoadedRun:
     labels: dict[str, str]  # the run's model label -> label in the comparison
 
 
-def study_differences(first: dict[str, Any], other: dict[str, Any], path: str = "") -> list[str]:
-    """Where two resolved studies differ, as ``field: value vs value`` (roles excluded)."""
-    out: list[str] = []
+def study_differences(first: Any, other: Any, path: str = "") -> list[str]:
+    """Where two resolved studies differ, one line per differing field, named by its path and
+    its values shown whole (roles excluded). Lists of named entries (stages) are matched by
+    name, so a changed stage is named, not its index."""
     if isinstance(first, dict) and isinstance(other, dict):
+        out: list[str] = []
         for key in sorted(set(first) | set(other), key=str):
             if not path and key in COMPARABLE_EXCEPT:
                 continue
@@ -48,10 +50,23 @@ def study_differences(first: dict[str, Any], other: dict[str, Any], path: str = 
             else:
                 out += study_differences(first[key], other[key], where)
         return out
-    if first != other:
-        shown = [repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..." for v in (first, other)]
-        out.append(f"{path}: {shown[0]} vs {shown[1]}")
-    return out
+    if _named(first) and _named(other):
+        return study_differences({e["name"]: e for e in first}, {e["name"]: e for e in other}, path)
+    if isinstance(first, list) and isinstance(other, list) and len(first) == len(other):
+        return [
+            d
+            for i, pair in enumerate(zip(first, other, strict=True))
+            for d in study_differences(*pair, f"{path}[{i}]")
+        ]
+    return [f"{path}: {first!r} vs {other!r}"] if first != other else []
+
+
+def _named(value: Any) -> bool:
+    """A list whose entries are mappings with distinct names (a study's stages)."""
+    if not isinstance(value, list) or not value:
+        return False
+    names = [e.get("name") if isinstance(e, dict) else None for e in value]
+    return all(isinstance(n, str) for n in names) and len(set(names)) == len(names)
 
 
 def parse_labels(options: list[str]) -> dict[Path, str]:
@@ -160,6 +175,16 @@ def _relabel(run: LoadedRun) -> pd.DataFrame:
         df[column] = [
             f"{n}/{i[len(o) + 1 :] if o and i.startswith(o + '/') else i}"
             for i, o, n in zip(ids, old, new, strict=True)
+        ]
+    if "reads" in df.columns:
+        # The documents a reading showed, by unit id: renamed alike, so they stay found.
+        df["reads"] = [
+            r
+            if not isinstance(r, str)
+            else "|".join(
+                f"{n}/{u[len(o) + 1 :] if o and u.startswith(o + '/') else u}" for u in r.split("|")
+            )
+            for r, o, n in zip(df["reads"], old, new, strict=True)
         ]
     df["model_label"] = new
     return df

@@ -1,0 +1,388 @@
+"""Kind ``policy_effect``: what a change of hiring process does to who is selected end to end.
+
+Reads a pipeline study with ``policies:`` (see ``simulator.study.policies``): every applicant's
+document is read under every policy in the same pools. Per group (and race x gender when
+``intersectional``): each policy's end-to-end selection rate and impact ratio with intervals,
+side by side; each policy against the baseline with a paired test whose unit is the
+first-stage pool (the applicant where documents are read alone), Holm across groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import Field
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from biasim.analysis import figures
+from biasim.analysis.stats import policy as policy_stats
+from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.tables import print_table
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    AnalysisSpec,
+    Section,
+    StudyFacts,
+    slug,
+)
+from biasim.simulator.kinds.pipeline import (
+    authors_table,
+    candidates_table,
+    format_p,
+    readings_table,
+    stage_picks,
+)
+from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
+from biasim.simulator.study.policies import BASE, policy_names, policy_stage_name
+
+#: Name of the intersectional group column (its values join the axes' values with `|`).
+JOINED = "_x_"
+
+
+class PolicyEffectSpec(AnalysisSpec):
+    """End-to-end selection under each policy of a pipeline study, and each policy's effect."""
+
+    kind: Literal["policy_effect"]
+    stages: list[str] = Field(
+        min_length=1, description="The study's reading stages in pipeline order (policy base)."
+    )
+    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
+    intersectional: bool = Field(
+        True, description="Also the groups crossed (e.g. race x gender), when there are two+."
+    )
+    baseline: str = Field(BASE, description="The policy every other is compared with.")
+    n_permutations: int = Field(2000, ge=100, description="Pool swaps per paired test.")
+    n_boot: int = Field(1000, ge=100, description="Cluster-bootstrap draws per interval.")
+    adjust: Literal["holm", "bh", "none"] = Field(
+        "holm", description="Adjustment of each comparison's tests across groups."
+    )
+
+
+_NOTE = (
+    "Impact ratio = the group's end-to-end selection rate over the highest group's under the "
+    "same policy (as NYC Local Law 144 defines it): an outcome disparity, which mixes "
+    "differences between the documents with discrimination. 95% intervals: percentiles of a "
+    "bootstrap of first-stage pools (the applicant where read alone)."
+)
+_TEST_NOTE = (
+    "Every policy read the same documents in the same pools, so a policy's effect is paired "
+    "and causal for the policy (the documents are held fixed). change = policy minus "
+    "{baseline}; intervals: paired pool bootstrap; p: the group's selection rate, by a "
+    "permutation test swapping the group's two counts of whole pools (unit of "
+    "exchangeability: the first-stage pool), {adjust}-adjusted across the groups of one "
+    "comparison. The impact ratio's change has an interval, no test: a ratio to the highest "
+    "group moves with every group's rate. The causal effect of a name on a "
+    "given document is measured by reading it under swapped names (a `counterfactual` stage, "
+    "reported by the `pipeline` analysis)."
+)
+
+
+class PolicyEffectKind(AnalysisKind):
+    """End-to-end selection by group under each policy, and each policy's paired effect."""
+
+    name = "policy_effect"
+    spec = PolicyEffectSpec
+    title = "Policy experiment: who is selected under each policy"
+
+    def check(self, spec: PolicyEffectSpec, facts: StudyFacts) -> None:
+        facts.need_axes(spec.groups, ("groups",))
+        config = facts.config
+        if not config.policies:
+            facts.problem(
+                ("kind",),
+                "the study declares no `policies:`; compare two runs with `biasim compare`",
+            )
+            return
+        if spec.baseline not in policy_names(config):
+            facts.problem(
+                ("baseline",),
+                f"no policy `{spec.baseline}`; policies: {', '.join(policy_names(config))}",
+            )
+        stages = {s.name: s for s in config.stages if s.policy_of is None}
+        previous = None
+        for j, name in enumerate(spec.stages):
+            stage = stages.get(name)
+            if stage is None or stage.reads is None:
+                facts.problem(("stages", j), f"no reading stage named `{name}`")
+                return
+            if stage.reads.counterfactual is not None:
+                facts.problem(
+                    ("stages", j),
+                    f"`{name}` reads under swapped names: it selects nobody end to end (the "
+                    "`pipeline` analysis reports its paired name effect)",
+                )
+            if stage.reads.after != previous:
+                facts.problem(
+                    ("stages", j),
+                    f"`{name}` does not follow `{previous}`: list the whole chain in order, "
+                    "from the first reading stage",
+                )
+            previous = name
+
+    def compute(
+        self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
+    ) -> Section:
+        split = compute_per_run(self.compute, results, spec, ctx)
+        if split is not None:
+            return split
+        outcomes, excluded = policy_outcomes(results, spec, ctx)
+        policies = policy_names(ctx.study)
+        groups = _group_columns(spec)
+        summary: dict[str, Any] = {
+            "policies": policies,
+            "descriptions": {
+                p: (ctx.study.policies or {})[p].description if p != BASE else "as declared"
+                for p in policies
+            },
+            "baseline": spec.baseline,
+            "stages": spec.stages,
+            "groups": groups,
+            "adjust": spec.adjust,
+            "applicants": int(outcomes["candidate"].nunique()),
+            "clusters": int(outcomes["cluster"].nunique()),
+            "excluded": excluded,
+            "by_group": {},
+        }
+        section = Section(summary=summary)
+        for group in groups:
+            rates = policy_stats.policy_rates(
+                outcomes, group, policies, n_boot=spec.n_boot, seed=ctx.study.seed
+            )
+            changes = [
+                policy_stats.policy_difference(
+                    outcomes,
+                    group,
+                    spec.baseline,
+                    other,
+                    n_permutations=spec.n_permutations,
+                    n_boot=spec.n_boot,
+                    seed=ctx.study.seed,
+                    adjust=spec.adjust,
+                )
+                for other in policies
+                if other != spec.baseline
+            ]
+            change = pd.concat(changes, ignore_index=True)
+            label = _label(group)
+            section.tables[slug(ctx.name, "rates", label)] = rates
+            section.tables[slug(ctx.name, "effects", label)] = change
+            section.figures[slug(ctx.name, "impact_ratio", label)] = figures.plot_policy_ratios(
+                rates, group, title=f"End-to-end impact ratio by {label}, per policy", xlabel=label
+            )
+            summary["by_group"][group] = {
+                "label": label,
+                "rates": rates.to_dict("records"),
+                "effects": change.to_dict("records"),
+            }
+        return section
+
+    def selections(
+        self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
+    ) -> pd.DataFrame:
+        """One row per applicant and policy (column ``policy``), ``selected`` when hired end
+        to end under that policy; the applicants read under every policy."""
+        outcomes, _ = policy_outcomes(results, spec, ctx)
+        writing = next(s for s in ctx.study.stages if s.name == spec.stages[0]).reads.stage  # type: ignore[union-attr]
+        rows = results[results["stage"] == writing].assign(
+            candidate=lambda r: r["agent_id"].astype(str)
+        )
+        decided = outcomes[["candidate", "policy", "selected"]].astype({"selected": "boolean"})
+        own = [c for c in ("policy", "selected") if c in rows.columns]
+        return rows.drop(columns=own).merge(decided, on="candidate")
+
+    def audit_strata(self, spec: PolicyEffectSpec) -> list[str]:
+        return ["policy"]
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        return {
+            f"{row['policy']} vs {row['baseline']}: {parts['label']} {row['value']}": row[
+                "p_adjusted"
+            ]
+            for parts in summary["by_group"].values()
+            for row in parts["effects"]
+        }
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        if print_per_run(self.print, summary, console):
+            return
+        console.print(
+            Text(str(summary["name"]), style="bold")
+            + f": {summary['applicants']} applicants in {summary['clusters']} pools, read under "
+            + ", ".join(f"{p} ({summary['descriptions'][p]})" for p in summary["policies"])
+        )
+        for parts in summary["by_group"].values():
+            _print_rates(summary, parts, console)
+            for row in parts["effects"]:
+                console.print(
+                    f"  {row['policy']} vs {row['baseline']}, {row['value']}: rate "
+                    f"{fmt(row['rate_baseline'])} -> {fmt(row['rate_policy'])} "
+                    f"({_signed(row, 'rate_change')}), paired p ({summary['adjust']}) "
+                    f"{format_p(row['p_adjusted'])}; impact ratio "
+                    f"{fmt(row['ratio_baseline'])} -> {fmt(row['ratio_policy'])} "
+                    f"({_signed(row, 'ratio_change')})"
+                )
+        console.print(
+            "  impact ratios are outcome disparities; the paired change is the policy's "
+            "causal effect on the same documents"
+        )
+        if summary["excluded"]:
+            console.print(
+                "  excluded: "
+                + "; ".join(f"{e['count']} {e['reason']}" for e in summary["excluded"])
+            )
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if html_per_run(self.html, summary, section):
+            return
+        section.paragraph(
+            f"{summary['applicants']} applicants in {summary['clusters']} first-stage pools, "
+            "each read under every policy: "
+            + "; ".join(f"{p}: {summary['descriptions'][p]}" for p in summary["policies"])
+            + "."
+        )
+        for group, parts in summary["by_group"].items():
+            section.table(
+                _side_by_side(summary["policies"], parts["rates"]),
+                key=["by_group", group, "rates"],
+                title=f"End-to-end impact ratio by {parts['label']}, per policy",
+                columns=[
+                    Column("value", parts["label"], "text"),
+                    *[
+                        col
+                        for p in summary["policies"]
+                        for col in (
+                            Column(f"{p}_rate", f"{p}: rate", ".3f"),
+                            Column(f"{p}_ratio", f"{p}: impact ratio", ".3f"),
+                            Column(f"{p}_low", "95% CI", "ci", upper=f"{p}_high"),
+                        )
+                    ],
+                ],
+                note=_NOTE,
+            )
+            section.figure(
+                slug(summary["name"], "impact_ratio", parts["label"]),
+                f"End-to-end impact ratio by {parts['label']}, one line per policy; the dashed "
+                "line is the four-fifths threshold",
+            )
+            section.table(
+                parts["effects"],
+                key=["by_group", group, "effects"],
+                title=f"Policy effects by {parts['label']}, paired",
+                columns=[
+                    Column("policy", "policy", "text"),
+                    Column("value", parts["label"], "text"),
+                    Column("ratio_baseline", f"IR {summary['baseline']}", ".3f"),
+                    Column("ratio_policy", "IR policy", ".3f"),
+                    Column("ratio_change", "IR change", ".3f"),
+                    Column("ratio_change_low", "95% CI", "ci", upper="ratio_change_high"),
+                    Column("rate_baseline", f"rate {summary['baseline']}", ".3f"),
+                    Column("rate_policy", "rate policy", ".3f"),
+                    Column("rate_change", "rate change", ".3f"),
+                    Column("rate_change_low", "95% CI", "ci", upper="rate_change_high"),
+                    Column("p_value", "p (rate)", ".4f"),
+                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+                ],
+                note=_TEST_NOTE.format(baseline=summary["baseline"], adjust=summary["adjust"]),
+            )
+        if summary["excluded"]:
+            section.table(summary["excluded"], key="excluded", title="Excluded, by reason")
+
+
+def policy_outcomes(
+    results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """One row per (applicant, policy): its first-stage pool, groups and whether it was
+    selected at the last stage; only applicants read in a valid evaluation under every policy
+    (the others are counted by reason)."""
+    stages = {s.name: s for s in ctx.study.stages}
+    writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
+    authors = authors_table(results, writing, spec.groups)
+    frames = []
+    excluded: list[dict[str, Any]] = []
+    for policy in policy_names(ctx.study):
+        chain = [policy_stage_name(s, policy) for s in spec.stages]
+        picks = {name: stage_picks(stages[name]) for name in chain}
+        readings = readings_table(results, picks, authors)
+        candidates, _ = candidates_table(readings, chain, authors)
+        first = candidates[candidates["stage"] == chain[0]]
+        last = candidates[(candidates["stage"] == chain[-1]) & candidates["advanced"]]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "candidate": first["candidate"].to_numpy(),
+                    "policy": policy,
+                    # Pools are drawn alike under every policy: the id without the stage.
+                    "cluster": first["cluster"].str.split("/", n=1).str[1].to_numpy(),
+                    "selected": first["candidate"].isin(set(last["candidate"])).to_numpy(),
+                    **{g: first[g].to_numpy() for g in spec.groups},
+                }
+            )
+        )
+    outcomes = pd.concat(frames, ignore_index=True)
+    counts = outcomes.groupby("candidate")["policy"].nunique()
+    paired = set(counts.index[counts == len(frames)])
+    written = int(authors["valid"].sum())
+    if written - len(paired):
+        excluded.append(
+            {
+                "reason": "applicants not read in a valid first-stage evaluation under every "
+                "policy (document not written, pool left over, evaluation failed)",
+                "count": written - len(paired),
+            }
+        )
+    outcomes = outcomes[outcomes["candidate"].isin(paired)].reset_index(drop=True)
+    if spec.intersectional and len(spec.groups) > 1:
+        outcomes[JOINED.join(spec.groups)] = outcomes[spec.groups].astype(str).agg("|".join, axis=1)
+    return outcomes, excluded
+
+
+def _group_columns(spec: PolicyEffectSpec) -> list[str]:
+    crossed = [JOINED.join(spec.groups)] if spec.intersectional and len(spec.groups) > 1 else []
+    return [*spec.groups, *crossed]
+
+
+def _label(group: str) -> str:
+    return group.replace(JOINED, " x ")
+
+
+def _side_by_side(policies: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per group value with each policy's rate, ratio and interval."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = out.setdefault(str(row["value"]), {"value": row["value"]})
+        p = row["policy"]
+        entry[f"{p}_rate"], entry[f"{p}_ratio"] = row["rate"], row["impact_ratio"]
+        entry[f"{p}_low"], entry[f"{p}_high"] = row["ratio_low"], row["ratio_high"]
+    return [out[v] for v in sorted(out)] if policies else []
+
+
+def _signed(row: dict[str, Any], key: str) -> str:
+    """``+0.041, 95% CI -0.010 to +0.090``: a change and its interval."""
+    return (
+        f"{fmt(row[key], '+.3f')}, 95% CI {fmt(row[key + '_low'], '+.3f')} to "
+        f"{fmt(row[key + '_high'], '+.3f')}"
+    )
+
+
+def _print_rates(summary: dict[str, Any], parts: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{summary['name']}: end-to-end impact ratio by {parts['label']}")
+    table.add_column(parts["label"], justify="right", overflow="fold")
+    for p in summary["policies"]:
+        table.add_column(f"{p}: rate", justify="right", overflow="fold")
+        table.add_column(f"{p}: IR (95% CI)", justify="right", overflow="fold")
+    for row in _side_by_side(summary["policies"], parts["rates"]):
+        cells = [str(row["value"])]
+        for p in summary["policies"]:
+            flag = "!" if row[f"{p}_ratio"] < 0.8 - 1e-12 else ""
+            cells += [
+                fmt(row[f"{p}_rate"]),
+                f"{fmt(row[f'{p}_ratio'])}{flag} "
+                f"({fmt(row[f'{p}_low'], '.2f')}-{fmt(row[f'{p}_high'], '.2f')})",
+            ]
+        table.add_row(*cells)
+    print_table(console, table)
+    console.print("  ! = impact ratio below four-fifths")

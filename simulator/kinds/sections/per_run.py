@@ -1,0 +1,66 @@
+"""Kinds whose analysis is one study's pipeline (``pipeline``, ``policy_effect``) read several
+models or compared runs (``biasim compare``) one by one: documents, pools and who advanced
+belong to one run, so pooling two runs' readings into one table would mix their pools. Each run
+gets its own summary under ``models``, shown one after another."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+
+from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.kinds.base import AnalysisContext, Section, slug
+
+Compute = Callable[[pd.DataFrame, Any, AnalysisContext], Section]
+
+
+def compute_per_run(
+    compute: Compute, results: pd.DataFrame, spec: Any, ctx: AnalysisContext
+) -> Section | None:
+    """``compute`` on each model label's rows, or None when there is one label (the caller
+    computes as usual). Tables and figures are prefixed with the label."""
+    labels = ctx.models_in(results)
+    if len(labels) < 2:
+        return None
+    section = Section(summary={"models": {}})
+    for label in labels:
+        name = slug(ctx.name, label)
+        part = compute(
+            results[results["model_label"] == label], spec, dataclasses.replace(ctx, name=name)
+        )
+        part.summary.update(name=name, model=label)
+        section.summary["models"][label] = part.summary
+        section.tables.update(part.tables)
+        section.figures.update(part.figures)
+    return section
+
+
+def print_per_run(
+    show: Callable[[dict[str, Any], Console], None], summary: dict[str, Any], console: Console
+) -> bool:
+    """Print each run's summary with ``show``; False when the summary is of one run."""
+    if "models" not in summary:
+        return False
+    for label, part in summary["models"].items():
+        console.rule(f"{summary['name']}: {label}")
+        show(part, console)
+    return True
+
+
+def html_per_run(
+    show: Callable[[dict[str, Any], HtmlSection], None],
+    summary: dict[str, Any],
+    section: HtmlSection,
+) -> bool:
+    """Write each run's summary with ``show`` under a heading; False when it is of one run."""
+    if "models" not in summary:
+        return False
+    for label, part in summary["models"].items():
+        section.heading(label)
+        # The same page and figures; numbers point into this run's summary.
+        show(part, dataclasses.replace(section, path=(*section.path, "models", label)))
+    return True

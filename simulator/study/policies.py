@@ -1,0 +1,139 @@
+"""Policies: variants of a pipeline's reading stages, run on the same applicants and documents.
+
+A policy (``policies:`` in a study file) changes settings of some reading stages: the shown
+author (``author: redacted``), how many a reader picks (``select``), the prompt or system
+message (a rubric), the advance rule of a single reading (a threshold). Loading a study expands
+each policy into copies of every reading stage, named ``<stage>__<policy>``, that read the
+documents the study's writing stages wrote once; each copy draws its pools as the stage it
+copies does (:attr:`StageConfig.policy_of`). So every policy reads the same applicants in the
+same pools (common random numbers), and the difference between policies is estimated paired.
+The study's own stages are the policy :data:`BASE`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, model_validator
+
+from biasim.simulator.study.fields import Identifier, Strict
+
+if TYPE_CHECKING:
+    from biasim.simulator.common.yamlsource import SourceMap
+    from biasim.simulator.study.config import StageConfig, StudyConfig
+
+#: The policy the study's own stages implement.
+BASE = "base"
+#: What a policy may change in a reading stage; anything else would change the design itself.
+CHANGEABLE = ("author", "select", "prompt", "system", "advance")
+_WHY_NOT = {
+    "size": "a different pool size draws different pools, so no pool is read under both "
+    "policies and the paired comparison has no shared unit; run it as a second study",
+    "reads": "a policy changes `author` of what a stage reads, not which documents it reads",
+    "population": "a policy keeps the readers; declare another population in a second study",
+    "role": "a policy keeps the role (and so the model); compare models with `biasim compare`",
+    "output": "the answer fields stay the same, so every policy's answers are read alike",
+}
+
+
+class PolicyStage(Strict):
+    """The settings one policy changes in one reading stage (the rest stays as declared)."""
+
+    author: Literal["name", "redacted"] | None = Field(
+        None, description="`redacted`: the reader sees no author name (names withheld)."
+    )
+    select: int | None = Field(None, ge=1, description="How many the reader picks.")
+    prompt: str | None = Field(None, description="The user message template (e.g. a rubric).")
+    system: str | None = Field(None, description="The system message template.")
+    advance: str | None = Field(
+        None, description="Single readings: the advance rule (e.g. a higher score threshold)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_changeable(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in data:
+                if key not in CHANGEABLE:
+                    why = _WHY_NOT.get(
+                        key, "the engine applies no such change while keeping the documents"
+                    )
+                    raise ValueError(
+                        f"a policy cannot change `{key}`: {why} (a policy may change "
+                        f"{', '.join(f'`{c}`' for c in CHANGEABLE)})"
+                    )
+        return data
+
+
+class PolicyConfig(Strict):
+    """One policy: a name, what it is, and the reading stages it changes."""
+
+    description: str = Field("", description="What the policy is, in words (for the report).")
+    stages: dict[Identifier, PolicyStage] = Field(
+        min_length=1, description="Reading stage name -> the settings this policy changes."
+    )
+
+
+def policy_stage_name(stage: str, policy: str) -> str:
+    """The name of ``stage`` as run under ``policy`` (the stage itself under :data:`BASE`)."""
+    return stage if policy == BASE else f"{stage}__{policy}"
+
+
+def policy_names(config: StudyConfig) -> list[str]:
+    """:data:`BASE` and the study's policies, in declaration order."""
+    return [BASE, *(config.policies or {})]
+
+
+def expand_policies(config: StudyConfig) -> StudyConfig:
+    """The study with one copy of every reading stage per policy, its changes applied."""
+    if not config.policies:
+        return config
+    readers = [s for s in config.stages if s.reads is not None]
+    copies: list[StageConfig] = []
+    for policy, spec in config.policies.items():
+        for stage in readers:
+            copies.append(_copy(stage, policy, spec.stages.get(stage.name)))
+    return config.model_copy(update={"stages": [*config.stages, *copies]})
+
+
+def _copy(stage: StageConfig, policy: str, change: PolicyStage | None) -> StageConfig:
+    reads = stage.reads
+    assert reads is not None
+    reads_update: dict[str, Any] = {}
+    if reads.after is not None:
+        reads_update["after"] = policy_stage_name(reads.after, policy)
+    update: dict[str, Any] = {"name": policy_stage_name(stage.name, policy)}
+    if change is not None:
+        given = change.model_dump(exclude_none=True)
+        if "author" in given:
+            reads_update["author"] = given.pop("author")
+        update.update(given)
+    update["reads"] = reads.model_copy(update=reads_update)
+    update["policy_of"] = (stage.name, policy)
+    return stage.model_copy(update=update)
+
+
+def locate_copies(config: StudyConfig, smap: SourceMap) -> tuple[SourceMap, dict[str, str]]:
+    """Source locations for the stage copies of an expanded study: a field a policy changes
+    where the policy writes it, the rest where the copied stage does; and each copy's field
+    prefix (``stages[3]``) -> how a problem names it (``policies.redacted.stages.screen``)."""
+    index = {s.name: i for i, s in enumerate(config.stages) if s.policy_of is None}
+    locations, text_lines = dict(smap.locations), dict(smap.text_lines)
+    names: dict[str, str] = {}
+    for i, stage in enumerate(config.stages):
+        if stage.policy_of is None:
+            continue
+        original, policy = stage.policy_of
+        names[f"stages[{i}]"] = f"policies.{policy}.stages.{original}"
+        for table in (locations, text_lines):
+            for path, value in list(table.items()):
+                if path[:2] == ("stages", index[original]):
+                    table[("stages", i, *path[2:])] = value
+            written = ("policies", policy, "stages", original)
+            for path, value in list(table.items()):
+                if path[:4] == written and len(path) > 4:
+                    field = ("reads", "author") if path[4] == "author" else (path[4],)
+                    table[("stages", i, *field, *path[5:])] = value
+    from biasim.simulator.common.yamlsource import SourceMap
+
+    return SourceMap(locations, smap.default_file, text_lines), names
