@@ -144,6 +144,9 @@ def gee_odds_ratios(
     if len(levels) < 2 or data[hit_col].nunique() < 2:
         return _failed(name, levels, unit_col, n_units, "not fitted: one group or one outcome")
     exog = _dummies(data, group_col, item_col)
+    if n_units < 2 or len(data) <= exog.shape[1]:
+        note = f"not fitted: {len(data)} answers of {n_units} units for {exog.shape[1]} parameters"
+        return _failed(name, levels, unit_col, n_units, note)
     clusters = pd.factorize(data[unit_col])[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -151,7 +154,7 @@ def gee_odds_ratios(
             fit = sm.GLM(data[hit_col].astype(float), exog, family=sm.families.Binomial()).fit(
                 cov_type="cluster", cov_kwds={"groups": clusters}
             )
-        except (np.linalg.LinAlgError, ValueError) as exc:
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as exc:
             return _failed(name, levels, unit_col, n_units, f"not fitted: {exc}")
     problems = [str(w.message) for w in caught if "converge" in str(w.message).lower()]
     terms = list(range(1, len(levels)))
@@ -211,7 +214,7 @@ def mixed_odds_ratios(
     x = _dummies(cells, group_col, None).to_numpy()
     try:
         fit = fit_glmm(x, factors, cells["size"].to_numpy(), cells["sum"].to_numpy())
-    except (np.linalg.LinAlgError, RuntimeError) as exc:
+    except (np.linalg.LinAlgError, RuntimeError, ValueError, ZeroDivisionError) as exc:
         return _failed(name, levels, unit_col, n_units, f"not fitted: {exc}")
     terms = list(range(1, len(levels)))
     se = np.sqrt(np.diag(fit.cov)[terms])
@@ -277,7 +280,7 @@ def discrim_eval_effects(
                 groups=data[scenario_col],
                 re_formula=f"~C({group_col})",
             ).fit(reml=True, method=["lbfgs", "bfgs"])
-        except (np.linalg.LinAlgError, ValueError) as exc:
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as exc:
             return _failed(name, levels, scenario_col, n_units, f"not fitted: {exc}")
     # statsmodels warns on every optimizer it tries before one converges: only the final
     # state and a variance on its boundary are worth saying.

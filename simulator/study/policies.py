@@ -12,6 +12,7 @@ The study's own stages are the policy :data:`BASE`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
@@ -134,6 +135,5 @@ def locate_copies(config: StudyConfig, smap: SourceMap) -> tuple[SourceMap, dict
                 if path[:4] == written and len(path) > 4:
                     field = ("reads", "author") if path[4] == "author" else (path[4],)
                     table[("stages", i, *field, *path[5:])] = value
-    from biasim.simulator.common.yamlsource import SourceMap
-
-    return SourceMap(locations, smap.default_file, text_lines), names
+    # `replace` keeps the map's own kind (a generated persona writer's names its fields).
+    return dataclasses.replace(smap, locations=locations, text_lines=text_lines), names

@@ -25,11 +25,13 @@ from tests import pipeline_studies
 BIASIM = [sys.executable, "-m", "biasim"]
 
 
-def run(cli, tmp_path: Path, data: dict, name: str = "run", *args: str) -> tuple[Path, str]:
+def run(
+    cli, tmp_path: Path, data: dict, name: str = "run", *args: str, exit_code: int = 0
+) -> tuple[Path, str]:
     path = pipeline_studies.write(tmp_path / f"{name}.yaml", data)
     out = tmp_path / name
     result = cli.invoke(app, ["run", str(path), "--out", str(out), *args])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return out, result.stdout
 
 
@@ -155,12 +157,14 @@ def test_documents_that_were_not_written_are_excluded_and_counted(tmp_path: Path
 
 
 def test_a_stage_without_any_valid_answer_is_reported_not_dropped(tmp_path: Path, cli) -> None:
-    # Every manager call fails: the offer stage has no valid answer at all. The run still
-    # reports every group at every stage, counts the failures, and says why the end-to-end
-    # ratio is undefined instead of crashing or calling it 0.
+    # Every manager call fails: the offer stage has no valid answer at all. The run exits 3
+    # with status `failed` (every call of a stage failed), and still reports every group at
+    # every stage, counts the failures, and says why the end-to-end ratio is undefined
+    # instead of crashing or calling it 0.
     data = pipeline_studies.study()
     data["roles"]["manager"]["options"] = {"fail_rate": 1.0}
-    out, printed = run(cli, tmp_path, data)
+    out, printed = run(cli, tmp_path, data, exit_code=3)
+    assert json.loads((out / "manifest.json").read_text())["status"] == "failed"
     summary = json.loads((out / "summary.json").read_text())["analyses"][0]
     failed = [e for e in summary["exclusions"] if e["stage"] == "offer"]
     assert failed and failed[0]["reason"] == "in an evaluation that failed"
