@@ -4,6 +4,8 @@ hallucinated sentences against whole letters; WEAT effect sizes of the salient w
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -143,7 +145,8 @@ def plot_weat(table: pd.DataFrame, groups: tuple[str, str], title: str) -> Figur
         f"{r.test}" + (f" ({r.model_label})" if "model_label" in table.columns else "")
         for r in table.itertuples()
     ]
-    fig = Figure(figsize=(7, 0.5 * len(table) + 2), layout="constrained")
+    # Room for two title lines and a wrapped reason under each test, however few the tests.
+    fig = Figure(figsize=(7, max(3.6, 0.7 * len(table) + 2.4)), layout="constrained")
     ax = fig.subplots()
     y = np.arange(len(table))[::-1]
     effect = table["effect_size"].astype(float).fillna(0.0)
@@ -153,13 +156,14 @@ def plot_weat(table: pd.DataFrame, groups: tuple[str, str], title: str) -> Figur
     ax.set_yticks(
         y,
         [
-            f"{label}\n{_p_text(p) if e is None else e}"
+            f"{label}\n{_p_text(p) if e is None else textwrap.fill(str(e), 34)}"
             for label, p, e in zip(labels, table["p_value"], table["excluded"], strict=True)
         ],
     )
     ax.set_xlabel(
         f"WEAT effect size (> 0: {groups[0]}'s salient words nearer {groups[0]} attributes)"
     )
-    ax.set_title("Salient nouns and adjectives against attribute word sets")
-    fig.suptitle(title)
+    # One centred title over the figure: an axes title centred over an axes pushed right by
+    # long test labels would reach past the canvas.
+    fig.suptitle(f"{title}\nSalient nouns and adjectives against attribute word sets")
     return fig
