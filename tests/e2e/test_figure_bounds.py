@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.common.errors import InputError
@@ -19,10 +20,19 @@ from biasim.simulator.study.load import load_study
 from tests.figure_bounds import clipped
 from tests.golden_studies import GOLDEN_DIR
 
+
+#: Every built-in study but the variants that `extends` another and keep its analyses: those
+#: draw the figures of the study they extend (same kinds, same layout), and running them too
+#: would cost CI minutes for nothing.
+def _draws_its_own_figures(study: Path) -> bool:
+    data = yaml.safe_load(study.read_text(encoding="utf-8"))
+    return "extends" not in data or "analyses" in data
+
+
 BUILTIN = sorted(
     p.name
     for p in builtin_path("emergency_response").parent.parent.iterdir()
-    if (p / "study.yaml").is_file()
+    if (p / "study.yaml").is_file() and _draws_its_own_figures(p / "study.yaml")
 )
 
 
