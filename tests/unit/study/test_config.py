@@ -30,7 +30,9 @@ def test_unknown_field_names_file_line_and_path(tmp_path: Path) -> None:
     text = path.read_text().replace("    temperature: 0.2\n", "    temprature: 0.2\n")
     path.write_text(text)
     line = text.splitlines().index("    temprature: 0.2") + 1
-    assert problems(path) == [f"{path}:{line}: roles.decider.temprature: unknown field"]
+    assert problems(path) == [
+        f"{path}:{line}: roles.decider.temprature: unknown field; did you mean `temperature`?"
+    ]
 
 
 def test_missing_field_points_at_the_parent(tmp_path: Path) -> None:
