@@ -158,3 +158,24 @@ def _mean_gap(sums: np.ndarray) -> np.ndarray:
     """Group 0's mean minus group 1's from sums ``(rows, 2, [total, count])``."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return sums[:, 0, 0] / sums[:, 0, 1] - sums[:, 1, 0] / sums[:, 1, 1]
+
+
+def repeats_within_groups(frame: pd.DataFrame, col: str, group_col: str) -> bool:
+    """Whether ``col`` names units that repeat inside the groups: some value holds several
+    rows, each value lies in one group, and every group has at least two values (one value per
+    group is the group itself, e.g. Kelly and Joseph, not a unit that repeats)."""
+    data = frame[[col, group_col]].dropna()
+    if data.empty or data[col].nunique() == len(data):
+        return False
+    nested = bool((data.groupby(col)[group_col].nunique() == 1).all())
+    return nested and bool((data.groupby(group_col)[col].nunique() >= 2).all())
+
+
+def repeating_columns(frame: pd.DataFrame, group_col: str, skip: set[str]) -> list[str]:
+    """Columns besides ``skip`` that look like units repeating within groups (writers, names):
+    what a report warns about when no unit is given."""
+    return [
+        c
+        for c in frame.columns
+        if c not in skip and c != group_col and repeats_within_groups(frame, c, group_col)
+    ]

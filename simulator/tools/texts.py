@@ -41,6 +41,8 @@ class TextsOptions:
     seed: int
     weat_words: Path | None = None
     limits: CsvLimits = field(default_factory=CsvLimits)
+    #: Column of the unit letters share (a writer, a name): ``--unit-col``.
+    unit_col: str | None = None
 
 
 def _problem(option: str, message: str) -> InputError:
@@ -66,6 +68,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
         "--group-col": opts.group_col,
         "--pair-col": opts.pair_col,
         "--premise-col": opts.premise_col,
+        "--unit-col": opts.unit_col,
     }
     absent = [(o, c) for o, c in wanted.items() if c and c not in frame.columns]
     if absent:
@@ -77,6 +80,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
                 for o, c in absent
             ]
         )
+    _check_unit_column(path, frame, opts)
     text = frame[opts.text_col].str.strip()
     if not (text != "").any():
         raise InputError(
@@ -123,6 +127,34 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
     kept = frame[reasons.isna()].reset_index(drop=True)
     return kept, groups, exclusions  # type: ignore[return-value]
+
+
+def _check_unit_column(path: Path, frame: pd.DataFrame, opts: TextsOptions) -> None:
+    """``--unit-col`` names a filled column and is not given beside ``--pair-col``.
+
+    Raises:
+        InputError: Naming the option, or the file, line and column of an empty unit.
+    """
+    if not opts.unit_col:
+        return
+    if opts.pair_col:
+        raise _problem(
+            "--unit-col",
+            "with --pair-col the pair is the unit (texts are relabelled within it); give "
+            "--unit-col or --pair-col, not both",
+        )
+    empty = frame.index[frame[opts.unit_col].fillna("").str.strip() == ""]
+    if len(empty):
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    int(empty[0]) + 2,
+                    opts.unit_col,
+                    f"{len(empty)} rows have no unit (--unit-col); every text needs one",
+                )
+            ]
+        )
 
 
 def _kth_pairs(frame: pd.DataFrame, pair_col: str, group_col: str) -> pd.Series:
@@ -207,6 +239,27 @@ def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict |
     return keyed, ""
 
 
+def texts_unit_of(kept: pd.DataFrame, groups: tuple[str, str], opts: TextsOptions) -> Any:
+    """The unit of the tests (``--unit-col``, or each letter with a warning when some column
+    repeats within the groups): a ``LetterUnit``.
+
+    Raises:
+        InputError: The unit column's units hold texts of one group and of both (``--unit-col``).
+    """
+    from biasim.analysis.stats.clusters import unit_layout
+    from biasim.simulator.kinds.sections.letter_units import texts_unit
+
+    group = opts.group_col or ""
+    compared = kept[kept[group].isin(groups)]
+    if opts.unit_col:
+        try:
+            unit_layout((compared[group] == groups[1]).to_numpy(), compared[opts.unit_col])
+        except ValueError as exc:
+            raise _problem("--unit-col", f"`{opts.unit_col}`: {exc}") from exc
+    skip = {c for c in (opts.text_col, opts.pair_col, opts.premise_col) if c}
+    return texts_unit(compared, opts.unit_col, group, skip)
+
+
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:
     """Check, score and test; write tables (and the figure) under ``out`` when given.
 
@@ -221,6 +274,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
     from biasim.analysis.text.weat import SentenceEmbedder, salient_weat
 
     kept, groups, exclusions = load_texts(path, opts)
+    unit = texts_unit_of(kept, groups, opts)
     word_sets, weat_note = load_weat_words(opts, groups)
     try:
         lexicon = load_stems(opts.lexicon)
@@ -243,6 +297,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         normalize=not opts.authors_tokens,
         premise_col=opts.premise_col,
         nli=nli,
+        unit_col=opts.unit_col,
     )
     if cache:
         cache.close()
@@ -261,6 +316,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "groups": list(groups),
         "letters": {path.name: len(kept)},
         "scored_now": tables.scored_now,
+        "unit_note": unit.note,
         "style": tables.style.to_dict("records"),
         "lexicon": tables.lexicon.to_dict("records"),
         "hallucination": []
