@@ -33,6 +33,10 @@ from biasim.simulator.kinds.base import (
     model_problem,
     resolve_data_path,
 )
+from biasim.simulator.kinds.sections.classifier_metrics import (
+    add_classifier_metrics,
+    print_classifier_metrics,
+)
 from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.fields import Strict
 
@@ -68,6 +72,12 @@ class ScorerChoice(Strict):
 
     scorer: str = Field(description="Registered scorer name (see biasim.analysis.text.scorers).")
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
+    labelled: str | None = Field(
+        None,
+        description="CSV of labelled sentences (`text,label`, label 1 = what this dimension "
+        "counts, e.g. the released agency dataset's test.csv): the scorer's precision, recall "
+        "and F1 on it are reported (the paper's Table 19).",
+    )
 
 
 def default_style() -> dict[str, ScorerChoice]:
@@ -181,6 +191,12 @@ class LettersKind(AnalysisKind):
                     ("style", dim, "scorer"),
                     f"unknown text scorer `{choice.scorer}` (known: {', '.join(scorer_names())})",
                 )
+            if choice.labelled is not None:
+                at = ("style", dim, "labelled")
+                if not self._study_file(facts, at, choice.labelled).is_file():
+                    facts.problem(
+                        at, f"no such file: {choice.labelled} (relative paths: the study's folder)"
+                    )
             for key in FILE_OPTIONS:
                 value = choice.options.get(key)
                 at = ("style", dim, "options", key)
@@ -367,6 +383,7 @@ class LettersKind(AnalysisKind):
             section.figures[f"{ctx.name}{suffix}"] = plot_letters(
                 out.lexicon, out.style, groups, title
             )
+        add_classifier_metrics(section, ctx, spec.style, scorers, cache)
         for key, parts in tables.items():
             if parts:
                 section.tables[f"{ctx.name}_{key}"] = pd.concat(parts, ignore_index=True)
@@ -484,6 +501,7 @@ class LettersKind(AnalysisKind):
         print_table(console, table)
         self._print_unit(summary, "lexicon", console)
         self._print_weat(summary, console, several)
+        print_classifier_metrics(summary, console)
         self._print_hallucination(summary, console, several)
         self._print_exclusions(summary, console)
 

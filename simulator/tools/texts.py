@@ -163,33 +163,75 @@ def _kth_pairs(frame: pd.DataFrame, pair_col: str, group_col: str) -> pd.Series:
     return frame[pair_col].where(k == 0, frame[pair_col] + "#" + (k + 1).astype(str))
 
 
+def style_choices(style: Path | None) -> dict[str, Any]:
+    """Style dimension -> ``ScorerChoice`` from a YAML file (``dimension: {scorer, options,
+    labelled}``), or the offline defaults.
+
+    Raises:
+        InputError: The file is not such a mapping (names ``--style``).
+    """
+    from biasim.simulator.kinds.letters import ScorerChoice, default_style
+
+    if style is None:
+        return dict(default_style())
+    try:
+        raw = yaml.safe_load(style.read_text(encoding="utf-8")) or {}
+        return {str(d): ScorerChoice.model_validate(c) for d, c in raw.items()}
+    except (OSError, yaml.YAMLError, AttributeError, ValidationError) as exc:
+        raise _problem(
+            "--style", f"{style}: expected `dimension: {{scorer, options}}`: {exc}"
+        ) from exc
+
+
 def load_scorers(style: Path | None) -> dict[str, Any]:
-    """Style dimension -> scorer from a YAML file (``dimension: {scorer, options}``), or the
-    offline defaults; every model loads now.
+    """Style dimension -> scorer (:func:`style_choices`); every model loads now.
 
     Raises:
         InputError: The file, a scorer name or a model is unusable (names ``--style``).
     """
     from biasim.analysis.text.scorers import create_scorer
     from biasim.analysis.text.text_classifier import ModelLoadError
-    from biasim.simulator.kinds.letters import ScorerChoice, default_style
 
-    choices = default_style()
-    if style is not None:
-        try:
-            raw = yaml.safe_load(style.read_text(encoding="utf-8")) or {}
-            choices = {str(d): ScorerChoice.model_validate(c) for d, c in raw.items()}
-        except (OSError, yaml.YAMLError, AttributeError, ValidationError) as exc:
-            raise _problem(
-                "--style", f"{style}: expected `dimension: {{scorer, options}}`: {exc}"
-            ) from exc
     scorers = {}
-    for dim, choice in choices.items():
+    for dim, choice in style_choices(style).items():
         try:
             scorers[dim] = create_scorer(choice.scorer, **choice.options)
         except (KeyError, ModelLoadError, ValueError, TypeError, OSError) as exc:
             raise _problem("--style", f"{dim}: {exc}") from exc
     return scorers
+
+
+def classifier_metrics(style: Path | None, scorers: dict[str, Any], cache: Any) -> Any:
+    """Table 19: each scorer given ``labelled:`` sentences in ``--style``, measured on them
+    (None when no dimension names any).
+
+    Raises:
+        InputError: A labelled file is missing or malformed (names ``--style``).
+    """
+    from biasim.simulator.kinds.sections.classifier_metrics import classifier_table
+
+    try:
+        return classifier_table(labelled_files(style), scorers, cache)
+    except (OSError, ValueError) as exc:
+        raise _problem("--style", f"labelled: {exc}") from exc
+
+
+def labelled_files(style: Path | None) -> dict[str, Path]:
+    """Each dimension's labelled sentences named in ``--style``, read once to check them
+    before anything is scored.
+
+    Raises:
+        InputError: A missing or malformed file (names ``--style``).
+    """
+    from biasim.analysis.text.classifier_metrics import read_labelled_sentences
+
+    files = {d: Path(c.labelled) for d, c in style_choices(style).items() if c.labelled}
+    for dim, path in files.items():
+        try:
+            read_labelled_sentences(path)
+        except (OSError, ValueError) as exc:
+            raise _problem("--style", f"{dim}: labelled: {exc}") from exc
+    return files
 
 
 def load_nli(opts: TextsOptions) -> Any:
@@ -281,6 +323,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
     except (OSError, yaml.YAMLError, AttributeError) as exc:
         raise _problem("--lexicon", f"{opts.lexicon}: expected `category: [stems]`: {exc}") from exc
     scorers = load_scorers(opts.style)
+    labelled_files(opts.style)
     nli = load_nli(opts)
     cache = ScoreCache(out / "text_scores.sqlite") if out else None
     tables = letter_tables(
@@ -299,6 +342,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         nli=nli,
         unit_col=opts.unit_col,
     )
+    classifiers = classifier_metrics(opts.style, scorers, cache)
     if cache:
         cache.close()
     if word_sets is not None:
@@ -325,6 +369,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "weat": [] if tables.weat is None else tables.weat.to_dict("records"),
         **({"weat_note": weat_note} if weat_note else {}),
         "exclusions": excl.assign(model_label=path.name).to_dict("records"),
+        **({"classifiers": classifiers.to_dict("records")} if classifiers is not None else {}),
     }
     if out is not None:
         (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -332,6 +377,8 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
             if getattr(tables, key, None) is not None:
                 getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
         excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
+        if classifiers is not None:
+            classifiers.to_csv(out / "tables" / "texts_classifiers.csv", index=False)
         save_figure(
             plot_letters(tables.lexicon, tables.style, groups, path.name),
             out / "figures" / "texts.png",

@@ -162,3 +162,53 @@ def test_a_unit_the_study_cannot_have_is_refused_at_load(tmp_path, study, unit, 
     with pytest.raises(InputError) as caught:
         load_study(path)
     assert expected in str(caught.value)
+
+
+def _labelled(folder: Path) -> Path:
+    from tests.unit.analysis.test_classifier_metrics import SENTENCES
+
+    path = folder / "labelled.csv"
+    pd.DataFrame(SENTENCES, columns=["text", "label"]).to_csv(path, index=False)
+    return path
+
+
+def test_table_19_from_texts_and_from_a_study(tmp_path, cli) -> None:
+    from biasim.analysis.text.classifier_metrics import scorer_metrics
+    from biasim.analysis.text.scorers import create_scorer
+
+    path = _writers_csv(tmp_path)
+    labelled = _labelled(tmp_path)
+    style = tmp_path / "style.yaml"
+    style.write_text(
+        yaml.safe_dump({"agentic": {"scorer": "agency_lexicon", "labelled": str(labelled)}})
+    )
+    out = tmp_path / "out"
+    result = cli.invoke(app, [*_texts(path, "--style", str(style), "--out", str(out))])
+    assert result.exit_code == 0, result.output
+    assert "style scorers on labelled sentences" in " ".join(result.stdout.split())
+    table = pd.read_csv(out / "tables" / "texts_classifiers.csv").iloc[0]
+    expected = scorer_metrics("agentic", create_scorer("agency_lexicon"), labelled)
+    for key in ("n", "n_unscored", "precision", "recall", "f1"):
+        assert table[key] == pytest.approx(expected[key])
+    # A malformed labelled file is refused before anything is scored, naming --style.
+    pd.DataFrame({"text": ["a"], "label": ["maybe"]}).to_csv(labelled, index=False)
+    bad = cli.invoke(app, _texts(path, "--style", str(style)))
+    assert bad.exit_code == 2 and "--style" in bad.output and "labelled.csv:2" in bad.output
+
+    source = Path(builtin_path("wan2023_letters"))
+    data = yaml.safe_load(source.read_text())
+    data["design"]["factors"]["age"] = {"20": {"age_years": "20"}}
+    data["analyses"][0]["style"] = {
+        "agentic": {"scorer": "agency_lexicon", "labelled": "labelled.csv"}
+    }
+    study = edited_copy(source, tmp_path, yaml.safe_dump(data))
+    _labelled(study.parent)
+    run = tmp_path / "run"
+    execute(prepare(RunOptions(study=str(study), out=run, backend="synthetic")))
+    table = pd.read_csv(run / "tables" / "letters_classifiers.csv").iloc[0]
+    assert table["precision"] == pytest.approx(expected["precision"])
+    assert table["recall"] == pytest.approx(expected["recall"])
+    # A labelled file the study's folder lacks is refused at load.
+    (study.parent / "labelled.csv").unlink()
+    with pytest.raises(InputError, match=r"no such file: labelled\.csv"):
+        load_study(study)
