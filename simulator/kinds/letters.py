@@ -253,7 +253,7 @@ class LettersKind(AnalysisKind):
     @staticmethod
     def _check_word_sets(spec: LettersSpec, facts: StudyFacts) -> None:
         """The WEAT word sets read and name both compared groups."""
-        from biasim.analysis.text.weat import load_word_sets
+        from biasim.analysis.text.weat import load_word_sets, sets_for_groups
 
         path = None
         if spec.weat_words is not None:
@@ -263,12 +263,10 @@ class LettersKind(AnalysisKind):
         except (OSError, ValueError, yaml.YAMLError) as exc:
             facts.problem(("weat_words",), f"cannot read WEAT word sets: {exc}")
             return
-        for test, groups in sets.items():
-            missing = [g for g in spec.compare if g not in groups]
-            if missing:
-                facts.problem(
-                    ("weat_words",), f"WEAT test `{test}` has no words for group `{missing[0]}`"
-                )
+        # As `analyze --texts`: a set named by the group's key or a unique prefix of it.
+        _, why = sets_for_groups(sets, tuple(spec.compare))  # type: ignore[arg-type]
+        if why:
+            facts.problem(("weat_words",), f"WEAT {why}")
 
     def compute(self, results: pd.DataFrame, spec: LettersSpec, ctx: AnalysisContext) -> Section:
         """Every table per model; see the module docstring."""
@@ -423,11 +421,12 @@ class LettersKind(AnalysisKind):
         """The embedding function and word sets of WEAT, or (None, None) when it is off."""
         if not spec.weat:
             return None, None
-        from biasim.analysis.text.weat import SentenceEmbedder, load_word_sets
+        from biasim.analysis.text.weat import SentenceEmbedder, load_word_sets, sets_for_groups
 
         model = str(ctx.resolve(spec.embeddings)) if spec.embeddings else None
         words = ctx.resolve(spec.weat_words) if spec.weat_words else None
-        return SentenceEmbedder(model).embed, load_word_sets(words)
+        keyed, _ = sets_for_groups(load_word_sets(words), tuple(spec.compare))  # type: ignore[arg-type]
+        return SentenceEmbedder(model).embed, keyed
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """Style tests and lexicon odds ratios, one compact table each, then exclusions."""

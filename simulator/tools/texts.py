@@ -308,8 +308,6 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
     Returns:
         A summary in the ``letters`` kind's shape (its console rendering prints it).
     """
-    from biasim.analysis.figures import save_figure
-    from biasim.analysis.studies.letters.figures import plot_hallucination, plot_letters, plot_weat
     from biasim.analysis.studies.letters.tables import letter_tables
     from biasim.analysis.text.scorers import ScoreCache
     from biasim.analysis.text.style_scorers import load_spacy, load_stems
@@ -372,24 +370,36 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         **({"classifiers": classifiers.to_dict("records")} if classifiers is not None else {}),
     }
     if out is not None:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-        for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
-            if getattr(tables, key, None) is not None:
-                getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
-        excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
-        if classifiers is not None:
-            classifiers.to_csv(out / "tables" / "texts_classifiers.csv", index=False)
-        save_figure(
-            plot_letters(tables.lexicon, tables.style, groups, path.name),
-            out / "figures" / "texts.png",
-        )
-        if tables.weat is not None:
-            save_figure(
-                plot_weat(tables.weat, groups, path.name), out / "figures" / "texts_weat.png"
-            )
-        if tables.hallucination is not None:
-            save_figure(
-                plot_hallucination(tables.hallucination, groups, path.name),
-                out / "figures" / "texts_hallucination.png",
-            )
+        _write_outputs(out, path.name, groups, tables, excl, classifiers)
     return summary
+
+
+def _write_outputs(
+    out: Path,
+    title: str,
+    groups: tuple[str, str],
+    tables: Any,
+    excl: pd.DataFrame,
+    classifiers: pd.DataFrame | None,
+) -> None:
+    """The tables (``out/tables/texts_*.csv``) and figures (``out/figures``) of one analysis."""
+    from biasim.analysis.figures import save_figure
+    from biasim.analysis.studies.letters.figures import plot_hallucination, plot_letters, plot_weat
+
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
+        if getattr(tables, key, None) is not None:
+            getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
+    excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
+    if classifiers is not None:
+        classifiers.to_csv(out / "tables" / "texts_classifiers.csv", index=False)
+    save_figure(
+        plot_letters(tables.lexicon, tables.style, groups, title), out / "figures" / "texts.png"
+    )
+    if tables.weat is not None:
+        save_figure(plot_weat(tables.weat, groups, title), out / "figures" / "texts_weat.png")
+    if tables.hallucination is not None:
+        save_figure(
+            plot_hallucination(tables.hallucination, groups, title),
+            out / "figures" / "texts_hallucination.png",
+        )
