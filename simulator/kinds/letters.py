@@ -611,6 +611,9 @@ class LettersKind(AnalysisKind):
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """Every table of records, and what hallucination analysis needs when it did not run."""
         super().html(summary, section)
+        for key in ("unit_note", "classifiers_note"):
+            if summary.get(key):
+                section.paragraph(f"{summary[key]}.")
         if summary.get("hallucination_note"):
             section.paragraph(f"Hallucination: {summary['hallucination_note']}.")
 

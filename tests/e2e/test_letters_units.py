@@ -18,6 +18,7 @@ from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.kinds.letters import LettersKind
 from biasim.simulator.study.load import load_study
 from tests.study_copies import edited_copy
 
@@ -135,6 +136,11 @@ def test_a_study_whose_names_repeat_tests_by_name(tmp_path) -> None:
     assert (lexicon["unit_min_p"] >= 0.3).all()
     style = pd.read_csv(out / "tables" / "letters_style.csv")
     assert set(style["n_units"]) == {4}
+    # `biasim power` reads the unit p, never Student's, when letters share a unit.
+    tests = LettersKind().power_tests(letters)
+    assert "agentic (unit name)" in tests and not any("Student" in k for k in tests)
+    assert tests["agentic (unit name)"] == style.set_index("dimension").loc["agentic", "p_unit"]
+    assert "unit: name (inferred: names repeat)" in (out / "report.html").read_text()
 
     out_letter = tmp_path / "run_letter"
     (tmp_path / "b").mkdir()
