@@ -59,14 +59,16 @@ def unit_layout(code: np.ndarray, units: pd.Series | np.ndarray | None) -> UnitL
     """The layout of documents with group ``code`` (0/1) in ``units`` (None: one per document).
 
     Raises:
-        ValueError: A unit mixes the two layouts' requirements: some units span both groups
-            while others lie in one (neither relabelling is then a valid null for all of them).
+        ValueError: A document has no unit, or the units mix the two layouts: some span both
+            groups while others lie in one (neither relabelling is then valid for all of them).
     """
     code = np.asarray(code, dtype=np.int64)
     if units is None:
         ids = np.arange(code.size)
     else:
         ids = pd.factorize(pd.Series(np.asarray(units, dtype=object)))[0]
+        if (ids < 0).any():
+            raise ValueError(f"{int((ids < 0).sum())} documents have no unit")
     n_units = int(ids.max()) + 1 if ids.size else 0
     groups_of_unit = np.zeros((n_units, 2), dtype=bool)
     groups_of_unit[ids, code] = True

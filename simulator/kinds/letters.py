@@ -509,8 +509,9 @@ class LettersKind(AnalysisKind):
         """The unit beside a table's tests (``unit: writer, 10 units``) and how it was chosen."""
         from biasim.analysis.stats.units import unit_label
 
-        rows = summary.get(key, [])
-        if key == "style" and rows and "p_unit" not in rows[0]:
+        # A dimension without a test (nothing scored) has no unit columns: read the others.
+        rows = [r for r in summary.get(key, []) if not r.get("excluded")]
+        if key == "style" and rows and not any("p_unit" in r for r in rows):
             first, second = summary["groups"]
             counts = ", ".join(dict.fromkeys(str(r[f"n_{first}"] + r[f"n_{second}"]) for r in rows))
             pairs = ", ".join(dict.fromkeys(str(r["n_pairs"]) for r in rows if "n_pairs" in r))
