@@ -117,18 +117,7 @@ class StudyModel(mesa.Model):
         self.stage_index = 0
         self.wave = 0
         self.units_done = 0
-        self.stage_counts: dict[str, int] = {}
         self.wave_seconds = 0.0
-        self.datacollector = mesa.DataCollector(
-            model_reporters={
-                "wave": lambda m: m.wave,
-                "stage": lambda m: m.plans[m.stage_index - 1].name if m.stage_index else None,
-                "answered": lambda m: m.stage_counts.get("answered", 0),
-                "invalid": lambda m: m.stage_counts.get("invalid", 0),
-                "error": lambda m: m.stage_counts.get("error", 0),
-                "skipped": lambda m: m.stage_counts.get("skipped", 0),
-            }
-        )
         self._next_wave()
 
     @property
@@ -237,20 +226,17 @@ class StudyModel(mesa.Model):
             acting = [acting[i] for i in kept]
             responses = [exc.answers[i] for i in kept]
         rows = []
-        self.stage_counts = {}
         for agent, response in zip(acting, responses, strict=True):
             agent.observe(plan, response)
             row = self._row(agent, plan, response)
             if self.pipeline:
                 self._record(agent, plan, response, row)
-            self.stage_counts[row["status"]] = self.stage_counts.get(row["status"], 0) + 1
             rows.append(row)
         self.writer.write(rows)
         if stopped is not None:
             raise stopped
         self.units_done += len(agents)
         self.stage_index += 1
-        self.datacollector.collect(self)
         if self.stage_index == len(self.plans):
             self.stage_index = 0
             self._next_wave()
