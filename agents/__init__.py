@@ -1,7 +1,9 @@
 """Agent roles. Agents compose requests and read answers; they never import a concrete backend.
 
-Each role is a Mesa agent class; the model keeps each population's agents by population name
-(``model.members["screeners"]``), so two populations of one class stay apart.
+Each role is a Mesa agent class. In a study with populations the model keeps each
+population's agents by population name (``model.members["screeners"]``), so two populations of
+one class stay apart; a study without populations has one kind of agent, :class:`ScenarioAgent`,
+read through Mesa's ``model.agents_by_type``.
 """
 
 from biasim.agents.base import LLMAgent, StagePlan

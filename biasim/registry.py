@@ -7,7 +7,7 @@ an entry-point group; tests and scripts call :meth:`Registry.register`.
 
 Because every lookup goes through here by name, no layer imports the plug-ins of a layer above
 it: the study loader validates an ``analyses:`` entry and the engine runs it without importing
-the kinds' modules (``tests/test_import_contract.py``).
+the kinds' modules (``tests/unit/architecture/test_import_contract.py``).
 """
 
 from __future__ import annotations

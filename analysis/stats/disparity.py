@@ -22,6 +22,8 @@ boolean column, that column is true) and every grouping value is present.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -204,6 +206,25 @@ def permutation_vs_population(
         ``smallest_p``.
     """
     keys = _as_list(group_cols)
+    _check_population_test(unit, method, n_permutations)
+    exact = unit == "email" and method != "monte_carlo"
+    extra = ([stratum_col] if stratum_col else []) + ([unit_col] if unit == "name" else [])
+    _require_columns(df, [*keys, outcome_col, *extra, *([valid] if valid else [])])
+    answered, hit = _answered(df, outcome_col, positive, valid, invalid)
+    use = answered & df[keys + extra].notna().all(axis=1).to_numpy()
+    data, hit = df.loc[use, list(dict.fromkeys(keys + extra))], hit[use].astype(np.int64)
+    cells = _cells(data, hit, keys, stratum_col)
+    if exact:
+        tails = _exact_tails(cells)
+    else:
+        tails = _monte_carlo_tails(
+            data, hit, cells, unit, unit_col, n_permutations, seed, alpha, family_size
+        )
+    return _population_table(cells, stratum_col, tails, exact)
+
+
+def _check_population_test(unit: str, method: str, n_permutations: int) -> None:
+    """Refuse a unit, method or permutation count :func:`permutation_vs_population` lacks."""
     if unit not in ("name", "email"):
         raise ValueError(f"unknown unit `{unit}`; use name or email")
     if method not in ("auto", "exact", "monte_carlo"):
@@ -212,12 +233,23 @@ def permutation_vs_population(
         raise ValueError("exact p-values exist for unit='email' only; use method='monte_carlo'")
     if n_permutations < 1:
         raise ValueError("n_permutations must be at least 1")
-    exact = unit == "email" and method != "monte_carlo"
-    extra = ([stratum_col] if stratum_col else []) + ([unit_col] if unit == "name" else [])
-    _require_columns(df, [*keys, outcome_col, *extra, *([valid] if valid else [])])
-    answered, hit = _answered(df, outcome_col, positive, valid, invalid)
-    use = answered & df[keys + extra].notna().all(axis=1).to_numpy()
-    data, hit = df.loc[use, list(dict.fromkeys(keys + extra))], hit[use].astype(np.int64)
+
+
+class _Cells(NamedTuple):
+    """Answers counted by (stratum, group): codes per row, labels, and the counts."""
+
+    s: np.ndarray  # stratum code of each row
+    g: np.ndarray  # group code of each row
+    groups: pd.DataFrame
+    strata: pd.DataFrame
+    n_sg: np.ndarray  # answers per (stratum, group)
+    k_sg: np.ndarray  # positive answers per (stratum, group)
+    big_n: np.ndarray  # answers per stratum
+    big_k: np.ndarray  # positive answers per stratum
+
+
+def _cells(data: pd.DataFrame, hit: np.ndarray, keys: list[str], stratum_col: str | None) -> _Cells:
+    """The rows coded by stratum and group, with answers and positives counted per cell."""
     g, groups = _encode(data, keys)
     if stratum_col:
         s, strata = _encode(data, [stratum_col])
@@ -229,37 +261,74 @@ def permutation_vs_population(
     k_sg = np.bincount(cell, weights=hit, minlength=n_strata * n_groups)
     k_sg = k_sg.round().astype(np.int64).reshape(n_strata, n_groups)
     big_n, big_k = n_sg.sum(axis=1), k_sg.sum(axis=1)
+    return _Cells(s, g, groups, strata, n_sg, k_sg, big_n, big_k)
 
-    if exact:
-        total, successes = big_n[:, None], big_k[:, None]
-        p_greater = stats.hypergeom.sf(k_sg - 1, total, successes, n_sg)
-        p_less = stats.hypergeom.cdf(k_sg, total, successes, n_sg)
-        drawn = np.zeros(n_strata, dtype=np.int64)
-        smallest = permutation.smallest_p(big_n[:, None], n_sg)
-    else:
-        tests = int((n_sg > 0).sum()) if family_size is None else family_size
-        extend_to = int(np.ceil(RESOLUTION * tests / alpha))
-        greater, less, drawn, smallest = _monte_carlo(
-            data,
-            unit,
-            unit_col,
-            s,
-            g,
-            hit,
-            n_groups,
-            n_strata,
-            n_permutations,
-            seed,
-            extend_to,
-            alpha,
-        )
-        p_greater = (greater + 1) / (drawn[:, None] + 1)
-        p_less = (less + 1) / (drawn[:, None] + 1)
 
+class _Tails(NamedTuple):
+    """Per (stratum, group) tail p-values, draws per stratum and the smallest reachable p."""
+
+    p_greater: np.ndarray
+    p_less: np.ndarray
+    drawn: np.ndarray
+    smallest: np.ndarray
+
+
+def _exact_tails(cells: _Cells) -> _Tails:
+    """Hypergeometric tails: rows exchangeable, group sizes fixed within each stratum."""
+    n_sg, k_sg, big_n, big_k = cells.n_sg, cells.k_sg, cells.big_n, cells.big_k
+    total, successes = big_n[:, None], big_k[:, None]
+    p_greater = stats.hypergeom.sf(k_sg - 1, total, successes, n_sg)
+    p_less = stats.hypergeom.cdf(k_sg, total, successes, n_sg)
+    drawn = np.zeros(len(cells.strata), dtype=np.int64)
+    smallest = permutation.smallest_p(big_n[:, None], n_sg)
+    return _Tails(p_greater, p_less, drawn, smallest)
+
+
+def _monte_carlo_tails(
+    data: pd.DataFrame,
+    hit: np.ndarray,
+    cells: _Cells,
+    unit: str,
+    unit_col: str,
+    n_permutations: int,
+    seed: int,
+    alpha: float,
+    family_size: int | None,
+) -> _Tails:
+    """Monte Carlo tails ``(1 + b) / (1 + B)``, with enough draws to reach significance after
+    adjustment over the family."""
+    n_sg = cells.n_sg
+    tests = int((n_sg > 0).sum()) if family_size is None else family_size
+    extend_to = int(np.ceil(RESOLUTION * tests / alpha))
+    greater, less, drawn, smallest = _monte_carlo(
+        data,
+        unit,
+        unit_col,
+        cells.s,
+        cells.g,
+        hit,
+        len(cells.groups),
+        len(cells.strata),
+        n_permutations,
+        seed,
+        extend_to,
+        alpha,
+    )
+    p_greater = (greater + 1) / (drawn[:, None] + 1)
+    p_less = (less + 1) / (drawn[:, None] + 1)
+    return _Tails(p_greater, p_less, drawn, smallest)
+
+
+def _population_table(
+    cells: _Cells, stratum_col: str | None, tails: _Tails, exact: bool
+) -> pd.DataFrame:
+    """One row per (stratum, group) with answers: counts, rates, d and the tail p-values."""
+    n_sg, k_sg, big_n, big_k = cells.n_sg, cells.k_sg, cells.big_n, cells.big_k
+    p_greater, p_less, drawn, smallest = tails
     si, gi = np.nonzero(n_sg)
-    out = groups.iloc[gi].reset_index(drop=True)
+    out = cells.groups.iloc[gi].reset_index(drop=True)
     if stratum_col:
-        out.insert(0, stratum_col, strata[stratum_col].to_numpy()[si])
+        out.insert(0, stratum_col, cells.strata[stratum_col].to_numpy()[si])
     out["n"], out["k"] = n_sg[si, gi], k_sg[si, gi]
     out["rate"] = out["k"] / out["n"]
     out["population_rate"] = big_k[si] / big_n[si]
@@ -884,13 +953,9 @@ def disparity_report(
     ]
     _require_columns(df, [*keys, *named, *([valid] if valid else [])])
     if require_positive and not (df[outcome_col] == positive).any():
-        seen = sorted(map(str, df[outcome_col].dropna().unique()))
-        shown = ", ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
-        raise ValueError(
-            f"outcome column `{outcome_col}` never takes the positive value {positive!r}; "
-            f"values seen: {shown or 'none'}"
-        )
+        _refuse_absent_positive(df, outcome_col, positive)
     common = {"valid": valid, "invalid": invalid}
+    asked = _Asked(df, keys, outcome_col, positive, unit_col, stratum_col, common)
     rates = acceptance_rates(df, keys, outcome_col, positive, **common)
     answered = rates[rates["n"] > 0]
     notes: list[str] = []
@@ -903,48 +968,10 @@ def disparity_report(
         "notes": notes,
     }
     if answered.empty:
-        # Every answer invalid is a finding (the model never wrote a usable decision), not an
-        # error: the report says so and tests nothing.
-        notes.append("no group has a valid answer: nothing to test")
-        empty = pd.DataFrame()
-        report.update(
-            impact_ratios=empty,
-            p_any_flag_by_chance=np.nan,
-            min_ratio_p05=np.nan,
-            permutation=empty,
-        )
-        return report
+        return _nothing_to_test(report, notes)
     if len(answered) >= 2:
-        if unit_col:
-            parity = _unit_parity(
-                df,
-                keys,
-                outcome_col,
-                positive,
-                unit_col,
-                stratum_col,
-                common,
-                alpha,
-                n_simulations,
-                seed,
-            )
-            if parity is None:
-                notes.append(f"fewer than two groups have a {unit_col}: the DPD is not tested")
-            else:
-                # The statistic tested: over rows with a unit (all rows in a built study).
-                report["dpd"] = parity.dpd
-                report["dpd_test"] = f"permutation of {unit_col} labels"
-        else:
-            parity = parity_test(
-                answered["n"], answered["k"], alpha=alpha, n_simulations=n_simulations, seed=seed
-            )
-            report["dpd_test"] = "binomial null (answers independent)"
-        if parity is not None:
-            report["dpd_p_value"], report["dpd_threshold"] = parity.p_value, parity.threshold
-    ratios = impact_ratios(rates, threshold=threshold, n_simulations=n_simulations, seed=seed)
-    report["impact_ratios"] = ratios
-    report["p_any_flag_by_chance"] = float(ratios["p_any_flag_by_chance"].iloc[0])
-    report["min_ratio_p05"] = float(ratios["min_ratio_p05"].iloc[0])
+        _dpd_test(report, notes, asked, answered, alpha, n_simulations, seed)
+    report.update(_impact_ratio_summary(rates, threshold, n_simulations, seed))
     perm = {
         "unit": "name" if unit_col else "email",
         "unit_col": unit_col or "name",
@@ -958,44 +985,7 @@ def disparity_report(
     families = {"permutation": overall}
     joint = {"unit_col": unit_col, "n_permutations": n_permutations, "seed": seed, **common}
     if stratum_col:
-        by_stratum = permutation_vs_population(
-            df, keys, outcome_col, positive, stratum_col=stratum_col, **perm
-        )
-        report["permutation_by_stratum"] = adjust_family(by_stratum, "p_two_sided", adjust)
-        families["permutation_by_stratum"] = by_stratum
-        across = joint_vs_population(
-            df, keys, outcome_col, positive, stratum_col=stratum_col, **joint
-        )
-        report["joint"] = adjust_joint(across, adjust)
-        recurring = units_recurring(df, unit_col, stratum_col) if unit_col else 0
-        if recurring:
-            notes.append(
-                f"{recurring} {unit_col} values answer in several {stratum_col} strata, so the "
-                "strata are not independent: Fisher, Stouffer and CMH are left out; the joint "
-                f"test relabels each {unit_col} once for all strata."
-            )
-        else:
-            combined = pd.concat(
-                [
-                    combine_pvalues_across(
-                        by_stratum, stratum_col, keys, method=how, p_col=f"p_{side}"
-                    ).assign(alternative=side)
-                    for how in ("fisher", "stouffer")
-                    for side in ("greater", "less")
-                ],
-                ignore_index=True,
-            )
-            report["combined"] = adjust_family(combined, "p_value", adjust, family_cols="method")
-            cmh = cmh_test(df, stratum_col, keys, outcome_col, positive, **common)
-            report["cmh"] = adjust_family(cmh, "p_value", adjust)
-            notes.append(
-                "Fisher, Stouffer and CMH combine strata as independent"
-                + (
-                    f" (no {unit_col} answers in two strata)."
-                    if unit_col
-                    else ": answers are the units, as declared (no unit column)."
-                )
-            )
+        _stratum_tests(report, families, notes, asked, (perm, joint), adjust)
     if reference is not None:
         versus = joint_vs_population(
             df, keys, outcome_col, positive, stratum_col=stratum_col, reference=reference, **joint
@@ -1008,6 +998,151 @@ def disparity_report(
         families["joint"] = pd.concat([one_sided] * 2)
     notes.extend(unreachable_families(families, alpha))
     return report
+
+
+def _refuse_absent_positive(df: pd.DataFrame, outcome_col: str, positive: object) -> NoReturn:
+    """Refuse a table where ``positive`` never occurs: nearly always a misspelt label."""
+    seen = sorted(map(str, df[outcome_col].dropna().unique()))
+    shown = ", ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
+    raise ValueError(
+        f"outcome column `{outcome_col}` never takes the positive value {positive!r}; "
+        f"values seen: {shown or 'none'}"
+    )
+
+
+def _nothing_to_test(
+    report: dict[str, pd.DataFrame | float | list[str]], notes: list[str]
+) -> dict[str, pd.DataFrame | float | list[str]]:
+    """The report of a table without one valid answer: empty tests, and a note saying why."""
+    # Every answer invalid is a finding (the model never wrote a usable decision), not an
+    # error: the report says so and tests nothing.
+    notes.append("no group has a valid answer: nothing to test")
+    empty = pd.DataFrame()
+    report.update(
+        impact_ratios=empty,
+        p_any_flag_by_chance=np.nan,
+        min_ratio_p05=np.nan,
+        permutation=empty,
+    )
+    return report
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What :func:`disparity_report` was asked about, as its tests need it."""
+
+    df: pd.DataFrame
+    keys: list[str]
+    outcome_col: str
+    positive: object
+    unit_col: str | None
+    stratum_col: str | None
+    common: dict  # the valid / invalid arguments every rate shares
+
+
+def _dpd_test(
+    report: dict[str, pd.DataFrame | float | list[str]],
+    notes: list[str],
+    asked: _Asked,
+    answered: pd.DataFrame,
+    alpha: float,
+    n_simulations: int,
+    seed: int,
+) -> None:
+    """The DPD's test into the report: permuting whole units when there is a unit column,
+    under the binomial null (answers independent) otherwise."""
+    df, keys, outcome_col, positive = asked.df, asked.keys, asked.outcome_col, asked.positive
+    unit_col, stratum_col, common = asked.unit_col, asked.stratum_col, asked.common
+    if unit_col:
+        parity = _unit_parity(
+            df,
+            keys,
+            outcome_col,
+            positive,
+            unit_col,
+            stratum_col,
+            common,
+            alpha,
+            n_simulations,
+            seed,
+        )
+        if parity is None:
+            notes.append(f"fewer than two groups have a {unit_col}: the DPD is not tested")
+        else:
+            # The statistic tested: over rows with a unit (all rows in a built study).
+            report["dpd"] = parity.dpd
+            report["dpd_test"] = f"permutation of {unit_col} labels"
+    else:
+        parity = parity_test(
+            answered["n"], answered["k"], alpha=alpha, n_simulations=n_simulations, seed=seed
+        )
+        report["dpd_test"] = "binomial null (answers independent)"
+    if parity is not None:
+        report["dpd_p_value"], report["dpd_threshold"] = parity.p_value, parity.threshold
+
+
+def _impact_ratio_summary(
+    rates: pd.DataFrame, threshold: float, n_simulations: int, seed: int
+) -> dict[str, pd.DataFrame | float | list[str]]:
+    """Impact ratios and the chance an unbiased decision-maker is flagged for some group."""
+    report: dict[str, pd.DataFrame | float | list[str]] = {}
+    ratios = impact_ratios(rates, threshold=threshold, n_simulations=n_simulations, seed=seed)
+    report["impact_ratios"] = ratios
+    report["p_any_flag_by_chance"] = float(ratios["p_any_flag_by_chance"].iloc[0])
+    report["min_ratio_p05"] = float(ratios["min_ratio_p05"].iloc[0])
+    return report
+
+
+def _stratum_tests(
+    report: dict[str, pd.DataFrame | float | list[str]],
+    families: dict[str, pd.DataFrame],
+    notes: list[str],
+    asked: _Asked,
+    options: tuple[dict, dict],
+    adjust: str,
+) -> None:
+    """Per-stratum and joint tests into the report, and Fisher, Stouffer and CMH when no unit
+    answers in two strata."""
+    df, keys, outcome_col, positive = asked.df, asked.keys, asked.outcome_col, asked.positive
+    unit_col, stratum_col, common = asked.unit_col, asked.stratum_col, asked.common
+    assert stratum_col is not None
+    perm, joint = options
+    by_stratum = permutation_vs_population(
+        df, keys, outcome_col, positive, stratum_col=stratum_col, **perm
+    )
+    report["permutation_by_stratum"] = adjust_family(by_stratum, "p_two_sided", adjust)
+    families["permutation_by_stratum"] = by_stratum
+    across = joint_vs_population(df, keys, outcome_col, positive, stratum_col=stratum_col, **joint)
+    report["joint"] = adjust_joint(across, adjust)
+    recurring = units_recurring(df, unit_col, stratum_col) if unit_col else 0
+    if recurring:
+        notes.append(
+            f"{recurring} {unit_col} values answer in several {stratum_col} strata, so the "
+            "strata are not independent: Fisher, Stouffer and CMH are left out; the joint "
+            f"test relabels each {unit_col} once for all strata."
+        )
+    else:
+        combined = pd.concat(
+            [
+                combine_pvalues_across(
+                    by_stratum, stratum_col, keys, method=how, p_col=f"p_{side}"
+                ).assign(alternative=side)
+                for how in ("fisher", "stouffer")
+                for side in ("greater", "less")
+            ],
+            ignore_index=True,
+        )
+        report["combined"] = adjust_family(combined, "p_value", adjust, family_cols="method")
+        cmh = cmh_test(df, stratum_col, keys, outcome_col, positive, **common)
+        report["cmh"] = adjust_family(cmh, "p_value", adjust)
+        notes.append(
+            "Fisher, Stouffer and CMH combine strata as independent"
+            + (
+                f" (no {unit_col} answers in two strata)."
+                if unit_col
+                else ": answers are the units, as declared (no unit column)."
+            )
+        )
 
 
 def _unit_parity(

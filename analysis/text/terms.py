@@ -345,30 +345,13 @@ def distinctive_terms(
         raise ValueError("need min_count >= 1, top_n >= 1 and 0 < fdr < 1")
 
     data = df.dropna(subset=[group_col])
-    texts = _texts(data[text_col], text_col)
-    counters: dict[Any, Counter[str]] = {}
-    forms: dict[str, Counter[str]] = {}
-    for group, text in zip(data[group_col], texts, strict=True):
-        if isinstance(text, str):
-            words = tokenize(text)
-            keys = [stem(w) for w in words] if inflections else words
-            counters.setdefault(group, Counter()).update(keys)
-            for key, word in zip(keys, words, strict=True):
-                forms.setdefault(key, Counter())[word] += 1
-    groups = sorted(g for g, c in counters.items() if c)
-    if len(groups) < 2:
-        raise ValueError("distinctive terms need texts from at least two groups")
+    counters, forms, groups = _term_counts_by_group(data, text_col, group_col, inflections)
 
     vocabulary = sorted(set().union(*(counters[g] for g in groups)))
     counts = np.array([[counters[g][w] for w in vocabulary] for g in groups], dtype=float)
     corpus = counts.sum(axis=0)
     n_tokens = corpus.sum()
-    if prior == "informative":
-        a0 = n_tokens if alpha0 is None else float(alpha0)
-        a = a0 * corpus / n_tokens
-    else:
-        a0 = _UNIFORM_PSEUDO_COUNT * len(vocabulary) if alpha0 is None else float(alpha0)
-        a = np.full(len(vocabulary), a0 / len(vocabulary))
+    a0, a = _dirichlet_prior(prior, alpha0, corpus, n_tokens, len(vocabulary))
 
     tested = corpus >= min_count
     # Each term's forms, most frequent first (ties alphabetical): the first one names it.
@@ -378,30 +361,7 @@ def distinctive_terms(
     ]
     frames = []
     for i, group in enumerate(groups):
-        y_g = counts[i, tested]
-        y_r = corpus[tested] - y_g
-        a_w = a[tested]
-        n_g = counts[i].sum()
-        n_r = n_tokens - n_g
-        # A word that is every token of the corpus has no complement: its log-odds are
-        # undefined (inf - inf), so its test is NaN and stays out of the BH family.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            delta = np.log((y_g + a_w) / (n_g + a0 - y_g - a_w)) - np.log(
-                (y_r + a_w) / (n_r + a0 - y_r - a_w)
-            )
-        delta[~np.isfinite(delta)] = np.nan
-        z = delta / np.sqrt(1 / (y_g + a_w) + 1 / (y_r + a_w))
-        frame = pd.DataFrame(
-            {
-                "term": [shown[0] for shown in seen],
-                "forms": [", ".join(shown) for shown in seen],
-                "count_group": y_g.astype(int),
-                "count_rest": y_r.astype(int),
-                "log_odds": delta,
-                "z": z,
-                "p_value": 2 * stats.norm.sf(np.abs(z)),
-            }
-        )
+        frame = _log_odds_frame(counts, i, corpus, tested, (a, a0, n_tokens), seen)
         frame.insert(0, group_col, group)
         frames.append(frame)
     result = pd.concat(frames, ignore_index=True)
@@ -418,6 +378,76 @@ def distinctive_terms(
         [group_col, "z", "term"], ascending=[True, False, True], kind="mergesort"
     )
     return result.groupby(group_col, sort=False).head(top_n).reset_index(drop=True)
+
+
+def _term_counts_by_group(
+    data: pd.DataFrame, text_col: str, group_col: str, inflections: bool
+) -> tuple[dict[Any, Counter[str]], dict[str, Counter[str]], list[Any]]:
+    """Token counts per group and term, each term's forms, and the groups that have words."""
+    texts = _texts(data[text_col], text_col)
+    counters: dict[Any, Counter[str]] = {}
+    forms: dict[str, Counter[str]] = {}
+    for group, text in zip(data[group_col], texts, strict=True):
+        if isinstance(text, str):
+            words = tokenize(text)
+            keys = [stem(w) for w in words] if inflections else words
+            counters.setdefault(group, Counter()).update(keys)
+            for key, word in zip(keys, words, strict=True):
+                forms.setdefault(key, Counter())[word] += 1
+    groups = sorted(g for g, c in counters.items() if c)
+    if len(groups) < 2:
+        raise ValueError("distinctive terms need texts from at least two groups")
+    return counters, forms, groups
+
+
+def _dirichlet_prior(
+    prior: str, alpha0: float | None, corpus: np.ndarray, n_tokens: float, n_words: int
+) -> tuple[float, np.ndarray]:
+    """The prior's strength ``a0`` and pseudo-counts ``a_w`` (see :func:`distinctive_terms`)."""
+    if prior == "informative":
+        a0 = n_tokens if alpha0 is None else float(alpha0)
+        a = a0 * corpus / n_tokens
+    else:
+        a0 = _UNIFORM_PSEUDO_COUNT * n_words if alpha0 is None else float(alpha0)
+        a = np.full(n_words, a0 / n_words)
+    return a0, a
+
+
+def _log_odds_frame(
+    counts: np.ndarray,
+    i: int,
+    corpus: np.ndarray,
+    tested: np.ndarray,
+    prior: tuple[np.ndarray, float, float],
+    seen: list[list[str]],
+) -> pd.DataFrame:
+    """Group ``i``'s tested terms against the other groups: counts, log-odds, z and p."""
+    a, a0, n_tokens = prior
+    y_g = counts[i, tested]
+    y_r = corpus[tested] - y_g
+    a_w = a[tested]
+    n_g = counts[i].sum()
+    n_r = n_tokens - n_g
+    # A word that is every token of the corpus has no complement: its log-odds are
+    # undefined (inf - inf), so its test is NaN and stays out of the BH family.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        delta = np.log((y_g + a_w) / (n_g + a0 - y_g - a_w)) - np.log(
+            (y_r + a_w) / (n_r + a0 - y_r - a_w)
+        )
+    delta[~np.isfinite(delta)] = np.nan
+    z = delta / np.sqrt(1 / (y_g + a_w) + 1 / (y_r + a_w))
+    frame = pd.DataFrame(
+        {
+            "term": [shown[0] for shown in seen],
+            "forms": [", ".join(shown) for shown in seen],
+            "count_group": y_g.astype(int),
+            "count_rest": y_r.astype(int),
+            "log_odds": delta,
+            "z": z,
+            "p_value": 2 * stats.norm.sf(np.abs(z)),
+        }
+    )
+    return frame
 
 
 @dataclass(frozen=True)

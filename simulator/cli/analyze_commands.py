@@ -26,7 +26,7 @@ from biasim.simulator.common.csvlimits import (
     DEFAULT_MAX_GROUPS,
     CsvLimits,
 )
-from biasim.simulator.common.errors import InputError
+from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.tables import print_table
 
 
@@ -208,16 +208,7 @@ def analyze(
         )
         return
     if texts is not None:
-        from biasim.analysis.text.letter_text import SUCCESS_RULES
-        from biasim.simulator.kinds.letters import LettersKind
-
-        if success_filter not in SUCCESS_RULES:
-            fail_input(
-                InputError(
-                    f"--success-filter: `{success_filter}` is not one of {', '.join(SUCCESS_RULES)}"
-                )
-            )
-        from biasim.simulator.tools.texts import TextsOptions, analyze_texts
+        from biasim.simulator.tools.texts import TextsOptions
 
         options = TextsOptions(
             text_col,
@@ -236,16 +227,7 @@ def analyze(
             limits,
             unit_col,
         )
-        try:
-            summary = analyze_texts(texts, options, out)
-        except InputError as exc:
-            fail_input(exc)
-        if as_json:
-            sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
-        else:
-            LettersKind().print(summary, out_console)
-            if out is not None:
-                out_console.print(f"wrote tables and a figure under {out}")
+        _analyze_letter_texts(texts, options, out, as_json)
         return
     if decisions is not None:
         _analyze_external(
@@ -269,6 +251,37 @@ def analyze(
         return
     if run_dir is None:
         fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
+    _reanalyze_run(run_dir, as_json)
+
+
+def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: bool) -> None:
+    """``analyze --texts`` without a masked LM: the letters' lexicon, word and style tables."""
+    from biasim.analysis.text.letter_text import SUCCESS_RULES
+    from biasim.simulator.kinds.letters import LettersKind
+
+    success_filter = options.success_filter
+    if success_filter not in SUCCESS_RULES:
+        fail_input(
+            InputError(
+                f"--success-filter: `{success_filter}` is not one of {', '.join(SUCCESS_RULES)}"
+            )
+        )
+    from biasim.simulator.tools.texts import analyze_texts
+
+    try:
+        summary = analyze_texts(texts, options, out)
+    except InputError as exc:
+        fail_input(exc)
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+    else:
+        LettersKind().print(summary, out_console)
+        if out is not None:
+            out_console.print(f"wrote tables and a figure under {out}")
+
+
+def _reanalyze_run(run_dir: Path, as_json: bool) -> None:
+    """``analyze RUN_DIR``: the run's analyses recomputed from its results, printed."""
     from biasim.simulator.engine.runner import reanalyze
     from biasim.simulator.report.outputs import print_report
 
@@ -312,13 +325,42 @@ def _analyze_external(
     as_json: bool,
     limits: CsvLimits,
 ) -> None:
-    import pandas as pd
+    from biasim.analysis.stats.disparity import INVALID
 
-    from biasim.analysis.audit.external import DecisionsError, check_decisions
-    from biasim.analysis.stats.disparity import INVALID, disparity_report, impact_ratios_by_stratum
-    from biasim.analysis.stats.refusals import refusal_report
-    from biasim.simulator.common.errors import Problem
+    df, groups = _read_external_decisions(path, options, limits)
+    outcome_col = options.outcome_col
+    assert outcome_col is not None
+    positive, how = _default_positive(df[outcome_col], options.positive)
+    _check_positive_seen(df, path, outcome_col, positive)
+    invalid = comma_list(options.invalid) if options.invalid is not None else list(INVALID)
+    checked = _check_external_decisions(df, path, groups, options, positive, invalid)
+    if out is not None:
+        from biasim.simulator.common.rundir import check_writable
 
+        reason = check_writable(out, hint="; name a new directory with --out")
+        if reason:
+            fail_input(InputError([Problem("--out", None, "", reason)]))
+    tables, scalars = _external_report(
+        checked, groups, options, (positive, how), invalid, permutations, seed
+    )
+    if out is not None:
+        from biasim.simulator.common.csvfiles import write_csv
+
+        out.mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            write_csv(out / f"{name}.csv", table)
+    if as_json:
+        payload = {**scalars, **{k: v.to_dict("records") for k, v in tables.items()}}
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        return
+    _print_external(tables, scalars, checked, groups, options, (positive, how))
+
+
+def _read_external_decisions(
+    path: Path, options: ExternalOptions, limits: CsvLimits
+) -> tuple[Any, list[str]]:
+    """The decisions CSV and its group columns, once every column named on the command line
+    is there (else exit 2 naming them)."""
     outcome_col, stratum_col, unit_col = options.outcome_col, options.stratum_col, options.unit_col
     missing = [
         f
@@ -347,7 +389,11 @@ def _analyze_external(
                 ]
             )
         )
-    positive, how = _default_positive(df[outcome_col], options.positive)
+    return df, groups
+
+
+def _check_positive_seen(df: Any, path: Path, outcome_col: str, positive: str) -> None:
+    """Exit 2 when no row has the favourable value (a misspelt --positive)."""
     if positive not in set(df[outcome_col].dropna()):
         values = sorted(set(df[outcome_col].dropna()))[:10]
         fail_input(
@@ -362,7 +408,22 @@ def _analyze_external(
                 ]
             )
         )
-    invalid = comma_list(options.invalid) if options.invalid is not None else list(INVALID)
+
+
+def _check_external_decisions(
+    df: Any,
+    path: Path,
+    groups: list[str],
+    options: ExternalOptions,
+    positive: str,
+    invalid: list[str],
+) -> Any:
+    """The rows that enter the tests, with the exclusions counted (exit 2 on unusable values,
+    or when every favourable row is excluded)."""
+    from biasim.analysis.audit.external import DecisionsError, check_decisions
+
+    outcome_col = options.outcome_col
+    assert outcome_col is not None
     try:
         checked = check_decisions(
             df,
@@ -371,8 +432,8 @@ def _analyze_external(
             positive=positive,
             negative=comma_list(options.negative) if options.negative is not None else None,
             invalid=invalid,
-            unit_col=unit_col,
-            stratum_col=stratum_col,
+            unit_col=options.unit_col,
+            stratum_col=options.stratum_col,
             min_group_share=options.min_group_share,
         )
     except DecisionsError as exc:
@@ -389,12 +450,26 @@ def _analyze_external(
                 ]
             )
         )
-    if out is not None:
-        from biasim.simulator.common.rundir import check_writable
+    return checked
 
-        reason = check_writable(out, hint="; name a new directory with --out")
-        if reason:
-            fail_input(InputError([Problem("--out", None, "", reason)]))
+
+def _external_report(
+    checked: Any,
+    groups: list[str],
+    options: ExternalOptions,
+    positive_and_how: tuple[str, str],
+    invalid: list[str],
+    permutations: int,
+    seed: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The disparity and refusal tables of the checked decisions, and their scalars."""
+    import pandas as pd
+
+    from biasim.analysis.stats.disparity import disparity_report, impact_ratios_by_stratum
+    from biasim.analysis.stats.refusals import refusal_report
+
+    positive, how = positive_and_how
+    outcome_col, stratum_col, unit_col = options.outcome_col, options.stratum_col, options.unit_col
     data = checked.data
     report = disparity_report(
         data,
@@ -441,16 +516,19 @@ def _analyze_external(
     tables["exclusions"] = checked.exclusions
     if options.min_group_share > 0:
         tables["small_groups"] = checked.small_groups
-    if out is not None:
-        from biasim.simulator.common.csvfiles import write_csv
+    return tables, scalars
 
-        out.mkdir(parents=True, exist_ok=True)
-        for name, table in tables.items():
-            write_csv(out / f"{name}.csv", table)
-    if as_json:
-        payload = {**scalars, **{k: v.to_dict("records") for k, v in tables.items()}}
-        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
-        return
+
+def _print_external(
+    tables: dict[str, Any],
+    scalars: dict[str, Any],
+    checked: Any,
+    groups: list[str],
+    options: ExternalOptions,
+    positive_and_how: tuple[str, str],
+) -> None:
+    """The tables, then the headline, validity and claims lines of ``analyze --decisions``."""
+    positive, how = positive_and_how
     for name, table in tables.items():
         rich_table = Table(title=name)
         for col in table.columns:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -101,7 +101,7 @@ def run(
     cause and continue with --resume); 4 stopped at the cost limit (resumable with a higher
     --cost-limit); 130 or 143 stopped by Ctrl-C or SIGTERM (resumable).
     """
-    from biasim.simulator.engine.runner import RunOptions, execute, prepare
+    from biasim.simulator.engine.runner import RunOptions, prepare
 
     options = RunOptions(
         study=study,
@@ -131,6 +131,17 @@ def run(
     if bios is not None and bios.excluded:
         # Said before the calls, so rows left out of the biography file are never silent.
         _print_biographies(prepared.study.config, err_console)
+    outcome = _execute_with_progress(prepared, progress_every)
+    if outcome.status == "interrupted":
+        _exit_interrupted(outcome)
+    _report_outcome(outcome)
+
+
+def _execute_with_progress(prepared: Any, progress_every: float) -> Any:
+    """Run the prepared study under a progress display; exit 130 on Ctrl-C before the run's
+    own handler is in place, 2 on bad input."""
+    from biasim.simulator.engine.runner import execute
+
     try:
         with progress_display(err_console, progress_every) as progress:
             # Rich prints above a live bar on the same console.
@@ -145,20 +156,29 @@ def run(
         raise typer.Exit(130) from None
     except InputError as exc:
         fail_input(exc)
-    if outcome.status == "interrupted":
-        from biasim.simulator.engine.budget import COST_LIMIT_EXIT
+    return outcome
 
-        print_written(outcome.out, outcome.summary)
-        answered = outcome.summary.get("units", 0)
-        at_limit = outcome.exit_code == COST_LIMIT_EXIT
-        err_console.print(
-            f"run {'stopped' if at_limit else 'interrupted'}: {outcome.message}; {answered} of "
-            f"{outcome.summary['units_expected']} units have results; every answer is saved in "
-            f"{outcome.out}\ncontinue with: biasim run --resume {outcome.out}"
-            + (" --cost-limit USD" if at_limit else ""),
-            markup=False,
-        )
-        raise typer.Exit(outcome.exit_code)
+
+def _exit_interrupted(outcome: Any) -> NoReturn:
+    """Say what an interrupted (or cost-limited) run saved and how to continue, then exit."""
+    from biasim.simulator.engine.budget import COST_LIMIT_EXIT
+
+    print_written(outcome.out, outcome.summary)
+    answered = outcome.summary.get("units", 0)
+    at_limit = outcome.exit_code == COST_LIMIT_EXIT
+    err_console.print(
+        f"run {'stopped' if at_limit else 'interrupted'}: {outcome.message}; {answered} of "
+        f"{outcome.summary['units_expected']} units have results; every answer is saved in "
+        f"{outcome.out}\ncontinue with: biasim run --resume {outcome.out}"
+        + (" --cost-limit USD" if at_limit else ""),
+        markup=False,
+    )
+    raise typer.Exit(outcome.exit_code)
+
+
+def _report_outcome(outcome: Any) -> None:
+    """The report, accounting and errors of a finished run; exit 1 when its analysis failed,
+    the run's exit code when it did not complete."""
     from biasim.simulator.report.outputs import print_report
 
     if outcome.summary.get("units"):

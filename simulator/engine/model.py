@@ -27,25 +27,17 @@ from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 from biasim.simulator.study.biographies import biography_view
-from biasim.simulator.study.casting import cast
 from biasim.simulator.study.config import RoleConfig, StageConfig, StudyConfig
 from biasim.simulator.study.design import (
     MODEL_LABEL,
-    design_size,
     expected_units,
     iter_design,
     iter_populations,
-    model_labels,
 )
 from biasim.simulator.study.logprob_checks import decision_field
 from biasim.simulator.study.persona_writer import persona_view
-from biasim.simulator.study.populations import (
-    is_pipeline,
-    populations,
-    stage_order,
-    stage_population,
-)
 from biasim.simulator.study.templating import compile_expression
+from biasim.simulator.study.views import StudyViews, study_views
 
 #: Runtimes by (role, model label); the label is "" for roles played by one model.
 Runtimes = dict[tuple[str, str], BackendRuntime]
@@ -64,6 +56,7 @@ class StudyModel(mesa.Model):
         dispatcher: Executes the calls of a stage.
         loop: Event loop the dispatcher runs on (backend clients stay bound to it).
         writer: Where result rows go.
+        views: The study's derived views (computed from ``study`` when not given).
     """
 
     def __init__(
@@ -73,16 +66,19 @@ class StudyModel(mesa.Model):
         dispatcher: Dispatcher,
         loop: asyncio.AbstractEventLoop,
         writer: ResultsWriter,
+        views: StudyViews | None = None,
     ) -> None:
         super().__init__(rng=study.seed)
+        #: Casting, labels, populations, stage order and sizes, derived once.
+        self.views = views or study_views(study)
         self.study = study
         self.runtimes = runtimes
         self.dispatcher = dispatcher
         self.writer = writer
         self._loop = loop
         #: Role -> model label -> who plays it ("" for a role one model plays for every label).
-        self._variants = cast(study)
-        multi = len(model_labels(study)) > 1
+        self._variants = self.views.casting
+        multi = len(self.views.model_labels) > 1
         self.stage_configs = {stage.name: stage for stage in study.stages}
         #: Stages answered with log-probabilities -> the decision field and its options.
         self._decisions = {
@@ -90,10 +86,10 @@ class StudyModel(mesa.Model):
             for stage in study.stages
             if stage.answer == "logprobs" and (found := decision_field(stage)) is not None
         }
-        self.plans = [self._plan(self.stage_configs[n], multi) for n in stage_order(study)]
+        self.plans = [self._plan(self.stage_configs[n], multi) for n in self.views.stage_order]
         #: A study with populations: agents read each other's work, so every agent of every
         #: population is held at once (one wave) and stages run in pipeline order.
-        self.pipeline = is_pipeline(study)
+        self.pipeline = self.views.pipeline
         self.members: dict[str, list[LLMAgent]] = {}
         #: Writing stage -> its answered documents, in design order.
         self.documents: dict[str, list[Document]] = {}
@@ -106,29 +102,15 @@ class StudyModel(mesa.Model):
         #: Stage -> documents left out of its evaluations, by reason.
         self.exclusions: dict[str, dict[str, int]] = {}
         self._expected: int | None = None
+        self.agents_total = self.views.agents_total
         if self.pipeline:
-            from biasim.simulator.study.design import population_sizes
-
             self._design = iter_populations(study)
-            self.agents_total = sum(population_sizes(study).values())
         else:
-            self.agents_total = design_size(study)
             self._design = iter_design(study)
         self.stage_index = 0
         self.wave = 0
         self.units_done = 0
-        self.stage_counts: dict[str, int] = {}
         self.wave_seconds = 0.0
-        self.datacollector = mesa.DataCollector(
-            model_reporters={
-                "wave": lambda m: m.wave,
-                "stage": lambda m: m.plans[m.stage_index - 1].name if m.stage_index else None,
-                "answered": lambda m: m.stage_counts.get("answered", 0),
-                "invalid": lambda m: m.stage_counts.get("invalid", 0),
-                "error": lambda m: m.stage_counts.get("error", 0),
-                "skipped": lambda m: m.stage_counts.get("skipped", 0),
-            }
-        )
         self._next_wave()
 
     @property
@@ -198,7 +180,7 @@ class StudyModel(mesa.Model):
         for agent in list(self.agents):
             agent.remove()
         if self.pipeline:
-            pops = populations(self.study)
+            pops = self.views.populations
             for name, pop in pops.items():
                 specs = [s for s in batch if s.population == name]
                 created = AGENT_CLASSES[pop.agent].create_agents(
@@ -225,7 +207,7 @@ class StudyModel(mesa.Model):
         elif config.reads is not None:
             agents = self._readings(plan)
         else:
-            agents = self.members[stage_population(self.study, config)]
+            agents = self.members[self.views.stage_population[config.name]]
         acting = [a for a in agents if isinstance(a, Reading) or a.takes_part(plan)]
         stopped: RunInterrupted | None = None
         try:
@@ -237,20 +219,17 @@ class StudyModel(mesa.Model):
             acting = [acting[i] for i in kept]
             responses = [exc.answers[i] for i in kept]
         rows = []
-        self.stage_counts = {}
         for agent, response in zip(acting, responses, strict=True):
             agent.observe(plan, response)
             row = self._row(agent, plan, response)
             if self.pipeline:
                 self._record(agent, plan, response, row)
-            self.stage_counts[row["status"]] = self.stage_counts.get(row["status"], 0) + 1
             rows.append(row)
         self.writer.write(rows)
         if stopped is not None:
             raise stopped
         self.units_done += len(agents)
         self.stage_index += 1
-        self.datacollector.collect(self)
         if self.stage_index == len(self.plans):
             self.stage_index = 0
             self._next_wave()
@@ -396,7 +375,7 @@ class StudyModel(mesa.Model):
             names=self._names() if reads.counterfactual else None,
         )
         self.exclusions[plan.name] = dict(matching.excluded)
-        readers = self.members[stage_population(self.study, config)]
+        readers = self.members[self.views.stage_population[config.name]]
         return [
             readers[i % len(readers)].read(evaluation)  # type: ignore[attr-defined]
             for i, evaluation in enumerate(matching.evaluations)

@@ -463,46 +463,14 @@ def _run_study(
     manifest["status"] = "running"
     manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
     write_json(out / MANIFEST, manifest)
-
-    from biasim.simulator.engine.store import CallStore
-
-    store = CallStore(
-        out / CALLS,
-        replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
-    )
-    limit = prepared.study.config.cost_limit
-    budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
-    dispatcher = Dispatcher(
-        store, max_error_rate=prepared.options.max_error_rate, stop=stop, budget=budget
-    )
-    writer = ResultsWriter(
-        out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
-    )
-    model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop, writer)
+    store, dispatcher, writer, model = _run_parts(prepared, loop, stop)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
     status, message, exit_code = "complete", "", 0
     failure = ""
     stage_seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
-        while model.running and not stop.stopping:
-            if tick is not None:
-                # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
-                # the dispatcher: count the stage in full when it ends.
-                offset = model.units_done - dispatcher.finished
-                dispatcher.on_progress = lambda n, latency, offset=offset: tick(
-                    n + offset, dispatcher.errors, latency
-                )
-            name = model.plans[model.stage_index].name
-            s0, w0 = time.perf_counter(), model.wave_seconds
-            try:
-                model.step()
-            finally:
-                # Building the next wave's agents is not this stage's work (timings.waves_s).
-                spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
-                stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
-            if tick is not None:
-                tick(model.units_done, dispatcher.errors)
+        _step_until_done(model, dispatcher, tick, stop, stage_seconds)
         if stop.stopping:
             raise RunInterrupted([], [])
     except RunAborted as exc:
@@ -529,31 +497,7 @@ def _run_study(
         store.close()
         loop.run_until_complete(_close_backends(prepared.runtimes))
         loop.close()
-        summary: dict[str, Any] = {}
-        if len(results) and stop.level >= 2:
-            # The user asked twice to stop: the answers are saved, the statistics can wait.
-            summary = {
-                **base_summary(results, prepared.study.config),
-                "analysis_error": "skipped: the run was stopped twice",
-            }
-        elif len(results):
-            try:
-                evidence = analyze(
-                    results,
-                    prepared.study.config,
-                    data_dir=study_folder(prepared.study),
-                    out_dir=out,
-                )
-                summary = evidence.summary
-                written = write_evidence(out, evidence)
-                summary["outputs"] = [str(p.relative_to(out)) for p in written]
-            except Exception as exc:
-                # The answers cost model time; a failing statistic must not leave the run
-                # looking unfinished. The error is recorded and `biasim analyze` redoes it.
-                summary = {
-                    **base_summary(results, prepared.study.config),
-                    "analysis_error": f"{type(exc).__name__}: {exc}",
-                }
+        summary = _analysis_summary(prepared, results, stop)
         summary.update(
             status=status,
             message=message,
@@ -598,6 +542,93 @@ def _run_study(
         message=message,
         exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
+
+
+def _run_parts(
+    prepared: PreparedRun, loop: asyncio.AbstractEventLoop, stop: StopControl
+) -> tuple[Any, Dispatcher, ResultsWriter, StudyModel]:
+    """The call store, the dispatcher (with the cost budget), the results writer and the
+    model of one session."""
+    from biasim.simulator.engine.store import CallStore
+
+    out = prepared.out
+    store = CallStore(
+        out / CALLS,
+        replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
+    )
+    limit = prepared.study.config.cost_limit
+    budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
+    dispatcher = Dispatcher(
+        store, max_error_rate=prepared.options.max_error_rate, stop=stop, budget=budget
+    )
+    writer = ResultsWriter(
+        out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
+    )
+    model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop, writer)
+    return store, dispatcher, writer, model
+
+
+def _step_until_done(
+    model: StudyModel,
+    dispatcher: Dispatcher,
+    tick: Any,
+    stop: StopControl,
+    stage_seconds: dict[str, float],
+) -> None:
+    """Step the model stage by stage until it ends or a stop is asked for, timing each stage
+    and reporting progress."""
+    while model.running and not stop.stopping:
+        if tick is not None:
+            # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
+            # the dispatcher: count the stage in full when it ends.
+            offset = model.units_done - dispatcher.finished
+            dispatcher.on_progress = lambda n, latency, offset=offset: tick(
+                n + offset, dispatcher.errors, latency
+            )
+        name = model.plans[model.stage_index].name
+        s0, w0 = time.perf_counter(), model.wave_seconds
+        try:
+            model.step()
+        finally:
+            # Building the next wave's agents is not this stage's work (timings.waves_s).
+            spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
+            stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
+        if tick is not None:
+            tick(model.units_done, dispatcher.errors)
+
+
+def _analysis_summary(
+    prepared: PreparedRun, results: pd.DataFrame, stop: StopControl
+) -> dict[str, Any]:
+    """The analyses of the session's results written out, or the reason they are not (asked
+    to stop twice, or a statistic failed: the answers are kept either way)."""
+    out = prepared.out
+    summary: dict[str, Any] = {}
+    if len(results) and stop.level >= 2:
+        # The user asked twice to stop: the answers are saved, the statistics can wait.
+        summary = {
+            **base_summary(results, prepared.study.config),
+            "analysis_error": "skipped: the run was stopped twice",
+        }
+    elif len(results):
+        try:
+            evidence = analyze(
+                results,
+                prepared.study.config,
+                data_dir=study_folder(prepared.study),
+                out_dir=out,
+            )
+            summary = evidence.summary
+            written = write_evidence(out, evidence)
+            summary["outputs"] = [str(p.relative_to(out)) for p in written]
+        except Exception as exc:
+            # The answers cost model time; a failing statistic must not leave the run
+            # looking unfinished. The error is recorded and `biasim analyze` redoes it.
+            summary = {
+                **base_summary(results, prepared.study.config),
+                "analysis_error": f"{type(exc).__name__}: {exc}",
+            }
+    return summary
 
 
 def cost_ledger(totals: dict[str, Any], limit: float | None) -> dict[str, Any]:

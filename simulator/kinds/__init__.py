@@ -2,7 +2,7 @@
 the study, its computation on the results (through ``analysis/``) and its renderings.
 
 Adding a kind is one new module and a :func:`register_kind` call (or an entry point in the
-``biasim.analyses`` group); see the README's "Adding an analysis kind".
+``biasim.analyses`` group); see ``docs/extending/kinds.md``.
 """
 
 from biasim.simulator.kinds.base import (

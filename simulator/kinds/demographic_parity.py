@@ -362,6 +362,47 @@ class DemographicParityKind(AnalysisKind):
                 case_cols=case_cols,
                 n_permutations=spec.n_permutations,
             )
+        self._unit_models(section, rows, spec, ctx, case_cols, condition)
+        summary = section.summary
+        summary.update(
+            stage=spec.stage,
+            field=spec.field,
+            target=spec.target or f"per case ({spec.target_from})",
+            case_columns=case_cols,
+            groups=rates.to_dict("records"),
+            cases=cases.to_dict("records"),
+        )
+        panel_cases = [c for c in spec.cases if c != "model_label"]
+        col_col = panel_cases[0] if panel_cases else "attribute"
+        orders, targets = _figure_order(rows, spec, study, col_col)
+        self._share_figures(section, rates, cases, spec, ctx, (col_col, orders, targets))
+        if spec.condition:
+            self._condition_effects(section, rows, cases, spec, ctx, (panel_cases, orders, targets))
+        implicit = cases
+        x_cases = None
+        if spec.explicit is not None:
+            implicit, x_cases = self._explicit(
+                section, results, (rates, cases, units), spec, ctx, case_cols
+            )
+        if spec.terms is not None:
+            self._terms(results, rows, spec, ctx, condition, section)
+        if spec.predictions is not None:
+            self._alignment(section, rates, spec, ctx)
+        models = ctx.models_in(results)
+        if len(models) > 1:
+            self._across_models(rows, cases, implicit, x_cases, spec, ctx, models, section)
+        return section
+
+    def _unit_models(
+        self,
+        section: Section,
+        rows: pd.DataFrame,
+        spec: DecisionsSpec,
+        ctx: AnalysisContext,
+        case_cols: list[str],
+        condition: list[str],
+    ) -> None:
+        """Exclusion tests and model estimates, each persona's replicates one unit."""
         # A persona's replicates are one unit: the validity and bounds tests relabel it whole,
         # and the models cluster on it.
         by_persona = rows.assign(_persona=rows["agent_id"].str.replace(r"/r\d+$", "", regex=True))
@@ -389,18 +430,20 @@ class DemographicParityKind(AnalysisKind):
             unit_col="_persona",
             item_col=items[0] if items else None,
         )
-        summary = section.summary
-        summary.update(
-            stage=spec.stage,
-            field=spec.field,
-            target=spec.target or f"per case ({spec.target_from})",
-            case_columns=case_cols,
-            groups=rates.to_dict("records"),
-            cases=cases.to_dict("records"),
-        )
-        panel_cases = [c for c in spec.cases if c != "model_label"]
-        col_col = panel_cases[0] if panel_cases else "attribute"
-        orders, targets = _figure_order(rows, spec, study, col_col)
+
+    def _share_figures(
+        self,
+        section: Section,
+        rates: pd.DataFrame,
+        cases: pd.DataFrame,
+        spec: DecisionsSpec,
+        ctx: AnalysisContext,
+        layout: tuple[str, Any, Any],
+    ) -> None:
+        """One decision-shares figure per model (and condition level)."""
+        study, name = ctx.study, ctx.name
+        condition = [spec.condition] if spec.condition else []
+        col_col, orders, targets = layout
         for key, part in rates.groupby(["model_label", *condition], sort=False):
             key = key if isinstance(key, tuple) else (key,)
             mask = np.logical_and.reduce(
@@ -414,116 +457,142 @@ class DemographicParityKind(AnalysisKind):
                 orders=orders,
                 title=f"{study.name}: {' / '.join(map(str, key))}",
             )
-        if spec.condition:
-            ablation = case_stats.ablation_table(
-                cases, ["model_label", *spec.cases, "attribute"], spec.condition, conditions=None
+
+    def _condition_effects(
+        self,
+        section: Section,
+        rows: pd.DataFrame,
+        cases: pd.DataFrame,
+        spec: DecisionsSpec,
+        ctx: AnalysisContext,
+        layout: tuple[list[str], Any, Any],
+    ) -> None:
+        """The ablation table, the condition differences and a DPD-by-condition figure per
+        model."""
+        study, name = ctx.study, ctx.name
+        panel_cases, orders, targets = layout
+        assert spec.condition is not None
+        ablation = case_stats.ablation_table(
+            cases, ["model_label", *spec.cases, "attribute"], spec.condition, conditions=None
+        )
+        section.tables[f"{name}_ablation"] = ablation
+        add_condition_differences(
+            section,
+            ctx,
+            rows,
+            condition=spec.condition,
+            case_cols=["model_label", *spec.cases, "attribute"],
+            n_permutations=spec.n_permutations,
+            adjust=spec.adjust,
+            alpha=spec.alpha,
+        )
+        for model, part in cases.groupby("model_label"):
+            section.figures[slug(name, "dpd_by_condition", model)] = figures.plot_dpd_by_condition(
+                part,
+                condition_col=spec.condition,
+                case_cols=tuple([*panel_cases, "attribute"]),
+                order=[
+                    level
+                    for level in study.design.factors[spec.condition]
+                    if level in set(part[spec.condition])
+                ],
+                orders=orders,
+                targets=targets,
+                title=f"DPD by {spec.condition}: {model}",
             )
-            section.tables[f"{name}_ablation"] = ablation
-            add_condition_differences(
-                section,
-                ctx,
-                rows,
-                condition=spec.condition,
-                case_cols=["model_label", *spec.cases, "attribute"],
-                n_permutations=spec.n_permutations,
-                adjust=spec.adjust,
-                alpha=spec.alpha,
-            )
-            for model, part in cases.groupby("model_label"):
-                section.figures[slug(name, "dpd_by_condition", model)] = (
-                    figures.plot_dpd_by_condition(
-                        part,
-                        condition_col=spec.condition,
-                        case_cols=tuple([*panel_cases, "attribute"]),
-                        order=[
-                            level
-                            for level in study.design.factors[spec.condition]
-                            if level in set(part[spec.condition])
-                        ],
-                        orders=orders,
-                        targets=targets,
-                        title=f"DPD by {spec.condition}: {model}",
-                    )
-                )
+
+    def _explicit(
+        self,
+        section: Section,
+        results: pd.DataFrame,
+        implicit_tables: tuple[pd.DataFrame, pd.DataFrame, Any],
+        spec: DecisionsSpec,
+        ctx: AnalysisContext,
+        case_cols: list[str],
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The explicit trials' parity, and the implicit cases compared with them (the paper's
+        t-test and the excess over chance); returns the implicit cases compared and the
+        explicit cases."""
+        study, name, summary = ctx.study, ctx.name, section.summary
+        rates, cases, units = implicit_tables
+        assert spec.explicit is not None
         implicit = cases
-        x_cases = None
-        if spec.explicit is not None:
-            trials = _explicit_trials(results, spec, study)
-            explicit_cols = ["model_label", *spec.cases, "attribute"]
-            x_rates = case_stats.explicit_rates(
-                trials,
-                explicit_cols,
-                spec.explicit.field,
-                unknown=spec.explicit.unknown,
-                labels=_explicit_labels(study, spec),
-            )
-            x_cases = case_stats.explicit_parity(
-                x_rates,
-                explicit_cols,
-                unknown=spec.explicit.unknown,
-                alpha=spec.alpha,
-                n_simulations=spec.n_simulations,
-                seed=study.seed,
-            )
-            section.tables[f"{name}_explicit_rates"] = x_rates
-            section.tables[f"{name}_explicit_cases"] = x_cases
-            if spec.condition:
-                # The paper's technique is the last persona condition (contextualized personas).
-                main = [
-                    c
-                    for c in study.design.factors[spec.condition]
-                    if c in set(cases[spec.condition])
-                ]
-                implicit = cases[cases[spec.condition] == main[-1]] if main else cases
-                summary["implicit_condition"] = main[-1] if main else None
-            # The paper's t-test compares raw DPDs, whose chance levels differ between the two
-            # sides; the headline is the excess over chance, tested under the joint null.
-            comparison = case_stats.implicit_vs_explicit(implicit, x_cases, ddof=0)
-            implicit_rates = rates
-            if spec.condition and summary.get("implicit_condition") is not None:
-                implicit_rates = rates[rates[spec.condition] == summary["implicit_condition"]]
-            excess = excess_dpd_test(
-                implicit_rates,
-                x_rates,
-                case_cols,
-                explicit_cols,
-                unknown=spec.explicit.unknown,
-                alpha=spec.alpha,
-                n_simulations=spec.n_simulations,
-                seed=study.seed,
-                implicit_units=units,
-            )
-            # Both tables count the cases; the t-test table's counts are kept.
-            counts = ["n_cases_implicit", "n_cases_explicit"]
-            comparison = comparison.merge(excess.drop(columns=counts), on="model_label", how="left")
-            section.tables[f"{name}_implicit_vs_explicit"] = comparison
-            section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
-                comparison, model_order=ctx.models_in(comparison) or None
-            )
-            summary["explicit_cases"] = x_cases.to_dict("records")
-            summary["implicit_vs_explicit"] = comparison.to_dict("records")
-        if spec.terms is not None:
-            self._terms(results, rows, spec, ctx, condition, section)
-        if spec.predictions is not None:
-            path = (
-                case_stats.DEFAULT_PREDICTIONS
-                if spec.predictions == "default"
-                else ctx.resolve(spec.predictions)
-            )
-            scenario_col = spec.cases[0] if spec.cases else "scenario"
-            alignment = case_stats.directional_alignment(
-                rates.rename(columns={scenario_col: "scenario"})
-                if scenario_col != "scenario"
-                else rates,
-                case_stats.load_predictions(path),
-                by=("model_label", *condition),
-            )
-            section.tables[f"{name}_alignment"] = alignment
-            summary["alignment"] = alignment.to_dict("records")
-        models = ctx.models_in(results)
-        if len(models) > 1:
-            self._across_models(rows, cases, implicit, x_cases, spec, ctx, models, section)
-        return section
+        trials = _explicit_trials(results, spec, study)
+        explicit_cols = ["model_label", *spec.cases, "attribute"]
+        x_rates = case_stats.explicit_rates(
+            trials,
+            explicit_cols,
+            spec.explicit.field,
+            unknown=spec.explicit.unknown,
+            labels=_explicit_labels(study, spec),
+        )
+        x_cases = case_stats.explicit_parity(
+            x_rates,
+            explicit_cols,
+            unknown=spec.explicit.unknown,
+            alpha=spec.alpha,
+            n_simulations=spec.n_simulations,
+            seed=study.seed,
+        )
+        section.tables[f"{name}_explicit_rates"] = x_rates
+        section.tables[f"{name}_explicit_cases"] = x_cases
+        if spec.condition:
+            # The paper's technique is the last persona condition (contextualized personas).
+            main = [
+                c for c in study.design.factors[spec.condition] if c in set(cases[spec.condition])
+            ]
+            implicit = cases[cases[spec.condition] == main[-1]] if main else cases
+            summary["implicit_condition"] = main[-1] if main else None
+        # The paper's t-test compares raw DPDs, whose chance levels differ between the two
+        # sides; the headline is the excess over chance, tested under the joint null.
+        comparison = case_stats.implicit_vs_explicit(implicit, x_cases, ddof=0)
+        implicit_rates = rates
+        if spec.condition and summary.get("implicit_condition") is not None:
+            implicit_rates = rates[rates[spec.condition] == summary["implicit_condition"]]
+        excess = excess_dpd_test(
+            implicit_rates,
+            x_rates,
+            case_cols,
+            explicit_cols,
+            unknown=spec.explicit.unknown,
+            alpha=spec.alpha,
+            n_simulations=spec.n_simulations,
+            seed=study.seed,
+            implicit_units=units,
+        )
+        # Both tables count the cases; the t-test table's counts are kept.
+        counts = ["n_cases_implicit", "n_cases_explicit"]
+        comparison = comparison.merge(excess.drop(columns=counts), on="model_label", how="left")
+        section.tables[f"{name}_implicit_vs_explicit"] = comparison
+        section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
+            comparison, model_order=ctx.models_in(comparison) or None
+        )
+        summary["explicit_cases"] = x_cases.to_dict("records")
+        summary["implicit_vs_explicit"] = comparison.to_dict("records")
+        return implicit, x_cases
+
+    def _alignment(
+        self, section: Section, rates: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext
+    ) -> None:
+        """Directional alignment of the rates with the predictions the study names."""
+        name, summary = ctx.name, section.summary
+        condition = [spec.condition] if spec.condition else []
+        assert spec.predictions is not None
+        path = (
+            case_stats.DEFAULT_PREDICTIONS
+            if spec.predictions == "default"
+            else ctx.resolve(spec.predictions)
+        )
+        scenario_col = spec.cases[0] if spec.cases else "scenario"
+        alignment = case_stats.directional_alignment(
+            rates.rename(columns={scenario_col: "scenario"})
+            if scenario_col != "scenario"
+            else rates,
+            case_stats.load_predictions(path),
+            by=("model_label", *condition),
+        )
+        section.tables[f"{name}_alignment"] = alignment
+        summary["alignment"] = alignment.to_dict("records")
 
     def _terms(
         self,
@@ -730,41 +799,7 @@ class DemographicParityKind(AnalysisKind):
             "persona group, with Wilson 95% intervals; invalid or undecided answers are excluded "
             "and counted."
         )
-        text = [Column("model_label", "model"), *[Column(c) for c in case_cols]]
-        section.table(
-            summary["cases"],
-            key="cases",
-            title="Demographic parity difference per case",
-            columns=[
-                *text,
-                Column("n_valid", "valid n", "int"),
-                Column("n_excluded", "excluded", "int"),
-                Column("dpd", "DPD", ".3f", star="significant"),
-                Column("max_group", "highest rate"),
-                Column("min_group", "lowest rate"),
-                Column("threshold", "threshold", ".3f"),
-                Column("chance_dpd", "by chance", ".3f"),
-                Column("p_value", "p", ".3f"),
-                Column("test", "test"),
-                Column("unit", "unit"),
-                Column("n_units", "units", "int"),
-            ],
-            note=case_note(summary["cases"]),
-        )
-        section.table(
-            summary["groups"],
-            key="groups",
-            title="Rates per group",
-            columns=[
-                *text,
-                Column("value", "group"),
-                Column("n_valid", "valid n", "int"),
-                Column("n_excluded", "excluded", "int"),
-                Column("k", "targeted", "int"),
-                Column("rate", "rate", ".3f"),
-                Column("ci_low", "95% CI (Wilson)", "ci", upper="ci_high"),
-            ],
-        )
+        _html_case_tables(summary, section, case_cols)
         html_exclusions(section, summary.get("exclusions", []), ["model_label", *case_cols])
         html_model_estimates(section, summary.get("model_estimates", []), _fit_keys(summary))
         html_grades(section, summary.get("model_grades", []))
@@ -777,68 +812,8 @@ class DemographicParityKind(AnalysisKind):
                 section.figure(name, "DPD by persona condition" + section.cite(PAPER, "Fig. 5"))
         if summary.get("condition_differences"):
             html_condition_differences(summary, section)
-        if summary.get("explicit_cases"):
-            section.table(
-                summary["explicit_cases"],
-                key="explicit_cases",
-                title="Explicit condition: DPD of the attribute named, Unknown excluded",
-                columns=[
-                    Column("model_label", "model"),
-                    *[Column(c) for c in case_cols if c in summary["explicit_cases"][0]],
-                    Column("n_valid", "answers", "int"),
-                    Column("dpd", "DPD", ".3f", star="significant"),
-                    Column("threshold", "threshold", ".3f"),
-                    Column("p_value", "p", ".3f"),
-                ],
-            )
-        if summary.get("implicit_vs_explicit"):
-            section.table(
-                summary["implicit_vs_explicit"],
-                key="implicit_vs_explicit",
-                title="Implicit (agent decisions) vs explicit (question answering)",
-                columns=[
-                    Column("model_label", "model"),
-                    Column("mean_dpd_implicit", "implicit mean DPD", ".3f"),
-                    Column("sd_dpd_implicit", "sd", ".3f"),
-                    Column("n_significant_implicit", "significant", "int"),
-                    Column("n_cases_implicit", "cases", "int"),
-                    Column("mean_dpd_explicit", "explicit mean DPD", ".3f"),
-                    Column("sd_dpd_explicit", "sd", ".3f"),
-                    Column("n_significant_explicit", "significant", "int"),
-                    Column("n_cases_explicit", "cases", "int"),
-                    Column("mean_excess_implicit", "implicit beyond chance", "+.3f"),
-                    Column("mean_excess_explicit", "explicit beyond chance", "+.3f"),
-                    Column("p_excess", "p (beyond chance)", ".3f"),
-                    Column("t_statistic", "t", ".2f"),
-                    Column("p_value", "p", ".3f"),
-                ],
-                note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no "
-                "bias, given each case's totals), implicit against explicit, tested by a "
-                "bootstrap under the joint null (calibrated). t and p: the paper's two-sample "
-                "t-test of raw DPDs (seed 004, 5.1; sd with ddof 0 as the paper), shown for "
-                "comparison only: raw DPDs differ by chance with group count and size.",
-            )
-            section.figure(
-                slug(prefix, "implicit_vs_explicit"),
-                "Implicit vs explicit bias per model" + section.cite(PAPER, "Fig. 3"),
-            )
-        if summary.get("model_differences"):
-            differences = summary["model_differences"]
-            html_differences(
-                section,
-                differences,
-                [c for c in differences[0] if c in case_cols],
-                "Differences between models per case",
-                _DIFFERENCE_NOTE,
-            )
-            section.figure(
-                slug(prefix, "explicit_by_model"),
-                "Explicit bias per case across models" + section.cite(PAPER, "Fig. 11"),
-            )
-            section.figure(
-                slug(prefix, "implicit_by_model"),
-                "Implicit bias per case across models" + section.cite(PAPER, "Fig. 12"),
-            )
+        _html_explicit(summary, section, case_cols)
+        _html_model_differences(summary, section, case_cols)
         if summary.get("terms"):
             used = summary["terms"]
             among = f"units that chose {used['chosen']}" if used["chosen"] else "every unit"
@@ -854,6 +829,119 @@ class DemographicParityKind(AnalysisKind):
                 key="alignment",
                 title="Directional alignment with real-world findings (Table 3)",
             )
+
+
+def _html_case_tables(summary: dict[str, Any], section: HtmlSection, case_cols: list[str]) -> None:
+    """The DPD per case and the rates per group."""
+    text = [Column("model_label", "model"), *[Column(c) for c in case_cols]]
+    section.table(
+        summary["cases"],
+        key="cases",
+        title="Demographic parity difference per case",
+        columns=[
+            *text,
+            Column("n_valid", "valid n", "int"),
+            Column("n_excluded", "excluded", "int"),
+            Column("dpd", "DPD", ".3f", star="significant"),
+            Column("max_group", "highest rate"),
+            Column("min_group", "lowest rate"),
+            Column("threshold", "threshold", ".3f"),
+            Column("chance_dpd", "by chance", ".3f"),
+            Column("p_value", "p", ".3f"),
+            Column("test", "test"),
+            Column("unit", "unit"),
+            Column("n_units", "units", "int"),
+        ],
+        note=case_note(summary["cases"]),
+    )
+    section.table(
+        summary["groups"],
+        key="groups",
+        title="Rates per group",
+        columns=[
+            *text,
+            Column("value", "group"),
+            Column("n_valid", "valid n", "int"),
+            Column("n_excluded", "excluded", "int"),
+            Column("k", "targeted", "int"),
+            Column("rate", "rate", ".3f"),
+            Column("ci_low", "95% CI (Wilson)", "ci", upper="ci_high"),
+        ],
+    )
+
+
+def _html_explicit(summary: dict[str, Any], section: HtmlSection, case_cols: list[str]) -> None:
+    """The explicit condition's DPDs and their comparison with the implicit ones."""
+    prefix = summary["name"]
+    if summary.get("explicit_cases"):
+        section.table(
+            summary["explicit_cases"],
+            key="explicit_cases",
+            title="Explicit condition: DPD of the attribute named, Unknown excluded",
+            columns=[
+                Column("model_label", "model"),
+                *[Column(c) for c in case_cols if c in summary["explicit_cases"][0]],
+                Column("n_valid", "answers", "int"),
+                Column("dpd", "DPD", ".3f", star="significant"),
+                Column("threshold", "threshold", ".3f"),
+                Column("p_value", "p", ".3f"),
+            ],
+        )
+    if summary.get("implicit_vs_explicit"):
+        section.table(
+            summary["implicit_vs_explicit"],
+            key="implicit_vs_explicit",
+            title="Implicit (agent decisions) vs explicit (question answering)",
+            columns=[
+                Column("model_label", "model"),
+                Column("mean_dpd_implicit", "implicit mean DPD", ".3f"),
+                Column("sd_dpd_implicit", "sd", ".3f"),
+                Column("n_significant_implicit", "significant", "int"),
+                Column("n_cases_implicit", "cases", "int"),
+                Column("mean_dpd_explicit", "explicit mean DPD", ".3f"),
+                Column("sd_dpd_explicit", "sd", ".3f"),
+                Column("n_significant_explicit", "significant", "int"),
+                Column("n_cases_explicit", "cases", "int"),
+                Column("mean_excess_implicit", "implicit beyond chance", "+.3f"),
+                Column("mean_excess_explicit", "explicit beyond chance", "+.3f"),
+                Column("p_excess", "p (beyond chance)", ".3f"),
+                Column("t_statistic", "t", ".2f"),
+                Column("p_value", "p", ".3f"),
+            ],
+            note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no "
+            "bias, given each case's totals), implicit against explicit, tested by a "
+            "bootstrap under the joint null (calibrated). t and p: the paper's two-sample "
+            "t-test of raw DPDs (seed 004, 5.1; sd with ddof 0 as the paper), shown for "
+            "comparison only: raw DPDs differ by chance with group count and size.",
+        )
+        section.figure(
+            slug(prefix, "implicit_vs_explicit"),
+            "Implicit vs explicit bias per model" + section.cite(PAPER, "Fig. 3"),
+        )
+
+
+def _html_model_differences(
+    summary: dict[str, Any], section: HtmlSection, case_cols: list[str]
+) -> None:
+    """Differences between models per case, with the per-model figures."""
+    prefix = summary["name"]
+    if summary.get("model_differences"):
+        differences = summary["model_differences"]
+        html_differences(
+            section,
+            differences,
+            [c for c in differences[0] if c in case_cols],
+            "Differences between models per case",
+            _DIFFERENCE_NOTE,
+        )
+        section.figure(
+            slug(prefix, "explicit_by_model"),
+            "Explicit bias per case across models" + section.cite(PAPER, "Fig. 11"),
+        )
+        section.figure(
+            slug(prefix, "implicit_by_model"),
+            "Implicit bias per case across models" + section.cite(PAPER, "Fig. 12"),
+        )
 
 
 def _fit_keys(summary: dict[str, Any]) -> list[str]:

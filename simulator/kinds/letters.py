@@ -277,29 +277,8 @@ class LettersKind(AnalysisKind):
         )
         from biasim.analysis.text.style_scorers import load_spacy, load_stems
 
-        rows = results[results["stage"] == spec.stage].reset_index(drop=True)
-        texts = rows[spec.field].fillna("").astype(str)
-        reasons = [
-            INVALID if not ok else generation_failure(t, spec.success_filter)
-            for ok, t in zip(rows["valid"].astype(bool), texts, strict=True)
-        ]
+        rows, reasons, pair_col = _letters_with_exclusions(results, spec)
         groups = tuple(spec.compare)
-        pair_col = None
-        if spec.pair is not None:
-            # With several agents or replicates per pair and group, the k-th letter of each
-            # group in a pair cell make one pair (same agent index and replicate).
-            pair_col = "pair_id"
-            rows[pair_col] = [
-                f"{p}/{i}/r{r}"
-                for p, i, r in zip(
-                    rows[spec.pair], rows["agent_index"], rows["replicate"], strict=True
-                )
-            ]
-            lone = partner_missing(
-                rows, [r is None for r in reasons], ["model_label", pair_col], spec.group, groups
-            )
-            reasons = [NO_PARTNER if alone else r for r, alone in zip(reasons, lone, strict=True)]
-        rows = rows.assign(letter=texts, excluded=reasons)
         kept = rows[rows["excluded"].isna()].reset_index(drop=True)
         unit = study_unit(spec.unit, spec.pair, kept, spec.group, groups)
         kept = unit.frame_with_label(kept)
@@ -636,3 +615,32 @@ class LettersKind(AnalysisKind):
             at = f"{r['model_label']}: " if several else ""
             out[f"{at}lexicon {r['category']}"] = r["p_permutation"]
         return out
+
+
+def _letters_with_exclusions(
+    results: pd.DataFrame, spec: LettersSpec
+) -> tuple[pd.DataFrame, list[str | None], str | None]:
+    """The stage's letters with ``letter`` and ``excluded`` (why a letter is left out, None when
+    kept), the exclusion reasons, and the pair column when letters are paired."""
+    rows = results[results["stage"] == spec.stage].reset_index(drop=True)
+    texts = rows[spec.field].fillna("").astype(str)
+    reasons = [
+        INVALID if not ok else generation_failure(t, spec.success_filter)
+        for ok, t in zip(rows["valid"].astype(bool), texts, strict=True)
+    ]
+    groups = tuple(spec.compare)
+    pair_col = None
+    if spec.pair is not None:
+        # With several agents or replicates per pair and group, the k-th letter of each
+        # group in a pair cell make one pair (same agent index and replicate).
+        pair_col = "pair_id"
+        rows[pair_col] = [
+            f"{p}/{i}/r{r}"
+            for p, i, r in zip(rows[spec.pair], rows["agent_index"], rows["replicate"], strict=True)
+        ]
+        lone = partner_missing(
+            rows, [r is None for r in reasons], ["model_label", pair_col], spec.group, groups
+        )
+        reasons = [NO_PARTNER if alone else r for r, alone in zip(reasons, lone, strict=True)]
+    rows = rows.assign(letter=texts, excluded=reasons)
+    return rows, reasons, pair_col

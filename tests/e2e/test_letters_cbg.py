@@ -14,7 +14,7 @@ from scipy import stats
 from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
-from biasim.simulator.study.design import design_matrix, template_context
+from biasim.simulator.study.design import iter_design, template_context
 from biasim.simulator.study.load import load_study
 from tests.paths import SHARED
 
@@ -68,7 +68,7 @@ def test_faithful_variant_lower_cases_the_swapped_biographies(tmp_path):
 
 def test_every_agent_gets_its_pairs_row_and_the_papers_prompt():
     config = load_study(CBG).config
-    specs = design_matrix(config)
+    specs = list(iter_design(config))
     assert len(specs) == 20
     seen = set()
     for spec in specs:
@@ -418,4 +418,4 @@ def test_the_released_preprocessed_bios_are_used_as_given(tmp_path, cli):
     study.write_text(f"extends: {CBG}\nbiographies: {{file: {RELEASED}}}\n")
     rows = load_study(study).config.biographies.rows
     assert [r["info"] for r in rows] == released["info"].tolist()  # not augmented again
-    assert len(design_matrix(load_study(study).config)) == 128
+    assert len(list(iter_design(load_study(study).config))) == 128

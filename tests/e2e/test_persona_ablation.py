@@ -239,9 +239,9 @@ def test_the_description_template_can_use_a_name_bank_name(tmp_path: Path) -> No
         "stages: [{name: s, role: r, prompt: 'You are {{ persona.description }}.'}]\n"
         "design: {agents_per_value: 2}\n"
     )
-    from biasim.simulator.study.design import design_matrix
+    from biasim.simulator.study.design import iter_design
 
-    descriptions = [a.persona.description for a in design_matrix(load_study(str(path)).config)]
+    descriptions = [a.persona.description for a in list(iter_design(load_study(str(path)).config))]
     assert descriptions == [
         "Ana, gender identity: female",
         "Eva, gender identity: female",

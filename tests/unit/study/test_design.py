@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from biasim.simulator.study.design import call_seed, design_matrix, design_size
+from biasim.simulator.study.design import call_seed, design_size, iter_design
 from biasim.simulator.study.load import load_study
 from tests.conftest import write_study
 
 
 def test_counts_and_ids_are_stable(tmp_path: Path) -> None:
     config = load_study(write_study(tmp_path / "s.yaml", agents=3, replicates=2)).config
-    specs = design_matrix(config)
+    specs = list(iter_design(config))
     assert len(specs) == 3 * 3 * 2
     ids = [s.agent_id for s in specs]
     assert len(set(ids)) == len(ids)
     assert ids[0] == "default/gender=male/0/r0"
     assert ids[1] == "default/gender=male/0/r1"
-    assert design_matrix(config) == specs  # same study, same matrix
+    assert list(iter_design(config)) == specs  # same study, same matrix
 
 
 def test_crossed_and_separate_axes(tmp_path: Path) -> None:
@@ -31,12 +31,12 @@ def test_crossed_and_separate_axes(tmp_path: Path) -> None:
         )
     )
     path.write_text(text)
-    crossed = design_matrix(load_study(path).config)
+    crossed = list(iter_design(load_study(path).config))
     assert len(crossed) == 2 * 3 * 2
     assert {s.persona.key for s in crossed} >= {"gender=female,race=Asian"}
     path.write_text(text.replace("  description:", "  cross: false\n  description:"))
     path.write_text(path.read_text().replace("gender }}", "attributes }}"))
-    separate = design_matrix(load_study(path).config)
+    separate = list(iter_design(load_study(path).config))
     assert len(separate) == (2 + 3) * 2
     assert {s.persona.key for s in separate} == {
         "gender=male",
@@ -60,7 +60,7 @@ def test_name_bank_assigns_names_in_turn_when_repetition_is_declared(tmp_path: P
     )
     text = write_study(path, agents=3).read_text().replace("  description:", bank)
     path.write_text(text)
-    specs = design_matrix(load_study(path).config)
+    specs = list(iter_design(load_study(path).config))
     names = {(s.persona.key, s.index): s.persona.name for s in specs}
     assert names[("gender=male", 0)] == "James"
     assert names[("gender=male", 2)] == "James"
@@ -79,7 +79,7 @@ def test_factors_cross_and_multiply_the_design(tmp_path: Path) -> None:
     text = write_study(path, agents=2).read_text().replace("  replicates: 1\n", factors)
     path.write_text(text.replace("{{ scenario }}", "{{ scenario }} ({{ tone_text }}, {{ where }})"))
     config = load_study(path).config
-    specs = design_matrix(config)
+    specs = list(iter_design(config))
     assert len(specs) == design_size(config) == 2 * 3 * 3 * 2
     assert len({s.agent_id for s in specs}) == len(specs)
     assert {s.condition for s in specs} == {

@@ -20,7 +20,7 @@ import biasim.simulator.engine.runner as runner_module
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.engine.runner import RunOptions, RunOutcome, execute, prepare
-from biasim.simulator.study.design import design_matrix
+from biasim.simulator.study.design import iter_design
 from biasim.simulator.study.load import load_study
 from tests.paths import ROOT
 
@@ -140,7 +140,7 @@ def test_factor_levels_from_a_csv_relative_to_the_study(tmp_path: Path) -> None:
     b = load_study(write(folder / "s.yaml", from_csv)).config  # cwd is not the study folder
     assert b.design.factors == a.design.factors
     assert list(b.design.factors["scenario"]) == ["flood", "fire"]  # CSV order kept
-    assert design_matrix(b) == design_matrix(a)
+    assert list(iter_design(b)) == list(iter_design(a))
 
 
 @pytest.mark.parametrize(
@@ -489,9 +489,25 @@ def test_waves_give_the_same_results_as_one_batch(
     models: list[StudyModel] = []
 
     class Recorded(StudyModel):
+        """Records each step's wave, stage and answered units, as the run saw them."""
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            # Not `steps`: Mesa's Model counts its steps there.
+            self.stage_log: list[dict[str, Any]] = []
             models.append(self)
+
+        def step(self) -> None:
+            wave, stage = self.wave, self.plans[self.stage_index].name
+            self.row_statuses: list[str] = []
+            super().step()
+            answered = self.row_statuses.count("answered")
+            self.stage_log.append({"wave": wave, "stage": stage, "answered": answered})
+
+        def _row(self, *args: Any) -> dict[str, Any]:
+            row = super()._row(*args)
+            self.row_statuses.append(row["status"])
+            return row
 
     monkeypatch.setattr(runner_module, "StudyModel", Recorded)
     waved_out = tmp_path / "waves"
@@ -507,12 +523,12 @@ def test_waves_give_the_same_results_as_one_batch(
     prompts = calls(waved_out).query("stage == 'explain'")
     for unit, prompt in zip(prompts["unit_id"], prompts["prompt"], strict=True):
         assert prompt == f"You chose {chosen[unit.removesuffix('/explain')]}. Sure?"
-    steps = models[0].datacollector.get_model_vars_dataframe()
+    steps = pd.DataFrame(models[0].stage_log)
     waves = math.ceil(60 / 7)
     assert steps["wave"].tolist() == [w for w in range(1, waves + 1) for _ in range(2)]
     assert steps["stage"].tolist() == ["decide", "explain"] * waves
     assert steps["answered"].tolist() == [7] * 2 * (waves - 1) + [60 - 7 * (waves - 1)] * 2
-    assert models[1].datacollector.get_model_vars_dataframe()["wave"].max() == 1
+    assert pd.DataFrame(models[1].stage_log)["wave"].max() == 1
 
 
 # --- replicate seeds -------------------------------------------------------------------------
@@ -604,7 +620,7 @@ def test_declared_name_repetition_reuses_the_names_in_turn(tmp_path: Path) -> No
             "  source: name_bank\n", "  source: name_bank\n  repeat_names: true\n"
         )
     )
-    specs = design_matrix(load_study(study).config)
+    specs = list(iter_design(load_study(study).config))
     names = [(s.persona.key, s.persona.name) for s in specs]
     assert (
         names == [("race=White,gender=female", "Ann")] * 3 + [("race=White,gender=male", "Bob")] * 3
