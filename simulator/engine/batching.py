@@ -57,7 +57,11 @@ class BatchLedger:
     def __post_init__(self) -> None:
         if self.path is None or not self.path.is_file():
             return
-        for line in self.path.read_bytes().splitlines():
+        raw = self.path.read_bytes()
+        if raw and not raw.endswith(b"\n"):
+            with self.path.open("ab") as handle:  # the next event starts a line of its own
+                handle.write(b"\n")
+        for line in raw.splitlines():
             try:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError:
