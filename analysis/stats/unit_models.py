@@ -310,6 +310,10 @@ def discrim_eval_effects(
     )
 
 
+#: Answers x random effects the crossed DiscrimEval fit takes (dense design, about 160 MB).
+MAX_CROSSED_CELLS = 20_000_000
+
+
 def data_units_recur(df: pd.DataFrame, unit_col: str, scenario_col: str) -> bool:
     """Whether units answer in several scenarios, each once (a persona instance asked every
     decision of a study): their own effects correlate answers across scenarios."""
@@ -335,6 +339,17 @@ def _crossed_discrim_eval(
     import statsmodels.formula.api as smf
 
     n_scenarios = int(data[scenario_col].nunique())
+    effects = n_scenarios * len(levels) + int(data[unit_col].nunique())
+    if len(data) * effects > MAX_CROSSED_CELLS:
+        # One group holds every random effect as dense columns: memory grows with both.
+        return _failed(
+            name,
+            levels,
+            scenario_col,
+            n_scenarios,
+            f"not fitted: {len(data)} answers x {effects} random effects is beyond the dense "
+            "fit; the expected-decision permutation test covers this run",
+        )
     frame = pd.DataFrame(
         {
             "_y": data[score_col].astype(float),
