@@ -30,6 +30,8 @@ import yarl
 from biasim.simulator.llm.errors import BackendError, TransientError
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
+#: Backends with a batch API (``batch: true`` is refused at validate on any other).
+BATCH_BACKENDS = frozenset({"openai", "anthropic"})
 #: What a batch answered for one request: the answer, or why it has none.
 Outcome = LLMResponse | str
 

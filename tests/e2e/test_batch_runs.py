@@ -194,6 +194,23 @@ def test_batch_on_a_backend_without_a_batch_api_is_refused_naming_the_field(
     with pytest.raises(InputError) as caught:
         prepare(RunOptions(study=str(study), out=tmp_path / "run", backend="synthetic", batch=True))
     assert "batch" in str(caught.value) and "no batch API" in str(caught.value)
+    assert "--batch" in str(caught.value)  # the option that set it is named
+
+
+def test_validate_refuses_batch_where_it_cannot_work_naming_the_line(tmp_path: Path) -> None:
+    from biasim.simulator.study.load import load_study
+
+    with OpenAIBatchStub() as stub:
+        study = _study(tmp_path, "openai", stub)
+    study.write_text(
+        study.read_text().replace("options: {", "endpoint: completions\n    options: {"),
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as caught:
+        load_study(str(study))
+    message = str(caught.value)
+    assert "s.yaml:" in message and "roles.decider.batch" in message
+    assert "endpoint: completions" in message
 
 
 def test_the_batch_option_sends_a_study_without_batch_in_batches(
