@@ -10,7 +10,8 @@ Both count what they would bill: ``billed`` counts answers given per request fin
 request body as sent, which holds the call's seed on OpenAI) and ``items`` every batch item per
 ``custom_id``, so a test sees a request paid twice. Knobs a test sets: ``hold`` (batches stay
 pending until cleared), ``errored`` (how many items of each batch error), ``expire`` (batches
-end ``expired`` with only their first half answered).
+end ``expired`` with only their first half answered), ``forget`` (a batch is looked up as
+unknown: 404).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class _BatchStub:
         self.hold = False
         self.errored = 0
         self.expire = False
+        #: Answer 404 to every look at a batch, as for one the provider no longer keeps.
+        self.forget = False
         self._lock = threading.Lock()
         stub = self
 
@@ -188,7 +191,7 @@ class OpenAIBatchStub(_BatchStub):
 
     def _retrieve(self, batch_id: str) -> Reply:
         batch = self.batches.get(batch_id)
-        if batch is None:
+        if batch is None or self.forget:
             return 404, _json({"error": {"message": "no such batch"}})
         self.polls += 1
         if self.hold:
@@ -240,6 +243,8 @@ class AnthropicBatchStub(_BatchStub):
         if method == "GET" and path.endswith("/results"):
             batch = self.batches[path.split("/")[4]]
             return 200, b"\n".join(_json(line) for line in batch["_results"])
+        if method == "GET" and path.startswith("/v1/messages/batches/") and self.forget:
+            return 404, _json({"type": "error", "error": {"type": "not_found_error"}})
         if method == "GET" and path.startswith("/v1/messages/batches/"):
             batch_id = path.rsplit("/", 1)[1]
             self.polls += 1

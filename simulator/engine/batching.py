@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from biasim.simulator.llm.batch_api import BatchState
-from biasim.simulator.llm.errors import BackendError
+from biasim.simulator.llm.errors import BackendError, FatalBackendError
 from biasim.simulator.llm.runtime import BATCH_ID, BackendRuntime
 from biasim.simulator.llm.types import LLMResponse
 
@@ -205,6 +205,10 @@ async def _wait(dispatcher: Dispatcher, runtime: BackendRuntime, batch_id: str) 
         try:
             state = await runtime.batch.poll(batch_id)  # type: ignore[union-attr]
             failures = 0
+        except FatalBackendError as exc:
+            # The provider refuses to show the batch (gone, not this key's): nothing of it
+            # will be answered, so its calls go live rather than hold the run for ever.
+            return BatchState(batch_id, True, f"unreadable ({exc})")
         except BackendError:
             failures += 1
             if failures >= MAX_POLL_FAILURES:

@@ -146,6 +146,14 @@ def test_requests_a_batch_did_not_answer_are_sent_live_once(
     _paid_once(stub)
 
 
+def test_a_batch_the_provider_no_longer_shows_is_sent_live(tmp_path: Path, provider: str) -> None:
+    with PROVIDERS[provider][0]() as stub:
+        stub.forget = True
+        outcome = _run(_study(tmp_path, provider, stub), tmp_path / "run")
+    assert outcome.status == "complete" and (outcome.results["status"] == "answered").all()
+    assert len(stub.batches) == 1 and stub.live == 2 * AGENTS and not stub.items
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_run_stopped_while_its_batch_is_pending_resumes_the_same_batch(
     tmp_path: Path, provider: str, signum: int
