@@ -81,7 +81,10 @@ def analyze(
     ] = None,
     unit_col: Annotated[
         str | None,
-        typer.Option(help="With --decisions: exchangeable unit for permutations (e.g. name)."),
+        typer.Option(
+            help="With --decisions or --texts: exchangeable unit for permutations (e.g. the "
+            "name, or who wrote each letter)."
+        ),
     ] = None,
     texts: Annotated[
         Path | None,
@@ -231,6 +234,7 @@ def analyze(
             seed,
             weat_words,
             limits,
+            unit_col,
         )
         try:
             summary = analyze_texts(texts, options, out)

