@@ -83,6 +83,15 @@ def run(
         ),
     ] = None,
     cost_limit: Annotated[float | None, COST_LIMIT_OPTION] = None,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send every role's calls through its provider's batch API (openai, "
+            "anthropic): about half the price, answers within hours; a stopped run resumes "
+            "the same batches (see docs/guides/batch.md).",
+        ),
+    ] = False,
     prices: Annotated[Path | None, PRICES_OPTION] = None,
     reask_lost: Annotated[
         bool,
@@ -120,6 +129,7 @@ def run(
         allow_endpoints=tuple(allow_endpoint or ()),
         trust_backends=tuple(trust_backend or ()),
         cost_limit=cost_limit,
+        batch=batch,
         prices=prices,
         reask_lost=reask_lost,
     )

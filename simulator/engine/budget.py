@@ -69,6 +69,19 @@ class CostBudget:
                 await self._settled.wait()
             self.reserved += bound
 
+    def reserve_if_fits(self, bound: float) -> bool:
+        """Reserve ``bound`` now if it fits beside what is spent and reserved (a batch's
+        request, which cannot wait for calls in flight: the batch goes out at once)."""
+        if self.spent + self.reserved + bound > self.limit:
+            return False
+        self.reserved += bound
+        return True
+
+    def reserve_anyway(self, bound: float) -> None:
+        """Reserve ``bound`` without a check: requests a provider already accepted in an
+        earlier session (a pending batch) are billed whatever the limit is now."""
+        self.reserved += bound
+
     async def settle(self, bound: float, cost: float | None) -> None:
         """Release a reservation of ``bound`` and add the call's billed ``cost``."""
         async with self._settled:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
+from biasim.simulator.engine.batching import BatchLedger, BatchStopped, answer_in_batches
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.logprobs import option_probabilities
@@ -75,6 +76,8 @@ class Dispatcher:
         stop: The user's stop requests: level 1 sends no new call, level 2 cancels those in
             flight.
         budget: The run's cost limit, or ``None`` for none.
+        ledger: The run's batches (see :mod:`simulator.engine.batching`).
+        notify: Tells the user something the run does on its own (a batch's calls sent live).
     """
 
     def __init__(
@@ -86,8 +89,14 @@ class Dispatcher:
         on_progress: Callable[[int, float | None], None] | None = None,
         stop: StopControl | None = None,
         budget: CostBudget | None = None,
+        ledger: BatchLedger | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
+        self.ledger = ledger or BatchLedger()
+        self.notify = notify or (lambda message: None)
+        #: Answers a batch gave for this stage, by cache key (recorded already).
+        self._batched: dict[str, LLMResponse] = {}
         self.stop = stop or StopControl()
         self.budget = budget
         self.max_error_rate = max_error_rate
@@ -108,6 +117,12 @@ class Dispatcher:
         for index, call in enumerate(calls):
             queues.setdefault(call.runtime, collections.deque()).append(index)
         stop = self.stop
+        if any(call.runtime.batch is not None for call in calls):
+            try:
+                self._batched = await answer_in_batches(self, calls)
+            except BatchStopped:
+                self.store.flush()
+                raise RunInterrupted([None] * len(calls), [False] * len(calls)) from None
 
         async def worker(queue: collections.deque[int]) -> None:
             while queue and not stop.stopping:
@@ -180,19 +195,20 @@ class Dispatcher:
     async def _ask(self, call: Call, request: LLMRequest, reask: int) -> LLMResponse:
         runtime = call.runtime
         key, material = runtime.cache_key(request)
+        batched = self._batched.pop(key, None)
+        if batched is not None:
+            return batched  # recorded when its batch was collected
         response = self.store.lookup(key)
         if response is None:
             response = await self._paid(runtime, request)
-            if response.status != "error" and call.schema is not None:
-                response.parsed, response.error = call.schema.parse(response.text)
-                if response.parsed is not None:
-                    response.error = call.schema.outside_choices(response.parsed)
-                response.status = "answered" if response.error is None else "invalid"
-            if call.decision is not None and response.token_logprobs is not None:
-                field, options = call.decision
-                response.probabilities = option_probabilities(
-                    response.text, response.token_logprobs, field, options
-                )
+            _check(call, response)
+        self._record(call, key, material, reask, response)
+        return response
+
+    def _record(
+        self, call: Call, key: str, material: str, reask: int, response: LLMResponse
+    ) -> None:
+        runtime = call.runtime
         self.store.record(
             CallRecord(
                 key=key,
@@ -207,6 +223,44 @@ class Dispatcher:
             ),
             response,
         )
+
+    def batch_bound(self, runtime: BackendRuntime, call: Call) -> float:
+        """What the cost limit holds back for ``call`` while its batch is pending."""
+        return cost_bound(runtime, call.request) if self.budget is not None else 0.0
+
+    def reserve_now(self, total: float) -> None:
+        """Hold back ``total`` for requests a provider accepted in an earlier session."""
+        if self.budget is not None:
+            self.budget.reserve_anyway(total)
+
+    def fit_budget(
+        self, runtime: BackendRuntime, wanted: dict[str, Call], keys: list[str]
+    ) -> dict[str, float]:
+        """The first of ``keys`` that fit within the cost limit, each with what it holds back;
+        the rest go live, where the limit stops the run as usual."""
+        fitted: dict[str, float] = {}
+        for key in keys:
+            bound = self.batch_bound(runtime, wanted[key])
+            if self.budget is not None and not self.budget.reserve_if_fits(bound):
+                break
+            fitted[key] = bound
+        return fitted
+
+    async def release(self, bounds: list[float]) -> None:
+        """Give back what unanswered batch requests held (they were not billed)."""
+        if self.budget is not None:
+            for bound in bounds:
+                await self.budget.settle(bound, 0.0)
+
+    async def batch_answer(
+        self, call: Call, key: str, response: LLMResponse, bound: float
+    ) -> LLMResponse:
+        """Check and record a batch's answer to ``call`` like a live one, at the batch price."""
+        _check(call, response)
+        material = call.runtime.cache_key(call.request)[1]
+        self._record(call, key, material, 0, response)
+        if self.budget is not None:
+            await self.budget.settle(bound, call.runtime.cost(response))
         return response
 
     async def _paid(self, runtime: BackendRuntime, request: LLMRequest) -> LLMResponse:
@@ -222,3 +276,17 @@ class Dispatcher:
         finally:
             await self.budget.settle(bound, cost)
         return response
+
+
+def _check(call: Call, response: LLMResponse) -> None:
+    """Validate a new answer's structure and read a decision's probabilities (in place)."""
+    if response.status != "error" and call.schema is not None:
+        response.parsed, response.error = call.schema.parse(response.text)
+        if response.parsed is not None:
+            response.error = call.schema.outside_choices(response.parsed)
+        response.status = "answered" if response.error is None else "invalid"
+    if call.decision is not None and response.token_logprobs is not None:
+        field, options = call.decision
+        response.probabilities = option_probabilities(
+            response.text, response.token_logprobs, field, options
+        )

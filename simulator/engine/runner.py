@@ -39,6 +39,7 @@ from biasim.simulator.common.rundir import (
     write_json,
 )
 from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.engine.batching import BATCHES, BatchLedger
 from biasim.simulator.engine.budget import CostBudget
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
 from biasim.simulator.engine.failures import (
@@ -179,7 +180,12 @@ def prepare(options: RunOptions) -> PreparedRun:
             str(manifest_path),
             # The limit may be raised to finish a run that stopped at it.
             command_line_overrides(
-                RunOptions(max_concurrency=options.max_concurrency, cost_limit=options.cost_limit)
+                RunOptions(
+                    max_concurrency=options.max_concurrency,
+                    cost_limit=options.cost_limit,
+                    # Batches or not, the same calls answer the same way (one cache key).
+                    batch=options.batch,
+                )
             ),
         )
         out = run_dir
@@ -285,6 +291,8 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                     tokens_per_minute=role.tokens_per_minute,
                     probe_timeout_s=role.probe_timeout_s,
                     price=role_price(study.config, role, backend.identity().get("model")),
+                    batch=_batch_api(study, name, role, backend),
+                    batch_poll_s=role.batch_poll_s,
                 )
             runtime = shared[ident]
             if study.config.cost_limit is not None and runtime.price is None:
@@ -307,6 +315,31 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
                 )
             runtimes[(name, label)] = runtime
     return runtimes
+
+
+def _batch_api(study: Study, name: str, role: Any, backend: Any) -> Any:
+    """The provider's batch API of a role with ``batch: true``, else ``None``.
+
+    Raises:
+        InputError: The backend has no batch API, or the role's settings cannot use it.
+    """
+    if not role.batch:
+        return None
+    at = ("roles", name, "batch")
+    if getattr(backend, "batch_api", None) is None:
+        message = (
+            f"the {role.backend} backend has no batch API (openai and anthropic have); "
+            "set `batch: true` only on the roles that use one"
+        )
+        raise InputError([study.source_map.problem(at, message)])
+    if role.endpoint != "chat":
+        message = "a batch sends chat requests; `endpoint: completions` is answered live only"
+        raise InputError([study.source_map.problem(at, message)])
+    try:
+        return backend.batch_api()
+    except BackendConfigError as exc:
+        path = ("roles", name, *(exc.field.split(".") if exc.field else ("batch",)))
+        raise InputError([study.source_map.problem(path, str(exc))]) from None
 
 
 #: Seconds each requested token adds to the per-attempt timeout of a server on this machine or
@@ -448,7 +481,7 @@ def _execute(
                 cancel()
 
     with stop_on_signals(stop, loop, notify, immediate=cancel_in_process):
-        return _run_study(prepared, progress, loop, stop)
+        return _run_study(prepared, progress, loop, stop, notify)
 
 
 def _run_study(
@@ -456,6 +489,7 @@ def _run_study(
     progress: ProgressFactory | None,
     loop: asyncio.AbstractEventLoop,
     stop: StopControl,
+    notify: Callable[[str], None] = _print_err,
 ) -> RunOutcome:
     out = prepared.out
     started = dt.datetime.now(dt.UTC).isoformat()
@@ -463,7 +497,7 @@ def _run_study(
     manifest["status"] = "running"
     manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
     write_json(out / MANIFEST, manifest)
-    store, dispatcher, writer, model = _run_parts(prepared, loop, stop)
+    store, dispatcher, writer, model = _run_parts(prepared, loop, stop, notify)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
     status, message, exit_code = "complete", "", 0
     failure = ""
@@ -545,7 +579,10 @@ def _run_study(
 
 
 def _run_parts(
-    prepared: PreparedRun, loop: asyncio.AbstractEventLoop, stop: StopControl
+    prepared: PreparedRun,
+    loop: asyncio.AbstractEventLoop,
+    stop: StopControl,
+    notify: Callable[[str], None],
 ) -> tuple[Any, Dispatcher, ResultsWriter, StudyModel]:
     """The call store, the dispatcher (with the cost budget), the results writer and the
     model of one session."""
@@ -559,7 +596,12 @@ def _run_parts(
     limit = prepared.study.config.cost_limit
     budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
     dispatcher = Dispatcher(
-        store, max_error_rate=prepared.options.max_error_rate, stop=stop, budget=budget
+        store,
+        max_error_rate=prepared.options.max_error_rate,
+        stop=stop,
+        budget=budget,
+        ledger=BatchLedger(out / BATCHES),
+        notify=notify,
     )
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)

@@ -234,6 +234,18 @@ class CallStore:
                 )
         return None
 
+    def has(self, key: str) -> bool:
+        """Whether a lookup of ``key`` would find an answer to replay (without counting a hit
+        or checking its checksum): a batch leaves such calls out."""
+        if key in self._known:
+            return True
+        if self._replay is None:
+            return False
+        found = self._replay.execute(
+            "SELECT 1 FROM calls WHERE key = ? AND status != 'error' LIMIT 1", (key,)
+        )
+        return found.fetchone() is not None
+
     def record(self, call: CallRecord, response: LLMResponse) -> None:
         """Queue a call for the next group commit (within this event-loop turn).
 

@@ -73,6 +73,7 @@ class AnthropicBackend:
         self._key_env = option_str(options, "api_key_env", ANTHROPIC_KEY_ENV) or ""
         key = resolve_api_key(self._key_env, url)
         self.base_url = public_url(url) or HOSTED_BASE_URL
+        self._url = url
         # Imported here: the allow-list reads this module's host and key variable without
         # loading aiohttp.
         from biasim.simulator.llm.openai_transport import AiohttpTransport
@@ -94,6 +95,17 @@ class AnthropicBackend:
         response = _answer(raw)
         response.server = self.base_url
         return response
+
+    def batch_api(self) -> Any:
+        """Message Batches on the role's server."""
+        from biasim.simulator.llm.batch_api import AnthropicBatches
+
+        return AnthropicBatches(
+            self._transport,
+            self._url,
+            lambda request: messages_body(self.model, request),
+            _answer,
+        )
 
     def _secret(self) -> str | None:
         # Read at error time, so no attribute holds the key.

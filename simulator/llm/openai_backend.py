@@ -122,6 +122,24 @@ class OpenAIBackend:
         Raises:
             BackendError: Normalised failure.
         """
+        kwargs = self._sampling_body(request)
+        if request.endpoint == "completions":
+            # A base model writes no enforced JSON: a schema is checked by the engine only.
+            kwargs["prompt"] = completion_prompt(request.messages)
+            return await self._post("/completions", kwargs, "text")
+        kwargs = self.chat_body(request)
+        try:
+            return await self._post("/chat/completions", kwargs, "message")
+        except BackendError as exc:
+            if not self._schema_format_unsupported(kwargs, exc):
+                raise
+            # JSON mode plus our own validation, for every later call too.
+            self._schema_format_rejected = True
+            kwargs["response_format"] = {"type": "json_object"}
+            return await self._post("/chat/completions", kwargs, "message")
+
+    def _sampling_body(self, request: LLMRequest) -> dict[str, Any]:
+        """The body fields every endpoint takes: model, sampling, cap and log-probabilities."""
         kwargs: dict[str, Any] = {
             "model": self.model,
             "temperature": request.temperature,
@@ -137,23 +155,32 @@ class OpenAIBackend:
             kwargs["logprobs"] = True if chat else request.top_logprobs
             if chat:
                 kwargs["top_logprobs"] = request.top_logprobs
-        if request.endpoint == "completions":
-            # A base model writes no enforced JSON: a schema is checked by the engine only.
-            kwargs["prompt"] = completion_prompt(request.messages)
-            return await self._post("/completions", kwargs, "text")
+        return kwargs
+
+    def chat_body(self, request: LLMRequest) -> dict[str, Any]:
+        """The ``/chat/completions`` body of ``request`` (live, or one line of a batch)."""
+        kwargs = self._sampling_body(request)
         kwargs["messages"] = list(request.messages)
-        kwargs["response_format"] = self._response_format(request.json_schema)
-        if kwargs["response_format"] is None:
-            del kwargs["response_format"]
-        try:
-            return await self._post("/chat/completions", kwargs, "message")
-        except BackendError as exc:
-            if not self._schema_format_unsupported(kwargs, exc):
-                raise
-            # JSON mode plus our own validation, for every later call too.
-            self._schema_format_rejected = True
-            kwargs["response_format"] = {"type": "json_object"}
-            return await self._post("/chat/completions", kwargs, "message")
+        response_format = self._response_format(request.json_schema)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        return kwargs
+
+    def batch_api(self) -> Any:
+        """The server's Batch API (chat completions through the lean transport, first server).
+
+        Raises:
+            BackendConfigError: The role's transport cannot upload a batch file.
+        """
+        from biasim.simulator.llm.batch_api import OpenAIBatches
+
+        if not isinstance(self._transport, AiohttpTransport):
+            raise BackendConfigError(
+                "`batch: true` sends batch files through the default transport; drop "
+                "`transport: sdk`",
+                field="options.transport",
+            )
+        return OpenAIBatches(self._transport, self.chat_body, lambda raw: _answer(raw, "message"))
 
     def _response_format(self, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         mode = self.structured

@@ -138,6 +138,53 @@ class AiohttpTransport:
             # here like any other failed connection.
             raise connection_error(exc, self._secret()) from exc
 
+    async def get(self, server: int, path: str) -> bytes:
+        """GET ``path`` under server number ``server`` (a batch's state or results file).
+
+        Raises:
+            BackendError: As :meth:`post`.
+        """
+        return await self._send("GET", server, path)
+
+    async def post_file(
+        self, server: int, path: str, fields: dict[str, str], content: bytes
+    ) -> bytes:
+        """POST a multipart form: ``fields`` and one JSONL ``file`` (a batch's input).
+
+        Raises:
+            BackendError: As :meth:`post`.
+        """
+        form = aiohttp.FormData()
+        for name, value in fields.items():
+            form.add_field(name, value)
+        form.add_field("file", content, filename="batch.jsonl", content_type="application/jsonl")
+        payload = form()
+        # The session's JSON content type would mislabel the form: name the form's own.
+        return await self._send("POST", server, path, payload, payload.content_type)
+
+    async def _send(
+        self, method: str, server: int, path: str, data: Any = None, content_type: str = ""
+    ) -> bytes:
+        session = self._session or self._open()
+        headers = {"Content-Type": content_type} if content_type else None
+        try:
+            async with session.request(
+                method,
+                self._url(server, path),
+                data=data,
+                headers=headers,
+                proxy=self._proxies[server],
+                allow_redirects=False,
+            ) as response:
+                raw = await response.read()
+                if response.status >= 300:
+                    raise _status_error(response.status, raw, response.headers, self._secret())
+                return raw
+        except BackendError:
+            raise
+        except (aiohttp.ClientError, OSError) as exc:
+            raise connection_error(exc, self._secret()) from exc
+
     async def aclose(self) -> None:
         """Close the session and its connections."""
         if self._session is not None:

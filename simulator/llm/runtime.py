@@ -7,12 +7,16 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from biasim.simulator.llm.batch_api import BatchAPI
 from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
 from biasim.simulator.llm.pricing import Price
 from biasim.simulator.llm.registry import Backend
 from biasim.simulator.llm.retry import FirstContact, RetryPolicy, call_with_retries
 from biasim.simulator.llm.structured import canonical_json
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, extra_sampling
+
+#: The key of ``LLMResponse.extra`` naming the batch that answered a call.
+BATCH_ID = "batch_id"
 
 
 class BackendRuntime:
@@ -26,6 +30,8 @@ class BackendRuntime:
         tokens_per_minute: Optional token quota.
         probe_timeout_s: Per-attempt timeout until the server has answered once.
         price: What a call costs, or ``None`` when the model's price is unknown.
+        batch: The provider's batch API, when the role sends its calls in batches.
+        batch_poll_s: Seconds between two looks at a pending batch.
     """
 
     def __init__(
@@ -38,9 +44,13 @@ class BackendRuntime:
         tokens_per_minute: float | None = None,
         probe_timeout_s: float = 60.0,
         price: Price | None = None,
+        batch: BatchAPI | None = None,
+        batch_poll_s: float = 30.0,
     ) -> None:
         self.backend = backend
         self.price = price
+        self.batch = batch
+        self.batch_poll_s = batch_poll_s
         self.identity: dict[str, Any] = backend.identity()
         self.model = str(self.identity.get("model", ""))
         self._identity_json = canonical_json(self.identity)
@@ -95,7 +105,9 @@ class BackendRuntime:
             return 0.0
         if self.price is None:
             return None
-        return self.price.cost(response.prompt_tokens, response.completion_tokens)
+        # A batch answer is billed at the batch price (the live one where the table has none).
+        batch = BATCH_ID in response.extra and self.price.batch_input is not None
+        return self.price.cost(response.prompt_tokens, response.completion_tokens, batch=batch)
 
     async def complete(
         self, request: LLMRequest, stopping: Callable[[], bool] | None = None

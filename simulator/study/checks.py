@@ -60,10 +60,12 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
 
     problems += _analysis_problems(config, smap)
 
+    from biasim.simulator.study.batch_checks import check_batch_roles
     from biasim.simulator.study.logprob_checks import check_logprob_stages
     from biasim.simulator.study.pipeline_checks import check_pipeline
 
     problems.extend(check_logprob_stages(config, smap))
+    problems.extend(check_batch_roles(config, smap))
 
     # Every design count builds the personas: a description that cannot render stops here.
     described = _description_problem(config, smap)

@@ -235,6 +235,16 @@ class RoleConfig(Strict):
     requests_per_minute: float | None = Field(None, gt=0)
     tokens_per_minute: float | None = Field(None, gt=0)
     reask: bool = Field(True, description="Re-ask once, quoting the error, after invalid output.")
+    batch: bool = Field(
+        False,
+        description="Send each stage's calls through the provider's batch API (openai, "
+        "anthropic): about half the price, answers within hours. The run directory records "
+        "the batch ids, so a stopped run resumes the same batches; requests a batch could not "
+        "answer are sent again live. Also `--batch`.",
+    )
+    batch_poll_s: float = Field(
+        30.0, gt=0, le=3600, description="Seconds between two looks at a pending batch."
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="Backend-specific options (model_path, base_url, ...)."
     )

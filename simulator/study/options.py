@@ -39,6 +39,8 @@ class StudyOptions:
     cost_limit: float | None = None
     #: A YAML file of model prices over the shipped table (``--prices``).
     prices: Path | None = None
+    #: Every role through its provider's batch API (``--batch``).
+    batch: bool = False
 
 
 def command_line_overrides(options: StudyOptions) -> list[Override]:
@@ -61,6 +63,8 @@ def command_line_overrides(options: StudyOptions) -> list[Override]:
         out.append(Override("--seed", ("seed",), options.seed))
     if options.cost_limit is not None:
         out.append(Override("--cost-limit", ("cost_limit",), options.cost_limit))
+    if options.batch:
+        out.append(Override("--batch", (*every_role, "batch"), True))
     if options.prices is not None:
         for model, price in _price_file(options.prices).items():
             out.append(Override("--prices", ("prices", model), price))

@@ -14,6 +14,11 @@ from rich.console import Console
 from biasim.analysis.stats.expected import expected_parity_test
 from biasim.simulator.common.html import Column, HtmlSection
 from biasim.simulator.kinds.base import AnalysisContext, Section
+from biasim.simulator.kinds.sections.discrim_eval import (
+    add_discrim_eval,
+    html_discrim_eval,
+    print_discrim_eval,
+)
 
 #: The unit the test relabels, as the tables and reports name it.
 UNIT = "persona instance (persona name, or persona value and agent index; replicates pooled)"
@@ -90,6 +95,7 @@ def add_expected_decisions(
         "case_columns": case_cols,
         "target": "the case's target" if isinstance(target, pd.Series) else str(target),
     }
+    add_discrim_eval(section, ctx, rows, case_cols)
 
 
 def print_expected(summary: dict[str, Any], console: Console) -> None:
@@ -108,6 +114,7 @@ def print_expected(summary: dict[str, Any], console: Console) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    print_discrim_eval(summary, console)
 
 
 def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
@@ -141,3 +148,4 @@ def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
         note=f"Probabilities from the log-probabilities of the decision's first token. p: "
         f"permutation test relabelling whole units, the unit being the {UNIT}.",
     )
+    html_discrim_eval(summary, section)
