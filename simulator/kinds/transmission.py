@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.text import Text
 
 from biasim.analysis.stats.parity import wilson_interval
-from biasim.analysis.studies.bias_transmission import association, traits
+from biasim.analysis.stats.units import unit_label
+from biasim.analysis.studies.bias_transmission import association, ceiling_effects, traits
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.figures import (
     plot_item_shares,
@@ -143,28 +144,7 @@ class TransmissionKind(AnalysisKind):
                 f"  {row['stage']}: {row['deviate']}/{row['jobs']} jobs deviate from chance "
                 f"(sign test on pairs hired alike in both orders, alpha {summary['alpha']})"
             )
-        effects = summary.get("effects", [])
-        # Traits and trait types print alike; a type's row is named "<type> traits".
-        for key, suffix in (("effects", ""), ("type_effects", " traits")):
-            for row in summary.get(key, []):
-                if row["model"] == "beta_job_fixed":
-                    mark = "*" if row["significant"] else " "
-                    console.print(
-                        f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs "
-                        f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                        f"p {row['p_value']:.3g})"
-                    )
-        if effects:
-            console.print(
-                "  (beta regression with job fixed effects; the Gaussian mixed model on the "
-                "logit is in the effects tables; a trait type is the mean of its dimensions "
-                "per letter, grouped as biasim assumes: "
-                + "; ".join(
-                    f"{k} = {', '.join(v)}"
-                    for k, v in summary.get("trait_type_members", {}).items()
-                )
-                + ")"
-            )
+        _print_effects(summary, console)
         for row in summary.get("predictions", []):
             console.print(
                 f"  {row['stage']} {row['subset']}: {row['share']:.1%} guessed "
@@ -197,6 +177,36 @@ class TransmissionKind(AnalysisKind):
         name = summary.get("name")
         section.figure(slug(name, "hires"), "Share of hires per job with 95% CIs over pairs")
         section.figure(slug(name, "trait_differences"), "Mean score differences per job")
+
+
+def _print_effects(summary: dict[str, Any], console: Console) -> None:
+    """Table 8's rows: the tested model (letters permuted within job) with its mark, the paper's
+    beta regression beside it."""
+    for key, suffix in (("effects", ""), ("type_effects", " traits")):
+        rows = summary.get(key, [])
+        paper = {r["trait"]: r for r in rows if r["model"] == "beta_job_fixed"}
+        for row in rows:
+            if row["model"] != ceiling_effects.MODEL:
+                continue
+            twin = paper.get(row["trait"], {"estimate": np.nan, "p_value": np.nan})
+            mark = "*" if row["significant"] else " "
+            console.print(
+                f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs {row['reference']}: "
+                f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g}, "
+                f"{unit_label(row['unit'], row['units'])}); paper's beta "
+                f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
+            )
+    if summary.get("effects"):
+        console.print(
+            "  (tested: fractional logit with job fixed effects, p from permuting gender across "
+            "letters within job; the paper's beta regression is not calibrated near the score "
+            "ceiling; a trait type is the mean of its dimensions per letter, grouped as biasim "
+            "assumes: "
+            + "; ".join(
+                f"{k} = {', '.join(v)}" for k, v in summary.get("trait_type_members", {}).items()
+            )
+            + ")"
+        )
 
 
 def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
@@ -365,7 +375,9 @@ def _absolute(
         {"stage": spec.absolute, "reason": "no valid answer", "count": int((~valid).sum())}
     )
     keys = [spec.cluster, spec.group]
-    scores, dropped = traits.long_scores(rows[valid], spec.traits, keys)
+    rows = rows.assign(letter=rows["units"].str[0])
+    scores, dropped = traits.long_scores(rows[valid], spec.traits, [*keys, "letter"])
+    dropped = dropped.groupby([*keys, "trait", "reason"], as_index=False)["excluded"].sum()
     for row in dropped.groupby("reason")["excluded"].sum().items():
         section.summary["excluded"].append(
             {"stage": spec.absolute, "reason": f"score {row[0]}", "count": int(row[1])}
@@ -376,7 +388,13 @@ def _absolute(
         return
     means = traits.trait_means(scores, keys)
     effects = traits.group_effects(
-        scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
+        scores,
+        group=spec.group,
+        reference=spec.reference,
+        cluster=spec.cluster,
+        alpha=spec.alpha,
+        unit="letter",
+        seed=ctx.study.seed,
     )
     wide = means.pivot_table(index=[spec.cluster, "trait"], columns=spec.group, values="mean")
     others = [c for c in wide.columns if c != spec.reference]
@@ -402,7 +420,7 @@ def _trait_types(
 ) -> None:
     """Table 9 (each job's trait-type means by group) and the trait types' rows of Table 8."""
     by = [spec.cluster, *dict.fromkeys(c for c in [spec.category, *spec.describe] if c)]
-    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group])
+    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group, "letter"])
     section.summary["excluded"].append(
         {
             "stage": spec.absolute,
@@ -417,7 +435,13 @@ def _trait_types(
         return
     table = traits.type_table(scores, by, spec.group, spec.positive, others[0])
     effects = traits.group_effects(
-        scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
+        scores,
+        group=spec.group,
+        reference=spec.reference,
+        cluster=spec.cluster,
+        alpha=spec.alpha,
+        unit="letter",
+        seed=ctx.study.seed,
     )
     section.summary["type_effects"] = effects.to_dict("records")
     section.summary["trait_types"] = table.to_dict("records")

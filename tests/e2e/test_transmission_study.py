@@ -118,6 +118,10 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     assert deviating == {"relative": 0, "relative_redacted": 0} or max(deviating.values()) <= 1
     effects = pd.DataFrame(summary["effects"])
     assert set(effects["term"]) == {"male"} and effects["significant"].sum() <= 1
+    # Table 8's tested model: letters permuted within job, each letter one unit.
+    tested = effects[effects["model"] == "fractional_logit_perm"]
+    assert len(tested) == 13 and set(tested["unit"]) == {"letter"}
+    assert (tested["units"] == 30 * 2 * AGENTS).all()
     guesses = {(r["stage"], r["subset"]): r for r in summary["predictions"]}
     for (stage, subset), truth in {
         ("predict", "written by female"): 0.3,
@@ -138,7 +142,7 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     assert (types["n_female"] == AGENTS).all() and (types["n_male"] == AGENTS).all()
     np.testing.assert_allclose(types["difference"], types["mean_female"] - types["mean_male"])
     type_effects = pd.DataFrame(summary["type_effects"])
-    assert len(type_effects) == 3 * 2 and type_effects["significant"].sum() <= 1
+    assert len(type_effects) == 3 * 3 and type_effects["significant"].sum() <= 1
     tables = {p.name for p in (run_dir / "tables").iterdir()}
     assert {"transmission_hires_by_category.csv", "transmission_predictions.csv"} <= tables
     for figure in ("transmission_hires.png", "transmission_trait_differences.png"):
