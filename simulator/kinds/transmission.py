@@ -45,7 +45,10 @@ from biasim.simulator.study.fields import Strict
 class AssociationShares(Strict):
     """A CSV of each job's association share (the share of female names paired with it)."""
 
-    file: str = Field(description="CSV file (relative paths: the study's folder).")
+    file: str = Field(
+        description="CSV file (relative paths: the study's folder, else a built-in data file "
+        "of scenarios/data, e.g. `bias_transmission_association_shares.csv`)."
+    )
     item_column: str = Field("job", description="Column naming the job as `cluster` does.")
     share_column: str = Field("association_share", description="Column of the share.")
     source: str = Field("", description="Where the shares come from, printed beside them.")
@@ -211,7 +214,7 @@ class TransmissionKind(AnalysisKind):
             section.table(
                 [summary["redaction_change"]],
                 key="redaction_change",
-                title="Change in hires when names are withheld (unit: letter)",
+                title="Change in hires when names are withheld (unit: job)",
             )
         name = summary.get("name")
         section.figure(slug(name, "hires"), "Share of hires per job with 95% CIs over pairs")

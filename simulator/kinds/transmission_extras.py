@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from rich.console import Console
 
+from biasim import scenarios
 from biasim.analysis.studies.bias_transmission import hiring_summaries
 from biasim.analysis.text import terms, unit_terms
 from biasim.simulator.kinds.base import (
@@ -26,6 +27,8 @@ from biasim.simulator.kinds.base import (
 if TYPE_CHECKING:
     from biasim.simulator.kinds.transmission import TransmissionSpec
 
+#: Built-in data files (``scenarios/data``), where a bare association file name is looked for.
+BUILTIN_DATA = Path(scenarios.__file__).parent / "data"
 #: Why a reading is left out when one of the letters it shows was cut at ``max_tokens``.
 TRUNCATED = "shows a letter cut at max_tokens"
 
@@ -49,11 +52,12 @@ def check(spec: TransmissionSpec, facts: StudyFacts, stages: dict[str, Any]) -> 
 def _check_association(spec: TransmissionSpec, facts: StudyFacts) -> None:
     assert spec.association is not None
     file, _ = facts.smap.locate((*facts.at, "association", "file"))
-    path = resolve_data_path(spec.association.file, Path(file).parent if file else None)
+    path = shares_path(spec.association.file, Path(file).parent if file else None)
     if not path.is_file():
         facts.problem(
             ("association", "file"),
-            f"no such file: {spec.association.file} (relative paths: the study's folder)",
+            f"no such file: {spec.association.file} (relative paths: the study's folder, "
+            f"else a built-in data file of {BUILTIN_DATA})",
         )
         return
     header = pd.read_csv(path, nrows=0).columns
@@ -61,6 +65,13 @@ def _check_association(spec: TransmissionSpec, facts: StudyFacts) -> None:
         column = getattr(spec.association, key)
         if column not in header:
             facts.problem(("association", key), f"{path.name} has no column `{column}`")
+
+
+def shares_path(file: str, folder: Path | None) -> Path:
+    """The association file: relative to the study's folder, else a built-in data file (so a
+    study extending the built-in pipeline from elsewhere finds the paper's shares)."""
+    path = resolve_data_path(file, folder)
+    return path if path.is_file() else BUILTIN_DATA / Path(file).name
 
 
 def readings(results: pd.DataFrame, stage: str, authors: pd.DataFrame) -> pd.DataFrame:
@@ -138,8 +149,11 @@ def _redaction(
         authors.reindex(letters["letter"])[spec.group].astype(str).to_numpy() == spec.positive
     ]
     shares = (
-        letters.assign(won=letters["letter"] == letters["hired"])
-        .groupby(["stage", "letter"])["won"]
+        letters.assign(
+            won=letters["letter"] == letters["hired"],
+            job=authors.reindex(letters["letter"])[spec.cluster].astype(str).to_numpy(),
+        )
+        .groupby(["stage", "job", "letter"])["won"]
         .mean()
         .rename("share")
         .reset_index()
@@ -211,7 +225,7 @@ def _association(
     by_job: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext, section: Section
 ) -> None:
     assert spec.association is not None
-    given = pd.read_csv(ctx.resolve(spec.association.file))
+    given = pd.read_csv(shares_path(spec.association.file, ctx.data_dir))
     shares = given.rename(
         columns={
             spec.association.item_column: "item",
@@ -305,7 +319,8 @@ def print_lines(summary: dict[str, Any], console: Console) -> None:
             f"  {group} letters hired {change['share_named']:.3f} with names, "
             f"{change['share_redacted']:.3f} redacted: change {change['difference']:+.3f} "
             f"(95% CI {change['ci_low']:+.3f} to {change['ci_high']:+.3f}, p "
-            f"{change['p_value']:.3g}; unit: a {group} writer's letter, {change['letters']} units)"
+            f"{change['p_value']:.3g}; each {group} letter against itself, {change['letters']} "
+            f"letters; unit: job, {change['units']} units)"
         )
     if "rationale_terms_tested" in summary:
         found = ", ".join(

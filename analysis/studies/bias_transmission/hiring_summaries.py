@@ -58,25 +58,35 @@ def weaker_than_association(
 
 
 def redaction_change(letter_shares: pd.DataFrame, named: str, redacted: str) -> dict:
-    """Did women's letters win less once names were withheld (section 5)? The unit is the
-    woman's letter: each is read in one pair per stage (both orders), so its share of hires
-    named minus redacted pairs it with itself, and letter quality cancels.
+    """Did women's letters win less once names were withheld (section 5)? Each woman's letter is
+    read in one pair per stage (both orders), so its share of hires named minus redacted pairs
+    it with itself and its quality cancels. The unit is the job: within a job the women's
+    letters meet the same men's letters in both stages (drawn afresh), so their differences are
+    dependent (one man's strong letter lowers a woman's share in each stage), while jobs share
+    no letter. The test is the one-sample t over the jobs' mean differences.
 
     Args:
-        letter_shares: Per ``stage`` and ``letter`` (a woman's), ``share`` of its valid showings
-            in which it was hired.
+        letter_shares: Per ``stage``, ``job`` and ``letter`` (a woman's), ``share`` of its valid
+            showings in which it was hired.
         named: The stage showing names.
         redacted: The stage withholding them.
 
     Returns:
-        ``letters`` (read in both stages), the mean shares, ``difference`` (named minus
-        redacted), its 95% t interval and the two-sided one-sample t-test p; NaN when fewer
-        than 2 letters were read in both.
+        ``letters`` (read in both stages), ``units`` (jobs), the mean shares, ``difference``
+        (named minus redacted, the mean over jobs), its 95% t interval and the two-sided p;
+        NaN when fewer than 2 jobs have a letter read in both.
     """
-    wide = letter_shares.pivot_table(index="letter", columns="stage", values="share")
-    both = wide.dropna(subset=[c for c in (named, redacted) if c in wide.columns])
-    out = {"named": named, "redacted": redacted, "unit": "letter", "letters": len(both)}
-    if len(both) < 2 or named not in both or redacted not in both:
+    wide = letter_shares.pivot_table(index=["job", "letter"], columns="stage", values="share")
+    present = [c for c in (named, redacted) if c in wide.columns]
+    both = wide.dropna(subset=present) if len(present) == 2 else wide.iloc[0:0]
+    per_job = (
+        (both[named] - both[redacted]).groupby(level="job").mean()
+        if len(both)
+        else pd.Series(dtype=float)
+    )
+    out = {"named": named, "redacted": redacted, "unit": "job", "units": len(per_job)}
+    out["letters"] = len(both)
+    if len(per_job) < 2:
         nan = float("nan")
         return {
             **out,
@@ -87,7 +97,7 @@ def redaction_change(letter_shares: pd.DataFrame, named: str, redacted: str) -> 
             "ci_high": nan,
             "p_value": nan,
         }
-    d = both[named] - both[redacted]
+    d = per_job
     half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
     p = float(stats.ttest_1samp(d, 0.0).pvalue) if d.std(ddof=1) > 0 else 1.0
     return {
