@@ -7,13 +7,13 @@ answers, and letters cut at ``max_tokens`` (never read, counted).
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
 
-from biasim import scenarios
 from biasim.analysis.studies.bias_transmission import hiring_summaries
 from biasim.analysis.text import terms, unit_terms
 from biasim.simulator.kinds.base import (
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from biasim.simulator.kinds.transmission import TransmissionSpec
 
 #: Built-in data files (``scenarios/data``), where a bare association file name is looked for.
-BUILTIN_DATA = Path(scenarios.__file__).parent / "data"
+BUILTIN_DATA = Path(str(resources.files("biasim.scenarios"))) / "data"
 #: Why a reading is left out when one of the letters it shows was cut at ``max_tokens``.
 TRUNCATED = "shows a letter cut at max_tokens"
 
