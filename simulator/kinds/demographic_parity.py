@@ -849,6 +849,7 @@ class DemographicParityKind(AnalysisKind):
                 f"{among}, inflections {'counted together' if used['inflections'] else 'apart'}"
                 f"; {used['name_words_removed']} name words removed before the "
                 "distinctive-words scan."
+                + (f" {used['unit_test']}." if "unit_test" in used else "")
             )
         if summary.get("alignment"):
             section.table(
