@@ -24,7 +24,7 @@ from biasim.analysis import figures
 from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats.excess import excess_dpd_test
 from biasim.analysis.stats.units import unit_counts, unit_label
-from biasim.analysis.text import terms
+from biasim.analysis.text import terms, unit_terms
 from biasim.simulator.common.html import Column, HtmlSection, cite, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -657,6 +657,7 @@ class DemographicParityKind(AnalysisKind):
             scans.append(scan)
         if scans:
             section.tables[f"{ctx.name}_distinctive_terms"] = pd.concat(scans, ignore_index=True)
+        _unit_term_scans(section, ctx.name, answered, keys, config.field)
 
     def _across_models(
         self,
@@ -822,6 +823,7 @@ class DemographicParityKind(AnalysisKind):
                 f"{among}, inflections {'counted together' if used['inflections'] else 'apart'}"
                 f"; {used['name_words_removed']} name words removed before the "
                 "distinctive-words scan."
+                + (f" {used['unit_test']}." if "unit_test" in used else "")
             )
         if summary.get("alignment"):
             section.table(
@@ -1010,6 +1012,32 @@ def _check_predictions(declared: str, facts: StudyFacts) -> None:
         # The loader's own message names the file and the entry, never its contents.
         reason = str(err) if isinstance(err, ValueError) else f"{path}: {type(err).__name__}"
         facts.problem(("predictions",), f"unusable predictions file: {reason}")
+
+
+def _unit_term_scans(
+    section: Section, name: str, answered: pd.DataFrame, keys: list[str], field: str
+) -> None:
+    """The distinctive-words scan with the persona as the unit (its replicates are one unit):
+    each value against the rest, per case (``analysis.text.unit_terms``). The token-level
+    log-odds z above counts every token as independent and is descriptive only."""
+    persona = answered["agent_id"].astype(str).str.replace(r"/r\d+$", "", regex=True)
+    data = answered.assign(_persona=persona)
+    scans = []
+    for key, part in data.groupby(keys):
+        values = sorted(part["value"].dropna().astype(str).unique())
+        for value in values if len(values) > 1 else []:
+            scan = unit_terms.unit_term_test(part, field, "value", "_persona", positive=value)
+            scan = scan.assign(unit="persona").head(20)
+            for col, level in zip(keys, key, strict=True):
+                scan.insert(0, col, level)
+            scan.insert(len(keys), "value", value)
+            scans.append(scan)
+    if scans:
+        section.tables[f"{name}_distinctive_terms_by_unit"] = pd.concat(scans, ignore_index=True)
+        section.summary.setdefault("terms", {})["unit_test"] = (
+            "distinctive_terms_by_unit: unit persona (replicates one unit), permutation of the "
+            "value across personas; the token-level z counts every token as independent"
+        )
 
 
 def _term_sets(

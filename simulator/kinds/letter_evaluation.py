@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.text import Text
 
 from biasim.analysis.stats.parity import wilson_interval
-from biasim.analysis.studies.bias_transmission import association, traits
+from biasim.analysis.stats.units import unit_label
+from biasim.analysis.studies.bias_transmission import association, ceiling_effects, traits
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.figures import plot_trait_differences
 from biasim.simulator.common.html import HtmlSection
@@ -177,15 +178,16 @@ class LetterEvaluationKind(AnalysisKind):
         if summary.get("effects"):
             console.print(
                 f"  effects on each trait's logit (alpha {summary['alpha']}): "
-                "beta regression with job fixed effects / Gaussian mixed model (random job)"
+                "fractional logit, p from permuting the label within job (tested) / the "
+                "paper's beta regression with job fixed effects (not calibrated near the ceiling)"
             )
             for row in summary["effects"]:
-                if row["model"] != "beta_job_fixed":
+                if row["model"] != ceiling_effects.MODEL:
                     continue
                 twin = next(
                     r
                     for r in summary["effects"]
-                    if r["model"] == "logit_mixed"
+                    if r["model"] == "beta_job_fixed"
                     and r["trait"] == row["trait"]
                     and r[summary["by"]] == row[summary["by"]]
                 )
@@ -193,7 +195,8 @@ class LetterEvaluationKind(AnalysisKind):
                 console.print(
                     f"   {mark} {row[summary['by']]:<6} {row['trait']:<16} {row['term']} vs "
                     f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                    f"p {row['p_value']:.3g}) / {twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
+                    f"p {row['p_value']:.3g}, {unit_label(row['unit'], row['units'])}) / "
+                    f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
                 )
         warned = [r for r in summary.get("effects", []) if r.get("warning")]
         if warned:

@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.text import Text
 
 from biasim.analysis.stats.parity import wilson_interval
-from biasim.analysis.studies.bias_transmission import association, traits
+from biasim.analysis.stats.units import unit_label
+from biasim.analysis.studies.bias_transmission import association, ceiling_effects, traits
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.figures import (
     plot_item_shares,
@@ -28,6 +29,7 @@ from biasim.analysis.studies.bias_transmission.figures import (
 )
 from biasim.analysis.studies.hiring_emails.email_outcomes import names_after_redaction
 from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.kinds import transmission_extras as extras
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -37,6 +39,19 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types, trait_types_field
+from biasim.simulator.study.fields import Strict
+
+
+class AssociationShares(Strict):
+    """A CSV of each job's association share (the share of female names paired with it)."""
+
+    file: str = Field(
+        description="CSV file (relative paths: the study's folder, else a built-in data file "
+        "of scenarios/data, e.g. `bias_transmission_association_shares.csv`)."
+    )
+    item_column: str = Field("job", description="Column naming the job as `cluster` does.")
+    share_column: str = Field("association_share", description="Column of the share.")
+    source: str = Field("", description="Where the shares come from, printed beside them.")
 
 
 class TransmissionSpec(AnalysisSpec):
@@ -64,6 +79,22 @@ class TransmissionSpec(AnalysisSpec):
         default_factory=dict, description="Single reading stage -> its guessed-gender field."
     )
     predicted: str = Field("woman", description="The guess whose share is reported.")
+    rationale: str | None = Field(
+        None,
+        description='Answer field of the pair stages holding the rationale ("I would hire '
+        "Applicant ... because ...\"): Table 12, and its terms by the chosen letter's group.",
+    )
+    association: AssociationShares | None = Field(
+        None,
+        description="Each job's association share (e.g. Table 5's Experiment 1 column, or "
+        "`association_items.csv` of your own association run): the jobs whose hiring bias is "
+        'weaker than it (section 4.1\'s "11/30").',
+    )
+    probes: list[str] = Field(
+        default_factory=list,
+        description="Single reading stages with free-text answers (appendix A.4's probe "
+        "prompts): their terms by the writer's group, the letter as the unit.",
+    )
     alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
     n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of pairs.")
 
@@ -101,6 +132,7 @@ class TransmissionKind(AnalysisKind):
                 facts.need_field(spec.absolute, trait, ("traits", j), ("absolute",))
         for name, field in spec.predictions.items():
             facts.need_field(name, field, ("predictions", name), ("predictions", name))
+        extras.check(spec, facts, stages)
 
     def compute(
         self, results: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext
@@ -111,12 +143,15 @@ class TransmissionKind(AnalysisKind):
         authors = _authors(results, spec)
         section.summary["letters"] = len(authors)
         section.summary["letters_failed"] = int((~authors["valid"]).sum())
+        section.summary["letters_truncated"] = int(authors["truncated"].sum())
         if spec.relative:
             _relative(results, authors, spec, ctx, section)
         if spec.absolute:
             _absolute(results, authors, spec, ctx, section)
         if spec.predictions:
             _predictions(results, authors, spec, ctx, section)
+        if spec.probes:
+            extras.probes(results, authors, spec, ctx, section)
         return section
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
@@ -143,28 +178,8 @@ class TransmissionKind(AnalysisKind):
                 f"  {row['stage']}: {row['deviate']}/{row['jobs']} jobs deviate from chance "
                 f"(sign test on pairs hired alike in both orders, alpha {summary['alpha']})"
             )
-        effects = summary.get("effects", [])
-        # Traits and trait types print alike; a type's row is named "<type> traits".
-        for key, suffix in (("effects", ""), ("type_effects", " traits")):
-            for row in summary.get(key, []):
-                if row["model"] == "beta_job_fixed":
-                    mark = "*" if row["significant"] else " "
-                    console.print(
-                        f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs "
-                        f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                        f"p {row['p_value']:.3g})"
-                    )
-        if effects:
-            console.print(
-                "  (beta regression with job fixed effects; the Gaussian mixed model on the "
-                "logit is in the effects tables; a trait type is the mean of its dimensions "
-                "per letter, grouped as biasim assumes: "
-                + "; ".join(
-                    f"{k} = {', '.join(v)}"
-                    for k, v in summary.get("trait_type_members", {}).items()
-                )
-                + ")"
-            )
+        extras.print_lines(summary, console)
+        _print_effects(summary, console)
         for row in summary.get("predictions", []):
             console.print(
                 f"  {row['stage']} {row['subset']}: {row['share']:.1%} guessed "
@@ -191,12 +206,49 @@ class TransmissionKind(AnalysisKind):
             ("predictions", "Gender guesses (Table 10)"),
             ("excluded", "Excluded"),
             ("redaction_leaks", "Letters keeping a name after redaction"),
+            *extras.HTML_TABLES,
         ):
             if summary.get(key):
                 section.table(summary[key], key=key, title=title)
+        if summary.get("redaction_change"):
+            section.table(
+                [summary["redaction_change"]],
+                key="redaction_change",
+                title="Change in hires when names are withheld (unit: job)",
+            )
         name = summary.get("name")
         section.figure(slug(name, "hires"), "Share of hires per job with 95% CIs over pairs")
         section.figure(slug(name, "trait_differences"), "Mean score differences per job")
+
+
+def _print_effects(summary: dict[str, Any], console: Console) -> None:
+    """Table 8's rows: the tested model (letters permuted within job) with its mark, the paper's
+    beta regression beside it."""
+    for key, suffix in (("effects", ""), ("type_effects", " traits")):
+        rows = summary.get(key, [])
+        paper = {r["trait"]: r for r in rows if r["model"] == "beta_job_fixed"}
+        for row in rows:
+            if row["model"] != ceiling_effects.MODEL:
+                continue
+            twin = paper.get(row["trait"], {"estimate": np.nan, "p_value": np.nan})
+            mark = "*" if row["significant"] else " "
+            console.print(
+                f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs {row['reference']}: "
+                f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g}, "
+                f"{unit_label(row['unit'], row['units'])}); paper's beta "
+                f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
+            )
+    if summary.get("effects"):
+        console.print(
+            "  (tested: fractional logit with job fixed effects, p from permuting gender across "
+            "letters within job; the paper's beta regression is not calibrated near the score "
+            "ceiling; a trait type is the mean of its dimensions per letter, grouped as biasim "
+            "assumes: "
+            + "; ".join(
+                f"{k} = {', '.join(v)}" for k, v in summary.get("trait_type_members", {}).items()
+            )
+            + ")"
+        )
 
 
 def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
@@ -206,17 +258,12 @@ def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
     columns += [c for c in spec.describe if c not in columns]
     authors = rows[["unit_id", *columns]].copy()
     authors["valid"] = rows["valid"].fillna(False).astype(bool).to_numpy()
+    names = rows["persona_name"] if "persona_name" in rows else pd.Series("", index=rows.index)
+    authors["writer_name"] = names.fillna("").astype(str).to_numpy()
+    # A letter cut at max_tokens may have lost its end (the signature): never read, counted.
+    truncated = rows["truncated"] if "truncated" in rows else pd.Series(False, index=rows.index)
+    authors["truncated"] = truncated.fillna(False).astype(bool).to_numpy()
     return authors.set_index("unit_id")
-
-
-def _readings(results: pd.DataFrame, stage: str, authors: pd.DataFrame) -> pd.DataFrame:
-    """A reading stage's rows with the first letter's writer joined (the one letter of a single
-    reading), and ``reads`` split."""
-    rows = results[results["stage"] == stage].copy()
-    rows["units"] = rows["reads"].astype(str).str.split("|")
-    first = authors.reindex(rows["units"].str[0]).drop(columns="valid")
-    first.index = rows.index
-    return rows.drop(columns=[c for c in first.columns if c in rows]).join(first)
 
 
 def _relative(
@@ -226,7 +273,7 @@ def _relative(
     ctx: AnalysisContext,
     section: Section,
 ) -> None:
-    picks, excluded = [], []
+    picks, excluded, showings = [], [], []
     stages = {s.name: s for s in ctx.study.stages}
     for stage in spec.relative:
         rows = results[results["stage"] == stage]
@@ -247,6 +294,7 @@ def _relative(
                 }
             )
             ok &= ~shows_leak
+        ok = extras.drop_truncated(rows, ok, authors, stage, excluded)
         rows = rows[ok]
         hired = [
             units[int(label) - 1]
@@ -255,6 +303,7 @@ def _relative(
             )
         ]
         who = authors.reindex(hired)
+        showings.append(extras.showings(stage, rows, hired, spec.rationale))
         picks.append(
             pd.DataFrame(
                 {
@@ -309,6 +358,9 @@ def _relative(
         .drop(columns="_all")
         .to_dict("records")
     )
+    extras.after_relative(
+        pd.concat(showings, ignore_index=True), by_job, authors, spec, ctx, section
+    )
     section.tables[slug(ctx.name, "hires_by_category")] = by_category
     section.tables[slug(ctx.name, "hires_by_job")] = by_job
     section.figures[slug(ctx.name, "hires")] = plot_item_shares(
@@ -359,13 +411,16 @@ def _absolute(
     section: Section,
 ) -> None:
     assert spec.absolute is not None
-    rows = _readings(results, spec.absolute, authors)
+    rows = extras.readings(results, spec.absolute, authors)
     valid = rows["valid"].fillna(False).astype(bool)
     section.summary.setdefault("excluded", []).append(
         {"stage": spec.absolute, "reason": "no valid answer", "count": int((~valid).sum())}
     )
+    valid = extras.drop_truncated(rows, valid, authors, spec.absolute, section.summary["excluded"])
     keys = [spec.cluster, spec.group]
-    scores, dropped = traits.long_scores(rows[valid], spec.traits, keys)
+    rows = rows.assign(letter=rows["units"].str[0])
+    scores, dropped = traits.long_scores(rows[valid], spec.traits, [*keys, "letter"])
+    dropped = dropped.groupby([*keys, "trait", "reason"], as_index=False)["excluded"].sum()
     for row in dropped.groupby("reason")["excluded"].sum().items():
         section.summary["excluded"].append(
             {"stage": spec.absolute, "reason": f"score {row[0]}", "count": int(row[1])}
@@ -376,7 +431,13 @@ def _absolute(
         return
     means = traits.trait_means(scores, keys)
     effects = traits.group_effects(
-        scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
+        scores,
+        group=spec.group,
+        reference=spec.reference,
+        cluster=spec.cluster,
+        alpha=spec.alpha,
+        unit="letter",
+        seed=ctx.study.seed,
     )
     wide = means.pivot_table(index=[spec.cluster, "trait"], columns=spec.group, values="mean")
     others = [c for c in wide.columns if c != spec.reference]
@@ -391,6 +452,7 @@ def _absolute(
         )
     section.summary["effects"] = effects.to_dict("records")
     section.summary["trait_means"] = means.to_dict("records")
+    extras.overall(scores, spec, ctx, section)
     section.tables[slug(ctx.name, "effects")] = effects
     section.tables[slug(ctx.name, "trait_means")] = means
     if spec.trait_types:
@@ -402,7 +464,7 @@ def _trait_types(
 ) -> None:
     """Table 9 (each job's trait-type means by group) and the trait types' rows of Table 8."""
     by = [spec.cluster, *dict.fromkeys(c for c in [spec.category, *spec.describe] if c)]
-    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group])
+    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group, "letter"])
     section.summary["excluded"].append(
         {
             "stage": spec.absolute,
@@ -417,7 +479,13 @@ def _trait_types(
         return
     table = traits.type_table(scores, by, spec.group, spec.positive, others[0])
     effects = traits.group_effects(
-        scores, group=spec.group, reference=spec.reference, cluster=spec.cluster, alpha=spec.alpha
+        scores,
+        group=spec.group,
+        reference=spec.reference,
+        cluster=spec.cluster,
+        alpha=spec.alpha,
+        unit="letter",
+        seed=ctx.study.seed,
     )
     section.summary["type_effects"] = effects.to_dict("records")
     section.summary["trait_types"] = table.to_dict("records")
@@ -434,11 +502,12 @@ def _predictions(
 ) -> None:
     out = []
     for stage, field in spec.predictions.items():
-        rows = _readings(results, stage, authors)
+        rows = extras.readings(results, stage, authors)
         valid = rows["valid"].fillna(False).astype(bool)
         section.summary.setdefault("excluded", []).append(
             {"stage": stage, "reason": "no valid answer", "count": int((~valid).sum())}
         )
+        valid = extras.drop_truncated(rows, valid, authors, stage, section.summary["excluded"])
         rows = rows[valid].assign(_hit=lambda d, f=field: d[f] == spec.predicted)
         subsets = [("all jobs", rows)]
         if spec.category:

@@ -95,6 +95,14 @@ def test_names_are_removed_before_the_distinctive_words_scan(run: Path) -> None:
     assert terms["name_words_removed"] == 3 * len(decide)
     assert terms["term_sets"] == "inline in the study file"
     assert terms["chosen"] == "target" and terms["inflections"] is True
+    # The unit-level scan beside it: personas (replicates one unit), every rationale identical
+    # here, so no word separates any group and nothing is significant.
+    by_unit = pd.read_csv(run / "tables" / "decisions_distinctive_terms_by_unit.csv")
+    assert set(by_unit["unit"]) == {"persona"} and not by_unit["significant"].any()
+    assert (
+        set(by_unit["value"]) == {"Female", "Male", "Non-binary"}
+        and "unit persona" in terms["unit_test"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -133,12 +133,14 @@ def test_synthetic_run_recovers_the_declared_truth(run_dir: Path) -> None:
     assert relative["exp3"]["p_value"] < 0.001
     effects = pd.DataFrame(summary["effects"])
     exp3 = effects[effects["experiment"] == "exp3"]
-    # 13 dimensions and 3 trait types, two models each.
-    assert len(exp3) == 32 and exp3["significant"].all() and (exp3["estimate"] > 0).all()
+    # 13 dimensions and 3 trait types, three models each (the tested one, the paper's, mixed).
+    assert len(exp3) == 48 and exp3["significant"].all() and (exp3["estimate"] > 0).all()
     assert {"hireability traits", "competency traits", "warmth traits"} <= set(exp3["trait"])
     assert set(exp3["term"]) == {"strong"} and set(exp3["reference"]) == {"weak"}
     exp4 = effects[effects["experiment"] == "exp4"]
     assert set(exp4["term"]) == {"male"} and exp4["significant"].sum() <= 1
+    tested = exp3[exp3["model"] == "fractional_logit_perm"]
+    assert len(tested) == 16 and set(tested["unit"]) == {"score"}
     assert (run_dir / "figures" / "letters_trait_differences.png").stat().st_size > 10_000
     # Table 9 per experiment and job: strong minus weak is about 20 points in every trait type.
     types = pd.read_csv(run_dir / "tables" / "letters_trait_types_exp3.csv")

@@ -118,6 +118,10 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     assert deviating == {"relative": 0, "relative_redacted": 0} or max(deviating.values()) <= 1
     effects = pd.DataFrame(summary["effects"])
     assert set(effects["term"]) == {"male"} and effects["significant"].sum() <= 1
+    # Table 8's tested model: letters permuted within job, each letter one unit.
+    tested = effects[effects["model"] == "fractional_logit_perm"]
+    assert len(tested) == 13 and set(tested["unit"]) == {"letter"}
+    assert (tested["units"] == 30 * 2 * AGENTS).all()
     guesses = {(r["stage"], r["subset"]): r for r in summary["predictions"]}
     for (stage, subset), truth in {
         ("predict", "written by female"): 0.3,
@@ -138,7 +142,7 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     assert (types["n_female"] == AGENTS).all() and (types["n_male"] == AGENTS).all()
     np.testing.assert_allclose(types["difference"], types["mean_female"] - types["mean_male"])
     type_effects = pd.DataFrame(summary["type_effects"])
-    assert len(type_effects) == 3 * 2 and type_effects["significant"].sum() <= 1
+    assert len(type_effects) == 3 * 3 and type_effects["significant"].sum() <= 1
     tables = {p.name for p in (run_dir / "tables").iterdir()}
     assert {"transmission_hires_by_category.csv", "transmission_predictions.csv"} <= tables
     for figure in ("transmission_hires.png", "transmission_trait_differences.png"):
@@ -276,9 +280,80 @@ def test_a_scaled_down_experiment_5_runs_on_the_embedded_model(tmp_path: Path) -
     # Whatever the small model answered, every reading is counted: used or excluded.
     for stage in ("relative", "relative_redacted"):
         used = sum(r["n"] for r in summary.get("hires_by_category", []) if r["stage"] == stage)
-        failed = next(
-            e["count"]
-            for e in summary["excluded"]
-            if e["stage"] == stage and "valid" in e["reason"]
-        )
+        # Not answered, showing a letter cut at the 80-token cap, or keeping a name.
+        failed = sum(e["count"] for e in summary["excluded"] if e["stage"] == stage)
         assert used + failed == 2
+    cut = int(results.loc[results["stage"] == "apply", "truncated"].sum())
+    assert summary["letters_truncated"] == cut
+
+
+def test_rationales_overall_scores_association_and_redaction_are_reported(run_dir: Path) -> None:
+    """Table 12's rationales with their terms (the hired letter as the unit), the overall
+    mean (SD) by gender, section 4.1's weaker-than-association count, and the redaction change."""
+    summary = next(
+        a
+        for a in json.loads((run_dir / "summary.json").read_text())["analyses"]
+        if a["kind"] == "transmission"
+    )
+    results = pd.read_parquet(run_dir / "results.parquet")
+    relative = results[results["stage"].isin(["relative", "relative_redacted"])]
+    rationales = pd.read_csv(run_dir / "tables" / "transmission_rationales.csv")
+    assert len(rationales) == len(relative) == 2 * 2 * 30 * AGENTS
+    assert rationales["rationale"].str.startswith("I would hire").all()
+    # The woman's letter's label and the hired label agree with the hired gender.
+    woman_hired = rationales["female_applicant"] == rationales["hired_applicant"]
+    assert (woman_hired == (rationales["hired_gender"] == "female")).all()
+    terms = pd.read_csv(run_dir / "tables" / "transmission_rationale_terms.csv")
+    assert set(terms["unit"]) == {"hired letter"} and not terms["significant"].any()
+    assert summary["rationale_terms_tested"] == len(terms) > 0
+    overall = {r["gender"]: r for r in summary["overall_scores"]}
+    for row in overall.values():  # the declared truth: N(81, 8) on every trait
+        assert row["mean"] == pytest.approx(81, abs=1.0) and row["sd"] == pytest.approx(8, abs=1)
+        assert row["n_scores"] == 13 * 30 * AGENTS and row["letters"] == 30 * AGENTS
+    weaker = {r["stage"]: r for r in summary["weaker_than_association"]}
+    assert weaker["relative"]["jobs"] == 30 and weaker["relative"]["missing"] == 0
+    assert weaker["relative"]["weaker"] <= weaker["relative"]["observed"] <= 1
+    table = pd.read_csv(run_dir / "tables" / "transmission_weaker_than_association.csv")
+    assert table.loc[table["item"] == "Carpenter", "association_share"].iloc[0] == 0.002
+    change = summary["redaction_change"]
+    assert change["unit"] == "job" and change["units"] == 30
+    assert change["letters"] == 30 * AGENTS and change["p_value"] > 0.001
+
+
+def test_a_letter_cut_at_max_tokens_is_never_read_and_is_counted(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """The paper asks for 100-400 words with no cap (the writer has max_tokens: null); a letter
+    a server still cut (truncated) may have lost its signature: every reading showing it is
+    excluded and counted, never evaluated."""
+    out = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(run_dir), str(out)], check=True)
+    results = pd.read_parquet(out / "results.parquet")
+    letters = results.index[results["stage"] == "apply"][:7]
+    results.loc[letters, "truncated"] = True
+    results.to_parquet(out / "results.parquet")
+    done = subprocess.run(
+        [*BIASIM, "analyze", str(out), "--json"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())["analyses"][0]
+    assert summary["letters_truncated"] == 7
+    cut = set(results.loc[letters, "unit_id"])
+    excluded = {(e["stage"], e["reason"]): e["count"] for e in summary["excluded"]}
+    for stage in ("relative", "absolute", "predict"):
+        shows = results.loc[results["stage"] == stage, "reads"].str.split("|")
+        expected = int(shows.map(lambda u: bool(cut & set(u))).sum())
+        assert excluded[(stage, "shows a letter cut at max_tokens")] == expected > 0
+    overall = sum(r["letters"] for r in summary["overall_scores"])
+    assert overall == 30 * 2 * AGENTS - 7
+
+
+def test_the_writer_has_no_token_cap_and_pair_stages_ask_for_the_rationale() -> None:
+    from biasim.simulator.study.load import load_study
+
+    study = load_study(str(STUDY)).config
+    assert study.roles["writer"].max_tokens is None
+    assert "between 100-400 words long" in " ".join(study.stages[0].prompt.split())
+    for stage in study.stages[1:3]:
+        assert stage.output is not None and "reason" in stage.output
+        assert "I would hire Applicant [1 or 2] because" in stage.prompt

@@ -2,12 +2,15 @@
 applicant's gender on each (seed 000, Experiments 3-5, Tables 6-8).
 
 The paper scores each cover letter 1-100 on 13 dimensions and fits, per trait, a beta regression
-``trait ~ gender + (1 | job)`` with alpha = 0.001 "given large Ns" (Table 8). statsmodels has no
-beta mixed model, so each trait gets two fits, both reported:
+``trait ~ gender + (1 | job)`` with alpha = 0.001 "given large Ns" (Table 8). Near the score
+ceiling (mean 81, clipped at 100) a beta model's test is anti-conservative, so each trait gets
+three fits, all reported:
 
-- a beta regression (logit link) with the job as fixed effects: the paper's model with the
-  job's random intercept replaced by a fixed one (the gender estimate is the same quantity, a
-  shift of the mean's logit);
+- the tested one (:mod:`.ceiling_effects`): a fractional logit with job fixed effects for the
+  estimate, and a permutation of gender across letters within job for the p-value (the letter is
+  the unit);
+- the paper's, labelled so: a beta regression (logit link) with the job as fixed effects (the
+  job's random intercept replaced by a fixed one; statsmodels has no beta mixed model);
 - a Gaussian linear mixed model of the logit of the score with a random intercept per job: the
   paper's random-effects structure, on the beta regression's scale.
 
@@ -30,6 +33,8 @@ import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 from statsmodels.othermod.betareg import BetaModel
+
+from biasim.analysis.studies.bias_transmission import ceiling_effects
 
 #: The 13 dimensions of the paper's absolute-evaluation prompt (Table 1), as answer fields.
 DIMENSIONS = (
@@ -215,9 +220,12 @@ def group_effects(
     reference: str,
     cluster: str = "job",
     alpha: float = 0.001,
+    unit: str | None = None,
+    n_permutations: int = 2000,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Per trait, the effect of ``group`` (the other value against ``reference``, e.g. men's
-    letters against women's, or strong against weak) on the score's logit.
+    letters against women's, or strong against weak) on the score.
 
     Args:
         scores: From :func:`long_scores`, with the ``group`` and ``cluster`` columns.
@@ -226,13 +234,19 @@ def group_effects(
             its term is ``gendermale``).
         cluster: The grouping with its own intercept (the job).
         alpha: Level of the tests (the paper's 0.001).
+        unit: The column naming the letter each score is of (several scores of one letter are
+            one unit); ``None``: each score is its own unit.
+        n_permutations: Relabellings of the tested model's permutation test.
+        seed: Seed of those relabellings.
 
     Returns:
-        Per trait and model (``beta_job_fixed``, ``logit_mixed``): ``term`` (the other value),
-        ``reference``, ``estimate``, ``std_error``, ``statistic`` (z), ``p_value``,
-        ``significant``, ``n`` and ``warning`` (what the fit warned of, e.g. a job variance
-        estimated at 0, that the mixed fit failed and least squares was used, or why there is no
-        estimate (NaN): too few scores, or a failed fit; empty when nothing).
+        Per trait and model: ``fractional_logit_perm`` (the tested one, see
+        :mod:`.ceiling_effects`), ``beta_job_fixed`` (the paper's model) and ``logit_mixed``;
+        ``role`` says which is which. Columns ``term`` (the other value), ``reference``,
+        ``estimate`` (on the logit of the score), ``std_error``, ``statistic`` (z; for the
+        tested model the compared group's sum of job-centred scores), ``p_value``,
+        ``significant``, ``n``, ``unit``, ``units`` and ``warning`` (what the fit warned of,
+        e.g. a job variance estimated at 0, or why there is no estimate; empty when nothing).
     """
     rows = []
     for trait, data in scores.groupby("trait", sort=False):
@@ -244,36 +258,53 @@ def group_effects(
             _y=squeeze(data["score"]),
             _x=(data[group] == other[0]).astype(float),
             _c=data[cluster].astype(str),
+            _u=data[unit].astype(str) if unit else np.arange(len(data)).astype(str),
         )
-        term = str(other[0])
         data = data.assign(_logit=np.log(data["_y"] / (1 - data["_y"])))
-        fits = []
-        for model in ("beta_job_fixed", "logit_mixed"):
-            # A fit's warnings (e.g. a job variance at its boundary of 0) go into the table.
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+        common = {"trait": trait, "term": str(other[0]), "reference": reference, "n": len(data)}
+        common["unit"] = unit or "score"
+        rows += [{**common, **row} for row in _trait_fits(data, n_permutations, seed)]
+    columns = ["trait", "model", "role", "term", "reference", "estimate", "std_error"]
+    columns += ["statistic", "p_value", "n", "unit", "units", "warning"]
+    table = pd.DataFrame(rows, columns=columns)
+    table["role"] = table["model"].map(ceiling_effects.ROLES)
+    table["significant"] = table["p_value"] < alpha
+    return table
+
+
+def _trait_fits(data: pd.DataFrame, n_permutations: int, seed: int) -> list[dict[str, Any]]:
+    """One trait's rows: the tested model first, then the paper's and the mixed model."""
+    out = []
+    for model in (ceiling_effects.MODEL, "beta_job_fixed", "logit_mixed"):
+        # A fit's warnings (e.g. a job variance at its boundary of 0) go into the table.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if model == ceiling_effects.MODEL:
+                row, note = _tested(data, n_permutations, seed)
+            else:
                 fit, note = _fit(model, data)
-            notes = sorted({str(w.message).split(".")[0] for w in caught})
-            fits.append((model, fit, "; ".join([*([note] if note else []), *notes])))
-        for model, fit, note in fits:
-            rows.append(
-                {
-                    "trait": trait,
+                row = {
                     "model": model,
-                    "term": term,
-                    "reference": reference,
                     "estimate": float(fit.params["_x"]) if fit is not None else np.nan,
                     "std_error": float(fit.bse["_x"]) if fit is not None else np.nan,
                     "statistic": float(fit.tvalues["_x"]) if fit is not None else np.nan,
                     "p_value": float(fit.pvalues["_x"]) if fit is not None else np.nan,
-                    "n": len(data),
-                    "warning": note,
+                    "units": data["_u"].nunique(),
                 }
-            )
-    columns = ["trait", "model", "term", "reference", "estimate", "std_error", "statistic"]
-    table = pd.DataFrame(rows, columns=[*columns, "p_value", "n", "warning"])
-    table["significant"] = table["p_value"] < alpha
-    return table
+        notes = sorted({str(w.message).split(".")[0] for w in caught})
+        out.append({**row, "warning": "; ".join([*([note] if note else []), *notes])})
+    return out
+
+
+def _tested(data: pd.DataFrame, n_permutations: int, seed: int) -> tuple[dict[str, Any], str]:
+    """The tested model's row, or NaN and why when there is too little to fit."""
+    sizes = data.groupby("_x")["_u"].nunique()
+    if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:
+        empty = {"estimate": np.nan, "std_error": np.nan, "statistic": np.nan, "p_value": np.nan}
+        return {"model": ceiling_effects.MODEL, **empty, "units": data["_u"].nunique()}, (
+            "too few scores to fit (2 per group and 2 jobs at least)"
+        )
+    return ceiling_effects.tested_row(data, n_permutations=n_permutations, seed=seed), ""
 
 
 def _fit(model: str, data: pd.DataFrame) -> tuple[Any, str]:

@@ -133,7 +133,7 @@ def test_gender_tests_are_calibrated_under_the_null_with_job_effects() -> None:
     """No gender effect, jobs with their own intercepts (sd 0.3 on the logit), 8 jobs x 20
     letters per gender, 500 data sets: each model's test at 0.05 rejects 3-7 % of the time."""
     rng = np.random.default_rng(11)
-    rejected = {"beta_job_fixed": 0, "logit_mixed": 0}
+    rejected = {"fractional_logit_perm": 0, "beta_job_fixed": 0, "logit_mixed": 0}
     reps = 500
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a few mixed fits report a boundary variance
