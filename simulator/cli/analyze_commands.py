@@ -525,6 +525,8 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
             for row in table.itertuples(index=False):
                 rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
             out_console.print(rich_table)
+        for line in result.summary.get("baseline_warnings", []):
+            out_console.print(f"warning: {line}", style="bold yellow", highlight=False)
         dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
         out_console.print(
             f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "

@@ -19,12 +19,16 @@ from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.kinds.base import model_problem
 from biasim.simulator.kinds.prism import (
+    BASELINE_CACHE,
     POSTING_FACTOR,
     SCORE_CACHE,
+    baseline_summary,
     pair_scores,
     paired_section,
     word_list_problem,
+    word_list_table,
 )
+from biasim.simulator.kinds.sections.prism_baseline import model_baselines
 
 #: Prefix of the tables and figures ``analyze --texts`` writes.
 NAME = "prism"
@@ -110,7 +114,7 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
     ``one_pair_per_posting``). A text that cannot be scored keeps its row, with NaN scores and
     the reason in ``excluded``, counted in the exclusions table.
     """
-    from biasim.analysis.studies.prism.scorer import vocabulary_scorer
+    from biasim.analysis.studies.prism.scorer import cached_baseline, vocabulary_scorer
     from biasim.analysis.text.scorers import ScoreCache, cached_scores
 
     assert request.masked_lm is not None
@@ -139,7 +143,8 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
             "word_lists": str(request.word_lists or "paper's example words"),
             "alpha": request.alpha,
         }
-        section = paired_section(pairs, scorer, dropped, fresh, NAME, [label], settings)
+        baselines = model_baselines(scorer, ids, paired, texts, answered, _baseline_path(request))
+        section = paired_section(pairs, scorer, dropped, fresh, NAME, [label], settings, baselines)
         return TextsResult(section.tables, section.figures, {"name": NAME, **section.summary})
     out = scores.iloc[n:].reset_index(drop=True)
     out.insert(0, "row", range(1, len(out) + 1))
@@ -152,5 +157,17 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
         .reset_index(),
         f"{NAME}_exclusions": pd.DataFrame({"reason": reasons.index, "n": reasons.to_numpy()}),
     }
-    summary = {"rows": len(out), "texts_scored_now": fresh, "dropped": dropped}
+    baselines = cached_baseline(scorer, {"text": texts}, _baseline_path(request))
+    tables[f"{NAME}_baseline"] = baselines
+    lists = word_list_table(scorer, dropped)
+    summary = {
+        "rows": len(out),
+        "texts_scored_now": fresh,
+        "dropped": dropped,
+        **baseline_summary(baselines.assign(model_label=label), lists),
+    }
     return TextsResult(tables, summary=summary)
+
+
+def _baseline_path(request: TextsRequest) -> Path | None:
+    return request.out / BASELINE_CACHE if request.out is not None else None
