@@ -17,7 +17,7 @@ import pandas as pd
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.kinds.base import model_problem
+from biasim.simulator.kinds.base import Section, model_problem
 from biasim.simulator.kinds.prism import (
     BASELINE_CACHE,
     POSTING_FACTOR,
@@ -29,6 +29,11 @@ from biasim.simulator.kinds.prism import (
     word_list_table,
 )
 from biasim.simulator.kinds.sections.prism_baseline import model_baselines
+from biasim.simulator.kinds.sections.prism_validation import (
+    add_validation,
+    ratings_problem,
+    read_ratings,
+)
 
 #: Prefix of the tables and figures ``analyze --texts`` writes.
 NAME = "prism"
@@ -51,6 +56,7 @@ class TextsRequest:
     alpha: float
     out: Path | None
     limits: CsvLimits = field(default_factory=CsvLimits)
+    human_ratings: Path | None = None
 
 
 @dataclass
@@ -92,6 +98,10 @@ def read_texts(request: TextsRequest) -> pd.DataFrame:
     why = word_list_problem(request.word_lists, Path(str(request.masked_lm)) if local else None)
     if why:
         problems.append(Problem("--word-lists", None, "", why))
+    if request.human_ratings is not None:
+        why = ratings_problem(request.human_ratings)
+        if why:
+            problems.append(Problem("--human-ratings", None, "", why))
     if not 0 < request.alpha <= 100:
         problems.append(Problem("--alpha", None, "", "a percentage in (0, 100]"))
     if request.out is not None:
@@ -144,7 +154,9 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
             "alpha": request.alpha,
         }
         baselines = model_baselines(scorer, ids, paired, texts, answered, _baseline_path(request))
-        section = paired_section(pairs, scorer, dropped, fresh, NAME, [label], settings, baselines)
+        lists = word_list_table(scorer, dropped)
+        section = paired_section(pairs, scorer, lists, fresh, NAME, [label], settings, baselines)
+        _validation(request, scorer, section)
         return TextsResult(section.tables, section.figures, {"name": NAME, **section.summary})
     out = scores.iloc[n:].reset_index(drop=True)
     out.insert(0, "row", range(1, len(out) + 1))
@@ -161,12 +173,22 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
     tables[f"{NAME}_baseline"] = baselines
     lists = word_list_table(scorer, dropped)
     summary = {
+        "name": NAME,
         "rows": len(out),
         "texts_scored_now": fresh,
         "dropped": dropped,
         **baseline_summary(baselines.assign(model_label=label), lists),
     }
-    return TextsResult(tables, summary=summary)
+    section = Section(summary=summary, tables=tables)
+    _validation(request, scorer, section)
+    return TextsResult(section.tables, section.figures, section.summary)
+
+
+def _validation(request: TextsRequest, scorer: Any, section: Section) -> None:
+    """With ``--human-ratings``: the rated texts' correlations and figure, into ``section``."""
+    if request.human_ratings is not None:
+        ratings = read_ratings(request.human_ratings)
+        add_validation(section, NAME, [(str(request.masked_lm), scorer)], ratings)
 
 
 def _baseline_path(request: TextsRequest) -> Path | None:

@@ -114,7 +114,7 @@ def _draw_baselines(ax, rows: list) -> None:
     if not rows:
         return
     low, high = min(r.low for r in rows), max(r.high for r in rows)
-    ax.axvspan(low, high, color="#dddddd", zorder=0, label="95 % null of a mean (no gender signal)")
+    ax.axvspan(low, high, color="#e8e8e8", zorder=0, label="95 % null of a mean (no gender signal)")
     for row in rows:
         color = POSTING_COLOR if row.side == "posting" else APPLICATION_COLOR
         label = f"{row.side} baseline {row.baseline:.2f}"

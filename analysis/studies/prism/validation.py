@@ -88,20 +88,13 @@ def plot_validation(
     for ax, row in zip(axes, table.itertuples(), strict=False):
         ax.scatter(ratings, scores[row.dimension], s=22, color="#4f81bd", alpha=0.8)
         text = (
-            f"Spearman ρ = {row.spearman_rho:.3f}\n95 % CI {row.low:.3f} to {row.high:.3f}"
+            f"Spearman ρ = {row.spearman_rho:.3f} (95 % CI {row.low:.3f} to {row.high:.3f})"
             if np.isfinite(row.spearman_rho)
             else f"no correlation: fewer than {MIN_RATED} texts, or one side constant"
         )
-        ax.text(
-            0.03,
-            0.97,
-            f"{text}\nn = {row.n} rated texts",
-            transform=ax.transAxes,
-            va="top",
-            fontsize=8.5,
-            bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#cccccc"},
-        )
-        ax.set_title(names.get(row.dimension, row.dimension), fontsize=11)
+        # Above the panel, not over the points.
+        title = f"{names.get(row.dimension, row.dimension)}\n{text}, n = {row.n}"
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("Human rating")
         ax.set_ylabel("PRISM bias score")
     return _finish(fig, path)
