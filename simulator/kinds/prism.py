@@ -221,7 +221,7 @@ class PrismKind(AnalysisKind):
         for line in summary.get("baseline_warnings", []):
             section.paragraph(f"Warning: {line}.")
         for line in summary.get("baseline_readings", []):
-            section.paragraph(line[0].upper() + line[1:] + ".", muted=True)
+            section.paragraph(line + ".", muted=True)
         super().html(summary, section)
         models = list(dict.fromkeys(r["model_label"] for r in summary["summary"]))
         if len(models) > 1:

@@ -18,7 +18,11 @@ from biasim.simulator.engine.runner import load_run, study_folder
 from biasim.simulator.report.outputs import Evidence, analyze, write_evidence
 from biasim.simulator.report.page import write_report
 from biasim.simulator.study.config import Study
-from biasim.simulator.tools.prism_compare import with_masked_lms_by_model, without_masked_lms
+from biasim.simulator.tools.prism_compare import (
+    seed_caches,
+    with_masked_lms_by_model,
+    without_masked_lms,
+)
 
 #: Study fields that may differ between compared runs: who plays the roles, and the labels.
 COMPARABLE_EXCEPT = ("roles", "name", "description")
@@ -245,6 +249,7 @@ def compare_runs(
     order = [label for run in runs for label in run.labels.values()]
     study = runs[0].study
     config = with_masked_lms_by_model(study.config, runs)
+    seed_caches(runs, out)
     evidence = analyze(combined, config, data_dir=study_folder(study), models=order, out_dir=out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_evidence(out, evidence)

@@ -10,7 +10,10 @@ side with their own baselines (``<name>_models`` table and figure).
 from __future__ import annotations
 
 import copy
+import json
+import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from biasim.simulator.study.config import StudyConfig
@@ -60,3 +63,31 @@ def with_masked_lms_by_model(config: StudyConfig, runs: Sequence[Any]) -> StudyC
             analyses[i] = spec.model_copy(update={"masked_lm_by_model": known})
             changed = True
     return config.model_copy(update={"analyses": analyses}) if changed else config
+
+
+def seed_caches(runs: Sequence[Any], out: Path) -> None:
+    """Start the comparison's PRISM caches from the compared runs' own (score cache and
+    baselines), so texts a run already scored with its masked LM are not scored again."""
+    from biasim.simulator.kinds.prism import BASELINE_CACHE, SCORE_CACHE
+
+    sources = [run.path / SCORE_CACHE for run in runs if (run.path / SCORE_CACHE).is_file()]
+    baselines = [run.path / BASELINE_CACHE for run in runs]
+    if not sources and not any(b.is_file() for b in baselines):
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    if sources:
+        from biasim.analysis.text.scorers import ScoreCache
+
+        ScoreCache(out / SCORE_CACHE).close()  # creates the table
+        with sqlite3.connect(out / SCORE_CACHE) as db:
+            for source in sources:
+                db.execute("ATTACH DATABASE ? AS run", (str(source),))
+                db.execute("INSERT OR IGNORE INTO scores SELECT * FROM run.scores")
+                db.commit()
+                db.execute("DETACH DATABASE run")
+    merged: dict[str, Any] = {}
+    for path in baselines:
+        if path.is_file():
+            merged |= json.loads(path.read_text(encoding="utf-8"))
+    if merged:
+        (out / BASELINE_CACHE).write_text(json.dumps(merged), encoding="utf-8")

@@ -133,6 +133,9 @@ def test_compare_across_masked_lms_gives_each_model_its_own_scores_and_baselines
     )
     assert result.exit_code == 0, result.output  # no --force: the masked LM is the measure
     assert "masked LM per model: small" in " ".join(result.stdout.split())
+    # Each run's scores and baselines come from its own caches: nothing is scored again.
+    compared = json.loads((out / "summary.json").read_text())["analyses"][0]
+    assert compared["texts_scored_now"] == 0
     table = pd.read_csv(out / "tables" / "prism_models.csv")
     assert table["model_label"].unique().tolist() == ["small", "wide"]
     for label, run in (("small", run_small), ("wide", run_wide)):

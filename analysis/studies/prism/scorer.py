@@ -39,6 +39,11 @@ NO_TOKEN = "no scored token"
 TRUNCATED = "a sentence longer than the model's maximum length"
 #: Masked copies per side the baseline is computed on (a few hundred texts' worth at most).
 BASELINE_COPIES = 4000
+#: Columns of :meth:`PrismScorer.baseline` (also when no text had a scored token).
+BASELINE_COLUMNS = (
+    *("dimension", "side", "observed", "baseline", "low", "high", "p", "texts"),
+    *("verdict", "permutations"),
+)
 
 
 #: The paper's example words per dimension (not its full lists, which were never published).
@@ -196,7 +201,7 @@ class PrismScorer:
         for dim, lists in self.word_lists.items():
             found = label_permutation_null(
                 probs[ok],
-                np.asarray(owner)[ok],
+                np.asarray(owner, dtype=np.int64)[ok],
                 sides,
                 lists,
                 self._column_of,
@@ -214,7 +219,7 @@ class PrismScorer:
                         "permutations": permutations,
                     }
                 )
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=BASELINE_COLUMNS)
 
     def _probabilities(self, copies: list[str]) -> np.ndarray:
         if not copies:

@@ -32,7 +32,7 @@ def model_baselines(
 ) -> pd.DataFrame:
     """Each model's baselines: its postings and its answered applications (see
     :func:`analysis.studies.prism.scorer.cached_baseline`), with ``model_label``."""
-    from biasim.analysis.studies.prism.scorer import cached_baseline
+    from biasim.analysis.studies.prism.scorer import BASELINE_COLUMNS, cached_baseline
 
     out = []
     labels = rows["model_label"].astype(str).to_numpy()
@@ -44,6 +44,8 @@ def model_baselines(
             "application": [t for t, m, a in zip(applications, mine, ok, strict=True) if m and a],
         }
         out.append(cached_baseline(scorer, texts, path).assign(model_label=model))
+    if not out:
+        return pd.DataFrame(columns=[*BASELINE_COLUMNS, "model_label"])
     return pd.concat(out, ignore_index=True)
 
 

@@ -156,3 +156,14 @@ def test_rating_correlations_drop_unscored_texts():
     assert table.loc[0, "spearman_rho"] == pytest.approx(
         stats.spearmanr([1, 2, 4, 5, 3], [2, 4, 8, 9, 7]).statistic
     )
+
+
+def test_texts_without_a_scored_token_give_an_empty_baseline_that_reads():
+    from biasim.simulator.kinds.prism import baseline_summary
+
+    scorer = PrismScorer(StubMaskedLM(["she", "he"]), {"gsc": WordLists(("she",), ("he",))})
+    table = scorer.baseline({"posting": ["Too short."], "application": [""]})
+    assert table.empty and "verdict" in table.columns
+    lists = pd.DataFrame(columns=["dimension", "side", "words"])
+    summary = baseline_summary(table.assign(model_label="m"), lists)
+    assert summary == {"baseline": [], "baseline_readings": [], "baseline_warnings": []}
