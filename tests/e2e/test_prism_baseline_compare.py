@@ -193,3 +193,19 @@ def _png(path: Path) -> np.ndarray:
     from matplotlib.image import imread
 
     return imread(path)
+
+
+def test_only_the_masked_lm_may_differ_between_compared_prism_runs():
+    from biasim.simulator.tools.compare import study_differences
+    from biasim.simulator.tools.prism_compare import without_masked_lms
+
+    def study(lm: str, alpha: float) -> dict:
+        prism = {"kind": "prism", "name": "prism", "masked_lm": lm, "alpha": alpha}
+        return {"analyses": [prism, {"kind": "letters", "masked_lm": lm}]}
+
+    same = study_differences(without_masked_lms(study("a", 23)), without_masked_lms(study("b", 23)))
+    assert same == ["analyses[1].masked_lm: 'a' vs 'b'"]  # only a prism analysis's is the measure
+    other = study_differences(
+        without_masked_lms(study("a", 23)), without_masked_lms(study("a", 20))
+    )
+    assert other == ["analyses[0].alpha: 23 vs 20"]
