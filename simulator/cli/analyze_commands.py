@@ -163,6 +163,13 @@ def analyze(
     alpha: Annotated[
         float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
     ] = 23.0,
+    human_ratings: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --texts and --masked-lm: CSV of texts people rated (text, rating; higher "
+            "= more masculine): Spearman rho of each dimension with the ratings (Figure 4a)."
+        ),
+    ] = None,
     iat: Annotated[
         list[Path] | None,
         typer.Option(
@@ -202,7 +209,15 @@ def analyze(
 
         _analyze_texts(
             TextsRequest(
-                texts, text_col or "text", paired_column, masked_lm, word_lists, alpha, out, limits
+                texts,
+                text_col or "text",
+                paired_column,
+                masked_lm,
+                word_lists,
+                alpha,
+                out,
+                limits,
+                human_ratings=human_ratings,
             ),
             as_json,
         )
@@ -599,14 +614,19 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
         get_kind("prism").print(result.summary, out_console)
     else:
         for name, table in result.tables.items():
-            if name.endswith("_scores"):
-                continue  # one row per text: in the CSV, not on the screen
+            if name.endswith(("_scores", "_baseline", "_validation")):
+                continue  # per text in the CSV; baselines and validation printed below
             rich_table = Table(title=name)
             for col in table.columns:
                 rich_table.add_column(str(col), justify="right")
             for row in table.itertuples(index=False):
                 rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
             out_console.print(rich_table)
+        from biasim.simulator.kinds.sections.prism_baseline import print_baselines
+        from biasim.simulator.kinds.sections.prism_validation import print_validation
+
+        print_baselines(result.summary, out_console)
+        print_validation(result.summary, out_console)
         dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
         out_console.print(
             f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,10 +32,22 @@ from biasim.simulator.kinds.base import (
     resolve_data_path,
     slug,
 )
+from biasim.simulator.kinds.sections.prism_baseline import model_baselines, print_baselines
+from biasim.simulator.kinds.sections.prism_validation import (
+    CAPTION as VALIDATION_CAPTION,
+)
+from biasim.simulator.kinds.sections.prism_validation import (
+    add_validation,
+    print_validation,
+    ratings_problem,
+    read_ratings,
+)
 from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
 
 #: The score cache's file in the run directory.
 SCORE_CACHE = "prism_scores.sqlite"
+#: The no-gender-signal baselines kept in the run directory (a masked-LM pass each).
+BASELINE_CACHE = "prism_baseline.json"
 HOW_TO = (
     "set `masked_lm:` in this analysis to a local folder holding an AutoModelForMaskedLM and "
     "its tokenizer (or a hub id such as bert-base-uncased, the paper's, if it is in your "
@@ -63,6 +76,18 @@ class PrismSpec(AnalysisSpec):
         None,
         description='JSON {"words": {dim: {"fem": [...], "mas": [...]}}}; the paper\'s example '
         "words when absent. Filtered to the model's vocabulary as the authors did.",
+    )
+    masked_lm_by_model: dict[str, str] | None = Field(
+        None,
+        description="Model label -> masked LM scoring that model's texts instead of "
+        "`masked_lm` (`biasim compare` of runs scored with different masked LMs sets it).",
+    )
+    human_ratings: str | None = Field(
+        None,
+        description="CSV of texts people rated for gendered wording (columns `text` and a "
+        "numeric `rating`, higher = more masculine, e.g. the paper's 1-13 with 7 neutral): "
+        "each dimension's Spearman rho with the ratings, with its 95 % interval, and the "
+        "scatter (the paper's Figure 4a).",
     )
     alpha: float = Field(23.0, gt=0, le=100, description="Top % of pooled probabilities kept.")
     batch_size: int = Field(64, ge=1, description="Masked copies per forward pass.")
@@ -125,6 +150,15 @@ class PrismKind(AnalysisKind):
             if reason:
                 facts.problem(("masked_lm",), reason)
             model_ok = reason is None
+        for label, other in (spec.masked_lm_by_model or {}).items():
+            reason = model_problem(other, folder, HOW_TO, "a masked LM")
+            if reason:
+                facts.problem(("masked_lm_by_model", label), reason)
+        if spec.human_ratings is not None:
+            where = resolve_data_path(spec.human_ratings, _folder_of(facts, "human_ratings"))
+            why = ratings_problem(where)
+            if why:
+                facts.problem(("human_ratings",), why)
         missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
         if missing:
             facts.problem(("masked_lm",), f"PRISM needs {' and '.join(missing)} installed")
@@ -146,54 +180,56 @@ class PrismKind(AnalysisKind):
         return [f"masked LM {spec.masked_lm}, word lists {lists}, alpha {spec.alpha:g}"]
 
     def compute(self, results: pd.DataFrame, spec: PrismSpec, ctx: AnalysisContext) -> Section:
-        from biasim.analysis.studies.prism.scorer import vocabulary_scorer
-        from biasim.analysis.text.scorers import ScoreCache, cached_scores
-
         assert spec.masked_lm is not None  # check() refuses a study without one
         rows = results[results["stage"] == spec.stage].reset_index(drop=True)
-        word_lists = ctx.resolve(spec.word_lists) if spec.word_lists else None
-        scorer, dropped = vocabulary_scorer(
-            str(ctx.resolve(spec.masked_lm)),
-            word_lists,
-            alpha=spec.alpha,
-            batch_size=spec.batch_size,
-            progress=sys.stdout.isatty(),
-        )
-        answered = rows["status"].eq("answered") & rows[spec.field].notna()
-        postings = rows[spec.posting].fillna("").astype(str).tolist()
-        applications = rows[spec.field].where(answered, "").astype(str).tolist()
-        cache = ScoreCache(ctx.out_dir / SCORE_CACHE) if ctx.out_dir is not None else None
-        try:
-            table, fresh = cached_scores(scorer, [*postings, *applications], cache)
-        finally:
-            if cache is not None:
-                cache.close()
-        frame = table.frame()
-        n = len(rows)
-        key = POSTING_FACTOR if POSTING_FACTOR in rows else spec.posting
-        ids = pd.DataFrame(
-            {
-                "model_label": rows["model_label"],
-                "unit_id": rows["unit_id"],
-                POSTING_FACTOR: rows[key],
-            }
-        )
-        pairs = pair_scores(
-            ids, frame.iloc[:n], frame.iloc[n:], answered, scorer.columns, rows["status"]
-        )
-        settings = {
-            "masked_lm": spec.masked_lm,
+        lm_of = {
+            m: (spec.masked_lm_by_model or {}).get(m, spec.masked_lm)
+            for m in dict.fromkeys(rows["model_label"].astype(str))
+        }
+        parts = [
+            _score_rows(rows[rows["model_label"].astype(str).map(lm_of) == lm], lm, spec, ctx)
+            for lm in dict.fromkeys(lm_of.values())
+        ] or [_score_rows(rows, spec.masked_lm, spec, ctx)]
+        pairs = pd.concat([p.pairs for p in parts], ignore_index=True)
+        several = len(parts) > 1
+        settings: dict[str, Any] = {
+            "masked_lm": ", ".join(dict.fromkeys(lm_of.values())) or spec.masked_lm,
             "word_lists": spec.word_lists or "paper's example words",
             "alpha": spec.alpha,
+            "masked_lm_by_model": lm_of,
         }
-        return paired_section(
-            pairs, scorer, dropped, fresh, ctx.name, ctx.models_in(pairs), settings
+        section = paired_section(
+            pairs,
+            parts[0].scorer,
+            pd.concat(
+                [p.lists.assign(masked_lm=p.masked_lm) if several else p.lists for p in parts],
+                ignore_index=True,
+            ),
+            sum(p.fresh for p in parts),
+            ctx.name,
+            ctx.models_in(pairs),
+            settings,
+            pd.concat([p.baselines for p in parts], ignore_index=True),
         )
+        if spec.human_ratings is not None:
+            ratings = read_ratings(ctx.resolve(spec.human_ratings))
+            add_validation(section, ctx.name, [(p.masked_lm, p.scorer) for p in parts], ratings)
+        return section
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """The tables (every list of records), then both figures of each model."""
+        for line in summary.get("baseline_warnings", []):
+            section.paragraph(f"Warning: {line}.")
+        for line in summary.get("baseline_readings", []):
+            section.paragraph(line + ".", muted=True)
         super().html(summary, section)
         models = list(dict.fromkeys(r["model_label"] for r in summary["summary"]))
+        if len(models) > 1:
+            section.figure(slug(summary["name"], "models"), MODELS_CAPTION)
+        lms = list(dict.fromkeys(r["masked_lm"] for r in summary.get("validation") or []))
+        for lm in lms:
+            tag = Path(lm.rstrip("/")).name if len(lms) > 1 else ""
+            section.figure(slug(summary["name"], tag, "validation"), f"{VALIDATION_CAPTION} ({lm})")
         for model in models:
             tag = model if len(models) > 1 else ""
             for figure, caption in FIGURE_CAPTIONS.items():
@@ -265,8 +301,66 @@ class PrismKind(AnalysisKind):
             "two-sided 0.05 (Table 1).",
             highlight=False,
         )
+        print_baselines(summary, console)
+        print_validation(summary, console)
 
 
+@dataclass
+class _Scored:
+    """One masked LM's scores of the rows it reads: pairs, baselines, word lists."""
+
+    masked_lm: str
+    scorer: Any
+    pairs: pd.DataFrame
+    lists: pd.DataFrame
+    baselines: pd.DataFrame
+    fresh: int
+
+
+def _score_rows(
+    rows: pd.DataFrame, masked_lm: str, spec: PrismSpec, ctx: AnalysisContext
+) -> _Scored:
+    """Score the postings and applications of ``rows`` with ``masked_lm`` (cached in the run
+    directory) and measure each model's no-gender-signal baselines."""
+    from biasim.analysis.studies.prism.scorer import vocabulary_scorer
+    from biasim.analysis.text.scorers import ScoreCache, cached_scores
+
+    rows = rows.reset_index(drop=True)
+    scorer, dropped = vocabulary_scorer(
+        str(ctx.resolve(masked_lm)),
+        ctx.resolve(spec.word_lists) if spec.word_lists else None,
+        alpha=spec.alpha,
+        batch_size=spec.batch_size,
+        progress=sys.stdout.isatty(),
+    )
+    answered = rows["status"].eq("answered") & rows[spec.field].notna()
+    postings = rows[spec.posting].fillna("").astype(str).tolist()
+    applications = rows[spec.field].where(answered, "").astype(str).tolist()
+    cache = ScoreCache(ctx.out_dir / SCORE_CACHE) if ctx.out_dir is not None else None
+    try:
+        table, fresh = cached_scores(scorer, [*postings, *applications], cache)
+    finally:
+        if cache is not None:
+            cache.close()
+    frame = table.frame()
+    n = len(rows)
+    key = POSTING_FACTOR if POSTING_FACTOR in rows else spec.posting
+    ids = pd.DataFrame(
+        {"model_label": rows["model_label"], "unit_id": rows["unit_id"], POSTING_FACTOR: rows[key]}
+    )
+    pairs = pair_scores(
+        ids, frame.iloc[:n], frame.iloc[n:], answered, scorer.columns, rows["status"]
+    )
+    cache_path = ctx.out_dir / BASELINE_CACHE if ctx.out_dir is not None else None
+    baselines = model_baselines(scorer, rows, postings, applications, answered, cache_path)
+    lists = word_list_table(scorer, dropped)
+    return _Scored(masked_lm, scorer, pairs, lists, baselines, fresh)
+
+
+MODELS_CAPTION = (
+    "Mean scores per model and dimension with each side's no-gender-signal baseline and its "
+    "95 % null range (across masked LMs: the paper's Figures 6-7 as one comparison)"
+)
 FIGURE_CAPTIONS = {
     "scatter": "Application vs posting score per dimension, DBSCAN-filtered fit (the paper's "
     "Figure 3)",
@@ -277,22 +371,24 @@ FIGURE_CAPTIONS = {
 def paired_section(
     pairs: pd.DataFrame,
     scorer: Any,
-    dropped: dict[str, list[str]],
+    lists: pd.DataFrame,
     fresh: int,
     name: str,
     models: list[str],
     settings: dict[str, Any],
+    baselines: pd.DataFrame,
 ) -> Section:
     """Tables, figures and summary of posting -> application pairs, per model.
 
     Args:
         pairs: :func:`pair_scores` with ``model_label`` among the ids.
-        scorer: The PRISM scorer (its columns and word lists).
-        dropped: Words the vocabulary filter dropped.
+        scorer: The PRISM scorer (its columns and dimensions).
+        lists: :func:`word_list_table` (with ``masked_lm`` when several scored the texts).
         fresh: Texts scored now (not from the cache).
         name: Prefix of the tables and figures.
         models: Model labels in report order.
         settings: ``masked_lm``, ``word_lists`` and ``alpha`` as the summary shows them.
+        baselines: Each model's no-gender-signal baselines (``model_baselines``).
     """
     from biasim.analysis.studies.prism.figures import plot_histograms, plot_scatter_density
     from biasim.analysis.studies.prism.stats import one_pair_per_posting, prism_tables
@@ -308,7 +404,8 @@ def paired_section(
             tables.setdefault(key, []).append(value.assign(model_label=model))
         tag = model if len(models) > 1 else ""
         section.figures[slug(name, tag, "scatter")] = plot_scatter_density(mine, got["fit"], dims)
-        section.figures[slug(name, tag, "histograms")] = plot_histograms(mine, dims)
+        base = baselines[baselines["model_label"] == model]
+        section.figures[slug(name, tag, "histograms")] = plot_histograms(mine, dims, None, base)
     merged = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
     exclusions = (
         pairs.loc[pairs["excluded"].notna()]
@@ -318,24 +415,13 @@ def paired_section(
         .reset_index()
         .rename(columns={"excluded": "reason"})
     )
-    lists = pd.DataFrame(
-        [
-            {
-                "dimension": dim,
-                "side": side,
-                "words": len(getattr(wl, side)),
-                "dropped": ", ".join(dropped.get(f"{dim}.{side}", [])),
-            }
-            for dim, wl in scorer.word_lists.items()
-            for side in ("fem", "mas")
-        ]
-    )
     section.tables = {
         f"{name}_scores": pairs,
         f"{name}_postings": postings,
         **{f"{name}_{k}": v for k, v in merged.items()},
         f"{name}_exclusions": exclusions,
         f"{name}_word_lists": lists,
+        f"{name}_baseline": baselines,
     }
     section.summary = {
         **settings,
@@ -349,8 +435,70 @@ def paired_section(
         "fit": merged["fit"].to_dict("records"),
         "shift": merged["shift"].to_dict("records"),
         "variance": merged["variance"].to_dict("records"),
+        **baseline_summary(baselines, lists),
     }
+    if len(models) > 1:
+        lm_of = settings.get("masked_lm_by_model") or {}
+        add_model_comparison(
+            section, name, dims, {m: lm_of.get(m, settings["masked_lm"]) for m in models}
+        )
     return section
+
+
+def word_list_table(scorer: Any, dropped: dict[str, list[str]]) -> pd.DataFrame:
+    """Words kept and dropped per dimension and side, and the score a token with no gender
+    signal gets on average with lists of these sizes (``no_signal_token_score``)."""
+    from biasim.analysis.studies.prism.baseline import expected_no_signal_score
+
+    return pd.DataFrame(
+        [
+            {
+                "dimension": dim,
+                "side": side,
+                "words": len(getattr(wl, side)),
+                "dropped": ", ".join(dropped.get(f"{dim}.{side}", [])),
+                "no_signal_token_score": expected_no_signal_score(
+                    len(wl.fem), len(wl.mas), scorer.alpha
+                ),
+            }
+            for dim, wl in scorer.word_lists.items()
+            for side in ("fem", "mas")
+        ]
+    )
+
+
+def baseline_summary(baselines: pd.DataFrame, lists: pd.DataFrame) -> dict[str, Any]:
+    """The summary's ``baseline`` records, their readings in words and the warnings."""
+    from biasim.simulator.kinds.sections.prism_baseline import reading, warnings
+
+    records = baselines.to_dict("records")
+    return {
+        "baseline": records,
+        "baseline_readings": [
+            (f"{r['model_label']}: " if baselines["model_label"].nunique() > 1 else "") + reading(r)
+            for r in records
+        ],
+        "baseline_warnings": warnings(baselines, lists),
+    }
+
+
+def add_model_comparison(
+    section: Section, name: str, dims: list[str], masked_lm_of: dict[str, str]
+) -> None:
+    """The models side by side (``<name>_models`` table and figure) from a section's tables:
+    each model's means, baselines and fit, with the masked LM that scored it."""
+    from biasim.analysis.studies.prism.figures import plot_models
+    from biasim.simulator.kinds.sections.prism_baseline import models_table
+
+    table = models_table(
+        section.tables[f"{name}_summary"],
+        section.tables[f"{name}_fit"],
+        section.tables[f"{name}_baseline"],
+        masked_lm_of,
+    )
+    section.tables[f"{name}_models"] = table
+    section.summary["model_comparison"] = table.to_dict("records")
+    section.figures[slug(name, "models")] = plot_models(table, dims)
 
 
 def pair_scores(

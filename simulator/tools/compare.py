@@ -18,6 +18,11 @@ from biasim.simulator.engine.runner import load_run, study_folder
 from biasim.simulator.report.outputs import Evidence, analyze, write_evidence
 from biasim.simulator.report.page import write_report
 from biasim.simulator.study.config import Study
+from biasim.simulator.tools.prism_compare import (
+    seed_caches,
+    with_masked_lms_by_model,
+    without_masked_lms,
+)
 
 #: Study fields that may differ between compared runs: who plays the roles, and the labels.
 COMPARABLE_EXCEPT = ("roles", "name", "description")
@@ -223,7 +228,11 @@ def compare_runs(
     differences: list[str] = []
     first = runs[0].manifest["study"]
     for run in runs[1:]:
-        found = study_differences(first, run.manifest["study"])
+        # The masked LM is how PRISM measures, not what the study is: runs differing in it
+        # are compared model by model, each scored with its own (prism_compare).
+        found = study_differences(
+            without_masked_lms(first), without_masked_lms(run.manifest["study"])
+        )
         differences += [f"{run.path} differs from {runs[0].path}: {d}" for d in found]
     if differences and not force:
         shown = differences[:12] + (
@@ -239,9 +248,9 @@ def compare_runs(
     combined = pd.concat([_relabel(run) for run in runs], ignore_index=True)
     order = [label for run in runs for label in run.labels.values()]
     study = runs[0].study
-    evidence = analyze(
-        combined, study.config, data_dir=study_folder(study), models=order, out_dir=out
-    )
+    config = with_masked_lms_by_model(study.config, runs)
+    seed_caches(runs, out)
+    evidence = analyze(combined, config, data_dir=study_folder(study), models=order, out_dir=out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_evidence(out, evidence)
     summary = evidence.summary

@@ -17,13 +17,22 @@ import pandas as pd
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.kinds.base import model_problem
+from biasim.simulator.kinds.base import Section, model_problem
 from biasim.simulator.kinds.prism import (
+    BASELINE_CACHE,
     POSTING_FACTOR,
     SCORE_CACHE,
+    baseline_summary,
     pair_scores,
     paired_section,
     word_list_problem,
+    word_list_table,
+)
+from biasim.simulator.kinds.sections.prism_baseline import model_baselines
+from biasim.simulator.kinds.sections.prism_validation import (
+    add_validation,
+    ratings_problem,
+    read_ratings,
 )
 
 #: Prefix of the tables and figures ``analyze --texts`` writes.
@@ -47,6 +56,7 @@ class TextsRequest:
     alpha: float
     out: Path | None
     limits: CsvLimits = field(default_factory=CsvLimits)
+    human_ratings: Path | None = None
 
 
 @dataclass
@@ -88,6 +98,10 @@ def read_texts(request: TextsRequest) -> pd.DataFrame:
     why = word_list_problem(request.word_lists, Path(str(request.masked_lm)) if local else None)
     if why:
         problems.append(Problem("--word-lists", None, "", why))
+    if request.human_ratings is not None:
+        why = ratings_problem(request.human_ratings)
+        if why:
+            problems.append(Problem("--human-ratings", None, "", why))
     if not 0 < request.alpha <= 100:
         problems.append(Problem("--alpha", None, "", "a percentage in (0, 100]"))
     if request.out is not None:
@@ -110,7 +124,7 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
     ``one_pair_per_posting``). A text that cannot be scored keeps its row, with NaN scores and
     the reason in ``excluded``, counted in the exclusions table.
     """
-    from biasim.analysis.studies.prism.scorer import vocabulary_scorer
+    from biasim.analysis.studies.prism.scorer import cached_baseline, vocabulary_scorer
     from biasim.analysis.text.scorers import ScoreCache, cached_scores
 
     assert request.masked_lm is not None
@@ -139,7 +153,10 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
             "word_lists": str(request.word_lists or "paper's example words"),
             "alpha": request.alpha,
         }
-        section = paired_section(pairs, scorer, dropped, fresh, NAME, [label], settings)
+        baselines = model_baselines(scorer, ids, paired, texts, answered, _baseline_path(request))
+        lists = word_list_table(scorer, dropped)
+        section = paired_section(pairs, scorer, lists, fresh, NAME, [label], settings, baselines)
+        _validation(request, scorer, section)
         return TextsResult(section.tables, section.figures, {"name": NAME, **section.summary})
     out = scores.iloc[n:].reset_index(drop=True)
     out.insert(0, "row", range(1, len(out) + 1))
@@ -152,5 +169,27 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
         .reset_index(),
         f"{NAME}_exclusions": pd.DataFrame({"reason": reasons.index, "n": reasons.to_numpy()}),
     }
-    summary = {"rows": len(out), "texts_scored_now": fresh, "dropped": dropped}
-    return TextsResult(tables, summary=summary)
+    baselines = cached_baseline(scorer, {"text": texts}, _baseline_path(request))
+    tables[f"{NAME}_baseline"] = baselines
+    lists = word_list_table(scorer, dropped)
+    summary = {
+        "name": NAME,
+        "rows": len(out),
+        "texts_scored_now": fresh,
+        "dropped": dropped,
+        **baseline_summary(baselines.assign(model_label=label), lists),
+    }
+    section = Section(summary=summary, tables=tables)
+    _validation(request, scorer, section)
+    return TextsResult(section.tables, section.figures, section.summary)
+
+
+def _validation(request: TextsRequest, scorer: Any, section: Section) -> None:
+    """With ``--human-ratings``: the rated texts' correlations and figure, into ``section``."""
+    if request.human_ratings is not None:
+        ratings = read_ratings(request.human_ratings)
+        add_validation(section, NAME, [(str(request.masked_lm), scorer)], ratings)
+
+
+def _baseline_path(request: TextsRequest) -> Path | None:
+    return request.out / BASELINE_CACHE if request.out is not None else None

@@ -83,10 +83,15 @@ def plot_scatter_density(
 
 
 def plot_histograms(
-    scores: pd.DataFrame, dims: list[str], path: str | Path | None = None
+    scores: pd.DataFrame,
+    dims: list[str],
+    path: str | Path | None = None,
+    baselines: pd.DataFrame | None = None,
 ) -> Figure:
-    """Figure 5: histograms of posting and application scores per dimension, shared bins."""
+    """Figure 5: histograms of posting and application scores per dimension, shared bins,
+    with each side's no-gender-signal baseline (``dimension``, ``side``, ``baseline``) dashed."""
     fig, axes = _grid(len(dims))
+    rows = {} if baselines is None else {(r.dimension, r.side): r for r in baselines.itertuples()}
     for ax, dim in zip(axes, dims, strict=True):
         x = scores[f"posting_{dim}"].dropna().to_numpy(float)
         y = scores[f"application_{dim}"].dropna().to_numpy(float)
@@ -96,8 +101,77 @@ def plot_histograms(
             y, bins=bins, color=APPLICATION_COLOR, alpha=0.55, label=f"Applications (n = {len(y)})"
         )
         ax.axvline(0, color="#555555", lw=0.8, ls=":")
+        _draw_baselines(ax, [rows[dim, s] for s in ("posting", "application") if (dim, s) in rows])
         ax.set_title(NAMES.get(dim, dim), fontsize=11)
-        ax.set_xlabel("Bias score (negative feminine, positive masculine)")
+        ax.set_xlabel("Bias score (+ masculine, − feminine; read against the baseline)")
         ax.set_ylabel("Texts")
         ax.legend(fontsize=8)
     return _finish(fig, path)
+
+
+def _draw_baselines(ax, rows: list) -> None:
+    """Each side's baseline (dashed) and the null range of the mean score (grey band)."""
+    if not rows:
+        return
+    low, high = min(r.low for r in rows), max(r.high for r in rows)
+    ax.axvspan(low, high, color="#e8e8e8", zorder=0, label="95 % null of a mean (no gender signal)")
+    for row in rows:
+        color = POSTING_COLOR if row.side == "posting" else APPLICATION_COLOR
+        label = f"{row.side} baseline {row.baseline:.2f}"
+        ax.axvline(row.baseline, color=color, lw=1.3, ls="--", label=label)
+
+
+def plot_models(table: pd.DataFrame, dims: list[str], path: str | Path | None = None) -> Figure:
+    """Scores per dimension side by side across models (masked LMs: the paper's Figures 6-7
+    as one comparison): each model's posting and application means as dots, and each side's
+    no-gender-signal baseline as a tick inside its 95 % null range (grey bar).
+
+    Args:
+        table: :func:`simulator.kinds.sections.prism_baseline.models_table` rows.
+        dims: Dimensions, one panel each.
+    """
+    fig, axes = _grid(len(dims))
+    models = list(dict.fromkeys(table["model_label"]))
+    for ax, dim in zip(axes, dims, strict=True):
+        rows = table[table["dimension"] == dim].set_index("model_label")
+        for i, model in enumerate(models):
+            if model not in rows.index:
+                continue
+            row = rows.loc[model]
+            for offset, side, color in (
+                (-0.15, "posting", POSTING_COLOR),
+                (0.15, "application", APPLICATION_COLOR),
+            ):
+                x = i + offset
+                low, high = row.get(f"{side}_low"), row.get(f"{side}_high")
+                if pd.notna(low) and pd.notna(high):
+                    ax.vlines(x, low, high, color="#bbbbbb", lw=7, zorder=1)
+                    ax.hlines(row[f"{side}_baseline"], x - 0.08, x + 0.08, color="#555555", lw=1.5)
+                ax.scatter(
+                    [x],
+                    [row[f"{side}_mean"]],
+                    color=color,
+                    s=40,
+                    zorder=3,
+                    label=f"{side} mean" if i == 0 else None,
+                )
+        ax.set_xticks(range(len(models)))
+        ax.set_xticklabels(_tick_labels(table, models), fontsize=8, rotation=15, ha="right")
+        ax.set_xlim(-0.6, len(models) - 0.4)
+        ax.set_title(NAMES.get(dim, dim), fontsize=11)
+        ax.set_ylabel("Mean bias score")
+    axes[0].plot([], [], color="#bbbbbb", lw=7, label="95 % null of the mean, no gender signal")
+    axes[0].plot([], [], color="#555555", lw=1.5, label="baseline (its centre)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=9)
+    return _finish(fig, path)
+
+
+def _tick_labels(table: pd.DataFrame, models: list[str]) -> list[str]:
+    """Each model's label, with its masked LM's folder or hub name when the table has one."""
+    lm = table.drop_duplicates("model_label").set_index("model_label").get("masked_lm")
+    out = []
+    for model in models:
+        name = str(lm[model]).rstrip("/").rsplit("/", 1)[-1] if lm is not None else ""
+        out.append(f"{model}\n({name})" if name and name != model else model)
+    return out

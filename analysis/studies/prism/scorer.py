@@ -12,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from biasim.analysis.studies.prism.baseline import PERMUTATIONS, label_permutation_null
 from biasim.analysis.studies.prism.score import (
     DEFAULT_ALPHA,
     WordLists,
@@ -29,11 +32,18 @@ from biasim.analysis.studies.prism.score import (
     token_scores,
 )
 from biasim.analysis.text.masked_lm import HuggingFaceMaskedLM, MaskedLM
-from biasim.analysis.text.scorers import ScoreTable
+from biasim.analysis.text.scorers import ScoreTable, scorer_key
 
 NO_SENTENCE = "no sentence of more than 5 words"
 NO_TOKEN = "no scored token"
 TRUNCATED = "a sentence longer than the model's maximum length"
+#: Masked copies per side the baseline is computed on (a few hundred texts' worth at most).
+BASELINE_COPIES = 4000
+#: Columns of :meth:`PrismScorer.baseline` (also when no text had a scored token).
+BASELINE_COLUMNS = (
+    *("dimension", "side", "observed", "baseline", "low", "high", "p", "texts"),
+    *("verdict", "permutations"),
+)
 
 
 #: The paper's example words per dimension (not its full lists, which were never published).
@@ -87,8 +97,10 @@ class PrismScorer:
         self.columns: tuple[str, ...] = (*dims, *(f"{d}_z" for d in dims), "tokens")
         words = list(dict.fromkeys(w for wl in self.word_lists.values() for w in wl.pooled))
         self._ids = self.lm.vocab_ids(words)
-        column_of = {w: j for j, w in enumerate(words)}
-        self._plans = {d: rank_plan(wl, column_of, self.alpha) for d, wl in self.word_lists.items()}
+        self._column_of = {w: j for j, w in enumerate(words)}
+        self._plans = {
+            d: rank_plan(wl, self._column_of, self.alpha) for d, wl in self.word_lists.items()
+        }
 
     def params(self) -> dict[str, Any]:
         """Model identity, alpha and a digest of the word lists."""
@@ -148,6 +160,67 @@ class PrismScorer:
             values[t, -1] = len(rows)
         return ScoreTable(self.columns, values, excluded)
 
+    def baseline(
+        self,
+        texts_by_side: Mapping[str, Sequence[str]],
+        max_copies: int = BASELINE_COPIES,
+        permutations: int = PERMUTATIONS,
+        seed: int = 0,
+    ) -> pd.DataFrame:
+        """Each dimension's no-gender-signal baseline per side (see :mod:`.baseline`).
+
+        Distinct texts of each side are taken in a seeded random order until their masked
+        copies reach ``max_copies`` (all of them in a small study), and their probabilities go
+        through the label-permutation null.
+
+        Returns:
+            One row per dimension and side: ``observed`` (mean score of those texts),
+            ``baseline``, ``low``, ``high`` (the null's 95 % range), ``p``, ``verdict``,
+            ``texts`` and ``permutations``.
+        """
+        copies: list[str] = []
+        owner: list[int] = []
+        sides: list[str] = []
+        rng = np.random.default_rng(seed)
+        for side, texts in texts_by_side.items():
+            distinct = [t for t in dict.fromkeys(texts) if t]
+            used = 0
+            for i in rng.permutation(len(distinct)):
+                mine, _ = self.masked_copies(split_sentences(distinct[i]))
+                if not mine:
+                    continue
+                copies += mine
+                owner += [len(sides)] * len(mine)
+                sides.append(side)
+                used += len(mine)
+                if used >= max_copies:
+                    break
+        probs = self._probabilities(copies)
+        ok = ~np.isnan(probs).any(axis=1)  # a copy cut off at the model's maximum length
+        rows = []
+        for dim, lists in self.word_lists.items():
+            found = label_permutation_null(
+                probs[ok],
+                np.asarray(owner, dtype=np.int64)[ok],
+                sides,
+                lists,
+                self._column_of,
+                self.alpha,
+                permutations,
+                seed,
+            )
+            for side, null in found.items():
+                rows.append(
+                    {
+                        "dimension": dim,
+                        "side": side,
+                        **asdict(null),
+                        "verdict": null.verdict,
+                        "permutations": permutations,
+                    }
+                )
+        return pd.DataFrame(rows, columns=BASELINE_COLUMNS)
+
     def _probabilities(self, copies: list[str]) -> np.ndarray:
         if not copies:
             return np.zeros((0, len(self._ids)), dtype=np.float32)
@@ -204,3 +277,23 @@ def vocabulary_scorer(
         lm.vocabulary(),
     )
     return PrismScorer(lm, lists, alpha=alpha, progress=progress), dropped
+
+
+def cached_baseline(
+    scorer: PrismScorer, texts_by_side: Mapping[str, Sequence[str]], path: Path | None
+) -> pd.DataFrame:
+    """:meth:`PrismScorer.baseline`, kept in the JSON file ``path`` by scorer and texts, so a
+    re-analysis does not run the masked LM again (None: not kept)."""
+    blob = json.dumps(
+        [scorer_key(scorer), {s: sorted(set(t)) for s, t in texts_by_side.items()}],
+        sort_keys=True,
+    )
+    key = hashlib.sha256(blob.encode()).hexdigest()
+    stored = json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else {}
+    if key in stored:
+        return pd.DataFrame(stored[key])
+    table = scorer.baseline(texts_by_side)
+    if path is not None:
+        stored[key] = table.to_dict("records")
+        path.write_text(json.dumps(stored), encoding="utf-8")
+    return table
