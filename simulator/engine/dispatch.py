@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.allowlist import redact_text
+from biasim.simulator.llm.errors import BackendError
 from biasim.simulator.llm.logprobs import option_probabilities
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import OutputSchema
@@ -86,8 +88,10 @@ class Dispatcher:
         on_progress: Callable[[int, float | None], None] | None = None,
         stop: StopControl | None = None,
         budget: CostBudget | None = None,
+        direct: bool = False,
     ) -> None:
         self.store = store
+        self.direct = direct
         self.stop = stop or StopControl()
         self.budget = budget
         self.max_error_rate = max_error_rate
@@ -103,6 +107,8 @@ class Dispatcher:
             RunAborted: The error-rate threshold was crossed.
             RunInterrupted: The user stopped the run (with the answers that finished).
         """
+        if self.direct and all(_drawn_in_place(call) for call in calls):
+            return [self._settle(self._drawn_unit(call)) for call in calls]
         results: list[LLMResponse | None] = [None] * len(calls)
         queues: dict[BackendRuntime, collections.deque[int]] = {}
         for index, call in enumerate(calls):
@@ -144,20 +150,31 @@ class Dispatcher:
         # An invalid answer that parsed chose outside open choices: kept as it is, since
         # re-asking would force the choice the stage leaves open.
         if response.status == "invalid" and response.parsed is None and call.reask:
-            retry = replace(
-                call.request,
-                messages=(
-                    *call.request.messages,
-                    {"role": "assistant", "content": response.text},
-                    {"role": "user", "content": REASK_TEMPLATE.format(error=response.error)},
-                ),
-            )
-            second = await self._ask(call, retry, reask=1)
-            second.reasks = 1
-            if second.status == "error":  # keep the invalid answer we have, with its raw text
-                response.reasks = 1
-            else:
-                response = second
+            second = await self._ask(call, _reask_request(call, response), reask=1)
+            response = _after_reask(response, second)
+        return self._settle(response)
+
+    def _drawn_unit(self, call: Call) -> LLMResponse:
+        """``_unit`` for a synthetic call drawn in place: no store, no retry layer, no event
+        loop (a throwaway run, such as one simulated study of ``biasim power``)."""
+        response = self._drawn(call, call.request)
+        if response.status == "invalid" and response.parsed is None and call.reask:
+            response = _after_reask(response, self._drawn(call, _reask_request(call, response)))
+        return response
+
+    def _drawn(self, call: Call, request: LLMRequest) -> LLMResponse:
+        """The answer ``_ask`` would give a synthetic call, drawn by the backend in place."""
+        try:
+            response = call.runtime.backend.answer(request)
+        except BackendError as exc:
+            # What the retry layer makes of a declared failure (final at the first attempt).
+            reason = redact_text(str(exc) or type(exc).__name__)
+            return LLMResponse(status="error", error=f"{reason} (after 1 attempt(s))")
+        self._validate(call, response)
+        return response
+
+    def _settle(self, response: LLMResponse) -> LLMResponse:
+        """Count a finished unit: abort past the error-rate threshold, report progress."""
         self.finished += 1
         if response.status == "error":
             self.errors += 1
@@ -183,16 +200,7 @@ class Dispatcher:
         response = self.store.lookup(key)
         if response is None:
             response = await self._paid(runtime, request)
-            if response.status != "error" and call.schema is not None:
-                response.parsed, response.error = call.schema.parse(response.text)
-                if response.parsed is not None:
-                    response.error = call.schema.outside_choices(response.parsed)
-                response.status = "answered" if response.error is None else "invalid"
-            if call.decision is not None and response.token_logprobs is not None:
-                field, options = call.decision
-                response.probabilities = option_probabilities(
-                    response.text, response.token_logprobs, field, options
-                )
+            self._validate(call, response)
         self.store.record(
             CallRecord(
                 key=key,
@@ -209,6 +217,20 @@ class Dispatcher:
         )
         return response
 
+    @staticmethod
+    def _validate(call: Call, response: LLMResponse) -> None:
+        """Parse a fresh answer against the stage's structure (in place)."""
+        if response.status != "error" and call.schema is not None:
+            response.parsed, response.error = call.schema.parse(response.text)
+            if response.parsed is not None:
+                response.error = call.schema.outside_choices(response.parsed)
+            response.status = "answered" if response.error is None else "invalid"
+        if call.decision is not None and response.token_logprobs is not None:
+            field, options = call.decision
+            response.probabilities = option_probabilities(
+                response.text, response.token_logprobs, field, options
+            )
+
     async def _paid(self, runtime: BackendRuntime, request: LLMRequest) -> LLMResponse:
         """A call to the backend, within the cost limit when there is one."""
         if self.budget is None:
@@ -222,3 +244,30 @@ class Dispatcher:
         finally:
             await self.budget.settle(bound, cost)
         return response
+
+
+def _drawn_in_place(call: Call) -> bool:
+    """Whether ``call`` goes to a synthetic backend that answers without waiting."""
+    return bool(getattr(call.runtime.backend, "immediate", False))
+
+
+def _reask_request(call: Call, response: LLMResponse) -> LLMRequest:
+    """The request that re-asks ``call`` quoting why ``response`` broke the structure."""
+    return replace(
+        call.request,
+        messages=(
+            *call.request.messages,
+            {"role": "assistant", "content": response.text},
+            {"role": "user", "content": REASK_TEMPLATE.format(error=response.error)},
+        ),
+    )
+
+
+def _after_reask(first: LLMResponse, second: LLMResponse) -> LLMResponse:
+    """The answer kept after a re-ask: the second, unless it failed (then the invalid first
+    one, with its raw text)."""
+    second.reasks = 1
+    if second.status == "error":
+        first.reasks = 1
+        return first
+    return second

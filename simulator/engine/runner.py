@@ -109,6 +109,9 @@ class RunOptions(StudyOptions):
     trust_backends: tuple[str, ...] = ()
     #: Let ``--resume`` ask again what the call store lost or had altered (``--reask-lost``).
     reask_lost: bool = False
+    #: A throwaway run (one simulated study of ``biasim power``): synthetic answers are drawn
+    #: in place and not recorded, so the run cannot be resumed; results are the same.
+    throwaway: bool = False
 
 
 @dataclass
@@ -473,7 +476,11 @@ def _run_study(
     limit = prepared.study.config.cost_limit
     budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
     dispatcher = Dispatcher(
-        store, max_error_rate=prepared.options.max_error_rate, stop=stop, budget=budget
+        store,
+        max_error_rate=prepared.options.max_error_rate,
+        stop=stop,
+        budget=budget,
+        direct=prepared.options.throwaway,
     )
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from biasim.analysis import figures
 from biasim.analysis.stats import disparity, refusals
+from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -204,7 +205,7 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_validity_pairwise"] = pairwise
         unit_col = "persona_name" if spec.unit == "name" else None
         labelled = rows.assign(
-            _group=rows[spec.groups].astype(str).agg(", ".join, axis=1),
+            _group=join_columns(rows, spec.groups, ", "),
             _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
         )
         # The name is the unit of the models whatever the tests' unit: its emails are not
@@ -259,7 +260,7 @@ class AcceptanceKind(AnalysisKind):
         groups = list(spec.groups)
         long = judged.assign(
             attribute="+".join(groups),
-            value=judged[groups].astype(str).agg("|".join, axis=1),
+            value=join_columns(judged, groups, "|"),
         )
         add_expected_decisions(
             section,

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from biasim.analysis import figures
 from biasim.analysis.stats import policy as policy_stats
+from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -336,7 +337,7 @@ def policy_outcomes(
         )
     outcomes = outcomes[outcomes["candidate"].isin(paired)].reset_index(drop=True)
     if spec.intersectional and len(spec.groups) > 1:
-        outcomes[JOINED.join(spec.groups)] = outcomes[spec.groups].astype(str).agg("|".join, axis=1)
+        outcomes[JOINED.join(spec.groups)] = join_columns(outcomes, spec.groups, "|")
     return outcomes, excluded
 
 
