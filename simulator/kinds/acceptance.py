@@ -14,10 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import figures
-from biasim.analysis.stats import disparity, refusals
 from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -50,6 +49,10 @@ from biasim.simulator.kinds.sections.unit_models import (
     print_grades,
     print_model_estimates,
 )
+
+figures = lazy_module("biasim.analysis.figures")
+disparity = lazy_module("biasim.analysis.stats.disparity")
+refusals = lazy_module("biasim.analysis.stats.refusals")
 
 
 class AcceptanceSpec(AnalysisSpec):
