@@ -19,6 +19,7 @@ from . import (
     orchestration,
     pipeline,
     prism,
+    speed,
     transport,
 )
 
@@ -31,6 +32,7 @@ BENCHMARKS = (
     "disparity",
     "prism",
     "letters",
+    "speed",
 )
 
 
@@ -69,6 +71,8 @@ def main() -> None:
         results["prism"] = prism.run()
     if "letters" in chosen:
         results["letters"] = letter_scorers.run()
+    if "speed" in chosen:
+        results["speed"] = speed.run()
 
     results["machine"]["load_average_end"] = os.getloadavg()
     machine = results["machine"]
@@ -113,6 +117,8 @@ def main() -> None:
         table.add_row(
             "", "share of a core the run got (CPU / wall)", f"{e['core_share']:.0%}", "", ""
         )
+    for row in speed.rows(results["speed"]) if "speed" in results else []:
+        table.add_row(*row)
     if "pipeline" in results:
         p = results["pipeline"]
         table.add_row(

@@ -16,9 +16,8 @@ from dataclasses import dataclass, replace
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
-from biasim.simulator.llm.allowlist import redact_text
-from biasim.simulator.llm.errors import BackendError
 from biasim.simulator.llm.logprobs import option_probabilities
+from biasim.simulator.llm.retry import answer_in_place
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import OutputSchema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -164,12 +163,7 @@ class Dispatcher:
 
     def _drawn(self, call: Call, request: LLMRequest) -> LLMResponse:
         """The answer ``_ask`` would give a synthetic call, drawn by the backend in place."""
-        try:
-            response = call.runtime.backend.answer(request)
-        except BackendError as exc:
-            # What the retry layer makes of a declared failure (final at the first attempt).
-            reason = redact_text(str(exc) or type(exc).__name__)
-            return LLMResponse(status="error", error=f"{reason} (after 1 attempt(s))")
+        response = answer_in_place(call.runtime.backend.answer, request)
         self._validate(call, response)
         return response
 
