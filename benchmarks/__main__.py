@@ -19,6 +19,7 @@ from . import (
     orchestration,
     pipeline,
     prism,
+    speed,
     transport,
 )
 
@@ -31,6 +32,7 @@ BENCHMARKS = (
     "disparity",
     "prism",
     "letters",
+    "speed",
 )
 
 
@@ -69,6 +71,8 @@ def main() -> None:
         results["prism"] = prism.run()
     if "letters" in chosen:
         results["letters"] = letter_scorers.run()
+    if "speed" in chosen:
+        results["speed"] = speed.run()
 
     results["machine"]["load_average_end"] = os.getloadavg()
     machine = results["machine"]
@@ -81,6 +85,8 @@ def main() -> None:
         table.add_column(col, justify="left" if col in ("benchmark", "measure") else "right")
     if "engine" in results:
         _engine_rows(table, results["engine"])
+    for row in speed.rows(results["speed"]) if "speed" in results else []:
+        table.add_row(*row)
     if "pipeline" in results:
         _pipeline_rows(table, results["pipeline"])
     if "embedded" in results:

@@ -356,8 +356,11 @@ def _print_estimate(loaded: Any) -> None:
     from biasim.simulator.cli.estimate_commands import totals
     from biasim.simulator.tools.estimate import estimate
 
+    # Loading a model's tokenizer takes seconds; validate's one line need not be exact.
+    figures = totals(estimate(loaded, tokenizers=False))
     out_console.print(
-        f"estimate: {totals(estimate(loaded))} (biasim estimate for the breakdown)",
+        f"estimate: {figures} (tokens approximated; biasim estimate for the model's tokenizer "
+        "and the breakdown)",
         highlight=False,
         soft_wrap=True,
     )

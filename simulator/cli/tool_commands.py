@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -47,6 +48,26 @@ def power(
     out: Annotated[
         Path | None, typer.Option(help="Write power.csv here (a new or empty directory).")
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Processes to run simulated studies in (0: one per core, 1: this one)."
+        ),
+    ] = 0,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Run the simulated studies on a local Ray cluster.")
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Run the simulated studies on the Ray cluster at this address."),
+    ] = None,
+    per_call: Annotated[
+        bool,
+        typer.Option(
+            "--per-call",
+            help="Send each answer through the call store and retry layer (slower, same answers).",
+        ),
+    ] = False,
 ) -> None:
     """Power and false-positive rate of the study's tests on its synthetic truth."""
     from biasim.simulator.common.errors import Problem
@@ -88,6 +109,9 @@ def power(
             effect=effect,
             alpha=alpha,
             seed=seed,
+            workers=workers or os.cpu_count() or 1,
+            ray_address=ray_address or ("local" if ray else None),
+            per_call=per_call,
             progress=lambda line: err_console.print(
                 f"[{time.monotonic() - start:6.0f} s] {line}", highlight=False
             ),

@@ -18,6 +18,7 @@ from biasim.simulator.engine.batching import BatchLedger, BatchStopped, answer_i
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.logprobs import option_probabilities
+from biasim.simulator.llm.retry import answer_in_place
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import OutputSchema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -91,8 +92,10 @@ class Dispatcher:
         budget: CostBudget | None = None,
         ledger: BatchLedger | None = None,
         notify: Callable[[str], None] | None = None,
+        direct: bool = False,
     ) -> None:
         self.store = store
+        self.direct = direct
         self.ledger = ledger or BatchLedger()
         self.notify = notify or (lambda message: None)
         #: Answers a batch gave for this stage, by cache key (recorded already).
@@ -112,6 +115,8 @@ class Dispatcher:
             RunAborted: The error-rate threshold was crossed.
             RunInterrupted: The user stopped the run (with the answers that finished).
         """
+        if self.direct and all(_drawn_in_place(call) for call in calls):
+            return [self._settle(self._drawn_unit(call)) for call in calls]
         results: list[LLMResponse | None] = [None] * len(calls)
         queues: dict[BackendRuntime, collections.deque[int]] = {}
         for index, call in enumerate(calls):
@@ -159,20 +164,26 @@ class Dispatcher:
         # An invalid answer that parsed chose outside open choices: kept as it is, since
         # re-asking would force the choice the stage leaves open.
         if response.status == "invalid" and response.parsed is None and call.reask:
-            retry = replace(
-                call.request,
-                messages=(
-                    *call.request.messages,
-                    {"role": "assistant", "content": response.text},
-                    {"role": "user", "content": REASK_TEMPLATE.format(error=response.error)},
-                ),
-            )
-            second = await self._ask(call, retry, reask=1)
-            second.reasks = 1
-            if second.status == "error":  # keep the invalid answer we have, with its raw text
-                response.reasks = 1
-            else:
-                response = second
+            second = await self._ask(call, _reask_request(call, response), reask=1)
+            response = _after_reask(response, second)
+        return self._settle(response)
+
+    def _drawn_unit(self, call: Call) -> LLMResponse:
+        """``_unit`` for a synthetic call drawn in place: no store, no retry layer, no event
+        loop (a throwaway run, such as one simulated study of ``biasim power``)."""
+        response = self._drawn(call, call.request)
+        if response.status == "invalid" and response.parsed is None and call.reask:
+            response = _after_reask(response, self._drawn(call, _reask_request(call, response)))
+        return response
+
+    def _drawn(self, call: Call, request: LLMRequest) -> LLMResponse:
+        """The answer ``_ask`` would give a synthetic call, drawn by the backend in place."""
+        response = answer_in_place(call.runtime.backend.answer, request)
+        _check(call, response)
+        return response
+
+    def _settle(self, response: LLMResponse) -> LLMResponse:
+        """Count a finished unit: abort past the error-rate threshold, report progress."""
         self.finished += 1
         if response.status == "error":
             self.errors += 1
@@ -290,3 +301,30 @@ def _check(call: Call, response: LLMResponse) -> None:
         response.probabilities = option_probabilities(
             response.text, response.token_logprobs, field, options
         )
+
+
+def _drawn_in_place(call: Call) -> bool:
+    """Whether ``call`` goes to a synthetic backend that answers without waiting."""
+    return bool(getattr(call.runtime.backend, "immediate", False))
+
+
+def _reask_request(call: Call, response: LLMResponse) -> LLMRequest:
+    """The request that re-asks ``call`` quoting why ``response`` broke the structure."""
+    return replace(
+        call.request,
+        messages=(
+            *call.request.messages,
+            {"role": "assistant", "content": response.text},
+            {"role": "user", "content": REASK_TEMPLATE.format(error=response.error)},
+        ),
+    )
+
+
+def _after_reask(first: LLMResponse, second: LLMResponse) -> LLMResponse:
+    """The answer kept after a re-ask: the second, unless it failed (then the invalid first
+    one, with its raw text)."""
+    second.reasks = 1
+    if second.status == "error":
+        first.reasks = 1
+        return first
+    return second

@@ -110,6 +110,9 @@ class RunOptions(StudyOptions):
     trust_backends: tuple[str, ...] = ()
     #: Let ``--resume`` ask again what the call store lost or had altered (``--reask-lost``).
     reask_lost: bool = False
+    #: A throwaway run (one simulated study of ``biasim power``): synthetic answers are drawn
+    #: in place and not recorded, so the run cannot be resumed; results are the same.
+    throwaway: bool = False
 
 
 @dataclass
@@ -602,6 +605,7 @@ def _run_parts(
         budget=budget,
         ledger=BatchLedger(out / BATCHES),
         notify=notify,
+        direct=prepared.options.throwaway,
     )
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)

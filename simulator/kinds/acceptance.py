@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import figures
-from biasim.analysis.stats import disparity, refusals
+from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -49,6 +49,10 @@ from biasim.simulator.kinds.sections.unit_models import (
     print_grades,
     print_model_estimates,
 )
+
+figures = lazy_module("biasim.analysis.figures")
+disparity = lazy_module("biasim.analysis.stats.disparity")
+refusals = lazy_module("biasim.analysis.stats.refusals")
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -204,7 +208,7 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_validity_pairwise"] = pairwise
         unit_col = "persona_name" if spec.unit == "name" else None
         labelled = rows.assign(
-            _group=rows[spec.groups].astype(str).agg(", ".join, axis=1),
+            _group=join_columns(rows, spec.groups, ", "),
             _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
         )
         # The name is the unit of the models whatever the tests' unit: its emails are not
@@ -259,7 +263,7 @@ class AcceptanceKind(AnalysisKind):
         groups = list(spec.groups)
         long = judged.assign(
             attribute="+".join(groups),
-            value=judged[groups].astype(str).agg("|".join, axis=1),
+            value=join_columns(judged, groups, "|"),
         )
         add_expected_decisions(
             section,

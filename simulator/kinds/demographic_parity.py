@@ -20,12 +20,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import figures
 from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats.excess import excess_dpd_test
 from biasim.analysis.stats.units import unit_counts, unit_label
 from biasim.analysis.text import terms, unit_terms
 from biasim.simulator.common.html import Column, HtmlSection, cite, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -66,6 +66,8 @@ from biasim.simulator.kinds.sections.unit_models import (
     print_model_estimates,
 )
 from biasim.simulator.study.fields import Strict
+
+figures = lazy_module("biasim.analysis.figures")
 
 
 class ExplicitConfig(Strict):

@@ -18,11 +18,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import figures
 from biasim.analysis.stats import counterfactual, multiple, pipeline
 from biasim.analysis.stats.parity import wilson_interval
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -33,6 +33,8 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
+
+figures = lazy_module("biasim.analysis.figures")
 
 
 class PipelineSpec(AnalysisSpec):

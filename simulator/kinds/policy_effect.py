@@ -17,9 +17,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis import figures
 from biasim.analysis.stats import policy as policy_stats
+from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -38,6 +39,8 @@ from biasim.simulator.kinds.pipeline import (
 )
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 from biasim.simulator.study.policies import BASE, policy_names, policy_stage_name
+
+figures = lazy_module("biasim.analysis.figures")
 
 #: Name of the intersectional group column (its values join the axes' values with `|`).
 JOINED = "_x_"
@@ -336,7 +339,7 @@ def policy_outcomes(
         )
     outcomes = outcomes[outcomes["candidate"].isin(paired)].reset_index(drop=True)
     if spec.intersectional and len(spec.groups) > 1:
-        outcomes[JOINED.join(spec.groups)] = outcomes[spec.groups].astype(str).agg("|".join, axis=1)
+        outcomes[JOINED.join(spec.groups)] = join_columns(outcomes, spec.groups, "|")
     return outcomes, excluded
 
 

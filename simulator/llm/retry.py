@@ -179,6 +179,30 @@ async def call_with_retries(
     )
 
 
+def answer_in_place(
+    answer: Callable[[LLMRequest], LLMResponse], request: LLMRequest
+) -> LLMResponse:
+    """What :func:`call_with_retries` makes of a backend that answers in this process at
+    once (the synthetic responder without latency): it cannot hang, so no timer is armed,
+    and its only failures are final at the first attempt.
+
+    Raises:
+        TransientError: The backend failed in a way that a retry could mend (the caller
+            then goes through :func:`call_with_retries`).
+    """
+    start = time.perf_counter()
+    try:
+        response = answer(request)
+    except BackendError as exc:
+        if exc.retryable:
+            raise
+        reason = redact_text(str(exc) or type(exc).__name__)
+        return LLMResponse(status="error", error=f"{reason} (after 1 attempt(s))", attempts=1)
+    response.attempts = 1
+    response.latency_s = response.latency_s or time.perf_counter() - start
+    return response
+
+
 def _prompt_tokens(request: LLMRequest) -> int:
     # About four characters a token: only used to pace a tokens-per-minute budget.
     return sum(len(m.get("content", "")) for m in request.messages) // 4

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 from collections.abc import Callable
 from typing import Any
 
+from biasim.simulator.common.interrupts import CallNotIssued
 from biasim.simulator.llm.batch_api import BatchAPI
+from biasim.simulator.llm.errors import TransientError
 from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
 from biasim.simulator.llm.pricing import Price
 from biasim.simulator.llm.registry import Backend
-from biasim.simulator.llm.retry import FirstContact, RetryPolicy, call_with_retries
+from biasim.simulator.llm.retry import (
+    FirstContact,
+    RetryPolicy,
+    answer_in_place,
+    call_with_retries,
+)
 from biasim.simulator.llm.structured import canonical_json
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, extra_sampling
 
@@ -65,6 +73,8 @@ class BackendRuntime:
         # responder, llama.cpp loading a model on its first call) is neither.
         served = "base_url" in self.identity or "host" in self.identity
         self.contact = FirstContact(probe_timeout_s) if served else None
+        # A backend that answers at once in this process, unpaced, needs no retry machinery.
+        self._in_place = bool(getattr(backend, "immediate", False)) and not self.rate.active
 
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
         """``(key, material)``: the key covers the backend's identity, the endpoint, every
@@ -117,6 +127,11 @@ class BackendRuntime:
         Raises:
             CallNotIssued: ``stopping()`` was true before an attempt was sent.
         """
+        if self._in_place:
+            if stopping is not None and stopping():
+                raise CallNotIssued
+            with contextlib.suppress(TransientError):
+                return answer_in_place(self.backend.answer, request)  # type: ignore[attr-defined]
         return await call_with_retries(
             self.backend.generate,
             request,

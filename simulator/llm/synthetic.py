@@ -88,10 +88,24 @@ class SyntheticBackend:
             "synthetic": {k: _declared(v) for k, v in self._fields.items()},
         }
 
+    @property
+    def immediate(self) -> bool:
+        """True when an answer needs no waiting (no declared latency): the engine may then
+        draw it in place, without the event loop or the retry layer."""
+        return not self._latency
+
     async def generate(self, request: LLMRequest) -> LLMResponse:
         """Draw an answer for ``request`` deterministically from its seed."""
         if self._latency:
             await asyncio.sleep(self._latency)
+        return self.answer(request)
+
+    def answer(self, request: LLMRequest) -> LLMResponse:
+        """The answer ``generate`` gives, drawn in place.
+
+        Raises:
+            FatalBackendError: The call is one of the declared failures (``fail_rate``).
+        """
         schema = request.json_schema
         if self._fail_rate and uniform(self._salt ^ request.seed, 7919) < self._fail_rate:
             raise FatalBackendError("declared synthetic failure (option fail_rate)")

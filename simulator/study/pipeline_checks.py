@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.design import population_sizes
 from biasim.simulator.study.policies import BASE
 from biasim.simulator.study.populations import (
     populations,
     stage_graph,
+    stage_order,
     stage_population,
 )
 
@@ -138,11 +137,7 @@ def check_pipeline(config: StudyConfig, smap: SourceMap) -> list[Problem]:
                             f"documents cannot share `{key}` and differ in it",
                         )
                     )
-    graph = stage_graph(config)
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
-        cycle = []
+    cycle = _stage_cycle(config)
     if cycle:
         head = cycle[0][1]
         path = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
@@ -329,3 +324,15 @@ def _policy_change_problems(
             smap.problem((*where, "advance"), "only a single reading has an advance rule")
         )
     return problems
+
+
+def _stage_cycle(config: StudyConfig) -> list[tuple[str, str]]:
+    """The edges of a cycle of the stage graph, or none (the graph library is imported only
+    to name the edges of one that exists)."""
+    try:
+        stage_order(config)
+    except ValueError:
+        import networkx as nx
+
+        return list(nx.find_cycle(stage_graph(config)))
+    return []

@@ -138,17 +138,21 @@ class Estimate:
         return any(line.upper_bound for line in self.lines)
 
 
-def estimate(study: Study, store: Path | None = None) -> Estimate:
+def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -> Estimate:
     """The figures of ``study`` (sends nothing).
 
     Args:
         study: The validated study.
         store: A run directory (or its ``calls.sqlite``) whose answers are not asked again.
+        tokenizers: Count tokens with each model's own tokenizer where one is at hand
+            (loading one takes seconds); ``False`` approximates every count.
     """
     config = study.config
     texts = _rendered_texts(study)
     counts = _stage_calls(config)
     counters: dict[tuple[str, ...], TokenCounter] = {}
+    if not tokenizers:
+        counters = _ApproximateCounters()
     lines: list[Line] = []
     for index, stage in enumerate(config.stages):
         for label, variant in cast(config)[stage.role].items():
@@ -252,6 +256,17 @@ def _model_path(variant: RoleConfig) -> Path | None:
     except ImportError:
         return None
     return default_model_path()
+
+
+class _ApproximateCounters(dict):
+    """A counter cache that holds the approximation for every model."""
+
+    def __missing__(self, key: tuple[str, ...]) -> TokenCounter:
+        self[key] = approximate("tokenizers not loaded")
+        return self[key]
+
+    def __contains__(self, key: object) -> bool:
+        return True
 
 
 def _counter(variant: RoleConfig, cache: dict[tuple[str, ...], TokenCounter]) -> TokenCounter:

@@ -29,6 +29,7 @@ from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.study.config import Study, SyntheticField
 from biasim.simulator.study.load import load_study
+from biasim.simulator.tools.power_runs import Progress, run_studies
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,49 @@ def world_study(arm: Path, study: Study, seed: int, folder: Path) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class SimulatedStudy:
+    """One simulated study: its arm (and that arm's study file, as text), size and seed."""
+
+    arm: str
+    arm_file: str
+    size: int
+    seed: int
+    alpha: float
+    #: The per-call path (store, retry layer) instead of drawing answers in place: slower,
+    #: the same answers; kept to check the two against each other.
+    per_call: bool = False
+
+
+#: A simulated study's findings: ``(analysis, test) -> significant``.
+Findings = dict[tuple[str, str], bool]
+
+
+def simulate_study(job: SimulatedStudy, study: Study) -> Findings:
+    """Run one simulated study (in a folder of its own, removed after) and say which of its
+    tests found something at ``alpha``. Runs in any process: it needs nothing but its
+    arguments and the base study file."""
+    with tempfile.TemporaryDirectory(prefix="biasim-power-study-") as tmp:
+        folder = Path(tmp)
+        arm = folder / f"{job.arm}.yaml"
+        arm.write_text(job.arm_file)
+        options = RunOptions(
+            study=str(world_study(arm, study, job.seed, folder)),
+            out=folder / "run",
+            backend="synthetic",
+            agents=job.size,
+            seed=job.seed,
+            throwaway=not job.per_call,
+        )
+        outcome = execute(prepare(options))
+    findings: Findings = {}
+    for analysis in outcome.summary.get("analyses", []):
+        for test, p in get_kind(analysis["kind"]).power_tests(analysis).items():
+            hit = p is not None and not math.isnan(p) and p < job.alpha
+            findings[(analysis["name"], test)] = hit
+    return findings
+
+
 def power(
     study_ref: str,
     agents: Sequence[int],
@@ -130,6 +174,9 @@ def power(
     alpha: float = 0.05,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+    ray_address: str | None = None,
+    per_call: bool = False,
 ) -> list[PowerRow]:
     """Power and false-positive rate of each analysis's tests per agents-per-value.
 
@@ -142,7 +189,13 @@ def power(
         seed: First seed; study ``i`` of each arm runs with seed ``seed + i``: its own call
             seeds, unit effects (``unit_sd``) and literal replicate seeds, so the simulated
             studies are independent draws of the world, not replays of one.
-        progress: Called with a line after each simulated study.
+        progress: Called with a line (with the estimated time left) after each simulated
+            study.
+        workers: Processes to run simulated studies in (1: this process).
+        ray_address: Run the simulated studies on Ray instead: ``"local"`` starts a local
+            cluster, anything else is the address of a running one. Same results as locally.
+        per_call: Send every answer through the per-call path (store, retry layer) instead of
+            drawing it in place; the same answers, slower.
 
     Raises:
         ValueError: The study declares no synthetic truth, or only per model variant.
@@ -160,22 +213,17 @@ def power(
             "effect": _scaled_study(study, effect, folder),
             "null": _scaled_study(study, 0, folder),
         }
-        for size in agents:
-            for arm, path in arms.items():
-                for i in range(studies):
-                    out = folder / f"{arm}-{size}-{i}"
-                    world = world_study(path, study, seed + i, folder)
-                    options = RunOptions(
-                        study=str(world), out=out, backend="synthetic", agents=size, seed=seed + i
-                    )
-                    outcome = execute(prepare(options))
-                    for analysis in outcome.summary.get("analyses", []):
-                        tests = get_kind(analysis["kind"]).power_tests(analysis)
-                        for test, p in tests.items():
-                            hit = p is not None and not math.isnan(p) and p < alpha
-                            found.setdefault((analysis["name"], test, size, arm), []).append(hit)
-                    if progress is not None:
-                        progress(f"agents {size}, {arm}, study {i + 1}/{studies}")
+        jobs = [
+            SimulatedStudy(arm, path.read_text(), size, seed + i, alpha, per_call)
+            for size in agents
+            for arm, path in arms.items()
+            for i in range(studies)
+        ]
+        clock = Progress(len(jobs), progress)
+        for job, findings in run_studies(simulate_study, jobs, study, workers, ray_address):
+            for (analysis, test), hit in findings.items():
+                found.setdefault((analysis, test, job.size, job.arm), []).append(hit)
+            clock.done(f"agents {job.size}, {job.arm}, study {job.seed - seed + 1}/{studies}")
     rows = []
     for analysis, test, size in dict.fromkeys((a, t, s) for a, t, s, _ in found):
         with_effect = found.get((analysis, test, size, "effect"), [])

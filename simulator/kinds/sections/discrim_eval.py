@@ -17,9 +17,12 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from biasim.analysis.stats.unit_models import COLUMNS, discrim_eval_effects
 from biasim.simulator.common.html import Column, HtmlSection
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
+
+# scipy.stats behind the model costs seconds to import; validate never fits it.
+unit_models = lazy_module("biasim.analysis.stats.unit_models")
 
 #: Probabilities are clipped here before the log-odds (a declared 0 or 1 has none).
 CLIP = 1e-4
@@ -51,14 +54,18 @@ def add_discrim_eval(
         key = key if isinstance(key, tuple) else (key,)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # what matters is in the table's note
-            table = discrim_eval_effects(part, "value", "_logodds", SCENARIO, UNIT)
+            table = unit_models.discrim_eval_effects(part, "value", "_logodds", SCENARIO, UNIT)
         if not scenario_cols:
             table["note"] = (
                 "not fitted: one decision scenario (the model's random effects are per "
                 "scenario: name the scenario factor in the analysis's `cases`)"
             )
         tables.append(table.assign(**dict(zip(split, key, strict=True))))
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+    table = (
+        pd.concat(tables, ignore_index=True)
+        if tables
+        else pd.DataFrame(columns=unit_models.COLUMNS)
+    )
     table["scenario_columns"] = "+".join(scenario_cols) or None
     section.tables[f"{ctx.name}_discrim_eval"] = table
     section.summary.setdefault("expected", {})["discrim_eval"] = (

@@ -9,10 +9,12 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from biasim.analysis.stats.refusals import case_exclusions
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
+
+refusals = lazy_module("biasim.analysis.stats.refusals")
 
 NOTE = (
     "validity = largest minus smallest share of valid answers between groups; DPD as is "
@@ -37,7 +39,7 @@ def add_exclusions(
 ) -> None:
     """Test every case with an excluded answer and put the table (``<name>_exclusions``) and
     its records (``exclusions``) into ``section``."""
-    table = case_exclusions(
+    table = refusals.case_exclusions(
         rows,
         case_cols,
         group_col,

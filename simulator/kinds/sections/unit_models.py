@@ -10,12 +10,14 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from biasim.analysis.figures import plot_model_grades
-from biasim.analysis.stats.grading import grade_models
-from biasim.analysis.stats.unit_models import COLUMNS, gee_odds_ratios, mixed_odds_ratios
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
+
+figures = lazy_module("biasim.analysis.figures")
+grading = lazy_module("biasim.analysis.stats.grading")
+unit_models = lazy_module("biasim.analysis.stats.unit_models")
 
 NOTE = (
     "Odds ratio of each group against the reference, with a 95% interval that respects the "
@@ -42,10 +44,10 @@ def add_model_estimates(
     parts = []
     for key, part in rows.groupby(fit_cols, sort=True, dropna=False):
         where = dict(zip(fit_cols, key if isinstance(key, tuple) else (key,), strict=True))
-        for fit in (gee_odds_ratios, mixed_odds_ratios):
+        for fit in (unit_models.gee_odds_ratios, unit_models.mixed_odds_ratios):
             table = fit(part, group_col, hit_col, unit_col, item_col)
             parts.append(table.assign(**where))
-    columns = [*fit_cols, *COLUMNS]
+    columns = [*fit_cols, *unit_models.COLUMNS]
     table = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     section.tables[f"{ctx.name}_model_estimates"] = table
     section.summary["model_estimates"] = table.to_dict("records")
@@ -66,12 +68,12 @@ def _add_grades(section: Section, ctx: AnalysisContext, table: pd.DataFrame, key
     """Grade the models by their GEE estimates, contrast by contrast (``<name>_model_grades``,
     ``model_grades`` and one figure per contrast)."""
     gee = table[table["model"].str.startswith("GEE") & table["converged"].astype(bool)]
-    grades = grade_models(gee, contrast_cols=[*keys, "group", "reference"])
+    grades = grading.grade_models(gee, contrast_cols=[*keys, "group", "reference"])
     section.tables[f"{ctx.name}_model_grades"] = grades
     section.summary["model_grades"] = grades.to_dict("records")
     for key, part in grades.groupby([*keys, "group", "reference"], sort=True):
         label = " / ".join(map(str, key[:-2])) + (": " if key[:-2] else "")
-        section.figures[slug(ctx.name, "model_grades", *map(str, key))] = plot_model_grades(
+        section.figures[slug(ctx.name, "model_grades", *map(str, key))] = figures.plot_model_grades(
             part, title=f"{label}{key[-2]} vs {key[-1]}"
         )
 
@@ -103,7 +105,9 @@ def print_grades(rows: list[dict[str, Any]], console: Console) -> None:
     """The graded models as a console table, then the note."""
     if not rows:
         return
-    keys = [k for k in rows[0] if k not in _GRADE_SHOWN and k not in COLUMNS and k != "z"]
+    keys = [
+        k for k in rows[0] if k not in _GRADE_SHOWN and k not in unit_models.COLUMNS and k != "z"
+    ]
     table = Table(title="Models graded by their disparity (empirical Bayes, BH q-values)")
     for col in ("model", *keys, "group", "vs", "log OR", "shrunk", "q", "rank", "grade"):
         table.add_column(col, justify="right")
@@ -141,7 +145,9 @@ def html_grades(section: HtmlSection, rows: list[dict[str, Any]]) -> None:
     """The same table in the page, with the figures."""
     if not rows:
         return
-    keys = [k for k in rows[0] if k not in _GRADE_SHOWN and k not in COLUMNS and k != "z"]
+    keys = [
+        k for k in rows[0] if k not in _GRADE_SHOWN and k not in unit_models.COLUMNS and k != "z"
+    ]
     section.table(
         rows,
         key="model_grades",

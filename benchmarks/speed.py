@@ -1,0 +1,187 @@
+"""(i) Issue 30 in one run, each figure beside the same figure for the code before it (the
+baseline commit, checked out into a temporary folder), since the machine is shared and only a
+same-run ratio means something:
+
+- ``biasim validate`` CPU seconds for a built-in study (target <= 1 s);
+- engine stage actions/s on the per-call path (synthetic responder, store on; >= 20,000);
+- ``biasim power`` on the full An et al. design (41 roles x 5 templates x 4 levels, 10 agents
+  per value): seconds per simulated study, this code on the fast path against the baseline;
+  the projected time of 200 studies x 2 arms on this machine's cores (<= 10 min); and the
+  measured wall time of a few studies on a local Ray cluster of 2 workers.
+
+Every measurement runs in a fresh process so imports and caches count as they do for a user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The last commit before issue 30's changes.
+BASELINE = os.environ.get("BIASIM_BENCH_BASELINE", "ab4f5b7")
+VALIDATE_TARGET_S = 1.0
+ENGINE_TARGET = 20_000.0
+POWER_TARGET_S = 600.0
+POWER_STUDIES = 200
+
+_ENGINE = """
+import json, sys, tempfile
+from pathlib import Path
+from benchmarks.engine import STUDY
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
+with tempfile.TemporaryDirectory() as tmp:
+    study = Path(tmp) / "s.yaml"
+    study.write_text(STUDY.replace("AGENTS", sys.argv[1]))
+    outcome = execute(prepare(RunOptions(study=str(study), out=Path(tmp) / "run")))
+print(json.dumps(len(outcome.results) / outcome.summary["timings"]["stages_s"]["decide"]))
+"""
+
+_POWER = """
+import json, sys, time
+from biasim.simulator.tools.power import power
+kwargs = json.loads(sys.argv[1])
+start = time.perf_counter()
+power("an2024_hiring", [10], **kwargs)
+print(json.dumps(time.perf_counter() - start))
+"""
+
+
+def _child(tree: Path, code: str, *args: str) -> tuple[str, float]:
+    """The last line of ``code``'s output and the CPU seconds its process used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=tree, env=env, capture_output=True, text=True
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark child failed in {tree}:\n{out.stderr[-2000:]}")
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "", cpu
+
+
+def _baseline_tree(folder: Path) -> Path:
+    """The baseline commit's files under ``folder`` (``git archive``, no work tree needed)."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", BASELINE], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def _validate_cpu(tree: Path, repeats: int = 3) -> float:
+    code = "from biasim.simulator.cli import main; main()"
+    best = float("inf")
+    for _ in range(repeats):
+        env_args = ("validate", "an2024_hiring")
+        _, cpu = _child(
+            tree, f"import sys; sys.argv = ['biasim', *sys.argv[1:]]; {code}", *env_args
+        )
+        best = min(best, cpu)
+    return best
+
+
+def _power_seconds(tree: Path, **kwargs: Any) -> float:
+    seconds, _ = _child(tree, _POWER, json.dumps(kwargs))
+    return float(seconds)
+
+
+def _engine(tree: Path, agents_per_value: int) -> float:
+    return float(_child(tree, _ENGINE, str(agents_per_value))[0])
+
+
+def run(agents_per_value: int = 10_000, power_studies: int = 2, ray_studies: int = 2) -> dict:
+    """Every figure for this code and for the baseline, alternating so both see the same load."""
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        base = _baseline_tree(Path(tmp))
+        out: dict[str, Any] = {"baseline": BASELINE, "cores": cores}
+        out["validate_cpu_s"] = _validate_cpu(ROOT)
+        out["validate_cpu_s_baseline"] = _validate_cpu(base)
+        engine = [
+            (
+                _child(ROOT, _ENGINE, str(agents_per_value))[0],
+                _child(base, _ENGINE, str(agents_per_value))[0],
+            )
+            for _ in range(2)
+        ]
+        out["engine_actions_per_s"] = max(e[0] for e in engine)
+        out["engine_actions_per_s_baseline"] = max(e[1] for e in engine)
+        # One study per arm in this process: the seconds a simulated study costs.
+        fast = _power_seconds(ROOT, studies=power_studies // 2 or 1, workers=1) / (
+            2 * (power_studies // 2 or 1)
+        )
+        out["power_study_s"] = fast
+        out["power_study_s_baseline"] = _power_seconds(base, studies=1) / 2
+        out["power_projected_s"] = fast * 2 * POWER_STUDIES / cores
+        start = time.perf_counter()
+        out["power_ray_s"] = _power_seconds(
+            ROOT, studies=ray_studies, workers=2, ray_address="local"
+        )
+        out["power_ray_studies"] = 2 * ray_studies
+        out["power_ray_wall_s"] = time.perf_counter() - start
+    out["targets"] = {
+        "validate_cpu_s": VALIDATE_TARGET_S,
+        "engine_actions_per_s": ENGINE_TARGET,
+        "power_projected_s": POWER_TARGET_S,
+    }
+    return out
+
+
+def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """The table's rows: benchmark, measure, value (with the baseline ratio), target, ok."""
+    t = r["targets"]
+
+    def ok(good: bool) -> str:
+        return "yes" if good else "NO"
+
+    return [
+        (
+            "validate (an2024_hiring)",
+            f"CPU s (baseline {r['validate_cpu_s_baseline']:.2f} s)",
+            f"{r['validate_cpu_s']:.2f} "
+            f"({r['validate_cpu_s_baseline'] / r['validate_cpu_s']:.1f}x)",
+            f"<= {t['validate_cpu_s']:g}",
+            ok(r["validate_cpu_s"] <= t["validate_cpu_s"]),
+        ),
+        (
+            "engine per-call path (same run)",
+            f"stage actions/s (baseline {r['engine_actions_per_s_baseline']:,.0f})",
+            f"{r['engine_actions_per_s']:,.0f} "
+            f"({r['engine_actions_per_s'] / r['engine_actions_per_s_baseline']:.2f}x)",
+            f">= {t['engine_actions_per_s']:,.0f}",
+            ok(r["engine_actions_per_s"] >= t["engine_actions_per_s"]),
+        ),
+        (
+            "power, An et al. full design",
+            f"s per simulated study (baseline {r['power_study_s_baseline']:,.1f} s)",
+            f"{r['power_study_s']:,.1f} ({r['power_study_s_baseline'] / r['power_study_s']:.1f}x)",
+            "",
+            "",
+        ),
+        (
+            "",
+            f"projected {POWER_STUDIES} studies x 2 arms on {r['cores']} core(s), s",
+            f"{r['power_projected_s']:,.0f}",
+            f"<= {t['power_projected_s']:,.0f}",
+            ok(r["power_projected_s"] <= t["power_projected_s"]),
+        ),
+        (
+            "",
+            f"local Ray cluster, 2 workers: {r['power_ray_studies']} studies, s",
+            f"{r['power_ray_s']:,.0f}",
+            "",
+            "",
+        ),
+    ]
