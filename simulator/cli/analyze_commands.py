@@ -311,7 +311,12 @@ def _analyze_external(
     import pandas as pd
 
     from biasim.analysis.audit.external import DecisionsError, check_decisions
-    from biasim.analysis.stats.disparity import INVALID, disparity_report, impact_ratios_by_stratum
+    from biasim.analysis.stats.disparity import (
+        INVALID,
+        disparity_report,
+        flag_chance_basis,
+        impact_ratios_by_stratum,
+    )
     from biasim.analysis.stats.refusals import refusal_report
     from biasim.simulator.common.errors import Problem
 
@@ -464,7 +469,8 @@ def _analyze_external(
         + (f" ({reasons})" if reasons else "")
         + f"; DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
         f"chance an unbiased decision-maker fails four-fifths for some group: "
-        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}",
+        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%} "
+        f"({flag_chance_basis(scalars.get('flag_chance_unit'))})",
         highlight=False,
     )
     out_console.print(

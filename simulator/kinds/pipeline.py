@@ -136,6 +136,7 @@ class PipelineKind(AnalysisKind):
                 seed=ctx.study.seed,
                 adjust=spec.adjust,
                 values=known,
+                pairs=[n for n in chain if stages[n].reads.matching == "pair"],  # type: ignore[union-attr]
             )
             entered = table["entered"].to_numpy()
             # A group nobody of which reached a stage has no rate and no interval there.
@@ -358,7 +359,8 @@ class PipelineKind(AnalysisKind):
                 ],
                 note=_STAGE_NOTE.format(
                     test="the test named (permutation_within_pool: group labels shuffled "
-                    "within each pool)",
+                    "within each pool; concordant_pairs: the unit is the pair, whole authors "
+                    "swap groups within it, so only pairs picked alike in both orders count)",
                     adjust=summary["adjust"],
                 ).replace(" (rate / highest rate, ! = below four-fifths)", " (rate / highest)"),
             )
@@ -570,11 +572,12 @@ def candidates_table(
             frames.append(
                 valid.assign(
                     advanced=valid["chosen"],
+                    author=valid["candidate"],
                     candidate=valid["candidate"] + "@" + valid["evaluation"],
                 )
             )
         else:
-            frames.append(valid.assign(advanced=valid["chosen"]))
+            frames.append(valid.assign(advanced=valid["chosen"], author=valid["candidate"]))
         expected = set(advanced[advanced].index)
     candidates = (
         pd.concat(frames, ignore_index=True) if frames else readings.iloc[0:0].assign(advanced=[])

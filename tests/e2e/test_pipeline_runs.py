@@ -236,7 +236,7 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
         },
     ]
     data["analyses"][0]["stages"] = ["compare"]
-    out, _ = run(cli, tmp_path, data)
+    out, stdout = run(cli, tmp_path, data)
     summary = json.loads((out / "summary.json").read_text())["analyses"][0]
     (effect,) = summary["position_effect"]
     assert effect["size"] == 2 and effect["k"] == 1 and effect["n_evaluations"] == 64
@@ -249,6 +249,9 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
     stages = {r["value"]: r for r in summary["by_group"]["gender"]["stages"]}
     assert stages["female"]["entered"] == stages["male"]["entered"] == 64
     assert stages["female"]["advanced"] + stages["male"]["advanced"] == 64
+    # The pair is the unit: whole authors swap groups within their pair (item 27).
+    assert {r["test"] for r in stages.values()} == {"concordant_pairs"}
+    assert "(concordant pairs)" in stdout
 
 
 def answered(db: Path, stage: str) -> int:
