@@ -32,6 +32,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 
 
@@ -156,6 +157,13 @@ class PipelineKind(AnalysisKind):
                 "compounding": compound.to_dict("records"),
             }
         summary["by_group"] = by_group
+        _add_validity(
+            section,
+            ctx,
+            spec,
+            authors.assign(stage=writing),
+            readings[readings["stage"].isin(chain)],
+        )
         chosen = readings[readings["valid"] & (readings["k"] > 0)]
         summary["position_effect"] = []
         summary["choice_rates"] = {}
@@ -322,6 +330,7 @@ class PipelineKind(AnalysisKind):
                     f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
                     f"{format_p(row['p_adjusted'])}"
                 )
+        validity.print_validity(summary, console)
         if summary["exclusions"]:
             console.print(
                 "  excluded: "
@@ -436,8 +445,31 @@ class PipelineKind(AnalysisKind):
                     Column("excluded", "excluded", "int"),
                 ],
             )
+        validity.html_validity(summary, section)
         if summary["exclusions"]:
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
+
+
+def _add_validity(
+    section: Section,
+    ctx: AnalysisContext,
+    spec: PipelineSpec,
+    authors: pd.DataFrame,
+    readings: pd.DataFrame,
+) -> None:
+    """Whose document was written (``authors``, their ``stage`` the writing stage), and whose
+    was read in a valid evaluation (``readings``), by group and stage. The applicant is the
+    unit: a failed pool or pair excludes all its documents at once, so the applicants' labels
+    are permuted within the stage (pools are drawn at random, so under no group effect any
+    applicant could have sat in any failed evaluation)."""
+    columns = ["stage", "candidate", "valid", *spec.groups]
+    frame = pd.concat([authors[columns], readings[columns]], ignore_index=True)
+    for group in spec.groups:
+        table = validity.validity_records(
+            frame, strata=["stage"], group=group, ok=frame["valid"].to_numpy(dtype=bool),
+            unit_col="candidate", unit="applicant", seed=ctx.study.seed,
+        )  # fmt: skip
+        validity.add_validity(section, ctx.name, group, table)
 
 
 def _audited(

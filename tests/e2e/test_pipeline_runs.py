@@ -252,6 +252,15 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
     # The pair is the unit: whole authors swap groups within their pair (item 27).
     assert {r["test"] for r in stages.values()} == {"concordant_pairs"}
     assert "(concordant pairs)" in stdout
+    # Validity by group and stage, the applicant the unit (one definition: analysis.refusals).
+    validity = summary["validity"]["gender"]
+    assert {(r["stage"], r["value"]) for r in validity} == {
+        (s, g) for s in ("apply", "compare") for g in ("female", "male")
+    }
+    assert all(r["n_valid"] == r["n_rows"] and r["validity_gap"] == 0 for r in validity)
+    assert all("unit: applicant" in r["validity_test"] for r in validity)
+    assert "valid answers by gender at compare: female 100.0% (64/64)" in stdout
+    assert (out / "tables" / "pipeline_validity_gender.csv").exists()
 
 
 def answered(db: Path, stage: str) -> int:
