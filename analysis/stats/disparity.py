@@ -693,8 +693,13 @@ def impact_ratios_by_stratum(
     n_simulations: int = 10_000,
     seed: int = 0,
     invalid: Sequence[object] = INVALID,
+    unit_col: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`acceptance_rates` and :func:`impact_ratios` within each stratum (e.g. job).
+
+    With ``unit_col`` the chances of a flag relabel whole units within each stratum
+    (:func:`unit_flag_chance`), as a unit answering several times in a stratum (templates,
+    replicates) makes the binomial chance far too small.
 
     Returns:
         ``(rates, ratios)``, each with ``stratum_col`` first; a stratum without any valid
@@ -709,6 +714,11 @@ def impact_ratios_by_stratum(
             found = impact_ratios(
                 table, threshold=threshold, n_simulations=n_simulations, seed=seed
             )
+            if unit_col:
+                found = unit_flag_chance(
+                    found, part, group_cols, outcome_col, positive, unit_col,
+                    threshold=threshold, n_permutations=n_simulations, seed=seed, invalid=invalid,
+                )  # fmt: skip
             ratios.append(found.assign(**{stratum_col: stratum}))
 
     def first(tables: list[pd.DataFrame]) -> pd.DataFrame:

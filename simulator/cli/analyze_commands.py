@@ -437,7 +437,14 @@ def _analyze_external(
     )
     if stratum_col:
         tables["rates_by_stratum"], tables["impact_ratios_by_stratum"] = impact_ratios_by_stratum(
-            data, stratum_col, groups, outcome_col, positive, seed=seed, invalid=invalid
+            data,
+            stratum_col,
+            groups,
+            outcome_col,
+            positive,
+            seed=seed,
+            invalid=invalid,
+            unit_col=unit_col,
         )
     tables["exclusions"] = checked.exclusions
     if options.min_group_share > 0:

@@ -17,6 +17,7 @@ from biasim.analysis.stats.disparity import (
     disparity_report,
     flag_chance_basis,
     impact_ratios,
+    impact_ratios_by_stratum,
     unit_flag_chance,
 )
 
@@ -91,6 +92,24 @@ def test_disparity_report_uses_units_for_the_flag_chance_when_given():
     assert with_units["flag_chance_unit"] == "name"
     assert without["flag_chance_unit"] == "answer"
     assert with_units["p_any_flag_by_chance"] > without["p_any_flag_by_chance"]
+
+
+def test_flag_chance_per_stratum_relabels_units_within_the_stratum():
+    # Five answers per name and role: within a role a name is still a unit of five answers.
+    df = _names(np.random.default_rng(4), names=6, answers=5, sd=1.5)
+    _, by_unit = impact_ratios_by_stratum(
+        df, "role", "group", "outcome", "accept", n_simulations=500, unit_col="name"
+    )
+    _, by_answer = impact_ratios_by_stratum(
+        df, "role", "group", "outcome", "accept", n_simulations=500
+    )
+    assert set(by_unit["flag_chance_unit"]) == {"name"}
+    assert set(by_unit["flag_chance_units"]) == {24}
+    assert "flag_chance_unit" not in by_answer
+    assert (
+        by_unit.groupby("role")["p_any_flag_by_chance"].first()
+        > by_answer.groupby("role")["p_any_flag_by_chance"].first()
+    ).all()
 
 
 @pytest.mark.slow
