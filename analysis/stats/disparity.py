@@ -761,8 +761,13 @@ def impact_ratios_by_stratum(
     n_simulations: int = 10_000,
     seed: int = 0,
     invalid: Sequence[object] = INVALID,
+    unit_col: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`acceptance_rates` and :func:`impact_ratios` within each stratum (e.g. job).
+
+    With ``unit_col`` the chances of a flag relabel whole units within each stratum
+    (:func:`unit_flag_chance`), as a unit answering several times in a stratum (templates,
+    replicates) makes the binomial chance far too small.
 
     Returns:
         ``(rates, ratios)``, each with ``stratum_col`` first; a stratum without any valid
@@ -777,6 +782,11 @@ def impact_ratios_by_stratum(
             found = impact_ratios(
                 table, threshold=threshold, n_simulations=n_simulations, seed=seed
             )
+            if unit_col:
+                found = unit_flag_chance(
+                    found, part, group_cols, outcome_col, positive, unit_col,
+                    threshold=threshold, n_permutations=n_simulations, seed=seed, invalid=invalid,
+                )  # fmt: skip
             ratios.append(found.assign(**{stratum_col: stratum}))
 
     def first(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -935,7 +945,9 @@ def disparity_report(
     Returns:
         ``rates`` (``acceptance_rates``), ``population_rate``, ``n_valid``, ``n_excluded``,
         ``dpd``, ``dpd_p_value``, ``dpd_threshold`` and ``dpd_test`` (which null),
-        ``impact_ratios``, ``p_any_flag_by_chance``, ``min_ratio_p05``, ``permutation``,
+        ``impact_ratios``, ``p_any_flag_by_chance``, ``min_ratio_p05``, ``flag_chance_unit``
+        (what the flag chances resample: ``unit_col``'s units via :func:`unit_flag_chance`, or
+        ``answer``: binomial draws), ``permutation``,
         ``notes`` (what each test assumes, and families that cannot reach significance); with
         a stratum also ``permutation_by_stratum`` and ``joint``, and with independent strata
         ``combined`` (its columns plus ``alternative`` and ``p_adjusted``) and ``cmh``; with a
@@ -971,7 +983,7 @@ def disparity_report(
         return _nothing_to_test(report, notes)
     if len(answered) >= 2:
         _dpd_test(report, notes, asked, answered, alpha, n_simulations, seed)
-    report.update(_impact_ratio_summary(rates, threshold, n_simulations, seed))
+    report.update(_impact_ratio_summary(rates, threshold, n_simulations, seed, asked))
     perm = {
         "unit": "name" if unit_col else "email",
         "unit_col": unit_col or "name",
@@ -1082,12 +1094,30 @@ def _dpd_test(
 
 
 def _impact_ratio_summary(
-    rates: pd.DataFrame, threshold: float, n_simulations: int, seed: int
-) -> dict[str, pd.DataFrame | float | list[str]]:
-    """Impact ratios and the chance an unbiased decision-maker is flagged for some group."""
-    report: dict[str, pd.DataFrame | float | list[str]] = {}
+    rates: pd.DataFrame, threshold: float, n_simulations: int, seed: int, asked: _Asked
+) -> dict[str, pd.DataFrame | float | list[str] | str]:
+    """Impact ratios and the chance an unbiased decision-maker is flagged for some group: with
+    a unit, by relabelling whole units (:func:`unit_flag_chance`), else binomial draws."""
+    report: dict[str, pd.DataFrame | float | list[str] | str] = {}
     ratios = impact_ratios(rates, threshold=threshold, n_simulations=n_simulations, seed=seed)
+    if asked.unit_col:
+        ratios = unit_flag_chance(
+            ratios,
+            asked.df,
+            asked.keys,
+            asked.outcome_col,
+            asked.positive,
+            asked.unit_col,
+            stratum_col=asked.stratum_col,
+            threshold=threshold,
+            n_permutations=n_simulations,
+            seed=seed,
+            **asked.common,
+        )
     report["impact_ratios"] = ratios
+    report["flag_chance_unit"] = (
+        str(ratios["flag_chance_unit"].iloc[0]) if asked.unit_col else "answer"
+    )
     report["p_any_flag_by_chance"] = float(ratios["p_any_flag_by_chance"].iloc[0])
     report["min_ratio_p05"] = float(ratios["min_ratio_p05"].iloc[0])
     return report
@@ -1159,6 +1189,42 @@ def _unit_parity(
 ) -> ParityTest | None:
     """The DPD test with units as the draws, relabelled within same-strata blocks (None when
     fewer than two groups have a unit)."""
+    sums = _unit_sums(df, keys, outcome_col, positive, unit_col, stratum_col, common)
+    if sums is None:
+        return None
+    return permutation.parity_permutation_test(
+        sums.n,
+        sums.k,
+        sums.group,
+        block_u=sums.block,
+        alpha=alpha,
+        n_permutations=n_permutations,
+        seed=seed,
+    )
+
+
+@dataclass(frozen=True)
+class _UnitSums:
+    """Answers ``n`` and hits ``k`` per unit, its group code (indexing ``groups``) and block."""
+
+    n: np.ndarray
+    k: np.ndarray
+    group: np.ndarray
+    block: np.ndarray
+    groups: pd.DataFrame
+
+
+def _unit_sums(
+    df: pd.DataFrame,
+    keys: list[str],
+    outcome_col: str,
+    positive: object,
+    unit_col: str,
+    stratum_col: str | None,
+    common: dict,
+) -> _UnitSums | None:
+    """Each unit's valid answers and hits over every stratum, with the blocks of units asked
+    in the same strata (None when fewer than two groups have a unit)."""
     answered, hit = _answered(df, outcome_col, positive, common["valid"], common["invalid"])
     extra = [unit_col, *([stratum_col] if stratum_col else [])]
     use = answered & df[keys + extra].notna().all(axis=1).to_numpy()
@@ -1171,14 +1237,72 @@ def _unit_parity(
         data, unit_col, g, s, hit[use].astype(np.int64)
     )
     units = group_of.size
-    return permutation.parity_permutation_test(
-        np.bincount(cell_unit, weights=n, minlength=units).astype(np.int64),
-        np.bincount(cell_unit, weights=k, minlength=units).astype(np.int64),
-        group_of,
-        block_u=permutation.unit_blocks(
+    return _UnitSums(
+        n=np.bincount(cell_unit, weights=n, minlength=units).astype(np.int64),
+        k=np.bincount(cell_unit, weights=k, minlength=units).astype(np.int64),
+        group=group_of,
+        block=permutation.unit_blocks(
             data, unit_col, _asked_blocks(df, keys, unit_col, stratum_col) if stratum_col else None
         ),
-        alpha=alpha,
-        n_permutations=n_permutations,
-        seed=seed,
+        groups=groups,
     )
+
+
+def flag_chance_basis(unit: str | None) -> str:
+    """What a printed four-fifths chance resampled (``flag_chance_unit`` of a report)."""
+    if not unit or unit == "answer":
+        return "answers drawn as independent binomials"
+    return f"relabelling whole units: {unit}"
+
+
+def unit_flag_chance(
+    ratios: pd.DataFrame,
+    df: pd.DataFrame,
+    group_cols: Columns,
+    outcome_col: str,
+    positive: object,
+    unit_col: str,
+    *,
+    stratum_col: str | None = None,
+    threshold: float = 0.8,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    valid: str | None = None,
+    invalid: Sequence[object] = INVALID,
+) -> pd.DataFrame:
+    """The four-fifths "chance of a flag" of :func:`impact_ratios` with units as the draws.
+
+    The binomial draws of :func:`impact_ratios` treat answers as independent. When a unit (a
+    name, a persona with its replicates) answers many times with its own propensity, the group
+    rates vary far more than binomially: a flag chance of 0.01 % was printed where 32.5 % of
+    no-bias data sets were flagged. Here the units' group labels are relabelled whole (within
+    blocks of units asked in the same strata), each relabelling's group rates give impact
+    ratios, and the chances are the shares of relabellings that flag. Averaged over no-bias
+    data sets this is the rate at which they are flagged (units exchangeable under the null).
+
+    Returns:
+        A copy of ``ratios`` whose ``p_flag_by_chance``, ``p_any_flag_by_chance`` and
+        ``min_ratio_p05`` come from the relabellings, with ``flag_chance_unit`` (``unit_col``)
+        and ``flag_chance_units`` (how many units). Unchanged, with the unit ``"answer"``, when
+        fewer than two groups have a unit.
+    """
+    keys = _as_list(group_cols)
+    common = {"valid": valid, "invalid": invalid}
+    sums = _unit_sums(df, keys, outcome_col, positive, unit_col, stratum_col, common)
+    out = ratios.copy()
+    if sums is None:
+        return out.assign(flag_chance_unit="answer", flag_chance_units=int(out["n"].sum()))
+    rates = permutation.rate_permutation_null(
+        sums.n, sums.k, sums.group, block_u=sums.block, n_permutations=n_permutations, seed=seed
+    )
+    # Every unit has an answer and a relabelling keeps each group's units: no rate is NaN.
+    simulated = _ratios(rates)
+    flagged = simulated < threshold - _TOL
+    row = out[keys].merge(sums.groups.reset_index(), on=keys, how="left")["index"]
+    found = row.notna().to_numpy()
+    chance = np.full(len(out), np.nan)
+    chance[found] = flagged.mean(axis=0)[row[found].astype(int)]
+    out["p_flag_by_chance"] = chance
+    out["p_any_flag_by_chance"] = float(flagged.any(axis=1).mean())
+    out["min_ratio_p05"] = float(np.quantile(simulated.min(axis=1), 0.05))
+    return out.assign(flag_chance_unit=unit_col, flag_chance_units=int(sums.group.size))

@@ -389,6 +389,30 @@ def parity_permutation_test(
     )
 
 
+def rate_permutation_null(
+    n_u: Sequence[int] | np.ndarray,
+    k_u: Sequence[int] | np.ndarray,
+    group_u: Sequence[int] | np.ndarray,
+    *,
+    block_u: Sequence[int] | np.ndarray | None = None,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> np.ndarray:
+    """Each group's pooled rate ``sum(k) / sum(n)`` under ``n_permutations`` relabellings of
+    the units' groups within blocks, shape ``(n_permutations, G)``: the no-bias distribution
+    of any statistic of the group rates (impact ratios, the four-fifths flag) when units,
+    not answers, are the draws. A group whose relabelled units gave no answer has rate NaN."""
+    n_arr, k_arr = np.asarray(n_u, dtype=np.int64), np.asarray(k_u, dtype=np.int64)
+    g = np.asarray(group_u, dtype=np.int64)
+    n_groups = int(g.max()) + 1 if g.size else 0
+    block = np.zeros(g.size, dtype=np.int64) if block_u is None else np.asarray(block_u)
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    draws = block_permutation_sums((n_arr << 32) | k_arr, g, block, n_groups, n_permutations, rng)
+    packed = np.concatenate(list(draws))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (packed & _LOW32) / (packed >> 32)
+
+
 def _dpd(packed_sums: np.ndarray) -> np.ndarray:
     """DPD of each row of packed (n, k) group sums (``parity.dpd_from_counts``)."""
     return dpd_from_counts(packed_sums & _LOW32, packed_sums >> 32)

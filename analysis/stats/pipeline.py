@@ -19,7 +19,8 @@ Inputs are plain DataFrames with these columns:
   column per persona attribute (e.g. ``race``, ``gender``; each call analyses one, so combine
   them into one column for intersections), ``advanced`` (bool) and, optionally, ``cluster``
   (the pool whose evaluation decided the advancement; missing when each candidate was judged
-  alone);
+  alone) and, for the stages passed as ``pairs``, ``author`` (whose document was shown: a pair
+  shows each of its two authors once in each order, one row per showing);
 * readings: one row per (evaluation, shown position): ``evaluation`` (id), ``position``
   (1-based), ``size`` (documents shown in that evaluation), ``k`` (how many the reader had to
   pick), ``chosen`` (bool) and the attribute columns.
@@ -39,6 +40,7 @@ from biasim.analysis.stats import multiple
 from biasim.analysis.stats.parity import dpd_from_counts
 
 CANDIDATE, STAGE, ADVANCED, CLUSTER = "candidate", "stage", "advanced", "cluster"
+AUTHOR = "author"
 READING_COLUMNS: tuple[str, ...] = ("evaluation", "position", "size", "k", "chosen")
 # Rates are fractions k / n; compare with a tolerance so that exact ties do not flip.
 _TOL = 1e-12
@@ -150,6 +152,7 @@ def stage_table(
     method: str = "auto",
     threshold: float = 0.8,
     values: Sequence[object] | None = None,
+    pairs: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Who entered and who advanced at each stage, per group, with a test per stage.
 
@@ -165,6 +168,15 @@ def stage_table(
       vectorised over permutations (each large block's group counts straight from the
       multivariate hypergeometric distribution);
     * ``permutation``: the same with the whole stage as one block (nobody judged in a pool);
+    * ``concordant_pairs`` (the stages in ``pairs``): the unit is the pair. Each pair shows its
+      two authors in both orders; both showings of an author share its document's quality, so
+      they are not independent and shuffling labels among a pair's four showings rejects a
+      true null too often (16 % under applicant-quality heterogeneity). Instead whole authors
+      swap group labels within their pair: a pair split 1-1 (the position decided) or whose
+      authors share a group never changes the statistic, and a pair picked alike in both
+      orders gives its picks to either group with probability 1/2 -- the sign test on
+      concordant pairs (``analysis.association.consistent_pair_test``) with the DPD as
+      statistic, so that it also serves groups the pairs do not differ in;
     * ``fisher_exact``: with ``method="auto"``, nobody judged in a pool and exactly two groups
       that entered, Fisher's exact two-sided test of the 2 x 2 table (no Monte Carlo error);
     * ``none``: fewer than two groups entered; p is NaN and the stage is no family member.
@@ -184,6 +196,8 @@ def stage_table(
         threshold: Impact-ratio threshold of the four-fifths rule.
         values: Group values to report besides those in ``candidates`` (0 entered where
             absent), e.g. every writer's group when no evaluation of a stage was valid.
+        pairs: Stages read as pairs shown in both orders (``cluster`` the pair, ``author``
+            needed): tested by ``concordant_pairs``.
 
     Returns:
         One row per (stage, group value), stages in pipeline order and values sorted: ``stage``,
@@ -219,13 +233,21 @@ def stage_table(
         if present.size < 2:
             continue
         rows = pipe.stage == s
+        local = np.searchsorted(present, pipe.g[rows])
+        rng = np.random.default_rng(streams[s])
+        if pipe.stages[s] in pairs:
+            null = _pair_swap_dpd(
+                local, pipe, candidates, rows, pipe.entered[s, present], n_permutations, rng
+            )
+            p_value[s] = (1 + np.count_nonzero(null >= dpd[s] - _TOL)) / (1 + n_permutations)
+            tests[s], used[s] = "concordant_pairs", n_permutations
+            continue
         pooled = _pooled(pipe.cluster[rows])
         if method == "auto" and present.size == 2 and not pooled.any():
             a, b = pipe.passed[s, present], pipe.entered[s, present]
             p_value[s] = stats.fisher_exact(np.column_stack([a, b - a])).pvalue
             tests[s] = "fisher_exact"
             continue
-        local = np.searchsorted(present, pipe.g[rows])
         block = np.zeros(pooled.size, dtype=np.int64)
         # Pool ids count from 1; block 0 holds every candidate judged alone.
         block[pooled] = pd.factorize(pipe.cluster[rows][pooled])[0] + 1
@@ -235,7 +257,7 @@ def stage_table(
             pipe.advanced[rows],
             pipe.entered[s, present],
             n_permutations,
-            np.random.default_rng(streams[s]),
+            rng,
         )
         p_value[s] = (1 + np.count_nonzero(null >= dpd[s] - _TOL)) / (1 + n_permutations)
         tests[s] = "permutation_within_pool" if pooled.any() else "permutation"
@@ -264,6 +286,59 @@ def stage_table(
     out["dpd"], out["test"], out["n_permutations"] = dpd[si], tests[si], used[si]
     out["p_value"], out["p_adjusted"] = p_value[si], adjusted[si]
     return out
+
+
+def _pair_swap_dpd(
+    g: np.ndarray,
+    pipe: _Pipeline,
+    candidates: pd.DataFrame,
+    rows: np.ndarray,
+    entered: np.ndarray,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """DPD of ``n_permutations`` relabellings that swap the two authors' groups within each
+    pair with probability 1/2 (``rows``: the stage's showings; ``g``: their group codes).
+
+    Both authors of a pair are shown equally often (every evaluation shows both), so a swap
+    keeps every group's entrants and moves only picks: group ``g_u`` trades author ``u``'s
+    picks for ``v``'s, and ``g_v`` the reverse.
+    """
+    advanced = pipe.advanced[rows]
+    per_author = _pair_authors(g, pipe.cluster[rows], candidates, rows, advanced)
+    g_u, g_v = per_author["g"].to_numpy()[0::2], per_author["g"].to_numpy()[1::2]
+    p_u, p_v = per_author["picked"].to_numpy()[0::2], per_author["picked"].to_numpy()[1::2]
+    observed = np.bincount(g, weights=advanced, minlength=entered.size)
+    moves = np.flatnonzero((g_u != g_v) & (p_u != p_v))
+    change = np.zeros((moves.size, entered.size))
+    change[np.arange(moves.size), g_u[moves]] = p_v[moves] - p_u[moves]
+    change[np.arange(moves.size), g_v[moves]] = p_u[moves] - p_v[moves]
+    counts = np.empty((n_permutations, entered.size))
+    chunk = max(1, _CHUNK_ELEMENTS // max(moves.size, 1))
+    for done in range(0, n_permutations, chunk):
+        n_rows = min(chunk, n_permutations - done)
+        swapped = rng.random((n_rows, moves.size)) < 0.5
+        counts[done : done + n_rows] = observed + swapped @ change
+    return dpd_from_counts(counts, entered)
+
+
+def _pair_authors(
+    g: np.ndarray, pair: np.ndarray, candidates: pd.DataFrame, rows: np.ndarray, picked: np.ndarray
+) -> pd.DataFrame:
+    """Per (pair, author), sorted, two rows per pair: the group code and how often picked."""
+    if AUTHOR not in candidates.columns or candidates[AUTHOR].iloc[rows].isna().any():
+        raise ValueError(f"a pair stage needs `{AUTHOR}` (whose document was shown) on every row")
+    frame = pd.DataFrame(
+        {"pair": pair, "author": candidates[AUTHOR].to_numpy()[rows], "g": g, "picked": picked}
+    )
+    keys = frame.groupby(["pair", "author"], sort=True)
+    if (keys["g"].nunique() > 1).any():
+        raise ValueError("an author's showings carry different groups")
+    per_author = keys.agg(g=("g", "first"), picked=("picked", "sum"))
+    sizes = per_author.groupby(level="pair").size()
+    if (sizes != 2).any():
+        raise ValueError(f"pair `{sizes[sizes != 2].index[0]}` does not show exactly two authors")
+    return per_author
 
 
 def _pooled(cluster: np.ndarray) -> np.ndarray:

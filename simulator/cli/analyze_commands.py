@@ -526,7 +526,14 @@ def _external_report(
     )
     if stratum_col:
         tables["rates_by_stratum"], tables["impact_ratios_by_stratum"] = impact_ratios_by_stratum(
-            data, stratum_col, groups, outcome_col, positive, seed=seed, invalid=invalid
+            data,
+            stratum_col,
+            groups,
+            outcome_col,
+            positive,
+            seed=seed,
+            invalid=invalid,
+            unit_col=unit_col,
         )
     tables["exclusions"] = checked.exclusions
     if options.min_group_share > 0:
@@ -551,6 +558,8 @@ def _print_external(
         for row in table.itertuples(index=False):
             rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
         print_table(out_console, rich_table)
+    from biasim.analysis.stats.disparity import flag_chance_basis
+
     nan = float("nan")
     negatives = ", ".join(checked.negative) or "none"
     reasons = ", ".join(f"{r.reason} {r.n}" for r in checked.exclusions.itertuples())
@@ -561,7 +570,8 @@ def _print_external(
         + (f" ({reasons})" if reasons else "")
         + f"; DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
         f"chance an unbiased decision-maker fails four-fifths for some group: "
-        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%}",
+        f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%} "
+        f"({flag_chance_basis(scalars.get('flag_chance_unit'))})",
         highlight=False,
     )
     out_console.print(

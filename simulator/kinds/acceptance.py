@@ -529,7 +529,8 @@ class AcceptanceKind(AnalysisKind):
                 f"DPD {fmt(part.get('dpd'))} (parity p = {fmt(part.get('dpd_p_value'))}), "
                 f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
                 f"model fails four-fifths for some group: "
-                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')}. DPD test: "
+                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')} "
+                f"({disparity.flag_chance_basis(part.get('flag_chance_unit'))}). DPD test: "
                 f"{part.get('dpd_test', 'none')}.\n"
                 + _ACCEPTANCE_NOTE.format(adjust=summary["adjust"], test=_test_name(part))
                 + "\n"
@@ -590,7 +591,7 @@ class AcceptanceKind(AnalysisKind):
                 + section.number((*at, "population_rate"), part.get("population_rate"))
                 + "; chance that an unbiased model fails four-fifths for some group: "
                 + section.number((*at, "p_any_flag_by_chance"), part["p_any_flag_by_chance"], ".1%")
-                + ".</p>"
+                + f" ({disparity.flag_chance_basis(part.get('flag_chance_unit'))}).</p>"
             )
             text = [Column(g) for g in groups]
             section.table(

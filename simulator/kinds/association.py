@@ -29,6 +29,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections import validity
 
 
 class AssociationSpec(AnalysisSpec):
@@ -131,6 +132,8 @@ class AssociationKind(AnalysisKind):
         status = association.status_counts(pairs, keys)
         section.tables[slug(ctx.name, "exclusions")] = status
         summary["item_status"] = status.to_dict("records")
+        paired = (pairs["outcome"] == association.PAIRED).to_numpy()
+        validity.add_call_validity(section, ctx.name, pairs, keys, paired, ctx.study.seed)
         section.tables[slug(ctx.name, "lines")] = lines
         summary["unused_lines"] = lines.assign(reason=lines["reason"].astype(str)).to_dict(
             "records"
@@ -182,6 +185,7 @@ class AssociationKind(AnalysisKind):
         if summary.get("note"):
             console.print(f"  {summary['note']}", highlight=False)
             _print_unused(summary, console)
+            validity.print_validity(summary, console)
             return
         if summary.get("categories"):
             _records_table(
@@ -229,6 +233,7 @@ class AssociationKind(AnalysisKind):
                 cols,
             )
         _print_unused(summary, console)
+        validity.print_validity(summary, console)
         console.print(
             "  Wilson intervals treat pairings as independent; the bootstrap resamples calls "
             "(one call pairs every item of a category with the same two names)."
@@ -238,6 +243,7 @@ class AssociationKind(AnalysisKind):
         if summary.get("note"):
             section.paragraph(summary["note"])
             section.table(summary["item_status"], key="item_status", title="Items by status")
+            validity.html_validity(summary, section)
             if summary["unused_lines"]:
                 section.table(
                     summary["unused_lines"], key="unused_lines", title="Unused answer lines"
@@ -256,6 +262,7 @@ class AssociationKind(AnalysisKind):
             )
         section.table(summary["items"], key="items", title="Per item")
         section.table(summary["item_status"], key="item_status", title="Items by status")
+        validity.html_validity(summary, section)
         if summary["unused_lines"]:
             section.table(summary["unused_lines"], key="unused_lines", title="Unused answer lines")
         section.figure(

@@ -37,6 +37,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
 
 #: Recorded variables naming what each shown letter is.
@@ -175,6 +176,7 @@ class LetterEvaluationKind(AnalysisKind):
                     f"{row['tie_low']:.3f}-{row['tie_high']:.3f}); the share above is of the "
                     f"{row['n']} decided"
                 )
+        validity.print_validity(summary, console)
         if summary.get("effects"):
             console.print(
                 f"  effects on each trait's logit (alpha {summary['alpha']}): "
@@ -227,6 +229,7 @@ class LetterEvaluationKind(AnalysisKind):
             section.table(
                 summary["relative_by_job"], key="relative_by_job", title="Relative, per job"
             )
+            validity.html_validity(summary, section)
         if summary.get("effects"):
             section.table(
                 summary["effects"], key="effects", title="Effects on each trait (Table 8)"
@@ -287,10 +290,28 @@ def _relative(
         overall.append(record)
         by_job.append(jobs.assign(share_of=compared.share_of))
     section.summary["relative"] = overall
+    _relative_validity(rows, (answered | tied).to_numpy(), spec, ctx, section)
     jobs_table = pd.concat(by_job, ignore_index=True) if by_job else pd.DataFrame()
     section.summary["relative_by_job"] = jobs_table.to_dict("records")
     section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
     section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+
+
+def _relative_validity(
+    rows: pd.DataFrame,
+    ok: np.ndarray,
+    spec: LetterEvaluationSpec,
+    ctx: AnalysisContext,
+    section: Section,
+) -> None:
+    """Valid hiring answers by the group of the letter shown first, per experiment. Each call
+    is one answer (unit: answer); a letter pair shown in both orders puts correlated answers
+    in both groups, which makes the test conservative, not anti-conservative."""
+    table = validity.validity_records(
+        rows, strata=[spec.by], group=FIRST, ok=ok, unit_col=None, unit="answer",
+        seed=ctx.study.seed,
+    )  # fmt: skip
+    validity.add_validity(section, ctx.name, FIRST, table)
 
 
 def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:

@@ -30,6 +30,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections import validity
 
 
 class PicksSpec(AnalysisSpec):
@@ -89,9 +90,10 @@ class PicksKind(AnalysisKind):
         positive = spec.positive or pairing.targets.values[0]
         keys = ["model_label"] if len(ctx.models_in(results)) > 1 else []
         known = [n for names in pairing.targets.names.values() for n in names]
-        calls = picks.pick_rows(
-            results[results["stage"] == spec.stage], keys, positive, pairing.picks, known=known
-        )
+        rows = results[results["stage"] == spec.stage]
+        calls = picks.pick_rows(rows, keys, positive, pairing.picks, known=known)
+        # pick_rows keeps the rows' order: the value of each call's first-shown name.
+        calls["first_value"] = rows["target_values"].astype(str).str.split("|").str[0].to_numpy()
         descriptors = [spec.category] if spec.category else []
         items = pd.DataFrame(pairing.rows).rename(columns={pairing.item_column: "item"})
         calls = calls.merge(items[["item", *descriptors]], on="item", how="left")
@@ -114,6 +116,8 @@ class PicksKind(AnalysisKind):
             "deviate": int(shares["deviates"].sum()) if len(shares) else 0,
             "items": len(shares),
         }
+        usable = (calls["outcome"] == picks.PICKED).to_numpy()
+        validity.add_call_validity(section, ctx.name, calls, keys, usable, ctx.study.seed)
         outcomes = picks.outcome_counts(calls, keys)
         section.tables[slug(ctx.name, "outcomes")] = outcomes
         summary["outcomes"] = outcomes.to_dict("records")
@@ -202,6 +206,7 @@ class PicksKind(AnalysisKind):
             f"  calls: {sum(counts.values())}; usable {counts.get(picks.PICKED, 0)}; excluded: "
             + (", ".join(f"{o} {n}" for o, n in counts.items() if o != picks.PICKED) or "none")
         )
+        validity.print_validity(summary, console)
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         if summary.get("categories"):
@@ -210,6 +215,7 @@ class PicksKind(AnalysisKind):
             section.table(summary["comparison"], key="comparison", title="Against one pick of two")
         section.table(summary["items"], key="items", title="Per item")
         section.table(summary["outcomes"], key="outcomes", title="Calls by outcome")
+        validity.html_validity(summary, section)
         section.figure(
             slug(summary.get("name"), "items"), "Share of picks per item with 95% t intervals"
         )

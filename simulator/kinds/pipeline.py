@@ -32,6 +32,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     slug,
 )
+from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 
 figures = lazy_module("biasim.analysis.figures")
@@ -138,6 +139,7 @@ class PipelineKind(AnalysisKind):
                 seed=ctx.study.seed,
                 adjust=spec.adjust,
                 values=known,
+                pairs=[n for n in chain if stages[n].reads.matching == "pair"],  # type: ignore[union-attr]
             )
             entered = table["entered"].to_numpy()
             # A group nobody of which reached a stage has no rate and no interval there.
@@ -157,6 +159,13 @@ class PipelineKind(AnalysisKind):
                 "compounding": compound.to_dict("records"),
             }
         summary["by_group"] = by_group
+        _add_validity(
+            section,
+            ctx,
+            spec,
+            authors.assign(stage=writing),
+            readings[readings["stage"].isin(chain)],
+        )
         chosen = readings[readings["valid"] & (readings["k"] > 0)]
         summary["position_effect"] = []
         summary["choice_rates"] = {}
@@ -323,6 +332,7 @@ class PipelineKind(AnalysisKind):
                     f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
                     f"{format_p(row['p_adjusted'])}"
                 )
+        validity.print_validity(summary, console)
         if summary["exclusions"]:
             console.print(
                 "  excluded: "
@@ -360,7 +370,8 @@ class PipelineKind(AnalysisKind):
                 ],
                 note=_STAGE_NOTE.format(
                     test="the test named (permutation_within_pool: group labels shuffled "
-                    "within each pool)",
+                    "within each pool; concordant_pairs: the unit is the pair, whole authors "
+                    "swap groups within it, so only pairs picked alike in both orders count)",
                     adjust=summary["adjust"],
                 ).replace(" (rate / highest rate, ! = below four-fifths)", " (rate / highest)"),
             )
@@ -436,8 +447,31 @@ class PipelineKind(AnalysisKind):
                     Column("excluded", "excluded", "int"),
                 ],
             )
+        validity.html_validity(summary, section)
         if summary["exclusions"]:
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
+
+
+def _add_validity(
+    section: Section,
+    ctx: AnalysisContext,
+    spec: PipelineSpec,
+    authors: pd.DataFrame,
+    readings: pd.DataFrame,
+) -> None:
+    """Whose document was written (``authors``, their ``stage`` the writing stage), and whose
+    was read in a valid evaluation (``readings``), by group and stage. The applicant is the
+    unit: a failed pool or pair excludes all its documents at once, so the applicants' labels
+    are permuted within the stage (pools are drawn at random, so under no group effect any
+    applicant could have sat in any failed evaluation)."""
+    columns = ["stage", "candidate", "valid", *spec.groups]
+    frame = pd.concat([authors[columns], readings[columns]], ignore_index=True)
+    for group in spec.groups:
+        table = validity.validity_records(
+            frame, strata=["stage"], group=group, ok=frame["valid"].to_numpy(dtype=bool),
+            unit_col="candidate", unit="applicant", seed=ctx.study.seed,
+        )  # fmt: skip
+        validity.add_validity(section, ctx.name, group, table)
 
 
 def _audited(
@@ -572,11 +606,12 @@ def candidates_table(
             frames.append(
                 valid.assign(
                     advanced=valid["chosen"],
+                    author=valid["candidate"],
                     candidate=valid["candidate"] + "@" + valid["evaluation"],
                 )
             )
         else:
-            frames.append(valid.assign(advanced=valid["chosen"]))
+            frames.append(valid.assign(advanced=valid["chosen"], author=valid["candidate"]))
         expected = set(advanced[advanced].index)
     candidates = (
         pd.concat(frames, ignore_index=True) if frames else readings.iloc[0:0].assign(advanced=[])

@@ -169,6 +169,12 @@ def test_synthetic_run_recovers_the_declared_association(tmp_path: Path) -> None
     summary = json.loads((out / "summary.json").read_text())
     assert (out / "figures" / "association_items.png").stat().st_size > 10_000
     assert summary["analyses"][0]["positive"] == "female"
+    # Validity by the value named first (drawn per call), the call the unit (issue 27).
+    validity = pd.DataFrame(summary["analyses"][0]["validity"]["first_named"])
+    assert set(validity["value"]) == {"female", "male"}
+    assert (validity["n_valid"] <= validity["n_rows"]).all()
+    assert validity["validity_test"].str.contains("permutation of call labels, unit: call").all()
+    assert "valid answers by first_named at exp1_disparity: " in done.stdout
 
 
 def _declared() -> dict[str, dict[str, float]]:

@@ -131,6 +131,12 @@ def test_synthetic_run_recovers_the_declared_truth(run_dir: Path) -> None:
         se = (truth * (1 - truth) / row["n"]) ** 0.5
         assert abs(row["share"] - truth) < 3.5 * se, (experiment, row["share"])
     assert relative["exp3"]["p_value"] < 0.001
+    # Valid hiring answers by the group of the letter shown first, per experiment (issue 27).
+    validity = pd.DataFrame(summary["validity"]["first_is"])
+    assert set(validity["experiment"]) == {"exp3", "exp4"}
+    assert (validity.groupby("experiment")["value"].nunique() == 2).all()
+    assert validity["validity_test"].str.contains("unit: answer").all()
+    assert (run_dir / "tables" / "letters_validity_first_is.csv").exists()
     effects = pd.DataFrame(summary["effects"])
     exp3 = effects[effects["experiment"] == "exp3"]
     # 13 dimensions and 3 trait types, three models each (the tested one, the paper's, mixed).

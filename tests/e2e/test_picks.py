@@ -247,3 +247,8 @@ def test_the_pick_three_condition_runs_and_recovers_a_declared_preference(tmp_pa
     assert categories.loc["female", "share"] > 0.8 > 0.2 > categories.loc["male", "share"]
     assert {r["dominance"] for r in summary["comparison"]} == {"female", "male", "parity"}
     assert "s3_pick_three (picks): share of female names among 3 picks of 8" in done.stdout
+    # Every call usable: the validity by the value named first has no gap (issue 27).
+    validity = summary["validity"]["first_named"]
+    assert {r["value"] for r in validity} == {"female", "male"}
+    assert all(r["n_valid"] == r["n_rows"] and r["validity_gap"] == 0 for r in validity)
+    assert "unit: call" in validity[0]["validity_test"]

@@ -236,7 +236,7 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
         },
     ]
     data["analyses"][0]["stages"] = ["compare"]
-    out, _ = run(cli, tmp_path, data)
+    out, stdout = run(cli, tmp_path, data)
     summary = json.loads((out / "summary.json").read_text())["analyses"][0]
     (effect,) = summary["position_effect"]
     assert effect["size"] == 2 and effect["k"] == 1 and effect["n_evaluations"] == 64
@@ -249,6 +249,18 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
     stages = {r["value"]: r for r in summary["by_group"]["gender"]["stages"]}
     assert stages["female"]["entered"] == stages["male"]["entered"] == 64
     assert stages["female"]["advanced"] + stages["male"]["advanced"] == 64
+    # The pair is the unit: whole authors swap groups within their pair (item 27).
+    assert {r["test"] for r in stages.values()} == {"concordant_pairs"}
+    assert "(concordant pairs)" in stdout
+    # Validity by group and stage, the applicant the unit (one definition: analysis.refusals).
+    validity = summary["validity"]["gender"]
+    assert {(r["stage"], r["value"]) for r in validity} == {
+        (s, g) for s in ("apply", "compare") for g in ("female", "male")
+    }
+    assert all(r["n_valid"] == r["n_rows"] and r["validity_gap"] == 0 for r in validity)
+    assert all("unit: applicant" in r["validity_test"] for r in validity)
+    assert "valid answers by gender at compare: female 100.0% (64/64)" in stdout
+    assert (out / "tables" / "pipeline_validity_gender.csv").exists()
 
 
 def answered(db: Path, stage: str) -> int:

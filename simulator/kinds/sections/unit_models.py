@@ -23,8 +23,11 @@ NOTE = (
     "Odds ratio of each group against the reference, with a 95% interval that respects the "
     "unit: GEE = logistic model with the item as fixed effects and a covariance clustered on "
     "the unit; mixed = logistic model with crossed random intercepts for the unit and the item "
-    "(Bayesian, at the posterior mode). 'no' under converged: the estimate is not to be read "
-    "(see note)."
+    "(Laplace approximation, as lme4's glmer). The mixed model prints no p-value: its interval "
+    "is conditional on the estimated variances and too narrow with few units (it excluded a "
+    "true null in 12 % of simulated studies with 20 names per group), so read it as an "
+    "estimate and test with the GEE (calibrated: 3-7 %). 'no' under converged: the estimate "
+    "is not to be read (see note)."
 )
 
 

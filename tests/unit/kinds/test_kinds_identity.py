@@ -60,8 +60,14 @@ def _records_sorted(value: object) -> object:
 #: the test of a difference in DPD between a condition factor's levels
 #: (``tests/unit/analysis/test_analysis_conditions.py``, ``tests/e2e/test_persona_ablation.py``).
 #: The validity test and exclusion bounds per case (``tests/e2e/test_refusals_in_kinds.py``),
-#: the model-based estimates (``tests/unit/analysis/test_unit_models.py``).
-ADDED_TABLES = ("_condition_differences.csv", "_exclusions.csv", "_model_estimates.csv")
+#: the model-based estimates (``tests/unit/analysis/test_unit_models.py``), the rationale terms
+#: tested with the persona as the unit (``tests/unit/analysis/test_unit_terms.py``).
+ADDED_TABLES = (
+    "_condition_differences.csv",
+    "_exclusions.csv",
+    "_model_estimates.csv",
+    "_distinctive_terms_by_unit.csv",
+)
 ADDED_SUMMARY_KEYS = (
     "condition_factor",
     "condition_levels",
@@ -76,6 +82,37 @@ ADDED_COLUMNS = ("test", "unit", "n_units", "can_reject")
 #: Where names recur, each pair's validity test relabels whole names
 #: (``tests/unit/analysis/test_unit_inference.py``): the recorded email-level test is kept, renamed.
 RENAMED_VALIDITY = {"test_emails": "test", "statistic_emails": "statistic", "p_emails": "p_value"}
+
+
+#: With ``unit: name`` the four-fifths chances relabel whole names instead of drawing answers
+#: as independent binomials (``tests/unit/analysis/test_flag_chance.py``): the recorded chances
+#: are replaced by design, and the unit they resampled is named beside them.
+FLAG_CHANCE = ("p_flag_by_chance", "p_any_flag_by_chance", "min_ratio_p05")
+FLAG_UNIT = ("flag_chance_unit", "flag_chance_units")
+
+
+def _without_unit_flag_chance(table: pd.DataFrame, recorded: pd.DataFrame) -> tuple:
+    """An impact-ratio table and its recording without the chances that now relabel units."""
+    if "flag_chance_unit" not in table:
+        return table, recorded
+    replaced = [*FLAG_CHANCE] if (table["flag_chance_unit"] != "answer").any() else []
+    return table.drop(columns=[*FLAG_UNIT, *replaced]), recorded.drop(columns=replaced)
+
+
+def _without_model_flag_chance(analyses: list, recorded: list) -> None:
+    """The same in the acceptance summaries' per-model parts, in place on both sides."""
+    for analysis, before in zip(analyses, recorded, strict=True):
+        for model, part in (analysis.get("models") or {}).items():
+            unit = part.pop("flag_chance_unit", "answer")
+            if unit == "answer":
+                continue
+            for side in (part, before["models"][model]):
+                for key in FLAG_CHANCE:
+                    side.pop(key, None)
+                side["impact_ratios"] = [
+                    {k: v for k, v in r.items() if k not in (*FLAG_CHANCE, *FLAG_UNIT)}
+                    for r in side["impact_ratios"]
+                ]
 
 
 def _without_added(records: object) -> object:
@@ -106,6 +143,8 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
         actual = pd.read_csv(run / "tables" / file, keep_default_na=False)
         if file.endswith("cases.csv"):
             actual = actual.drop(columns=[c for c in ADDED_COLUMNS if c in actual])
+        if file.endswith("impact_ratios.csv"):
+            actual, expected = _without_unit_flag_chance(actual, expected)
         if file.endswith("validity_pairwise.csv") and "p_emails" in actual:
             unit_test = ["test", "p_value", "p_holm", "statistic", "unit", "n_units_a", "n_units_b"]
             actual = actual.drop(columns=unit_test).rename(columns=RENAMED_VALIDITY)
@@ -123,6 +162,10 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
         for key in ("cases", "explicit_cases"):
             if key in analysis:
                 analysis[key] = _without_added(analysis[key])
+        if isinstance(analysis.get("terms"), dict):
+            # The unit-level rationale-term test, added beside the recorded token-level terms.
+            analysis["terms"].pop("unit_test", None)
     expected = json.loads((golden / "analyses.json").read_text())
+    _without_model_flag_chance(analyses, expected)
     assert _same(_records_sorted(analyses), _records_sorted(expected)) == []
     assert STUDIES[name][0]  # the study that produced them is kept beside the test

@@ -1,0 +1,158 @@
+"""The validity test of the kinds whose answers are not one decision per persona (pipeline,
+picks, association, letter_evaluation): the share of valid answers by group, per stratum,
+tested with the design's unit by the one definition every kind uses
+(``analysis.stats.refusals.validity_rates`` and ``validity_test``, as in ``demographic_parity``,
+``acceptance`` and ``analyze --decisions``). Shown in the tables, the summary and the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+
+from biasim.analysis.stats.refusals import validity_rates, validity_test
+from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.kinds.base import Section, slug
+
+_OUTCOME = "__answer__"
+NOTE = (
+    "valid = the answer could be used; gap = largest minus smallest valid share between the "
+    "groups, tested by relabelling the unit named (a failed answer that differs by group makes "
+    "the rates among valid answers compare different people)."
+)
+
+
+def validity_records(
+    rows: pd.DataFrame,
+    *,
+    strata: list[str],
+    group: str,
+    ok: np.ndarray,
+    unit_col: str | None,
+    unit: str,
+    n_permutations: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per (stratum, group value): valid answers and their share with its Wilson
+    interval, and, the same on every row of a stratum, the gap, its p-value and the test.
+
+    Args:
+        rows: One row per answer (or per document read, for a reading stage).
+        strata: Columns tested separately (e.g. the stage, the experiment); may be empty.
+        group: The group column (its value must be the same on every row of a unit).
+        ok: Whether each row's answer was valid.
+        unit_col: Column naming the unit relabelled as a whole (None: rows are independent).
+        unit: What the unit is, as printed (``applicant``, ``call``, ...).
+    """
+    data = rows[[*strata, group, *([unit_col] if unit_col else [])]].copy()
+    data[_OUTCOME] = np.where(ok, "valid", None)
+    data[group] = data[group].astype(str)
+    frames = []
+    for key, part in data.groupby(strata, sort=False) if strata else [((), data)]:
+        table = validity_rates(part, [group], _OUTCOME, invalid=[])
+        test = validity_test(
+            part, [group], _OUTCOME, invalid=[], unit_col=unit_col,
+            n_permutations=n_permutations, seed=seed,
+        )  # fmt: skip
+        if unit_col:
+            test["validity_test"] = str(test["validity_test"]).replace(
+                f"{unit_col} labels, unit: {unit_col}", f"{unit} labels, unit: {unit}"
+            )
+        values = key if isinstance(key, tuple) else (key,)
+        frames.append(table.assign(**dict(zip(strata, values, strict=True)), **test))
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    front = [*strata, group]
+    return out[front + [c for c in out.columns if c not in front]].rename(columns={group: "value"})
+
+
+def add_validity(section: Section, name: str, key: str, table: pd.DataFrame) -> None:
+    """``<name>_validity[_<key>]`` in the tables and ``validity[key]`` in the summary."""
+    section.tables[slug(name, "validity", key)] = table
+    section.summary.setdefault("validity", {})[key] = table.to_dict("records")
+
+
+#: The summary key of the calls' validity: each call shows every target value, so the value
+#: named first (drawn at random per call) is the only group a call has.
+FIRST_NAMED = "first_named"
+
+
+def add_call_validity(
+    section: Section, name: str, rows: pd.DataFrame, strata: list[str], ok: np.ndarray, seed: int
+) -> None:
+    """Valid answers by the target value named first (``first_value``), the call (``unit_id``)
+    the unit: a call's items share its answer, so they are relabelled together."""
+    table = validity_records(
+        rows, strata=strata, group="first_value", ok=ok, unit_col="unit_id", unit="call",
+        seed=seed,
+    )  # fmt: skip
+    add_validity(section, name, FIRST_NAMED, table)
+
+
+def print_validity(summary: dict[str, Any], console: Console) -> None:
+    """One line per stratum and group column: the valid shares, the gap and its test."""
+    for key, records in summary.get("validity", {}).items():
+        for line in _lines(key, records):
+            console.print(line, highlight=False)
+
+
+def _lines(key: str, records: list[dict[str, Any]]) -> list[str]:
+    strata = [c for c in records[0] if c not in _COLUMNS] if records else []
+    out = []
+    for stratum in dict.fromkeys(tuple(r[c] for c in strata) for r in records):
+        rows = [r for r in records if tuple(r[c] for c in strata) == stratum]
+        where = f" at {', '.join(map(str, stratum))}" if stratum else ""
+        shares = ", ".join(
+            f"{r['value']} {fmt(r['validity_rate'], '.1%')} ({r['n_valid']}/{r['n_rows']})"
+            for r in rows
+        )
+        first = rows[0]
+        out.append(
+            f"  valid answers by {key}{where}: {shares}; gap {fmt(first['validity_gap'])}, "
+            f"p {_p(first['validity_p_value'])} ({first['validity_test']})"
+        )
+    return out
+
+
+def html_validity(summary: dict[str, Any], section: HtmlSection) -> None:
+    """The validity tables in the page, one per group column."""
+    for key, records in summary.get("validity", {}).items():
+        strata = [c for c in records[0] if c not in _COLUMNS] if records else []
+        section.table(
+            records,
+            key=["validity", key],
+            title=f"Valid answers by {key}",
+            columns=[
+                *[Column(c, c, "text") for c in strata],
+                Column("value", key, "text"),
+                Column("n_rows", "answers", "int"),
+                Column("n_valid", "valid", "int"),
+                Column("validity_rate", "valid share", ".3f"),
+                Column("ci_low", "95% CI", "ci", upper="ci_high"),
+                Column("validity_gap", "gap", ".3f"),
+                Column("validity_p_value", "p", ".4f"),
+                Column("validity_test", "test (unit)", "text"),
+            ],
+            note=NOTE,
+        )
+
+
+_COLUMNS = {
+    "value",
+    "n_rows",
+    "n_valid",
+    "n_excluded",
+    "validity_rate",
+    "ci_low",
+    "ci_high",
+    "validity_gap",
+    "validity_p_value",
+    "validity_test",
+}
+
+
+def _p(value: float | None) -> str:
+    if value is None or value != value:
+        return "not tested"
+    return "< 0.001" if value < 0.001 else f"= {value:.3f}"
