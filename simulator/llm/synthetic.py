@@ -91,8 +91,10 @@ class SyntheticBackend:
     @property
     def immediate(self) -> bool:
         """True when an answer needs no waiting (no declared latency): the engine may then
-        draw it in place, without the event loop or the retry layer."""
-        return not self._latency
+        draw it in place, without the event loop or the retry layer. A subclass that wraps
+        ``generate`` (a plug-in or test double) is always awaited, so its wrapper runs."""
+        overridden = type(self).generate is not SyntheticBackend.generate
+        return not self._latency and not overridden
 
     async def generate(self, request: LLMRequest) -> LLMResponse:
         """Draw an answer for ``request`` deterministically from its seed."""

@@ -14,7 +14,7 @@ from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section, without_model
 
-models = lazy_module("biasim.analysis.stats.models")
+model_tests = lazy_module("biasim.analysis.stats.models")
 
 
 def add_model_differences(
@@ -32,7 +32,7 @@ def add_model_differences(
 ) -> None:
     """Test every case and pair of models, prompts matched by ``id_col`` without its model,
     and put the table and its records into ``section`` (``<name>_model_differences``)."""
-    tests = models.model_difference_tests(
+    tests = model_tests.model_difference_tests(
         rows.assign(_match=without_model(rows, id_col)),
         model_col="model_label",
         models=models,

@@ -117,6 +117,7 @@ def test_large_gaps_are_significant_and_zero_gaps_mostly_not() -> None:
     assert cases.loc[[f"f{i}" for i in range(40)], "significant"].sum() <= 6
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_parity_false_positive_rate_is_calibrated() -> None:
     rng = np.random.default_rng(2024)
     frames = []
@@ -372,6 +373,7 @@ def test_explicit_null_mean_matches_exact_enumeration() -> None:
     assert null.mean() == pytest.approx(exact, abs=4 * null.std() / np.sqrt(sims))
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_explicit_false_positive_rate_is_sane() -> None:
     rng = np.random.default_rng(77)
     frames = []

@@ -194,6 +194,7 @@ def test_compare_shares_is_table_5() -> None:
     assert row["diff_low"] < -0.24 < row["diff_high"] < 0
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_chance_test_is_calibrated_under_a_null_with_the_study_structure() -> None:
     """Each call draws which name is shown first; the simulated model has no association but
     picks the first-shown name 70 % of the time (a position effect, which the randomised order

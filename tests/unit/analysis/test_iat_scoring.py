@@ -64,6 +64,7 @@ painful - White or Black"""
     assert np.isnan(refusal) and unpaired == 8
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_logit_slope_test_is_calibrated() -> None:
     """Decisions independent of the D score, with D distributed like the released GPT-4 runs
     (most near 1, a block at -1, the rest spread) and 617 rows: the slope's Wald test at 0.05

@@ -163,6 +163,7 @@ def test_a_category_without_hits_is_not_estimable():
     assert agentic["odds_ratio"] > 1 and not np.isnan(agentic["p_permutation"])
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_lexicon_permutation_calibration():
     rng = np.random.default_rng(11)
     rejected, fisher, sims = 0, 0, 400
@@ -253,6 +254,7 @@ def test_style_tests_give_no_test_when_every_document_has_the_same_value(recwarn
     assert out["p_paired"] < 1e-6
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_style_tests_calibration():
     rng = np.random.default_rng(5)
     sims = 1000

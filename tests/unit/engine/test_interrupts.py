@@ -94,6 +94,7 @@ SYNTHETIC_TRIALS = [
 ]
 
 
+@pytest.mark.slow  # subprocess runs stopped by signals: make test, not the fast tier
 @pytest.mark.parametrize(("signals", "gap", "after"), SYNTHETIC_TRIALS)
 def test_a_signal_stops_a_synthetic_run_cleanly_and_resume_finishes_it(
     tmp_path: Path, signals: list[int], gap: float, after: int

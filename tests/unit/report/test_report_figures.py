@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from biasim.scenarios import builtin_path
 from biasim.simulator.report.outputs import SYNTHETIC_NOTE, analyze
@@ -14,6 +15,7 @@ def _banners(figure) -> list[str]:
     return [t.get_text() for t in figure.texts if " ".join(t.get_text().split()) == SYNTHETIC_NOTE]
 
 
+@pytest.mark.slow  # a calibration or sweep: make test runs it, the fast tier does not
 def test_every_figure_of_a_synthetic_run_says_so() -> None:
     results = pd.read_parquet(GOLDEN_DIR / "li2025_small" / "results.parquet")
     study = load_study(builtin_path("li2025_decisions")).config
