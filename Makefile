@@ -23,7 +23,7 @@ run: setup
 	$(BIN)/biasim run emergency_response
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=60
 
 # The fast tier while working: lint and the unit tests (no slow calibration, real model or browser).
 check: setup
