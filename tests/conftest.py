@@ -91,3 +91,42 @@ def _no_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """The developer's own ~/.config/biasim/config.toml (allowed endpoints) never leaks into a
     test; subprocesses inherit the variable."""
     monkeypatch.setenv("BIASIM_CONFIG", str(tmp_path_factory.mktemp("cfg") / "none.toml"))
+
+
+#: Test files whose checks time things, send signals or hold locks between processes, or run
+#: the embedded model or a browser: `make test` runs them in a serial pass of their own, after
+#: the rest has run on two workers (pytest-xdist), so a busy neighbour never decides a deadline.
+SERIAL_FILES = frozenset(
+    {
+        "test_batch_runs.py",
+        "test_browser_helper.py",
+        "test_fast_failures.py",
+        "test_hostile_inputs.py",
+        "test_kill_resume.py",
+        "test_persona_ablation.py",
+        "test_pipeline_runs.py",
+        "test_progress_eta.py",
+        "test_resource_limits.py",
+        "test_signal_trials.py",
+        "test_interrupts.py",
+        "test_run_lock.py",
+        "test_progress.py",
+        "test_backends_http.py",
+        "test_loopback_llm_server.py",
+        "test_retry_and_limits.py",
+        "test_template_limits.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark the serial files' tests, the embedded-model tests and the browser tests `serial`."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if (
+            path.name in SERIAL_FILES
+            or path.parent.name == "model"
+            or item.get_closest_marker("model")
+            or item.get_closest_marker("browser")
+        ):
+            item.add_marker(pytest.mark.serial)
