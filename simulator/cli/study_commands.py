@@ -465,7 +465,8 @@ def _print_analysis_notes(config: Any, data_dir: Path) -> None:
 
     for i, spec in enumerate(config.analyses):
         for line in get_kind(spec.kind).notes(spec, data_dir):
-            out_console.print(f"{analysis_name(spec, i)}: {line}", highlight=False)
+            # soft_wrap: a long file name is printed whole, never cut into two lines.
+            out_console.print(f"{analysis_name(spec, i)}: {line}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import statsmodels.formula.api as smf
 from statsmodels.othermod.betareg import BetaModel
 
+from biasim.analysis.stats.random_intercept import fit_random_intercept
 from biasim.analysis.studies.bias_transmission import ceiling_effects
 
 #: The 13 dimensions of the paper's absolute-evaluation prompt (Table 1), as answer fields.
@@ -282,15 +282,7 @@ def _trait_fits(data: pd.DataFrame, n_permutations: int, seed: int) -> list[dict
             if model == ceiling_effects.MODEL:
                 row, note = _tested(data, n_permutations, seed)
             else:
-                fit, note = _fit(model, data)
-                row = {
-                    "model": model,
-                    "estimate": float(fit.params["_x"]) if fit is not None else np.nan,
-                    "std_error": float(fit.bse["_x"]) if fit is not None else np.nan,
-                    "statistic": float(fit.tvalues["_x"]) if fit is not None else np.nan,
-                    "p_value": float(fit.pvalues["_x"]) if fit is not None else np.nan,
-                    "units": data["_u"].nunique(),
-                }
+                row, note = _fit(model, data)
         notes = sorted({str(w.message).split(".")[0] for w in caught})
         out.append({**row, "warning": "; ".join([*([note] if note else []), *notes])})
     return out
@@ -307,21 +299,24 @@ def _tested(data: pd.DataFrame, n_permutations: int, seed: int) -> tuple[dict[st
     return ceiling_effects.tested_row(data, n_permutations=n_permutations, seed=seed), ""
 
 
-def _fit(model: str, data: pd.DataFrame) -> tuple[Any, str]:
-    """One model's fit and a note on it (``None`` and why when there is nothing to fit). The
-    mixed model's likelihood can be singular when the jobs do not differ at all (a job variance
-    of 0); its estimate is then the ordinary least squares one, which is fitted instead and
-    said so."""
+def _fit(model: str, data: pd.DataFrame) -> tuple[dict[str, Any], str]:
+    """One model's row and a note on the fit (NaN and why when there is nothing to fit)."""
+    row: dict[str, Any] = {"model": model, "units": data["_u"].nunique()}
+    empty = dict.fromkeys(("estimate", "std_error", "statistic", "p_value"), np.nan)
     sizes = data.groupby("_x").size()
     if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:
-        return None, "too few scores to fit (2 per group and 2 jobs at least)"
+        return {**row, **empty}, "too few scores to fit (2 per group and 2 jobs at least)"
     if model == "beta_job_fixed":
         try:
-            return BetaModel.from_formula("_y ~ _x + C(_c)", data).fit(disp=0), ""
+            fit = BetaModel.from_formula("_y ~ _x + C(_c)", data).fit(disp=0)
         except (np.linalg.LinAlgError, ValueError) as exc:
-            return None, f"fit failed: {exc}"
-    try:
-        return smf.mixedlm("_logit ~ _x", data, groups="_c").fit(), ""
-    except np.linalg.LinAlgError as exc:
-        note = f"mixed fit failed ({exc}): job variance taken as 0, ordinary least squares"
-        return smf.ols("_logit ~ _x", data).fit(), note
+            return {**row, **empty}, f"fit failed: {exc}"
+        values = (fit.params["_x"], fit.bse["_x"], fit.tvalues["_x"], fit.pvalues["_x"])
+        return {**row, **dict(zip(empty, map(float, values), strict=True))}, ""
+    x = np.column_stack([np.ones(len(data)), data["_x"].to_numpy()])
+    fit = fit_random_intercept(data["_logit"].to_numpy(), x, data["_c"].to_numpy())
+    values = (fit.params[1], fit.bse[1], fit.tvalues[1], fit.pvalues[1])
+    # A job variance of 0 is a legitimate estimate (jobs that do not differ); the fit is then
+    # ordinary least squares, which the reader should know.
+    note = "job variance estimated at 0: the least-squares fit" if fit.on_boundary else ""
+    return {**row, **dict(zip(empty, map(float, values), strict=True))}, note
