@@ -17,6 +17,7 @@ and, when a ``path`` is given, also written as PNG. Inputs are plain DataFrames:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import tempfile
@@ -668,9 +669,31 @@ def keep_inside(fig: Figure, *, rounds: int = 4) -> Figure:
     Returns:
         The same figure.
     """
+    if all(_clearly_fits(fig, text) for text in _titles(fig)):
+        return fig  # nothing can reach past the canvas: spare the layout pass
     with plain_text(fig):  # a label is measured as it will be drawn: never as mathtext
         _wrap_overflowing_titles(fig, rounds)
     return fig
+
+
+def _titles(fig: Figure) -> list[Any]:
+    """The figure's suptitle and each axes' three titles, those with text."""
+    titles = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        titles += [ax.title, ax._left_title, ax._right_title]
+    return [t for t in titles if t.get_text()]
+
+
+def _clearly_fits(fig: Figure, text: Text) -> bool:
+    """Whether ``text`` is at most half as wide as the space it is centred in (its axes as
+    placed before the layout, or the figure): no layout shrinks an axes by half, so it fits
+    without drawing the figure to measure it."""
+    if text.get_horizontalalignment() != "center" or text.get_position()[0] != 0.5:
+        return False
+    width_in = fig.get_size_inches()[0]
+    axes = next((ax for ax in fig.axes if text is ax.title), None)
+    room = width_in if axes is None else axes.get_position().width * width_in
+    return _width_in(text.get_text(), text.get_fontsize(), text.get_fontweight()) <= room / 2
 
 
 def _wrap_overflowing_titles(fig: Figure, rounds: int) -> None:
@@ -691,10 +714,7 @@ def _wrap_overflowing_titles(fig: Figure, rounds: int) -> None:
 
 def overflowing_titles(fig: Figure) -> list[Any]:
     """Titles (the figure's, each axes') whose box reaches past the canvas."""
-    titles = [fig._suptitle] if fig._suptitle is not None else []
-    for ax in fig.axes:
-        titles += [ax.title, ax._left_title, ax._right_title]
-    return [t for t in titles if t.get_text() and not _inside(t.get_window_extent(), fig.bbox)]
+    return [t for t in _titles(fig) if not _inside(t.get_window_extent(), fig.bbox)]
 
 
 def _inside(box: Any, canvas: Any, slack: float = 0.5) -> bool:
@@ -768,16 +788,17 @@ def _case_tick(key: tuple[Any, ...], targets: Mapping[str, str] | None) -> str:
     return "\n".join(parts)
 
 
-def _width_in(text: str, size: float = TICK_FONT_SIZE, weight: str = "normal") -> float:
+def _width_in(text: str, size: float = TICK_FONT_SIZE, weight: str | int = "normal") -> float:
     """Width in inches of the widest line of ``text`` in the default font at ``size``."""
+    return max(_line_width_in(line, float(size), weight) for line in text.split("\n"))
+
+
+@functools.lru_cache(maxsize=8192)
+def _line_width_in(line: str, size: float, weight: str | int) -> float:
+    """One line's width; cached because the same labels and banner lines are measured for
+    every figure of a run (uncached, wrapping the banner was a third of drawing a figure)."""
     font = FontProperties(size=size, weight=weight)
-    return (
-        max(
-            _TEXT_PATH.get_text_width_height_descent(line, font, ismath=False)[0]
-            for line in text.split("\n")
-        )
-        / 72
-    )
+    return _TEXT_PATH.get_text_width_height_descent(line, font, ismath=False)[0] / 72
 
 
 def _legend_columns(handles: Sequence[Any], width_in: float) -> int:
