@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, sparse
+from scipy import linalg, optimize, sparse
 from scipy.sparse.linalg import splu
 from scipy.special import expit
 
@@ -53,8 +53,11 @@ def _factor_dummies(codes: list[np.ndarray]) -> tuple[sparse.csr_matrix, np.ndar
 
 
 def _newton(a, n, k, penalty, start):
-    """Mode of the penalised binomial log likelihood; returns (params, hessian, value, ok)."""
+    """Mode of the penalised binomial log likelihood; returns (params, hessian, value, ok).
+    ``a`` is a dense array (small designs, where sparse factorisation costs more than it saves)
+    or a sparse matrix; the Hessian returned is of the same kind."""
     gamma = start.copy()
+    dense = isinstance(a, np.ndarray)
 
     def value(g: np.ndarray) -> float:
         eta = a @ g
@@ -65,8 +68,13 @@ def _newton(a, n, k, penalty, start):
         eta = a @ gamma
         mu = expit(eta)
         grad = a.T @ (k - n * mu) - penalty * gamma
-        hess = (a.T @ sparse.diags(n * mu * (1 - mu)) @ a + sparse.diags(penalty)).tocsc()
-        step = splu(hess).solve(grad)
+        weight = n * mu * (1 - mu)
+        if dense:
+            hess = a.T @ (weight[:, None] * a) + np.diag(penalty)
+            step = linalg.solve(hess, grad, assume_a="pos")
+        else:
+            hess = (a.T @ sparse.diags(weight) @ a + sparse.diags(penalty)).tocsc()
+            step = splu(hess).solve(grad)
         scale = 1.0
         while scale > 1e-6:
             candidate = gamma + scale * step
@@ -80,6 +88,17 @@ def _newton(a, n, k, penalty, start):
     return gamma, hess, current, False
 
 
+def _logdet(block) -> float:
+    """Log determinant of a positive definite block, dense or sparse."""
+    if isinstance(block, np.ndarray):
+        return float(np.linalg.slogdet(block)[1])
+    return float(np.log(np.abs(splu(block.tocsc()).U.diagonal())).sum())
+
+
+#: Designs up to this many columns (fixed plus random effects) are solved with dense algebra.
+_DENSE_COLUMNS = 600
+
+
 def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndarray) -> GlmmFit:
     """Fit the model to cells with ``n`` trials and ``k`` successes.
 
@@ -90,6 +109,8 @@ def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndar
     """
     z, owner = _factor_dummies(factors)
     a = sparse.hstack([sparse.csr_matrix(x), z]).tocsr()
+    if a.shape[1] <= _DENSE_COLUMNS:
+        a = a.toarray()
     p = x.shape[1]
     n, k = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
     state = {"gamma": np.zeros(a.shape[1]), "ok": True}
@@ -98,8 +119,7 @@ def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndar
         var = np.exp(2 * np.clip(log_sd, *_LOG_SD))
         penalty = np.r_[np.zeros(p), 1 / var[owner]]
         gamma, hess, value, ok = _newton(a, n, k, penalty, state["gamma"])
-        lu = splu(hess[p:, p:].tocsc())
-        logdet = np.log(np.abs(lu.U.diagonal())).sum()
+        logdet = _logdet(hess[p:, p:])
         return gamma, hess, ok, value - 0.5 * np.log(var[owner]).sum() - 0.5 * logdet
 
     def objective(log_sd: np.ndarray) -> float:
@@ -115,7 +135,10 @@ def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndar
         options={"xatol": 1e-3, "fatol": 1e-7},
     )
     gamma, hess, ok, _ = laplace(search.x)
-    cov = np.linalg.inv(hess.toarray())[:p, :p] if a.shape[1] <= 3000 else _fixed_cov(hess, p)
+    if isinstance(hess, np.ndarray):
+        cov = np.linalg.inv(hess)[:p, :p]
+    else:
+        cov = np.linalg.inv(hess.toarray())[:p, :p] if a.shape[1] <= 3000 else _fixed_cov(hess, p)
     messages = [
         m for m, bad in (("variance search", not search.success), ("Newton", not ok)) if bad
     ]
