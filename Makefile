@@ -24,7 +24,7 @@ run: setup
 
 # Two workers for most of the suite, then a serial pass for what times things (tests/conftest.py).
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not serial" --durations=40
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not serial" --durations=60
 	$(BIN)/python -m pytest -q -m serial --durations=20
 
 # The fast tier while working: lint and the unit tests (no slow calibration, real model or browser).
