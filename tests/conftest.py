@@ -115,6 +115,7 @@ SERIAL_FILES = frozenset(
         "test_loopback_llm_server.py",
         "test_retry_and_limits.py",
         "test_template_limits.py",
+        "test_multi_server.py",
     }
 )
 

@@ -117,26 +117,7 @@ class AiohttpTransport:
             BackendError: HTTP error statuses (with ``Retry-After``), connection failures with
                 their reason, bodies cut short.
         """
-        session = self._session or self._open()
-        url = self._url(server, path)
-        try:
-            async with session.post(
-                url,
-                data=orjson.dumps(body),
-                proxy=self._proxies[server],
-                # As the SDK: a redirected POST would reach the server as a GET.
-                allow_redirects=False,
-            ) as response:
-                raw = await response.read()
-                if response.status >= 300:
-                    raise _status_error(response.status, raw, response.headers, self._secret())
-                return raw
-        except BackendError:
-            raise
-        except (aiohttp.ClientError, OSError) as exc:
-            # A connect timeout is a TimeoutError too, but not the retry layer's: it is mapped
-            # here like any other failed connection.
-            raise connection_error(exc, self._secret()) from exc
+        return await self._send("POST", server, path, orjson.dumps(body))
 
     async def get(self, server: int, path: str) -> bytes:
         """GET ``path`` under server number ``server`` (a batch's state or results file).
@@ -165,6 +146,7 @@ class AiohttpTransport:
     async def _send(
         self, method: str, server: int, path: str, data: Any = None, content_type: str = ""
     ) -> bytes:
+        """One request; ``content_type`` replaces the session's JSON one (a multipart form)."""
         session = self._session or self._open()
         headers = {"Content-Type": content_type} if content_type else None
         try:
@@ -174,6 +156,7 @@ class AiohttpTransport:
                 data=data,
                 headers=headers,
                 proxy=self._proxies[server],
+                # As the SDK: a redirected POST would reach the server as a GET.
                 allow_redirects=False,
             ) as response:
                 raw = await response.read()
@@ -183,6 +166,8 @@ class AiohttpTransport:
         except BackendError:
             raise
         except (aiohttp.ClientError, OSError) as exc:
+            # A connect timeout is a TimeoutError too, but not the retry layer's: it is mapped
+            # here like any other failed connection.
             raise connection_error(exc, self._secret()) from exc
 
     async def aclose(self) -> None:
