@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from scipy import stats
 
 from biasim.analysis.stats.parity import (
     critical_value,
@@ -467,6 +466,8 @@ def implicit_vs_explicit(
     implicit = {_key_tuple(k): g for k, g in implicit_cases.groupby(keys, sort=True)}
     explicit = {_key_tuple(k): g for k, g in explicit_cases.groupby(keys, sort=True)}
     empty = pd.DataFrame({"dpd": pd.Series(dtype=float), "significant": pd.Series(dtype=bool)})
+    from scipy import stats  # here, not at the top: validating a study never needs scipy.stats
+
     rows = []
     for key in sorted(set(implicit) | set(explicit)):
         imp, exp = implicit.get(key, empty), explicit.get(key, empty)

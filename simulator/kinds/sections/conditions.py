@@ -10,10 +10,13 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from biasim.analysis.stats.conditions import condition_difference_tests
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
+
+# Lazy: it brings scipy.stats, which validating a study never needs.
+conditions = lazy_module("biasim.analysis.stats.conditions")
 
 _NOTE = (
     "spread = largest - smallest DPD over the conditions compared. p = permutation test: each "
@@ -51,7 +54,7 @@ def add_condition_differences(
         if c != condition and c in answered
     ]
     agent = answered.groupby(keys, dropna=False, sort=False).ngroup()
-    tests = condition_difference_tests(
+    tests = conditions.condition_difference_tests(
         answered.assign(_hit=answered["_hit"].astype(bool), _agent=agent),
         condition_col=condition,
         conditions=levels,
