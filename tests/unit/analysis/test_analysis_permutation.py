@@ -319,10 +319,11 @@ def test_joint_test_rejects_at_its_level_when_names_recur_across_roles() -> None
 @pytest.mark.slow
 def test_dpd_by_name_rejects_at_its_level_where_the_binomial_null_does_not() -> None:
     """The DPD's binomial null treats each answer as independent: with names that recur across
-    roles it rejects almost always under no group effect. Relabelling names keeps the level."""
+    roles it rejects almost always under no group effect. Relabelling names keeps the level
+    (500 null studies: a rate of 5 % lies in 3-7 % with 96 % probability)."""
     rng = np.random.default_rng(3)
     by_name, binomial = [], []
-    for study in range(1000):
+    for study in range(500):
         df = name_study(rng, names=10, roles=12, invalid=0.05)
         common = {"positive": "accept", "n_permutations": 50, "n_simulations": 499, "seed": study}
         by_name.append(
