@@ -181,7 +181,8 @@ def _redact_name(text: str, name: str | None) -> str:
 
 
 def _email_judge_prompt(email: str) -> str:
-    return _ENV.from_string(JUDGE_PROMPT).render(email=email)
+    # Compiled once: a study renders it for every agent (validate dry-renders them all).
+    return compile_template(JUDGE_PROMPT).render(email=email)
 
 
 # Pure helpers a study may call: `redact_name(text, persona.name)` hides the applicant's name
