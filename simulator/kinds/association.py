@@ -17,9 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis.studies.bias_transmission import association
-from biasim.analysis.studies.bias_transmission.figures import plot_item_shares
 from biasim.simulator.common.html import HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -30,6 +29,10 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.sections import validity
+
+# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
+association = lazy_module("biasim.analysis.studies.bias_transmission.association")
+transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
 
 
 class AssociationSpec(AnalysisSpec):
@@ -168,7 +171,7 @@ class AssociationKind(AnalysisKind):
             section.tables[slug(ctx.name, "comparison")] = compared
             summary["comparison"] = compared.to_dict("records")
             summary["compare"] = list(spec.compare)
-        section.figures[slug(ctx.name, "items")] = plot_item_shares(
+        section.figures[slug(ctx.name, "items")] = transmission_figures.plot_item_shares(
             shares,
             panel=spec.by,
             category=spec.category,

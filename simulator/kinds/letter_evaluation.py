@@ -25,10 +25,10 @@ from rich.text import Text
 
 from biasim.analysis.stats.parity import wilson_interval
 from biasim.analysis.stats.units import unit_label
-from biasim.analysis.studies.bias_transmission import association, ceiling_effects, traits
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
-from biasim.analysis.studies.bias_transmission.figures import plot_trait_differences
+from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
 from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -39,6 +39,12 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
+
+# Lazy: they bring scipy.stats, statsmodels and matplotlib, which validating a study never needs.
+association = lazy_module("biasim.analysis.studies.bias_transmission.association")
+ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling_effects")
+traits = lazy_module("biasim.analysis.studies.bias_transmission.traits")
+transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
 
 #: Recorded variables naming what each shown letter is.
 FIRST, SECOND = "first_is", "second_is"
@@ -62,7 +68,7 @@ class AbsoluteSpec(Strict):
 
     stage: str
     traits: list[str] = Field(
-        default_factory=lambda: list(traits.DIMENSIONS), description="Integer score fields."
+        default_factory=lambda: list(DIMENSIONS), description="Integer score fields."
     )
 
 
@@ -76,7 +82,7 @@ class Compared(Strict):
 def trait_types_field() -> Any:
     """The `trait_types` option shared by the letter kinds (Tables 8-9's trait types)."""
     return Field(
-        default_factory=lambda: {k: list(v) for k, v in traits.TRAIT_TYPES.items()},
+        default_factory=lambda: {k: list(v) for k, v in TRAIT_TYPES.items()},
         description="Trait type -> its dimensions, each type scored as their mean per letter "
         "(Tables 8-9). The default grouping is biasim's assumption: the paper does not list it.",
     )
@@ -397,6 +403,6 @@ def _absolute(
     if differences:
         diff = pd.concat(differences, ignore_index=True)
         section.tables[slug(ctx.name, "trait_differences")] = diff
-        section.figures[slug(ctx.name, "trait_differences")] = plot_trait_differences(
-            diff, panel=spec.by, cluster=spec.cluster
+        section.figures[slug(ctx.name, "trait_differences")] = (
+            transmission_figures.plot_trait_differences(diff, panel=spec.by, cluster=spec.cluster)
         )

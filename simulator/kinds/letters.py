@@ -19,10 +19,10 @@ import yaml
 from pydantic import Field, field_validator
 from rich.text import Text
 
-from biasim.analysis.studies.letters.tables import NO_PARTNER, letter_tables, partner_missing
 from biasim.analysis.text.letter_text import generation_failure
 from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
 from biasim.analysis.text.weat import salient_weat
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from biasim.simulator.common.html import HtmlSection
+
+# Lazy: it brings scipy.stats, which validating a study never needs.
+letters_tables = lazy_module("biasim.analysis.studies.letters.tables")
 
 INVALID = "invalid answer"
 #: The level the report checks reachable p-values against.
@@ -321,7 +324,7 @@ class LettersKind(AnalysisKind):
         embed, word_sets = self._weat_inputs(spec, ctx) if models else (None, None)
         for model in models:
             part = kept[kept["model_label"] == model].reset_index(drop=True)
-            out = letter_tables(
+            out = letters_tables.letter_tables(
                 part,
                 text_col="letter",
                 group_col=spec.group,
@@ -638,9 +641,12 @@ def _letters_with_exclusions(
             f"{p}/{i}/r{r}"
             for p, i, r in zip(rows[spec.pair], rows["agent_index"], rows["replicate"], strict=True)
         ]
-        lone = partner_missing(
+        lone = letters_tables.partner_missing(
             rows, [r is None for r in reasons], ["model_label", pair_col], spec.group, groups
         )
-        reasons = [NO_PARTNER if alone else r for r, alone in zip(reasons, lone, strict=True)]
+        reasons = [
+            letters_tables.NO_PARTNER if alone else r
+            for r, alone in zip(reasons, lone, strict=True)
+        ]
     rows = rows.assign(letter=texts, excluded=reasons)
     return rows, reasons, pair_col

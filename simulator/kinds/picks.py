@@ -17,10 +17,9 @@ from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from biasim.analysis.studies.bias_transmission import association, picks
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
-from biasim.analysis.studies.bias_transmission.figures import plot_item_shares
 from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.association import _records_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -31,6 +30,11 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.sections import validity
+
+# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
+association = lazy_module("biasim.analysis.studies.bias_transmission.association")
+picks = lazy_module("biasim.analysis.studies.bias_transmission.picks")
+transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
 
 
 class PicksSpec(AnalysisSpec):
@@ -144,7 +148,7 @@ class PicksKind(AnalysisKind):
             summary["comparison"] = compared.to_dict("records")
             summary["compare_with"] = spec.compare_with
         if len(shares):
-            section.figures[slug(ctx.name, "items")] = plot_item_shares(
+            section.figures[slug(ctx.name, "items")] = transmission_figures.plot_item_shares(
                 shares,
                 panel=keys[0] if keys else None,
                 category=spec.category,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis.stats import counterfactual, multiple, pipeline
+from biasim.analysis.stats import multiple
 from biasim.analysis.stats.parity import wilson_interval
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
@@ -35,7 +35,10 @@ from biasim.simulator.kinds.base import (
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 
+# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
+counterfactual = lazy_module("biasim.analysis.stats.counterfactual")
 figures = lazy_module("biasim.analysis.figures")
+pipeline = lazy_module("biasim.analysis.stats.pipeline")
 
 
 class PipelineSpec(AnalysisSpec):

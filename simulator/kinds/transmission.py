@@ -21,14 +21,10 @@ from rich.text import Text
 
 from biasim.analysis.stats.parity import wilson_interval
 from biasim.analysis.stats.units import unit_label
-from biasim.analysis.studies.bias_transmission import association, ceiling_effects, traits
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
-from biasim.analysis.studies.bias_transmission.figures import (
-    plot_item_shares,
-    plot_trait_differences,
-)
-from biasim.analysis.studies.hiring_emails.email_outcomes import names_after_redaction
+from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS
 from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds import transmission_extras as extras
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -40,6 +36,13 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types, trait_types_field
 from biasim.simulator.study.fields import Strict
+
+# Lazy: they bring scipy.stats, statsmodels and matplotlib, which validating a study never needs.
+association = lazy_module("biasim.analysis.studies.bias_transmission.association")
+ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling_effects")
+traits = lazy_module("biasim.analysis.studies.bias_transmission.traits")
+transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
+email_outcomes = lazy_module("biasim.analysis.studies.hiring_emails.email_outcomes")
 
 
 class AssociationShares(Strict):
@@ -68,7 +71,7 @@ class TransmissionSpec(AnalysisSpec):
     cluster: str = Field("job", description="Recorded variable naming the job.")
     relative: list[str] = Field(default_factory=list, description="Pair reading stages.")
     absolute: str | None = Field(None, description="A single reading stage with the scores.")
-    traits: list[str] = Field(default_factory=lambda: list(traits.DIMENSIONS))
+    traits: list[str] = Field(default_factory=lambda: list(DIMENSIONS))
     trait_types: dict[str, list[str]] = trait_types_field()
     describe: list[str] = Field(
         default_factory=list,
@@ -363,7 +366,7 @@ def _relative(
     )
     section.tables[slug(ctx.name, "hires_by_category")] = by_category
     section.tables[slug(ctx.name, "hires_by_job")] = by_job
-    section.figures[slug(ctx.name, "hires")] = plot_item_shares(
+    section.figures[slug(ctx.name, "hires")] = transmission_figures.plot_item_shares(
         by_job.assign(ci_low=by_job["boot_low"], ci_high=by_job["boot_high"]),
         panel="stage",
         category=spec.category,
@@ -384,7 +387,7 @@ def _leaks(
     counted per group in the summary: a redacted comparison showing one is left out."""
     writing = results[(results["stage"] == spec.writing) & results["valid"].fillna(False)]
     own = writing["persona_name"].fillna("").astype(str)
-    found = names_after_redaction(
+    found = email_outcomes.names_after_redaction(
         writing["text"].fillna("").astype(str).tolist(),
         own.tolist(),
         sorted(set(own) - {""}),
@@ -447,8 +450,10 @@ def _absolute(
             difference=lambda d: d[others[0]] - d[spec.reference],
             label=f"{others[0]} - {spec.reference}",
         )
-        section.figures[slug(ctx.name, "trait_differences")] = plot_trait_differences(
-            differences.dropna(subset=["difference"]), panel="stage", cluster=spec.cluster
+        section.figures[slug(ctx.name, "trait_differences")] = (
+            transmission_figures.plot_trait_differences(
+                differences.dropna(subset=["difference"]), panel="stage", cluster=spec.cluster
+            )
         )
     section.summary["effects"] = effects.to_dict("records")
     section.summary["trait_means"] = means.to_dict("records")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from rich.console import Console
 
-from biasim.analysis.studies.bias_transmission import hiring_summaries
 from biasim.analysis.text import terms, unit_terms
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     Section,
@@ -26,6 +26,9 @@ from biasim.simulator.kinds.base import (
 
 if TYPE_CHECKING:
     from biasim.simulator.kinds.transmission import TransmissionSpec
+
+# Lazy: it brings scipy.stats, which validating a study never needs.
+hiring_summaries = lazy_module("biasim.analysis.studies.bias_transmission.hiring_summaries")
 
 #: Built-in data files (``scenarios/data``), where a bare association file name is looked for.
 BUILTIN_DATA = Path(str(resources.files("biasim.scenarios"))) / "data"

@@ -13,6 +13,7 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from biasim.analysis.studies.hiring_emails.judge_prompt import JUDGE_PROMPT
 from biasim.analysis.text.redaction import redact_names
 from biasim.simulator.study import template_limits as limits
 from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE
@@ -180,15 +181,14 @@ def _redact_name(text: str, name: str | None) -> str:
 
 
 def _email_judge_prompt(email: str) -> str:
-    from biasim.analysis.studies.hiring_emails.email_outcomes import JUDGE_PROMPT
-
-    return _ENV.from_string(JUDGE_PROMPT).render(email=email)
+    # Compiled once: a study renders it for every agent (validate dry-renders them all).
+    return compile_template(JUDGE_PROMPT).render(email=email)
 
 
 # Pure helpers a study may call: `redact_name(text, persona.name)` hides the applicant's name
 # (whole word, possessives) before a judge reads an email; `email_judge_prompt(email)` is the
-# hiring-outcome judge's prompt, defined once beside the hiring-email classifiers
-# (imported on first use: they need scikit-learn).
+# hiring-outcome judge's prompt, defined once beside the hiring-email classifiers (in a module of
+# its own: they bring scikit-learn).
 _ENV.globals.update(redact_name=_redact_name, email_judge_prompt=_email_judge_prompt)
 _ENV.filters["with_article"] = _bounded_filter(with_article)
 

@@ -18,9 +18,9 @@ Scores are mapped into (0, 1) by ``y = (score - 1) / 99`` and Smithson & Verkuil
 squeeze ``(y (n - 1) + 0.5) / n`` (n = scores in the fit), since a beta model cannot take 0 or 1.
 
 The paper also reports three trait types (hireability, competency, warmth; Tables 8-9) without
-saying which dimensions form each: :data:`TRAIT_TYPES` is biasim's grouping, and a type's score
-is the mean of its dimensions per evaluation (one score per letter, not its dimensions stacked,
-which would count one letter several times), fitted by the same two models.
+saying which dimensions form each: :data:`.trait_dimensions.TRAIT_TYPES` is biasim's grouping,
+and a type's score is the mean of its dimensions per evaluation (one score per letter, not its
+dimensions stacked, which would count one letter several times), fitted by the same two models.
 """
 
 from __future__ import annotations
@@ -36,36 +36,6 @@ from statsmodels.othermod.betareg import BetaModel
 from biasim.analysis.stats.random_intercept import fit_random_intercept
 from biasim.analysis.studies.bias_transmission import ceiling_effects
 
-#: The 13 dimensions of the paper's absolute-evaluation prompt (Table 1), as answer fields.
-DIMENSIONS = (
-    "hireability",
-    "confidence",
-    "work_ethic",
-    "ambition",
-    "problem_solving",
-    "competency",
-    "trustworthiness",
-    "friendliness",
-    "creativity",
-    "teamwork",
-    "communication",
-    "promoted",
-    "salary",
-)
-#: The paper's three trait types (section 5, Tables 8-9) as means of dimensions. The paper does
-#: not say which dimensions form each type: this grouping is biasim's assumption.
-TRAIT_TYPES: dict[str, tuple[str, ...]] = {
-    "hireability": ("hireability", "promoted", "salary"),
-    "competency": (
-        "confidence",
-        "work_ethic",
-        "ambition",
-        "problem_solving",
-        "competency",
-        "creativity",
-    ),
-    "warmth": ("trustworthiness", "friendliness", "teamwork", "communication"),
-}
 #: Why a trait score was excluded.
 MISSING = "missing dimension"
 NOT_A_NUMBER = "not a number"
@@ -135,7 +105,7 @@ def type_scores(
 
     Args:
         frame: One row per evaluation, a column per trait.
-        types: Trait type -> its member dimensions (e.g. :data:`TRAIT_TYPES`).
+        types: Trait type -> its member dimensions (e.g. :data:`.trait_dimensions.TRAIT_TYPES`).
         keys: Columns kept (e.g. ``job``, ``gender``); exclusions are counted by them.
         low: Lowest valid score.
         high: Highest valid score.

@@ -20,8 +20,6 @@ from scipy import stats
 
 from biasim.analysis.figures import _finish
 
-#: Columns of a human-ratings CSV.
-TEXT, RATING = "text", "rating"
 #: Fewest rated texts a correlation is reported on (the interval needs n > 3).
 MIN_RATED = 4
 

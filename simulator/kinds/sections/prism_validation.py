@@ -10,12 +10,14 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from biasim.analysis.studies.prism.validation import RATING, TEXT
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import fmt
 from biasim.simulator.kinds.base import Section, slug
 
+#: Columns of a human-ratings CSV (the analysis module, which brings scipy.stats and matplotlib,
+#: is imported only to correlate: validating a study reads the file, never correlates).
+TEXT, RATING = "text", "rating"
 CAPTION = "PRISM scores against human ratings of the same texts (the paper's Figure 4a)"
 
 

@@ -29,7 +29,6 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint, proportions_ztest
 
 from biasim.analysis.studies.hiring_emails.email_outcomes import (
-    JUDGE_PROMPT,
     LABELS,
     STARTER_LABELS,
     RuleClassifier,
@@ -40,6 +39,7 @@ from biasim.analysis.studies.hiring_emails.email_outcomes import (
     redact_names,
     validity_by_group,
 )
+from biasim.analysis.studies.hiring_emails.judge_prompt import JUDGE_PROMPT
 from tests.paths import SHARED
 
 #: The papers and reference data beside the repository (tests skip when absent).
