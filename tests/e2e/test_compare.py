@@ -37,7 +37,7 @@ design:
 """
 
 
-def _run(tmp_path: Path, name: str, models: str, agents: int = 30) -> Path:
+def _run(tmp_path: Path, name: str, models: str, agents: int = 60) -> Path:
     study = tmp_path / f"{name}.yaml"
     study.write_text(
         STUDY.format(base=builtin_path("li2025_decisions"), models=models, agents=agents)
@@ -51,7 +51,7 @@ def _plain(tmp_path: Path, name: str, variant: str) -> Path:
     """The variant's answers declared on the role itself: a run with no model list, as
     `biasim run STUDY --backend ... --model ...` makes."""
     synthetic = variant[variant.index("synthetic:") + len("synthetic:") : -1].strip()
-    text = STUDY.format(base=builtin_path("li2025_decisions"), models="", agents=30)
+    text = STUDY.format(base=builtin_path("li2025_decisions"), models="", agents=60)
     text = text.replace("    models: []\n", f"    synthetic: {synthetic}\n")
     study = tmp_path / f"{name}.yaml"
     study.write_text(text)
@@ -131,7 +131,7 @@ def test_the_declared_difference_is_found(runs) -> None:
     (row,) = contextualized.to_dict("records")
     assert (row["model_a"], row["model_b"]) == ("fair", "biased")
     assert row["dpd_b"] > 0.4 and row["p_adjusted"] < 0.01
-    assert row["n_matched"] == 90  # 30 agents x 3 genders, answered by both models
+    assert row["n_matched"] == 180  # 60 agents x 3 genders, answered by both models
     wide = pd.read_csv(runs["both"] / "tables" / "decisions_cases_by_model.csv")
     assert {"dpd_fair", "p_value_fair", "dpd_biased", "p_value_biased"} <= set(wide.columns)
 
@@ -166,7 +166,7 @@ def test_runs_of_different_studies_are_refused_unless_forced(runs, cli) -> None:
     refused = cli.invoke(app, ["compare", str(runs["fair"]), str(runs["fewer"]), "--out", str(out)])
     assert refused.exit_code == 2
     stderr = " ".join(refused.stderr.split())
-    assert "not of the same study" in stderr and "design.agents_per_value: 30 vs 20" in stderr
+    assert "not of the same study" in stderr and "design.agents_per_value: 60 vs 20" in stderr
     assert not out.exists()  # nothing half-written
     forced = cli.invoke(
         app, ["compare", str(runs["fair"]), str(runs["fewer"]), "--out", str(out), "--force"]
