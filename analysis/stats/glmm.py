@@ -95,8 +95,10 @@ def _logdet(block) -> float:
     return float(np.log(np.abs(splu(block.tocsc()).U.diagonal())).sum())
 
 
-#: Designs up to this many columns (fixed plus random effects) are solved with dense algebra.
-_DENSE_COLUMNS = 600
+#: Designs whose dense Hessian costs at most this many multiply-adds (rows x columns^2) are
+#: solved with dense algebra; above it the sparse factorisation is faster (measured: 5,904
+#: cells x 160 columns took 34 s dense, 2.4 s sparse; 150 x 41 took 0.08 s dense, 0.37 s sparse).
+_DENSE_WORK = 2_000_000
 
 
 def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndarray) -> GlmmFit:
@@ -109,7 +111,7 @@ def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndar
     """
     z, owner = _factor_dummies(factors)
     a = sparse.hstack([sparse.csr_matrix(x), z]).tocsr()
-    if a.shape[1] <= _DENSE_COLUMNS:
+    if a.shape[0] * a.shape[1] ** 2 <= _DENSE_WORK:
         a = a.toarray()
     p = x.shape[1]
     n, k = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
