@@ -317,7 +317,7 @@ def test_the_built_in_pipeline_runs_on_the_embedded_model(tmp_path: Path, cli) -
     study = tmp_path / "small.yaml"
     study.write_text(
         "extends: hiring_pipeline\n"
-        "roles:\n  applicant: {max_tokens: 60}\n"
+        "roles:\n  applicant: {max_tokens: 30}\n"
         "design:\n  agents_per_value: 2\n"
         "  factors:\n    job: {software_engineer: null, registered_nurse: null}\n"
     )

@@ -164,11 +164,11 @@ def _ablation_study(rng: np.random.Generator, lift: float = 0.0, per: int = 20) 
 
 @pytest.mark.slow
 def test_calibrated_under_a_null_with_agent_effects_replicates_and_strata() -> None:
-    """1,000 simulated ablations of 50 agents per group in which the condition changes
+    """500 simulated ablations of 50 agents per group in which the condition changes
     nothing: every comparison rejects 3-7 % at alpha 0.05 (tested in the first scenario; the
     agents, with their own propensities, also answer in the second)."""
     rng = np.random.default_rng(2025)
-    n_studies = 1000
+    n_studies = 500
     rejected: dict[str, int] = {}
     for study in range(n_studies):
         table = condition_difference_tests(

@@ -101,10 +101,10 @@ def _hiring_study(rng: np.random.Generator) -> pd.DataFrame:
 @pytest.mark.parametrize("structure", ["decisions", "hiring"])
 def test_calibrated_under_the_null(structure: str) -> None:
     """Both models answer each prompt alike (groups differ, prompts differ a lot): the test
-    at alpha 0.05 rejects 3-7 % of 1,000 simulated studies."""
+    at alpha 0.05 rejects 3-7 % of 500 simulated studies."""
     rng = np.random.default_rng(20261123)
     rejected = 0
-    n_studies = 1000
+    n_studies = 500
     for i in range(n_studies):
         if structure == "decisions":
             df, match = _decision_study(rng), "agent"

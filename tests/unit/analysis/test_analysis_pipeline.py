@@ -594,15 +594,15 @@ def test_within_pool_permutation_test_is_calibrated():
     # 100 pools of 8 drawn from a population with four groups of unequal size; the top 3 of
     # each pool by a score with a pool-level random effect and no group effect advance. The
     # 199-permutation test rejects at most 10/200 = 5 % for a continuous statistic (ties in
-    # the DPD only make it conservative). 1000 studies put the rate's sd at 0.007, so the
-    # [0.03, 0.07] band is about 3 sd either side.
+    # the DPD only make it conservative). 500 studies put the rate's sd at 0.0097, so the
+    # [0.03, 0.07] band is about 2 sd either side.
     rng = np.random.default_rng(20240601)
     groups = np.array(["A", "B", "C", "D"])
     n_pools, pool, k = 100, 8, 3
     cluster = np.repeat([f"p{i}" for i in range(n_pools)], pool)
     candidate = [f"c{i}" for i in range(n_pools * pool)]
     p_values = []
-    for study in range(1000):
+    for study in range(500):
         race = rng.choice(groups, size=n_pools * pool, p=[0.4, 0.3, 0.2, 0.1])
         score = np.repeat(rng.normal(size=n_pools), pool) + rng.normal(size=n_pools * pool)
         # Rank within each pool: top k of every consecutive block of 8.
@@ -627,12 +627,12 @@ def test_concordant_pair_test_is_calibrated_under_applicant_quality(differ):
     # 40 pairs shown in both orders, applicant quality sd 2 on the logit (both showings of an
     # author share it), a position effect and no group effect. The groups are the axis the
     # pairs differ in (one A and one B each) or another axis drawn independently (three
-    # values; a pair may share one). 1000 studies, 199 swaps each: [0.03, 0.07] is about
-    # 3 sd either side of 0.05. The shuffle of labels among a pair's four showings rejects
+    # values; a pair may share one). 500 studies, 199 swaps each: [0.03, 0.07] is about
+    # 2 sd either side of 0.05. The shuffle of labels among a pair's four showings rejects
     # 16-30 % here, as it did end to end.
     rng = np.random.default_rng(20261126)
     p_values, shuffled = [], []
-    for study in range(1000):
+    for study in range(500):
         if differ:
             groups = np.array([["A", "B"]] * 40)
         else:
@@ -656,12 +656,12 @@ def test_mcnemar_exact_is_calibrated():
     # probability 2 E[p (1 - p)] = 0.4. The exact test is conservative: its size given D
     # discordant pairs is about 0.035 at D = 100 and 0.04 at D = 200. With 800 documents
     # (D about 320) the expected size is 0.044 (computed by summing the exact size over the
-    # binomial distribution of D); 2000 studies put the estimate's sd at 0.0046.
+    # binomial distribution of D); 1000 studies put the estimate's sd at 0.0065.
     rng = np.random.default_rng(7)
     n_docs, p_values = 800, []
     documents = np.repeat([f"d{i}" for i in range(n_docs)], 2)
     variants = np.tile(["Emily", "Lakisha"], n_docs)
-    for _ in range(2000):
+    for _ in range(1000):
         propensity = np.repeat(rng.beta(2, 2, size=n_docs), 2)
         outcome = rng.random(2 * n_docs) < propensity
         frame = pd.DataFrame({"document": documents, "variant": variants, "outcome": outcome})
@@ -678,7 +678,7 @@ def test_first_position_test_is_calibrated():
     evaluation = np.repeat(np.arange(n_eval), size)
     position = np.tile(np.arange(1, size + 1), n_eval)
     p_values = []
-    for _ in range(2000):
+    for _ in range(1000):
         keys = rng.random((n_eval, size))
         chosen = (np.argsort(np.argsort(keys, axis=1), axis=1) < k).ravel()
         frame = pd.DataFrame(
