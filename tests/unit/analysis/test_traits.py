@@ -12,13 +12,12 @@ import pytest
 import statsmodels.formula.api as smf
 from statsmodels.othermod.betareg import BetaModel
 
+from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
 from biasim.analysis.studies.bias_transmission.traits import (
-    DIMENSIONS,
     MEMBER_EXCLUDED,
     MISSING,
     NOT_A_NUMBER,
     OUT_OF_RANGE,
-    TRAIT_TYPES,
     group_effects,
     long_scores,
     squeeze,
