@@ -67,8 +67,7 @@ from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import canonical_json
 from biasim.simulator.report.outputs import analyze, base_summary, write_evidence
 from biasim.simulator.report.page import write_report
-from biasim.simulator.study.casting import cast
-from biasim.simulator.study.config import Study
+from biasim.simulator.study.config import RoleConfig, Study
 from biasim.simulator.study.load import validate_study
 from biasim.simulator.study.options import (
     StudyOptions,
@@ -77,6 +76,7 @@ from biasim.simulator.study.options import (
 )
 from biasim.simulator.study.prices import role_price
 from biasim.simulator.study.prompts import prompt_samples
+from biasim.simulator.study.views import StudyViews, study_views
 
 PACKAGES = (
     "biasim",
@@ -124,6 +124,8 @@ class PreparedRun:
     runtimes: dict[tuple[str, str], BackendRuntime]
     resume: bool
     options: RunOptions
+    #: Casting, model labels, populations and stage order, derived from the study once.
+    views: StudyViews
     previous: dict[str, Any] = field(default_factory=dict)
 
 
@@ -212,14 +214,15 @@ def prepare(options: RunOptions) -> PreparedRun:
     if options.replay is not None and not (options.replay / CALLS).is_file():
         raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
     _check_stores(options)
-    runtimes = build_runtimes(study)
+    views = study_views(study.config)
     return PreparedRun(
         study=study,
         out=out,
-        runtimes=runtimes,
+        runtimes=build_runtimes(study, views.casting),
         resume=options.resume is not None,
         options=options,
         previous=previous,
+        views=views,
     )
 
 
@@ -255,7 +258,9 @@ def _check_stores(options: RunOptions) -> None:
 _PER_REQUEST_FIELDS = {*SAMPLING_FIELDS, "seed", "reask", "models", "shared"}
 
 
-def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
+def build_runtimes(
+    study: Study, casting: dict[str, dict[str, RoleConfig]]
+) -> dict[tuple[str, str], BackendRuntime]:
     """One runtime per role and model variant; those with the same backend settings share one
     (one model load, one concurrency bound).
 
@@ -267,7 +272,7 @@ def build_runtimes(study: Study) -> dict[tuple[str, str], BackendRuntime]:
     # Roles listing models first: a bad variant is reported where it is written, not at a
     # role it also plays (simulator.casting).
     roles = study.config.roles
-    players = sorted(cast(study.config).items(), key=lambda item: not roles[item[0]].models)
+    players = sorted(casting.items(), key=lambda item: not roles[item[0]].models)
     for name, played in players:
         for label, role in played.items():
             # Sampling parameters travel with each request; everything else defines the runtime.
@@ -381,7 +386,7 @@ def _packages() -> dict[str, str]:
 
 def _manifest(prepared: PreparedRun, run_id: str, started: str) -> dict[str, Any]:
     study = prepared.study.config
-    players = cast(study)
+    players = prepared.views.casting
     roles = {}
     for (name, label), runtime in prepared.runtimes.items():
         role = players[name][label]
@@ -610,7 +615,9 @@ def _run_parts(
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
     )
-    model = StudyModel(prepared.study.config, prepared.runtimes, dispatcher, loop, writer)
+    model = StudyModel(
+        prepared.study.config, prepared.runtimes, dispatcher, loop, writer, prepared.views
+    )
     return store, dispatcher, writer, model
 
 

@@ -26,12 +26,11 @@ from biasim.simulator.llm.tokens import (
     gguf_counter,
     tiktoken_counter,
 )
-from biasim.simulator.study.casting import cast
 from biasim.simulator.study.checks import dry_render
 from biasim.simulator.study.config import RoleConfig, StageConfig, Study, StudyConfig
-from biasim.simulator.study.design import design_size, expected_stage_units, model_labels
-from biasim.simulator.study.populations import is_pipeline
+from biasim.simulator.study.design import expected_stage_units
 from biasim.simulator.study.prices import role_price
+from biasim.simulator.study.views import StudyViews, study_views
 
 #: Output tokens assumed for a role without ``max_tokens``.
 UNCAPPED_OUTPUT = 1024
@@ -148,14 +147,15 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
             (loading one takes seconds); ``False`` approximates every count.
     """
     config = study.config
+    views = study_views(config)
     texts = _rendered_texts(study)
-    counts = _stage_calls(config)
+    counts = _stage_calls(config, views)
     counters: dict[tuple[str, ...], TokenCounter] = {}
     if not tokenizers:
         counters = _ApproximateCounters()
     lines: list[Line] = []
     for index, stage in enumerate(config.stages):
-        for label, variant in cast(config)[stage.role].items():
+        for label, variant in views.casting[stage.role].items():
             calls, bound = counts[stage.name]
             if stage.name not in texts.get("seen", {}):
                 calls, bound = 0, False  # `when` false for every agent of the dry render
@@ -167,11 +167,11 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
             if stage.output and not completion and not _choices_from(stage):
                 schema = output_schema(stage.output, forced=stage.forced_choice)
                 prompt += counter.count(canonical_json(schema.json_schema))
-            per_label = calls if label == "" else calls // max(len(model_labels(config)), 1)
+            per_label = calls if label == "" else calls // max(len(views.model_labels), 1)
             lines.append(_line(stage, stage.role, label, variant, per_label, bound, prompt, config))
             if completion:
                 assert stage.completion is not None
-                fmt = cast(config)[stage.completion.formatter]
+                fmt = views.casting[stage.completion.formatter]
                 fmt_role = fmt.get(label) or fmt[""]
                 fmt_counter = _counter(fmt_role, counters)
                 extract = chat_tokens(fmt_counter, [_mean_text(texts, index, "extract")])
@@ -326,22 +326,22 @@ def _mean_text(texts: dict, index: int, part: str) -> str:
     return min(found, key=lambda t: abs(len(t) - length))
 
 
-def _stage_calls(config: StudyConfig) -> dict[str, tuple[int, bool]]:
+def _stage_calls(config: StudyConfig, views: StudyViews) -> dict[str, tuple[int, bool]]:
     """Per stage: its calls over every model, and whether that is only an upper bound."""
-    if is_pipeline(config):
+    if views.pipeline:
         units = expected_stage_units(config)
         return {
             s.name: (units[s.name], s.reads is not None or s.when is not None)
             for s in config.stages
         }
-    agents = design_size(config)
-    labels = len(model_labels(config))
+    agents = views.agents_total
+    labels = len(views.model_labels)
     out: dict[str, tuple[int, bool]] = {}
     for stage in config.stages:
         calls = agents
         for factor in stage.shared_across:
             calls //= max(len(config.design.factors.get(factor, {})), 1)
-        if labels > 1 and "" in cast(config)[stage.role]:
+        if labels > 1 and "" in views.casting[stage.role]:
             calls //= labels  # one model plays the role for every label: asked once
         out[stage.name] = (calls, stage.when is not None)
     return out

@@ -19,8 +19,8 @@ from biasim.simulator.engine.runner import build_runtimes
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.study.casting import cast
-from biasim.simulator.study.config import Study
+from biasim.simulator.study.config import RoleConfig, Study
+from biasim.simulator.study.views import study_views
 from biasim.simulator.tools.estimate import Estimate, Line, rendered_messages
 
 
@@ -40,10 +40,11 @@ def run_pilot(study: Study, figures: Estimate, n: int) -> dict[int, PilotResult]
     """Send ``n`` calls for every line of ``figures`` with calls, and fold what they measured
     into the lines (prompt and output tokens and seconds per call). Returns the results by
     line index."""
-    runtimes = build_runtimes(study)
+    casting = study_views(study.config).casting
+    runtimes = build_runtimes(study, casting)
     loop = asyncio.new_event_loop()
     try:
-        results = loop.run_until_complete(_pilot(study, figures, runtimes, n))
+        results = loop.run_until_complete(_pilot(study, figures, runtimes, casting, n))
     finally:
         loop.run_until_complete(_close(runtimes))
         loop.close()
@@ -53,7 +54,11 @@ def run_pilot(study: Study, figures: Estimate, n: int) -> dict[int, PilotResult]
 
 
 async def _pilot(
-    study: Study, figures: Estimate, runtimes: dict[tuple[str, str], BackendRuntime], n: int
+    study: Study,
+    figures: Estimate,
+    runtimes: dict[tuple[str, str], BackendRuntime],
+    casting: dict[str, dict[str, RoleConfig]],
+    n: int,
 ) -> dict[int, PilotResult]:
     messages = rendered_messages(study)
     results: dict[int, PilotResult] = {}
@@ -63,7 +68,7 @@ async def _pilot(
             continue  # a formatter's input is another call's answer: not piloted
         key = (line.role, line.label) if (line.role, line.label) in runtimes else (line.role, "")
         runtime = runtimes[key]
-        variant = cast(study.config)[line.role].get(line.label) or cast(study.config)[line.role][""]
+        variant = casting[line.role].get(line.label) or casting[line.role][""]
         schema = (
             output_schema(stage.output, forced=stage.forced_choice).json_schema
             if stage.output
