@@ -44,6 +44,14 @@ def estimate(
         list[str] | None,
         typer.Option(help="HOST a --pilot may send requests and keys to (as `biasim run`)."),
     ] = None,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Every role (or the --role ones) through its provider's batch API, as "
+            "`biasim run --batch`.",
+        ),
+    ] = False,
 ) -> None:
     """Estimate a study's calls, tokens, cost (live and batch) and time; sends no request
     unless --pilot asks for some."""
@@ -59,6 +67,7 @@ def estimate(
         agents=agents,
         max_concurrency=max_concurrency,
         prices=prices,
+        batch=batch,
     )
     try:
         overrides = _for_roles(command_line_overrides(options), role or [], study)
@@ -96,7 +105,7 @@ def _pilot(loaded: Any, figures: Any, n: int, allowed: list[str]) -> None:
 
 
 def _for_roles(overrides: list[Any], roles: list[str], study: str) -> list[Any]:
-    """``--backend``/``--model`` narrowed from every role to the ``--role`` ones.
+    """``--backend``, ``--model`` and ``--batch`` narrowed from every role to the ``--role`` ones.
 
     Raises:
         InputError: A ``--role`` the study does not have.
@@ -116,7 +125,7 @@ def _for_roles(overrides: list[Any], roles: list[str], study: str) -> list[Any]:
         )
     out = []
     for override in overrides:
-        if override.option in {"--backend", "--model"}:
+        if override.option in {"--backend", "--model", "--batch"}:
             out += [
                 dataclasses.replace(override, path=("roles", r, *override.path[2:])) for r in roles
             ]
@@ -147,11 +156,17 @@ def totals(figures: Any) -> str:
     prompt, output = figures.tokens()
     bound = "up to " if figures.upper_bound else ""
     measured = all(line.piloted for line in figures.lines if line.new_calls)
+    batched = sorted({line.role for line in figures.lines if line.batched and line.new_calls})
+    configured = (
+        f"; as configured (batch: {', '.join(batched)}) {bound}{_usd(figures.configured_cost())}"
+        if batched
+        else ""
+    )
     return (
         f"{bound}{figures.calls:,} new calls, {prompt:,.0f} prompt tokens, "
         f"{'about' if measured else 'up to'} {output:,.0f} output tokens; "
         f"cost {bound}{_usd(figures.cost())} live, "
-        f"{_usd(figures.cost(batch=True))} through a batch API; time about "
+        f"{_usd(figures.cost(batch=True))} through a batch API{configured}; time about "
         f"{_duration(figures.seconds)}"
     )
 

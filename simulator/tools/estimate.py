@@ -74,6 +74,8 @@ class Line:
     cached: int = 0
     #: Tokens and time measured by ``--pilot`` calls rather than assumed.
     piloted: bool = False
+    #: The role sends these calls through its provider's batch API (``batch: true``/``--batch``).
+    batched: bool = False
 
     @property
     def new_calls(self) -> int:
@@ -122,6 +124,11 @@ class Estimate:
 
     def cost(self, batch: bool = False) -> float | None:
         costs = [line.cost(batch) for line in self.lines if line.new_calls]
+        return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+
+    def configured_cost(self) -> float | None:
+        """USD as the study sends its calls: batched roles at the batch price, the rest live."""
+        costs = [line.cost(line.batched) for line in self.lines if line.new_calls]
         return None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
 
     @property
@@ -226,6 +233,7 @@ def _line(
         concurrency=variant.max_concurrency or int(default),
         requests_per_minute=variant.requests_per_minute,
         tokens_per_minute=variant.tokens_per_minute,
+        batched=variant.batch,
     )
 
 

@@ -124,3 +124,18 @@ def test_a_pilot_measures_tokens_with_real_calls_and_stores_nothing(tmp_path: Pa
     output = _number(r"about ([\d,]+) output tokens", text)
     assert 0 < output < 6 * 40
     assert not list(tmp_path.glob("**/calls.sqlite"))
+
+
+def test_batched_roles_are_priced_at_the_batch_price_as_configured() -> None:
+    command = ["estimate", "an2024_hiring", "--backend", "openai", "--model", "gpt-4o-mini"]
+    plain = " ".join(CliRunner().invoke(app, command).output.split())
+    assert "as configured" not in plain  # nothing batched: the live figure is the run's
+    result = CliRunner().invoke(app, [*command, "--batch", "--role", "hiring_manager"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    configured = _number(r"as configured \(batch: hiring_manager\) \$([\d,.]+)", text)
+    assert configured == _number(r"\$([\d,.]+) through a batch API", text)
+    assert configured < _number(r"cost \$([\d,.]+) live", text)
+    # --batch on a role whose backend has no batch API is refused, naming the field.
+    refused = CliRunner().invoke(app, ["estimate", "emergency_response", "--batch"])
+    assert refused.exit_code == 2 and "batch" in refused.output and "no batch API" in refused.output
