@@ -116,8 +116,8 @@ def run(agents_per_value: int = 10_000, power_studies: int = 2, ray_studies: int
             )
             for _ in range(2)
         ]
-        out["engine_actions_per_s"] = max(e[0] for e in engine)
-        out["engine_actions_per_s_baseline"] = max(e[1] for e in engine)
+        out["engine_actions_per_s"] = max(float(e[0]) for e in engine)
+        out["engine_actions_per_s_baseline"] = max(float(e[1]) for e in engine)
         # One study per arm in this process: the seconds a simulated study costs.
         fast = _power_seconds(ROOT, studies=power_studies // 2 or 1, workers=1) / (
             2 * (power_studies // 2 or 1)
