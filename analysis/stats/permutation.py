@@ -26,7 +26,6 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaln
 
 from biasim.analysis.stats.parity import (
     ParityTest,
@@ -34,6 +33,7 @@ from biasim.analysis.stats.parity import (
     dpd_from_counts,
     resampling_p_value,
 )
+from biasim.analysis.stats.units import log_factorial
 
 # Elements of a permuted index matrix handled at once: 4 Mi values = 32 MiB per temporary array.
 _CHUNK_ELEMENTS = 1 << 22
@@ -148,7 +148,7 @@ def smallest_p(units: int, in_group: np.ndarray) -> np.ndarray:
     extreme one is reached by at least one of them, so p >= 2 / C(U, m) (capped at 1).
     """
     m = np.asarray(in_group, dtype=float)
-    log_ways = gammaln(units + 1) - gammaln(m + 1) - gammaln(units - m + 1)
+    log_ways = log_factorial(units) - log_factorial(m) - log_factorial(units - m)
     return np.minimum(1.0, 2.0 * np.exp(-log_ways))
 
 
@@ -311,7 +311,7 @@ def _smallest_in_blocks(block: np.ndarray, member: np.ndarray) -> float:
     _, codes = np.unique(block, return_inverse=True)
     size = np.bincount(codes).astype(float)
     inside = np.bincount(codes, weights=member.astype(float), minlength=size.size)
-    log_ways = gammaln(size + 1) - gammaln(inside + 1) - gammaln(size - inside + 1)
+    log_ways = log_factorial(size) - log_factorial(inside) - log_factorial(size - inside)
     return float(min(1.0, 2.0 * np.exp(-log_ways.sum())))
 
 
