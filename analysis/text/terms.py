@@ -22,21 +22,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import special  # not scipy.stats: validating a study imports this module
 
 from biasim.analysis.stats.multiple import benjamini_hochberg
 from biasim.analysis.text.stemming import stem
-
-#: Term-set files shipped with biasim, by the name a study uses for them.
-BUNDLED_TERM_SETS: dict[str, Path] = {
-    "li2025": Path(__file__).resolve().parents[1] / "data" / "li2025_terms.yaml",
-}
+from biasim.analysis.text.term_sets import checked_set, checked_term
 
 # Words and contractions carrying no content on their own. Negations (no, not, nor, never, don't,
 # can't ...) are deliberately absent: "no immediate threat" is one of the paper's findings.
@@ -73,57 +67,6 @@ _DISTINCTIVE_COLUMNS = [
     "q_value",
     "significant",
 ]
-
-
-def load_term_sets(path: str | Path) -> dict[str, list[str]]:
-    """Read named term sets from YAML.
-
-    The file maps each set name to ``{source: <quoted origin>, terms: [<term>, ...]}``; every
-    set must say where its terms come from (``term_set_sources``). A term is plain words
-    ("personal safety") or a regex ("so(n|ns)"); see ``term_counts``.
-
-    Args:
-        path: YAML file, e.g. ``BUNDLED_TERM_SETS["li2025"]``.
-
-    Returns:
-        Set name -> list of terms, in file order.
-
-    Raises:
-        ValueError: The file is malformed, a set lacks ``source`` or ``terms``, or a term is not a
-            valid regex (the message names the file, the set and the term).
-    """
-    return {name: terms for name, (_, terms) in _read_term_sets(Path(path)).items()}
-
-
-def check_term_sets(term_sets: Mapping[str, Sequence[str]]) -> None:
-    """Raise ValueError naming the set and term when a set is empty or a term is unusable."""
-    _compile_sets(term_sets)
-
-
-def term_set_sources(path: str | Path) -> dict[str, str]:
-    """Set name -> the ``source`` the file gives for it (where its terms come from)."""
-    return {name: source for name, (source, _) in _read_term_sets(Path(path)).items()}
-
-
-def _read_term_sets(path: Path) -> dict[str, tuple[str, list[str]]]:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"{path}: expected a mapping of term-set names to {{source, terms}}")
-    entries: dict[str, tuple[str, list[str]]] = {}
-    for name, entry in raw.items():
-        if not isinstance(entry, dict) or set(entry) != {"source", "terms"}:
-            raise ValueError(f"{path}: term set `{name}` needs exactly the keys source and terms")
-        if not isinstance(entry["source"], str) or not entry["source"].strip():
-            raise ValueError(f"{path}: term set `{name}` needs a non-empty source")
-        terms = entry["terms"]
-        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
-            raise ValueError(f"{path}: term set `{name}`: terms must be a list of strings")
-        entries[str(name)] = (" ".join(entry["source"].split()), list(terms))
-    try:
-        _compile_sets({name: terms for name, (_, terms) in entries.items()})
-    except ValueError as err:
-        raise ValueError(f"{path}: {err}") from err
-    return entries
 
 
 def term_counts(
@@ -491,17 +434,10 @@ def _compile_sets(
     wrapped in word boundaries; with ``inflections``, plain terms become stemmed phrases."""
     matchers: dict[str, _SetMatcher] = {}
     for name, terms in term_sets.items():
-        if isinstance(terms, str) or not terms:
-            raise ValueError(f"term set `{name}` needs a non-empty list of terms")
+        checked_set(name, terms)
         wrapped, phrases = [], []
         for term in terms:
-            try:
-                bare = re.compile(term)
-            except re.error as err:
-                raise ValueError(f"term set `{name}`: invalid regex `{term}`: {err}") from err
-            # A term matching the empty string would "match" every document.
-            if bare.fullmatch(""):
-                raise ValueError(f"term set `{name}`: term `{term}` matches the empty string")
+            checked_term(name, term)
             if inflections and _PLAIN_TERM.fullmatch(term):
                 phrases.append(tuple(stem(word) for word in term.split(" ")))
             else:

@@ -12,15 +12,12 @@ observed partition counted, (1 + b) / (1 + B).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from importlib import resources
 from itertools import combinations
 from math import comb
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 TOO_FEW = "fewer than two salient words on a side"
 
@@ -109,51 +106,6 @@ class SentenceEmbedder:
         return np.asarray(
             self._model.encode(list(words), batch_size=self.batch_size, convert_to_numpy=True)
         )
-
-
-def load_word_sets(path: str | Path | None = None) -> dict[str, dict[str, list[str]]]:
-    """Attribute word sets, ``test -> group -> words``, from a YAML file; None reads biasim's
-    (Caliskan et al. 2017's names and career / family words, analysis/data/weat_words.yaml).
-
-    Raises:
-        ValueError: A test is not a mapping of group to a list of words.
-    """
-    if path is None:
-        text = resources.files("biasim.analysis").joinpath("data/weat_words.yaml").read_text()
-    else:
-        text = Path(path).read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
-    out = {}
-    for test, sets in data.items():
-        if str(test).startswith("_"):
-            continue
-        if not isinstance(sets, dict) or not all(isinstance(v, list) for v in sets.values()):
-            raise ValueError(f"WEAT test `{test}`: expected `group: [words]` for each group")
-        out[str(test)] = {str(g): [str(w) for w in words] for g, words in sets.items()}
-    return out
-
-
-def sets_for_groups(
-    word_sets: Mapping[str, Mapping[str, Sequence[str]]], groups: tuple[str, str]
-) -> tuple[dict[str, dict[str, list[str]]] | None, str]:
-    """The word sets keyed by the compared groups, or None and why WEAT cannot run.
-
-    A group names a set by its key or by a unique prefix of it, case aside (the released CBG
-    files' ``m`` / ``f`` name ``male`` / ``female``), so existing sets are used, never guessed
-    further.
-    """
-    out: dict[str, dict[str, list[str]]] = {}
-    for test, sets in word_sets.items():
-        keyed: dict[str, list[str]] = {}
-        for group in groups:
-            found = [k for k in sets if k.lower().startswith(group.lower())]
-            exact = [k for k in found if k.lower() == group.lower()]
-            match = exact or found
-            if len(match) != 1:
-                return None, f"test `{test}` has no words for group `{group}`"
-            keyed[group] = list(sets[match[0]])
-        out[test] = keyed
-    return out, ""
 
 
 def salient_weat(

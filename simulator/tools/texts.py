@@ -266,7 +266,7 @@ def load_weat_words(opts: TextsOptions, groups: tuple[str, str]) -> tuple[dict |
     Raises:
         InputError: ``--weat-words`` names a file that is not ``test: {group: [words]}``.
     """
-    from biasim.analysis.text.weat import load_word_sets, sets_for_groups
+    from biasim.analysis.text.word_sets import load_word_sets, sets_for_groups
 
     try:
         words = load_word_sets(opts.weat_words)

@@ -13,12 +13,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasim.analysis.studies.prism.score import WordLists, filter_to_vocabulary, load_word_lists
-from biasim.analysis.studies.prism.scorer import (
+from biasim.analysis.studies.prism.score import (
     EXAMPLE_WORD_LISTS,
+    WordLists,
+    filter_to_vocabulary,
+    load_word_lists,
     read_word_lists,
-    vocabulary_scorer,
 )
+from biasim.analysis.studies.prism.scorer import vocabulary_scorer
 from biasim.simulator.cli import app
 from tests.optional import requires
 from tests.paths import SHARED

@@ -24,11 +24,13 @@ This module is the arithmetic; :mod:`analysis.masked_lm` supplies probabilities 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import string
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -311,3 +313,14 @@ def document_scores(token_values: Sequence[float]) -> float:
     """B(T): the mean of a text's token scores (NaN for a text with none)."""
     values = np.asarray(token_values, dtype=float)
     return float(values.mean()) if values.size else math.nan
+
+
+#: The paper's example words per dimension (not its full lists, which were never published).
+EXAMPLE_WORD_LISTS = Path(__file__).resolve().parents[2] / "data" / "prism_seed003_examples.json"
+
+
+def read_word_lists(source: str | Path | Mapping) -> dict[str, WordLists]:
+    """Word lists from a JSON file path or an already parsed mapping (see ``load_word_lists``)."""
+    if isinstance(source, Mapping):
+        return load_word_lists(source)
+    return load_word_lists(json.loads(Path(source).read_text(encoding="utf-8")))

@@ -22,12 +22,13 @@ import pandas as pd
 from biasim.analysis.studies.prism.baseline import PERMUTATIONS, label_permutation_null
 from biasim.analysis.studies.prism.score import (
     DEFAULT_ALPHA,
+    EXAMPLE_WORD_LISTS,
     WordLists,
     filter_to_vocabulary,
     is_scored,
-    load_word_lists,
     rank_plan,
     rank_sum_z,
+    read_word_lists,
     split_sentences,
     token_scores,
 )
@@ -44,17 +45,6 @@ BASELINE_COLUMNS = (
     *("dimension", "side", "observed", "baseline", "low", "high", "p", "texts"),
     *("verdict", "permutations"),
 )
-
-
-#: The paper's example words per dimension (not its full lists, which were never published).
-EXAMPLE_WORD_LISTS = Path(__file__).resolve().parents[2] / "data" / "prism_seed003_examples.json"
-
-
-def read_word_lists(source: str | Path | Mapping) -> dict[str, WordLists]:
-    """Word lists from a JSON file path or an already parsed mapping (see ``load_word_lists``)."""
-    if isinstance(source, Mapping):
-        return load_word_lists(source)
-    return load_word_lists(json.loads(Path(source).read_text(encoding="utf-8")))
 
 
 class PrismScorer:

@@ -11,11 +11,10 @@ import yaml
 from statsmodels.stats.multitest import multipletests
 
 from biasim.analysis.text.stemming import stem
+from biasim.analysis.text.term_sets import BUNDLED_TERM_SETS, load_term_sets
 from biasim.analysis.text.terms import (
-    BUNDLED_TERM_SETS,
     STOP_WORDS,
     distinctive_terms,
-    load_term_sets,
     strip_names,
     term_counts,
     tokenize,

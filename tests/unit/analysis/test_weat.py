@@ -72,7 +72,8 @@ def test_shipped_minilm_embeddings_separate_career_from_family():
 def test_salient_weat_takes_the_strongest_words_of_each_side_and_cuts_to_equal_size():
     import pandas as pd
 
-    from biasim.analysis.text.weat import TOO_FEW, load_word_sets, salient_weat
+    from biasim.analysis.text.weat import TOO_FEW, salient_weat
+    from biasim.analysis.text.word_sets import load_word_sets
 
     salient = pd.DataFrame(
         {
@@ -113,7 +114,7 @@ def test_salient_weat_takes_the_strongest_words_of_each_side_and_cuts_to_equal_s
 
 
 def test_sets_for_groups_reads_a_unique_prefix_and_says_why_not() -> None:
-    from biasim.analysis.text.weat import sets_for_groups
+    from biasim.analysis.text.word_sets import sets_for_groups
 
     sets = {"MF": {"male": ["he"], "female": ["she"]}}
     keyed, why = sets_for_groups(sets, ("m", "F"))
