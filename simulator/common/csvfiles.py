@@ -16,13 +16,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.rundir import write_atomic
+
+pd = lazy_module("pandas")
 
 #: First characters a spreadsheet reads as the start of a formula (after leading blanks).
 FORMULA_START = "^([ \t\r\n]*[=+\\-@\uff1d\uff0b\uff0d\uff20]|[\t\r])"

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
@@ -49,6 +47,10 @@ from biasim.simulator.kinds.sections.unit_models import (
     print_grades,
     print_model_estimates,
 )
+
+columns = lazy_module("biasim.analysis.stats.columns")
+
+pd = lazy_module("pandas")
 
 figures = lazy_module("biasim.analysis.figures")
 disparity = lazy_module("biasim.analysis.stats.disparity")
@@ -208,7 +210,7 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_validity_pairwise"] = pairwise
         unit_col = "persona_name" if spec.unit == "name" else None
         labelled = rows.assign(
-            _group=join_columns(rows, spec.groups, ", "),
+            _group=columns.join_columns(rows, spec.groups, ", "),
             _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
         )
         # The name is the unit of the models whatever the tests' unit: its emails are not
@@ -263,7 +265,7 @@ class AcceptanceKind(AnalysisKind):
         groups = list(spec.groups)
         long = judged.assign(
             attribute="+".join(groups),
-            value=join_columns(judged, groups, "|"),
+            value=columns.join_columns(judged, groups, "|"),
         )
         add_expected_decisions(
             section,

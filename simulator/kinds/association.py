@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
@@ -29,6 +28,8 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.sections import validity
+
+pd = lazy_module("pandas")
 
 # Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
 association = lazy_module("biasim.analysis.studies.bias_transmission.association")

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
-
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.study.analysis_spec import AnalysisSpec, StudyFacts
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
     from rich.console import Console
 
@@ -128,13 +127,12 @@ def without_model(rows: pd.DataFrame, id_col: str) -> pd.Series:
     by each model (ids are ``model/condition/slot``), for matching answers across models."""
     model = rows["model_label"].astype(str)
     ids = rows[id_col].astype(str)
-    return pd.Series(
-        [
-            i[len(m) + 1 :] if m and i.startswith(m + "/") else i
-            for i, m in zip(ids, model, strict=True)
-        ],
-        index=rows.index,
-    )
+    stripped = ids.copy()
+    stripped[:] = [
+        i[len(m) + 1 :] if m and i.startswith(m + "/") else i
+        for i, m in zip(ids, model, strict=True)
+    ]
+    return stripped
 
 
 @dataclass

@@ -13,17 +13,18 @@ from textwrap import shorten
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import yaml
 from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis.stats import cases as case_stats
-from biasim.analysis.stats.excess import excess_dpd_test
-from biasim.analysis.stats.units import unit_counts, unit_label
-from biasim.analysis.text import terms, unit_terms
+from biasim.analysis.text.term_sets import (
+    BUNDLED_TERM_SETS,
+    check_term_sets,
+    load_term_sets,
+    term_set_sources,
+)
 from biasim.simulator.common.html import Column, HtmlSection, cite, fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
@@ -67,6 +68,14 @@ from biasim.simulator.kinds.sections.unit_models import (
 )
 from biasim.simulator.study.fields import Strict
 
+excess_stats = lazy_module("biasim.analysis.stats.excess")
+terms = lazy_module("biasim.analysis.text.terms")
+unit_terms = lazy_module("biasim.analysis.text.unit_terms")
+unit_stats = lazy_module("biasim.analysis.stats.units")
+
+pd = lazy_module("pandas")
+
+case_stats = lazy_module("biasim.analysis.stats.cases")
 figures = lazy_module("biasim.analysis.figures")
 
 
@@ -89,7 +98,7 @@ class TermsConfig(Strict):
     field: str = Field("rationale", description="Output field holding the rationale text.")
     term_sets: str | dict[str, list[str]] = Field(
         description="Where the key terms come from, always named by the study: a bundled set "
-        f"({', '.join(f'`{n}`' for n in terms.BUNDLED_TERM_SETS)}: the seed-004 paper's), a "
+        f"({', '.join(f'`{n}`' for n in BUNDLED_TERM_SETS)}: the seed-004 paper's), a "
         "YAML path (relative to the study file), or name -> terms.",
     )
     inflections: bool = Field(
@@ -339,7 +348,9 @@ class DemographicParityKind(AnalysisKind):
         condition = [spec.condition] if spec.condition else []
         case_cols = ["model_label", *condition, *spec.cases, "attribute"]
         rates = case_stats.case_rates(rows, case_cols, "value", "_hit", True)
-        units = unit_counts(rows, [*case_cols, "value"], _UNIT_COLUMNS[spec.unit], "_hit")
+        units = unit_stats.unit_counts(
+            rows, [*case_cols, "value"], _UNIT_COLUMNS[spec.unit], "_hit"
+        )
         cases = case_stats.case_parity(
             rates,
             case_cols,
@@ -551,7 +562,7 @@ class DemographicParityKind(AnalysisKind):
         implicit_rates = rates
         if spec.condition and summary.get("implicit_condition") is not None:
             implicit_rates = rates[rates[spec.condition] == summary["implicit_condition"]]
-        excess = excess_dpd_test(
+        excess = excess_stats.excess_dpd_test(
             implicit_rates,
             x_rates,
             case_cols,
@@ -759,7 +770,7 @@ class DemographicParityKind(AnalysisKind):
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
                 fmt(row["p_value"]) + ("" if row.get("can_reject", True) else " †"),
-                unit_label(row.get("unit"), row.get("n_units")).removeprefix("unit: "),
+                unit_stats.unit_label(row.get("unit"), row.get("n_units")).removeprefix("unit: "),
                 str(row["n_excluded"]),
             )
         print_table(console, table)
@@ -1055,15 +1066,15 @@ def _term_sets(
     """
     declared = config.term_sets
     if isinstance(declared, dict):
-        terms.check_term_sets(declared)
+        check_term_sets(declared)
         return dict(declared), "inline in the study file", {n: "study file" for n in declared}
-    if declared in terms.BUNDLED_TERM_SETS:
-        path = terms.BUNDLED_TERM_SETS[declared]
+    if declared in BUNDLED_TERM_SETS:
+        path = BUNDLED_TERM_SETS[declared]
         origin = f"bundled `{declared}` ({path.name})"
     elif declared == "default":
         raise ValueError(
             "name the term sets instead of `default`: "
-            + ", ".join(f"`{n}` ({p.name})" for n, p in terms.BUNDLED_TERM_SETS.items())
+            + ", ".join(f"`{n}` ({p.name})" for n, p in BUNDLED_TERM_SETS.items())
             + ", a YAML path, or name -> terms"
         )
     else:
@@ -1071,7 +1082,7 @@ def _term_sets(
         if not path.is_file():
             raise ValueError(f"term-set file `{declared}` not found (looked at {path})")
         origin = f"file {path}"
-    return terms.load_term_sets(path), origin, terms.term_set_sources(path)
+    return load_term_sets(path), origin, term_set_sources(path)
 
 
 def _agent_names(results: pd.DataFrame, config: TermsConfig) -> list[str]:

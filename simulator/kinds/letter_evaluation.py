@@ -18,13 +18,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from biasim.analysis.stats.parity import wilson_interval
-from biasim.analysis.stats.units import unit_label
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
 from biasim.simulator.common.html import HtmlSection
@@ -39,6 +36,11 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
+
+parity = lazy_module("biasim.analysis.stats.parity")
+units = lazy_module("biasim.analysis.stats.units")
+
+pd = lazy_module("pandas")
 
 # Lazy: they bring scipy.stats, statsmodels and matplotlib, which validating a study never needs.
 association = lazy_module("biasim.analysis.studies.bias_transmission.association")
@@ -203,7 +205,7 @@ class LetterEvaluationKind(AnalysisKind):
                 console.print(
                     f"   {mark} {row[summary['by']]:<6} {row['trait']:<16} {row['term']} vs "
                     f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                    f"p {row['p_value']:.3g}, {unit_label(row['unit'], row['units'])}) / "
+                    f"p {row['p_value']:.3g}, {units.unit_label(row['unit'], row['units'])}) / "
                     f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
                 )
         warned = [r for r in summary.get("effects", []) if r.get("warning")]
@@ -324,7 +326,7 @@ def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:
     """How often "equally qualified" was answered among valid answers, with its Wilson interval."""
     valid = ties + decided
     with np.errstate(divide="ignore", invalid="ignore"):
-        low, high = wilson_interval(ties, valid)
+        low, high = parity.wilson_interval(ties, valid)
         share = ties / valid
     return {"ties": ties, "tie_share": share, "tie_low": low, "tie_high": high}
 

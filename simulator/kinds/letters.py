@@ -14,14 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import pandas as pd
 import yaml
 from pydantic import Field, field_validator
 from rich.text import Text
 
 from biasim.analysis.text.letter_text import generation_failure
 from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
-from biasim.analysis.text.weat import salient_weat
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -39,6 +37,10 @@ from biasim.simulator.kinds.sections.classifier_metrics import (
 )
 from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.fields import Strict
+
+weat = lazy_module("biasim.analysis.text.weat")
+
+pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -256,7 +258,7 @@ class LettersKind(AnalysisKind):
     @staticmethod
     def _check_word_sets(spec: LettersSpec, facts: StudyFacts) -> None:
         """The WEAT word sets read and name both compared groups."""
-        from biasim.analysis.text.weat import load_word_sets, sets_for_groups
+        from biasim.analysis.text.word_sets import load_word_sets, sets_for_groups
 
         path = None
         if spec.weat_words is not None:
@@ -347,7 +349,7 @@ class LettersKind(AnalysisKind):
             title = f"{ctx.study.name}: {model}"
             suffix = f"_{model}" if len(models) > 1 else ""
             if embed is not None:
-                out.weat = salient_weat(
+                out.weat = weat.salient_weat(
                     out.salient, groups, embed, word_sets, spec.n_permutations, ctx.study.seed
                 )
                 section.figures[f"{ctx.name}_weat{suffix}"] = plot_weat(out.weat, groups, title)
@@ -403,7 +405,8 @@ class LettersKind(AnalysisKind):
         """The embedding function and word sets of WEAT, or (None, None) when it is off."""
         if not spec.weat:
             return None, None
-        from biasim.analysis.text.weat import SentenceEmbedder, load_word_sets, sets_for_groups
+        from biasim.analysis.text.weat import SentenceEmbedder
+        from biasim.analysis.text.word_sets import load_word_sets, sets_for_groups
 
         model = str(ctx.resolve(spec.embeddings)) if spec.embeddings else None
         words = ctx.resolve(spec.weat_words) if spec.weat_words else None

@@ -12,14 +12,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis.stats import multiple
-from biasim.analysis.stats.parity import wilson_interval
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
@@ -34,6 +31,11 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
+
+multiple = lazy_module("biasim.analysis.stats.multiple")
+parity = lazy_module("biasim.analysis.stats.parity")
+
+pd = lazy_module("pandas")
 
 # Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
 counterfactual = lazy_module("biasim.analysis.stats.counterfactual")
@@ -147,7 +149,7 @@ class PipelineKind(AnalysisKind):
             entered = table["entered"].to_numpy()
             # A group nobody of which reached a stage has no rate and no interval there.
             with np.errstate(divide="ignore", invalid="ignore"):
-                low, high = wilson_interval(table["advanced"].to_numpy(), entered)
+                low, high = parity.wilson_interval(table["advanced"].to_numpy(), entered)
             low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
             table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
             table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)

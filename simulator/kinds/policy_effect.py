@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.analysis.stats import policy as policy_stats
-from biasim.analysis.stats.columns import join_columns
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
@@ -39,6 +36,11 @@ from biasim.simulator.kinds.pipeline import (
 )
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 from biasim.simulator.study.policies import BASE, policy_names, policy_stage_name
+
+columns = lazy_module("biasim.analysis.stats.columns")
+policy_stats = lazy_module("biasim.analysis.stats.policy")
+
+pd = lazy_module("pandas")
 
 figures = lazy_module("biasim.analysis.figures")
 
@@ -339,7 +341,7 @@ def policy_outcomes(
         )
     outcomes = outcomes[outcomes["candidate"].isin(paired)].reset_index(drop=True)
     if spec.intersectional and len(spec.groups) > 1:
-        outcomes[JOINED.join(spec.groups)] = join_columns(outcomes, spec.groups, "|")
+        outcomes[JOINED.join(spec.groups)] = columns.join_columns(outcomes, spec.groups, "|")
     return outcomes, excluded
 
 

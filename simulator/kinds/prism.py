@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
 from pydantic import Field
 from rich import box
 from rich.console import Console
@@ -21,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -43,6 +43,8 @@ from biasim.simulator.kinds.sections.prism_validation import (
     read_ratings,
 )
 from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
+
+pd = lazy_module("pandas")
 
 #: The score cache's file in the run directory.
 SCORE_CACHE = "prism_scores.sqlite"
@@ -106,8 +108,11 @@ def word_list_problem(word_lists: Path | None, model_folder: Path | None) -> str
     is loaded, so a study fails here rather than after its calls."""
     import json
 
-    from biasim.analysis.studies.prism.score import filter_to_vocabulary
-    from biasim.analysis.studies.prism.scorer import EXAMPLE_WORD_LISTS, read_word_lists
+    from biasim.analysis.studies.prism.score import (
+        EXAMPLE_WORD_LISTS,
+        filter_to_vocabulary,
+        read_word_lists,
+    )
 
     try:
         lists = read_word_lists(word_lists or EXAMPLE_WORD_LISTS)

@@ -14,13 +14,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
-from biasim.analysis.stats.parity import wilson_interval
-from biasim.analysis.stats.units import unit_label
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS
 from biasim.simulator.common.html import HtmlSection
@@ -36,6 +33,11 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types, trait_types_field
 from biasim.simulator.study.fields import Strict
+
+parity = lazy_module("biasim.analysis.stats.parity")
+units = lazy_module("biasim.analysis.stats.units")
+
+pd = lazy_module("pandas")
 
 # Lazy: they bring scipy.stats, statsmodels and matplotlib, which validating a study never needs.
 association = lazy_module("biasim.analysis.studies.bias_transmission.association")
@@ -238,7 +240,7 @@ def _print_effects(summary: dict[str, Any], console: Console) -> None:
             console.print(
                 f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs {row['reference']}: "
                 f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g}, "
-                f"{unit_label(row['unit'], row['units'])}); paper's beta "
+                f"{units.unit_label(row['unit'], row['units'])}); paper's beta "
                 f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
             )
     if summary.get("effects"):
@@ -520,7 +522,7 @@ def _predictions(
         subsets += [(f"written by {v}", part) for v, part in rows.groupby(spec.group)]
         for subset, part in subsets:
             k, n = int(part["_hit"].sum()), len(part)
-            low, high = wilson_interval(np.array(k), np.array(n)) if n else (np.nan, np.nan)
+            low, high = parity.wilson_interval(np.array(k), np.array(n)) if n else (np.nan, np.nan)
             out.append(
                 {
                     "stage": stage,

@@ -7,14 +7,13 @@ answers, and letters cut at ``max_tokens`` (never read, counted).
 
 from __future__ import annotations
 
+import csv
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from rich.console import Console
 
-from biasim.analysis.text import terms, unit_terms
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -23,6 +22,11 @@ from biasim.simulator.kinds.base import (
     resolve_data_path,
     slug,
 )
+
+terms = lazy_module("biasim.analysis.text.terms")
+unit_terms = lazy_module("biasim.analysis.text.unit_terms")
+
+pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from biasim.simulator.kinds.transmission import TransmissionSpec
@@ -63,7 +67,8 @@ def _check_association(spec: TransmissionSpec, facts: StudyFacts) -> None:
             f"else a built-in data file of {BUILTIN_DATA})",
         )
         return
-    header = pd.read_csv(path, nrows=0).columns
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        header = next(csv.reader(handle), [])
     for key in ("item_column", "share_column"):
         column = getattr(spec.association, key)
         if column not in header:

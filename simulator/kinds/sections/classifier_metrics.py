@@ -8,21 +8,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from biasim.analysis.text.classifier_metrics import scorer_metrics
 from biasim.simulator.common.html import fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
+
+classifier_metrics = lazy_module("biasim.analysis.text.classifier_metrics")
+
+pd = lazy_module("pandas")
 
 
 def classifier_table(
     labelled: Mapping[str, Path], scorers: Mapping[str, Any], cache: Any = None
 ) -> pd.DataFrame | None:
     """One row per style dimension with labelled data, or None when none has any."""
-    rows = [scorer_metrics(dim, scorers[dim], path, cache) for dim, path in labelled.items()]
+    rows = [
+        classifier_metrics.scorer_metrics(dim, scorers[dim], path, cache)
+        for dim, path in labelled.items()
+    ]
     return pd.DataFrame(rows) if rows else None
 
 

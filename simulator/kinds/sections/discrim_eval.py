@@ -14,12 +14,13 @@ import warnings
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
+
+pd = lazy_module("pandas")
 
 # scipy.stats behind the model costs seconds to import; validate never fits it.
 unit_models = lazy_module("biasim.analysis.stats.unit_models")

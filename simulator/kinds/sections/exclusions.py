@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -13,6 +12,8 @@ from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
+
+pd = lazy_module("pandas")
 
 refusals = lazy_module("biasim.analysis.stats.refusals")
 

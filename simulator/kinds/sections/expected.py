@@ -8,17 +8,20 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
 from rich.console import Console
 
-from biasim.analysis.stats.expected import expected_parity_test
 from biasim.simulator.common.html import Column, HtmlSection
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
 from biasim.simulator.kinds.sections.discrim_eval import (
     add_discrim_eval,
     html_discrim_eval,
     print_discrim_eval,
 )
+
+expected_stats = lazy_module("biasim.analysis.stats.expected")
+
+pd = lazy_module("pandas")
 
 #: The unit the test relabels, as the tables and reports name it.
 UNIT = "persona instance (persona name, or persona value and agent index; replicates pooled)"
@@ -69,7 +72,7 @@ def add_expected_decisions(
         codes = pd.Categorical(units.index.get_level_values("value")).codes
         case = {**at, "groups": len(means), "units": len(units), "unit": UNIT}
         if len(means) >= 2:
-            test = expected_parity_test(
+            test = expected_stats.expected_parity_test(
                 units["size"].to_numpy(),
                 units["sum"].to_numpy(),
                 np.asarray(codes),

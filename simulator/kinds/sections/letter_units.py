@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
+from biasim.simulator.common.lazy import lazy_module
 
-from biasim.analysis.stats.clusters import repeating_columns, repeats_within_groups, unit_layout
+clusters = lazy_module("biasim.analysis.stats.clusters")
+
+pd = lazy_module("pandas")
 
 #: ``unit:`` keywords besides a design factor or recorded variable.
 LETTER = "letter"
@@ -58,7 +60,7 @@ def study_unit(
         column = NAME_COLUMN if unit == NAME else unit
         return _checked(kept, column, unit, group, groups, "given")
     compared = kept[kept[group].isin(groups)]
-    if NAME_COLUMN in compared and repeats_within_groups(compared, NAME_COLUMN, group):
+    if NAME_COLUMN in compared and clusters.repeats_within_groups(compared, NAME_COLUMN, group):
         return _checked(kept, NAME_COLUMN, NAME, group, groups, "inferred: names repeat")
     return LetterUnit(None, "unit: letter (no writer or name repeats)")
 
@@ -68,7 +70,7 @@ def texts_unit(frame: pd.DataFrame, unit_col: str | None, group: str, skip: set[
     columns that look like repeating units."""
     if unit_col is not None:
         return LetterUnit(unit_col, f"unit: {unit_col} (--unit-col)")
-    found = repeating_columns(frame, group, skip)
+    found = clusters.repeating_columns(frame, group, skip)
     if not found:
         return LetterUnit(None, "unit: letter (letters treated as independent)")
     return LetterUnit(
@@ -85,7 +87,7 @@ def _checked(
     """The unit, or a problem when its units mix letters of one group with letters of both."""
     compared = kept[kept[group].isin(groups)]
     try:
-        unit_layout((compared[group] == groups[1]).to_numpy(), compared[column])
+        clusters.unit_layout((compared[group] == groups[1]).to_numpy(), compared[column])
     except ValueError as exc:
         return LetterUnit(column, problem=f"no test with unit `{unit}`: {exc}", label=unit)
     return LetterUnit(column, f"unit: {unit} ({how})", label=unit)

@@ -9,13 +9,16 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 
 from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
 
-Compute = Callable[[pd.DataFrame, Any, AnalysisContext], Section]
+pd = lazy_module("pandas")
+
+# The frame type as a string: reading it would import pandas when a study is validated.
+Compute = Callable[["pd.DataFrame", Any, AnalysisContext], Section]
 
 
 def compute_per_run(

@@ -8,14 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
+
+pd = lazy_module("pandas")
 
 #: A baseline this far from 0 gets a warning that scores must not be read against 0.
 OFF_ZERO = 0.5

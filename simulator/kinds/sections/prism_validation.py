@@ -7,13 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import Section, slug
+
+pd = lazy_module("pandas")
 
 #: Columns of a human-ratings CSV (the analysis module, which brings scipy.stats and matplotlib,
 #: is imported only to correlate: validating a study reads the file, never correlates).

@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from rich.console import Console
 
-from biasim.analysis.stats.refusals import validity_rates, validity_test
 from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import Section, slug
+
+refusals = lazy_module("biasim.analysis.stats.refusals")
+
+pd = lazy_module("pandas")
 
 _OUTCOME = "__answer__"
 NOTE = (
@@ -51,8 +54,8 @@ def validity_records(
     data[group] = data[group].astype(str)
     frames = []
     for key, part in data.groupby(strata, sort=False) if strata else [((), data)]:
-        table = validity_rates(part, [group], _OUTCOME, invalid=[])
-        test = validity_test(
+        table = refusals.validity_rates(part, [group], _OUTCOME, invalid=[])
+        test = refusals.validity_test(
             part, [group], _OUTCOME, invalid=[], unit_col=unit_col,
             n_permutations=n_permutations, seed=seed,
         )  # fmt: skip
