@@ -40,8 +40,15 @@ from biasim.simulator.study.templating import (
 )
 
 
-def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -> list[Problem]:
-    """Check what the schema alone cannot: references between sections, and every template."""
+def check_study(
+    config: StudyConfig,
+    smap: SourceMap,
+    *,
+    check_backends: bool,
+    on_render: RenderHook | None = None,
+) -> list[Problem]:
+    """Check what the schema alone cannot: references between sections, and every template
+    (each rendered text handed to ``on_render``)."""
     problems: list[Problem] = []
     known_backends = BACKENDS.names()
     if check_backends:
@@ -75,7 +82,9 @@ def check_study(config: StudyConfig, smap: SourceMap, *, check_backends: bool) -
     problems.extend(pipeline_problems)
     if not pipeline_problems:
         too_large = _design_too_large(config, smap)
-        problems.extend([too_large] if too_large else _check_templates(config, smap, stage_fields))
+        problems.extend(
+            [too_large] if too_large else _check_templates(config, smap, stage_fields, on_render)
+        )
     return problems
 
 

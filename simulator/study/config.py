@@ -527,6 +527,9 @@ class Study:
     resolved: dict[str, Any]
     source_map: SourceMap
     path: str
+    #: Every text validation's dry render produced, as ``(field path, text)``, so the estimate
+    #: reads them instead of rendering every template a second time; None: not rendered.
+    rendered: tuple[tuple[tuple[str | int, ...], str], ...] | None = None
 
 
 def analysis_name(spec: AnalysisSpec, index: int) -> str:

@@ -181,15 +181,20 @@ def validate_study(
     # The record of the run keeps the policies as written; the engine runs their copies.
     resolved = collapse_generated(config.model_dump(mode="json"))
     problems = check_policies(config, smap)
+    kept: list[tuple[FieldPath, str]] = []
     if not problems:
         config = expand_policies(config)
         located, copies = locate_copies(config, smap)
-        problems = _policy_problems(
-            check_study(config, located, check_backends=check_backends), copies
+        checked = check_study(
+            config,
+            located,
+            check_backends=check_backends,
+            on_render=lambda p, t, _: kept.append((p, t)),
         )
+        problems = _policy_problems(checked, copies)
     if problems:
         raise InputError(problems)
-    return Study(config=config, resolved=resolved, source_map=smap, path=path)
+    return Study(config=config, resolved=resolved, source_map=smap, path=path, rendered=tuple(kept))
 
 
 def _policy_problems(problems: list[Problem], copies: dict[str, str]) -> list[Problem]:

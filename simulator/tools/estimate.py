@@ -303,7 +303,11 @@ def _rendered_texts(study: Study) -> dict[str, dict]:
         texts.setdefault((int(path[1]), part), []).append(text)
         seen[study.config.stages[int(path[1])].name] = True
 
-    dry_render(study, keep)
+    if study.rendered is None:
+        dry_render(study, keep)
+    else:
+        for path, text in study.rendered:
+            keep(path, text, None)
     return {"texts": texts, "seen": seen}  # type: ignore[dict-item]
 
 
