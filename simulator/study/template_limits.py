@@ -53,6 +53,10 @@ def size_of(value: Any) -> int:
 
 
 def check_size(value: Any, what: str = "") -> None:
+    if type(value) is str:  # the common case, checked without the walk of size_of
+        if len(value) > MAX_TEMPLATE_SIZE:
+            raise too_big(what or f"a str of {len(value):,} items")
+        return
     if isinstance(value, _SIZED) and (size := size_of(value)) > MAX_TEMPLATE_SIZE:
         raise too_big(what or f"a {type(value).__name__} of {size:,} items")
 
