@@ -1,11 +1,13 @@
-"""Scale PRISM out with Ray Data: the same scorer, with the model loaded once per worker.
+"""Scale a text scorer out with Ray Data: the same scorer, with its model loaded once per worker.
 
-A corpus of 33,000 posting/application pairs is some 20 million masked predictions. The texts
+One executor for every registered scorer: PRISM's masked LM (33,000 posting/application pairs
+are some 20 million masked predictions), the letters' classifiers, NLI and style scorers. The texts
 go into a Ray dataset; ``map_batches`` hands batches of texts to a pool of worker actors, each
 of which builds the scorer (and loads the masked LM) once and scores its batches with the
 in-process code. On one machine ``ray.init()`` starts a local cluster; pointed at a cluster
-address it spreads over its nodes. The scorer must be given by options (model path or hub id,
-word lists, alpha), not as an object, because each worker builds its own.
+address it spreads over its nodes. The scorer must be given by its registered name and options
+(for PRISM: model path or hub id, word lists, alpha), not as an object, because each worker
+builds its own.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ class _ScorerWorker:
 
 
 def score_with_ray(
+    name: str,
     texts: Sequence[str],
     options: dict[str, Any],
-    name: str = "prism",
     workers: int = 1,
     cpus_per_worker: float = 1,
     texts_per_batch: int = 64,
@@ -48,10 +50,10 @@ def score_with_ray(
     """Score ``texts`` on the Ray cluster ``ray.init`` connected to (a local one if none).
 
     Args:
+        name: The registered scorer (``prism``, ``classifier``, ``nli``, ``vader`` ...).
         texts: The texts.
         options: The scorer's options (for PRISM: ``lm`` as a path or hub id, ``word_lists``,
             ``alpha``, ``batch_size``).
-        name: The registered scorer.
         workers: Worker actors, each holding one copy of the model.
         cpus_per_worker: CPUs Ray reserves per worker.
         texts_per_batch: Texts per ``map_batches`` batch.
