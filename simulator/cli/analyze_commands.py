@@ -169,7 +169,7 @@ def analyze(
     --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
     scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting], or
     LLM-IAT answers with --iat PATH --iat-stimuli STIMULI.csv."""
-    # The first statement: locals() holds exactly the parameters.
+    # The first statement, so locals() is exactly the parameters (AnalyzeArgs names each).
     given = AnalyzeArgs(**locals())
     if given.iat:
         _analyze_iat(_iat_request(given), given.as_json)
