@@ -232,45 +232,38 @@ def stage_table(
         dpd[s] = dpd_from_counts(pipe.passed[s, present], pipe.entered[s, present])
         if present.size < 2:
             continue
-        rows = pipe.stage == s
-        local = np.searchsorted(present, pipe.g[rows])
-        rng = np.random.default_rng(streams[s])
-        if pipe.stages[s] in pairs:
-            null = _pair_swap_dpd(
-                local, pipe, candidates, rows, pipe.entered[s, present], n_permutations, rng
-            )
-            p_value[s] = (1 + np.count_nonzero(null >= dpd[s] - _TOL)) / (1 + n_permutations)
-            tests[s], used[s] = "concordant_pairs", n_permutations
-            continue
-        pooled = _pooled(pipe.cluster[rows])
-        if method == "auto" and present.size == 2 and not pooled.any():
-            a, b = pipe.passed[s, present], pipe.entered[s, present]
-            p_value[s] = stats.fisher_exact(np.column_stack([a, b - a])).pvalue
-            tests[s] = "fisher_exact"
-            continue
-        block = np.zeros(pooled.size, dtype=np.int64)
-        # Pool ids count from 1; block 0 holds every candidate judged alone.
-        block[pooled] = pd.factorize(pipe.cluster[rows][pooled])[0] + 1
-        null = _within_block_dpd(
-            local,
-            block,
-            pipe.advanced[rows],
-            pipe.entered[s, present],
-            n_permutations,
-            rng,
+        p_value[s], tests[s], used[s] = _stage_test(
+            pipe,
+            candidates,
+            s,
+            present,
+            dpd[s],
+            paired=pipe.stages[s] in pairs,
+            method=method,
+            n_permutations=n_permutations,
+            rng=np.random.default_rng(streams[s]),
         )
-        p_value[s] = (1 + np.count_nonzero(null >= dpd[s] - _TOL)) / (1 + n_permutations)
-        tests[s] = "permutation_within_pool" if pooled.any() else "permutation"
-        used[s] = n_permutations
+    adjusted = _adjust_finite(p_value, adjust)
+    si = np.repeat(np.arange(n_s), n_g)  # the stage of each row of the table
+    out = _rates_table(pipe, rates, group)
+    out["four_fifths"] = (out["impact_ratio"] < threshold - _TOL).to_numpy(dtype=bool)
+    out["dpd"], out["test"], out["n_permutations"] = dpd[si], tests[si], used[si]
+    out["p_value"], out["p_adjusted"] = p_value[si], adjusted[si]
+    return out
+
+
+def _rates_table(pipe: _Pipeline, rates: np.ndarray, group: str) -> pd.DataFrame:
+    """One row per (stage, group value): entered, advanced, the rate, the cumulative rate and
+    the impact ratio (see :func:`stage_table`)."""
+    n_s, n_g = rates.shape
     top = np.nanmax(np.where(pipe.entered > 0, rates, np.nan), axis=1, initial=-np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
         impact = np.where(
             top[:, None] > 0, rates / top[:, None], np.where(np.isnan(rates), np.nan, 1.0)
         )
         cumulative = pipe.passed / pipe.entered[0]
-    adjusted = _adjust_finite(p_value, adjust)
     si, gi = np.divmod(np.arange(n_s * n_g), n_g)
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
             "stage": np.asarray(pipe.stages, dtype=object)[si],
             "group": group,
@@ -282,10 +275,47 @@ def stage_table(
             "impact_ratio": impact[si, gi],
         }
     )
-    out["four_fifths"] = (out["impact_ratio"] < threshold - _TOL).to_numpy(dtype=bool)
-    out["dpd"], out["test"], out["n_permutations"] = dpd[si], tests[si], used[si]
-    out["p_value"], out["p_adjusted"] = p_value[si], adjusted[si]
-    return out
+
+
+def _stage_test(
+    pipe: _Pipeline,
+    candidates: pd.DataFrame,
+    s: int,
+    present: np.ndarray,
+    observed: float,
+    *,
+    paired: bool,
+    method: str,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> tuple[float, str, int]:
+    """The p-value of stage ``s``'s DPD (``observed``, among the groups ``present``), the
+    test's name and the permutations it drew (see :func:`stage_table`)."""
+    rows = pipe.stage == s
+    local = np.searchsorted(present, pipe.g[rows])
+    if paired:
+        null = _pair_swap_dpd(
+            local, pipe, candidates, rows, pipe.entered[s, present], n_permutations, rng
+        )
+        p = (1 + np.count_nonzero(null >= observed - _TOL)) / (1 + n_permutations)
+        return p, "concordant_pairs", n_permutations
+    pooled = _pooled(pipe.cluster[rows])
+    if method == "auto" and present.size == 2 and not pooled.any():
+        a, b = pipe.passed[s, present], pipe.entered[s, present]
+        return stats.fisher_exact(np.column_stack([a, b - a])).pvalue, "fisher_exact", 0
+    block = np.zeros(pooled.size, dtype=np.int64)
+    # Pool ids count from 1; block 0 holds every candidate judged alone.
+    block[pooled] = pd.factorize(pipe.cluster[rows][pooled])[0] + 1
+    null = _within_block_dpd(
+        local,
+        block,
+        pipe.advanced[rows],
+        pipe.entered[s, present],
+        n_permutations,
+        rng,
+    )
+    p = (1 + np.count_nonzero(null >= observed - _TOL)) / (1 + n_permutations)
+    return p, "permutation_within_pool" if pooled.any() else "permutation", n_permutations
 
 
 def _pair_swap_dpd(

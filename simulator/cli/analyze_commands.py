@@ -29,244 +29,275 @@ from biasim.simulator.common.csvlimits import (
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.tables import print_table
 
+# The options of `biasim analyze`, one constant each so its signature reads as the option list.
+_RUN_DIR_ARGUMENT = typer.Argument(help="A run directory (tables and figures are rewritten).")
+_JSON_OPTION = typer.Option("--json", help="Print JSON instead of tables.")
+_DECISIONS_OPTION = typer.Option(
+    help="A CSV of decisions made outside biasim (one row per decision)."
+)
+_GROUP_COLS_OPTION = typer.Option(help="With --decisions: comma-separated group columns.")
+_OUTCOME_COL_OPTION = typer.Option(help="With --decisions: the decision column.")
+_POSITIVE_OPTION = typer.Option(
+    help="With --decisions: the favourable value (default: 1 or true for a 0/1 or "
+    "true/false column, else accept)."
+)
+_NEGATIVE_OPTION = typer.Option(
+    help="With --decisions: comma-separated values meaning not selected (default: the "
+    "one value besides --positive and --invalid; any other value is an error)."
+)
+_INVALID_OPTION = typer.Option(
+    help="With --decisions: comma-separated values of unusable answers, excluded and "
+    "counted (default: invalid)."
+)
+_MIN_GROUP_SHARE_OPTION = typer.Option(
+    min=0.0,
+    max=1.0,
+    help="With --decisions: leave groups under this share of the decided rows (e.g. "
+    "0.02) out of every test; they are reported as excluded.",
+)
+_STRATUM_COL_OPTION = typer.Option(help="With --decisions: test within strata (e.g. job), combine.")
+_UNIT_COL_OPTION = typer.Option(
+    help="With --decisions or --texts: exchangeable unit for permutations (e.g. the "
+    "name, or who wrote each letter)."
+)
+_TEXTS_OPTION = typer.Option(
+    help="A CSV of texts written elsewhere (letters; with --masked-lm, PRISM)."
+)
+_TEXT_COL_OPTION = typer.Option(help="With --texts: the text column.")
+_GROUP_COL_OPTION = typer.Option(help="With --texts: the group column.")
+_COMPARE_OPTION = typer.Option(
+    help="With --texts: FIRST,SECOND groups (default: the column's two values)."
+)
+_PAIR_COL_OPTION = typer.Option(
+    help="With --texts: column of counterfactual pairs (adds paired tests)."
+)
+_LEXICON_OPTION = typer.Option(
+    help="With --texts: YAML/JSON category -> stems (default: agency stems)."
+)
+_STYLE_OPTION = typer.Option(
+    help="With --texts: YAML dimension -> {scorer, options} (default: offline)."
+)
+_SUCCESS_FILTER_OPTION = typer.Option(
+    help="With --texts: drop failed generations (Appendix B): authors (their code: "
+    "' recommend ' with spaces; CBG), recommend (any 'recommend') or none (CLG, "
+    "the paper's 120 letters in full)."
+)
+_AUTHORS_TOKENS_OPTION = typer.Option(
+    help="With --texts: count lexicon tokens as the authors' code (<return> kept)."
+)
+_PREMISE_COL_OPTION = typer.Option(
+    help="With --texts: column of the biographies (hallucination analysis)."
+)
+_NLI_OPTION = typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder.")
+_WEAT_WORDS_OPTION = typer.Option(
+    help="With --texts: YAML `test: {group: [words]}` for WEAT, keyed by the compared "
+    "groups (default: Caliskan's sets keyed male/female)."
+)
+_OUT_OPTION = typer.Option(
+    help="With --decisions or --texts: directory for the tables (and figures)."
+)
+_PERMUTATIONS_OPTION = typer.Option(min=1, max=10_000_000, help="Monte Carlo permutations.")
+_SEED_OPTION = typer.Option(min=0, max=2**63 - 1, help="Seed of every random draw.")
+_PAIRED_COLUMN_OPTION = typer.Option(
+    help="With --texts: the column of the text each one answers (e.g. the posting): "
+    "adds the posting -> application tables and figures."
+)
+_MASKED_LM_OPTION = typer.Option(
+    "--masked-lm", help="With --texts: the masked LM (local folder or hub id)."
+)
+_WORD_LISTS_OPTION = typer.Option(
+    help="With --texts: word lists JSON (default: the paper's example words)."
+)
+_ALPHA_OPTION = typer.Option(help="With --texts: top % of pooled probabilities kept.")
+_HUMAN_RATINGS_OPTION = typer.Option(
+    help="With --texts and --masked-lm: CSV of texts people rated (text, rating; higher "
+    "= more masculine): Spearman rho of each dimension with the ratings (Figure 4a)."
+)
+_IAT_OPTION = typer.Option(
+    help="LLM-IAT answers (CSV or folder of CSVs; repeatable) scored with --iat-stimuli; "
+    "a CSV with iat_bias and decision_bias gives the chained logit (Bai et al.)."
+)
+_IAT_STIMULI_OPTION = typer.Option(help="With --iat: Bai's stimuli CSV (dataset, A, B, C[, D]).")
+_MAX_CELL_CHARS_OPTION = typer.Option(
+    min=1,
+    max=CELL_CHARS_CEILING,
+    help="With --decisions or --texts: longest cell read (characters).",
+)
+_MAX_GROUPS_OPTION = typer.Option(min=1, help="With --decisions or --texts: most distinct groups.")
+
 
 @app.command()
 def analyze(
-    run_dir: Annotated[
-        Path | None, typer.Argument(help="A run directory (tables and figures are rewritten).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
-    decisions: Annotated[
-        Path | None,
-        typer.Option(help="A CSV of decisions made outside biasim (one row per decision)."),
-    ] = None,
-    group_cols: Annotated[
-        str | None, typer.Option(help="With --decisions: comma-separated group columns.")
-    ] = None,
-    outcome_col: Annotated[
-        str | None, typer.Option(help="With --decisions: the decision column.")
-    ] = None,
-    positive: Annotated[
-        str | None,
-        typer.Option(
-            help="With --decisions: the favourable value (default: 1 or true for a 0/1 or "
-            "true/false column, else accept)."
-        ),
-    ] = None,
-    negative: Annotated[
-        str | None,
-        typer.Option(
-            help="With --decisions: comma-separated values meaning not selected (default: the "
-            "one value besides --positive and --invalid; any other value is an error)."
-        ),
-    ] = None,
-    invalid: Annotated[
-        str | None,
-        typer.Option(
-            help="With --decisions: comma-separated values of unusable answers, excluded and "
-            "counted (default: invalid)."
-        ),
-    ] = None,
-    min_group_share: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            help="With --decisions: leave groups under this share of the decided rows (e.g. "
-            "0.02) out of every test; they are reported as excluded.",
-        ),
-    ] = 0.0,
-    stratum_col: Annotated[
-        str | None, typer.Option(help="With --decisions: test within strata (e.g. job), combine.")
-    ] = None,
-    unit_col: Annotated[
-        str | None,
-        typer.Option(
-            help="With --decisions or --texts: exchangeable unit for permutations (e.g. the "
-            "name, or who wrote each letter)."
-        ),
-    ] = None,
-    texts: Annotated[
-        Path | None,
-        typer.Option(help="A CSV of texts written elsewhere (letters; with --masked-lm, PRISM)."),
-    ] = None,
-    text_col: Annotated[str | None, typer.Option(help="With --texts: the text column.")] = None,
-    group_col: Annotated[str | None, typer.Option(help="With --texts: the group column.")] = None,
-    compare: Annotated[
-        str | None,
-        typer.Option(help="With --texts: FIRST,SECOND groups (default: the column's two values)."),
-    ] = None,
-    pair_col: Annotated[
-        str | None,
-        typer.Option(help="With --texts: column of counterfactual pairs (adds paired tests)."),
-    ] = None,
-    lexicon: Annotated[
-        Path | None,
-        typer.Option(help="With --texts: YAML/JSON category -> stems (default: agency stems)."),
-    ] = None,
-    style: Annotated[
-        Path | None,
-        typer.Option(help="With --texts: YAML dimension -> {scorer, options} (default: offline)."),
-    ] = None,
-    success_filter: Annotated[
-        str,
-        typer.Option(
-            help="With --texts: drop failed generations (Appendix B): authors (their code: "
-            "' recommend ' with spaces; CBG), recommend (any 'recommend') or none (CLG, "
-            "the paper's 120 letters in full)."
-        ),
-    ] = "none",
-    authors_tokens: Annotated[
-        bool,
-        typer.Option(
-            help="With --texts: count lexicon tokens as the authors' code (<return> kept)."
-        ),
-    ] = False,
-    premise_col: Annotated[
-        str | None,
-        typer.Option(help="With --texts: column of the biographies (hallucination analysis)."),
-    ] = None,
-    nli: Annotated[
-        str | None,
-        typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder."),
-    ] = None,
-    weat_words: Annotated[
-        Path | None,
-        typer.Option(
-            help="With --texts: YAML `test: {group: [words]}` for WEAT, keyed by the compared "
-            "groups (default: Caliskan's sets keyed male/female)."
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="With --decisions or --texts: directory for the tables (and figures)."),
-    ] = None,
-    permutations: Annotated[
-        int, typer.Option(min=1, max=10_000_000, help="Monte Carlo permutations.")
-    ] = 5000,
-    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of every random draw.")] = 0,
-    paired_column: Annotated[
-        str | None,
-        typer.Option(
-            help="With --texts: the column of the text each one answers (e.g. the posting): "
-            "adds the posting -> application tables and figures."
-        ),
-    ] = None,
-    masked_lm: Annotated[
-        str | None,
-        typer.Option("--masked-lm", help="With --texts: the masked LM (local folder or hub id)."),
-    ] = None,
-    word_lists: Annotated[
-        Path | None,
-        typer.Option(help="With --texts: word lists JSON (default: the paper's example words)."),
-    ] = None,
-    alpha: Annotated[
-        float, typer.Option(help="With --texts: top % of pooled probabilities kept.")
-    ] = 23.0,
-    human_ratings: Annotated[
-        Path | None,
-        typer.Option(
-            help="With --texts and --masked-lm: CSV of texts people rated (text, rating; higher "
-            "= more masculine): Spearman rho of each dimension with the ratings (Figure 4a)."
-        ),
-    ] = None,
-    iat: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="LLM-IAT answers (CSV or folder of CSVs; repeatable) scored with --iat-stimuli; "
-            "a CSV with iat_bias and decision_bias gives the chained logit (Bai et al.)."
-        ),
-    ] = None,
-    iat_stimuli: Annotated[
-        Path | None,
-        typer.Option(help="With --iat: Bai's stimuli CSV (dataset, A, B, C[, D])."),
-    ] = None,
-    max_cell_chars: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=CELL_CHARS_CEILING,
-            help="With --decisions or --texts: longest cell read (characters).",
-        ),
-    ] = DEFAULT_MAX_CELL_CHARS,
-    max_groups: Annotated[
-        int, typer.Option(min=1, help="With --decisions or --texts: most distinct groups.")
-    ] = DEFAULT_MAX_GROUPS,
+    run_dir: Annotated[Path | None, _RUN_DIR_ARGUMENT] = None,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    decisions: Annotated[Path | None, _DECISIONS_OPTION] = None,
+    group_cols: Annotated[str | None, _GROUP_COLS_OPTION] = None,
+    outcome_col: Annotated[str | None, _OUTCOME_COL_OPTION] = None,
+    positive: Annotated[str | None, _POSITIVE_OPTION] = None,
+    negative: Annotated[str | None, _NEGATIVE_OPTION] = None,
+    invalid: Annotated[str | None, _INVALID_OPTION] = None,
+    min_group_share: Annotated[float, _MIN_GROUP_SHARE_OPTION] = 0.0,
+    stratum_col: Annotated[str | None, _STRATUM_COL_OPTION] = None,
+    unit_col: Annotated[str | None, _UNIT_COL_OPTION] = None,
+    texts: Annotated[Path | None, _TEXTS_OPTION] = None,
+    text_col: Annotated[str | None, _TEXT_COL_OPTION] = None,
+    group_col: Annotated[str | None, _GROUP_COL_OPTION] = None,
+    compare: Annotated[str | None, _COMPARE_OPTION] = None,
+    pair_col: Annotated[str | None, _PAIR_COL_OPTION] = None,
+    lexicon: Annotated[Path | None, _LEXICON_OPTION] = None,
+    style: Annotated[Path | None, _STYLE_OPTION] = None,
+    success_filter: Annotated[str, _SUCCESS_FILTER_OPTION] = "none",
+    authors_tokens: Annotated[bool, _AUTHORS_TOKENS_OPTION] = False,
+    premise_col: Annotated[str | None, _PREMISE_COL_OPTION] = None,
+    nli: Annotated[str | None, _NLI_OPTION] = None,
+    weat_words: Annotated[Path | None, _WEAT_WORDS_OPTION] = None,
+    out: Annotated[Path | None, _OUT_OPTION] = None,
+    permutations: Annotated[int, _PERMUTATIONS_OPTION] = 5000,
+    seed: Annotated[int, _SEED_OPTION] = 0,
+    paired_column: Annotated[str | None, _PAIRED_COLUMN_OPTION] = None,
+    masked_lm: Annotated[str | None, _MASKED_LM_OPTION] = None,
+    word_lists: Annotated[Path | None, _WORD_LISTS_OPTION] = None,
+    alpha: Annotated[float, _ALPHA_OPTION] = 23.0,
+    human_ratings: Annotated[Path | None, _HUMAN_RATINGS_OPTION] = None,
+    iat: Annotated[list[Path] | None, _IAT_OPTION] = None,
+    iat_stimuli: Annotated[Path | None, _IAT_STIMULI_OPTION] = None,
+    max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
     --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
     scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting], or
     LLM-IAT answers with --iat PATH --iat-stimuli STIMULI.csv."""
-    limits = CsvLimits(max_cell_chars, max_groups)
-    if iat:
-        from biasim.simulator.tools.iat import IATRequest
-
-        _analyze_iat(IATRequest(list(iat), iat_stimuli, text_col, out), as_json)
-        return
-    if texts is not None and masked_lm is not None:
-        from biasim.simulator.tools.prism_texts import TextsRequest
-
-        _analyze_texts(
-            TextsRequest(
-                texts,
-                text_col or "text",
-                paired_column,
-                masked_lm,
-                word_lists,
-                alpha,
-                out,
-                limits,
-                human_ratings=human_ratings,
-            ),
-            as_json,
-        )
-        return
-    if texts is not None:
-        from biasim.simulator.tools.texts import TextsOptions
-
-        options = TextsOptions(
-            text_col,
-            group_col,
-            compare,
-            pair_col,
-            lexicon,
-            style,
-            success_filter,
-            authors_tokens,
-            premise_col,
-            nli,
-            permutations,
-            seed,
-            weat_words,
-            limits,
-            unit_col,
-        )
-        _analyze_letter_texts(texts, options, out, as_json)
-        return
-    if decisions is not None:
+    # The first statement, so locals() is exactly the parameters (AnalyzeArgs names each).
+    given = AnalyzeArgs(**locals())
+    if given.iat:
+        _analyze_iat(_iat_request(given), given.as_json)
+    elif given.texts is not None and given.masked_lm is not None:
+        _analyze_texts(_prism_texts_request(given), given.as_json)
+    elif given.texts is not None:
+        _analyze_letter_texts(given.texts, _letter_texts_options(given), given.out, given.as_json)
+    elif given.decisions is not None:
         _analyze_external(
-            decisions,
-            ExternalOptions(
-                group_cols=group_cols,
-                outcome_col=outcome_col,
-                positive=positive,
-                negative=negative,
-                invalid=invalid,
-                min_group_share=min_group_share,
-                stratum_col=stratum_col,
-                unit_col=unit_col,
-            ),
-            out,
-            permutations,
-            seed,
-            as_json,
-            limits,
+            given.decisions,
+            _external_options(given),
+            given.out,
+            given.permutations,
+            given.seed,
+            given.as_json,
+            given.limits,
         )
-        return
-    if run_dir is None:
+    elif given.run_dir is None:
         fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
-    _reanalyze_run(run_dir, as_json)
+    else:
+        _reanalyze_run(given.run_dir, given.as_json)
+
+
+@dataclass(frozen=True)
+class AnalyzeArgs:
+    """Every parameter of :func:`analyze`, as given on the command line."""
+
+    run_dir: Path | None
+    as_json: bool
+    decisions: Path | None
+    group_cols: str | None
+    outcome_col: str | None
+    positive: str | None
+    negative: str | None
+    invalid: str | None
+    min_group_share: float
+    stratum_col: str | None
+    unit_col: str | None
+    texts: Path | None
+    text_col: str | None
+    group_col: str | None
+    compare: str | None
+    pair_col: str | None
+    lexicon: Path | None
+    style: Path | None
+    success_filter: str
+    authors_tokens: bool
+    premise_col: str | None
+    nli: str | None
+    weat_words: Path | None
+    out: Path | None
+    permutations: int
+    seed: int
+    paired_column: str | None
+    masked_lm: str | None
+    word_lists: Path | None
+    alpha: float
+    human_ratings: Path | None
+    iat: list[Path] | None
+    iat_stimuli: Path | None
+    max_cell_chars: int
+    max_groups: int
+
+    @property
+    def limits(self) -> CsvLimits:
+        """How much of a CSV is read: --max-cell-chars and --max-groups."""
+        return CsvLimits(self.max_cell_chars, self.max_groups)
+
+
+def _iat_request(given: AnalyzeArgs) -> Any:
+    """``--iat``: the answers, the stimuli and where the tables go."""
+    from biasim.simulator.tools.iat import IATRequest
+
+    return IATRequest(list(given.iat or ()), given.iat_stimuli, given.text_col, given.out)
+
+
+def _prism_texts_request(given: AnalyzeArgs) -> Any:
+    """``--texts`` with ``--masked-lm``: the PRISM scoring of the texts."""
+    from biasim.simulator.tools.prism_texts import TextsRequest
+
+    return TextsRequest(
+        given.texts,
+        given.text_col or "text",
+        given.paired_column,
+        given.masked_lm,
+        given.word_lists,
+        given.alpha,
+        given.out,
+        given.limits,
+        human_ratings=given.human_ratings,
+    )
+
+
+def _letter_texts_options(given: AnalyzeArgs) -> Any:
+    """``--texts`` without a masked LM: the letters' lexicon, word and style analyses."""
+    from biasim.simulator.tools.texts import TextsOptions
+
+    return TextsOptions(
+        given.text_col,
+        given.group_col,
+        given.compare,
+        given.pair_col,
+        given.lexicon,
+        given.style,
+        given.success_filter,
+        given.authors_tokens,
+        given.premise_col,
+        given.nli,
+        given.permutations,
+        given.seed,
+        given.weat_words,
+        given.limits,
+        given.unit_col,
+    )
+
+
+def _external_options(given: AnalyzeArgs) -> ExternalOptions:
+    """``--decisions``: what is read from the CSV."""
+    return ExternalOptions(
+        group_cols=given.group_cols,
+        outcome_col=given.outcome_col,
+        positive=given.positive,
+        negative=given.negative,
+        invalid=given.invalid,
+        min_group_share=given.min_group_share,
+        stratum_col=given.stratum_col,
+        unit_col=given.unit_col,
+    )
 
 
 def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: bool) -> None:

@@ -29,77 +29,72 @@ from biasim.simulator.common.tables import print_table
 from biasim.simulator.engine.failures import DEFAULT_MAX_ERROR_RATE, EXIT_BROKEN
 from biasim.simulator.engine.progress import DEFAULT_LOG_EVERY_S, progress_display
 
+# The options of `biasim run` that only it has, one constant each so its signature reads as the
+# option list.
+_STUDY_ARGUMENT = typer.Argument(help="Study file or built-in study name.")
+_OUT_OPTION = typer.Option(help="Run directory (default runs/NAME-TIME).")
+_BACKEND_OPTION = typer.Option(help="Backend for every role.")
+_MODEL_OPTION = typer.Option(help="Model id for every role.")
+_AGENTS_OPTION = typer.Option(help="Agents per persona value.")
+_MAX_CONCURRENCY_OPTION = typer.Option(help="Calls in flight per backend.")
+_SEED_OPTION = typer.Option(help="Study seed.")
+_RESUME_OPTION = typer.Option(help="Continue the run in this directory.")
+_REPLAY_OPTION = typer.Option(
+    help="Answer from this earlier run's calls.sqlite first (exact replay)."
+)
+_MAX_ERROR_RATE_OPTION = typer.Option(
+    min=0.0,
+    max=1.0,
+    help="The run fails (exit 3, status failed, resumable) when more than this share of "
+    "the units it asked fail; 1 never.",
+)
+_PROGRESS_EVERY_OPTION = typer.Option(
+    min=0.1,
+    envvar="BIASIM_PROGRESS_EVERY",
+    help="Seconds between progress lines when output is not a terminal (a log file).",
+)
+_ALLOW_ENDPOINT_OPTION = typer.Option(
+    help="HOST or HOST:PORT the study may send requests and keys to, when it names a "
+    "server or key variable other than the backend's default (repeatable)."
+)
+_TRUST_BACKEND_OPTION = typer.Option(
+    help="Backend NAME (a plug-in, or langchain:PROVIDER) to run although it does not "
+    "declare the hosts it contacts and the variables it sends (repeatable)."
+)
+_BATCH_OPTION = typer.Option(
+    "--batch",
+    help="Send every role's calls through its provider's batch API (openai, "
+    "anthropic): about half the price, answers within hours; a stopped run resumes "
+    "the same batches (see docs/guides/batch.md).",
+)
+_REASK_LOST_OPTION = typer.Option(
+    help="With --resume: ask again the answers the call store lost or had altered "
+    "(without it, such a resume stops and says how many calls would be paid twice)."
+)
+
 
 @app.command()
 def run(
-    study: Annotated[str | None, typer.Argument(help="Study file or built-in study name.")] = None,
-    out: Annotated[
-        Path | None, typer.Option(help="Run directory (default runs/NAME-TIME).")
-    ] = None,
-    backend: Annotated[str | None, typer.Option(help="Backend for every role.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model id for every role.")] = None,
-    agents: Annotated[int | None, typer.Option(help="Agents per persona value.")] = None,
-    max_concurrency: Annotated[
-        int | None, typer.Option(help="Calls in flight per backend.")
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="Study seed.")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory.")] = None,
-    replay: Annotated[
-        Path | None,
-        typer.Option(help="Answer from this earlier run's calls.sqlite first (exact replay)."),
-    ] = None,
-    max_error_rate: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            help="The run fails (exit 3, status failed, resumable) when more than this share of "
-            "the units it asked fail; 1 never.",
-        ),
-    ] = DEFAULT_MAX_ERROR_RATE,
-    progress_every: Annotated[
-        float,
-        typer.Option(
-            min=0.1,
-            envvar="BIASIM_PROGRESS_EVERY",
-            help="Seconds between progress lines when output is not a terminal (a log file).",
-        ),
-    ] = DEFAULT_LOG_EVERY_S,
+    study: Annotated[str | None, _STUDY_ARGUMENT] = None,
+    out: Annotated[Path | None, _OUT_OPTION] = None,
+    backend: Annotated[str | None, _BACKEND_OPTION] = None,
+    model: Annotated[str | None, _MODEL_OPTION] = None,
+    agents: Annotated[int | None, _AGENTS_OPTION] = None,
+    max_concurrency: Annotated[int | None, _MAX_CONCURRENCY_OPTION] = None,
+    seed: Annotated[int | None, _SEED_OPTION] = None,
+    resume: Annotated[Path | None, _RESUME_OPTION] = None,
+    replay: Annotated[Path | None, _REPLAY_OPTION] = None,
+    max_error_rate: Annotated[float, _MAX_ERROR_RATE_OPTION] = DEFAULT_MAX_ERROR_RATE,
+    progress_every: Annotated[float, _PROGRESS_EVERY_OPTION] = DEFAULT_LOG_EVERY_S,
     masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
     postings: Annotated[Path | None, POSTINGS_OPTION] = None,
     biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
-    allow_endpoint: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="HOST or HOST:PORT the study may send requests and keys to, when it names a "
-            "server or key variable other than the backend's default (repeatable)."
-        ),
-    ] = None,
-    trust_backend: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Backend NAME (a plug-in, or langchain:PROVIDER) to run although it does not "
-            "declare the hosts it contacts and the variables it sends (repeatable)."
-        ),
-    ] = None,
+    allow_endpoint: Annotated[list[str] | None, _ALLOW_ENDPOINT_OPTION] = None,
+    trust_backend: Annotated[list[str] | None, _TRUST_BACKEND_OPTION] = None,
     cost_limit: Annotated[float | None, COST_LIMIT_OPTION] = None,
-    batch: Annotated[
-        bool,
-        typer.Option(
-            "--batch",
-            help="Send every role's calls through its provider's batch API (openai, "
-            "anthropic): about half the price, answers within hours; a stopped run resumes "
-            "the same batches (see docs/guides/batch.md).",
-        ),
-    ] = False,
+    batch: Annotated[bool, _BATCH_OPTION] = False,
     prices: Annotated[Path | None, PRICES_OPTION] = None,
-    reask_lost: Annotated[
-        bool,
-        typer.Option(
-            help="With --resume: ask again the answers the call store lost or had altered "
-            "(without it, such a resume stops and says how many calls would be paid twice)."
-        ),
-    ] = False,
+    reask_lost: Annotated[bool, _REASK_LOST_OPTION] = False,
 ) -> None:
     """Run a study and print its decision-rate report.
 

@@ -8,7 +8,7 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -30,72 +30,48 @@ from biasim.simulator.common.csvlimits import (
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.tables import print_table
 
+# The options of `biasim power`, one constant each so its signature reads as the option list.
+_POWER_STUDY_ARGUMENT = typer.Argument(help="Study file or built-in name.")
+_POWER_AGENTS_OPTION = typer.Option(help="Agents per persona value to try, comma-separated.")
+_POWER_STUDIES_OPTION = typer.Option(help="Simulated studies per arm and size.")
+_POWER_EFFECT_OPTION = typer.Option(
+    help="Scale of the declared synthetic effect (1 = as declared)."
+)
+_POWER_ALPHA_OPTION = typer.Option(help="Significance level.")
+_POWER_SEED_OPTION = typer.Option(min=0, max=2**63 - 1, help="First seed of the simulated studies.")
+_POWER_OUT_OPTION = typer.Option(help="Write power.csv here (a new or empty directory).")
+_POWER_WORKERS_OPTION = typer.Option(
+    min=0, help="Processes to run simulated studies in (0: one per core, 1: this one)."
+)
+_POWER_RAY_OPTION = typer.Option("--ray", help="Run the simulated studies on a local Ray cluster.")
+_POWER_RAY_ADDRESS_OPTION = typer.Option(
+    help="Run the simulated studies on the Ray cluster at this address."
+)
+_POWER_PER_CALL_OPTION = typer.Option(
+    "--per-call",
+    help="Send each answer through the call store and retry layer (slower, same answers).",
+)
+
 
 @app.command()
 def power(
-    study: Annotated[str, typer.Argument(help="Study file or built-in name.")],
-    agents: Annotated[
-        str, typer.Option(help="Agents per persona value to try, comma-separated.")
-    ] = "2,5,10",
-    studies: Annotated[int, typer.Option(help="Simulated studies per arm and size.")] = 20,
-    effect: Annotated[
-        float, typer.Option(help="Scale of the declared synthetic effect (1 = as declared).")
-    ] = 1.0,
-    alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
-    seed: Annotated[
-        int, typer.Option(min=0, max=2**63 - 1, help="First seed of the simulated studies.")
-    ] = 0,
-    out: Annotated[
-        Path | None, typer.Option(help="Write power.csv here (a new or empty directory).")
-    ] = None,
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Processes to run simulated studies in (0: one per core, 1: this one)."
-        ),
-    ] = 0,
-    ray: Annotated[
-        bool, typer.Option("--ray", help="Run the simulated studies on a local Ray cluster.")
-    ] = False,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(help="Run the simulated studies on the Ray cluster at this address."),
-    ] = None,
-    per_call: Annotated[
-        bool,
-        typer.Option(
-            "--per-call",
-            help="Send each answer through the call store and retry layer (slower, same answers).",
-        ),
-    ] = False,
+    study: Annotated[str, _POWER_STUDY_ARGUMENT],
+    agents: Annotated[str, _POWER_AGENTS_OPTION] = "2,5,10",
+    studies: Annotated[int, _POWER_STUDIES_OPTION] = 20,
+    effect: Annotated[float, _POWER_EFFECT_OPTION] = 1.0,
+    alpha: Annotated[float, _POWER_ALPHA_OPTION] = 0.05,
+    seed: Annotated[int, _POWER_SEED_OPTION] = 0,
+    out: Annotated[Path | None, _POWER_OUT_OPTION] = None,
+    workers: Annotated[int, _POWER_WORKERS_OPTION] = 0,
+    ray: Annotated[bool, _POWER_RAY_OPTION] = False,
+    ray_address: Annotated[str | None, _POWER_RAY_ADDRESS_OPTION] = None,
+    per_call: Annotated[bool, _POWER_PER_CALL_OPTION] = False,
 ) -> None:
     """Power and false-positive rate of the study's tests on its synthetic truth."""
     from biasim.simulator.common.errors import Problem
     from biasim.simulator.tools.power import power as simulate
 
-    try:
-        sizes = [int(a) for a in agents.split(",") if a.strip()]
-    except ValueError:
-        sizes = []
-    problems = []
-    if not sizes or min(sizes) < 1:
-        problems.append(
-            Problem("--agents", None, "", f"`{agents}`: give positive integers, e.g. 2,5,10")
-        )
-    if studies < 2:
-        problems.append(Problem("--studies", None, "", "at least 2"))
-    if not 0 < alpha < 1:
-        problems.append(Problem("--alpha", None, "", "between 0 and 1"))
-    if effect < 0:
-        problems.append(Problem("--effect", None, "", "0 or more"))
-    if out is not None:
-        from biasim.simulator.common.rundir import check_writable
-
-        reason = check_writable(out, hint="; name a new directory with --out")
-        if reason:
-            problems.append(Problem("--out", None, "", reason))
-    if problems:
-        fail_input(InputError(problems))
+    sizes = _checked_power_options(agents, studies, alpha, effect, out)
     err_console.print(
         f"simulating {len(sizes)} size(s) x 2 arms x {studies} studies on the synthetic "
         "backend (a test double with the study's declared truth, not a model)"
@@ -120,6 +96,46 @@ def power(
         fail_input(exc)
     except ValueError as exc:
         fail_input(InputError([Problem(study, None, "", str(exc))]))
+    _print_power(rows, effect, alpha, studies)
+    if out is not None:
+        _write_power_csv(rows, out)
+
+
+def _checked_power_options(
+    agents: str, studies: int, alpha: float, effect: float, out: Path | None
+) -> list[int]:
+    """The sample sizes of ``--agents``, once every option is usable (else exit 2 naming each
+    that is not)."""
+    from biasim.simulator.common.errors import Problem
+
+    try:
+        sizes = [int(a) for a in agents.split(",") if a.strip()]
+    except ValueError:
+        sizes = []
+    problems = []
+    if not sizes or min(sizes) < 1:
+        problems.append(
+            Problem("--agents", None, "", f"`{agents}`: give positive integers, e.g. 2,5,10")
+        )
+    if studies < 2:
+        problems.append(Problem("--studies", None, "", "at least 2"))
+    if not 0 < alpha < 1:
+        problems.append(Problem("--alpha", None, "", "between 0 and 1"))
+    if effect < 0:
+        problems.append(Problem("--effect", None, "", "0 or more"))
+    if out is not None:
+        from biasim.simulator.common.rundir import check_writable
+
+        reason = check_writable(out, hint="; name a new directory with --out")
+        if reason:
+            problems.append(Problem("--out", None, "", reason))
+    if problems:
+        fail_input(InputError(problems))
+    return sizes
+
+
+def _print_power(rows: list, effect: float, alpha: float, studies: int) -> None:
+    """The power table, then how far its shares can be trusted."""
     table = Table(
         title=f"Power (effect x{effect:g}) and false-positive rate (no effect) at alpha {alpha:g}, "
         f"{studies} studies each"
@@ -144,14 +160,17 @@ def power(
         "design; with few studies each share is rough (+/- about "
         f"{100 * 1.96 * (0.25 / studies) ** 0.5:.0f} points at 50%)."
     )
-    if out is not None:
-        import pandas as pd
 
-        from biasim.simulator.common.csvfiles import write_csv
 
-        out.mkdir(parents=True, exist_ok=True)
-        write_csv(out / "power.csv", pd.DataFrame([row.__dict__ for row in rows]))
-        out_console.print(f"wrote {out / 'power.csv'}")
+def _write_power_csv(rows: list, out: Path) -> None:
+    """``--out``: the power table as power.csv."""
+    import pandas as pd
+
+    from biasim.simulator.common.csvfiles import write_csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "power.csv", pd.DataFrame([row.__dict__ for row in rows]))
+    out_console.print(f"wrote {out / 'power.csv'}")
 
 
 @app.command()
@@ -193,61 +212,88 @@ def compare(
     print_written(target, evidence.summary)
 
 
+# The options of `biasim audit`, one constant each so its signature reads as the option list.
+_AUDIT_SOURCE_ARGUMENT = typer.Argument(help="A run directory or a decisions CSV.")
+_AUDIT_FORMAT_OPTION = typer.Option("--format", help="Audit format: ll144.")
+_AUDIT_OUT_OPTION = typer.Option(
+    help="Directory for the tables (default: RUN_DIR/audit; required for a CSV)."
+)
+_AUDIT_SEX_COL_OPTION = typer.Option(help="Sex category column.")
+_AUDIT_RACE_COL_OPTION = typer.Option(help="Race/ethnicity category column.")
+_AUDIT_SELECTED_COL_OPTION = typer.Option(help="CSV: selected flag (1/0, true/false, yes/no).")
+_AUDIT_OUTCOME_COL_OPTION = typer.Option(help="CSV: decision column, with --positive.")
+_AUDIT_POSITIVE_OPTION = typer.Option(help="CSV: the selected decision.")
+_AUDIT_SCORE_COL_OPTION = typer.Option(help="CSV: a score (scoring rate = share above the median).")
+_AUDIT_DATE_COL_OPTION = typer.Option(help="CSV: date of each decision.")
+_AUDIT_BY_OPTION = typer.Option(help="Comma-separated columns audited separately (e.g. job).")
+_AUDIT_EXCLUDE_SMALL_OPTION = typer.Option(
+    help="Leave categories under 2% of the data out of impact ratios."
+)
+_AUDIT_ANALYSIS_OPTION = typer.Option(help="Run: the analysis whose decisions are audited.")
+_AUDIT_MAX_CELL_CHARS_OPTION = typer.Option(
+    min=1, max=CELL_CHARS_CEILING, help="CSV: longest cell read."
+)
+_AUDIT_MAX_GROUPS_OPTION = typer.Option(
+    min=1, help="CSV: most distinct categories (sex x race x --by)."
+)
+_AUDIT_STAGE_OPTION = typer.Option(
+    help="Run of a pipeline: audit this stage's decisions among its entrants (default: "
+    "the last stage, end to end over every applicant)."
+)
+
+
 @app.command()
 def audit(
-    source: Annotated[Path, typer.Argument(help="A run directory or a decisions CSV.")],
-    audit_format: Annotated[str, typer.Option("--format", help="Audit format: ll144.")] = "ll144",
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Directory for the tables (default: RUN_DIR/audit; required for a CSV)."),
-    ] = None,
-    sex_col: Annotated[str | None, typer.Option(help="Sex category column.")] = None,
-    race_col: Annotated[str | None, typer.Option(help="Race/ethnicity category column.")] = None,
-    selected_col: Annotated[
-        str | None, typer.Option(help="CSV: selected flag (1/0, true/false, yes/no).")
-    ] = None,
-    outcome_col: Annotated[
-        str | None, typer.Option(help="CSV: decision column, with --positive.")
-    ] = None,
-    positive: Annotated[str | None, typer.Option(help="CSV: the selected decision.")] = None,
-    score_col: Annotated[
-        str | None, typer.Option(help="CSV: a score (scoring rate = share above the median).")
-    ] = None,
-    date_col: Annotated[str | None, typer.Option(help="CSV: date of each decision.")] = None,
-    by: Annotated[
-        str | None, typer.Option(help="Comma-separated columns audited separately (e.g. job).")
-    ] = None,
-    exclude_small: Annotated[
-        bool, typer.Option(help="Leave categories under 2% of the data out of impact ratios.")
-    ] = False,
-    analysis: Annotated[
-        str | None, typer.Option(help="Run: the analysis whose decisions are audited.")
-    ] = None,
-    max_cell_chars: Annotated[
-        int, typer.Option(min=1, max=CELL_CHARS_CEILING, help="CSV: longest cell read.")
-    ] = DEFAULT_MAX_CELL_CHARS,
-    max_groups: Annotated[
-        int, typer.Option(min=1, help="CSV: most distinct categories (sex x race x --by).")
-    ] = DEFAULT_MAX_GROUPS,
-    stage: Annotated[
-        str | None,
-        typer.Option(
-            help="Run of a pipeline: audit this stage's decisions among its entrants (default: "
-            "the last stage, end to end over every applicant)."
-        ),
-    ] = None,
+    source: Annotated[Path, _AUDIT_SOURCE_ARGUMENT],
+    audit_format: Annotated[str, _AUDIT_FORMAT_OPTION] = "ll144",
+    out: Annotated[Path | None, _AUDIT_OUT_OPTION] = None,
+    sex_col: Annotated[str | None, _AUDIT_SEX_COL_OPTION] = None,
+    race_col: Annotated[str | None, _AUDIT_RACE_COL_OPTION] = None,
+    selected_col: Annotated[str | None, _AUDIT_SELECTED_COL_OPTION] = None,
+    outcome_col: Annotated[str | None, _AUDIT_OUTCOME_COL_OPTION] = None,
+    positive: Annotated[str | None, _AUDIT_POSITIVE_OPTION] = None,
+    score_col: Annotated[str | None, _AUDIT_SCORE_COL_OPTION] = None,
+    date_col: Annotated[str | None, _AUDIT_DATE_COL_OPTION] = None,
+    by: Annotated[str | None, _AUDIT_BY_OPTION] = None,
+    exclude_small: Annotated[bool, _AUDIT_EXCLUDE_SMALL_OPTION] = False,
+    analysis: Annotated[str | None, _AUDIT_ANALYSIS_OPTION] = None,
+    max_cell_chars: Annotated[int, _AUDIT_MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[int, _AUDIT_MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
+    stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
-    from biasim.simulator.common.errors import Problem
-    from biasim.simulator.common.rundir import MANIFEST, check_writable, holding_lock
-    from biasim.simulator.tools.audit import (
-        FORMATS,
-        AuditOptions,
-        attach_to_run,
-        ll144_audit,
-        write_audit,
+    from biasim.simulator.tools.audit import AuditOptions
+
+    target = _checked_audit_target(source, audit_format, out)
+    options = AuditOptions(
+        sex_col=sex_col,
+        race_col=race_col,
+        selected_col=selected_col,
+        outcome_col=outcome_col,
+        positive=positive,
+        score_col=score_col,
+        date_col=date_col,
+        by=[c.strip() for c in (by or "").split(",") if c.strip()],
+        exclude_small=exclude_small,
+        analysis=analysis,
+        limits=CsvLimits(max_cell_chars, max_groups),
+        stage=stage,
     )
+    result, written = _write_audit(source, options, target)
+    partial = result["source"].get("partial")
+    if partial:
+        err_console.print(styled("warning", "yellow", f": {partial}"))
+    _print_audit(result)
+    out_console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
+
+
+def _checked_audit_target(source: Path, audit_format: str, out: Path | None) -> Path:
+    """The directory the audit is written to, once the format, the source and that directory
+    are usable (else exit 2 naming each that is not)."""
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.common.rundir import check_writable
+    from biasim.simulator.tools.audit import FORMATS
 
     problems = []
     if audit_format not in FORMATS:
@@ -265,20 +311,15 @@ def audit(
             problems.append(Problem("--out", None, "", reason))
     if problems:
         fail_input(InputError(problems))
-    options = AuditOptions(
-        sex_col=sex_col,
-        race_col=race_col,
-        selected_col=selected_col,
-        outcome_col=outcome_col,
-        positive=positive,
-        score_col=score_col,
-        date_col=date_col,
-        by=[c.strip() for c in (by or "").split(",") if c.strip()],
-        exclude_small=exclude_small,
-        analysis=analysis,
-        limits=CsvLimits(max_cell_chars, max_groups),
-        stage=stage,
-    )
+    return target
+
+
+def _write_audit(source: Path, options: Any, target: Path) -> tuple[dict, list[Path]]:
+    """The audit of ``source`` and the files written: its tables under ``target``, attached to
+    the run it audits, or with a report page of its own when it audits a CSV."""
+    from biasim.simulator.common.rundir import MANIFEST, holding_lock
+    from biasim.simulator.tools.audit import attach_to_run, ll144_audit, write_audit
+
     is_run = (source / MANIFEST).is_file()
     try:
         # A run's audit is read and attached under its lock: a live run or `--resume` would
@@ -296,11 +337,7 @@ def audit(
 
         summary = {"study": f"LL144 audit of {source.name}", "audit": public(result)}
         written.append(write_report(target, summary, {"name": summary["study"]}, []))
-    partial = result["source"].get("partial")
-    if partial:
-        err_console.print(styled("warning", "yellow", f": {partial}"))
-    _print_audit(result)
-    out_console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
+    return result, written
 
 
 def _print_audit(result: dict) -> None:

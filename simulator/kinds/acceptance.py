@@ -285,12 +285,43 @@ class AcceptanceKind(AnalysisKind):
         section: Section,
     ) -> dict[str, Any]:
         seed = ctx.study.seed
+        report = self._disparity(part, spec, seed)
+        prefix = slug(ctx.name, model)
+        scalars = {}
+        for key, value in report.items():
+            if isinstance(value, pd.DataFrame):
+                section.tables[f"{prefix}_{key}"] = value
+            else:
+                scalars[key] = value
+        # With strata the headline test is the joint one: it relabels each name once for every
+        # stratum; the pooled test ignores the strata.
+        tests = report.get("joint", report.get("permutation"))
+        if spec.subset and report["n_valid"]:
+            section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed, report.get("joint"))
+        # Without a single valid answer there is nothing to break down (the report says so).
+        if report["n_valid"]:
+            self._add_breakdowns(part, spec, seed, report, prefix, section)
+        reference = report.get("reference")
+        return {
+            **scalars,
+            "test": "joint" if "joint" in report else "pooled",
+            "rates": report["rates"].to_dict("records"),
+            "impact_ratios": report["impact_ratios"].to_dict("records"),
+            "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
+            "reference": reference.to_dict("records") if reference is not None else None,
+        }
+
+    @staticmethod
+    def _disparity(part: pd.DataFrame, spec: AcceptanceSpec, seed: int) -> dict[str, Any]:
+        """The disparity report of one model's outcomes, with the readings that survive counting
+        the excluded answers either way, and each group's rate over all its answers."""
+        unit_col = "persona_name" if spec.unit == "name" else None
         report = disparity.disparity_report(
             part,
             spec.groups,
             "outcome",
             positive="accept",
-            unit_col="persona_name" if spec.unit == "name" else None,
+            unit_col=unit_col,
             stratum_col=spec.strata,
             reference=spec.reference,
             n_permutations=spec.n_permutations,
@@ -307,7 +338,7 @@ class AcceptanceKind(AnalysisKind):
                     "outcome",
                     "accept",
                     invalid=disparity.INVALID,
-                    unit_col="persona_name" if spec.unit == "name" else None,
+                    unit_col=unit_col,
                     adjust=spec.adjust,
                     n_permutations=spec.n_permutations,
                     seed=seed,
@@ -320,21 +351,19 @@ class AcceptanceKind(AnalysisKind):
         rates["rate_all"] = rates["k"] / (rates["n"] + rates["n_excluded"]).where(
             rates["n"] + rates["n_excluded"] > 0
         )
-        prefix = slug(ctx.name, model)
-        scalars = {}
-        for key, value in report.items():
-            if isinstance(value, pd.DataFrame):
-                section.tables[f"{prefix}_{key}"] = value
-            else:
-                scalars[key] = value
-        # With strata the headline test is the joint one: it relabels each name once for every
-        # stratum; the pooled test ignores the strata.
-        tests = report.get("joint", report.get("permutation"))
-        # Without a single valid answer there is nothing to break down (the report says so).
-        breakdowns = spec.breakdowns if report["n_valid"] else []
-        if spec.subset and report["n_valid"]:
-            section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed, report.get("joint"))
-        for column in breakdowns:
+        return report
+
+    @staticmethod
+    def _add_breakdowns(
+        part: pd.DataFrame,
+        spec: AcceptanceSpec,
+        seed: int,
+        report: dict[str, Any],
+        prefix: str,
+        section: Section,
+    ) -> None:
+        """Rates by each ``breakdowns`` column, each cell tested against the population."""
+        for column in spec.breakdowns:
             # The paper marks each cell of Tables 1-4 by a permutation test within its row; each
             # table is one declared family for `adjust`.
             row_tests = (
@@ -360,15 +389,6 @@ class AcceptanceKind(AnalysisKind):
             section.tables[f"{prefix}_by_{column}"] = disparity.rate_breakdown(
                 part, column, spec.groups, "outcome", "accept", tests=row_tests, p_col="p_adjusted"
             )
-        reference = report.get("reference")
-        return {
-            **scalars,
-            "test": "joint" if "joint" in report else "pooled",
-            "rates": report["rates"].to_dict("records"),
-            "impact_ratios": report["impact_ratios"].to_dict("records"),
-            "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
-            "reference": reference.to_dict("records") if reference is not None else None,
-        }
 
     def _table1(
         self, part: pd.DataFrame, spec: AcceptanceSpec, seed: int, whole: pd.DataFrame | None
@@ -567,7 +587,6 @@ class AcceptanceKind(AnalysisKind):
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         html_expected(summary, section)
-        groups = summary["groups"]
         section.paragraph(
             f"Each text of stage {summary['stage']} is labelled accept / reject / invalid by "
             f"the {summary['classifier']} classifier with the applicant's name redacted; rates "
@@ -582,71 +601,9 @@ class AcceptanceKind(AnalysisKind):
                 + ".</p>"
             )
         for model, part in summary["models"].items():
-            at = ("models", model)
             section.heading(f"Model {model or '(default)'}")
-            section.raw(
-                "<p>DPD "
-                + section.number((*at, "dpd"), part.get("dpd"))
-                + " (parity p = "
-                + section.number((*at, "dpd_p_value"), part.get("dpd_p_value"))
-                + "), population rate "
-                + section.number((*at, "population_rate"), part.get("population_rate"))
-                + "; chance that an unbiased model fails four-fifths for some group: "
-                + section.number((*at, "p_any_flag_by_chance"), part["p_any_flag_by_chance"], ".1%")
-                + f" ({disparity.flag_chance_basis(part.get('flag_chance_unit'))}).</p>"
-            )
-            text = [Column(g) for g in groups]
-            section.table(
-                part["rates"],
-                key=(*at, "rates"),
-                title="Acceptance rate by group",
-                columns=[
-                    *text,
-                    Column("n", "valid n", "int"),
-                    Column("k", "accepted", "int"),
-                    Column("n_excluded", "excluded", "int"),
-                    Column("rate", "rate", ".3f"),
-                    Column("ci_low", "95% CI", "ci", upper="ci_high"),
-                    Column("rate_all", "accepted / all emails", ".3f"),
-                ],
-            )
-            section.table(
-                part["impact_ratios"],
-                key=(*at, "impact_ratios"),
-                title="Impact ratios (rate / highest rate)",
-                columns=[
-                    *text,
-                    Column("impact_ratio", "impact ratio", ".3f"),
-                    Column("four_fifths_flag", "below 4/5", "text"),
-                ],
-            )
-            if part.get("permutation"):
-                section.table(
-                    part["permutation"],
-                    key=(*at, "permutation"),
-                    title=_test_name(part).capitalize(),
-                    columns=[
-                        *text,
-                        Column("rate", "rate", ".3f"),
-                        Column("d", "d", "+.3f"),
-                        Column("p_two_sided", "p", ".3f"),
-                        Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
-                    ],
-                    note=_POPULATION_CAVEAT,
-                )
-            if part.get("reference"):
-                section.table(
-                    part["reference"],
-                    key=(*at, "reference"),
-                    title=f"Each group against {part['reference'][0]['compared_with']}",
-                    columns=[
-                        *text,
-                        Column("rate", "rate", ".3f"),
-                        Column("d", "d", "+.3f"),
-                        Column("p_two_sided", "p", ".3f"),
-                        Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
-                    ],
-                )
+            _html_model_headline(("models", model), part, section)
+            _html_model_tables(summary, ("models", model), part, section)
             section.paragraph(f"DPD test: {part.get('dpd_test', 'none')}.", muted=True)
             for note in part.get("notes", []):
                 section.paragraph(f"Note: {note}", muted=True)
@@ -662,3 +619,71 @@ class AcceptanceKind(AnalysisKind):
                 _DIFFERENCE_NOTE,
             )
             section.figure(slug(summary["name"], "rates_by_model"), "Acceptance rates per model")
+
+
+def _html_model_headline(at: tuple[str, str], part: dict[str, Any], section: HtmlSection) -> None:
+    """One model's DPD and its test, the population rate and the chance of a four-fifths flag."""
+    section.raw(
+        "<p>DPD "
+        + section.number((*at, "dpd"), part.get("dpd"))
+        + " (parity p = "
+        + section.number((*at, "dpd_p_value"), part.get("dpd_p_value"))
+        + "), population rate "
+        + section.number((*at, "population_rate"), part.get("population_rate"))
+        + "; chance that an unbiased model fails four-fifths for some group: "
+        + section.number((*at, "p_any_flag_by_chance"), part["p_any_flag_by_chance"], ".1%")
+        + f" ({disparity.flag_chance_basis(part.get('flag_chance_unit'))}).</p>"
+    )
+
+
+def _html_model_tables(
+    summary: dict[str, Any], at: tuple[str, str], part: dict[str, Any], section: HtmlSection
+) -> None:
+    """One model's rates and impact ratios by group, and its tests of each group."""
+    text = [Column(g) for g in summary["groups"]]
+    section.table(
+        part["rates"],
+        key=(*at, "rates"),
+        title="Acceptance rate by group",
+        columns=[
+            *text,
+            Column("n", "valid n", "int"),
+            Column("k", "accepted", "int"),
+            Column("n_excluded", "excluded", "int"),
+            Column("rate", "rate", ".3f"),
+            Column("ci_low", "95% CI", "ci", upper="ci_high"),
+            Column("rate_all", "accepted / all emails", ".3f"),
+        ],
+    )
+    section.table(
+        part["impact_ratios"],
+        key=(*at, "impact_ratios"),
+        title="Impact ratios (rate / highest rate)",
+        columns=[
+            *text,
+            Column("impact_ratio", "impact ratio", ".3f"),
+            Column("four_fifths_flag", "below 4/5", "text"),
+        ],
+    )
+    test_columns = [
+        *text,
+        Column("rate", "rate", ".3f"),
+        Column("d", "d", "+.3f"),
+        Column("p_two_sided", "p", ".3f"),
+        Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
+    ]
+    if part.get("permutation"):
+        section.table(
+            part["permutation"],
+            key=(*at, "permutation"),
+            title=_test_name(part).capitalize(),
+            columns=test_columns,
+            note=_POPULATION_CAVEAT,
+        )
+    if part.get("reference"):
+        section.table(
+            part["reference"],
+            key=(*at, "reference"),
+            title=f"Each group against {part['reference'][0]['compared_with']}",
+            columns=test_columns,
+        )

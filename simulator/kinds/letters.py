@@ -11,6 +11,8 @@ section says in words what it needs when none is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -56,6 +58,8 @@ ALPHA = 0.05
 CACHE_FILE = "text_scores.sqlite"
 #: Where scorers that train a model keep it in the run directory.
 MODELS_DIR = "models"
+#: The tables of a letters analysis, each per model then joined.
+TABLES = ("lexicon", "salient", "style", "shares", "hallucination", "weat")
 #: Scorer options that must name an existing file (a model option may be a hub id).
 FILE_OPTIONS = ("train_csv", "stems")
 #: Scorer options naming a model, and the kind of model each must be (None: any).
@@ -275,11 +279,6 @@ class LettersKind(AnalysisKind):
 
     def compute(self, results: pd.DataFrame, spec: LettersSpec, ctx: AnalysisContext) -> Section:
         """Every table per model; see the module docstring."""
-        from biasim.analysis.studies.letters.figures import (
-            plot_hallucination,
-            plot_letters,
-            plot_weat,
-        )
         from biasim.analysis.text.style_scorers import load_spacy, load_stems
 
         rows, reasons, pair_col = _letters_with_exclusions(results, spec)
@@ -294,21 +293,7 @@ class LettersKind(AnalysisKind):
         section = Section(
             summary={"groups": list(groups), "letters": {}, "scored_now": 0, "unit_note": unit.note}
         )
-        section.tables[f"{ctx.name}_exclusions"] = (
-            rows.assign(excluded=[r or "kept" for r in reasons])
-            .groupby(["model_label", "excluded"])
-            .size()
-            .rename("letters")
-            .reset_index()
-        )
-        tables: dict[str, list[pd.DataFrame]] = {
-            "lexicon": [],
-            "salient": [],
-            "style": [],
-            "shares": [],
-            "hallucination": [],
-            "weat": [],
-        }
+        section.tables[f"{ctx.name}_exclusions"] = _exclusion_counts(rows, reasons)
         bios = ctx.study.biographies
         nli = self._nli(spec, ctx)
         if nli is None and bios is not None:
@@ -323,29 +308,56 @@ class LettersKind(AnalysisKind):
             section.summary["note"] = "no letter was kept (see the exclusions): nothing to analyse"
         elif unit.problem:
             section.summary["note"], models = unit.problem, []
+        tables_of = partial(
+            letters_tables.letter_tables,
+            text_col="letter",
+            group_col=spec.group,
+            groups=groups,
+            lexicon=lexicon,
+            scorers=scorers,
+            nlp=nlp,
+            pair_col=pair_col,
+            id_cols=["agent_id", *([spec.pair] if spec.pair else [])],
+            cache=cache,
+            salient_threshold=spec.salient_threshold,
+            salient_top_k=spec.salient_top_k,
+            n_permutations=spec.n_permutations,
+            n_bootstrap=spec.n_bootstrap,
+            seed=ctx.study.seed,
+            premise_col="biography_text" if nli is not None else None,
+            nli=nli,
+            unit_col=unit.test_column,
+        )
+        tables = self._tables_per_model(section, kept, models, tables_of, spec, ctx)
+        add_classifier_metrics(section, ctx, spec.style, scorers, cache)
+        _gather_tables(section, ctx.name, tables)
+        if cache:
+            cache.close()
+        return section
+
+    def _tables_per_model(
+        self,
+        section: Section,
+        kept: pd.DataFrame,
+        models: list[str],
+        tables_of: Callable[[pd.DataFrame], Any],
+        spec: LettersSpec,
+        ctx: AnalysisContext,
+    ) -> dict[str, list[pd.DataFrame]]:
+        """Each model's letters analysed (``tables_of``), its figures added to ``section``; the
+        tables of every model, by name, labelled with their model."""
+        from biasim.analysis.studies.letters.figures import (
+            plot_hallucination,
+            plot_letters,
+            plot_weat,
+        )
+
+        groups = tuple(spec.compare)
+        tables: dict[str, list[pd.DataFrame]] = {key: [] for key in TABLES}
         embed, word_sets = self._weat_inputs(spec, ctx) if models else (None, None)
         for model in models:
             part = kept[kept["model_label"] == model].reset_index(drop=True)
-            out = letters_tables.letter_tables(
-                part,
-                text_col="letter",
-                group_col=spec.group,
-                groups=groups,
-                lexicon=lexicon,
-                scorers=scorers,
-                nlp=nlp,
-                pair_col=pair_col,
-                id_cols=["agent_id", *([spec.pair] if spec.pair else [])],
-                cache=cache,
-                salient_threshold=spec.salient_threshold,
-                salient_top_k=spec.salient_top_k,
-                n_permutations=spec.n_permutations,
-                n_bootstrap=spec.n_bootstrap,
-                seed=ctx.study.seed,
-                premise_col="biography_text" if nli is not None else None,
-                nli=nli,
-                unit_col=unit.test_column,
-            )
+            out = tables_of(part)
             title = f"{ctx.study.name}: {model}"
             suffix = f"_{model}" if len(models) > 1 else ""
             if embed is not None:
@@ -365,18 +377,7 @@ class LettersKind(AnalysisKind):
             section.figures[f"{ctx.name}{suffix}"] = plot_letters(
                 out.lexicon, out.style, groups, title
             )
-        add_classifier_metrics(section, ctx, spec.style, scorers, cache)
-        for key, parts in tables.items():
-            if parts:
-                section.tables[f"{ctx.name}_{key}"] = pd.concat(parts, ignore_index=True)
-        # Records at the top level: the console and the page render them as tables.
-        for key in ("style", "lexicon", "hallucination", "weat"):
-            if tables[key]:
-                section.summary[key] = section.tables[f"{ctx.name}_{key}"].to_dict("records")
-        section.summary["exclusions"] = section.tables[f"{ctx.name}_exclusions"].to_dict("records")
-        if cache:
-            cache.close()
-        return section
+        return tables
 
     @staticmethod
     def _scorer(choice: ScorerChoice, ctx: AnalysisContext) -> Any:
@@ -621,6 +622,29 @@ class LettersKind(AnalysisKind):
             at = f"{r['model_label']}: " if several else ""
             out[f"{at}lexicon {r['category']}"] = r["p_permutation"]
         return out
+
+
+def _exclusion_counts(rows: pd.DataFrame, reasons: list[str | None]) -> pd.DataFrame:
+    """Letters per model kept and excluded, by reason."""
+    return (
+        rows.assign(excluded=[r or "kept" for r in reasons])
+        .groupby(["model_label", "excluded"])
+        .size()
+        .rename("letters")
+        .reset_index()
+    )
+
+
+def _gather_tables(section: Section, name: str, tables: dict[str, list[pd.DataFrame]]) -> None:
+    """Every model's tables as one table each, and the summary's records of them."""
+    for key, parts in tables.items():
+        if parts:
+            section.tables[f"{name}_{key}"] = pd.concat(parts, ignore_index=True)
+    # Records at the top level: the console and the page render them as tables.
+    for key in ("style", "lexicon", "hallucination", "weat"):
+        if tables[key]:
+            section.summary[key] = section.tables[f"{name}_{key}"].to_dict("records")
+    section.summary["exclusions"] = section.tables[f"{name}_exclusions"].to_dict("records")
 
 
 def _letters_with_exclusions(

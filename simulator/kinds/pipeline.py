@@ -132,38 +132,11 @@ class PipelineKind(AnalysisKind):
         section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
             exclusions, columns=["stage", "reason", "count"]
         )
-        by_group: dict[str, Any] = {}
-        for group in spec.groups if chain else []:
-            # Every writer's group is reported, also where no evaluation of a stage was valid.
-            known = sorted(set(authors[group]))
-            table = pipeline.stage_table(
-                candidates,
-                chain,
-                group,
-                n_permutations=spec.n_permutations,
-                seed=ctx.study.seed,
-                adjust=spec.adjust,
-                values=known,
-                pairs=[n for n in chain if stages[n].reads.matching == "pair"],  # type: ignore[union-attr]
-            )
-            entered = table["entered"].to_numpy()
-            # A group nobody of which reached a stage has no rate and no interval there.
-            with np.errstate(divide="ignore", invalid="ignore"):
-                low, high = parity.wilson_interval(table["advanced"].to_numpy(), entered)
-            low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
-            table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
-            table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
-            compound = pipeline.compounding(candidates, chain, group, values=known)
-            section.tables[slug(ctx.name, "stages", group)] = table
-            section.tables[slug(ctx.name, "compounding", group)] = compound
-            section.figures[slug(ctx.name, "funnel", group)] = figures.plot_funnel(
-                table, group, title=f"Who is still in, by {group}"
-            )
-            by_group[group] = {
-                "stages": table.to_dict("records"),
-                "compounding": compound.to_dict("records"),
-            }
-        summary["by_group"] = by_group
+        pairs = [n for n in chain if stages[n].reads.matching == "pair"]  # type: ignore[union-attr]
+        summary["by_group"] = {
+            group: _add_group_stages(section, ctx, spec, candidates, chain, pairs, authors, group)
+            for group in (spec.groups if chain else [])
+        }
         _add_validity(
             section,
             ctx,
@@ -171,44 +144,13 @@ class PipelineKind(AnalysisKind):
             authors.assign(stage=writing),
             readings[readings["stage"].isin(chain)],
         )
-        chosen = readings[readings["valid"] & (readings["k"] > 0)]
-        summary["position_effect"] = []
-        summary["choice_rates"] = {}
-        for stage, rows in chosen.groupby("stage", sort=False):
-            # Per stage: two stages may show the same format to different readers.
-            positions = pipeline.position_table(rows).assign(stage=stage)
-            section.tables[slug(ctx.name, "positions", stage)] = positions
-            first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)
-            summary["position_effect"] += first.to_dict("records")
-            summary["choice_rates"][stage] = {
-                group: pipeline.choice_rates(rows, group).to_dict("records")
-                for group in spec.groups
-            }
-        if summary["position_effect"]:
-            p = np.array([r["p_value"] for r in summary["position_effect"]])
-            adjusted = multiple.adjust(p, spec.adjust)
-            for record, value in zip(summary["position_effect"], adjusted, strict=True):
-                record["p_adjusted"] = float(value)
+        _add_position_effects(section, ctx, spec, readings)
         summary["counterfactual"] = {}
         for name in spec.stages:
             reads = stages[name].reads
             assert reads is not None
-            if reads.counterfactual is None:
-                continue
-            paired = readings[(readings["stage"] == name) & readings["valid"]].rename(
-                columns={"candidate": "document", "chosen": "outcome"}
-            )
-            values = ctx.study.personas.axes[reads.counterfactual]
-            table = counterfactual.counterfactual_table(
-                paired,
-                variants=[v for v in values if v in set(paired["variant"])],
-                adjust=spec.adjust,
-            )
-            section.tables[slug(ctx.name, "counterfactual", name)] = table
-            summary["counterfactual"][name] = {
-                "axis": reads.counterfactual,
-                "pairs": table.to_dict("records"),
-            }
+            if reads.counterfactual is not None:
+                _add_counterfactual(section, ctx, spec, readings, name, reads.counterfactual)
         return section
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
@@ -264,79 +206,9 @@ class PipelineKind(AnalysisKind):
             + (f", stages {' -> '.join(summary['stages'])}" if summary["stages"] else "")
         )
         for group, parts in summary["by_group"].items():
-            table = Table(title=f"{summary['name']}: selection by stage and {group}")
-            # Few columns, folded never cut: a truncated group name or number misleads. What
-            # is one value per stage (DPD, test) is printed under the table.
-            for col in ("stage", group, "in", "picked", "rate (95% CI)", "IR", "cumulative"):
-                table.add_column(col, justify="right", overflow="fold")
-            for row in parts["stages"]:
-                flag = "!" if row["four_fifths"] else ""
-                table.add_row(
-                    row["stage"],
-                    str(row["value"]),
-                    str(row["entered"]),
-                    str(row["advanced"]),
-                    f"{fmt(row['rate'])} "
-                    f"({fmt(row['ci_low'], '.2f')}-{fmt(row['ci_high'], '.2f')})",
-                    fmt(row["impact_ratio"]) + flag,
-                    fmt(row["cumulative_rate"]),
-                )
-            print_table(console, table)
-            for stage in summary["stages"]:
-                row = next(r for r in parts["stages"] if r["stage"] == stage)
-                console.print(
-                    f"  {stage}: DPD {fmt(row['dpd'])}, p ({summary['adjust']}) "
-                    f"{format_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
-                )
-            console.print("  ! = impact ratio below four-fifths")
-            compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
-            stage_cols = [f"ratio_{s}" for s in summary["stages"]]
-            for col in (group, *stage_cols, "product", "end-to-end", "identity"):
-                compound.add_column(col, justify="right", overflow="fold")
-            for row in parts["compounding"]:
-                compound.add_row(
-                    str(row["value"]),
-                    *[fmt(row[c]) for c in stage_cols],
-                    fmt(row["product"]),
-                    fmt(row["end_to_end_ratio"]),
-                    "undefined"
-                    if row["undefined"]
-                    else ("holds" if row["identity_holds"] else "FAILS"),
-                )
-            print_table(console, compound)
-            undefined = parts["compounding"][0]["undefined"] if parts["compounding"] else ""
-            if undefined:
-                console.print(f"  end-to-end ratio undefined: {undefined}")
-            else:
-                console.print(
-                    "  " + " x ".join(f"{s}" for s in summary["stages"]) + " = end-to-end, exactly"
-                )
-        for row in summary.get("position_effect", []):
-            console.print(
-                f"  position effect at {row['stage']}: the first shown was picked in "
-                f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
-                f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
-                f"p ({summary['adjust']}) {format_p(row['p_adjusted'])}"
-            )
-        for stage, groups in summary.get("choice_rates", {}).items():
-            for group, rows in groups.items():
-                console.print(
-                    f"  picked when shown at {stage}, by {group}: "
-                    + ", ".join(
-                        f"{r['value']} {fmt(r['rate'], '.1%')} ({r['chosen']}/{r['shown']})"
-                        for r in rows
-                    )
-                    + f"; chance {fmt(rows[0]['chance'], '.1%')}"
-                )
-        for stage, result in summary.get("counterfactual", {}).items():
-            for row in result["pairs"]:
-                console.print(
-                    f"  counterfactual {stage}: the same {row['n_pairs']} documents under a "
-                    f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
-                    f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
-                    f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
-                    f"{format_p(row['p_adjusted'])}"
-                )
+            _print_stages(summary, group, parts["stages"], console)
+            _print_compounding(summary, group, parts["compounding"], console)
+        _print_reading_tests(summary, console)
         validity.print_validity(summary, console)
         if summary["exclusions"]:
             console.print(
@@ -354,107 +226,312 @@ class PipelineKind(AnalysisKind):
             f"write); stages {' → '.join(summary['stages'])}."
         )
         for group, parts in summary["by_group"].items():
-            section.table(
-                parts["stages"],
-                key=["by_group", group, "stages"],
-                title=f"Selection by stage and {group}",
-                columns=[
-                    Column("stage", "stage", "text"),
-                    Column("value", group, "text"),
-                    Column("entered", "entered", "int"),
-                    Column("advanced", "advanced", "int"),
-                    Column("rate", "rate", ".3f"),
-                    Column("ci_low", "95% CI", "ci", upper="ci_high"),
-                    Column("impact_ratio", "impact ratio", ".3f"),
-                    Column("four_fifths", "below 4/5", "text"),
-                    Column("dpd", "DPD", ".3f"),
-                    Column("test", "test", "text"),
-                    Column("p_value", "p", ".4f"),
-                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
-                    Column("cumulative_rate", "cumulative", ".3f"),
-                ],
-                note=_STAGE_NOTE.format(
-                    test="the test named (permutation_within_pool: group labels shuffled "
-                    "within each pool; concordant_pairs: the unit is the pair, whole authors "
-                    "swap groups within it, so only pairs picked alike in both orders count)",
-                    adjust=summary["adjust"],
-                ).replace(" (rate / highest rate, ! = below four-fifths)", " (rate / highest)"),
-            )
-            stage_cols = [Column(f"ratio_{s}", f"ratio at {s}", ".3f") for s in summary["stages"]]
-            section.table(
-                parts["compounding"],
-                key=["by_group", group, "compounding"],
-                title=f"End-to-end impact ratio by {group}, decomposed",
-                columns=[
-                    Column("value", group, "text"),
-                    Column("end_to_end_rate", "end-to-end rate", ".3f"),
-                    *stage_cols,
-                    Column("product", "product", ".3f"),
-                    Column("end_to_end_ratio", "end-to-end ratio", ".3f"),
-                    Column("identity_holds", "identity", "text"),
-                    Column("undefined", "undefined because", "text"),
-                ],
-                note=_COMPOUND_NOTE,
-            )
+            _html_stages(summary, group, parts["stages"], section)
+            _html_compounding(summary, group, parts["compounding"], section)
             section.figure(
                 slug(summary["name"], "funnel", group),
                 f"Share of each {group} still in the pipeline after each stage",
             )
-        if summary.get("position_effect"):
-            section.table(
-                summary["position_effect"],
-                key="position_effect",
-                title="Position effect: is the first document shown picked more than chance?",
-                columns=[
-                    Column("stage", "stage", "text"),
-                    Column("size", "shown", "int"),
-                    Column("k", "picked", "int"),
-                    Column("n_evaluations", "evaluations", "int"),
-                    Column("first_chosen", "first picked", "int"),
-                    Column("share", "share", ".3f"),
-                    Column("chance", "chance", ".3f"),
-                    Column("p_value", "p (exact binomial)", ".4f"),
-                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
-                ],
-            )
-        for stage, groups in summary.get("choice_rates", {}).items():
-            for group, rows in groups.items():
-                section.table(
-                    rows,
-                    key=["choice_rates", stage, group],
-                    title=f"Picked when shown at {stage}, by {group}, against chance",
-                    columns=[
-                        Column("value", group, "text"),
-                        Column("shown", "shown", "int"),
-                        Column("chosen", "picked", "int"),
-                        Column("rate", "rate", ".3f"),
-                        Column("chance", "chance", ".3f"),
-                        Column("ratio_to_chance", "rate / chance", ".3f"),
-                    ],
-                )
-        for stage, result in summary.get("counterfactual", {}).items():
-            section.table(
-                result["pairs"],
-                key=["counterfactual", stage, "pairs"],
-                title=f"Counterfactual readings at {stage}: the same document under names of "
-                f"two {result['axis']} values",
-                columns=[
-                    Column("a", "name A", "text"),
-                    Column("b", "name B", "text"),
-                    Column("n_pairs", "documents", "int"),
-                    Column("rate_a", "advanced as A", ".3f"),
-                    Column("rate_b", "advanced as B", ".3f"),
-                    Column("only_a", "only as A", "int"),
-                    Column("only_b", "only as B", "int"),
-                    Column("flip_rate", "flip rate", ".3f"),
-                    Column("p_value", "McNemar exact p", ".4f"),
-                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
-                    Column("excluded", "excluded", "int"),
-                ],
-            )
+        _html_position_effects(summary, section)
+        _html_choice_rates(summary, section)
+        _html_counterfactual(summary, section)
         validity.html_validity(summary, section)
         if summary["exclusions"]:
             section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
+
+
+def _add_group_stages(
+    section: Section,
+    ctx: AnalysisContext,
+    spec: PipelineSpec,
+    candidates: pd.DataFrame,
+    chain: list[str],
+    pairs: list[str],
+    authors: pd.DataFrame,
+    group: str,
+) -> dict[str, Any]:
+    """The stage table (with the rates' Wilson intervals), the compounding table and the
+    funnel of one group axis, added to ``section``; their records for the summary."""
+    # Every writer's group is reported, also where no evaluation of a stage was valid.
+    known = sorted(set(authors[group]))
+    table = pipeline.stage_table(
+        candidates,
+        chain,
+        group,
+        n_permutations=spec.n_permutations,
+        seed=ctx.study.seed,
+        adjust=spec.adjust,
+        values=known,
+        pairs=pairs,
+    )
+    entered = table["entered"].to_numpy()
+    # A group nobody of which reached a stage has no rate and no interval there.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low, high = parity.wilson_interval(table["advanced"].to_numpy(), entered)
+    low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
+    table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
+    table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
+    compound = pipeline.compounding(candidates, chain, group, values=known)
+    section.tables[slug(ctx.name, "stages", group)] = table
+    section.tables[slug(ctx.name, "compounding", group)] = compound
+    section.figures[slug(ctx.name, "funnel", group)] = figures.plot_funnel(
+        table, group, title=f"Who is still in, by {group}"
+    )
+    return {"stages": table.to_dict("records"), "compounding": compound.to_dict("records")}
+
+
+def _add_position_effects(
+    section: Section, ctx: AnalysisContext, spec: PipelineSpec, readings: pd.DataFrame
+) -> None:
+    """Per stage that picks: the picks by position shown, the first position's test against
+    chance (adjusted across stages) and each group's choice rate against chance."""
+    summary = section.summary
+    chosen = readings[readings["valid"] & (readings["k"] > 0)]
+    summary["position_effect"] = []
+    summary["choice_rates"] = {}
+    for stage, rows in chosen.groupby("stage", sort=False):
+        # Per stage: two stages may show the same format to different readers.
+        positions = pipeline.position_table(rows).assign(stage=stage)
+        section.tables[slug(ctx.name, "positions", stage)] = positions
+        first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)
+        summary["position_effect"] += first.to_dict("records")
+        summary["choice_rates"][stage] = {
+            group: pipeline.choice_rates(rows, group).to_dict("records") for group in spec.groups
+        }
+    if summary["position_effect"]:
+        p = np.array([r["p_value"] for r in summary["position_effect"]])
+        adjusted = multiple.adjust(p, spec.adjust)
+        for record, value in zip(summary["position_effect"], adjusted, strict=True):
+            record["p_adjusted"] = float(value)
+
+
+def _add_counterfactual(
+    section: Section,
+    ctx: AnalysisContext,
+    spec: PipelineSpec,
+    readings: pd.DataFrame,
+    name: str,
+    axis: str,
+) -> None:
+    """Flip rates and McNemar's tests of the counterfactual stage ``name`` (its documents read
+    under names of each value of ``axis``)."""
+    paired = readings[(readings["stage"] == name) & readings["valid"]].rename(
+        columns={"candidate": "document", "chosen": "outcome"}
+    )
+    values = ctx.study.personas.axes[axis]
+    table = counterfactual.counterfactual_table(
+        paired,
+        variants=[v for v in values if v in set(paired["variant"])],
+        adjust=spec.adjust,
+    )
+    section.tables[slug(ctx.name, "counterfactual", name)] = table
+    section.summary["counterfactual"][name] = {"axis": axis, "pairs": table.to_dict("records")}
+
+
+def _print_stages(
+    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], console: Console
+) -> None:
+    """Selection by stage and value of ``group``, then each stage's DPD and test."""
+    table = Table(title=f"{summary['name']}: selection by stage and {group}")
+    # Few columns, folded never cut: a truncated group name or number misleads. What
+    # is one value per stage (DPD, test) is printed under the table.
+    for col in ("stage", group, "in", "picked", "rate (95% CI)", "IR", "cumulative"):
+        table.add_column(col, justify="right", overflow="fold")
+    for row in rows:
+        flag = "!" if row["four_fifths"] else ""
+        table.add_row(
+            row["stage"],
+            str(row["value"]),
+            str(row["entered"]),
+            str(row["advanced"]),
+            f"{fmt(row['rate'])} ({fmt(row['ci_low'], '.2f')}-{fmt(row['ci_high'], '.2f')})",
+            fmt(row["impact_ratio"]) + flag,
+            fmt(row["cumulative_rate"]),
+        )
+    print_table(console, table)
+    for stage in summary["stages"]:
+        row = next(r for r in rows if r["stage"] == stage)
+        console.print(
+            f"  {stage}: DPD {fmt(row['dpd'])}, p ({summary['adjust']}) "
+            f"{format_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
+        )
+    console.print("  ! = impact ratio below four-fifths")
+
+
+def _print_compounding(
+    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], console: Console
+) -> None:
+    """The end-to-end impact ratio of each value of ``group`` as the product of stage ratios."""
+    compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
+    stage_cols = [f"ratio_{s}" for s in summary["stages"]]
+    for col in (group, *stage_cols, "product", "end-to-end", "identity"):
+        compound.add_column(col, justify="right", overflow="fold")
+    for row in rows:
+        compound.add_row(
+            str(row["value"]),
+            *[fmt(row[c]) for c in stage_cols],
+            fmt(row["product"]),
+            fmt(row["end_to_end_ratio"]),
+            "undefined" if row["undefined"] else ("holds" if row["identity_holds"] else "FAILS"),
+        )
+    print_table(console, compound)
+    undefined = rows[0]["undefined"] if rows else ""
+    if undefined:
+        console.print(f"  end-to-end ratio undefined: {undefined}")
+    else:
+        console.print(
+            "  " + " x ".join(f"{s}" for s in summary["stages"]) + " = end-to-end, exactly"
+        )
+
+
+def _print_reading_tests(summary: dict[str, Any], console: Console) -> None:
+    """One line each: the position effects, the choice rates against chance and the
+    counterfactual readings."""
+    for row in summary.get("position_effect", []):
+        console.print(
+            f"  position effect at {row['stage']}: the first shown was picked in "
+            f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
+            f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
+            f"p ({summary['adjust']}) {format_p(row['p_adjusted'])}"
+        )
+    for stage, groups in summary.get("choice_rates", {}).items():
+        for group, rows in groups.items():
+            console.print(
+                f"  picked when shown at {stage}, by {group}: "
+                + ", ".join(
+                    f"{r['value']} {fmt(r['rate'], '.1%')} ({r['chosen']}/{r['shown']})"
+                    for r in rows
+                )
+                + f"; chance {fmt(rows[0]['chance'], '.1%')}"
+            )
+    for stage, result in summary.get("counterfactual", {}).items():
+        for row in result["pairs"]:
+            console.print(
+                f"  counterfactual {stage}: the same {row['n_pairs']} documents under a "
+                f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
+                f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
+                f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
+                f"{format_p(row['p_adjusted'])}"
+            )
+
+
+def _html_stages(
+    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], section: HtmlSection
+) -> None:
+    """Selection by stage and value of ``group``, with each stage's test."""
+    section.table(
+        rows,
+        key=["by_group", group, "stages"],
+        title=f"Selection by stage and {group}",
+        columns=[
+            Column("stage", "stage", "text"),
+            Column("value", group, "text"),
+            Column("entered", "entered", "int"),
+            Column("advanced", "advanced", "int"),
+            Column("rate", "rate", ".3f"),
+            Column("ci_low", "95% CI", "ci", upper="ci_high"),
+            Column("impact_ratio", "impact ratio", ".3f"),
+            Column("four_fifths", "below 4/5", "text"),
+            Column("dpd", "DPD", ".3f"),
+            Column("test", "test", "text"),
+            Column("p_value", "p", ".4f"),
+            Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+            Column("cumulative_rate", "cumulative", ".3f"),
+        ],
+        note=_STAGE_NOTE.format(
+            test="the test named (permutation_within_pool: group labels shuffled "
+            "within each pool; concordant_pairs: the unit is the pair, whole authors "
+            "swap groups within it, so only pairs picked alike in both orders count)",
+            adjust=summary["adjust"],
+        ).replace(" (rate / highest rate, ! = below four-fifths)", " (rate / highest)"),
+    )
+
+
+def _html_compounding(
+    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], section: HtmlSection
+) -> None:
+    """The end-to-end impact ratio of each value of ``group``, decomposed into stage ratios."""
+    stage_cols = [Column(f"ratio_{s}", f"ratio at {s}", ".3f") for s in summary["stages"]]
+    section.table(
+        rows,
+        key=["by_group", group, "compounding"],
+        title=f"End-to-end impact ratio by {group}, decomposed",
+        columns=[
+            Column("value", group, "text"),
+            Column("end_to_end_rate", "end-to-end rate", ".3f"),
+            *stage_cols,
+            Column("product", "product", ".3f"),
+            Column("end_to_end_ratio", "end-to-end ratio", ".3f"),
+            Column("identity_holds", "identity", "text"),
+            Column("undefined", "undefined because", "text"),
+        ],
+        note=_COMPOUND_NOTE,
+    )
+
+
+def _html_position_effects(summary: dict[str, Any], section: HtmlSection) -> None:
+    """Whether the first document shown is picked more than chance, per stage."""
+    if not summary.get("position_effect"):
+        return
+    section.table(
+        summary["position_effect"],
+        key="position_effect",
+        title="Position effect: is the first document shown picked more than chance?",
+        columns=[
+            Column("stage", "stage", "text"),
+            Column("size", "shown", "int"),
+            Column("k", "picked", "int"),
+            Column("n_evaluations", "evaluations", "int"),
+            Column("first_chosen", "first picked", "int"),
+            Column("share", "share", ".3f"),
+            Column("chance", "chance", ".3f"),
+            Column("p_value", "p (exact binomial)", ".4f"),
+            Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+        ],
+    )
+
+
+def _html_choice_rates(summary: dict[str, Any], section: HtmlSection) -> None:
+    """How often each group is picked when shown, against chance, per stage."""
+    for stage, groups in summary.get("choice_rates", {}).items():
+        for group, rows in groups.items():
+            section.table(
+                rows,
+                key=["choice_rates", stage, group],
+                title=f"Picked when shown at {stage}, by {group}, against chance",
+                columns=[
+                    Column("value", group, "text"),
+                    Column("shown", "shown", "int"),
+                    Column("chosen", "picked", "int"),
+                    Column("rate", "rate", ".3f"),
+                    Column("chance", "chance", ".3f"),
+                    Column("ratio_to_chance", "rate / chance", ".3f"),
+                ],
+            )
+
+
+def _html_counterfactual(summary: dict[str, Any], section: HtmlSection) -> None:
+    """Each counterfactual stage: the same documents advanced under either name."""
+    for stage, result in summary.get("counterfactual", {}).items():
+        section.table(
+            result["pairs"],
+            key=["counterfactual", stage, "pairs"],
+            title=f"Counterfactual readings at {stage}: the same document under names of "
+            f"two {result['axis']} values",
+            columns=[
+                Column("a", "name A", "text"),
+                Column("b", "name B", "text"),
+                Column("n_pairs", "documents", "int"),
+                Column("rate_a", "advanced as A", ".3f"),
+                Column("rate_b", "advanced as B", ".3f"),
+                Column("only_a", "only as A", "int"),
+                Column("only_b", "only as B", "int"),
+                Column("flip_rate", "flip rate", ".3f"),
+                Column("p_value", "McNemar exact p", ".4f"),
+                Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+                Column("excluded", "excluded", "int"),
+            ],
+        )
 
 
 def _add_validity(

@@ -278,73 +278,28 @@ def _relative(
     ctx: AnalysisContext,
     section: Section,
 ) -> None:
+    """The comparison stages (``relative``): whose letter is hired, by group, category and job,
+    the jobs that deviate, and the share of hires shown first."""
     picks, excluded, showings = [], [], []
     stages = {s.name: s for s in ctx.study.stages}
     for stage in spec.relative:
-        rows = results[results["stage"] == stage]
-        ok = rows["valid"].fillna(False).astype(bool) & rows["selected"].notna()
-        excluded.append({"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())})
         reads = stages[stage].reads
-        if reads is not None and reads.author == "redacted":
-            leaked = _leaks(results, authors, spec, stage, section)
-            shows_leak = pd.Series(
-                [bool(leaked & set(u)) for u in rows["reads"].astype(str).str.split("|")],
-                index=rows.index,
-            )
-            excluded.append(
-                {
-                    "stage": stage,
-                    "reason": "shows a letter that keeps a name after redaction",
-                    "count": int((ok & shows_leak).sum()),
-                }
-            )
-            ok &= ~shows_leak
-        ok = extras.drop_truncated(rows, ok, authors, stage, excluded)
-        rows = rows[ok]
+        redacted = reads is not None and reads.author == "redacted"
+        rows = _usable_comparisons(results, authors, spec, stage, redacted, section, excluded)
         hired = [
             units[int(label) - 1]
             for units, label in zip(
                 rows["reads"].astype(str).str.split("|"), rows["selected"], strict=True
             )
         ]
-        who = authors.reindex(hired)
         showings.append(extras.showings(stage, rows, hired, spec.rationale))
-        picks.append(
-            pd.DataFrame(
-                {
-                    "stage": stage,
-                    "unit_id": rows["cluster"].astype(str).to_numpy(),
-                    "pair": rows["cluster"].astype(str).to_numpy(),
-                    "item": who[spec.cluster].to_numpy(),
-                    "value": who[spec.group].astype(str).to_numpy(),
-                    "outcome": PAIRED,
-                    "position": rows["selected"].astype(int).to_numpy(),
-                    **({spec.category: who[spec.category].to_numpy()} if spec.category else {}),
-                }
-            )
-        )
+        picks.append(_hires(stage, rows, authors.reindex(hired), spec))
     section.summary.setdefault("excluded", []).extend(excluded)
     table = pd.concat(picks, ignore_index=True)
     if table.empty:
         section.summary["notes"] = ["no comparison gave a valid answer: nothing to count"]
         return
-    by_category = association.category_table(
-        table,
-        ["stage", *([spec.category] if spec.category else [])],
-        spec.positive,
-        n_boot=spec.n_boot,
-        seed=ctx.study.seed,
-    )
-    by_job = association.category_table(
-        table,
-        ["stage", *([spec.category] if spec.category else []), "item"],
-        spec.positive,
-        n_boot=spec.n_boot,
-        seed=ctx.study.seed,
-    )
-    signs = association.consistent_pair_test(table, ["stage", "item"], spec.positive)
-    by_job = by_job.merge(signs, on=["stage", "item"], how="left")
-    by_job["deviates"] = by_job["sign_p"] < spec.alpha
+    by_category, by_job = _hires_by_category_and_job(table, spec, ctx)
     deviating = (
         by_job.groupby("stage", sort=False)["deviates"]
         .agg(["sum", "size"])
@@ -376,6 +331,83 @@ def _relative(
         measure="hires going to a {positive} applicant",
         interval="95% CI over pairs",
     )
+
+
+def _usable_comparisons(
+    results: pd.DataFrame,
+    authors: pd.DataFrame,
+    spec: TransmissionSpec,
+    stage: str,
+    redacted: bool,
+    section: Section,
+    excluded: list[dict[str, Any]],
+) -> pd.DataFrame:
+    """The comparisons of ``stage`` that count: a valid pick, no letter that keeps a name after
+    redaction (a ``redacted`` stage), none cut short; each reason left out is added to
+    ``excluded`` with its count."""
+    rows = results[results["stage"] == stage]
+    ok = rows["valid"].fillna(False).astype(bool) & rows["selected"].notna()
+    excluded.append({"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())})
+    if redacted:
+        leaked = _leaks(results, authors, spec, stage, section)
+        shows_leak = pd.Series(
+            [bool(leaked & set(u)) for u in rows["reads"].astype(str).str.split("|")],
+            index=rows.index,
+        )
+        excluded.append(
+            {
+                "stage": stage,
+                "reason": "shows a letter that keeps a name after redaction",
+                "count": int((ok & shows_leak).sum()),
+            }
+        )
+        ok &= ~shows_leak
+    ok = extras.drop_truncated(rows, ok, authors, stage, excluded)
+    return rows[ok]
+
+
+def _hires(
+    stage: str, rows: pd.DataFrame, who: pd.DataFrame, spec: TransmissionSpec
+) -> pd.DataFrame:
+    """One row per comparison of ``stage``: the pair, the job, the hired letter's group (the
+    writer ``who`` wrote it) and the position it was shown in."""
+    return pd.DataFrame(
+        {
+            "stage": stage,
+            "unit_id": rows["cluster"].astype(str).to_numpy(),
+            "pair": rows["cluster"].astype(str).to_numpy(),
+            "item": who[spec.cluster].to_numpy(),
+            "value": who[spec.group].astype(str).to_numpy(),
+            "outcome": PAIRED,
+            "position": rows["selected"].astype(int).to_numpy(),
+            **({spec.category: who[spec.category].to_numpy()} if spec.category else {}),
+        }
+    )
+
+
+def _hires_by_category_and_job(
+    table: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The share of hires going to the ``positive`` group by stage (and category), and by job
+    with the test of a consistent sign over its pairs (``deviates`` below ``alpha``)."""
+    by_category = association.category_table(
+        table,
+        ["stage", *([spec.category] if spec.category else [])],
+        spec.positive,
+        n_boot=spec.n_boot,
+        seed=ctx.study.seed,
+    )
+    by_job = association.category_table(
+        table,
+        ["stage", *([spec.category] if spec.category else []), "item"],
+        spec.positive,
+        n_boot=spec.n_boot,
+        seed=ctx.study.seed,
+    )
+    signs = association.consistent_pair_test(table, ["stage", "item"], spec.positive)
+    by_job = by_job.merge(signs, on=["stage", "item"], how="left")
+    by_job["deviates"] = by_job["sign_p"] < spec.alpha
+    return by_category, by_job
 
 
 def _leaks(

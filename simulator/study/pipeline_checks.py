@@ -18,17 +18,32 @@ if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import SourceMap
     from biasim.simulator.study.config import StageConfig, StudyConfig
     from biasim.simulator.study.policies import PolicyStage
+    from biasim.simulator.study.populations import ReadsConfig
 
 
 def check_pipeline(config: StudyConfig, smap: SourceMap) -> list[Problem]:
     """Problems with populations, reading stages and the stage graph, each located."""
+    problems = _population_problems(config, smap)
+    stages = {s.name: (i, s) for i, s in enumerate(config.stages)}
+    # Sizes read the populations: only once they are sound.
+    sizes = population_sizes(config) if not problems else {}
+    for i, stage in enumerate(config.stages):
+        problems.extend(_stage_problems(config, smap, i, stage, stages, sizes))
+    cycle = _stage_cycle(config)
+    if cycle:
+        head = cycle[0][1]
+        path = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
+        problems.append(
+            smap.problem(("stages", stages[head][0]), f"the stages form a cycle: {path}")
+        )
+    return problems
+
+
+def _population_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """The populations against the personas, the roles' models and the replicates."""
     problems: list[Problem] = []
     add = problems.append
-    pops = populations(config)
-    stages = {s.name: (i, s) for i, s in enumerate(config.stages)}
-    axes = config.personas.axes
-    factors = config.design.factors
-    if config.populations and not any(p.personas == "study" for p in pops.values()):
+    if config.populations and not any(p.personas == "study" for p in populations(config).values()):
         add(
             smap.problem(
                 ("populations",),
@@ -63,85 +78,110 @@ def check_pipeline(config: StudyConfig, smap: SourceMap) -> list[Problem]:
                     "(use more agents per value)",
                 )
             )
-    sizes = population_sizes(config) if not problems else {}
-    for i, stage in enumerate(config.stages):
-        at = ("stages", i)
-        if stage.population is not None and stage.population not in pops:
+    return problems
+
+
+def _stage_problems(
+    config: StudyConfig,
+    smap: SourceMap,
+    i: int,
+    stage: StageConfig,
+    stages: dict[str, tuple[int, StageConfig]],
+    sizes: dict[str, int],
+) -> list[Problem]:
+    """One stage's population against what it does: a reading stage reads with readers."""
+    pops = populations(config)
+    at = ("stages", i)
+    if stage.population is not None and stage.population not in pops:
+        return [
+            smap.problem(
+                (*at, "population"),
+                f"no population named `{stage.population}`; declared: {', '.join(pops)}",
+            )
+        ]
+    population = stage_population(config, stage)
+    agent = pops[population].agent
+    if stage.reads is None:
+        return _non_reading_stage_problems(smap, at, stage, population, agent)
+    if not config.populations:
+        return [
+            smap.problem(
+                (*at, "reads"),
+                "reading stages need `populations` (who writes, who reads)",
+            )
+        ]
+    problems: list[Problem] = []
+    if agent not in READERS:
+        problems.append(
+            smap.problem(
+                (*at, "population"),
+                f"`{population}` holds {agent} agents, who do not read "
+                f"others' documents; readers are {', '.join(sorted(READERS))}",
+            )
+        )
+    problems.extend(_check_reads(config, smap, i, stage, stages, sizes))
+    problems.extend(_reads_axes_problems(config, smap, at, stage))
+    return problems
+
+
+def _non_reading_stage_problems(
+    smap: SourceMap, at: tuple, stage: StageConfig, population: str, agent: str
+) -> list[Problem]:
+    """A stage without ``reads``: its population must not be readers, and it selects nothing."""
+    problems: list[Problem] = []
+    if agent in READERS:
+        problems.append(
+            smap.problem(
+                (*at, "reads"),
+                f"population `{population}` holds {agent} agents: "
+                "the stage must say what they read",
+            )
+        )
+    for key in ("select", "advance"):
+        if getattr(stage, key) is not None:
+            problems.append(
+                smap.problem((*at, key), "only a reading stage (with `reads`) takes this")
+            )
+    return problems
+
+
+def _reads_axes_problems(
+    config: StudyConfig, smap: SourceMap, at: tuple, stage: StageConfig
+) -> list[Problem]:
+    """The persona axes and design factors a reading stage's ``reads`` names: they exist, the
+    axes documents differ in have two values, and documents are not matched on them."""
+    reads = stage.reads
+    assert reads is not None
+    axes = config.personas.axes
+    problems: list[Problem] = []
+    add = problems.append
+    axes_used = [reads.differ_in, reads.counterfactual, *reads.groups]
+    for key, value in (
+        ("differ_in", reads.differ_in),
+        ("counterfactual", reads.counterfactual),
+    ):
+        if value is not None and value not in axes:
+            add(smap.problem((*at, "reads", key), f"`{value}` is not a persona axis"))
+        elif value is not None and len(axes[value]) < 2:
+            add(smap.problem((*at, "reads", key), f"axis `{value}` has one value"))
+    for j, axis in enumerate(reads.groups):
+        if axis not in axes:
+            add(smap.problem((*at, "reads", "groups", j), f"`{axis}` is not a persona axis"))
+    for j, key in enumerate(reads.within):
+        if key not in axes and key not in config.design.factors:
             add(
                 smap.problem(
-                    (*at, "population"),
-                    f"no population named `{stage.population}`; declared: {', '.join(pops)}",
+                    (*at, "reads", "within", j),
+                    f"`{key}` is neither a design factor nor a persona axis",
                 )
             )
-            continue
-        population = stage_population(config, stage)
-        reading = pops[population].agent in READERS
-        reads = stage.reads
-        if reads is None:
-            if reading:
-                add(
-                    smap.problem(
-                        (*at, "reads"),
-                        f"population `{population}` holds {pops[population].agent} agents: "
-                        "the stage must say what they read",
-                    )
-                )
-            for key in ("select", "advance"):
-                if getattr(stage, key) is not None:
-                    add(smap.problem((*at, key), "only a reading stage (with `reads`) takes this"))
-            continue
-        if not config.populations:
+        elif key in axes_used:
             add(
                 smap.problem(
-                    (*at, "reads"),
-                    "reading stages need `populations` (who writes, who reads)",
+                    (*at, "reads", "within", j),
+                    f"documents cannot share `{key}` and differ in it",
                 )
             )
-            continue
-        if not reading:
-            add(
-                smap.problem(
-                    (*at, "population"),
-                    f"`{population}` holds {pops[population].agent} agents, who do not read "
-                    f"others' documents; readers are {', '.join(sorted(READERS))}",
-                )
-            )
-        problems.extend(_check_reads(config, smap, i, stage, stages, sizes))
-        if stage.reads is not None:
-            axes_used = [reads.differ_in, reads.counterfactual, *reads.groups]
-            for key, value in (
-                ("differ_in", reads.differ_in),
-                ("counterfactual", reads.counterfactual),
-            ):
-                if value is not None and value not in axes:
-                    add(smap.problem((*at, "reads", key), f"`{value}` is not a persona axis"))
-                elif value is not None and len(axes[value]) < 2:
-                    add(smap.problem((*at, "reads", key), f"axis `{value}` has one value"))
-            for j, axis in enumerate(reads.groups):
-                if axis not in axes:
-                    add(
-                        smap.problem((*at, "reads", "groups", j), f"`{axis}` is not a persona axis")
-                    )
-            for j, key in enumerate(reads.within):
-                if key not in axes and key not in factors:
-                    add(
-                        smap.problem(
-                            (*at, "reads", "within", j),
-                            f"`{key}` is neither a design factor nor a persona axis",
-                        )
-                    )
-                elif key in axes_used:
-                    add(
-                        smap.problem(
-                            (*at, "reads", "within", j),
-                            f"documents cannot share `{key}` and differ in it",
-                        )
-                    )
-    cycle = _stage_cycle(config)
-    if cycle:
-        head = cycle[0][1]
-        path = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
-        add(smap.problem(("stages", stages[head][0]), f"the stages form a cycle: {path}"))
     return problems
 
 
@@ -157,26 +197,39 @@ def _check_reads(
     stages: dict[str, tuple[int, StageConfig]],
     sizes: dict[str, int],
 ) -> list[Problem]:
-    problems: list[Problem] = []
-    add = problems.append
+    """A reading stage's ``reads`` against the stage it reads and its own ``select``."""
     reads = stage.reads
     assert reads is not None
     at = ("stages", i, "reads")
     source = stages.get(reads.stage)
     if source is None:
-        add(smap.problem((*at, "stage"), f"no stage named `{reads.stage}`"))
-        return problems
+        return [smap.problem((*at, "stage"), f"no stage named `{reads.stage}`")]
     if source[1].reads is not None:
-        add(
+        return [
             smap.problem(
                 (*at, "stage"),
                 f"`{reads.stage}` reads documents itself; name the stage that wrote them and "
                 f"follow `{reads.stage}` with `after`",
             )
-        )
-        return problems
-    writer_pop = stage_population(config, source[1])
-    fields = source[1].output or {}
+        ]
+    return [
+        *_read_source_problems(smap, at, reads, source[1], stages),
+        *_selection_problems(smap, i, stage),
+        *_pool_problems(config, smap, i, stage, stages, sizes, stage_population(config, source[1])),
+    ]
+
+
+def _read_source_problems(
+    smap: SourceMap,
+    at: tuple,
+    reads: ReadsConfig,
+    source: StageConfig,
+    stages: dict[str, tuple[int, StageConfig]],
+) -> list[Problem]:
+    """The field read is one the source stage answers; ``after`` reads the same documents."""
+    problems: list[Problem] = []
+    add = problems.append
+    fields = source.output or {}
     if fields and reads.field not in fields:
         add(
             smap.problem(
@@ -198,35 +251,63 @@ def _check_reads(
                     "`after` must name an earlier reading of the same documents",
                 )
             )
+    return problems
+
+
+def _selection_problems(smap: SourceMap, i: int, stage: StageConfig) -> list[Problem]:
+    """``select`` and ``advance`` as the matching allows: a single reading selects nothing, a
+    pair reader picks one, a pool reader says how many."""
+    reads = stage.reads
+    assert reads is not None
+    problems: list[Problem] = []
+    add = problems.append
     k = stage.select
     if reads.matching == "single":
         if k is not None:
             add(smap.problem(("stages", i, "select"), "a single reading selects nothing"))
-    else:
-        if stage.advance is not None:
-            add(
-                smap.problem(
-                    ("stages", i, "advance"),
-                    "pairs and pools advance the documents the reader selects (`select`)",
-                )
+        return problems
+    if stage.advance is not None:
+        add(
+            smap.problem(
+                ("stages", i, "advance"),
+                "pairs and pools advance the documents the reader selects (`select`)",
             )
-        if reads.matching == "pair" and k not in (None, 1):
-            add(smap.problem(("stages", i, "select"), "a pair reader picks one document"))
-        if reads.matching == "pool" and k is None:
-            add(smap.problem(("stages", i, "select"), "say how many documents the reader picks"))
-    n = sizes.get(writer_pop, 0)
-    strata = 1
-    for key in reads.within:
-        strata *= len(config.design.factors.get(key) or config.personas.axes.get(key) or [1])
-    per_stratum = n // strata if strata else 0
-    if reads.matching == "pool" and reads.size is not None and k is not None and k >= reads.size:
+        )
+    if reads.matching == "pair" and k not in (None, 1):
+        add(smap.problem(("stages", i, "select"), "a pair reader picks one document"))
+    if reads.matching == "pool" and k is None:
+        add(smap.problem(("stages", i, "select"), "say how many documents the reader picks"))
+    return problems
+
+
+def _pool_problems(
+    config: StudyConfig,
+    smap: SourceMap,
+    i: int,
+    stage: StageConfig,
+    stages: dict[str, tuple[int, StageConfig]],
+    sizes: dict[str, int],
+    writer_pop: str,
+) -> list[Problem]:
+    """A pool's size against the documents there are to fill it and the groups it must hold,
+    and its ``select`` against the pool (or the documents carried into it)."""
+    reads = stage.reads
+    assert reads is not None
+    if reads.matching != "pool":
+        return []
+    problems: list[Problem] = []
+    add = problems.append
+    at = ("stages", i, "reads")
+    k = stage.select
+    per_stratum = _documents_per_stratum(config, reads, sizes.get(writer_pop, 0))
+    if reads.size is not None and k is not None and k >= reads.size:
         add(
             smap.problem(
                 ("stages", i, "select"),
                 f"selects {k} of a pool of {reads.size}: pick fewer than the pool holds",
             )
         )
-    if reads.matching == "pool" and reads.size is not None and sizes and reads.size > per_stratum:
+    if reads.size is not None and sizes and reads.size > per_stratum:
         add(
             smap.problem(
                 (*at, "size"),
@@ -234,7 +315,7 @@ def _check_reads(
                 f"`{writer_pop}`" + (f" per {' x '.join(reads.within)}" if reads.within else ""),
             )
         )
-    if reads.matching == "pool" and reads.draw == "stratified" and reads.size is not None:
+    if reads.draw == "stratified" and reads.size is not None:
         cells = 1
         for axis in reads.groups or list(config.personas.axes):
             cells *= len(config.personas.axes.get(axis, [1]))
@@ -245,7 +326,7 @@ def _check_reads(
                     f"a stratified pool must hold each of the {cells} groups: size >= {cells}",
                 )
             )
-    if reads.matching == "pool" and reads.draw == "carry" and k is not None:
+    if reads.draw == "carry" and k is not None:
         after = stages.get(reads.after or "")
         carried = after[1].select if after is not None else None
         if carried is not None and k >= carried:
@@ -256,6 +337,14 @@ def _check_reads(
                 )
             )
     return problems
+
+
+def _documents_per_stratum(config: StudyConfig, reads: ReadsConfig, documents: int) -> int:
+    """The writers' documents in each cell of ``reads.within`` (all of them without it)."""
+    strata = 1
+    for key in reads.within:
+        strata *= len(config.design.factors.get(key) or config.personas.axes.get(key) or [1])
+    return documents // strata if strata else 0
 
 
 def check_policies(config: StudyConfig, smap: SourceMap) -> list[Problem]:

@@ -22,25 +22,8 @@ FOLDERS = ("biasim", "simulator", "analysis", "agents", "personas", "scenarios",
 
 #: "path::Qualified.name" -> its length now. Every entry is still over LIMIT; each says why.
 ALLOWED: dict[str, int] = {
-    # Typer commands: the signature is the option list (about 30 options for analyze, 20 for
-    # run, documented one by one); their bodies are a dispatch to helpers.
-    "simulator/cli/analyze_commands.py::analyze": 231,
-    "simulator/cli/study_commands.py::run": 105,
-    "simulator/cli/tool_commands.py::audit": 105,
-    "simulator/cli/tool_commands.py::power": 119,
     # Not among the ten longest split for issue 25; next in line.
-    "simulator/study/pipeline_checks.py::check_pipeline": 126,
-    "simulator/study/pipeline_checks.py::_check_reads": 107,
-    "simulator/kinds/letters.py::LettersKind.compute": 116,
-    "simulator/kinds/pipeline.py::PipelineKind.html": 109,
-    "simulator/kinds/pipeline.py::PipelineKind.compute": 102,
-    "simulator/kinds/pipeline.py::PipelineKind.print": 90,
-    "simulator/kinds/transmission.py::_relative": 105,
-    "simulator/kinds/acceptance.py::AcceptanceKind.html": 97,
-    "simulator/kinds/acceptance.py::AcceptanceKind._model": 93,
     "simulator/llm/retry.py::call_with_retries": 83,
-    # Grew with the pair stages' concordant-pair test and the validity section (issue 27).
-    "analysis/stats/pipeline.py::stage_table": 86,
     # Split in part (store, stepping and analysis are helpers); what is left is the session's
     # try/finally, which the engine work of issues 30 and 32 is changing in parallel.
     "simulator/engine/runner.py::_run_study": 92,
