@@ -527,55 +527,20 @@ def _run_study(
         exit_code = EXIT_BROKEN
         failure = "".join(traceback.format_exception(exc))
     finally:
-        wall = time.perf_counter() - t0
+        end = _SessionEnd(status, message, failure, time.perf_counter() - t0, stage_seconds)
         writer.close()
         results = pd.read_parquet(out / RESULTS_PARQUET)
         why = calls_failure(results, prepared.options.max_error_rate)
-        if status == "complete" and why is not None:
-            status, message, exit_code = "failed", why, EXIT_CALLS_FAILED
-        totals = store.totals()
-        new_calls, hits = store.new_calls, store.cache_hits
-        stored_answers = store.answer_count()
-        store.close()
+        if end.status == "complete" and why is not None:
+            end.status, end.message, exit_code = "failed", why, EXIT_CALLS_FAILED
+        ledger = _close_store(store)
         loop.run_until_complete(_close_backends(prepared.runtimes))
         loop.close()
-        summary = _analysis_summary(prepared, results, stop)
-        summary.update(
-            status=status,
-            message=message,
-            accounting=totals,
-            calls={"new": new_calls, "from_cache": hits},
-            timings={"wall_s": wall, "stages_s": stage_seconds, "waves_s": model.wave_seconds},
-            units_expected=model.total_units,
-            cost=cost_ledger(totals, prepared.study.config.cost_limit),
-        )
-        if status != "complete":
-            summary["resume"] = f"biasim run --resume {out}"
-        if failure:
-            summary["traceback"] = failure
+        summary = _session_summary(prepared, results, stop, model, end, ledger)
         _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
         write_json(out / SUMMARY, summary)
-        manifest["status"] = status
-        manifest["sessions"][-1].update(
-            finished=dt.datetime.now(dt.UTC).isoformat(),
-            wall_s=wall,
-            new_calls=new_calls,
-            cache_hits=hits,
-            status=status,
-        )
-        manifest["cost"] = cost_ledger(totals, prepared.study.config.cost_limit)
-        manifest["counts"] = {
-            "units": model.total_units,
-            "rows": len(results),
-            "status": summary.get("status_counts", {}),
-            # What `--resume` expects to find in the store (see store_check).
-            "stored_answers": stored_answers,
-        }
-        if status != "complete":
-            manifest["resume"] = summary["resume"]
-        else:
-            manifest.pop("resume", None)
-        write_json(out / MANIFEST, manifest)
+        _record_session(prepared, manifest, model, results, summary, end, ledger)
+    status, message = end.status, end.message
     return RunOutcome(
         out=out,
         status=status,
@@ -584,6 +549,88 @@ def _run_study(
         message=message,
         exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
+
+
+@dataclass
+class _SessionEnd:
+    """How a session ended: its status, why, the traceback of a failure, and its timings."""
+
+    status: str
+    message: str
+    failure: str
+    wall: float
+    stage_seconds: dict[str, float]
+
+
+def _close_store(store: Any) -> dict[str, Any]:
+    """The session's accounting, read from the call store before it is closed."""
+    ledger = {
+        "totals": store.totals(),
+        "new_calls": store.new_calls,
+        "hits": store.cache_hits,
+        "stored_answers": store.answer_count(),
+    }
+    store.close()
+    return ledger
+
+
+def _session_summary(
+    prepared: PreparedRun,
+    results: pd.DataFrame,
+    stop: StopControl,
+    model: StudyModel,
+    end: _SessionEnd,
+    ledger: dict[str, Any],
+) -> dict[str, Any]:
+    """``summary.json``: the analyses, with how the session ended and what it cost."""
+    summary = _analysis_summary(prepared, results, stop)
+    summary.update(
+        status=end.status,
+        message=end.message,
+        accounting=ledger["totals"],
+        calls={"new": ledger["new_calls"], "from_cache": ledger["hits"]},
+        timings={"wall_s": end.wall, "stages_s": end.stage_seconds, "waves_s": model.wave_seconds},
+        units_expected=model.total_units,
+        cost=cost_ledger(ledger["totals"], prepared.study.config.cost_limit),
+    )
+    if end.status != "complete":
+        summary["resume"] = f"biasim run --resume {prepared.out}"
+    if end.failure:
+        summary["traceback"] = end.failure
+    return summary
+
+
+def _record_session(
+    prepared: PreparedRun,
+    manifest: dict[str, Any],
+    model: StudyModel,
+    results: pd.DataFrame,
+    summary: dict[str, Any],
+    end: _SessionEnd,
+    ledger: dict[str, Any],
+) -> None:
+    """The manifest with this session's end, counts and cost (what ``--resume`` checks)."""
+    manifest["status"] = end.status
+    manifest["sessions"][-1].update(
+        finished=dt.datetime.now(dt.UTC).isoformat(),
+        wall_s=end.wall,
+        new_calls=ledger["new_calls"],
+        cache_hits=ledger["hits"],
+        status=end.status,
+    )
+    manifest["cost"] = cost_ledger(ledger["totals"], prepared.study.config.cost_limit)
+    manifest["counts"] = {
+        "units": model.total_units,
+        "rows": len(results),
+        "status": summary.get("status_counts", {}),
+        # What `--resume` expects to find in the store (see store_check).
+        "stored_answers": ledger["stored_answers"],
+    }
+    if end.status != "complete":
+        manifest["resume"] = summary["resume"]
+    else:
+        manifest.pop("resume", None)
+    write_json(prepared.out / MANIFEST, manifest)
 
 
 def _run_parts(

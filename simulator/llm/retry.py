@@ -119,45 +119,11 @@ async def call_with_retries(
         if rate is not None and rate.active:
             # Without a cap the answer's length is unknown: the prompt alone is paced.
             await rate.wait((request.max_tokens or 0) + _prompt_tokens(request))
-        retry_after: float | None = None
-        probing = contact is not None and not contact.answered
-        async with limiter:
-            if stopping is not None and stopping():
-                raise CallNotIssued
-            timeout = configured = policy.attempt_timeout(request)
-            if timeout is not None:
-                timeout = configured = min(timeout, remaining)
-                if probing:
-                    timeout = min(timeout, contact.timeout_s)
-            start = time.perf_counter()
-            ends = math.inf if timeout is None else asyncio.get_running_loop().time() + timeout
-            token = ATTEMPT_DEADLINE.set(ends)
-            try:
-                # asyncio.timeout arms one timer; wait_for would spawn a task per attempt.
-                async with asyncio.timeout_at(None if timeout is None else ends):
-                    response = await generate(request)
-            except TimeoutError:
-                failure: BackendError = TransientError(f"timed out after {timeout:.3g} s")
-                if probing and timeout < configured and not contact.answered:
-                    failure = FatalBackendError(
-                        f"the server has not answered any call yet: no answer within "
-                        f"{timeout:.3g} s (raise the role's probe_timeout_s for a model that "
-                        "loads slowly)"
-                    )
-                    contact.silent = str(failure)
-            except BackendError as exc:
-                failure = connection_failure(exc) or exc
-            except Exception as exc:  # a backend bug or an SDK surprise: isolate, keep the reason
-                failure = connection_failure(exc) or TransientError(f"{type(exc).__name__}: {exc}")
-            else:
-                if contact is not None:
-                    contact.answered = True
-                limiter.on_success()
-                response.attempts = attempt
-                response.latency_s = response.latency_s or time.perf_counter() - start
-                return response
-            finally:
-                ATTEMPT_DEADLINE.reset(token)
+        outcome = await _attempt(generate, request, policy, limiter, stopping, contact, remaining)
+        if isinstance(outcome, LLMResponse):
+            outcome.attempts = attempt
+            return outcome
+        failure = outcome
         # An SDK may quote the server URL, credentials included.
         reason = redact_text(str(failure) or type(failure).__name__)
         if failure.overloaded:
@@ -177,6 +143,59 @@ async def call_with_retries(
     return LLMResponse(
         status="error", error=f"{reason} (after {attempt} attempt(s))", attempts=attempt
     )
+
+
+async def _attempt(
+    generate: Callable[[LLMRequest], Awaitable[LLMResponse]],
+    request: LLMRequest,
+    policy: RetryPolicy,
+    limiter: AdaptiveLimiter,
+    stopping: Callable[[], bool] | None,
+    contact: FirstContact | None,
+    remaining: float,
+) -> LLMResponse | BackendError:
+    """One attempt inside a concurrency slot: the answer (latency set), or why it failed.
+
+    Raises:
+        CallNotIssued: ``stopping()`` turned true before the attempt was sent.
+    """
+    probing = contact is not None and not contact.answered
+    async with limiter:
+        if stopping is not None and stopping():
+            raise CallNotIssued
+        timeout = configured = policy.attempt_timeout(request)
+        if timeout is not None:
+            timeout = configured = min(timeout, remaining)
+            if probing:
+                timeout = min(timeout, contact.timeout_s)
+        start = time.perf_counter()
+        ends = math.inf if timeout is None else asyncio.get_running_loop().time() + timeout
+        token = ATTEMPT_DEADLINE.set(ends)
+        try:
+            # asyncio.timeout arms one timer; wait_for would spawn a task per attempt.
+            async with asyncio.timeout_at(None if timeout is None else ends):
+                response = await generate(request)
+        except TimeoutError:
+            failure: BackendError = TransientError(f"timed out after {timeout:.3g} s")
+            if probing and timeout < configured and not contact.answered:
+                failure = FatalBackendError(
+                    f"the server has not answered any call yet: no answer within "
+                    f"{timeout:.3g} s (raise the role's probe_timeout_s for a model that "
+                    "loads slowly)"
+                )
+                contact.silent = str(failure)
+            return failure
+        except BackendError as exc:
+            return connection_failure(exc) or exc
+        except Exception as exc:  # a backend bug or an SDK surprise: isolate, keep the reason
+            return connection_failure(exc) or TransientError(f"{type(exc).__name__}: {exc}")
+        finally:
+            ATTEMPT_DEADLINE.reset(token)
+        if contact is not None:
+            contact.answered = True
+        limiter.on_success()
+        response.latency_s = response.latency_s or time.perf_counter() - start
+        return response
 
 
 def answer_in_place(
