@@ -111,7 +111,8 @@ class RunOptions(StudyOptions):
     #: Let ``--resume`` ask again what the call store lost or had altered (``--reask-lost``).
     reask_lost: bool = False
     #: A throwaway run (one simulated study of ``biasim power``): synthetic answers are drawn
-    #: in place and not recorded, so the run cannot be resumed; results are the same.
+    #: in place and not recorded, so the run cannot be resumed; results and the summary are the
+    #: same, and no table, figure or report page is written (nobody reads them).
     throwaway: bool = False
 
 
@@ -537,7 +538,8 @@ def _run_study(
         loop.run_until_complete(_close_backends(prepared.runtimes))
         loop.close()
         summary = _session_summary(prepared, results, stop, model, end, ledger)
-        _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
+        if not prepared.options.throwaway:
+            _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
         write_json(out / SUMMARY, summary)
         _record_session(prepared, manifest, model, results, summary, end, ledger)
     status, message = end.status, end.message
@@ -719,7 +721,7 @@ def _analysis_summary(
                 out_dir=out,
             )
             summary = evidence.summary
-            written = write_evidence(out, evidence)
+            written = [] if prepared.options.throwaway else write_evidence(out, evidence)
             summary["outputs"] = [str(p.relative_to(out)) for p in written]
         except Exception as exc:
             # The answers cost model time; a failing statistic must not leave the run
