@@ -27,10 +27,13 @@ test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not serial" --durations=60
 	$(BIN)/python -m pytest -q -m serial --durations=20
 
-# The fast tier while working: lint and the unit tests (no slow calibration, real model or browser).
+# The fast tier while working: lint and the unit tests (no slow calibration, real model or browser),
+# on two workers as `make test`, then the unit tests that time things, serially.
+FAST := not slow and not model and not browser
 check: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests/unit -m "not slow and not model and not browser"
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/unit -m "$(FAST) and not serial"
+	$(BIN)/python -m pytest -q tests/unit -m "$(FAST) and serial"
 
 docs: setup
 	$(BIN)/python -m biasim.simulator.cli.reference_docs
