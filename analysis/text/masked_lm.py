@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from biasim.analysis.text.hf import load_pretrained, model_revision
+from biasim.analysis.text.hf import batch_size_for, load_pretrained, model_revision, torch_device
 
 
 class MaskedLM(Protocol):
@@ -60,26 +60,29 @@ class HuggingFaceMaskedLM:
     Args:
         model: Hub id (``bert-base-uncased``, the paper's) or a local folder with the model and
             its tokenizer.
-        batch_size: Masked copies per forward pass.
+        batch_size: Masked copies per forward pass (None: 64 on the CPU, more on a GPU).
         max_length: Truncation length in tokens (512 as the authors).
         threads: torch CPU threads; None leaves torch's setting.
+        device: ``auto`` (a CUDA GPU when torch sees one, else the CPU), ``cpu`` or ``cuda``.
     """
 
     def __init__(
         self,
         model: str,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         max_length: int = 512,
         threads: int | None = None,
+        device: str = "auto",
     ) -> None:
         import torch
 
         if threads:
             torch.set_num_threads(threads)
         self.model_name = model
-        self.batch_size = batch_size
+        self.device = torch_device(device)
+        self.batch_size = batch_size_for(self.device, batch_size, 64)
         self.max_length = max_length
-        self.tokenizer, self.model = load_pretrained("AutoModelForMaskedLM", model)
+        self.tokenizer, self.model = load_pretrained("AutoModelForMaskedLM", model, self.device)
         self._head = _prediction_head(self.model)
         self._fingerprint = model_revision(model, self.model)
 
@@ -120,7 +123,7 @@ class HuggingFaceMaskedLM:
         import torch
 
         size = batch_size or self.batch_size
-        columns = torch.as_tensor(list(ids), dtype=torch.long)
+        columns = torch.as_tensor(list(ids), dtype=torch.long, device=self.device)
         out = np.full((len(texts), len(columns)), np.nan, dtype=np.float32)
         encoded = self.tokenizer(
             list(texts), truncation=True, max_length=self.max_length, add_special_tokens=True
@@ -139,7 +142,7 @@ class HuggingFaceMaskedLM:
                 probs = self._mask_probs(batch, is_mask, ok)
                 if probs is not None:
                     good = [r for r, keep in zip(rows, ok.tolist(), strict=True) if keep]
-                    out[good] = probs[:, columns].numpy()
+                    out[good] = probs[:, columns].cpu().numpy()
                 if progress:
                     progress(len(rows))
         return out
@@ -149,8 +152,8 @@ class HuggingFaceMaskedLM:
 
         if not bool(ok.any()):
             return None
-        batch = {key: value[ok] for key, value in batch.items()}
-        is_mask = is_mask[ok]
+        batch = {key: value[ok].to(self.device) for key, value in batch.items()}
+        is_mask = is_mask[ok].to(self.device)
         if self._head is None:
             logits = self.model(**batch).logits[is_mask]
         else:

@@ -44,8 +44,12 @@ class NliScorer:
     version = "1"
     columns = NLI_COLUMNS
 
-    def __init__(self, model: str, batch_size: int = 16, max_length: int = 256) -> None:
-        self.classifier = HuggingFaceClassifier(model, batch_size=batch_size, max_length=max_length)
+    def __init__(
+        self, model: str, batch_size: int = 16, max_length: int = 256, device: str = "auto"
+    ) -> None:
+        self.classifier = HuggingFaceClassifier(
+            model, batch_size=batch_size, max_length=max_length, device=device
+        )
         self._entail = self.classifier.label_index("entailment")
         self._contra = self.classifier.label_index("contradiction")
 

@@ -51,8 +51,9 @@ class ClassifierScorer:
         tracked: The label counted (``POSITIVE``, ``formal``; ``LABEL_1`` for an agency model
             trained as the authors').
         lowercase: Lower-case sentences first (the authors' agency classifier was trained so).
-        batch_size: Sentences per forward pass.
+        batch_size: Sentences per forward pass (None: 32 on the CPU, more on a GPU).
         max_length: Truncation length in tokens.
+        device: ``auto`` (a CUDA GPU when torch sees one, else the CPU), ``cpu`` or ``cuda``.
 
     Raises:
         ModelLoadError: The model does not load, is not a classifier, or lacks ``tracked``.
@@ -67,10 +68,13 @@ class ClassifierScorer:
         model: str,
         tracked: str,
         lowercase: bool = False,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         max_length: int = 512,
+        device: str = "auto",
     ) -> None:
-        self.classifier = HuggingFaceClassifier(model, batch_size=batch_size, max_length=max_length)
+        self.classifier = HuggingFaceClassifier(
+            model, batch_size=batch_size, max_length=max_length, device=device
+        )
         self.tracked = tracked
         self._index = self.classifier.label_index(tracked)
         self.lowercase = lowercase

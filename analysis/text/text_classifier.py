@@ -1,4 +1,4 @@
-"""A ``transformers`` sequence classifier by hub id or local path, batched on the CPU.
+"""A ``transformers`` sequence classifier by hub id or local path, batched on the CPU or a GPU.
 
 The style scorers (sentiment, formality, agency) and the NLI scorer all ask one thing of a
 model: class probabilities for many short inputs (single texts, or premise/hypothesis pairs).
@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from biasim.analysis.text.hf import load_pretrained, model_revision
-
-
-class ModelLoadError(ValueError):
-    """A model path or id that does not load, or loads as the wrong kind of model."""
+from biasim.analysis.text.hf import (
+    ModelLoadError,
+    batch_size_for,
+    load_pretrained,
+    model_revision,
+    torch_device,
+)
 
 
 def _is_sequence_classifier(config: Any) -> bool:
@@ -32,10 +34,11 @@ class HuggingFaceClassifier:
     Args:
         model: Hub id (e.g. ``distilbert-base-uncased-finetuned-sst-2-english``) or local folder
             holding the model and its tokenizer.
-        batch_size: Inputs per forward pass.
+        batch_size: Inputs per forward pass (None: 32 on the CPU, more on a GPU).
         max_length: Truncation length in tokens.
         threads: torch CPU threads; None leaves torch's setting (the machines here have 2 cores,
             and torch's default of one thread per core is right for them).
+        device: ``auto`` (a CUDA GPU when torch sees one, else the CPU), ``cpu`` or ``cuda``.
 
     Raises:
         ModelLoadError: The model does not load, or is not a sequence classifier.
@@ -44,9 +47,10 @@ class HuggingFaceClassifier:
     def __init__(
         self,
         model: str,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         max_length: int = 512,
         threads: int | None = None,
+        device: str = "auto",
     ) -> None:
         import torch
         from transformers import AutoConfig
@@ -67,9 +71,12 @@ class HuggingFaceClassifier:
                 " (an architecture ending in ForSequenceClassification)"
             )
         self.model_name = model
-        self.batch_size = batch_size
+        self.device = torch_device(device)
+        self.batch_size = batch_size_for(self.device, batch_size, 32)
         self.max_length = max_length
-        self.tokenizer, self.model = load_pretrained("AutoModelForSequenceClassification", model)
+        self.tokenizer, self.model = load_pretrained(
+            "AutoModelForSequenceClassification", model, self.device
+        )
         self.labels: tuple[str, ...] = tuple(
             str(self.model.config.id2label[i]) for i in range(self.model.config.num_labels)
         )
@@ -121,6 +128,6 @@ class HuggingFaceClassifier:
                 batch = self.tokenizer.pad(
                     {k: [encoded[k][i] for i in rows] for k in keys}, return_tensors="pt"
                 )
-                logits = self.model(**batch).logits.float()
-                out[rows] = torch.softmax(logits, dim=-1).double().numpy()
+                logits = self.model(**batch.to(self.device)).logits.float()
+                out[rows] = torch.softmax(logits, dim=-1).double().cpu().numpy()
         return out

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from biasim.analysis.text.hf import torch_device
+
 TOO_FEW = "fewer than two salient words on a side"
 
 
@@ -84,9 +86,12 @@ class SentenceEmbedder:
     Args:
         model: Path or id; None uses the shipped model.
         batch_size: Words per forward pass.
+        device: ``auto`` (a CUDA GPU when torch sees one, else the CPU), ``cpu`` or ``cuda``.
     """
 
-    def __init__(self, model: str | None = None, batch_size: int = 64) -> None:
+    def __init__(
+        self, model: str | None = None, batch_size: int = 64, device: str = "auto"
+    ) -> None:
         import transformers
         from sentence_transformers import SentenceTransformer
 
@@ -99,7 +104,7 @@ class SentenceEmbedder:
             model = str(get_model_path())
         self.model_name = model
         self.batch_size = batch_size
-        self._model = SentenceTransformer(model, device="cpu")
+        self._model = SentenceTransformer(model, device=torch_device(device))
 
     def embed(self, words: Sequence[str]) -> np.ndarray:
         """One row per word."""

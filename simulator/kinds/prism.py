@@ -92,7 +92,16 @@ class PrismSpec(AnalysisSpec):
         "scatter (the paper's Figure 4a).",
     )
     alpha: float = Field(23.0, gt=0, le=100, description="Top % of pooled probabilities kept.")
-    batch_size: int = Field(64, ge=1, description="Masked copies per forward pass.")
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Masked copies per forward pass; default 64 on the CPU, more on a GPU.",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Where the masked LM runs: `auto` is a CUDA GPU when torch sees one, else "
+        "the CPU. Scores agree within float tolerance.",
+    )
 
 
 def _folder_of(facts: StudyFacts, name: str) -> Path | None:
@@ -337,6 +346,7 @@ def _score_rows(
         alpha=spec.alpha,
         batch_size=spec.batch_size,
         progress=sys.stdout.isatty(),
+        device=spec.device,
     )
     answered = rows["status"].eq("answered") & rows[spec.field].notna()
     postings = rows[spec.posting].fillna("").astype(str).tolist()

@@ -55,8 +55,11 @@ class PrismScorer:
             :class:`~analysis.masked_lm.HuggingFaceMaskedLM`).
         word_lists: Dimension -> word lists, or a JSON file / mapping in the reference layout.
         alpha: Percentage of pooled word probabilities kept (23 as the authors' code).
-        batch_size: Masked copies per forward pass (when ``lm`` is a path).
+        batch_size: Masked copies per forward pass (when ``lm`` is a path; None: 64 on the
+            CPU, more on a GPU).
         progress: Show a progress bar with ETA over the masked copies.
+        device: Where a masked LM given by path runs: ``auto`` (a CUDA GPU when torch sees
+            one, else the CPU), ``cpu`` or ``cuda``.
     """
 
     name = "prism"
@@ -67,11 +70,14 @@ class PrismScorer:
         lm: MaskedLM | str,
         word_lists: Mapping[str, WordLists] | str | Path,
         alpha: float = DEFAULT_ALPHA,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         progress: bool = False,
+        device: str = "auto",
     ) -> None:
         self.lm: MaskedLM = (
-            HuggingFaceMaskedLM(lm, batch_size=batch_size) if isinstance(lm, str) else lm
+            HuggingFaceMaskedLM(lm, batch_size=batch_size, device=device)
+            if isinstance(lm, str)
+            else lm
         )
         lists = word_lists
         if not (
@@ -242,8 +248,9 @@ def vocabulary_scorer(
     model: str,
     word_lists: str | Path | Mapping | None = None,
     alpha: float = DEFAULT_ALPHA,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     progress: bool = False,
+    device: str = "auto",
 ) -> tuple[PrismScorer, dict[str, list[str]]]:
     """A PRISM scorer on a ``transformers`` masked LM, word lists filtered to its vocabulary.
 
@@ -252,8 +259,9 @@ def vocabulary_scorer(
         word_lists: A JSON file or mapping in the reference layout; the paper's example words
             (:data:`EXAMPLE_WORD_LISTS`) when None.
         alpha: Percentage of pooled word probabilities kept.
-        batch_size: Masked copies per forward pass.
+        batch_size: Masked copies per forward pass (None: chosen for the device).
         progress: Show a progress bar over the masked copies.
+        device: ``auto``, ``cpu`` or ``cuda`` (see :class:`PrismScorer`).
 
     Returns:
         The scorer and the words dropped per ``"<dim>.<side>"`` (see ``filter_to_vocabulary``).
@@ -261,7 +269,7 @@ def vocabulary_scorer(
     Raises:
         ValueError: A side of a dimension has no word in the vocabulary, or bad word lists.
     """
-    lm = HuggingFaceMaskedLM(model, batch_size=batch_size)
+    lm = HuggingFaceMaskedLM(model, batch_size=batch_size, device=device)
     lists, dropped = filter_to_vocabulary(
         read_word_lists(EXAMPLE_WORD_LISTS if word_lists is None else word_lists),
         lm.vocabulary(),
