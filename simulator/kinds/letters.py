@@ -418,7 +418,7 @@ class LettersKind(AnalysisKind):
 
         first, second = summary["groups"]
         name = summary.get("name")
-        kept = ", ".join(f"{m}: {n}" for m, n in summary["letters"].items())
+        kept = ", ".join(f"{m}: {n}" for m, n in summary["letters"].items()) or "0"
         console.print(
             Text(str(name), style="bold") + f" (letters) letters kept: {kept}; "
             f"sentences scored now: {summary['scored_now']}"
