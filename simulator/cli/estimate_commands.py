@@ -9,7 +9,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from biasim.simulator.cli.common import PRICES_OPTION, app, fail_input, out_console
+from biasim.simulator.cli.common import (
+    BIOGRAPHIES_OPTION,
+    MASKED_LM_OPTION,
+    POSTINGS_OPTION,
+    PRICES_OPTION,
+    app,
+    fail_input,
+    out_console,
+)
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.tables import print_table
 
@@ -52,6 +60,9 @@ def estimate(
             "`biasim run --batch`.",
         ),
     ] = False,
+    masked_lm: Annotated[str | None, MASKED_LM_OPTION] = None,
+    postings: Annotated[Path | None, POSTINGS_OPTION] = None,
+    biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
 ) -> None:
     """Estimate a study's calls, tokens, cost (live and batch) and time; sends no request
     unless --pilot asks for some."""
@@ -68,6 +79,11 @@ def estimate(
         max_concurrency=max_concurrency,
         prices=prices,
         batch=batch,
+        # As `biasim run` takes them: the postings and biographies set the number of calls,
+        # and a study whose analysis needs a masked LM is refused without one.
+        masked_lm=masked_lm,
+        postings=postings,
+        biographies=biographies,
     )
     try:
         overrides = _for_roles(command_line_overrides(options), role or [], study)

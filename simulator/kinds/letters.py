@@ -46,6 +46,8 @@ weat = lazy_module("biasim.analysis.text.weat")
 pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
     from biasim.simulator.common.html import HtmlSection
@@ -167,6 +169,16 @@ class LettersSpec(AnalysisSpec):
     def _rule_from_bool(cls, value: object) -> object:
         """Study files written when the filter was on or off keep their meaning."""
         return {True: "recommend", False: "none"}.get(value, value)  # type: ignore[call-overload]
+
+
+def _counts_by_dimension(rows: list[dict[str, Any]], count: Callable[[dict], Any]) -> str:
+    """``113`` when every row tested as many units, else each row's (``positive 113, agentic
+    82``): a bare ``113, 82`` did not say which dimension had fewer letters scored."""
+    counts = [str(count(r)) for r in rows]
+    if len(set(counts)) == 1:
+        return counts[0]
+    key = "dimension" if "dimension" in rows[0] else "category"
+    return ", ".join(f"{r.get(key, '?')} {n}" for r, n in zip(rows, counts, strict=True))
 
 
 class LettersKind(AnalysisKind):
@@ -432,7 +444,7 @@ class LettersKind(AnalysisKind):
 
         first, second = summary["groups"]
         name = summary.get("name")
-        kept = ", ".join(f"{m}: {n}" for m, n in summary["letters"].items())
+        kept = ", ".join(f"{m}: {n}" for m, n in summary["letters"].items()) or "0"
         console.print(
             Text(str(name), style="bold") + f" (letters) letters kept: {kept}; "
             f"sentences scored now: {summary['scored_now']}"
@@ -509,12 +521,12 @@ class LettersKind(AnalysisKind):
         rows = [r for r in summary.get(key, []) if not r.get("excluded")]
         if key == "style" and rows and not any("p_unit" in r for r in rows):
             first, second = summary["groups"]
-            counts = ", ".join(dict.fromkeys(str(r[f"n_{first}"] + r[f"n_{second}"]) for r in rows))
+            counts = _counts_by_dimension(rows, lambda r: r[f"n_{first}"] + r[f"n_{second}"])
             pairs = ", ".join(dict.fromkeys(str(r["n_pairs"]) for r in rows if "n_pairs" in r))
             paired = f"; paired t: unit: pair, {pairs} units" if pairs else ""
             console.print(f"style tests: unit: letter, {counts} units{paired}", highlight=False)
         elif rows and rows[0].get("n_units") is not None:
-            counts = ", ".join(dict.fromkeys(str(r["n_units"]) for r in rows))
+            counts = _counts_by_dimension(rows, lambda r: r["n_units"])
             what = "p unit; Student and Welch count letters" if key == "style" else "p, interval"
             label = unit_label(str(rows[0]["unit"]), counts)  # type: ignore[arg-type]
             console.print(f"{key} tests: {label} ({what})", highlight=False)

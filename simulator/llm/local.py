@@ -35,6 +35,10 @@ def default_model_path() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
 
 
+#: Context window when a role's options name none (a token budget shared by prompt and answer).
+DEFAULT_N_CTX = 2048
+
+
 def idle_cores() -> int:
     """Cores this process may use that are not already busy: the usable cores less the
     1-minute load average, at least 1. A model on as many threads as cores on a loaded machine
@@ -105,7 +109,7 @@ class LocalBackend:
                 )
         self.path = path
         self.model_id = role.model or path.stem
-        self.n_ctx = int(options.get("n_ctx", 2048))
+        self.n_ctx = int(options.get("n_ctx", DEFAULT_N_CTX))
         self.n_threads = int(options.get("n_threads") or idle_cores())
         self.n_batch = int(options.get("n_batch", 512))
         self.reuse_prompt_cache = bool(options.get("reuse_prompt_cache", False))
@@ -231,7 +235,7 @@ class LocalBackend:
             # Never an answer or an error of the study: the awaiting call is cancelled too.
             raise asyncio.CancelledError from None
         except ValueError as exc:  # e.g. prompt longer than the context window
-            raise FatalBackendError(str(exc)) from exc
+            raise FatalBackendError(self._context_hint(str(exc), llm)) from exc
         usage = out.get("usage") or {}
         return LLMResponse(
             text=text or "",
@@ -240,6 +244,17 @@ class LocalBackend:
             latency_s=time.perf_counter() - start,
             truncated=choice.get("finish_reason") == "length",
             token_logprobs=token_logprobs(choice),
+        )
+
+    def _context_hint(self, message: str, llm: Any) -> str:
+        """llama.cpp's "exceed context window" with what to change: a resumed run keeps the
+        study it started with, so the fix is the role's n_ctx in a new run."""
+        if "context window" not in message:
+            return message
+        trained = llm.n_ctx_train() if hasattr(llm, "n_ctx_train") else "?"
+        return (
+            f"{message}: raise the role's options.n_ctx (now {self.n_ctx}; the model was "
+            f"trained on {trained}) and run again (--replay the old run keeps its answers)"
         )
 
     async def aclose(self) -> None:

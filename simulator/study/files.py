@@ -260,9 +260,27 @@ def load_with_extends(ref: str | Path, chain: tuple[str, ...]) -> tuple[Any, Sou
     base, base_map = _named(base, base_map)
     data, smap = _named(data, smap)
     _check_removals(base, data, smap)
+    base = _without_options_of_replaced_backends(base, data)
     merged = deep_merge(base, data)
     merged_map = base_map.overlay(smap, merged)
     return (*_listed(merged, merged_map), label)
+
+
+def _without_options_of_replaced_backends(base: dict[str, Any], data: dict[str, Any]) -> dict:
+    """``base`` less the ``options`` of every role whose backend ``data`` changes: options
+    belong to the backend they were written for (as ``--backend`` drops them), so a study that
+    puts a local role on another backend is not refused for the parent's ``n_ctx``."""
+    roles, changes = base.get("roles"), data.get("roles")
+    if not isinstance(roles, dict) or not isinstance(changes, dict):
+        return base
+    kept = dict(roles)
+    for name, change in changes.items():
+        old = roles.get(name)
+        if not (isinstance(old, dict) and isinstance(change, dict)):
+            continue
+        if "backend" in change and change["backend"] != old.get("backend"):
+            kept[name] = {k: v for k, v in old.items() if k != "options"}
+    return {**base, "roles": kept}
 
 
 #: Lists of named mappings that ``extends`` merges entry by entry (matched by ``name``), so a

@@ -88,3 +88,41 @@ def test_an_unknown_rule_is_refused(tmp_path: Path, cli) -> None:
     args = ["analyze", "--texts", str(path), "--text-col", "t", "--group-col", "g"]
     result = cli.invoke(app, [*args, "--success-filter", "strict"])
     assert result.exit_code == 2 and "--success-filter" in result.output
+
+
+def test_a_run_whose_letters_were_all_excluded_prints_zero_kept() -> None:
+    # SmolLM2 at --agents 1 kept no CBG letter: the header read "letters kept: ;".
+    from rich.console import Console
+
+    from biasim.simulator.kinds.letters import LettersKind
+
+    summary = {
+        "name": "letters",
+        "groups": ["female", "male"],
+        "letters": {},
+        "scored_now": 0,
+        "note": "no letter was kept (see the exclusions): nothing to analyse",
+        "exclusions": [{"model_label": "m", "excluded": "no ' recommend '", "letters": 20}],
+    }
+    console = Console(record=True, width=200)
+    LettersKind().print(summary, console)
+    text = console.export_text()
+    assert "letters kept: 0;" in text and "excluded: 20 letters of m" in text
+
+
+def test_style_units_that_differ_by_dimension_are_named_per_dimension() -> None:
+    # wan2023_letters on SmolLM2 printed "unit: letter, 113, 82 units" for three dimensions.
+    from rich.console import Console
+
+    from biasim.simulator.kinds.letters import LettersKind
+
+    rows = [
+        {"dimension": d, "n_female": f, "n_male": m}
+        for d, f, m in (("positive", 56, 57), ("formal", 56, 57), ("agentic", 45, 37))
+    ]
+    console = Console(record=True, width=200)
+    LettersKind._print_unit({"groups": ["male", "female"], "style": rows}, "style", console)
+    assert "unit: letter, positive 113, formal 113, agentic 82 units" in console.export_text()
+    console = Console(record=True, width=200)
+    LettersKind._print_unit({"groups": ["male", "female"], "style": rows[:2]}, "style", console)
+    assert "unit: letter, 113 units" in console.export_text()

@@ -293,3 +293,19 @@ def test_word_lists_outside_the_vocabulary_stop_the_study_and_analyze_texts(
     )
     assert result.exit_code == 2
     assert "--word-lists: dimension `psy`: no `fem` word" in result.stderr
+
+
+def test_estimate_takes_the_masked_lm_and_postings_that_run_takes(cli, tiny_bert, tmp_path):
+    # `biasim estimate ding2024_prism` was refused with "run with `--masked-lm PATH`", an
+    # option estimate did not have; and without --postings it counted the study's postings.
+    refused = cli.invoke(app, ["estimate", "ding2024_prism", "--backend", "synthetic"])
+    assert refused.exit_code == 2 and "--masked-lm" in refused.output
+    csv = tmp_path / "postings.csv"
+    texts = ["We want a caring nurse.", "We want a strong welder.", "We want a calm pilot."]
+    pd.DataFrame({"posting": ["nurse", "welder", "pilot"], "posting_text": texts}).to_csv(
+        csv, index=False
+    )
+    args = ["estimate", "ding2024_prism", "--backend", "synthetic", "--masked-lm", tiny_bert]
+    result = cli.invoke(app, [*args, "--postings", str(csv), "--agents", "2"])
+    assert result.exit_code == 0, result.output
+    assert "total: 6 new calls" in " ".join(result.output.split())

@@ -357,3 +357,28 @@ def test_the_writer_has_no_token_cap_and_pair_stages_ask_for_the_rationale() -> 
     for stage in study.stages[1:3]:
         assert stage.output is not None and "reason" in stage.output
         assert "I would hire Applicant [1 or 2] because" in stage.prompt
+
+
+@pytest.mark.parametrize("name", ["bias_transmission_pipeline", "bias_transmission_probes"])
+def test_a_local_reader_holds_the_uncapped_letters_it_is_shown(name: str) -> None:
+    # On the embedded model the writer (no max_tokens) filled its 2,048-token context, and a
+    # pair of such letters could not fit the evaluator's 2,048: every `relative` call failed.
+    from biasim.simulator.llm.local import DEFAULT_N_CTX
+    from biasim.simulator.study.load import load_study
+
+    config = load_study(name).config
+
+    def context(role: str) -> int:
+        return int((config.roles[role].options or {}).get("n_ctx", DEFAULT_N_CTX))
+
+    checked = 0
+    for stage in config.stages:
+        if stage.reads is None or config.roles[stage.role].backend != "local":
+            continue
+        writer = next(s for s in config.stages if s.name == stage.reads.stage).role
+        assert config.roles[writer].max_tokens is None  # letters up to the writer's context
+        shown = 2 if stage.reads.matching == "pair" else 1
+        answer = config.roles[stage.role].max_tokens or 0
+        assert context(stage.role) >= shown * context(writer) + answer, stage.name
+        checked += 1
+    assert checked >= 5 if name == "bias_transmission_pipeline" else checked == 14

@@ -29,8 +29,19 @@ from biasim.analysis.studies.bias_transmission.answer_lines import (
     parse_pairings,
 )
 
-#: Status of every item of a call that gave no usable answer (error, or stopped at the cap).
+#: Status of every item of a call that gave no valid answer (an error, or invalid after re-asks).
 CALL_FAILED = "call failed"
+#: Status of every item of an answer stopped at the role's max_tokens: the call worked, but a
+#: cut list may lack its last pairs, so it is not read (told apart so that the exclusions do not
+#: blame the backend for a cap the study set).
+CUT_AT_CAP = "cut at max_tokens"
+
+
+def unreadable_reason(fields: dict) -> str | None:
+    """Why a result row's answer is not read (``CALL_FAILED`` or ``CUT_AT_CAP``), or None."""
+    if not bool(fields["valid"]) or fields.get("text") is None:
+        return CALL_FAILED
+    return CUT_AT_CAP if bool(fields.get("truncated")) else None
 
 
 def pairing_rows(
@@ -59,11 +70,10 @@ def pairing_rows(
         names = str(fields["targets"]).split("|")
         values = dict(zip(names, str(fields["target_values"]).split("|"), strict=True))
         items = str(fields["items"]).split("|")
-        answer = fields.get(text)
-        failed = not bool(fields["valid"]) or bool(fields.get("truncated")) or answer is None
-        parsed = None if failed else parse_pairings(str(answer), items, names)
+        unread = unreadable_reason({**fields, "text": fields.get(text)})
+        parsed = None if unread else parse_pairings(str(fields[text]), items, names)
         for item in items:
-            status = CALL_FAILED if parsed is None else parsed.items[item]
+            status = unread if parsed is None else parsed.items[item]
             target = parsed.pairs.get(item, "") if parsed is not None else ""
             value = values[target] if target else ""
             records.append((*key, fields["unit_id"], item, target, value, values[names[0]], status))

@@ -26,11 +26,15 @@ from scipy import stats
 
 from biasim.analysis.stats.multiple import adjust
 from biasim.analysis.studies.bias_transmission.answer_lines import PICK_REASONS, parse_picks
-from biasim.analysis.studies.bias_transmission.association import CALL_FAILED
+from biasim.analysis.studies.bias_transmission.association import (
+    CALL_FAILED,
+    CUT_AT_CAP,
+    unreadable_reason,
+)
 
 #: Outcome of a usable call.
 PICKED = "picked"
-OUTCOMES = (PICKED, *PICK_REASONS, CALL_FAILED)
+OUTCOMES = (PICKED, *PICK_REASONS, CUT_AT_CAP, CALL_FAILED)
 # Relative tolerance of "no larger than the observed probability" (as scipy's binomtest).
 _RERR = 1 + 1e-7
 
@@ -58,16 +62,16 @@ def pick_rows(
     Returns:
         ``keys``, ``unit_id``, ``item``, ``shown`` (targets shown), ``shown_positive``, ``k``,
         ``picked`` (the names, ``|``-joined), ``positive_picks`` (NaN unless usable) and
-        ``outcome`` (``picked`` or why not: ``PICK_REASONS`` or ``call failed``).
+        ``outcome`` (``picked`` or why not: ``PICK_REASONS``, ``cut at max_tokens`` or
+        ``call failed``).
     """
     records = []
     for row in results.itertuples(index=False):
         fields = row._asdict()
         names = str(fields["targets"]).split("|")
         values = dict(zip(names, str(fields["target_values"]).split("|"), strict=True))
-        answer = fields.get(text)
-        failed = not bool(fields["valid"]) or bool(fields.get("truncated")) or answer is None
-        parsed = None if failed else parse_picks(str(answer), names, k, known)
+        unread = unreadable_reason({**fields, "text": fields.get(text)})
+        parsed = None if unread else parse_picks(str(fields[text]), names, k, known)
         usable = parsed is not None and not parsed.reason
         records.append(
             {
@@ -81,7 +85,7 @@ def pick_rows(
                 "positive_picks": (
                     sum(values[n] == positive for n in parsed.picked) if usable else np.nan
                 ),
-                "outcome": CALL_FAILED if parsed is None else (parsed.reason or PICKED),
+                "outcome": unread if parsed is None else (parsed.reason or PICKED),
             }
         )
     columns = [*keys, "unit_id", "item", "shown", "shown_positive", "k", "picked"]

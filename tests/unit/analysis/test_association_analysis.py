@@ -22,6 +22,7 @@ from biasim.analysis.studies.bias_transmission.answer_lines import (
 )
 from biasim.analysis.studies.bias_transmission.association import (
     CALL_FAILED,
+    CUT_AT_CAP,
     category_table,
     chance_test,
     compare_shares,
@@ -30,6 +31,7 @@ from biasim.analysis.studies.bias_transmission.association import (
     position_effect,
     share_table,
 )
+from biasim.analysis.studies.bias_transmission.picks import PICKED, pick_rows
 
 JOBS = ["Surgeon", "Fast-Food Worker", "Doctor (non-surgical)", "Engineer", "Materials Engineer"]
 TARGETS = ["Emily", "Jacob"]
@@ -118,6 +120,42 @@ def test_pairing_rows_keep_every_item_and_failed_calls() -> None:
     assert (first["first_value"] == "male").all()
     assert (pairs.loc[pairs["unit_id"] == "b", "outcome"] == CALL_FAILED).all()
     assert lines.to_dict("records") == [{"experiment": "e1", "reason": OTHER_TEXT, "lines": 1}]
+
+
+def _one_call_each(valid: list[bool], truncated: list[bool], text: list) -> pd.DataFrame:
+    n = len(valid)
+    return pd.DataFrame(
+        {
+            "unit_id": [f"u{i}" for i in range(n)],
+            "experiment": ["e1"] * n,
+            "valid": valid,
+            "truncated": truncated,
+            "targets": ["Jacob|Emily"] * n,
+            "target_values": ["male|female"] * n,
+            "items": ["Surgeon|Engineer"] * n,
+            "text": text,
+        }
+    )
+
+
+def test_an_answer_cut_at_max_tokens_is_not_called_a_failed_call() -> None:
+    # SmolLM2 at --agents 1 ran lists past the cap: 3 of 7 answered calls were excluded as
+    # "call failed" beside an outcomes table with 0 errors.
+    results = _one_call_each(
+        [True, False], [True, False], ["Surgeon - Emily\nEngineer - Jac", None]
+    )
+    pairs, _ = pairing_rows(results, ["experiment"])
+    outcome = pairs.groupby("unit_id")["outcome"].agg(set)
+    assert outcome["u0"] == {CUT_AT_CAP} and outcome["u1"] == {CALL_FAILED}
+
+
+def test_a_pick_answer_cut_at_max_tokens_is_not_called_a_failed_call() -> None:
+    results = _one_call_each(
+        [True, True, False], [True, False, False], ["Emily, Ja", "Emily", None]
+    )
+    calls = pick_rows(results, ["experiment"], "female", 1)
+    assert calls["outcome"].tolist() == [CUT_AT_CAP, PICKED, CALL_FAILED]
+    assert calls["positive_picks"].tolist()[1] == 1 and calls["positive_picks"].isna().sum() == 2
 
 
 def _pairs(counts: dict[tuple[str, str], tuple[int, int]]) -> pd.DataFrame:

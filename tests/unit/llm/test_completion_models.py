@@ -17,6 +17,7 @@ from biasim.analysis.stats.cases import case_rates
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.errors import FatalBackendError
 from biasim.simulator.llm.local import LocalBackend, default_model_path
 from biasim.simulator.llm.registry import create_backend
 from biasim.simulator.llm.retry import RetryPolicy
@@ -449,6 +450,34 @@ def test_local_completions_use_the_plain_completion_call(tmp_path: Path) -> None
     assert "messages" not in sent and "frequency_penalty" not in sent
     assert chat_kind == "chat" and chat_sent["messages"] == list(MESSAGES)
     assert chat_sent["max_tokens"] is None and chat_sent["stop"] == ["\n"]
+
+
+class _OverflowingLlama(_FakeLlama):
+    """llama.cpp on a prompt longer than its context window."""
+
+    def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
+        raise ValueError("Requested tokens (4100) exceed context window of 2048")
+
+    def n_ctx_train(self) -> int:
+        return 8192
+
+
+def test_a_prompt_past_the_context_window_says_which_option_to_raise(tmp_path: Path) -> None:
+    # The pipeline's evaluator on SmolLM2 failed every pair with llama.cpp's bare message, and
+    # the run advised --resume, which keeps the study (and the n_ctx) it started with.
+    gguf = tmp_path / "base.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(16))
+    backend = LocalBackend(RoleConfig(backend="local", options={"model_path": str(gguf)}))
+    backend._llm = _OverflowingLlama()
+    try:
+        with pytest.raises(FatalBackendError) as raised:
+            backend._generate(_request())
+    finally:
+        backend._thread.shutdown(wait=True)
+    message = str(raised.value)
+    assert message.startswith("Requested tokens (4100) exceed context window of 2048")
+    assert "options.n_ctx (now 2048; the model was trained on 8192)" in message
+    assert "--replay" in message
 
 
 @pytest.mark.model

@@ -151,6 +151,25 @@ def test_extends_overrides_fields_and_keeps_locations(tmp_path: Path) -> None:
     ]
 
 
+def test_extends_that_changes_a_roles_backend_drops_the_parents_options(tmp_path: Path) -> None:
+    # The pipeline's evaluator gained `options: {n_ctx: 8192}` for the local backend; a study
+    # extending it with `evaluator: {backend: synthetic}` was refused for that option.
+    child = tmp_path / "child.yaml"
+    child.write_text(
+        dedent("""
+        extends: bias_transmission_pipeline
+        roles:
+          evaluator: {backend: synthetic, options: {fail_rate: 0.5}}
+          predictor: {backend: synthetic}
+          predictor_bounded: {temperature: 0.5}
+    """)
+    )
+    roles = load_study(child).config.roles
+    assert roles["evaluator"].options == {"fail_rate": 0.5}
+    assert not roles["predictor"].options
+    assert roles["predictor_bounded"].options == {"n_ctx": 8192}  # same backend: kept
+
+
 def test_error_in_an_inherited_field_is_located_in_the_base_file(tmp_path: Path) -> None:
     child = tmp_path / "child.yaml"
     child.write_text(
