@@ -671,7 +671,7 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
         dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
         out_console.print(
             f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "
-            "(the rest from the cache)"
+            f"on {result.summary['device']} (the rest from the cache)"
             + (f"; words not in the model's vocabulary, dropped: {dropped}" if dropped else ""),
             highlight=False,
         )

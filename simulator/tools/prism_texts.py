@@ -157,7 +157,8 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
         lists = word_list_table(scorer, dropped)
         section = paired_section(pairs, scorer, lists, fresh, NAME, [label], settings, baselines)
         _validation(request, scorer, section)
-        return TextsResult(section.tables, section.figures, {"name": NAME, **section.summary})
+        summary = {"name": NAME, **section.summary, "device": scorer.lm.device}
+        return TextsResult(section.tables, section.figures, summary)
     out = scores.iloc[n:].reset_index(drop=True)
     out.insert(0, "row", range(1, len(out) + 1))
     reasons = out["excluded"].dropna().value_counts()
@@ -176,6 +177,7 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
         "name": NAME,
         "rows": len(out),
         "texts_scored_now": fresh,
+        "device": scorer.lm.device,
         "dropped": dropped,
         **baseline_summary(baselines.assign(model_label=label), lists),
     }
