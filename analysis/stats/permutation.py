@@ -193,6 +193,9 @@ def signature_blocks(units: pd.Series, strata: pd.Series) -> pd.Series:
     block per stratum (within-stratum tests).
     """
     frame = pd.DataFrame({"unit": units.to_numpy(), "stratum": strata.to_numpy()}).dropna()
+    # A unit's rows repeat its strata (replicates, templates): one row per pair is enough, and
+    # keeps the units in order of first appearance.
+    frame = frame.drop_duplicates()
     signature = frame.groupby("unit", sort=False)["stratum"].agg(lambda s: tuple(sorted(set(s))))
     codes, _ = pd.factorize(signature)
     return pd.Series(codes.astype(np.int64), index=signature.index)

@@ -38,11 +38,18 @@ def redact_names(
     """
     if len(texts) != len(names):
         raise ValueError(f"got {len(texts)} texts but {len(names)} names; they must align")
+    done: dict[tuple[str, str], str] = {}
     out = []
-    for i, (text, name) in enumerate(zip(texts, names, strict=True)):
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"name {i} is empty or not a string: {name!r}")
-        # Lookarounds instead of \b: \b needs a word character at the name's edge.
-        pattern = re.compile(rf"(?<!\w){re.escape(name.strip())}(?!\w)", re.IGNORECASE)
-        out.append(pattern.sub(lambda _: placeholder, text))
+    for i, pair in enumerate(zip(texts, names, strict=True)):
+        # A design repeats (text, name) pairs (a synthetic study, a name answered alike in many
+        # roles): each distinct pair is redacted once.
+        hit = done.get(pair)
+        if hit is None:
+            text, name = pair
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"name {i} is empty or not a string: {name!r}")
+            # Lookarounds instead of \b: \b needs a word character at the name's edge.
+            pattern = re.compile(rf"(?<!\w){re.escape(name.strip())}(?!\w)", re.IGNORECASE)
+            hit = done[pair] = pattern.sub(lambda _: placeholder, text)
+        out.append(hit)
     return out

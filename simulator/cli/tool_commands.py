@@ -69,6 +69,7 @@ def power(
 ) -> None:
     """Power and false-positive rate of the study's tests on its synthetic truth."""
     from biasim.simulator.common.errors import Problem
+    from biasim.simulator.tools.power import fast_path_note
     from biasim.simulator.tools.power import power as simulate
 
     sizes = _checked_power_options(agents, studies, alpha, effect, out)
@@ -78,6 +79,8 @@ def power(
     )
     start = time.monotonic()
     try:
+        if not per_call:
+            err_console.print(fast_path_note(study), highlight=False)
         rows = simulate(
             study,
             sizes,

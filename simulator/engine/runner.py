@@ -111,8 +111,9 @@ class RunOptions(StudyOptions):
     #: Let ``--resume`` ask again what the call store lost or had altered (``--reask-lost``).
     reask_lost: bool = False
     #: A throwaway run (one simulated study of ``biasim power``): synthetic answers are drawn
-    #: in place and not recorded, so the run cannot be resumed; results and the summary are the
-    #: same, and no table, figure or report page is written (nobody reads them).
+    #: in place and not recorded, so the run cannot be resumed; the results are the same, the
+    #: analyses compute only what ``biasim power`` reads (``AnalysisContext.power_only``), and
+    #: no table, figure or report page is written (nobody reads them).
     throwaway: bool = False
 
 
@@ -719,6 +720,7 @@ def _analysis_summary(
                 prepared.study.config,
                 data_dir=study_folder(prepared.study),
                 out_dir=out,
+                power_only=prepared.options.throwaway,
             )
             summary = evidence.summary
             written = [] if prepared.options.throwaway else write_evidence(out, evidence)

@@ -198,6 +198,35 @@ class AcceptanceKind(AnalysisKind):
         section.tables[f"{name}_outcomes"] = rows[
             ["unit_id", "model_label", *spec.groups, "persona_name", "outcome"]
         ]
+        if not ctx.power_only:
+            self._validity_and_models(rows, spec, ctx, section)
+        section.summary.update(
+            stage=spec.stage,
+            classifier=spec.classifier,
+            groups=list(spec.groups),
+            adjust=spec.adjust,
+            **agreement,
+            models={},
+        )
+        if spec.classifier == "judge" and spec.judge_stage:
+            self._expected(results, spec, ctx, section)
+        models = ctx.models_in(rows)
+        for model in models:
+            part = rows[rows["model_label"] == model]
+            section.summary["models"][model] = self._model(part, model, spec, ctx, section)
+        if len(models) > 1:
+            self._across_models(rows, spec, ctx, models, section)
+        return section
+
+    @staticmethod
+    def _validity_and_models(
+        rows: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext, section: Section
+    ) -> None:
+        """Invalid answers by group, the unit-level models and the exclusion bounds: what a
+        reader of the report weighs beside the tests (``biasim power`` reads none of it)."""
+        from biasim.analysis.studies.hiring_emails import email_outcomes
+
+        name = ctx.name
         validity, pairwise = email_outcomes.validity_by_group(
             rows,
             spec.groups,
@@ -236,23 +265,6 @@ class AcceptanceKind(AnalysisKind):
             alpha=0.05,
             n_permutations=spec.n_permutations,
         )
-        section.summary.update(
-            stage=spec.stage,
-            classifier=spec.classifier,
-            groups=list(spec.groups),
-            adjust=spec.adjust,
-            **agreement,
-            models={},
-        )
-        if spec.classifier == "judge" and spec.judge_stage:
-            self._expected(results, spec, ctx, section)
-        models = ctx.models_in(rows)
-        for model in models:
-            part = rows[rows["model_label"] == model]
-            section.summary["models"][model] = self._model(part, model, spec, ctx, section)
-        if len(models) > 1:
-            self._across_models(rows, spec, ctx, models, section)
-        return section
 
     def _expected(
         self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext, section: Section
@@ -285,7 +297,7 @@ class AcceptanceKind(AnalysisKind):
         section: Section,
     ) -> dict[str, Any]:
         seed = ctx.study.seed
-        report = self._disparity(part, spec, seed)
+        report = self._disparity(part, spec, seed, bounds=not ctx.power_only)
         prefix = slug(ctx.name, model)
         scalars = {}
         for key, value in report.items():
@@ -296,10 +308,10 @@ class AcceptanceKind(AnalysisKind):
         # With strata the headline test is the joint one: it relabels each name once for every
         # stratum; the pooled test ignores the strata.
         tests = report.get("joint", report.get("permutation"))
-        if spec.subset and report["n_valid"]:
+        if spec.subset and report["n_valid"] and not ctx.power_only:
             section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed, report.get("joint"))
         # Without a single valid answer there is nothing to break down (the report says so).
-        if report["n_valid"]:
+        if report["n_valid"] and not ctx.power_only:
             self._add_breakdowns(part, spec, seed, report, prefix, section)
         reference = report.get("reference")
         return {
@@ -312,9 +324,12 @@ class AcceptanceKind(AnalysisKind):
         }
 
     @staticmethod
-    def _disparity(part: pd.DataFrame, spec: AcceptanceSpec, seed: int) -> dict[str, Any]:
-        """The disparity report of one model's outcomes, with the readings that survive counting
-        the excluded answers either way, and each group's rate over all its answers."""
+    def _disparity(
+        part: pd.DataFrame, spec: AcceptanceSpec, seed: int, bounds: bool = True
+    ) -> dict[str, Any]:
+        """The disparity report of one model's outcomes, with (``bounds``) the readings that
+        survive counting the excluded answers either way, and each group's rate over all its
+        answers."""
         unit_col = "persona_name" if spec.unit == "name" else None
         report = disparity.disparity_report(
             part,
@@ -329,7 +344,7 @@ class AcceptanceKind(AnalysisKind):
             seed=seed,
             require_positive=False,
         )
-        if report["n_excluded"]:
+        if report["n_excluded"] and bounds:
             # Which group-level readings survive counting the excluded answers either way.
             claims = refusals.group_claims(
                 refusals.group_bounds(

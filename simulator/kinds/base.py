@@ -36,6 +36,8 @@ class AnalysisContext:
             ``biasim compare``).
         out_dir: The run (or comparison) directory the outputs go to; kinds keep caches of
             costly measurements there (text scores). None when nothing is written.
+        power_only: One simulated study of ``biasim power``: only what ``power_tests`` reads
+            is needed, and a kind may skip the rest (models, breakdowns, exclusion bounds).
     """
 
     study: StudyConfig
@@ -43,6 +45,7 @@ class AnalysisContext:
     data_dir: Path | None = None
     models: tuple[str, ...] = ()
     out_dir: Path | None = None
+    power_only: bool = False
 
     def resolve(self, path: str) -> Path:
         """A data path from the spec: relative to the study file when it exists there."""
@@ -50,7 +53,7 @@ class AnalysisContext:
 
     def models_in(self, results: pd.DataFrame) -> list[str]:
         """Model labels present in ``results``, in report order."""
-        present = list(dict.fromkeys(results["model_label"])) if len(results) else []
+        present = list(results["model_label"].unique()) if len(results) else []
         ordered = [m for m in self.models if m in present]
         return ordered + [m for m in present if m not in ordered]
 

@@ -80,6 +80,10 @@ class SyntheticBackend:
         # Tables are resolved once per (field, attribute value) rather than per call.
         self._tables: dict[tuple[Any, ...], tuple[list[str], list[float]] | None] = {}
 
+    def field(self, name: str) -> Any:
+        """The declared truth of answer field ``name`` (``None`` when none is declared)."""
+        return self._fields.get(name)
+
     def identity(self) -> dict[str, Any]:
         """The declared ground truth: changing it changes every answer."""
         return {
@@ -149,7 +153,7 @@ class SyntheticBackend:
     def _draw(self, name: str, prop: dict[str, Any], attributes: dict[str, str], u: float) -> Any:
         spec = self._fields.get(name)
         if "enum" in prop:
-            choices, cumulative = self._choice_table(name, prop, attributes)
+            choices, cumulative = self.choice_table(name, prop, attributes)
             for choice, edge in zip(choices, cumulative, strict=True):
                 if u < edge:
                     return choice
@@ -162,11 +166,12 @@ class SyntheticBackend:
             return text[: prop["maxLength"]] if "maxLength" in prop else text
         return {"integer": 0, "number": 0.0, "boolean": u < 0.5}.get(kind)
 
-    def _choice_table(
+    def choice_table(
         self, name: str, prop: dict[str, Any], attributes: dict[str, str]
     ) -> tuple[list[str], list[float]]:
         """A choice field's options and cumulative declared probabilities for these
-        attributes (a unit's shift applied)."""
+        attributes (a unit's shift applied). ``biasim power``'s whole-stage draws read the same
+        tables, so both paths draw from one distribution."""
         spec = self._fields.get(name)
         value = _by_value(spec, attributes) if spec is not None else None
         key = (name, value, tuple(prop["enum"]))
@@ -187,7 +192,7 @@ class SyntheticBackend:
         for name, prop in schema.get("properties", {}).items():
             if "enum" not in prop:
                 continue
-            choices, cumulative = self._choice_table(name, prop, attributes)
+            choices, cumulative = self.choice_table(name, prop, attributes)
             edges = [0.0, *cumulative]
             top = {
                 c: math.log(edges[j + 1] - edges[j])

@@ -55,10 +55,13 @@ def base_summary(
     synthetic, unit outcomes, the models in report order, and outcome rates per group (per
     model when there are several, since one model may fail a group more than another)."""
     synthetic = bool(df["synthetic"].fillna(False).astype(bool).any()) if len(df) else False
-    present = list(dict.fromkeys(df["model_label"])) if len(df) else []
-    order = [m for m in (models or []) if m in present] + [
-        m for m in present if m not in (models or [])
-    ]
+    order = _label_order(df, models)
+    # One row per (label, backend, model): iterating every row of a 100k-row table is slow.
+    who = (
+        df[["model_label", "backend", "model"]].drop_duplicates()
+        if len(df)
+        else pd.DataFrame(columns=["model_label", "backend", "model"])
+    )
     summary: dict[str, Any] = {
         "study": study.name,
         "synthetic": synthetic,
@@ -72,13 +75,13 @@ def base_summary(
         "outside_choices": int(df["error"].str.startswith(OUTSIDE_CHOICES, na=False).sum())
         if "error" in df
         else 0,
-        "models": sorted({f"{b}:{m}" for b, m in zip(df["backend"], df["model"], strict=True)}),
+        "models": sorted({f"{b}:{m}" for b, m in zip(who["backend"], who["model"], strict=True)}),
         "model_labels": order,
         # Which model each label is, so a header pairs them right (labels are the user's order,
         # `models` sorted).
         "model_of_label": {
             str(label): f"{b}:{m}"
-            for label, b, m in zip(df["model_label"], df["backend"], df["model"], strict=True)
+            for label, b, m in zip(who["model_label"], who["backend"], who["model"], strict=True)
         }
         if len(df)
         else {},
@@ -93,6 +96,15 @@ def base_summary(
             rates = _ReportOrder(order, study.personas.axes).table(rates)
             summary["outcomes_by_group"][axis] = rates.to_dict("records")
     return summary
+
+
+def _label_order(df: pd.DataFrame, models: list[str] | None) -> list[str]:
+    """Model labels present in ``df``: those in ``models`` in that order, then the others in
+    order of first appearance."""
+    present = [str(m) for m in pd.unique(df["model_label"])] if len(df) else []
+    return [m for m in (models or []) if m in present] + [
+        m for m in present if m not in (models or [])
+    ]
 
 
 #: Answers shown per stage, model and group in the report, and the characters kept of each.
@@ -147,6 +159,7 @@ def analyze(
     data_dir: Path | None = None,
     models: list[str] | None = None,
     out_dir: Path | None = None,
+    power_only: bool = False,
 ) -> Evidence:
     """Every analysis the study declares, plus outcome rates per persona group.
 
@@ -156,21 +169,33 @@ def analyze(
         data_dir: Where relative data paths of analyses (training CSV, predictions) resolve.
         models: Model labels in report order (default: order of first appearance).
         out_dir: Where the outputs will be written (kinds keep score caches there).
+        power_only: Only the tests ``biasim power`` reads (see ``AnalysisContext``).
     """
-    evidence = Evidence(summary=base_summary(df, study, models))
-    order = evidence.summary["model_labels"]
+    if power_only:
+        # Nobody reads the report's common part of a simulated study: only the analyses.
+        order = _label_order(df, models)
+        evidence = Evidence(summary={"study": study.name, "model_labels": order, "analyses": []})
+    else:
+        evidence = Evidence(summary=base_summary(df, study, models))
+        order = evidence.summary["model_labels"]
     in_order = _ReportOrder(order, study.personas.axes)
     for i, spec in enumerate(study.analyses):
         name = analysis_name(spec, i)
         ctx = AnalysisContext(
-            study=study, name=name, data_dir=data_dir, models=tuple(order), out_dir=out_dir
+            study=study,
+            name=name,
+            data_dir=data_dir,
+            models=tuple(order),
+            out_dir=out_dir,
+            power_only=power_only,
         )
         section = get_kind(spec.kind).compute(df, spec, ctx)
-        in_order.section(section)
+        if not power_only:
+            in_order.section(section)
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
         evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
-    synthetic = _synthetic_models(df)
+    synthetic = _synthetic_models(df) if evidence.figures else set()
     for name, figure in evidence.figures.items():
         figures.keep_inside(figure)
         # A figure drawn from synthetic answers says so wherever it is shown without the

@@ -15,20 +15,32 @@ uniform over its choices, which is what values not listed get) and the declared 
 
 from __future__ import annotations
 
+import atexit
 import math
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import yaml
 
-from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.common.rundir import RESULTS_PARQUET
+from biasim.simulator.engine.runner import (
+    PreparedRun,
+    RunOptions,
+    execute,
+    prepare,
+    study_folder,
+)
 from biasim.simulator.kinds import get_kind
+from biasim.simulator.report.outputs import analyze
 from biasim.simulator.study.config import Study, SyntheticField
 from biasim.simulator.study.load import load_study
+from biasim.simulator.tools.power_draws import draw_results, fast_path_problem, template_problem
 from biasim.simulator.tools.power_runs import Progress, run_studies
 
 
@@ -140,27 +152,106 @@ class SimulatedStudy:
 Findings = dict[tuple[str, str], bool]
 
 
+#: What a process keeps between its simulated studies: per design size, the rows of one
+#: engine run of the study (the template of the whole-stage draws; see ``power_draws``), and
+#: per arm and size, the prepared study (its synthetic backends and analyses). ``None``: that
+#: size runs every study through the engine.
+_TEMPLATES: dict[tuple[str, int], pd.DataFrame | None] = {}
+_ARMS: dict[tuple[str, int], PreparedRun] = {}
+
+
 def simulate_study(job: SimulatedStudy, study: Study) -> Findings:
-    """Run one simulated study (in a folder of its own, removed after) and say which of its
-    tests found something at ``alpha``. Runs in any process: it needs nothing but its
-    arguments and the base study file."""
+    """Run one simulated study and say which of its tests found something at ``alpha``. Runs
+    in any process: it needs nothing but its arguments and the base study file.
+
+    Unless ``job.per_call``, the answers are drawn a whole stage at once on the rows of one
+    engine run of the design (``power_draws``), when the study allows; else the study runs
+    through the engine in a folder of its own, removed after. Either way the findings depend
+    on the job alone, not on the process or the order it runs jobs in."""
+    template = None if job.per_call else _template(job, study)
+    if template is not None:
+        return _drawn_findings(job, template)
     with tempfile.TemporaryDirectory(prefix="biasim-power-study-") as tmp:
         folder = Path(tmp)
         arm = folder / f"{job.arm}.yaml"
         arm.write_text(job.arm_file)
-        options = RunOptions(
-            study=str(world_study(arm, study, job.seed, folder)),
-            out=folder / "run",
-            backend="synthetic",
-            agents=job.size,
-            seed=job.seed,
-            throwaway=not job.per_call,
-        )
+        options = _options(world_study(arm, study, job.seed, folder), folder, job)
         outcome = execute(prepare(options))
+    return _findings(outcome.summary, job.alpha)
+
+
+def fast_path_note(study_ref: str) -> str:
+    """One line for the user: whether simulated studies are drawn a whole stage at once."""
+    config = load_study(study_ref, check_backends=False).config
+    problem = fast_path_problem(config)
+    if problem is None:
+        return (
+            "answers drawn a whole stage at once on the rows of one engine run per size "
+            "(--per-call sends each through the engine)"
+        )
+    return f"every simulated study runs through the engine: {problem}"
+
+
+def _options(study_file: Path, folder: Path, job: SimulatedStudy) -> RunOptions:
+    return RunOptions(
+        study=str(study_file),
+        out=folder / "run",
+        backend="synthetic",
+        agents=job.size,
+        seed=job.seed,
+        throwaway=not job.per_call,
+    )
+
+
+def _template(job: SimulatedStudy, study: Study) -> pd.DataFrame | None:
+    """The rows of one engine run of the arm at the job's size (its answers are redrawn by
+    every study), built once per process; ``None`` (with the study's own reason) when the
+    draws cannot serve it."""
+    key = (str(study.path), job.size)
+    if key not in _TEMPLATES:
+        config = _prepared_arm(job).study.config
+        _TEMPLATES[key] = None
+        if fast_path_problem(config) is None:
+            with tempfile.TemporaryDirectory(prefix="biasim-power-template-") as tmp:
+                folder = Path(tmp)
+                arm = folder / f"{job.arm}.yaml"
+                arm.write_text(job.arm_file)
+                # Any seed gives the same rows; the study's own keeps the template one table.
+                options = replace(_options(arm, folder, job), seed=config.seed)
+                execute(prepare(options))
+                rows = pd.read_parquet(folder / "run" / RESULTS_PARQUET)
+            _TEMPLATES[key] = None if template_problem(rows, config) else rows
+    return _TEMPLATES[key]
+
+
+def _drawn_findings(job: SimulatedStudy, template: pd.DataFrame) -> Findings:
+    """One simulated study drawn on the template with the job's seed, and its findings."""
+    prepared = _prepared_arm(job)
+    config = prepared.study.config.model_copy(update={"seed": job.seed})
+    backends = {role: runtime.backend for (role, _), runtime in prepared.runtimes.items()}
+    results = draw_results(template, config, backends, job.seed)
+    evidence = analyze(results, config, data_dir=study_folder(prepared.study), power_only=True)
+    return _findings(evidence.summary, job.alpha)
+
+
+def _prepared_arm(job: SimulatedStudy) -> PreparedRun:
+    """The arm's study prepared once per process and size (nothing is written)."""
+    key = (job.arm_file, job.size)
+    if key not in _ARMS:
+        # Kept for the process's life: the prepared study names its file (and data beside it).
+        folder = Path(tempfile.mkdtemp(prefix="biasim-power-arm-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        arm = folder / f"{job.arm}.yaml"
+        arm.write_text(job.arm_file)
+        _ARMS[key] = prepare(_options(arm, folder, job))
+    return _ARMS[key]
+
+
+def _findings(summary: dict[str, Any], alpha: float) -> Findings:
     findings: Findings = {}
-    for analysis in outcome.summary.get("analyses", []):
+    for analysis in summary.get("analyses", []):
         for test, p in get_kind(analysis["kind"]).power_tests(analysis).items():
-            hit = p is not None and not math.isnan(p) and p < job.alpha
+            hit = p is not None and not math.isnan(p) and p < alpha
             findings[(analysis["name"], test)] = hit
     return findings
 
