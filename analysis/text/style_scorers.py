@@ -188,13 +188,35 @@ class FormalityScorer:
         return _table(labels, values, excluded)
 
 
+def _import_spacy() -> Any:
+    """spaCy, without letting its array library (thinc) import torch.
+
+    thinc imports torch whenever it is installed, for models biasim never loads (its pipelines
+    tag parts of speech with a small CPU model); that import was most of a second or more of
+    `biasim validate` for a study whose biographies spaCy augments. Where torch is already
+    imported it is left alone, and torch imports normally afterwards.
+    """
+    import sys
+
+    if "thinc" in sys.modules or "torch" in sys.modules:
+        import spacy
+
+        return spacy
+    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
+    try:
+        import spacy
+    finally:
+        del sys.modules["torch"]
+    return spacy
+
+
 def load_spacy(name: str) -> Any:
     """A spaCy pipeline for part-of-speech tags only (no parser or entities: faster).
 
     Raises:
         ModelLoadError: ``name`` is not an installed spaCy pipeline.
     """
-    import spacy
+    spacy = _import_spacy()
 
     from biasim.analysis.text.text_classifier import ModelLoadError
 

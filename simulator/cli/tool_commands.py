@@ -49,7 +49,8 @@ _POWER_RAY_ADDRESS_OPTION = typer.Option(
 )
 _POWER_PER_CALL_OPTION = typer.Option(
     "--per-call",
-    help="Send each answer through the call store and retry layer (slower, same answers).",
+    help="Run every simulated study through the engine, each answer through the call store and "
+    "retry layer, instead of drawing whole stages at once (slower; the same distribution).",
 )
 
 
