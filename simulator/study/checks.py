@@ -560,22 +560,18 @@ def _check_templates(
         spec = AgentSpec("", "check", levels, variables, label, persona, 0, 0, "")
         outputs: dict[str, dict[str, Any]] = {}
         own: dict[str, tuple[AgentSpec, dict[str, dict[str, Any]]]] = {}
+        # A branch changes one stage's answer: the stages up to it render as without it.
+        branched = _stage_index(config, branch[0]) if branch is not None else -1
         for i, stage in enumerate(config.stages):
             ctx = _stage_context(config, stage, spec, (outputs, own, readers))
             if stage.when is not None and not _when_holds(smap, stage, i, ctx, (seen, problems)):
                 continue
             if stage.pairing is not None:
                 ctx = {**ctx, **draw_trial(stage.pairing, ctx, 0).context()}
-                if not pool(stage.pairing, ctx):
+                if i > branched and not pool(stage.pairing, ctx):
                     report(("stages", i, "pairing"), ValueError("no items for this level"))
-            for fname, fspec in (stage.output or {}).items():
-                if fspec.choices_from and not str(ctx.get(fspec.choices_from) or "").strip():
-                    report(
-                        ("stages", i, "output", fname, "choices_from"),
-                        ValueError(f"no template variable `{fspec.choices_from}` here"),
-                    )
-            parts = _stage_parts(stage, i, ctx)
-            _render_parts(parts, spec, report, over_limit, on_render)
+            if i > branched:
+                _check_stage_templates(stage, i, ctx, spec, (report, over_limit, on_render))
             answer = _placeholder_answer(stage_fields[stage.name], stage.name, branch, ctx)
             if stage.name in readers:
                 own[stage_population(config, stage)][1][stage.name] = answer
@@ -588,6 +584,28 @@ def _check_templates(
                     message = _render_problem(smap, ("stages", i, "advance"), exc).message
                     report(("stages", i, "advance"), ValueError(message))
     return problems
+
+
+def _stage_index(config: StudyConfig, name: str) -> int:
+    return next(i for i, stage in enumerate(config.stages) if stage.name == name)
+
+
+def _check_stage_templates(
+    stage: StageConfig,
+    i: int,
+    ctx: dict[str, Any],
+    spec: Any,
+    hooks: tuple[Callable[..., None], set[FieldPath], RenderHook | None],
+) -> None:
+    """One stage's dynamic choices and templates rendered for one checked agent."""
+    report, over_limit, on_render = hooks
+    for fname, fspec in (stage.output or {}).items():
+        if fspec.choices_from and not str(ctx.get(fspec.choices_from) or "").strip():
+            report(
+                ("stages", i, "output", fname, "choices_from"),
+                ValueError(f"no template variable `{fspec.choices_from}` here"),
+            )
+    _render_parts(_stage_parts(stage, i, ctx), spec, report, over_limit, on_render)
 
 
 def _template_syntax_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:

@@ -40,6 +40,7 @@ from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.outputs import analyze
 from biasim.simulator.study.config import Study, SyntheticField
 from biasim.simulator.study.load import load_study
+from biasim.simulator.study.options import StudyOptions, command_line_overrides
 from biasim.simulator.tools.power_draws import draw_results, fast_path_problem, template_problem
 from biasim.simulator.tools.power_runs import Progress, run_studies
 
@@ -182,8 +183,9 @@ def simulate_study(job: SimulatedStudy, study: Study) -> Findings:
 
 def fast_path_note(study_ref: str) -> str:
     """One line for the user: whether simulated studies are drawn a whole stage at once."""
-    config = load_study(study_ref, check_backends=False).config
-    problem = fast_path_problem(config)
+    # As the simulated studies read it: every role on the synthetic backend.
+    overrides = command_line_overrides(StudyOptions(backend="synthetic"))
+    problem = fast_path_problem(load_study(study_ref, overrides, check_backends=False).config)
     if problem is None:
         return (
             "answers drawn a whole stage at once on the rows of one engine run per size "

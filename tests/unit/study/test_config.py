@@ -210,3 +210,30 @@ def test_json_schema_describes_study_files() -> None:
     schema = study_json_schema()
     assert {"roles", "personas", "stages", "design", "extends"} <= set(schema["properties"])
     assert "RoleConfig" in schema["$defs"]
+
+
+def test_a_template_that_breaks_only_after_another_answer_is_found(tmp_path: Path) -> None:
+    """Validation renders later stages after each choice of an earlier answer, not only the
+    first: a prompt that fails only when the first stage answered B is found before any call,
+    and the stages up to the branch are not rendered again for it."""
+    from tests.unit.study.test_design_features import base_study, write
+
+    data = base_study()
+    data["stages"].append(
+        {
+            "name": "explain",
+            "role": "decider",
+            "prompt": "{% if outputs.decide.decision == 'B' %}{{ missing_var }}{% endif %}Why?",
+            "output": {"why": {"type": "string"}},
+        }
+    )
+    path = write(tmp_path / "s.yaml", data)
+    found = problems(path)
+    assert len(found) == 1 and "stages[1].prompt" in found[0] and "missing_var" in found[0]
+    data["stages"][1]["prompt"] = "Why {{ outputs.decide.decision }}?"
+    rendered = load_study(str(write(tmp_path / "ok.yaml", data))).rendered or []
+    first = [t for p, t in rendered if p[:2] == ("stages", 0)]
+    second = [t for p, t in rendered if p[:2] == ("stages", 1)]
+    # Per persona (2): stage 0 once, stage 1 once per answer (A, then the branch B).
+    assert sorted(second) == sorted(["Why A?", "Why B?"] * 2)
+    assert len([t for t in first if t]) == 2
