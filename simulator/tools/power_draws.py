@@ -190,7 +190,7 @@ def _draw_field(
         text = spec.text if spec is not None and spec.text else f"synthetic {name}"
         return [text[: prop["maxLength"]] if "maxLength" in prop else text] * n
     if kind == "boolean":
-        return list(rng.random(n) < 0.5)
+        return [bool(b) for b in rng.random(n) < 0.5]
     return [{"integer": 0, "number": 0.0}.get(str(kind))] * n
 
 

@@ -39,6 +39,7 @@ def _study(**truth: object) -> dict:
     data = base_study()
     data["roles"]["decider"]["synthetic"] = {"decision": {**TRUTH, **truth}}
     data["stages"][0]["output"]["score"] = {"type": "integer"}
+    data["stages"][0]["output"]["sure"] = {"type": "boolean"}
     data["roles"]["decider"]["synthetic"]["score"] = {"default_mean": 5, "sd": 2, "bounds": [0, 9]}
     data["design"] = {"agents_per_value": 4, "factors": {"job": {"r1": {}, "r2": {}}}}
     return data
@@ -77,7 +78,11 @@ def test_each_row_is_drawn_from_its_units_table(tmp_path: Path) -> None:
     assert drawn.dtypes.equals(template.dtypes)
     assert drawn["score"].between(0, 9).all() and drawn["score"].std() > 1
     first = drawn.iloc[0]
-    assert first["raw_text"] == f'{{"decision":"{first["decision"]}","score":{first["score"]}}}'
+    sure = str(first["sure"]).lower()
+    assert first["raw_text"] == (
+        f'{{"decision":"{first["decision"]}","score":{first["score"]},"sure":{sure}}}'
+    )
+    assert 0.3 < drawn["sure"].astype(bool).mean() < 0.7
 
 
 def test_the_per_call_run_draws_from_the_same_tables(tmp_path: Path) -> None:
