@@ -80,8 +80,9 @@ def power(
     )
     start = time.monotonic()
     try:
-        if not per_call:
-            err_console.print(fast_path_note(study), highlight=False)
+        note = "" if per_call else fast_path_note(study)
+        if note:
+            err_console.print(note, highlight=False)
         rows = simulate(
             study,
             sizes,

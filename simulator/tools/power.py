@@ -182,10 +182,14 @@ def simulate_study(job: SimulatedStudy, study: Study) -> Findings:
 
 
 def fast_path_note(study_ref: str) -> str:
-    """One line for the user: whether simulated studies are drawn a whole stage at once."""
+    """One line for the user: whether simulated studies are drawn a whole stage at once
+    (empty for a study with no synthetic truth, which ``power`` refuses)."""
     # As the simulated studies read it: every role on the synthetic backend.
     overrides = command_line_overrides(StudyOptions(backend="synthetic"))
-    problem = fast_path_problem(load_study(study_ref, overrides, check_backends=False).config)
+    config = load_study(study_ref, overrides, check_backends=False).config
+    if not any(role.synthetic for role in config.roles.values()):
+        return ""  # nothing to simulate: `power` says so
+    problem = fast_path_problem(config)
     if problem is None:
         return (
             "answers drawn a whole stage at once on the rows of one engine run per size "

@@ -120,3 +120,22 @@ def test_power_needs_a_declared_truth_and_good_options(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "declares no synthetic truth" in result.output
     result = CliRunner().invoke(app, ["power", str(path), "--agents", "two"])
     assert result.exit_code == 2 and "--agents" in result.output
+
+
+def test_power_says_whether_it_draws_whole_stages(tmp_path: Path) -> None:
+    data = base_study()
+    data["roles"]["decider"]["synthetic"] = {"decision": {"default": {"A": 0.3, "B": 0.7}}}
+    path = write(tmp_path / "drawn.yaml", data)
+    result = CliRunner().invoke(app, ["power", str(path), "--agents", "2", "--studies", "2"])
+    assert result.exit_code == 0, result.output
+    assert "answers drawn a whole stage at once" in result.output
+    data["stages"][0]["shared_across"] = ["scenario"]
+    data["design"]["factors"] = {"scenario": {"a": {}, "b": {}}}
+    path = write(tmp_path / "engine.yaml", data)
+    result = CliRunner().invoke(
+        app, ["power", str(path), "--agents", "2", "--studies", "2", "--workers", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "runs through the engine: stage `decide`: agents share requests" in " ".join(
+        result.output.split()
+    )
