@@ -333,3 +333,21 @@ def test_dpd_by_name_rejects_at_its_level_where_the_binomial_null_does_not() -> 
             binomial.append(disparity_report(df, GROUPS, "outcome", **common)["dpd_p_value"] < 0.05)
     assert 0.03 <= np.mean(by_name) <= 0.07
     assert np.mean(binomial) > 0.2
+
+
+@pytest.mark.parametrize("k_share", [0, 1, 0.5])
+def test_units_of_one_rate_need_no_draws_and_give_what_drawing_gives(monkeypatch, k_share) -> None:
+    """Every unit at the same rate (no answer invalid, say): every relabelling gives DPD 0, so
+    the test skips drawing them; the result is the drawn one."""
+    import biasim.analysis.stats.permutation as permutation
+
+    n = np.array([4, 2, 6, 8, 2, 4])
+    k = (n * k_share).astype(np.int64)
+    g = np.array([0, 0, 1, 1, 2, 2])
+    short = permutation.parity_permutation_test(n, k, g, n_permutations=200, seed=3)
+    monkeypatch.setattr(permutation, "_one_rate", lambda n, k: False)
+    drawn = permutation.parity_permutation_test(n, k, g, n_permutations=200, seed=3)
+    assert short == drawn and short.p_value == 1.0 and short.dpd == 0.0
+    # One unit off the common rate: the draws run (and the test is not trivially 1).
+    k[0] = 0 if k_share else 1
+    assert permutation._one_rate(n, k) is False
