@@ -157,8 +157,8 @@ Findings = dict[tuple[str, str], bool]
 #: engine run of the study (the template of the whole-stage draws; see ``power_draws``), and
 #: per arm and size, the prepared study (its synthetic backends and analyses). ``None``: that
 #: size runs every study through the engine.
-_TEMPLATES: dict[tuple[str, int], pd.DataFrame | None] = {}
-_ARMS: dict[tuple[str, int], PreparedRun] = {}
+_TEMPLATES: dict[tuple[tuple[str, int], int], pd.DataFrame | None] = {}
+_ARMS: dict[tuple[str, int, tuple[str, int]], PreparedRun] = {}
 
 
 def simulate_study(job: SimulatedStudy, study: Study) -> Findings:
@@ -171,7 +171,7 @@ def simulate_study(job: SimulatedStudy, study: Study) -> Findings:
     on the job alone, not on the process or the order it runs jobs in."""
     template = None if job.per_call else _template(job, study)
     if template is not None:
-        return _drawn_findings(job, template)
+        return _drawn_findings(job, study, template)
     with tempfile.TemporaryDirectory(prefix="biasim-power-study-") as tmp:
         folder = Path(tmp)
         arm = folder / f"{job.arm}.yaml"
@@ -213,9 +213,9 @@ def _template(job: SimulatedStudy, study: Study) -> pd.DataFrame | None:
     """The rows of one engine run of the arm at the job's size (its answers are redrawn by
     every study), built once per process; ``None`` (with the study's own reason) when the
     draws cannot serve it."""
-    key = (str(study.path), job.size)
+    key = (_file_key(study), job.size)
     if key not in _TEMPLATES:
-        config = _prepared_arm(job).study.config
+        config = _prepared_arm(job, study).study.config
         _TEMPLATES[key] = None
         if fast_path_problem(config) is None:
             with tempfile.TemporaryDirectory(prefix="biasim-power-template-") as tmp:
@@ -230,9 +230,16 @@ def _template(job: SimulatedStudy, study: Study) -> pd.DataFrame | None:
     return _TEMPLATES[key]
 
 
-def _drawn_findings(job: SimulatedStudy, template: pd.DataFrame) -> Findings:
+def _file_key(study: Study) -> tuple[str, int]:
+    """The base study file and its modification time: a file edited between two power
+    analyses in one process (the Python API) is not served the old template."""
+    path = Path(study.path)
+    return str(path), path.stat().st_mtime_ns if path.is_file() else 0
+
+
+def _drawn_findings(job: SimulatedStudy, study: Study, template: pd.DataFrame) -> Findings:
     """One simulated study drawn on the template with the job's seed, and its findings."""
-    prepared = _prepared_arm(job)
+    prepared = _prepared_arm(job, study)
     config = prepared.study.config.model_copy(update={"seed": job.seed})
     backends = {role: runtime.backend for (role, _), runtime in prepared.runtimes.items()}
     results = draw_results(template, config, backends, job.seed)
@@ -240,9 +247,9 @@ def _drawn_findings(job: SimulatedStudy, template: pd.DataFrame) -> Findings:
     return _findings(evidence.summary, job.alpha)
 
 
-def _prepared_arm(job: SimulatedStudy) -> PreparedRun:
+def _prepared_arm(job: SimulatedStudy, study: Study) -> PreparedRun:
     """The arm's study prepared once per process and size (nothing is written)."""
-    key = (job.arm_file, job.size)
+    key = (job.arm_file, job.size, _file_key(study))
     if key not in _ARMS:
         # Kept for the process's life: the prepared study names its file (and data beside it).
         folder = Path(tempfile.mkdtemp(prefix="biasim-power-arm-"))
