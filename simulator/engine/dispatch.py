@@ -17,6 +17,7 @@ from biasim.simulator.common.interrupts import CallNotIssued, StopControl
 from biasim.simulator.engine.batching import BatchLedger, BatchStopped, answer_in_batches
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
+from biasim.simulator.llm.errors import TransientError
 from biasim.simulator.llm.logprobs import option_probabilities
 from biasim.simulator.llm.retry import answer_in_place
 from biasim.simulator.llm.runtime import BackendRuntime
@@ -117,6 +118,8 @@ class Dispatcher:
         """
         if self.direct and all(_drawn_in_place(call) for call in calls):
             return [self._settle(self._drawn_unit(call)) for call in calls]
+        if self.budget is None and all(call.runtime.in_place for call in calls):
+            return await self._in_order(calls)
         results: list[LLMResponse | None] = [None] * len(calls)
         queues: dict[BackendRuntime, collections.deque[int]] = {}
         for index, call in enumerate(calls):
@@ -168,6 +171,45 @@ class Dispatcher:
             response = _after_reask(response, second)
         return self._settle(response)
 
+    async def _in_order(self, calls: list[Call]) -> list[LLMResponse]:
+        """``run`` for calls a backend answers at once in this process (the synthetic
+        responder without latency): one after another, without a task per slot or a coroutine
+        per step, since nothing waits; the retry layer only for a failure it could mend."""
+        results: list[LLMResponse | None] = [None] * len(calls)
+        try:
+            for index, call in enumerate(calls):
+                if self.stop.stopping:
+                    break
+                request = call.request
+                response = self._ask_now(call, request, 0) or await self._retried(call, request, 0)
+                if response.status == "invalid" and response.parsed is None and call.reask:
+                    request = _reask_request(call, response)
+                    second = self._ask_now(call, request, 1) or await self._retried(
+                        call, request, 1
+                    )
+                    response = _after_reask(response, second)
+                results[index] = self._settle(response)
+        finally:
+            self.store.flush()
+        if self.stop.stopping:
+            raise RunInterrupted(results, [r is not None for r in results])
+        return results  # type: ignore[return-value]
+
+    def _ask_now(self, call: Call, request: LLMRequest, reask: int) -> LLMResponse | None:
+        """``_ask`` for a call answered in place; ``None`` (nothing recorded) when the backend
+        failed in a way a retry could mend (see :meth:`_retried`)."""
+        runtime = call.runtime
+        key, material = runtime.cache_key(request)
+        response = self.store.lookup(key)
+        if response is None:
+            try:
+                response = runtime.answer_now(request)
+            except TransientError:
+                return None
+            _check(call, response)
+        self._record(call, key, material, reask, response)
+        return response
+
     def _drawn_unit(self, call: Call) -> LLMResponse:
         """``_unit`` for a synthetic call drawn in place: no store, no retry layer, no event
         loop (a throwaway run, such as one simulated study of ``biasim power``)."""
@@ -203,7 +245,14 @@ class Dispatcher:
     def _stopping(self) -> bool:
         return self.stop.stopping
 
-    async def _ask(self, call: Call, request: LLMRequest, reask: int) -> LLMResponse:
+    async def _retried(self, call: Call, request: LLMRequest, reask: int) -> LLMResponse:
+        """``_ask`` through the retry layer alone, after the answer in place failed in a way a
+        retry could mend (as :meth:`BackendRuntime.complete` goes on)."""
+        return await self._ask(call, request, reask, in_place=False)
+
+    async def _ask(
+        self, call: Call, request: LLMRequest, reask: int, in_place: bool = True
+    ) -> LLMResponse:
         runtime = call.runtime
         key, material = runtime.cache_key(request)
         batched = self._batched.pop(key, None)
@@ -211,7 +260,7 @@ class Dispatcher:
             return batched  # recorded when its batch was collected
         response = self.store.lookup(key)
         if response is None:
-            response = await self._paid(runtime, request)
+            response = await self._paid(runtime, request, in_place)
             _check(call, response)
         self._record(call, key, material, reask, response)
         return response
@@ -274,15 +323,17 @@ class Dispatcher:
             await self.budget.settle(bound, call.runtime.cost(response))
         return response
 
-    async def _paid(self, runtime: BackendRuntime, request: LLMRequest) -> LLMResponse:
+    async def _paid(
+        self, runtime: BackendRuntime, request: LLMRequest, in_place: bool = True
+    ) -> LLMResponse:
         """A call to the backend, within the cost limit when there is one."""
         if self.budget is None:
-            return await runtime.complete(request, self._stopping)
+            return await runtime.complete(request, self._stopping, in_place=in_place)
         bound = cost_bound(runtime, request)
         await self.budget.reserve(bound)
         cost: float | None = 0.0
         try:
-            response = await runtime.complete(request, self._stopping)
+            response = await runtime.complete(request, self._stopping, in_place=in_place)
             cost = runtime.cost(response)
         finally:
             await self.budget.settle(bound, cost)

@@ -108,6 +108,20 @@ class BackendRuntime:
         material = canonical_json(fields)
         return hashlib.sha256(material.encode()).hexdigest(), material
 
+    @property
+    def in_place(self) -> bool:
+        """Whether :meth:`answer_now` answers this backend's calls: at once, in this process,
+        unpaced and unbatched (the synthetic responder without latency)."""
+        return self._in_place and self.batch is None
+
+    def answer_now(self, request: LLMRequest) -> LLMResponse:
+        """What :meth:`complete` answers for a backend answering :attr:`in_place`.
+
+        Raises:
+            TransientError: The backend failed in a way a retry could mend.
+        """
+        return answer_in_place(self.backend.answer, request)  # type: ignore[attr-defined]
+
     def cost(self, response: LLMResponse) -> float | None:
         """USD this backend billed for ``response`` (nothing for a stored answer); ``None``
         when the price is unknown."""
@@ -120,14 +134,20 @@ class BackendRuntime:
         return self.price.cost(response.prompt_tokens, response.completion_tokens, batch=batch)
 
     async def complete(
-        self, request: LLMRequest, stopping: Callable[[], bool] | None = None
+        self,
+        request: LLMRequest,
+        stopping: Callable[[], bool] | None = None,
+        *,
+        in_place: bool = True,
     ) -> LLMResponse:
-        """One call through the rate limiter, the concurrency bound and the retry layer.
+        """One call through the rate limiter, the concurrency bound and the retry layer
+        (answered in place first where the backend can be, unless ``in_place`` is false:
+        that answer already failed in a way a retry could mend).
 
         Raises:
             CallNotIssued: ``stopping()`` was true before an attempt was sent.
         """
-        if self._in_place:
+        if self._in_place and in_place:
             if stopping is not None and stopping():
                 raise CallNotIssued
             with contextlib.suppress(TransientError):

@@ -8,6 +8,7 @@ labelled synthetic in results and reports.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import math
 import statistics
 import zlib
@@ -153,11 +154,10 @@ class SyntheticBackend:
     def _draw(self, name: str, prop: dict[str, Any], attributes: dict[str, str], u: float) -> Any:
         spec = self._fields.get(name)
         if "enum" in prop:
-            choices, cumulative = self.choice_table(name, prop, attributes)
-            for choice, edge in zip(choices, cumulative, strict=True):
-                if u < edge:
-                    return choice
-            return choices[-1]
+            choices, cumulative = self._choice_table(name, prop, attributes)
+            # The first choice whose cumulative edge lies above u (the last when rounding
+            # left the total under 1).
+            return choices[min(bisect.bisect_right(cumulative, u), len(choices) - 1)]
         kind = prop.get("type")
         if kind in ("integer", "number") and spec is not None and spec.default_mean is not None:
             return _normal(spec, _by_value(spec, attributes), u, kind == "integer")
@@ -172,6 +172,13 @@ class SyntheticBackend:
         """A choice field's options and cumulative declared probabilities for these
         attributes (a unit's shift applied). ``biasim power``'s whole-stage draws read the same
         tables, so both paths draw from one distribution."""
+        choices, cumulative = self._choice_table(name, prop, attributes)
+        return list(choices), list(cumulative)
+
+    def _choice_table(
+        self, name: str, prop: dict[str, Any], attributes: dict[str, str]
+    ) -> tuple[list[str], list[float]]:
+        """:meth:`choice_table` without copies (the cached lists themselves: read only)."""
         spec = self._fields.get(name)
         value = _by_value(spec, attributes) if spec is not None else None
         key = (name, value, tuple(prop["enum"]))
@@ -181,7 +188,7 @@ class SyntheticBackend:
         if spec is not None and spec.unit_sd and spec.unit:
             unit = f"{attributes.get('world', '')}/{attributes.get(spec.unit, '')}"
             cumulative = self._shift(spec, choices, cumulative, unit)
-        return list(choices), list(cumulative)
+        return choices, cumulative
 
     def _declared_logprobs(
         self, schema: dict[str, Any], answer: dict[str, Any], attributes: dict[str, str]
