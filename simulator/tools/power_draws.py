@@ -28,6 +28,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from biasim.personas.attributes import attribute_key
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.synthetic import SyntheticBackend
 from biasim.simulator.study.config import StageConfig, StudyConfig
@@ -237,13 +238,20 @@ def _draw_normal(cells: pd.DataFrame, spec: Any, integer: bool, z: np.ndarray) -
 
 def _with_persona(cells: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     """The rows with ``persona``, the unit a truth keyed on ``persona`` means: the persona's
-    attribute key (``axis=value`` of the axes it has, joined by ``,``) and its agent index, as
-    the agent sends it (``AgentSpec`` / ``ScenarioAgent._design_keys``)."""
-    parts = []
-    for axis in axes:
-        values = cells[axis] if axis in cells else pd.Series(pd.NA, index=cells.index)
-        parts.append(("," + axis + "=" + values.astype(str)).where(values.notna(), ""))
-    key = pd.concat(parts, axis=1).sum(axis=1).str.slice(1) if parts else ""
+    attribute key (``attribute_key`` of the axes it has) and its agent index, as the agent
+    sends it (``ScenarioAgent._design_keys``)."""
+    present = [a for a in axes if a in cells]
+    values = cells[present].astype(object).where(cells[present].notna(), None)
+    combos = values.drop_duplicates()
+    keys = {
+        tuple(row): attribute_key(
+            {a: v for a, v in zip(present, row, strict=True) if v is not None}
+        )
+        for row in combos.itertuples(index=False, name=None)
+    }
+    key = pd.Series(
+        [keys[tuple(r)] for r in values.itertuples(index=False, name=None)], index=cells.index
+    )
     return cells.assign(persona=key + "/" + cells["agent_index"].astype(str))
 
 
