@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,8 +194,13 @@ def augment(
     rng: np.random.Generator,
     nlp: Any = None,
     faithful: bool = False,
+    swap_many: Callable[[list[str], list[str]], list[str]] | None = None,
 ) -> pd.DataFrame:
     """Two rows per seed biography, its own gender first, then the other.
+
+    Args:
+        swap_many: Turns texts to genders all at once (e.g. from a cache); by default
+            :func:`swap_pronouns` with ``nlp`` and ``faithful`` on each.
 
     Returns:
         Columns ``pair`` (the seed's row number), ``first_name, last_name, gender, info,
@@ -204,6 +209,44 @@ def augment(
     Raises:
         ValueError: A required column is missing, a gender is not f/m, or a pool is empty.
     """
+    _check_augment_input(bios, pools)
+    extra = [c for c in bios.columns if c not in REQUIRED]
+    rows, swapped = [], []
+    for k, seed in enumerate(bios.itertuples(index=False)):
+        seed_row = seed._asdict()
+        first = "" if pd.isna(seed_row["first_name"]) else str(seed_row["first_name"])
+        last = "" if pd.isna(seed_row["last_name"]) else str(seed_row["last_name"])
+        for gender in (seed_row["gender"], "m" if seed_row["gender"] == "f" else "f"):
+            new_first = str(rng.choice(pools.female if gender == "f" else pools.male))
+            new_last = str(rng.choice(pools.last))
+            info = replace_name(str(seed_row["info"]), first, new_first, faithful)
+            info = replace_name(info, last, new_last, faithful)
+            if gender != seed_row["gender"]:
+                swapped.append(len(rows))
+            rows.append(
+                {
+                    "pair": k,
+                    "first_name": new_first,
+                    "last_name": new_last,
+                    "gender": gender,
+                    "info": info,
+                    "seed_first_name": first,
+                    "seed_last_name": last,
+                    **{c: seed_row[c] for c in extra},
+                }
+            )
+    texts = [rows[i]["info"] for i in swapped]
+    genders = [rows[i]["gender"] for i in swapped]
+    if swap_many is None:
+        new = [swap_pronouns(t, g, nlp, faithful) for t, g in zip(texts, genders, strict=True)]
+    else:
+        new = swap_many(texts, genders)
+    for i, text in zip(swapped, new, strict=True):
+        rows[i]["info"] = text
+    return pd.DataFrame(rows)
+
+
+def _check_augment_input(bios: pd.DataFrame, pools: NamePools) -> None:
     missing = [c for c in REQUIRED if c not in bios.columns]
     if missing:
         raise ValueError(f"biographies need columns {missing} (have {list(bios.columns)})")
@@ -217,32 +260,6 @@ def augment(
     ):
         if not pool:
             raise ValueError(f"the {label} name pool is empty")
-    extra = [c for c in bios.columns if c not in REQUIRED]
-    rows = []
-    for k, seed in enumerate(bios.itertuples(index=False)):
-        seed_row = seed._asdict()
-        first = "" if pd.isna(seed_row["first_name"]) else str(seed_row["first_name"])
-        last = "" if pd.isna(seed_row["last_name"]) else str(seed_row["last_name"])
-        for gender in (seed_row["gender"], "m" if seed_row["gender"] == "f" else "f"):
-            new_first = str(rng.choice(pools.female if gender == "f" else pools.male))
-            new_last = str(rng.choice(pools.last))
-            info = replace_name(str(seed_row["info"]), first, new_first, faithful)
-            info = replace_name(info, last, new_last, faithful)
-            if gender != seed_row["gender"]:
-                info = swap_pronouns(info, gender, nlp, faithful)
-            rows.append(
-                {
-                    "pair": k,
-                    "first_name": new_first,
-                    "last_name": new_last,
-                    "gender": gender,
-                    "info": info,
-                    "seed_first_name": first,
-                    "seed_last_name": last,
-                    **{c: seed_row[c] for c in extra},
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def given_pairs(

@@ -89,8 +89,9 @@ def dedent(text: str) -> str:
 @pytest.fixture(autouse=True)
 def _no_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """The developer's own ~/.config/biasim/config.toml (allowed endpoints) never leaks into a
-    test; subprocesses inherit the variable."""
+    test, nor do tests fill the developer's cache; subprocesses inherit the variables."""
     monkeypatch.setenv("BIASIM_CONFIG", str(tmp_path_factory.mktemp("cfg") / "none.toml"))
+    monkeypatch.setenv("BIASIM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
 #: Test files whose checks time things, send signals or hold locks between processes, or run

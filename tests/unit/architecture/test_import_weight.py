@@ -39,7 +39,8 @@ def test_the_engine_imports_no_learning_library() -> None:
 
 
 #: Built-in studies that need a watched library to be read: seed 002's CBG study augments its
-#: seed biographies (a pandas table, tagged by spaCy, which no longer brings torch) when read.
+#: seed biographies (a pandas table, tagged by spaCy, which no longer brings torch, or read from
+#: the cache of its swaps) when read.
 READ_NEEDS = {"wan2023_letters_cbg": ("pandas.core.frame",)}
 #: A built-in study's masked LM, which it needs given before it validates (a hub id: only
 #: loading the model would check it).

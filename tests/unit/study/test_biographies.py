@@ -3,6 +3,12 @@ the authors' faithful variant and the fixed default, and the lower-case confound
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -143,3 +149,43 @@ def test_prompt_occupation_is_the_authors_singular_and_keeps_singulars():
     shipped = ROOT / "scenarios" / "wan2023_letters_cbg" / "data"
     occupations = pd.read_csv(shipped / "wan2023_biographies.csv")["occupation"]
     assert [prompt_occupation(w) for w in occupations] == occupations.tolist()
+
+
+_READ_TWICE = """
+import json, sys
+from pathlib import Path
+from biasim.simulator.study.biographies import study_rows
+path = Path(sys.argv[1])
+rows, _, _ = study_rows(path, seed=int(sys.argv[2]))
+print(json.dumps({"spacy": "spacy" in sys.modules, "rows": rows}))
+"""
+
+
+def _read_in_a_fresh_process(cache: Path, seed: int) -> dict:
+    bios = str(ROOT / "scenarios" / "wan2023_letters_cbg" / "data" / "wan2023_biographies.csv")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BIASIM_CACHE_DIR": str(cache)}
+    out = subprocess.run(
+        [sys.executable, "-c", _READ_TWICE, bios, str(seed)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_tagger_swaps_are_cached_on_what_changes_them(tmp_path: Path) -> None:
+    """A second read of a biography study gives the tagger's rows without loading spaCy (most of
+    `validate`'s second); another seed (other names, so other texts) tags afresh, and a cache
+    entry that cannot be read is computed again, with the same rows."""
+    first = _read_in_a_fresh_process(tmp_path, 3)
+    again = _read_in_a_fresh_process(tmp_path, 3)
+    other = _read_in_a_fresh_process(tmp_path, 4)
+    assert first["spacy"] and not again["spacy"] and other["spacy"]
+    assert again["rows"] == first["rows"] and other["rows"] != first["rows"]
+    entries = list((tmp_path / "biographies").glob("*.json"))
+    assert len(entries) == 2
+    for entry in entries:
+        entry.write_text("{not json")
+    broken = _read_in_a_fresh_process(tmp_path, 3)
+    assert broken["spacy"] and broken["rows"] == first["rows"]
