@@ -141,3 +141,50 @@ def test_replay_source_hits_are_copied_into_the_new_store(tmp_path: Path) -> Non
     third = CallStore(tmp_path / "b.sqlite")
     assert third.lookup("k1") is not None
     third.close()
+
+
+def _plan(conn: sqlite3.Connection, sql: str) -> str:
+    return " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", ("k" * 64,)))
+
+
+def test_keys_are_found_by_an_index_in_new_and_older_stores(tmp_path: Path) -> None:
+    """A store indexes its keys' 16-digit prefix; a store written with the older full-key index
+    is still searched (not scanned) as a read-only replay source, and moves to the prefix index
+    when resumed, keeping its answers."""
+    from biasim.simulator.engine.store import _lookup_sql
+
+    key = "0123456789abcdef" + "9" * 48
+    twin = "0123456789abcdef" + "8" * 48  # same prefix: told apart by the whole key
+    store = CallStore(tmp_path / "new.sqlite")
+    store.record(*_record(key))
+    store.record(*_record(twin, "invalid", "nope"))
+    store.close()
+    store = CallStore(tmp_path / "new.sqlite")
+    assert "USING INDEX calls_key_prefix" in _plan(store._conn, _lookup_sql(store._conn))
+    assert store.lookup(key).status == "answered" and store.lookup(twin).status == "invalid"
+    store.close()
+
+    old = sqlite3.connect(tmp_path / "old.sqlite")
+    old.executescript(
+        "CREATE TABLE calls (id INTEGER PRIMARY KEY, key TEXT, unit_id TEXT, stage TEXT,"
+        " role TEXT, status TEXT, text TEXT, parsed TEXT, error TEXT, request TEXT,"
+        " prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, attempts INTEGER);"
+        "CREATE INDEX calls_key ON calls(key);"
+    )
+    old.execute(
+        "INSERT INTO calls (key, unit_id, stage, role, status, text, parsed, request)"
+        " VALUES (?, 'u', 's', 'r', 'answered', '{}', '{}', '{}')",
+        (key,),
+    )
+    old.commit()
+    old.close()
+    replaying = CallStore(tmp_path / "b.sqlite", replay_from=tmp_path / "old.sqlite")
+    plan = _plan(replaying._replay, _lookup_sql(replaying._replay))
+    assert "SEARCH calls USING INDEX calls_key" in plan
+    assert replaying.has(key) and replaying.lookup(key) is not None
+    replaying.close()
+    resumed = CallStore(tmp_path / "old.sqlite")
+    indexes = {row[1] for row in resumed._conn.execute("PRAGMA index_list(calls)")}
+    assert indexes == {"calls_key_prefix"}
+    assert resumed.lookup(key) is not None
+    resumed.close()
