@@ -683,8 +683,9 @@ def _step_until_done(
     while model.running and not stop.stopping:
         if tick is not None:
             # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
-            # the dispatcher: count the stage in full when it ends.
-            offset = model.units_done - dispatcher.finished
+            # the dispatcher: count the stage in full when it ends, and those a `when` that
+            # reads no answer skips from the start of their wave (model.skipped_ahead).
+            offset = model.units_done + model.skipped_ahead - dispatcher.finished
             dispatcher.on_progress = lambda n, latency, offset=offset: tick(
                 n + offset, dispatcher.errors, latency
             )
@@ -697,7 +698,7 @@ def _step_until_done(
             spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
             stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
         if tick is not None:
-            tick(model.units_done, dispatcher.errors)
+            tick(model.units_done + model.skipped_ahead, dispatcher.errors)
 
 
 def _analysis_summary(

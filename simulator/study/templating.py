@@ -223,6 +223,17 @@ def template_variables(source: str) -> set[str]:
     return set(meta.find_undeclared_variables(_ENV.parse(source)))
 
 
+#: Context names whose value an earlier answer sets: the stages' outputs, and the persona a
+#: persona writer may have written.
+ANSWER_NAMES = frozenset({"outputs", "persona"})
+
+
+def reads_answers(expression: str) -> bool:
+    """Whether a ``when`` expression may read what an earlier stage answered (it names
+    :data:`ANSWER_NAMES`), so its value is not known before the run."""
+    return bool(template_variables("{{ " + expression + " }}") & ANSWER_NAMES)
+
+
 @lru_cache(maxsize=1024)
 def compile_expression(source: str) -> Any:
     """Compile a Jinja expression (a stage's ``when``) once; call the result with a context.

@@ -20,7 +20,6 @@ runs every simulated study through the engine, as before.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,11 +31,10 @@ from biasim.personas.attributes import attribute_key
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.synthetic import SyntheticBackend
 from biasim.simulator.study.config import StageConfig, StudyConfig
+from biasim.simulator.study.templating import reads_answers
 
 #: Columns of the results table a synthetic answer may set besides its output fields.
 _TEXT_COLUMNS = ("text", "raw_text")
-#: Design values a synthetic truth may be keyed on that are results columns under the same name.
-_OUTPUTS = re.compile(r"\boutputs\b")
 
 
 def fast_path_problem(study: StudyConfig) -> str | None:
@@ -66,7 +64,7 @@ def _stage_problem(stage: StageConfig, study: StudyConfig) -> str | None:
         (stage.completion is not None, "a formatter extracts its answers"),
         (bool(stage.shared_across), "agents share requests (shared_across)"),
         (not stage.forced_choice, "its choices are not enforced (forced_choice: false)"),
-        (bool(stage.when and _OUTPUTS.search(stage.when)), "its `when` reads earlier answers"),
+        (bool(stage.when and reads_answers(stage.when)), "its `when` reads earlier answers"),
         (bool(role.models), f"role `{stage.role}` lists several models"),
         (bool(role.options), f"role `{stage.role}` declares backend options (latency, faults)"),
     )

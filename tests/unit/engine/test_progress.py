@@ -85,3 +85,32 @@ def test_terminal_bar_shows_done_rate_errors_and_eta() -> None:
     assert "errors 2" in text
     assert "ETA" in text
     assert re.search(r"calls/s|s/call", text)
+
+
+def test_units_a_when_skips_count_as_done_from_the_start(tmp_path: Path) -> None:
+    """Progress counts units whose `when` is false from the start of their wave, so units
+    left (and the ETA) are the calls left: here the second stage asks only the female third of
+    the agents, so after the first answered call 40 of 120 units are already done, and the
+    count still ends at the total."""
+    from biasim.simulator.engine.runner import RunOptions, execute, prepare
+
+    study = write_study(tmp_path / "study.yaml", agents=20)
+    text = study.read_text()
+    second = text[text.index("  - name: decide") : text.index("design:")]
+    second = second.replace("name: decide", "name: again").replace(
+        "    role: decider\n", "    role: decider\n    when: \"gender == 'female'\"\n"
+    )
+    study.write_text(
+        text.replace("design:", second + "design:").replace("stage: decide", "stage: again")
+    )
+    seen: list[tuple[int, int]] = []
+
+    def factory(total: int, label: str):
+        return lambda done, errors, latency=None: seen.append((done, total))
+
+    outcome = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")), progress=factory)
+    assert outcome.status == "complete"
+    assert len(outcome.results) == 60 + 20
+    assert seen[0] == (1 + 40, 120)
+    assert seen[-1] == (120, 120)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
