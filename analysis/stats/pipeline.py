@@ -92,7 +92,7 @@ class _Pipeline:
         if len(set(self.stages)) != len(self.stages):
             raise ValueError(f"stages repeat a name: {self.stages}")
         _require_columns(candidates, [CANDIDATE, STAGE, group, ADVANCED])
-        unknown = sorted(map(str, set(candidates[STAGE].dropna()) - set(self.stages)))
+        unknown = sorted(map(str, set(candidates[STAGE].dropna().unique()) - set(self.stages)))
         if unknown or candidates[STAGE].isna().any():
             # A stage left out of the list would silently drop its candidates.
             raise ValueError(f"stage values not in `stages`: {unknown or ['<missing>']}")
@@ -113,7 +113,7 @@ class _Pipeline:
         )
         # Groups known from elsewhere (the writers) stay in the tables with 0 entered, also
         # when none of them reached any stage.
-        self.values = pd.Index(sorted(set(candidates[group]) | set(values or ())))
+        self.values = pd.Index(sorted(set(candidates[group].unique()) | set(values or ())))
         self.g = self.values.get_indexer(candidates[group]).astype(np.int64)
         self.advanced = _as_bool(candidates[ADVANCED], ADVANCED)
         if CLUSTER in candidates.columns:

@@ -253,7 +253,7 @@ def _add_group_stages(
     """The stage table (with the rates' Wilson intervals), the compounding table and the
     funnel of one group axis, added to ``section``; their records for the summary."""
     # Every writer's group is reported, also where no evaluation of a stage was valid.
-    known = sorted(set(authors[group]))
+    known = sorted(set(authors[group].unique()))
     table = pipeline.stage_table(
         candidates,
         chain,
@@ -627,9 +627,11 @@ def readings_table(
         }
     ).explode("unit", ignore_index=True)
     frame["position"] = frame.groupby("evaluation", sort=False).cumcount() + 1
-    frame["chosen"] = [p in s for p, s in zip(frame["position"], frame["picked"], strict=True)]
-    by_unit = dict(zip(authors["unit_id"], authors["candidate"], strict=True))
-    frame["candidate"] = [by_unit.get(u, u) for u in frame["unit"]]
+    frame["chosen"] = [
+        p in s for p, s in zip(frame["position"].tolist(), frame["picked"].tolist(), strict=True)
+    ]
+    by_unit = dict(zip(authors["unit_id"].tolist(), authors["candidate"].tolist(), strict=True))
+    frame["candidate"] = [by_unit.get(u, u) for u in frame["unit"].tolist()]
     frame = frame[
         [
             "stage",
@@ -657,13 +659,15 @@ def candidates_table(
     failed = int((~authors["valid"]).sum())
     if failed:
         exclusions.append({"stage": "(writing)", "reason": "document not written", "count": failed})
-    expected = set(authors.loc[authors["valid"], "candidate"])
+    expected = set(authors.loc[authors["valid"], "candidate"].tolist())
     frames = []
     for stage in chain:
         rows = readings[readings["stage"] == stage]
         valid = rows[rows["valid"]]
-        failed_eval = set(rows.loc[~rows["valid"], "candidate"]) - set(valid["candidate"])
-        unmatched = expected - set(rows["candidate"])
+        failed_eval = set(rows.loc[~rows["valid"], "candidate"].tolist()) - set(
+            valid["candidate"].tolist()
+        )
+        unmatched = expected - set(rows["candidate"].tolist())
         if failed_eval:
             exclusions.append(
                 {
@@ -694,7 +698,7 @@ def candidates_table(
             )
         else:
             frames.append(valid.assign(advanced=valid["chosen"], author=valid["candidate"]))
-        expected = set(advanced[advanced].index)
+        expected = set(advanced[advanced].index.tolist())
     candidates = (
         pd.concat(frames, ignore_index=True) if frames else readings.iloc[0:0].assign(advanced=[])
     )

@@ -120,14 +120,14 @@ def sample_answers(df: pd.DataFrame, study: StudyConfig, order: list[str]) -> li
     rng = np.random.default_rng(study.seed or 0)
     answered = df[df["status"] == "answered"]
     samples = []
-    present = list(dict.fromkeys(answered["stage"]))
+    present = answered["stage"].unique().tolist()
     declared = [s.name for s in study.stages if s.name in present]
     # Stages the engine adds (persona writing) follow the declared ones.
     stages = declared + [s for s in present if s not in declared]
     for stage in stages:
         rows = answered[answered["stage"] == stage]
         axis = next((a for a in study.personas.axes if a in rows and rows[a].notna().any()), None)
-        for model in [m for m in order if m in set(rows["model_label"])]:
+        for model in [m for m in order if m in set(rows["model_label"].unique())]:
             mine = rows[rows["model_label"] == model]
             groups = study.personas.axes[axis] if axis else [None]
             for group in groups:
@@ -210,7 +210,7 @@ def _synthetic_models(df: pd.DataFrame) -> set[str]:
     if not len(df):
         return set()
     flags = df["synthetic"].fillna(False).astype(bool)
-    return set(df.loc[flags, "model_label"].astype(str))
+    return set(df.loc[flags, "model_label"].astype(str).unique())
 
 
 def _banner_for(figure: str, order: list[str], synthetic: set[str]) -> str | None:
