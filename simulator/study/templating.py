@@ -223,15 +223,12 @@ def template_variables(source: str) -> set[str]:
     return set(meta.find_undeclared_variables(_ENV.parse(source)))
 
 
-#: Context names whose value an earlier answer sets: the stages' outputs, and the persona a
-#: persona writer may have written.
-ANSWER_NAMES = frozenset({"outputs", "persona"})
-
-
-def reads_answers(expression: str) -> bool:
-    """Whether a ``when`` expression may read what an earlier stage answered (it names
-    :data:`ANSWER_NAMES`), so its value is not known before the run."""
-    return bool(template_variables("{{ " + expression + " }}") & ANSWER_NAMES)
+def reads_answers(expression: str, written_persona: bool) -> bool:
+    """Whether a ``when`` expression may read what an earlier stage answered, so its value is
+    not known before the run: it names ``outputs``, or ``persona`` where a persona writer
+    writes the persona's name and description (``written_persona``)."""
+    names = template_variables("{{ " + expression + " }}")
+    return "outputs" in names or (written_persona and "persona" in names)
 
 
 @lru_cache(maxsize=1024)

@@ -64,7 +64,10 @@ def _stage_problem(stage: StageConfig, study: StudyConfig) -> str | None:
         (stage.completion is not None, "a formatter extracts its answers"),
         (bool(stage.shared_across), "agents share requests (shared_across)"),
         (not stage.forced_choice, "its choices are not enforced (forced_choice: false)"),
-        (bool(stage.when and reads_answers(stage.when)), "its `when` reads earlier answers"),
+        (
+            bool(stage.when and reads_answers(stage.when, study.personas.writer is not None)),
+            "its `when` reads earlier answers",
+        ),
         (bool(role.models), f"role `{stage.role}` lists several models"),
         (bool(role.options), f"role `{stage.role}` declares backend options (latency, faults)"),
     )

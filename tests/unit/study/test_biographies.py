@@ -189,3 +189,35 @@ def test_the_tagger_swaps_are_cached_on_what_changes_them(tmp_path: Path) -> Non
         entry.write_text("{not json")
     broken = _read_in_a_fresh_process(tmp_path, 3)
     assert broken["spacy"] and broken["rows"] == first["rows"]
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path, monkeypatch) -> None:
+    """A cache folder that is a file (or a subfolder that is one) is no error: the value is
+    computed and nothing is stored; partial files a killed writer left are pruned."""
+    import time
+
+    from biasim.simulator.common import usercache
+
+    not_a_folder = tmp_path / "afile"
+    not_a_folder.write_text("x")
+    monkeypatch.setenv(usercache.CACHE_ENV, str(not_a_folder))
+    usercache.write_entry("biographies", "k", ["a"])
+    assert usercache.read_entry("biographies", "k") is None
+    monkeypatch.setenv(usercache.CACHE_ENV, str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "biographies").write_text("x")
+    usercache.write_entry("biographies", "k", ["a"])
+    assert usercache.read_entry("biographies", "k") is None
+
+    folder = tmp_path / "ok" / "biographies"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv(usercache.CACHE_ENV, str(tmp_path / "ok"))
+    left = folder / "old.123.tmp"
+    left.write_text("{")
+    old = time.time() - 2 * 3600
+    os.utime(left, (old, old))
+    fresh = folder / "new.456.tmp"  # another writer's, mid-write
+    fresh.write_text("{")
+    usercache.write_entry("biographies", "k", ["a"])
+    assert usercache.read_entry("biographies", "k") == ["a"]
+    assert not left.exists() and fresh.exists()

@@ -237,3 +237,12 @@ def test_a_template_that_breaks_only_after_another_answer_is_found(tmp_path: Pat
     # Per persona (2): stage 0 once, stage 1 once per answer (A, then the branch B).
     assert sorted(second) == sorted(["Why A?", "Why B?"] * 2)
     assert len([t for t in first if t]) == 2
+
+
+def test_a_when_reads_answers_when_it_names_outputs_or_a_written_persona() -> None:
+    from biasim.simulator.study.templating import reads_answers
+
+    assert not reads_answers("task == 'relative'", written_persona=True)
+    assert reads_answers("outputs.decide.decision == 'Stay'", written_persona=False)
+    assert not reads_answers("persona.name != ''", written_persona=False)
+    assert reads_answers("persona.name != ''", written_persona=True)
