@@ -296,7 +296,7 @@ def validate(
     biographies: Annotated[Path | None, BIOGRAPHIES_OPTION] = None,
 ) -> None:
     """Check a study file and render every template once."""
-    from biasim.simulator.study.design import design_size
+    from biasim.simulator.study.design import design_size, when_counts
     from biasim.simulator.study.options import StudyOptions, load_options_study
 
     try:
@@ -327,10 +327,17 @@ def validate(
         _print_endpoint_notes(loaded)
         return
     agents = design_size(config)
-    conditional = sum(stage.when is not None for stage in config.stages)
-    # A `when` may read earlier answers, so only the bound is knowable before a run.
-    bound = f"up to {agents * len(config.stages)}" if conditional else agents * len(config.stages)
-    note = f" ({conditional} stage(s) run only `when` their condition holds)" if conditional else ""
+    units = agents * len(config.stages)
+    # Units count every agent in every stage (as progress and the report do); a `when` on the
+    # design is counted here, one that reads earlier answers only in the run.
+    counted = when_counts(config)
+    skipped = sum(agents - n for n in counted.values())
+    conditional = sum(s.when is not None and s.name not in counted for s in config.stages)
+    notes = [f"{skipped} skipped by a `when` on the design"] if counted else []
+    if conditional:
+        notes.append(f"{conditional} stage(s) run only `when` their condition holds")
+    bound = f"up to {units}" if conditional else units
+    note = f" ({'; '.join(notes)})" if notes else ""
     # Never hard-wrapped: the path must stay copyable, and scripts read the counts.
     out_console.print(
         f"{loaded.path}: ok - {len(config.stages)} stage(s), {agents} agent(s), {bound} unit(s)"

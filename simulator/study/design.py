@@ -21,7 +21,12 @@ from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.persona_writer import persona_view
 from biasim.simulator.study.populations import populations, stage_order, stage_population
-from biasim.simulator.study.templating import render
+from biasim.simulator.study.templating import (
+    compile_expression,
+    reads_answers,
+    render,
+    template_variables,
+)
 
 #: The design coordinate naming the model variant (a results column, like every factor).
 MODEL_LABEL = "model_label"
@@ -144,6 +149,70 @@ def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec
                         slot=slot,
                         population=population,
                     )
+
+
+#: Evaluations of `when` expressions, over all stages, past which a stage's count is left at
+#: the bound (every agent): `validate` prints the counts and must stay well under a second.
+WHEN_COUNT_LIMIT = 10_000
+
+
+def when_counts(config: StudyConfig) -> dict[str, int]:
+    """Agents that take part in each stage whose ``when`` reads no answer, counted exactly over
+    the design (each distinct context it can see evaluated once); a stage left out (its `when`
+    reads earlier answers, would take the evaluations left of :data:`WHEN_COUNT_LIMIT`, or the
+    study has populations) has only its bound, every agent.
+    """
+    written = config.personas.writer is not None
+    stages = [
+        s
+        for s in config.stages
+        if s.when is not None and not config.populations and not reads_answers(s.when, written)
+    ]
+    if not stages:
+        return {}
+    personas = list(iter_personas(config.personas, config.design.agents_per_value, render))
+    varying = {"persona", "biography", *config.personas.axes}
+    combos = len(model_labels(config)) * math.prod(len(f) for f in config.design.factors.values())
+    budget, out = WHEN_COUNT_LIMIT, {}
+    for stage in stages:
+        used = template_variables("{{ " + stage.when + " }}")
+        shown = personas if used & varying else personas[:1]
+        replicates = config.design.replicates if "replicate" in used else 1
+        evaluations = combos * len(shown) * replicates
+        if evaluations > budget:
+            continue
+        budget -= evaluations
+        count = _count_when(config, stage.when, shown, replicates)
+        if count is not None:
+            weight = (len(personas) // len(shown)) * (config.design.replicates // replicates)
+            out[stage.name] = count * weight
+    return out
+
+
+def _count_when(
+    config: StudyConfig, when: str, personas: list[Persona], replicates: int
+) -> int | None:
+    """Contexts of the design (each model and factor levels with each of ``personas`` and the
+    first ``replicates``) for which ``when`` holds; None when one cannot be evaluated."""
+    names = list(config.design.factors)
+    test = compile_expression(when)
+    count = 0
+    for model in model_labels(config):
+        for combo in itertools.product(*(config.design.factors[n].items() for n in names)):
+            levels = tuple((n, level) for n, (level, _) in zip(names, combo, strict=True))
+            variables = tuple(item for _, vars_ in combo for item in vars_.items())
+            condition = ",".join(f"{f}={lv}" for f, lv in levels) or "default"
+            for persona in personas:
+                for replicate in range(replicates):
+                    spec = AgentSpec(
+                        "", condition, levels, variables, model, persona, 0, replicate, ""
+                    )
+                    try:
+                        count += bool(test(template_context(config, spec, {})))
+                    except Exception:
+                        # Validation reports a `when` that fails; here it stays a bound.
+                        return None
+    return count
 
 
 def population_sizes(config: StudyConfig) -> dict[str, int]:

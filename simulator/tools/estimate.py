@@ -28,7 +28,7 @@ from biasim.simulator.llm.tokens import (
 )
 from biasim.simulator.study.checks import dry_render
 from biasim.simulator.study.config import RoleConfig, StageConfig, Study, StudyConfig
-from biasim.simulator.study.design import expected_stage_units
+from biasim.simulator.study.design import expected_stage_units, when_counts
 from biasim.simulator.study.prices import role_price
 from biasim.simulator.study.views import StudyViews, study_views
 
@@ -161,11 +161,17 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
     if not tokenizers:
         counters = _ApproximateCounters()
     lines: list[Line] = []
+    unrendered: list[str] = []
     for index, stage in enumerate(config.stages):
+        if stage.name not in texts.get("seen", {}) and counts[stage.name][1]:
+            # `when` false for every agent of the dry render, which varies one factor at a
+            # time: a stage it never reached is asked of no one, unless the design's count
+            # says otherwise (then its prompt is not measured).
+            counts[stage.name] = (0, False)
+        elif stage.name not in texts.get("seen", {}) and counts[stage.name][0]:
+            unrendered.append(stage.name)
         for label, variant in views.casting[stage.role].items():
             calls, bound = counts[stage.name]
-            if stage.name not in texts.get("seen", {}):
-                calls, bound = 0, False  # `when` false for every agent of the dry render
             counter = _counter(variant, counters)
             completion = not variant.structured_output and stage.completion is not None
             parts = ("completion",) if completion else ("system", "prompt")
@@ -197,7 +203,13 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
                 )
     if store is not None:
         _subtract_store(lines, store)
-    return Estimate(config.name, lines, _notes(lines, counters))
+    notes = _notes(lines, counters)
+    if unrendered:
+        notes.append(
+            f"prompt tokens of {', '.join(unrendered)} not measured: validation renders one "
+            "factor level at a time and reached no agent its `when` selects"
+        )
+    return Estimate(config.name, lines, notes)
 
 
 def _choices_from(stage: StageConfig) -> bool:
@@ -348,14 +360,20 @@ def _stage_calls(config: StudyConfig, views: StudyViews) -> dict[str, tuple[int,
         }
     agents = views.agents_total
     labels = len(views.model_labels)
+    counted = when_counts(config)
     out: dict[str, tuple[int, bool]] = {}
     for stage in config.stages:
         calls = agents
         for factor in stage.shared_across:
             calls //= max(len(config.design.factors.get(factor, {})), 1)
-        if labels > 1 and "" in views.casting[stage.role]:
+        asked_once = labels > 1 and "" in views.casting[stage.role]
+        if asked_once:
             calls //= labels  # one model plays the role for every label: asked once
-        out[stage.name] = (calls, stage.when is not None)
+        if stage.name in counted and not stage.shared_across and not asked_once:
+            # Its `when` reads no answer: the agents it selects are counted, not bounded.
+            out[stage.name] = (counted[stage.name], False)
+        else:
+            out[stage.name] = (calls, stage.when is not None)
     return out
 
 

@@ -139,3 +139,55 @@ def test_batched_roles_are_priced_at_the_batch_price_as_configured() -> None:
     # --batch on a role whose backend has no batch API is refused, naming the field.
     refused = CliRunner().invoke(app, ["estimate", "emergency_response", "--batch"])
     assert refused.exit_code == 2 and "batch" in refused.output and "no batch API" in refused.output
+
+
+def _two_stage_study(tmp_path: Path, second_when: str) -> Path:
+    """The synthetic flood study with a second stage asked only `when` ``second_when``, and a
+    factor of three levels."""
+    study = write_study(tmp_path / "study.yaml", agents=10, replicates=2)
+    text = study.read_text()
+    second = text[text.index("  - name: decide") : text.index("design:")]
+    second = second.replace("name: decide", "name: again").replace(
+        "    role: decider\n", f'    role: decider\n    when: "{second_when}"\n'
+    )
+    text = text.replace("design:", second + "design:")
+    text = text.replace("design:\n", "design:\n  factors:\n    task: {a: {}, b: {}, c: {}}\n")
+    study.write_text(text)
+    return study
+
+
+@pytest.mark.parametrize(
+    ("when", "asked"),
+    [
+        # 3 personas x 10 agents x 2 replicates x 3 levels = 180 agents.
+        ("task == 'a'", 60),
+        ("gender == 'female' and task != 'c'", 40),
+        ("replicate == 1", 90),
+        ("persona.name is none", 180),
+    ],
+)
+def test_a_when_on_the_design_is_counted_not_bounded(tmp_path: Path, when: str, asked: int) -> None:
+    """validate and estimate count the agents a `when` on design values selects (what the run
+    then asks); one that reads earlier answers stays an upper bound."""
+    from biasim.simulator.study.design import when_counts
+
+    study = _two_stage_study(tmp_path, when)
+    assert when_counts(load_study(str(study), []).config) == {"again": asked}
+    checked = CliRunner().invoke(app, ["validate", str(study)])
+    assert checked.exit_code == 0, checked.output
+    line = " ".join(checked.stdout.split())
+    assert f"360 unit(s) ({180 - asked} skipped by a `when` on the design)" in line
+    assert f"estimate: {180 + asked:,} new calls" in line
+    ran = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")))
+    assert (ran.results["stage"] == "again").sum() == asked
+    # Validation renders replicate 0 only: that prompt is not measured, and the estimate says so.
+    detail = " ".join(CliRunner().invoke(app, ["estimate", str(study)]).output.split())
+    assert ("prompt tokens of again not measured" in detail) == (when == "replicate == 1")
+
+
+def test_a_when_that_reads_answers_stays_an_upper_bound(tmp_path: Path) -> None:
+    study = _two_stage_study(tmp_path, "outputs.decide.decision == 'Stay'")
+    checked = CliRunner().invoke(app, ["validate", str(study)])
+    line = " ".join(checked.stdout.split())
+    assert "up to 360 unit(s) (1 stage(s) run only `when` their condition holds)" in line
+    assert "estimate: up to 360 new calls" in line

@@ -67,13 +67,13 @@ def test_a_misspelt_key_gets_a_did_you_mean_at_every_level(tmp_path: Path) -> No
 
 def test_one_unit_count_from_validate_to_the_report(tmp_path: Path, monkeypatch) -> None:
     """The explicit template's two stages each run for half the agents (`when`): validate,
-    the progress line and the header all count 80 planned units, the header names the 40
-    not run."""
+    the progress line and the header all count 80 planned units; validate counts the 40 its
+    `when` (on a design factor) skips, and the header names the 40 not run."""
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     runner.invoke(app, ["init", "both", "--template", "explicit"])
     checked = runner.invoke(app, ["validate", "both.yaml"])
-    assert "up to 80 unit(s)" in checked.stdout
+    assert "80 unit(s) (40 skipped by a `when` on the design)" in checked.stdout
     ran = runner.invoke(app, ["run", "both.yaml", "--backend", "synthetic", "--out", "run"])
     assert ran.exit_code == 0, ran.output
     assert "80/80 units" in ran.stderr
