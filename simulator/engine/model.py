@@ -33,6 +33,7 @@ from biasim.simulator.study.design import (
     expected_units,
     iter_design,
     iter_populations,
+    when_counts,
 )
 from biasim.simulator.study.logprob_checks import decision_field
 from biasim.simulator.study.persona_writer import persona_view
@@ -113,6 +114,12 @@ class StudyModel(mesa.Model):
         self.wave_seconds = 0.0
         #: Stage index -> agents of the current wave whose `when` is false (see skipped_ahead).
         self._known_skips: dict[int, int] = {}
+        #: Stage -> agents of the waves not yet built that its `when` on the design skips.
+        self._later_skips = (
+            {}
+            if self.pipeline
+            else {name: self.agents_total - n for name, n in when_counts(study).items()}
+        )
         self._next_wave()
 
     @property
@@ -133,8 +140,10 @@ class StudyModel(mesa.Model):
         """Units of the current wave's stages still to run whose ``when`` is already known to
         be false: progress counts them done at once, so the ETA is the time of the calls
         left, not of every unit (a study whose stages each take a third of the agents would
-        otherwise show three times the time until the end)."""
-        return sum(n for index, n in self._known_skips.items() if index >= self.stage_index)
+        otherwise show three times the time until the end). Those of waves not yet built are
+        counted from the design (:func:`when_counts`) where it could count them."""
+        ahead = sum(n for index, n in self._known_skips.items() if index >= self.stage_index)
+        return ahead + sum(max(n, 0) for n in self._later_skips.values())
 
     def _count_known_skips(self) -> None:
         """:attr:`skipped_ahead` for a new wave: every stage whose ``when`` reads no answer."""
@@ -146,6 +155,8 @@ class StudyModel(mesa.Model):
         for index, plan in enumerate(self.plans):
             if plan.when is not None and not reads_answers(plan.when, written):
                 self._known_skips[index] = sum(not a.takes_part(plan) for a in agents)
+                if plan.name in self._later_skips:
+                    self._later_skips[plan.name] -= self._known_skips[index]
 
     def _plan(self, stage: StageConfig, multi_model: bool) -> StagePlan:
         role = self.study.roles[stage.role]
@@ -197,7 +208,7 @@ class StudyModel(mesa.Model):
             # The last wave's agents stay: removing them one by one costs time and frees
             # nothing that the end of the run does not free anyway.
             self.running = False
-            self._known_skips = {}
+            self._known_skips, self._later_skips = {}, {}
             return
         for agent in list(self.agents):
             agent.remove()
