@@ -175,7 +175,8 @@ class LetterEvaluationKind(AnalysisKind):
                 f"  {row[summary['by']]}: {row['share_of']} hired in {row['share']:.3f} of "
                 f"{row['n']} (95% CI {row['ci_low']:.3f}-{row['ci_high']:.3f}, p = "
                 f"{row['p_value']:.3g} vs 0.5); Applicant 1 hired in {row['first_share']:.3f} "
-                f"(p = {row['first_p']:.3g}); excluded {row['excluded']}"
+                f"(p = {row['first_p']:.3g}), where position alone gives {row['share_of']} "
+                f"{row['position_share']:.3f}; excluded {row['excluded']}"
             )
             if "ties" in row:
                 console.print(
@@ -282,10 +283,12 @@ def _relative(
         )
         record = share.iloc[0].to_dict()
         here = rows[spec.by] == experiment
+        first_share = float(first["share"].iloc[0])
         record.update(
             share_of=compared.share_of,
-            first_share=float(first["share"].iloc[0]),
+            first_share=first_share,
             first_p=float(first["p_value"].iloc[0]),
+            position_share=_position_share(part, compared.share_of, first_share),
             excluded=int((~answered[here] & ~tied[here]).sum()),
         )
         if spec.relative.tie is not None:
@@ -303,6 +306,16 @@ def _relative(
     section.summary["relative_by_job"] = jobs_table.to_dict("records")
     section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
     section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+
+
+def _position_share(part: pd.DataFrame, share_of: str, first_share: float) -> float:
+    """The share ``share_of`` would be hired in if position alone decided, at the position
+    rate seen: Applicant 1 picked at ``first_share`` whatever the letters say. Where the order
+    is counterbalanced this is 0.5, so a share near it says nothing about the letters when
+    ``first_share`` is near 0 or 1."""
+    shown_first = float((part[FIRST] == share_of).mean())
+    shown_second = float((part[SECOND] == share_of).mean())
+    return first_share * shown_first + (1 - first_share) * shown_second
 
 
 def _relative_validity(

@@ -131,6 +131,19 @@ def test_synthetic_run_recovers_the_declared_truth(run_dir: Path) -> None:
         se = (truth * (1 - truth) / row["n"]) ** 0.5
         assert abs(row["share"] - truth) < 3.5 * se, (experiment, row["share"])
     assert relative["exp3"]["p_value"] < 0.001
+    # What position alone would give, from the answers themselves: Applicant 1 picked at the
+    # rate seen, whatever was shown. Both orders are shown equally often, so it is 0.5 here.
+    results = pd.read_parquet(run_dir / "results.parquet")
+    decided = results[(results["stage"] == "relative") & results["valid"].astype(bool)]
+    decided = decided[decided["experiment"] == "exp3"]
+    decided = decided[decided["hire"].isin(["1", "2"])]
+    first = (decided["hire"] == "1").mean()
+    alone = (
+        first * (decided["first_is"] == "strong") + (1 - first) * (decided["second_is"] == "strong")
+    ).mean()
+    assert (
+        relative["exp3"]["position_share"] == pytest.approx(alone) == pytest.approx(0.5, abs=0.01)
+    )
     # Valid hiring answers by the group of the letter shown first, per experiment (issue 27).
     validity = pd.DataFrame(summary["validity"]["first_is"])
     assert set(validity["experiment"]) == {"exp3", "exp4"}
