@@ -6,6 +6,7 @@ from biasim.personas.attributes import (
     attribute_key,
     build_personas,
     combination_count,
+    distinct_personas,
     iter_personas,
     persona_keys,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "attribute_key",
     "build_personas",
     "combination_count",
+    "distinct_personas",
     "iter_personas",
     "load_name_bank",
     "persona_keys",

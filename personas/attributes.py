@@ -104,22 +104,47 @@ def iter_personas(
 ) -> Iterator[Persona]:
     """The personas of :func:`build_personas`, one at a time (a large design never holds them
     all)."""
+    for attrs, names in _persona_groups(settings):
+        descriptions: dict[str | None, Persona] = {}
+        for index in range(agents_per_value):
+            name = names[index % len(names)] if names else None
+            if name not in descriptions:  # names repeat in turn: render each once
+                descriptions[name] = _persona(settings, attrs, name, render)
+            yield descriptions[name]
+
+
+def distinct_personas(
+    settings: PersonaSettings, agents_per_value: int, render: Renderer
+) -> Iterator[tuple[Persona, int]]:
+    """Each persona :func:`iter_personas` yields, once, with how many times it yields it
+    (names of a bank repeat in turn), without going through every agent."""
+    for attrs, names in _persona_groups(settings):
+        if not names:
+            yield _persona(settings, attrs, None, render), agents_per_value
+            continue
+        turns, extra = divmod(agents_per_value, len(names))
+        for i, name in enumerate(names[:agents_per_value]):
+            yield _persona(settings, attrs, name, render), turns + (i < extra)
+
+
+def _persona_groups(settings: PersonaSettings) -> Iterator[tuple[dict[str, str], list[str]]]:
+    """Each combination of attributes with the names of its bank (none unless name_bank)."""
     for attrs in attribute_combinations(settings.axes, cross=settings.cross):
         names = (
             settings.names.get("/".join(attrs.values()), [])
             if settings.source == "name_bank"
             else []
         )
-        key = attribute_key(attrs)
-        descriptions: dict[str | None, str] = {}
-        for index in range(agents_per_value):
-            name = names[index % len(names)] if names else None
-            if name not in descriptions:  # names repeat in turn: render each once
-                context = {"attributes": attrs, **attrs, "name": name}
-                descriptions[name] = render(settings.description, context)
-            yield Persona(
-                key=key,
-                attributes=tuple(attrs.items()),
-                description=descriptions[name],
-                name=name,
-            )
+        yield attrs, names
+
+
+def _persona(
+    settings: PersonaSettings, attrs: dict[str, str], name: str | None, render: Renderer
+) -> Persona:
+    context = {"attributes": attrs, **attrs, "name": name}
+    return Persona(
+        key=attribute_key(attrs),
+        attributes=tuple(attrs.items()),
+        description=render(settings.description, context),
+        name=name,
+    )

@@ -330,10 +330,10 @@ def validate(
     units = agents * len(config.stages)
     # Units count every agent in every stage (as progress and the report do); a `when` on the
     # design is counted here, one that reads earlier answers only in the run.
-    counted = when_counts(config)
+    counted = when_counts(config).agents
     skipped = sum(agents - n for n in counted.values())
     conditional = sum(s.when is not None and s.name not in counted for s in config.stages)
-    notes = [f"{skipped} skipped by a `when` on the design"] if counted else []
+    notes = [f"{skipped} skipped by a `when` on the design"] if skipped else []
     if conditional:
         notes.append(f"{conditional} stage(s) run only `when` their condition holds")
     bound = f"up to {units}" if conditional else units

@@ -118,7 +118,7 @@ class StudyModel(mesa.Model):
         self._later_skips = (
             {}
             if self.pipeline
-            else {name: self.agents_total - n for name, n in when_counts(study).items()}
+            else {name: self.agents_total - n for name, n in when_counts(study).agents.items()}
         )
         self._next_wave()
 

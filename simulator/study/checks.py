@@ -85,7 +85,22 @@ def check_study(
         problems.extend(
             [too_large] if too_large else _check_templates(config, smap, stage_fields, on_render)
         )
+        if not problems:
+            problems.extend(_when_failures(config, smap))
     return problems
+
+
+def _when_failures(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """A `when` on design values that fails for some agent of the design (the template check
+    renders one factor level at a time, so it need not meet that agent; the run would)."""
+    from biasim.simulator.study.design import when_counts
+
+    failures = when_counts(config).failures
+    return [
+        smap.problem(("stages", i, "when"), f"cannot be evaluated: {failures[stage.name]}")
+        for i, stage in enumerate(config.stages)
+        if stage.name in failures
+    ]
 
 
 def _unknown_backend_problems(

@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from biasim.personas import Persona, build_personas, combination_count, iter_personas
+from biasim.personas import (
+    Persona,
+    build_personas,
+    combination_count,
+    distinct_personas,
+    iter_personas,
+)
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import StudyConfig
@@ -156,63 +162,114 @@ def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec
 WHEN_COUNT_LIMIT = 10_000
 
 
-def when_counts(config: StudyConfig) -> dict[str, int]:
-    """Agents that take part in each stage whose ``when`` reads no answer, counted exactly over
-    the design (each distinct context it can see evaluated once); a stage left out (its `when`
-    reads earlier answers, would take the evaluations left of :data:`WHEN_COUNT_LIMIT`, or the
-    study has populations) has only its bound, every agent.
+@dataclass(frozen=True)
+class WhenCounts:
+    """What evaluating the study's design-only ``when`` expressions over its design found.
+
+    Attributes:
+        agents: Stage -> agents taking part (a stage left out has only its bound, every agent:
+            its `when` reads earlier answers, would take more than the evaluations left of
+            :data:`WHEN_COUNT_LIMIT`, or the study has populations).
+        by_label: Stage -> model label -> agents taking part.
+        failures: Stage -> why its `when` could not be evaluated for some agents, and whose.
     """
+
+    agents: dict[str, int]
+    by_label: dict[str, dict[str, int]]
+    failures: dict[str, str]
+
+
+def when_counts(config: StudyConfig) -> WhenCounts:
+    """The design-only ``when`` expressions of ``config`` evaluated once per distinct context
+    they can see (model, factor levels, and persona or replicate where they read them)."""
+    cached = _WHEN_CACHE.get(id(config))
+    if cached is not None and cached[0] is config:
+        return cached[1]
     written = config.personas.writer is not None
     stages = [
         s
         for s in config.stages
         if s.when is not None and not config.populations and not reads_answers(s.when, written)
     ]
-    if not stages:
-        return {}
-    personas = list(iter_personas(config.personas, config.design.agents_per_value, render))
-    varying = {"persona", "biography", *config.personas.axes}
+    found = WhenCounts({}, {}, {})
+    budget = WHEN_COUNT_LIMIT
     combos = len(model_labels(config)) * math.prod(len(f) for f in config.design.factors.values())
-    budget, out = WHEN_COUNT_LIMIT, {}
+    varying = {"persona", "biography", *config.personas.axes}
+    personas: list[tuple[Persona, int]] | None = None
     for stage in stages:
         used = template_variables("{{ " + stage.when + " }}")
-        shown = personas if used & varying else personas[:1]
+        if used & varying:
+            if personas is None:
+                personas = _distinct_personas(config, budget // max(combos, 1))
+            shown = personas
+        else:
+            shown = [(next(iter_personas(config.personas, 1, render)), _personas_per_combo(config))]
         replicates = config.design.replicates if "replicate" in used else 1
         evaluations = combos * len(shown) * replicates
-        if evaluations > budget:
+        if not shown or evaluations > budget:
             continue
         budget -= evaluations
-        count = _count_when(config, stage.when, shown, replicates)
-        if count is not None:
-            weight = (len(personas) // len(shown)) * (config.design.replicates // replicates)
-            out[stage.name] = count * weight
-    return out
+        _count_when(config, stage.name, stage.when, shown, replicates, found)
+    _WHEN_CACHE.clear()  # one study at a time: validate, estimate and the run read it again
+    _WHEN_CACHE[id(config)] = (config, found)
+    return found
+
+
+_WHEN_CACHE: dict[int, tuple[StudyConfig, WhenCounts]] = {}
+
+
+def _personas_per_combo(config: StudyConfig) -> int:
+    return combination_count(config.personas.axes, cross=config.personas.cross) * (
+        config.design.agents_per_value
+    )
+
+
+def _distinct_personas(config: StudyConfig, limit: int) -> list[tuple[Persona, int]]:
+    """The design's distinct personas with their multiplicities ([] past ``limit``)."""
+    found = []
+    for entry in distinct_personas(config.personas, config.design.agents_per_value, render):
+        found.append(entry)
+        if len(found) > limit:
+            return []
+    return found
 
 
 def _count_when(
-    config: StudyConfig, when: str, personas: list[Persona], replicates: int
-) -> int | None:
-    """Contexts of the design (each model and factor levels with each of ``personas`` and the
-    first ``replicates``) for which ``when`` holds; None when one cannot be evaluated."""
+    config: StudyConfig,
+    stage: str,
+    when: str,
+    personas: list[tuple[Persona, int]],
+    replicates: int,
+    found: WhenCounts,
+) -> None:
+    """Count, per model label, the agents of ``stage`` for whom ``when`` holds into ``found``
+    (each persona weighted by its agents, each replicate evaluated or all alike); a context
+    where it fails is recorded instead."""
     names = list(config.design.factors)
     test = compile_expression(when)
-    count = 0
+    weight = config.design.replicates // replicates
+    by_label: dict[str, int] = {}
     for model in model_labels(config):
         for combo in itertools.product(*(config.design.factors[n].items() for n in names)):
             levels = tuple((n, level) for n, (level, _) in zip(names, combo, strict=True))
             variables = tuple(item for _, vars_ in combo for item in vars_.items())
             condition = ",".join(f"{f}={lv}" for f, lv in levels) or "default"
-            for persona in personas:
+            for persona, agents in personas:
                 for replicate in range(replicates):
                     spec = AgentSpec(
                         "", condition, levels, variables, model, persona, 0, replicate, ""
                     )
                     try:
-                        count += bool(test(template_context(config, spec, {})))
-                    except Exception:
-                        # Validation reports a `when` that fails; here it stays a bound.
-                        return None
-    return count
+                        holds = bool(test(template_context(config, spec, {})))
+                    except Exception as exc:
+                        found.failures[stage] = (
+                            f"{type(exc).__name__}: {exc} (for {condition}, persona "
+                            f"{persona.key}, replicate {replicate})"
+                        )
+                        return
+                    by_label[model] = by_label.get(model, 0) + holds * agents * weight
+    found.by_label[stage] = by_label
+    found.agents[stage] = sum(by_label.values())
 
 
 def population_sizes(config: StudyConfig) -> dict[str, int]:

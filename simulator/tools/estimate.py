@@ -156,7 +156,8 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
     config = study.config
     views = study_views(config)
     texts = _rendered_texts(study)
-    counts = _stage_calls(config, views)
+    counted = when_counts(config)
+    counts = _stage_calls(config, views, counted.agents)
     counters: dict[tuple[str, ...], TokenCounter] = {}
     if not tokenizers:
         counters = _ApproximateCounters()
@@ -180,7 +181,10 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
             if stage.output and not completion and not _choices_from(stage):
                 schema = output_schema(stage.output, forced=stage.forced_choice)
                 prompt += counter.count(canonical_json(schema.json_schema))
-            per_label = calls if label == "" else calls // max(len(views.model_labels), 1)
+            if label != "" and not bound and stage.name in counted.by_label:
+                per_label = counted.by_label[stage.name].get(label, 0)
+            else:
+                per_label = calls if label == "" else calls // max(len(views.model_labels), 1)
             lines.append(_line(stage, stage.role, label, variant, per_label, bound, prompt, config))
             if completion:
                 assert stage.completion is not None
@@ -350,7 +354,9 @@ def _mean_text(texts: dict, index: int, part: str) -> str:
     return min(found, key=lambda t: abs(len(t) - length))
 
 
-def _stage_calls(config: StudyConfig, views: StudyViews) -> dict[str, tuple[int, bool]]:
+def _stage_calls(
+    config: StudyConfig, views: StudyViews, counted: dict[str, int]
+) -> dict[str, tuple[int, bool]]:
     """Per stage: its calls over every model, and whether that is only an upper bound."""
     if views.pipeline:
         units = expected_stage_units(config)
@@ -360,7 +366,6 @@ def _stage_calls(config: StudyConfig, views: StudyViews) -> dict[str, tuple[int,
         }
     agents = views.agents_total
     labels = len(views.model_labels)
-    counted = when_counts(config)
     out: dict[str, tuple[int, bool]] = {}
     for stage in config.stages:
         calls = agents

@@ -172,11 +172,12 @@ def test_a_when_on_the_design_is_counted_not_bounded(tmp_path: Path, when: str, 
     from biasim.simulator.study.design import when_counts
 
     study = _two_stage_study(tmp_path, when)
-    assert when_counts(load_study(str(study), []).config) == {"again": asked}
+    assert when_counts(load_study(str(study), []).config).agents == {"again": asked}
     checked = CliRunner().invoke(app, ["validate", str(study)])
     assert checked.exit_code == 0, checked.output
     line = " ".join(checked.stdout.split())
-    assert f"360 unit(s) ({180 - asked} skipped by a `when` on the design)" in line
+    skipped = f" ({180 - asked} skipped by a `when` on the design)" if asked < 180 else ";"
+    assert f"360 unit(s){skipped}" in line
     assert f"estimate: {180 + asked:,} new calls" in line
     ran = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")))
     assert (ran.results["stage"] == "again").sum() == asked
@@ -191,3 +192,32 @@ def test_a_when_that_reads_answers_stays_an_upper_bound(tmp_path: Path) -> None:
     line = " ".join(checked.stdout.split())
     assert "up to 360 unit(s) (1 stage(s) run only `when` their condition holds)" in line
     assert "estimate: up to 360 new calls" in line
+
+
+def test_each_models_calls_are_counted_where_the_when_reads_the_model(tmp_path: Path) -> None:
+    """A `when` on `model_label` selects one model's agents: the estimate gives each model its
+    own count (their prices may differ), as the run asks."""
+    study = _two_stage_study(tmp_path, "model_label == 'fair'")
+    text = study.read_text().replace(
+        "    backend: synthetic\n",
+        "    backend: synthetic\n    models:\n      - {label: fair}\n      - {label: other}\n",
+        1,
+    )
+    study.write_text(text)
+    figures = estimate(load_study(str(study), []), tokenizers=False)
+    again = {line.label: line.calls for line in figures.lines if line.stage == "again"}
+    assert again == {"fair": 180, "other": 0}
+    assert not any(line.upper_bound for line in figures.lines)
+    ran = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")))
+    asked = ran.results[ran.results["stage"] == "again"]["model_label"].value_counts().to_dict()
+    assert asked == {"fair": 180}
+
+
+def test_a_when_that_fails_for_some_agent_of_the_design_is_refused(tmp_path: Path) -> None:
+    """Validation renders one factor level at a time; a `when` failing elsewhere in the design
+    is found by counting it, and refused with its line and the agent it fails for."""
+    study = _two_stage_study(tmp_path, "1 / (0 if task == 'c' and replicate == 1 else 1) > 0")
+    checked = CliRunner().invoke(app, ["validate", str(study)])
+    assert checked.exit_code == 2
+    assert "stages[1].when: cannot be evaluated: ZeroDivisionError" in checked.stderr
+    assert "task=c" in checked.stderr and "replicate 1" in checked.stderr
