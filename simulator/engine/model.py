@@ -154,7 +154,13 @@ class StudyModel(mesa.Model):
         written = self.study.personas.writer is not None
         for index, plan in enumerate(self.plans):
             if plan.when is not None and not reads_answers(plan.when, written):
-                self._known_skips[index] = sum(not a.takes_part(plan) for a in agents)
+                try:
+                    self._known_skips[index] = sum(not a.takes_part(plan) for a in agents)
+                except Exception:
+                    # A `when` failing for an agent stops the run in its stage, where the
+                    # run records the failure (validation meets it in most designs).
+                    self._later_skips.pop(plan.name, None)
+                    continue
                 if plan.name in self._later_skips:
                     self._later_skips[plan.name] -= self._known_skips[index]
 

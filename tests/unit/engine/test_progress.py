@@ -118,3 +118,24 @@ def test_units_a_when_skips_count_as_done_from_the_start(tmp_path: Path, batch_s
     assert seen[0] == (1 + 40, 120)
     assert seen[-1] == (120, 120)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_a_when_failing_in_the_run_fails_the_run_not_the_start(tmp_path: Path, monkeypatch) -> None:
+    """A `when` that fails for an agent validation did not meet (past its evaluation budget)
+    is recorded as the run's failure when its stage runs, with the answers before it kept,
+    not raised while the agents are built."""
+    from biasim.simulator.engine.runner import RunOptions, execute, prepare
+    from biasim.simulator.study import design
+
+    monkeypatch.setattr(design, "WHEN_COUNT_LIMIT", 0)
+    study = write_study(tmp_path / "study.yaml", agents=5, replicates=2)
+    text = study.read_text()
+    second = text[text.index("  - name: decide") : text.index("design:")]
+    second = second.replace("name: decide", "name: again").replace(
+        "    role: decider\n",
+        '    role: decider\n    when: "1 / (0 if replicate == 1 else 1) > 0"\n',
+    )
+    study.write_text(text.replace("design:", second + "design:"))
+    outcome = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")))
+    assert outcome.status == "failed" and "ZeroDivisionError" in outcome.summary["message"]
+    assert (outcome.results["stage"] == "decide").sum() == 30
