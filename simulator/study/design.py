@@ -124,18 +124,26 @@ def design_size(config: StudyConfig) -> int:
     return len(model_labels(config)) * combos * personas * per
 
 
+def factor_cells(
+    config: StudyConfig,
+) -> Iterator[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str]]:
+    """Each combination of factor levels, in design order: its ``(factor, level)`` pairs, the
+    template variables the levels give, and the condition text (``default`` without factors)."""
+    factors = config.design.factors
+    names = list(factors)
+    for combo in itertools.product(*(factors[n].items() for n in names)):
+        levels = tuple((n, level) for n, (level, _) in zip(names, combo, strict=True))
+        variables = tuple(item for _, vars_ in combo for item in vars_.items())
+        yield levels, variables, ",".join(f"{f}={lv}" for f, lv in levels) or "default"
+
+
 def iter_design(config: StudyConfig, population: str = "") -> Iterator[AgentSpec]:
     """All agents, ordered by model, factor levels, persona, agent index and replicate (with
     ``population``, its members: ids start with the population's name)."""
     design = config.design
-    factors = design.factors
-    names = list(factors)
     width = len(str(max(design.agents_per_value - 1, 1)))
     for model in model_labels(config):
-        for combo in itertools.product(*(factors[n].items() for n in names)):
-            levels = tuple((n, level) for n, (level, _) in zip(names, combo, strict=True))
-            variables = tuple(item for _, vars_ in combo for item in vars_.items())
-            condition = ",".join(f"{f}={lv}" for f, lv in levels) or "default"
+        for levels, variables, condition in factor_cells(config):
             counters: dict[str, int] = {}
             for persona in iter_personas(config.personas, design.agents_per_value, render):
                 index = counters.get(persona.key, 0)
@@ -245,15 +253,11 @@ def _count_when(
     """Count, per model label, the agents of ``stage`` for whom ``when`` holds into ``found``
     (each persona weighted by its agents, each replicate evaluated or all alike); a context
     where it fails is recorded instead."""
-    names = list(config.design.factors)
     test = compile_expression(when)
     weight = config.design.replicates // replicates
     by_label: dict[str, int] = {}
     for model in model_labels(config):
-        for combo in itertools.product(*(config.design.factors[n].items() for n in names)):
-            levels = tuple((n, level) for n, (level, _) in zip(names, combo, strict=True))
-            variables = tuple(item for _, vars_ in combo for item in vars_.items())
-            condition = ",".join(f"{f}={lv}" for f, lv in levels) or "default"
+        for levels, variables, condition in factor_cells(config):
             for persona, agents in personas:
                 for replicate in range(replicates):
                     spec = AgentSpec(
