@@ -21,6 +21,9 @@ from typing import Any
 CACHE_ENV = "BIASIM_CACHE_DIR"
 #: Entries kept per kind (the oldest are removed past it), so the cache has a bound.
 KEEP = 64
+#: Largest entry read back: a study's biographies are bounded far below it by the CSV limits,
+#: so anything larger was not written here and is not loaded into memory.
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
 #: A partial file this old was left by a writer that was killed (a write takes milliseconds).
 _PARTIAL_AGE_S = 3600
 
@@ -39,9 +42,13 @@ def cache_key(*parts: Any) -> str:
 
 
 def read_entry(kind: str, key: str) -> Any | None:
-    """The JSON value stored under ``kind``/``key``, or None when there is none readable."""
+    """The JSON value stored under ``kind``/``key``, or None when there is none readable (or
+    it is larger than :data:`MAX_ENTRY_BYTES`: not read at all, it is computed again)."""
+    path = cache_dir() / kind / f"{key}.json"
     try:
-        return json.loads((cache_dir() / kind / f"{key}.json").read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_ENTRY_BYTES:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 

@@ -221,3 +221,14 @@ def test_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path, monkeypatch) 
     usercache.write_entry("biographies", "k", ["a"])
     assert usercache.read_entry("biographies", "k") == ["a"]
     assert not left.exists() and fresh.exists()
+
+
+def test_a_cache_entry_past_the_size_bound_is_not_read(tmp_path: Path, monkeypatch) -> None:
+    """An entry larger than the bound (not one biasim wrote) is computed again, never loaded."""
+    from biasim.simulator.common import usercache
+
+    monkeypatch.setenv(usercache.CACHE_ENV, str(tmp_path))
+    usercache.write_entry("biographies", "k", ["a"])
+    assert usercache.read_entry("biographies", "k") == ["a"]
+    monkeypatch.setattr(usercache, "MAX_ENTRY_BYTES", 4)
+    assert usercache.read_entry("biographies", "k") is None
