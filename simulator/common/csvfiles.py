@@ -55,10 +55,12 @@ def csv_safe_table(table: pa.Table) -> pa.Table:
     columns = []
     for column in table.columns:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            risky = pc.and_(
-                pc.match_substring_regex(column, FORMULA_START),
-                pc.invert(pc.match_substring_regex(column, _NUMBER)),
-            )
+            starts = pc.match_substring_regex(column, FORMULA_START)
+            if not pc.any(starts).as_py():
+                # Most columns (ids, labels, choices) hold no such cell: one scan, not four.
+                columns.append(column)
+                continue
+            risky = pc.and_(starts, pc.invert(pc.match_substring_regex(column, _NUMBER)))
             quoted = pc.binary_join_element_wise(pa.scalar("'"), column, "")
             column = pc.if_else(pc.fill_null(risky, False), quoted, column)
         columns.append(column)

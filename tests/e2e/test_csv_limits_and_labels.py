@@ -26,6 +26,24 @@ def test_formulas_behind_blanks_or_full_width_are_neutralised(value: str) -> Non
     assert table.column("c").to_pylist() == ["'" + value]
 
 
+def test_a_table_quotes_only_its_risky_cells_column_by_column() -> None:
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "plain": ["a", "b", None],
+            "mixed": ["ok", "=1+1", "-0.5"],
+            "empty": pa.array([None, None, None], type=pa.string()),
+            "n": [1, 2, 3],
+        }
+    )
+    safe = csv_safe_table(table)
+    assert safe.column("plain").to_pylist() == ["a", "b", None]
+    assert safe.column("mixed").to_pylist() == ["ok", "'=1+1", "-0.5"]
+    assert safe.column("empty").to_pylist() == [None, None, None]
+    assert safe.column("n").to_pylist() == [1, 2, 3]
+
+
 @pytest.mark.parametrize("value", ["-0.5", " 3", "+3e-2", "a=b", "Male", "１２"])
 def test_numbers_and_plain_text_are_unchanged(value: str) -> None:
     assert csv_safe(value) == value
