@@ -36,7 +36,7 @@ from biasim.simulator.study.design import (
     when_counts,
 )
 from biasim.simulator.study.logprob_checks import decision_field
-from biasim.simulator.study.persona_writer import persona_view
+from biasim.simulator.study.persona_writer import persona_name
 from biasim.simulator.study.templating import compile_expression, reads_answers
 from biasim.simulator.study.views import StudyViews, study_views
 
@@ -457,6 +457,7 @@ class StudyModel(mesa.Model):
     def _row(self, agent: Any, plan: StagePlan, response: LLMResponse | None) -> dict[str, Any]:
         spec = agent.spec
         runtime = self._role(plan.role, spec.model_label)[1]
+        levels = dict(spec.levels)
         row: dict[str, Any] = {
             "unit_id": agent.unit(plan),
             "agent_id": spec.agent_id,
@@ -470,10 +471,10 @@ class StudyModel(mesa.Model):
             "replicate": spec.replicate,
             "agent_index": spec.index,
             # A written persona's name once the writer has answered (its own row included).
-            "persona_name": persona_view(
-                self.study.personas, dict(spec.levels), getattr(agent, "outputs", {}), spec.persona
-            )["name"],
-            **dict(spec.levels),
+            "persona_name": persona_name(
+                self.study.personas, levels, getattr(agent, "outputs", {}), spec.persona
+            ),
+            **levels,
             **{v: dict(spec.variables).get(v) for v in self.study.design.record},
             **dict(spec.persona.attributes),
         }

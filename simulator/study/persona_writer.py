@@ -141,10 +141,32 @@ def persona_view(
     the agent's ablation condition (the attribute text alone before that, and under
     ``attribute``)."""
     view = persona.context()
-    writer = personas.writer
-    written = outputs.get(writer.stage) if writer is not None else None
-    source = levels.get(ABLATION_FACTOR, "generated")
-    if written is None or source == "attribute":
+    written = _written(personas, levels, outputs)
+    if written is None:
         return view
     name = written.get("name")
+    source = levels.get(ABLATION_FACTOR, "generated")
     return {**view, "name": name, "description": name if source == "name" else written["persona"]}
+
+
+def persona_name(
+    personas: PersonaConfig,
+    levels: dict[str, str],
+    outputs: dict[str, dict[str, Any]],
+    persona: Persona,
+) -> str | None:
+    """``persona_view(...)["name"]`` without building the view (every results row names it)."""
+    written = _written(personas, levels, outputs)
+    return persona.name if written is None else written.get("name")
+
+
+def _written(
+    personas: PersonaConfig, levels: dict[str, str], outputs: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The writer's answer the agent's persona is read from (``None`` before it answered, with
+    no writer, and under the ``attribute`` condition)."""
+    writer = personas.writer
+    written = outputs.get(writer.stage) if writer is not None else None
+    if written is None or levels.get(ABLATION_FACTOR, "generated") == "attribute":
+        return None
+    return written

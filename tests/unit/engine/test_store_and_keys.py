@@ -144,47 +144,72 @@ def test_replay_source_hits_are_copied_into_the_new_store(tmp_path: Path) -> Non
 
 
 def _plan(conn: sqlite3.Connection, sql: str) -> str:
-    return " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", ("k" * 64,)))
+    return " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", ("k", 1)))
 
 
-def test_keys_are_found_by_an_index_in_new_and_older_stores(tmp_path: Path) -> None:
-    """A store indexes its keys' 16-digit prefix; a store written with the older full-key index
-    is still searched (not scanned) as a read-only replay source, and moves to the prefix index
-    when resumed, keeping its answers."""
+def test_keys_are_read_by_row_id_in_new_and_older_stores(tmp_path: Path) -> None:
+    """A key's rows are read from its first row's id (kept in memory), in a new store and in one
+    written with an older key index, as a read-only replay source or resumed (its index is
+    dropped then: it only slowed writes); an edited first answer gives way to a later one."""
     from biasim.simulator.engine.store import _lookup_sql
 
     key = "0123456789abcdef" + "9" * 48
-    twin = "0123456789abcdef" + "8" * 48  # same prefix: told apart by the whole key
+    twin = "0123456789abcdef" + "8" * 48
     store = CallStore(tmp_path / "new.sqlite")
     store.record(*_record(key))
     store.record(*_record(twin, "invalid", "nope"))
     store.close()
     store = CallStore(tmp_path / "new.sqlite")
-    assert "USING INDEX calls_key_prefix" in _plan(store._conn, _lookup_sql(store._conn))
+    assert "SEARCH calls USING INTEGER PRIMARY KEY (rowid>?)" in _plan(
+        store._conn, _lookup_sql(store._conn)
+    )
     assert store.lookup(key).status == "answered" and store.lookup(twin).status == "invalid"
+    assert store._conn.execute("PRAGMA index_list(calls)").fetchall() == []
     store.close()
 
     old = sqlite3.connect(tmp_path / "old.sqlite")
     old.executescript(
         "CREATE TABLE calls (id INTEGER PRIMARY KEY, key TEXT, unit_id TEXT, stage TEXT,"
-        " role TEXT, status TEXT, text TEXT, parsed TEXT, error TEXT, request TEXT,"
-        " prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, attempts INTEGER);"
-        "CREATE INDEX calls_key ON calls(key);"
+        " role TEXT, backend TEXT, model TEXT, reask INTEGER, status TEXT, text TEXT,"
+        " parsed TEXT, error TEXT, request TEXT, prompt_tokens INTEGER,"
+        " completion_tokens INTEGER, latency_s REAL, attempts INTEGER, created REAL);"
+        "CREATE INDEX calls_key_prefix ON calls(substr(key, 1, 16));"
     )
-    old.execute(
-        "INSERT INTO calls (key, unit_id, stage, role, status, text, parsed, request)"
-        " VALUES (?, 'u', 's', 'r', 'answered', '{}', '{}', '{}')",
-        (key,),
-    )
+    for text in ('{"a": 1}', '{"a": 2}'):
+        old.execute(
+            "INSERT INTO calls (key, unit_id, stage, role, status, text, parsed, request)"
+            " VALUES (?, 'u', 's', 'r', 'answered', ?, ?, '{}')",
+            (key, text, text),
+        )
     old.commit()
     old.close()
     replaying = CallStore(tmp_path / "b.sqlite", replay_from=tmp_path / "old.sqlite")
-    plan = _plan(replaying._replay, _lookup_sql(replaying._replay))
-    assert "SEARCH calls USING INDEX calls_key" in plan
-    assert replaying.has(key) and replaying.lookup(key) is not None
+    assert replaying.has(key) and not replaying.has(twin)
+    assert replaying.lookup(key).parsed == {"a": 1}
     replaying.close()
     resumed = CallStore(tmp_path / "old.sqlite")
-    indexes = {row[1] for row in resumed._conn.execute("PRAGMA index_list(calls)")}
-    assert indexes == {"calls_key_prefix"}
-    assert resumed.lookup(key) is not None
+    assert resumed._conn.execute("PRAGMA index_list(calls)").fetchall() == []
+    assert resumed.lookup(key).parsed == {"a": 1}
+    # Rows resumed after the old ones take the ids after them.
+    resumed.record(*_record(twin))
     resumed.close()
+    again = CallStore(tmp_path / "old.sqlite")
+    assert again.lookup(twin).status == "answered"
+    ids = [row[0] for row in again._conn.execute("SELECT id FROM calls ORDER BY id")]
+    assert ids == [1, 2, 3]
+    again.close()
+
+
+def test_an_edited_first_answer_gives_way_to_the_keys_next_one(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "calls.sqlite")
+    store.record(*_record("k"))
+    store.record(*_record("k"))
+    store.close()
+    conn = sqlite3.connect(tmp_path / "calls.sqlite")
+    conn.execute("UPDATE calls SET text = 'edited' WHERE id = 1")
+    conn.commit()
+    conn.close()
+    store = CallStore(tmp_path / "calls.sqlite")
+    hit = store.lookup("k")
+    assert hit is not None and hit.text != "edited"
+    store.close()
