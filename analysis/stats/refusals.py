@@ -94,13 +94,12 @@ def unit_counts(
     per = data.groupby([*keys, "__unit__"], sort=True)["__event__"].agg(["size", "sum"])
     per = per.reset_index()
     groups = per[keys].drop_duplicates().reset_index(drop=True)
-    code = pd.MultiIndex.from_frame(per[keys]).map(
-        {tuple(r): i for i, r in enumerate(groups.itertuples(index=False))}.get
-    )
+    # `per` is sorted by the keys, so their sorted group numbers follow `groups`' order.
+    code = per.groupby(keys, sort=True).ngroup()
     return UnitCounts(
         n=per["size"].to_numpy(np.int64),
         k=per["sum"].to_numpy(np.int64),
-        group=np.asarray(code, dtype=np.int64),
+        group=code.to_numpy(np.int64),
         groups=groups,
         unit=unit_col or "answer",
     )
