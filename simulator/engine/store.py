@@ -55,7 +55,9 @@ DROP INDEX IF EXISTS calls_key_prefix;
 # random 64-digit keys made every insert dirty a random index page, and each commit wrote those
 # pages to the WAL (4 of a row's 12 us). A row is then read by its id; the scan goes past it
 # only when an answer's checksum fails (edited), to the key's later rows.
-_BY_KEY = "calls WHERE id >= ?2 AND key = ?1 AND status != 'error' ORDER BY id"
+# One row a query: a cursor steps one row ahead of the one it hands back, and without the limit
+# that step searched the rest of the table for a second row of the key (every hit a scan).
+_BY_KEY = "calls WHERE id >= ?2 AND key = ?1 AND status != 'error' ORDER BY id LIMIT 1"
 #: WAL pages before a checkpoint copies them into the database (SQLite's default is 1,000):
 #: each checkpoint syncs the file, a fifth of a stage's store time at the default. At
 #: :data:`_PAGE_BYTES` the WAL then grows to 160 MB at most.
@@ -74,10 +76,10 @@ _INSERT = (
     "truncated, server, from_store, cost_usd, probabilities, checksum) "
     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-# Every stored answer of the key, oldest first: the first whose checksum holds is replayed.
+# The key's first stored answer from a row id on: the first whose checksum holds is replayed.
 _LOOKUP = (
-    "SELECT status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, "
-    "{truncated}, {server}, {from_store}, {probabilities}, {checksum} FROM " + _BY_KEY
+    "SELECT id, status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, "
+    "attempts, {truncated}, {server}, {from_store}, {probabilities}, {checksum} FROM " + _BY_KEY
 )
 #: Rows buffered before a commit even if the event loop has not turned (a backend that never
 #: awaits, like the synthetic responder, would otherwise hold everything until the stage ends).
@@ -222,10 +224,12 @@ class CallStore:
             (self._conn, self._ids.get(key)),
             (self._replay, self._replay_ids.get(key)),
         ):
-            if conn is None or first is None:
-                continue
-            for row in conn.execute(self._lookups[conn], (key, first)):
+            while conn is not None and first is not None:
+                row = conn.execute(self._lookups[conn], (key, first)).fetchone()
+                if row is None:
+                    break
                 (
+                    rowid,
                     status,
                     text,
                     parsed,
@@ -241,6 +245,7 @@ class CallStore:
                     check,
                 ) = row
                 if check is not None and check != answer_checksum(key, status, text, parsed, error):
+                    first = rowid + 1  # edited: the key's next row, if it has one
                     continue
                 self.cache_hits += 1
                 return LLMResponse(

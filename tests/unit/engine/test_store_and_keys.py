@@ -215,3 +215,28 @@ def test_an_edited_first_answer_gives_way_to_the_keys_next_one(tmp_path: Path) -
     hit = store.lookup("k")
     assert hit is not None and hit.text != "edited"
     store.close()
+
+
+def test_a_hit_reads_its_row_not_the_rest_of_the_table(tmp_path: Path) -> None:
+    """Counted in SQLite's virtual-machine steps, not time: a lookup of the first of 3,000 keys
+    must not walk the rows after it (a cursor stepping ahead for a second row of the key did)."""
+    store = CallStore(tmp_path / "calls.sqlite")
+    for i in range(3_000):
+        store.record(*_record(f"key-{i:05d}"))
+    store.close()
+    store = CallStore(tmp_path / "calls.sqlite")
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    store._conn.set_progress_handler(count, 10)
+    assert store.lookup("key-00000") is not None
+    first = steps
+    steps = 0
+    assert store.lookup("key-02999") is not None
+    store.close()
+    # Every row scanned costs several steps: 3,000 rows are far above this bound.
+    assert first < 100 and steps < 100, (first, steps)
