@@ -22,8 +22,9 @@ REASK_OPTION = "--reask-lost"
 
 @dataclass(frozen=True)
 class StoreHealth:
-    """What a call store holds: its rows, its answers (rows that are not errors) and the
-    answers whose checksum no longer matches."""
+    """What a call store holds: its rows, its answers (rows that are not errors) and the keys
+    whose answers were all changed after they were stored (a key asked again with
+    ``--reask-lost`` has an intact later answer, which a resume replays)."""
 
     rows: int
     answers: int
@@ -36,26 +37,39 @@ def store_health(path: Path) -> StoreHealth:
     Raises:
         InputError: The file is not a readable call store.
     """
-    rows = answers = altered = 0
+    rows = answers = 0
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(calls)")}
             checksum = "checksum" if "checksum" in columns else "NULL"
             query = f"SELECT key, status, text, parsed, error, {checksum} FROM calls"
+            altered: set[str] = set()
             for key, status, text, parsed, error, check in conn.execute(query):
                 rows += 1
                 answers += status != "error"
-                bad = check is not None and check != answer_checksum(
-                    key, status, text, parsed, error
-                )
-                altered += bad
+                if _altered(key, status, text, parsed, error, check):
+                    altered.add(key)
+            if altered:
+                # Rare: a second pass for intact answers of those keys alone.
+                for key, status, text, parsed, error, check in conn.execute(query):
+                    intact = status != "error" and not _altered(
+                        key, status, text, parsed, error, check
+                    )
+                    if intact:
+                        altered.discard(key)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         problem = Problem(str(path), None, "", f"not a readable call store: {exc}")
         raise InputError([problem]) from None
-    return StoreHealth(rows, answers, altered)
+    return StoreHealth(rows, answers, len(altered))
+
+
+def _altered(
+    key: str, status: str, text: str | None, parsed: str | None, error: str | None, check: Any
+) -> bool:
+    return check is not None and check != answer_checksum(key, status, text, parsed, error)
 
 
 def check_before_resume(run_dir: Path, manifest: dict[str, Any], accept: bool) -> str | None:

@@ -147,6 +147,11 @@ def test_an_altered_answer_is_never_replayed_and_stops_the_resume(tmp_path, cli)
     assert "edited" not in set(again["rationale"].dropna())
     # The synthetic model answers the same request the same way: the re-asked answer is genuine.
     assert again["decision"].tolist() == genuine["decision"].tolist()
+    # The edited row stays in the store, but its key has an intact answer now: a later resume
+    # replays it, asks nothing and needs no --reask-lost.
+    later = cli.invoke(app, ["run", "--resume", str(run)])
+    assert later.exit_code == 0, later.output
+    assert _new_calls(later.stdout) == 0
 
 
 def test_an_invalid_answer_and_its_reask_are_one_unit_in_the_accounting(tmp_path) -> None:
