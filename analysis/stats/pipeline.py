@@ -30,6 +30,7 @@ Counterfactual name swaps (one document read under two names) are in ``analysis.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,6 +49,9 @@ _TOL = 1e-12
 # position in the largest pool); bigger blocks, such as all candidates judged alone, are drawn
 # whole from the multivariate hypergeometric distribution instead.
 _SMALL_BLOCK = 64
+# Blocks whose outcomes (the group counts among their picks) are at most this many are drawn
+# per kind of block (composition and picks) instead of one by one; see `_by_kind`.
+_MAX_OUTCOMES = 512
 # Elements of a (permutations x pools) working array handled at once: 4 Mi float32 = 16 MiB.
 _CHUNK_ELEMENTS = 1 << 22
 
@@ -165,8 +169,10 @@ def stage_table(
       together form one more block. Blocks whose outcome cannot change (nobody or everybody
       advances, or one group only) stay fixed. Permuting labels within a pool is the same as
       advancing a uniformly random subset of the observed size; that is how it is drawn,
-      vectorised over permutations (each large block's group counts straight from the
-      multivariate hypergeometric distribution);
+      vectorised over permutations: blocks of one kind (composition and picks) together, as
+      multinomial counts of the kind's few outcomes; blocks with too many outcomes one by one
+      (each large block's group counts straight from the multivariate hypergeometric
+      distribution);
     * ``permutation``: the same with the whole stage as one block (nobody judged in a pool);
     * ``concordant_pairs`` (the stages in ``pairs``): the unit is the pair. Each pair shows its
       two authors in both orders; both showings of an author share its document's quality, so
@@ -404,12 +410,70 @@ def _within_block_dpd(
     # A fixed block advances picks/size of each of its groups: all, none, or its only group.
     base = (composition[fixed] * picks[fixed, None] // np.maximum(size[fixed, None], 1)).sum(axis=0)
     counts = np.broadcast_to(base.astype(np.float64), (n_permutations, n_groups)).copy()
-    small = np.flatnonzero(~fixed & (size <= _SMALL_BLOCK))
+    drawn = ~fixed
+    # An upper bound on each block's number of outcomes: (picks of a group can be 0..min(c, k)).
+    bound = np.prod(np.minimum(composition, picks[:, None]) + 1.0, axis=1)
+    by_kind = np.flatnonzero(drawn & (bound <= _MAX_OUTCOMES))
+    if by_kind.size:
+        counts += _by_kind(composition[by_kind], picks[by_kind], n_permutations, rng)
+        drawn[by_kind] = False
+    small = np.flatnonzero(drawn & (size <= _SMALL_BLOCK))
     if small.size:
         counts += _sample_small_blocks(g, block, small, size, picks, n_groups, n_permutations, rng)
-    for b in np.flatnonzero(~fixed & (size > _SMALL_BLOCK)):
+    for b in np.flatnonzero(drawn & (size > _SMALL_BLOCK)):
         counts += rng.multivariate_hypergeometric(composition[b], picks[b], size=n_permutations)
     return dpd_from_counts(counts, entered)
+
+
+def _by_kind(
+    composition: np.ndarray, picks: np.ndarray, n_permutations: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Each group's count among the picks of all these blocks, per permutation, drawn per kind.
+
+    Blocks of one kind (the same group composition and number of picks) are independent draws
+    of one small distribution: a block advances group counts ``x`` with the multivariate
+    hypergeometric probability ``prod C(c_i, x_i) / C(size, picks)``. So how many blocks of a
+    kind land on each outcome is multinomial, and the kind's total is that many times each
+    outcome: one multinomial draw per kind and permutation, however many blocks share it.
+    """
+    kinds, members = np.unique(np.column_stack([composition, picks]), axis=0, return_counts=True)
+    outcomes = [_outcomes(kind[:-1], int(kind[-1])) for kind in kinds]
+    width = max(len(probability) for _, probability in outcomes)
+    n_groups = composition.shape[1]
+    pvals = np.zeros((len(kinds), width))
+    vectors = np.zeros((len(kinds), width, n_groups))
+    for i, (vector, probability) in enumerate(outcomes):
+        pvals[i, : len(probability)] = probability
+        vectors[i, : len(vector)] = vector
+    counts = np.zeros((n_permutations, n_groups))
+    chunk = max(1, _CHUNK_ELEMENTS // (len(kinds) * width))
+    for done in range(0, n_permutations, chunk):
+        n_rows = min(chunk, n_permutations - done)
+        landed = rng.multinomial(members, pvals, size=(n_rows, len(kinds)))
+        counts[done : done + n_rows] = np.einsum("pkw,kwg->pg", landed, vectors)
+    return counts
+
+
+def _outcomes(composition: np.ndarray, picks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every vector of group counts a block of ``composition`` can advance with ``picks``
+    picks, and its multivariate hypergeometric probability (summing to 1)."""
+    vectors: list[tuple[int, ...]] = [()]
+    left = int(composition.sum())
+    for c in composition.tolist():
+        left -= c
+        vectors = [
+            (*v, x)
+            for v in vectors
+            for x in range(min(c, picks - sum(v)) + 1)
+            if picks - sum(v) - x <= left  # the groups after this one can still take the rest
+        ]
+    total = math.comb(int(composition.sum()), picks)
+    weights = [
+        math.prod(math.comb(c, x) for c, x in zip(composition.tolist(), v, strict=True))
+        for v in vectors
+    ]
+    probability = np.array([w / total for w in weights])
+    return np.array(vectors, dtype=np.float64), probability / probability.sum()
 
 
 def _sample_small_blocks(

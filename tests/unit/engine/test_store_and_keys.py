@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
@@ -240,3 +241,55 @@ def test_a_hit_reads_its_row_not_the_rest_of_the_table(tmp_path: Path) -> None:
     store.close()
     # Every row scanned costs several steps: 3,000 rows are far above this bound.
     assert first < 100 and steps < 100, (first, steps)
+
+
+def test_totals_match_the_window_definition_on_repeated_units(tmp_path: Path) -> None:
+    # Units asked once, re-asked after an invalid answer, and redone after an error (several
+    # rows of one unit and reask) over two roles: the totals equal the definition's query,
+    # windows over every row, which the store skips for units asked once.
+    rng = random.Random(7)
+    store = CallStore(tmp_path / "calls.sqlite")
+    for unit in range(300):
+        role = rng.choice(["writer", "reader"])
+        for reask in range(rng.choice([1, 1, 2, 3])):
+            for _ in range(rng.choice([1, 1, 2])):
+                status = rng.choice(["answered", "invalid", "error"])
+                call = CallRecord(
+                    f"k{unit}-{reask}-{rng.random()}",
+                    f"u{unit}",
+                    "s",
+                    role,
+                    "b",
+                    "m",
+                    "{}",
+                    reask=reask,
+                    cost_usd=rng.choice([0.5, None, 1.0]),
+                )
+                store.record(
+                    call,
+                    LLMResponse(
+                        text="x",
+                        parsed={"a": 1} if status == "answered" else None,
+                        status=status,
+                        prompt_tokens=rng.randrange(9),
+                        attempts=rng.randrange(1, 4),
+                        truncated=rng.random() < 0.3,
+                    ),
+                )
+    totals = store.totals()["by_role"]
+    store.close()
+    conn = sqlite3.connect(tmp_path / "calls.sqlite")
+    expected = conn.execute(
+        "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT unit_id), "
+        "SUM(last AND status='answered'), SUM(last AND status='invalid'), "
+        "SUM(last AND status='error'), SUM(NOT final), "
+        "SUM(final AND reask = 0 AND status='invalid'), SUM(prompt_tokens), "
+        "SUM(completion_tokens), SUM(latency_s), SUM(attempts), SUM(final AND reask > 0), "
+        "SUM(last AND truncated), SUM(cost_usd) FROM (SELECT *, "
+        "id = MAX(id) OVER (PARTITION BY unit_id, reask) AS final, "
+        "id = MAX(id) OVER (PARTITION BY unit_id) AS last FROM calls) "
+        "GROUP BY role, backend, model ORDER BY role"
+    ).fetchall()
+    conn.close()
+    assert [tuple(row.values())[:16] for row in totals] == [row[:16] for row in expected]
+    assert sum(row["redone"] for row in totals) > 0 and sum(row["reasks"] for row in totals) > 0
