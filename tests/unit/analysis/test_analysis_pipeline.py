@@ -267,6 +267,13 @@ def test_stage_table_seeded_and_validates_input():
         stage_table(frame, ["interview"], "race")
     with pytest.raises(ValueError, match="several rows"):
         stage_table(pd.concat([frame, frame.head(1)]), ["screen"], "race")
+    # The same candidate at two stages is fine; under another group at the second, refused.
+    second = frame.assign(stage="offer")
+    fine = stage_table(pd.concat([frame, second]), ["screen", "offer"], "race")
+    assert fine["entered"].sum() == 2 * len(frame)
+    moved = second.assign(race=np.where(second.index == 7, "Z", second["race"]))
+    with pytest.raises(ValueError, match="changes `race` between stages"):
+        stage_table(pd.concat([frame, moved]), ["screen", "offer"], "race")
     with pytest.raises(ValueError, match="missing values"):
         stage_table(
             frame.assign(advanced=np.where(frame.index == 0, None, True)), ["screen"], "race"
