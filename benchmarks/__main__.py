@@ -155,6 +155,14 @@ def _pipeline_rows(table: Table, p: dict) -> None:
         "yes" if p["run_actions_per_s"] >= p["target_actions_per_s"] else "NO",
     )
     table.add_row("", "actions/s in the stages", f"{p['stage_actions_per_s']:,.0f}", "", "")
+    stages_s = sum(p["stages_s"].values())
+    table.add_row(
+        "",
+        "seconds: stages / building agents / after the stages",
+        f"{stages_s:.1f} / {p['agents_s']:.1f} / {p['after_stages_s']:.1f}",
+        "",
+        "",
+    )
     table.add_row(
         "",
         "peak RSS MB (its own process)",

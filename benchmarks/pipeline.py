@@ -65,9 +65,11 @@ with tempfile.TemporaryDirectory() as tmp:
     outcome = execute(prepare(RunOptions(study=str(study), out=Path(tmp) / "run")))
     total = time.perf_counter() - start
     stages = outcome.summary["timings"]["stages_s"]
+    agents = outcome.summary["timings"]["waves_s"]
     counts = outcome.results["stage"].value_counts().to_dict()
 print(json.dumps({
-    "total_s": total, "stages_s": stages, "units": {k: int(v) for k, v in counts.items()},
+    "total_s": total, "stages_s": stages, "agents_s": agents,
+    "units": {k: int(v) for k, v in counts.items()},
     "status": outcome.status,
     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
 }))
@@ -91,6 +93,9 @@ def run(agents_per_value: int = 16_667) -> dict[str, Any]:
         "applicants": measured["units"].get("apply", 0),
         "actions": units,
         "stage_actions_per_s": units / stage_s,
+        # Where the rest of the run goes: building the agents, then everything after the
+        # stages (the store's totals, the analysis, tables, figures and the report).
+        "after_stages_s": measured["total_s"] - stage_s - measured["agents_s"],
         "run_actions_per_s": units / measured["total_s"],
         "documents_read": measured["units"].get("screen", 0) * 8
         + measured["units"].get("offer", 0) * 3,
