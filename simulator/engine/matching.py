@@ -69,7 +69,11 @@ class Evaluation:
     def shared(self, part: str) -> dict[str, str]:
         """What every shown document's author shares: their design ``levels`` (factor ->
         level) or ``variables`` (the template variables those levels give), e.g. the job."""
-        common = dict(getattr(self.shown[0].document.author, part))
+        first = getattr(self.shown[0].document.author, part)
+        # Usually every author has the same levels (or none): one tuple comparison each.
+        if all(getattr(s.document.author, part) == first for s in self.shown[1:]):
+            return dict(first)
+        common = dict(first)
         for other in self.shown[1:]:
             theirs = dict(getattr(other.document.author, part))
             common = {k: v for k, v in common.items() if theirs.get(k) == v}

@@ -209,7 +209,10 @@ class CallStore:
         self._replay_ids: dict[str, int] = {}
         self._lookups = {self._conn: _lookup_sql(self._conn)}
         if replay_from is not None:
-            self._replay = sqlite3.connect(f"file:{replay_from}?mode=ro", uri=True)
+            # Closed by the thread that reads the totals (see runner), one thread at a time.
+            self._replay = sqlite3.connect(
+                f"file:{replay_from}?mode=ro", uri=True, check_same_thread=False
+            )
             self._lookups[self._replay] = _lookup_sql(self._replay)
             self._replay_ids = _first_ids(self._replay)
         self._pending: list[tuple[Any, ...]] = []
