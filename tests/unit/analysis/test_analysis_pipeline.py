@@ -24,6 +24,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
 from biasim.analysis.figures import plot_funnel, save_figure
+from biasim.analysis.stats import pipeline as pipeline_stats
 from biasim.analysis.stats.counterfactual import counterfactual_table, counterfactual_test
 from biasim.analysis.stats.pipeline import (
     choice_rates,
@@ -183,30 +184,65 @@ def test_permutation_without_pools_agrees_with_fisher_and_exact_enumeration():
     assert abs(p_perm - exact) < 4 * np.sqrt(exact * (1 - exact) / n_perm) + 1 / n_perm
 
 
+def _pools(labels: list[str], picks: list[list[int]]) -> list[tuple[str, list[str], list[bool]]]:
+    """Pools of ``labels``, the i-th advancing the positions ``picks[i]``."""
+    return [
+        (f"k{len(labels)}-{i}", labels, [j in chosen for j in range(len(labels))])
+        for i, chosen in enumerate(picks)
+    ]
+
+
 _FEW_GROUPS = [
-    # Three groups; a small pool (4, 2 advance), a pool of 5 (3 advance), a pool larger than
-    # the sampler's size limit (70, 1 advances) and three candidates judged alone (1 advances):
-    # every block has few outcomes, so each is drawn with the blocks of its kind.
-    ("p1", ["A", "A", "B", "C"], [True, True, False, False]),
-    ("p2", ["A", "B", "B", "C", "C"], [False, True, False, True, True]),
+    # Three groups. 50 pools of A, B, C with 1 advancing and 50 of A, A, B, C with 2: two kinds
+    # of 50 pools, each drawn whole (a multinomial over its outcomes). A pool larger than the
+    # sampler's size limit (70, 1 advances: the multivariate hypergeometric) and four
+    # candidates judged alone (1 advances: the selection sampler).
+    *_pools(["A", "B", "C"], [[0]] * 19 + [[1]] * 17 + [[2]] * 14),
+    *_pools(["A", "A", "B", "C"], [[0, 1]] * 12 + [[0, 2]] * 20 + [[2, 3]] * 18),
     ("p3", ["A"] * 30 + ["B"] * 25 + ["C"] * 15, [False] * 60 + [True] + [False] * 9),
-    (None, ["B", "C", "A"], [False, True, False]),
+    (None, ["B", "C", "A", "A"], [False, True, False, False]),
 ]
 _TWELVE = [chr(ord("A") + i) for i in range(12)]
 _MANY_GROUPS = [
     # Twelve groups: a pool of one of each with 6 advancing has 2**12 > 512 bounded outcomes
     # (drawn by the selection sampler); so has a pool of 70 with 1 advancing, larger than the
-    # sampler's limit (drawn from the multivariate hypergeometric); a pool of 2 of A and 2 of
-    # B with 1 advancing is drawn with its kind.
+    # sampler's limit (drawn from the multivariate hypergeometric); a lone pool of 2 of A and
+    # 2 of B with 1 advancing is cheaper drawn by the sampler than by kind.
     ("q1", _TWELVE, [True, False] * 6),
     ("q2", (_TWELVE * 6)[:70], [True] + [False] * 69),
     ("q3", ["A", "A", "B", "B"], [False, False, False, True]),
 ]
 
 
-@pytest.mark.parametrize("blocks", [_FEW_GROUPS, _MANY_GROUPS], ids=["by-kind", "one-by-one"])
-def test_within_pool_permutation_matches_enumerated_distribution(blocks):
-    # Every within-block relabelling is equally likely: enumerate them all.
+def _exact_within_block_p(blocks: list, entered: dict[str, int], observed: float) -> float:
+    """P(DPD >= observed) when every block advances a uniformly random subset of its observed
+    size: each block's group counts enumerated, then convolved over the blocks."""
+    groups = sorted(entered)
+    dist = {(0,) * len(groups): 1}
+    for _, labels, advanced in blocks:
+        block = Counter()
+        for subset in itertools.combinations(range(len(labels)), sum(advanced)):
+            picked = Counter(labels[j] for j in subset)
+            block[tuple(picked[g] for g in groups)] += 1
+        combined = Counter()
+        for counts, ways in dist.items():
+            for more, n in block.items():
+                combined[tuple(a + b for a, b in zip(counts, more, strict=True))] += ways * n
+        dist = combined
+    hits = sum(
+        ways
+        for counts, ways in dist.items()
+        if _dpd(dict(zip(groups, counts, strict=True)), entered) >= observed - 1e-12
+    )
+    return hits / sum(dist.values())
+
+
+@pytest.mark.parametrize(
+    ("blocks", "by_kind"),
+    [(_FEW_GROUPS, True), (_MANY_GROUPS, False)],
+    ids=["by-kind", "one-by-one"],
+)
+def test_within_pool_permutation_matches_enumerated_distribution(blocks, by_kind, monkeypatch):
     rows, i = [], 0
     for cluster, labels, advanced in blocks:
         for label, adv in zip(labels, advanced, strict=True):
@@ -216,28 +252,30 @@ def test_within_pool_permutation_matches_enumerated_distribution(blocks):
     entered = frame["race"].value_counts().to_dict()
     advanced = frame.loc[frame["advanced"], "race"].value_counts().to_dict()
     observed = _dpd(dict.fromkeys(entered, 0) | advanced, entered)
-    # Each block independently advances any subset of its observed size; tally the group
-    # counts per block first, so the product runs over distinct outcomes only.
-    options = []
-    for _, labels, advanced in blocks:
-        subsets = itertools.combinations(range(len(labels)), sum(advanced))
-        options.append(Counter(tuple(sorted(labels[j] for j in s)) for s in subsets))
-    hits = total = 0
-    for choice in itertools.product(*(o.items() for o in options)):
-        counts = dict.fromkeys(entered, 0)
-        weight = 1
-        for picked, n_ways in choice:
-            weight *= n_ways
-            for label in picked:
-                counts[label] += 1
-        hits += weight * (_dpd(counts, entered) >= observed - 1e-12)
-        total += weight
-    exact = hits / total
+    exact = _exact_within_block_p(blocks, entered, observed)
+    # Which routes drew the pools: the design must exercise the ones it claims.
+    kinds: list[np.ndarray] = []
+    walked: list[int] = []
+    by_kind_route, walk_route = pipeline_stats._by_kind, pipeline_stats._sample_small_blocks
+
+    def spy_kind(composition, *args):
+        kinds.append(np.unique(composition, axis=0, return_counts=True)[1])
+        return by_kind_route(composition, *args)
+
+    def spy_walk(g, block, chosen, *args):
+        walked.append(len(chosen))
+        return walk_route(g, block, chosen, *args)
+
+    monkeypatch.setattr(pipeline_stats, "_by_kind", spy_kind)
+    monkeypatch.setattr(pipeline_stats, "_sample_small_blocks", spy_walk)
     n_perm = 20_000
     table = stage_table(frame, ["screen"], "race", n_permutations=n_perm, seed=3)
     p = float(table["p_value"].iloc[0])
-    # The first design: exact p = 0.104 (to 0.009 at 4 sd); permuting over the whole stage
-    # gives about 0.074.
+    assert walked
+    if by_kind:
+        assert sorted(kinds[0].tolist()) == [50, 50]
+    else:
+        assert not kinds
     assert 0.05 < exact < 0.95
     assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / n_perm)
 
