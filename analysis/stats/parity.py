@@ -197,7 +197,8 @@ def status_rates(df: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame:
     earlier stage of the same agent gave no valid answer.
     """
     keys = [by] if isinstance(by, str) else list(by)
-    data = df.dropna(subset=keys)
+    # Only the columns counted: dropping rows from every column copied the whole results.
+    data = df[[*dict.fromkeys(keys), "status"]].dropna(subset=keys)
     counts = pd.crosstab([data[k] for k in keys], data["status"])
     for status in STATUSES:
         if status not in counts.columns:

@@ -590,7 +590,8 @@ def stage_picks(stage: Any) -> int:
 
 def authors_table(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
     """One row per writer: its document's unit id, group values and whether it wrote."""
-    rows = results[results["stage"] == writing]
+    columns = list(dict.fromkeys(["agent_id", "unit_id", "valid", *groups]))
+    rows = results.loc[results["stage"] == writing, columns]
     return pd.DataFrame(
         {
             "candidate": rows["agent_id"].astype(str).to_numpy(),

@@ -118,7 +118,10 @@ def sample_answers(df: pd.DataFrame, study: StudyConfig, order: list[str]) -> li
     if not len(df) or "raw_text" not in df:
         return []
     rng = np.random.default_rng(study.seed or 0)
-    answered = df[df["status"] == "answered"]
+    # Only the columns a sample shows: filtering every column of 100,000 rows took 0.2 s.
+    shown = ["stage", "model_label", "unit_id", "raw_text"]
+    shown += [a for a in study.personas.axes if a in df.columns and a not in shown]
+    answered = df.loc[df["status"] == "answered", shown]
     samples = []
     present = answered["stage"].unique().tolist()
     declared = [s.name for s in study.stages if s.name in present]
@@ -130,8 +133,9 @@ def sample_answers(df: pd.DataFrame, study: StudyConfig, order: list[str]) -> li
         for model in [m for m in order if m in set(rows["model_label"].unique())]:
             mine = rows[rows["model_label"] == model]
             groups = study.personas.axes[axis] if axis else [None]
+            labels = mine[axis].astype(str) if axis else None
             for group in groups:
-                pool = mine if group is None else mine[mine[axis].astype(str) == str(group)]
+                pool = mine if group is None else mine[labels == str(group)]
                 picked = rng.permutation(len(pool))[:SAMPLES_PER_GROUP]
                 for i in sorted(picked):
                     row = pool.iloc[int(i)]
