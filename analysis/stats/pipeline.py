@@ -35,7 +35,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from biasim.analysis.stats import multiple
 from biasim.analysis.stats.parity import dpd_from_counts
@@ -324,6 +323,8 @@ def _stage_test(
         return p, "concordant_pairs", n_permutations
     pooled = _pooled(pipe.cluster[rows])
     if method == "auto" and present.size == 2 and not pooled.any():
+        from scipy import stats  # here: most pipelines pool, and it takes most of a second
+
         a, b = pipe.passed[s, present], pipe.entered[s, present]
         return stats.fisher_exact(np.column_stack([a, b - a])).pvalue, "fisher_exact", 0
     block = np.zeros(pooled.size, dtype=np.int64)
@@ -718,7 +719,7 @@ def first_position_test(readings: pd.DataFrame, *, adjust: str = "holm") -> pd.D
 
     Returns:
         One row per (``size``, ``k``), sorted: ``n_evaluations``, ``first_chosen``, ``share``,
-        ``chance``, ``p_value`` (two-sided, ``scipy.stats.binomtest``), ``p_adjusted`` and
+        ``chance``, ``p_value`` (two-sided, :func:`binomial_p`), ``p_adjusted`` and
         ``n_excluded`` (evaluations without a row for position 1, left out of the test).
     """
     data = _readings(readings)
@@ -730,7 +731,7 @@ def first_position_test(readings: pd.DataFrame, *, adjust: str = "holm") -> pd.D
         tested = part["first"].dropna().astype(bool)
         n, hits = len(tested), int(tested.sum())
         chance = k / size
-        p = stats.binomtest(hits, n, chance).pvalue if n else np.nan
+        p = binomial_p(hits, n, chance) if n else np.nan
         rows.append(
             {
                 "size": size,
@@ -748,6 +749,30 @@ def first_position_test(readings: pd.DataFrame, *, adjust: str = "holm") -> pd.D
         len(out.columns) - 1, "p_adjusted", _adjust_finite(out["p_value"].to_numpy(), adjust)
     )
     return out
+
+
+def binomial_p(hits: int, n: int, chance: float) -> float:
+    """The exact two-sided binomial p-value of ``hits`` in ``n`` trials at ``chance``: the
+    probability of every count no likelier than ``hits``, with ``scipy.stats.binomtest``'s
+    relative tolerance of 1e-7 (its definition; a test checks the values). Computed here since
+    importing scipy.stats takes most of a second of a pipeline run that needs nothing else of it.
+    """
+    if hits == chance * n:
+        return 1.0
+    if chance <= 0.0 or chance >= 1.0:
+        # Every trial has the one outcome, and ``hits`` is not its count.
+        return 0.0
+    counts = np.arange(n + 1)
+    log_factorial = np.array([math.lgamma(i + 1) for i in range(n + 1)])
+    log_pmf = (
+        log_factorial[n]
+        - log_factorial
+        - log_factorial[::-1]
+        + counts * math.log(chance)
+        + (n - counts) * math.log1p(-chance)
+    )
+    pmf = np.exp(log_pmf)
+    return min(1.0, math.fsum(pmf[pmf <= pmf[hits] * (1 + 1e-7)]))
 
 
 def choice_rates(readings: pd.DataFrame, group: str) -> pd.DataFrame:

@@ -538,6 +538,19 @@ def test_first_position_test_matches_scipy_binomtest():
     assert out.loc[(8, 3), "p_value"] < 0.01  # the biased reader is caught
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 37, 1000, 12_500])
+@pytest.mark.parametrize("chance", [1 / 8, 1 / 3, 3 / 8, 0.5, 2 / 3, 0.9, 1.0, 1e-3])
+def test_binomial_p_is_scipys_binomtest(n: int, chance: float):
+    """The first-position test's p-value without importing scipy.stats: counts in both tails,
+    at the mode and at the ends, against scipy's two-sided exact test."""
+    hits = sorted({0, 1, n // 3, int(n * chance), int(n * chance) + 1, n // 2, n - 1, n})
+    for k in (h for h in hits if 0 <= h <= n):
+        expected = stats.binomtest(k, n, chance).pvalue
+        assert pipeline_stats.binomial_p(k, n, chance) == pytest.approx(
+            expected, rel=1e-9, abs=1e-300
+        ), (k, n, chance)
+
+
 # --------------------------------------------------------------------------- counterfactual
 
 
