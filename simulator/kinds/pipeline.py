@@ -601,13 +601,14 @@ def stage_picks(stage: Any) -> int:
 def authors_table(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.DataFrame:
     """One row per writer: its document's unit id, group values and whether it wrote."""
     columns = list(dict.fromkeys(["agent_id", "unit_id", "valid", *groups]))
-    rows = results.loc[results["stage"] == writing, columns]
+    rows = results.loc[results["stage"] == writing, columns].reset_index(drop=True)
+    # Strings stay in Arrow: through numpy, 100,000 ids became Python objects and back.
     return pd.DataFrame(
         {
-            "candidate": rows["agent_id"].astype(str).to_numpy(),
-            "unit_id": rows["unit_id"].astype(str).to_numpy(),
-            "valid": rows["valid"].fillna(False).astype(bool).to_numpy(),
-            **{g: rows[g].astype(str).to_numpy() for g in groups},
+            "candidate": rows["agent_id"].astype(str),
+            "unit_id": rows["unit_id"].astype(str),
+            "valid": rows["valid"].fillna(False).astype(bool),
+            **{g: rows[g].astype(str) for g in groups},
         }
     )
 
