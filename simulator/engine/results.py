@@ -1,16 +1,13 @@
 """The results table, streamed to disk as agents act, so a design need not fit in memory.
 
 Rows go to ``results.parquet`` (one row group per batch) and ``results.csv`` under temporary
-names; ``close`` renames both into place, so a reader never sees a half-written table. A batch
-is encoded and written in a thread while the next stage runs (Arrow lets go of the GIL); at most
-one batch is in flight.
+names; ``close`` renames both into place, so a reader never sees a half-written table.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,16 +100,10 @@ class ResultsWriter:
         self._tmp = (parquet.with_name(f".{parquet.name}.tmp"), csv.with_name(f".{csv.name}.tmp"))
         self._parquet = pq.ParquetWriter(self._tmp[0], schema)
         self._csv = pacsv.CSVWriter(self._tmp[1], schema)
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="biasim-results")
-        self._in_flight: Future[None] | None = None
         self.rows = 0
 
     def write(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Append ``rows`` (missing keys become nulls).
-
-        Raises:
-            OSError: Writing the previous batch failed (or any error it raised).
-        """
+        """Append ``rows`` (missing keys become nulls)."""
         if not rows:
             return
         # Column by column: half the time of `Table.from_pylist` on a stage's rows.
@@ -123,28 +114,14 @@ class ResultsWriter:
             ],
             schema=self.schema,
         )
-        self.wait()
-        self._in_flight = self._thread.submit(self._append, table)
-        self.rows += len(rows)
-
-    def _append(self, table: pa.Table) -> None:
         self._parquet.write_table(table)
         self._csv.write_table(csv_safe_table(table))
-
-    def wait(self) -> None:
-        """Return once every batch is written; raise what writing one raised."""
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is not None:
-            in_flight.result()
+        self.rows += len(rows)
 
     def close(self) -> None:
         """Finish both files and move them into place."""
-        try:
-            self.wait()
-        finally:
-            self._thread.shutdown()
-            self._parquet.close()
-            self._csv.close()
+        self._parquet.close()
+        self._csv.close()
         for tmp, final in zip(self._tmp, self._final, strict=True):
             os.replace(tmp, final)
 

@@ -516,8 +516,6 @@ def _run_study(
     t0 = time.perf_counter()
     try:
         _step_until_done(model, dispatcher, tick, stop, stage_seconds)
-        # The last stage's rows are written in a thread: a failure there fails the run here.
-        writer.wait()
         if stop.stopping:
             raise RunInterrupted([], [])
     except RunAborted as exc:
