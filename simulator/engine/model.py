@@ -211,7 +211,8 @@ class StudyModel(mesa.Model):
         held = gc.get_freeze_count()
         gc.unfreeze()
         size = None if self.pipeline else self.study.design.batch_size
-        batch = list(itertools.islice(self._design, size))
+        with collector_paused():
+            batch = list(itertools.islice(self._design, size))
         if not batch:
             # The last wave's agents stay: removing them one by one costs time and frees
             # nothing that the end of the run does not free anyway.
@@ -224,8 +225,8 @@ class StudyModel(mesa.Model):
             # What the previous wave (or run) left may hold cycles: collected once here, since
             # the building below pauses the collector and the freeze after it would keep them.
             gc.collect()
-        # Building adds objects the collector would rescan in full collections that find
-        # nothing (half the time of building 100,000 agents).
+        # Listing the specs and building the agents add objects the collector would rescan in
+        # full collections that find nothing (half the time of building 100,000 agents).
         with collector_paused():
             self._build_agents(batch)
         gc.freeze()
