@@ -76,20 +76,20 @@ print(json.dumps({
 """
 
 
-def run(agents_per_value: int = 16_667) -> dict[str, Any]:
-    """One run of ``6 x agents_per_value`` applicants (100,002 by default)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD],
-        input=STUDY.replace("AGENTS", str(agents_per_value)),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+def run(agents_per_value: int = 16_667, repeats: int = 3) -> dict[str, Any]:
+    """The fastest of ``repeats`` runs of ``6 x agents_per_value`` applicants (100,002 by
+    default), each in a fresh process, as the engine benchmark takes its best: on a shared
+    machine one run took 8.5 to 11.7 s in the same hour. Every run's time and the largest peak
+    memory are kept."""
+    runs = [_one_run(agents_per_value) for _ in range(repeats)]
+    measured = min(runs, key=lambda r: r["total_s"])
     units = sum(measured["units"].values())
     stage_s = sum(measured["stages_s"].values())
+    peak = max(r["peak_rss_mb"] for r in runs)
     return {
         **measured,
+        "runs_total_s": [r["total_s"] for r in runs],
+        "peak_rss_mb": peak,
         "applicants": measured["units"].get("apply", 0),
         "actions": units,
         "stage_actions_per_s": units / stage_s,
@@ -101,6 +101,16 @@ def run(agents_per_value: int = 16_667) -> dict[str, Any]:
         + measured["units"].get("offer", 0) * 3,
         "target_actions_per_s": TARGET_ACTIONS,
         "target_peak_mb": TARGET_PEAK_MB,
-        "meets_target": units / measured["total_s"] >= TARGET_ACTIONS
-        and measured["peak_rss_mb"] <= TARGET_PEAK_MB,
+        "meets_target": units / measured["total_s"] >= TARGET_ACTIONS and peak <= TARGET_PEAK_MB,
     }
+
+
+def _one_run(agents_per_value: int) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        input=STUDY.replace("AGENTS", str(agents_per_value)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
