@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from jinja2 import UndefinedError
 from jinja2.sandbox import SecurityError
 
 from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE, MAX_TEMPLATE_STEPS
@@ -69,3 +70,30 @@ def test_ordinary_prompts_render_as_before() -> None:
     )
     out = render(source, {"traits": ["kind", "smart"], "text": "a line\nanother a"})
     assert out == ("1. KIND\n2. SMART\na-b x is 3 a b b line\n  bnother b 199 Kind, Smart")
+
+
+def test_a_dict_reads_as_the_sandbox_reads_it() -> None:
+    # The item is read first only where the sandbox would fall back to it: a dict's own
+    # methods still win over a key of the same name, and a missing key is undefined.
+    document = {"label": 1, "text": "t", "keys": "a key"}
+    assert render("{{ d.label }}: {{ d.text }}", {"d": document}) == "1: t"
+    assert render("{{ d.keys() | list | length }}", {"d": document}) == "3"
+    assert render("{{ d['keys'] }}", {"d": document}) == "a key"
+    with pytest.raises(UndefinedError):
+        render("{{ d.missing }}", {"d": document})
+    with pytest.raises(SecurityError):
+        render("{{ d.__class__.__subclasses__() }}", {"d": document})
+
+
+def test_the_environment_globals_reach_every_template() -> None:
+    # A template's globals are one dict of the environment's: present, and a context variable
+    # of the same name wins, as with Jinja's own chain of globals.
+    assert render("{{ range(3) | list }}", {}) == "[0, 1, 2]"
+    assert "Ann" not in render("{{ redact_name('Ann wrote', 'Ann') }}", {})
+    assert render("{{ range }}", {"range": "a variable"}) == "a variable"
+
+
+def test_a_long_text_part_is_refused_by_size() -> None:
+    # One part longer than the limit, handed in by the context: refused at the join.
+    with pytest.raises(SecurityError, match="a str of 1,000,001 items"):
+        render("{{ text }}", {"text": "x" * (MAX_TEMPLATE_SIZE + 1)})
