@@ -65,10 +65,22 @@ class Evaluation:
     shown: tuple[Shown, ...]
     cluster: str
     k: int
+    # What `shared` found, per part: the prompt and the results row of a reading both ask.
+    _shared: dict[str, dict[str, str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def shared(self, part: str) -> dict[str, str]:
         """What every shown document's author shares: their design ``levels`` (factor ->
-        level) or ``variables`` (the template variables those levels give), e.g. the job."""
+        level) or ``variables`` (the template variables those levels give), e.g. the job.
+        Worked out once per part; a fresh dict each time, so a template context built from
+        it cannot change the evaluation's."""
+        found = self._shared.get(part)
+        if found is None:
+            found = self._shared[part] = self._common(part)
+        return dict(found)
+
+    def _common(self, part: str) -> dict[str, str]:
         first = getattr(self.shown[0].document.author, part)
         # Usually every author has the same levels (or none): one tuple comparison each.
         if all(getattr(s.document.author, part) == first for s in self.shown[1:]):

@@ -262,14 +262,16 @@ class SyntheticBackend:
         spec = self._fields.get(name)
         count = int(prop.get("minItems", 1))
         size = int(prop["items"]["maximum"])
+        by = spec.by if spec is not None else None
+        positions = spec.positions if spec is not None else None
         keys = []
         for i in range(size):
             weight = 1.0
-            if spec is not None:
-                if spec.by and i < len(shown):
-                    weight *= spec.weights.get(dict(shown[i]).get(spec.by, ""), 1.0)
-                if spec.positions and i < len(spec.positions):
-                    weight *= spec.positions[i]
+            if by and i < len(shown):
+                shown_value = next((v for a, v in shown[i] if a == by), "")
+                weight *= spec.weights.get(shown_value, 1.0)
+            if positions and i < len(positions):
+                weight *= positions[i]
             # 1 - u lies in (0, 1]: the logarithms are finite.
             keys.append(
                 math.log(weight) - math.log(-math.log(1.0 - uniform(seed, 1000 + i)) or 1e-300)
