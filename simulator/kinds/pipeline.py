@@ -643,7 +643,7 @@ def readings_table(
     frame = per_reading.take(np.repeat(np.arange(len(sizes)), sizes)).reset_index(drop=True)
     starts = np.cumsum(sizes) - sizes
     frame.insert(3, "position", np.arange(len(frame)) - np.repeat(starts, sizes) + 1)
-    frame.insert(6, "chosen", _chosen(rows["advanced"].tolist(), starts, sizes))
+    frame.insert(6, "chosen", _chosen(rows["advanced"], starts, sizes))
     author = pc.index_in(units, value_set=pa.array(authors["unit_id"]))
     candidate = pc.if_else(
         pc.is_valid(author), pc.take(pa.array(authors["candidate"]), author), units
@@ -656,8 +656,26 @@ def readings_table(
     return frame
 
 
-def _chosen(advanced: list[Any], starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def _chosen(advanced: pd.Series, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Per shown document (readings flattened), whether its reading advanced its label."""
+    try:
+        # Split and read in Arrow (a tenth of a second in Python at 25,000 readings); labels
+        # Arrow cannot read as integers (`" 2"`, hand-edited tables) are read one by one.
+        labels = pc.split_pattern(pa.array(advanced, type=pa.string()), "|")
+        parts = pc.list_flatten(labels)
+        owner = np.repeat(np.arange(len(labels)), pc.list_value_length(labels).fill_null(0))
+        given = pc.not_equal(parts, "").to_numpy(zero_copy_only=False)
+        label = pc.cast(pc.filter(parts, given), pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return _chosen_one_by_one(advanced.tolist(), starts, sizes)
+    owner = owner[given]
+    inside = (label >= 1) & (label <= sizes[owner])
+    chosen = np.zeros(int(sizes.sum()), dtype=bool)
+    chosen[starts[owner[inside]] + label[inside] - 1] = True
+    return chosen
+
+
+def _chosen_one_by_one(advanced: list[Any], starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     chosen = np.zeros(int(sizes.sum()), dtype=bool)
     for i, labels in enumerate(advanced):
         text = "" if pd.isna(labels) else str(labels)
