@@ -50,7 +50,9 @@ def validity_records(
         unit: What the unit is, as printed (``applicant``, ``call``, ...).
     """
     data = rows[[*strata, group, *([unit_col] if unit_col else [])]].copy()
-    data[_OUTCOME] = np.where(ok, "valid", None)
+    # Only missing or not is read (an answer is excluded when missing): a number, not 200,000
+    # Python strings.
+    data[_OUTCOME] = np.where(ok, 1.0, np.nan)
     data[group] = data[group].astype(str)
     frames = []
     for key, part in data.groupby(strata, sort=False) if strata else [((), data)]:
