@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "permutation_vs_population": "biasim.analysis.stats.disparity",
     "position_table": "biasim.analysis.stats.pipeline",
     "rate_breakdown": "biasim.analysis.stats.disparity",
+    "stage_and_compounding_tables": "biasim.analysis.stats.pipeline",
     "stage_table": "biasim.analysis.stats.pipeline",
     "status_rates": "biasim.analysis.stats.parity",
     "strip_names": "biasim.analysis.text.terms",

@@ -8,7 +8,9 @@ reports every stage separately and shows how the stages compound:
   DPD and its test of "advancement is independent of group". Within a pool exactly ``k``
   candidates advance, so pool members are not independent: the permutation test shuffles group
   labels within each pool, keeping every pool's number advancing and its size;
-* :func:`compounding`: the end-to-end impact ratio as the product of the stage ratios;
+* :func:`compounding`: the end-to-end impact ratio as the product of the stage ratios
+  (:func:`stage_and_compounding_tables` gives both tables of a group from one check of the
+  candidates);
 * :func:`position_table`, :func:`first_position_test`, :func:`choice_rates`: whether a reader
   favours a position in the list shown (a position effect would masquerade as a group effect
   wherever groups are not shown in balanced positions).
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -86,9 +89,10 @@ def _adjust_finite(p_values: np.ndarray, method: str) -> np.ndarray:
 
 def _check_candidates(
     candidates: pd.DataFrame, stage: np.ndarray, g: np.ndarray, group: str
-) -> None:
-    """Refuse a candidate with two rows at one stage, or whose group changes between stages
-    (over integer codes: on string ids pandas' own checks took a tenth of a second each)."""
+) -> np.ndarray:
+    """Each row's candidate as a code; a candidate with two rows at one stage, or whose group
+    changes between stages, is refused (over the codes: on string ids pandas' own checks took a
+    tenth of a second each)."""
     who = pd.factorize(candidates[CANDIDATE])[0]
     twice = pd.Series(who * (int(stage.max(initial=0)) + 1) + stage).duplicated().to_numpy()
     if twice.any():
@@ -100,6 +104,7 @@ def _check_candidates(
     np.maximum.at(highest, who, g)
     if (lowest != highest).any():
         raise ValueError(f"a candidate changes `{group}` between stages")
+    return who
 
 
 class _Pipeline:
@@ -136,13 +141,12 @@ class _Pipeline:
         # when none of them reached any stage.
         self.values = pd.Index(sorted(set(group_names) | set(values or ())))
         self.g = self.values.get_indexer(group_names)[group_code].astype(np.int64)
-        _check_candidates(candidates, self.stage, self.g, group)
+        self.who = _check_candidates(candidates, self.stage, self.g, group)
         self.advanced = _as_bool(candidates[ADVANCED], ADVANCED)
         if CLUSTER in candidates.columns:
             self.cluster = candidates[CLUSTER].to_numpy(dtype=object)
         else:
             self.cluster = np.full(len(candidates), None, dtype=object)
-        self.candidate = candidates[CANDIDATE].to_numpy()
         n_s, n_g = len(self.stages), len(self.values)
         cell = self.stage * n_g + self.g
         self.entered = np.bincount(cell, minlength=n_s * n_g).reshape(n_s, n_g)
@@ -156,9 +160,9 @@ class _Pipeline:
     def nested(self) -> bool:
         """Whether each stage's entrants are exactly the previous stage's advanced candidates."""
         for s in range(1, len(self.stages)):
-            entrants = set(self.candidate[self.stage == s])
-            advanced = set(self.candidate[(self.stage == s - 1) & self.advanced])
-            if entrants != advanced:
+            entrants = np.unique(self.who[self.stage == s])
+            advanced = np.unique(self.who[(self.stage == s - 1) & self.advanced])
+            if not np.array_equal(entrants, advanced):
                 return False
         return True
 
@@ -237,14 +241,50 @@ def stage_table(
             value is missing, a candidate has two rows at a stage or changes group, or an
             argument is invalid.
     """
-    if method not in ("auto", "permutation"):
-        raise ValueError(f"unknown method `{method}`; use auto or permutation")
-    if n_permutations < 1:
-        raise ValueError("n_permutations must be at least 1")
+    options = _StageOptions(n_permutations, seed, adjust, method, threshold, tuple(pairs))
+    return _stage_table(_Pipeline(candidates, stages, group, values), candidates, options)
+
+
+def stage_and_compounding_tables(
+    candidates: pd.DataFrame,
+    stages: Sequence[str],
+    group: str,
+    *,
+    n_permutations: int = 2000,
+    seed: int = 0,
+    adjust: str = "holm",
+    values: Sequence[object] | None = None,
+    pairs: Sequence[str] = (),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`stage_table` and :func:`compounding` of one group (arguments as theirs), from
+    one check of ``candidates``: each checks the whole table, twice per group otherwise."""
+    options = _StageOptions(n_permutations, seed, adjust, "auto", 0.8, tuple(pairs))
     pipe = _Pipeline(candidates, stages, group, values)
+    return _stage_table(pipe, candidates, options), _compounding(pipe)
+
+
+@dataclass(frozen=True)
+class _StageOptions:
+    """How :func:`stage_table` tests and flags each stage (checked when made)."""
+
+    n_permutations: int
+    seed: int
+    adjust: str
+    method: str
+    threshold: float
+    pairs: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.method not in ("auto", "permutation"):
+            raise ValueError(f"unknown method `{self.method}`; use auto or permutation")
+        if self.n_permutations < 1:
+            raise ValueError("n_permutations must be at least 1")
+
+
+def _stage_table(pipe: _Pipeline, candidates: pd.DataFrame, opts: _StageOptions) -> pd.DataFrame:
     rates = pipe.rates()
     n_s, n_g = rates.shape
-    streams = np.random.SeedSequence(seed).spawn(n_s)
+    streams = np.random.SeedSequence(opts.seed).spawn(n_s)
     dpd = np.full(n_s, np.nan)
     p_value = np.full(n_s, np.nan)
     tests = np.full(n_s, "none", dtype=object)
@@ -262,15 +302,15 @@ def stage_table(
             s,
             present,
             dpd[s],
-            paired=pipe.stages[s] in pairs,
-            method=method,
-            n_permutations=n_permutations,
+            paired=pipe.stages[s] in opts.pairs,
+            method=opts.method,
+            n_permutations=opts.n_permutations,
             rng=np.random.default_rng(streams[s]),
         )
-    adjusted = _adjust_finite(p_value, adjust)
+    adjusted = _adjust_finite(p_value, opts.adjust)
     si = np.repeat(np.arange(n_s), n_g)  # the stage of each row of the table
-    out = _rates_table(pipe, rates, group)
-    out["four_fifths"] = (out["impact_ratio"] < threshold - _TOL).to_numpy(dtype=bool)
+    out = _rates_table(pipe, rates, pipe.group)
+    out["four_fifths"] = (out["impact_ratio"] < opts.threshold - _TOL).to_numpy(dtype=bool)
     out["dpd"], out["test"], out["n_permutations"] = dpd[si], tests[si], used[si]
     out["p_value"], out["p_adjusted"] = p_value[si], adjusted[si]
     return out
@@ -616,7 +656,11 @@ def compounding(
         ValueError: As :func:`stage_table`, or no candidate and no ``values``: no group to
             report.
     """
-    pipe = _Pipeline(candidates, stages, group, values)
+    return _compounding(_Pipeline(candidates, stages, group, values))
+
+
+def _compounding(pipe: _Pipeline) -> pd.DataFrame:
+    group = pipe.group
     if len(pipe.values) == 0:
         raise ValueError(
             f"no candidate entered any stage and no group values were given for `{group}`"

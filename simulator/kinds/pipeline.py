@@ -256,7 +256,7 @@ def _add_group_stages(
     funnel of one group axis, added to ``section``; their records for the summary."""
     # Every writer's group is reported, also where no evaluation of a stage was valid.
     known = sorted(set(authors[group].unique()))
-    table = pipeline.stage_table(
+    table, compound = pipeline.stage_and_compounding_tables(
         candidates,
         chain,
         group,
@@ -273,7 +273,6 @@ def _add_group_stages(
     low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
     table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
     table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
-    compound = pipeline.compounding(candidates, chain, group, values=known)
     section.tables[slug(ctx.name, "stages", group)] = table
     section.tables[slug(ctx.name, "compounding", group)] = compound
     section.figures[slug(ctx.name, "funnel", group)] = figures.plot_funnel(

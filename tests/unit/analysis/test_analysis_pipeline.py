@@ -820,3 +820,33 @@ def test_compounding_with_no_valid_answer_anywhere_keeps_every_group():
     assert len(table) == 4 and (table["entered"] == 0).all() and table["rate"].isna().all()
     with pytest.raises(ValueError, match="no group values"):
         compounding(nothing, ["s1"], "race")
+
+
+def test_stage_and_compounding_tables_are_the_two_tables() -> None:
+    rng = np.random.default_rng(4)
+    rows = []
+    for pool in range(60):
+        members = [(f"c{pool}_{i}", rng.choice(["a", "b", "c"])) for i in range(6)]
+        picked = set(rng.choice(6, size=2, replace=False).tolist())
+        for i, (who, group) in enumerate(members):
+            rows.append((who, "screen", group, i in picked, f"p{pool}"))
+            if i in picked:
+                rows.append((who, "offer", group, bool(rng.random() < 0.5), f"o{pool}"))
+    candidates = pd.DataFrame(rows, columns=["candidate", "stage", "g", "advanced", "cluster"])
+    options = {"n_permutations": 300, "seed": 3, "adjust": "bh", "values": ["a", "b", "c", "d"]}
+    table, compound = pipeline_stats.stage_and_compounding_tables(
+        candidates, ["screen", "offer"], "g", **options
+    )
+    pd.testing.assert_frame_equal(
+        table, pipeline_stats.stage_table(candidates, ["screen", "offer"], "g", **options)
+    )
+    pd.testing.assert_frame_equal(
+        compound,
+        pipeline_stats.compounding(candidates, ["screen", "offer"], "g", values=options["values"]),
+    )
+    assert compound["nested"].all()
+    # A candidate who reaches the offer without being picked at the screen breaks the nesting.
+    joined = pd.concat(
+        [candidates, pd.DataFrame([("late", "offer", "a", True, "o0")], columns=candidates.columns)]
+    )
+    assert not pipeline_stats.compounding(joined, ["screen", "offer"], "g")["nested"].any()
