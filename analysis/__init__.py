@@ -15,6 +15,7 @@ from typing import Any
 #: Each re-exported name and the module that defines it, imported on first use: a caller that
 #: needs one text helper (the engine's name redaction) must not pay for scipy and statsmodels.
 _EXPORTS: dict[str, str] = {
+    "CheckedReadings": "biasim.analysis.stats.pipeline",
     "ParityTest": "biasim.analysis.stats.parity",
     "ablation_table": "biasim.analysis.stats.cases",
     "acceptance_rates": "biasim.analysis.stats.disparity",

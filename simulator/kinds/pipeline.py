@@ -293,8 +293,9 @@ def _add_position_effects(
     chosen = chosen.assign(evaluation=pd.factorize(chosen["evaluation"])[0])
     summary["position_effect"] = []
     summary["choice_rates"] = {}
-    for stage, rows in chosen.groupby("stage", sort=False):
+    for stage, shown in chosen.groupby("stage", sort=False):
         # Per stage: two stages may show the same format to different readers.
+        rows = pipeline.CheckedReadings.of(shown, spec.groups)
         positions = pipeline.position_table(rows).assign(stage=stage)
         section.tables[slug(ctx.name, "positions", stage)] = positions
         first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)

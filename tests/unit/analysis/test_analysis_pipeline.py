@@ -850,3 +850,28 @@ def test_stage_and_compounding_tables_are_the_two_tables() -> None:
         [candidates, pd.DataFrame([("late", "offer", "a", True, "o0")], columns=candidates.columns)]
     )
     assert not pipeline_stats.compounding(joined, ["screen", "offer"], "g")["nested"].any()
+
+
+def test_readings_checked_once_give_what_each_function_checks_itself() -> None:
+    rng = np.random.default_rng(9)
+    rows = []
+    for e in range(80):
+        size, k = (4, 1) if e % 2 else (3, 2)
+        picked = set(rng.choice(size, size=k, replace=False).tolist())
+        for pos in range(1, size + 1):
+            rows.append((f"e{e}", pos, size, k, pos - 1 in picked, rng.choice(["x", "y"])))
+    readings = pd.DataFrame(rows, columns=[*pipeline_stats.READING_COLUMNS, "g"])
+    checked = pipeline_stats.CheckedReadings.of(readings, ["g"])
+    pd.testing.assert_frame_equal(
+        pipeline_stats.position_table(checked), pipeline_stats.position_table(readings)
+    )
+    pd.testing.assert_frame_equal(
+        pipeline_stats.first_position_test(checked), pipeline_stats.first_position_test(readings)
+    )
+    pd.testing.assert_frame_equal(
+        pipeline_stats.choice_rates(checked, "g"), pipeline_stats.choice_rates(readings, "g")
+    )
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['h'\]"):
+        pipeline_stats.choice_rates(checked, "h")  # a group not kept when checked
+    with pytest.raises(ValueError, match="several rows for one position"):
+        pipeline_stats.CheckedReadings.of(pd.concat([readings, readings.iloc[:1]]))
