@@ -532,7 +532,7 @@ def _run_study(
     finally:
         end = _SessionEnd(status, message, failure, time.perf_counter() - t0, stage_seconds)
         writer.close()
-        results = pd.read_parquet(out / RESULTS_PARQUET)
+        results = writer.results()
         why = calls_failure(results, prepared.options.max_error_rate)
         if end.status == "complete" and why is not None:
             end.status, end.message, exit_code = "failed", why, EXIT_CALLS_FAILED

@@ -8,10 +8,23 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 
+from biasim.simulator.engine import results as results_module
 from biasim.simulator.engine.results import ResultsWriter, result_columns
 
 NAMES = ["unit_id", "stage", "valid", "text", "selected", "latency_s"]
+SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("stage", pa.string()),
+        ("valid", pa.bool_()),
+        ("text", pa.string()),
+        ("selected", pa.string()),
+        ("latency_s", pa.float64()),
+        ("reasks", pa.int64()),
+    ]
+)
 
 
 def _row(rng: random.Random, i: int) -> dict[str, object]:
@@ -43,6 +56,22 @@ def test_columns_hold_each_rows_value_by_name() -> None:
         assert list(columns) == NAMES
         for name in NAMES:
             assert list(columns[name]) == [row.get(name) for row in rows], (trial, name)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+@pytest.mark.parametrize("batches", [0, 3])
+def test_the_results_handed_on_are_the_parquet_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: bool, batches: int
+) -> None:
+    if not kept:
+        monkeypatch.setattr(results_module, "KEPT_BYTES", 100)  # past it: read from the file
+    rng = random.Random(11)
+    writer = ResultsWriter(tmp_path / "r.parquet", tmp_path / "r.csv", SCHEMA)
+    for b in range(batches):
+        writer.write([_row(rng, 100 * b + i) for i in range(50)])
+    writer.close()
+    pd.testing.assert_frame_equal(writer.results(), pd.read_parquet(tmp_path / "r.parquet"))
+    assert (writer._kept is not None) == (kept or not batches)
 
 
 def test_a_written_table_reads_back_row_by_row(tmp_path: Path) -> None:
