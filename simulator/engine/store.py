@@ -5,8 +5,10 @@ share one transaction, and each transaction is committed before the engine moves
 killed at any moment (even SIGKILL) keeps every answer it had acknowledged. WAL mode keeps those
 commits cheap and lets readers (a progress monitor, a test) look while the run writes. Past
 :data:`_OFFLOAD_AFTER` rows a session's transactions are committed by a writer process beside
-the run (:mod:`store_writer`), which commits everything it was sent even when the run is
-killed; the end of every stage waits for it.
+the run (:mod:`store_writer`), in a session of its own: it commits everything it was sent even
+when the run is killed (only a kill of both, as of a whole container, loses the batches it had
+not committed yet, at most :data:`_MAX_UNCONFIRMED` rows). If it stops or fails, the store
+commits whatever it had not confirmed itself. The end of every stage waits for it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import closing, contextmanager, suppress
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,12 +81,40 @@ _PAGE_BYTES = 16_384
 _REQUIRED_COLUMNS = frozenset(
     {"key", "unit_id", "stage", "role", "status", "text", "parsed", "error", "request"}
 )
-_INSERT = (
-    "INSERT INTO calls (id, key, unit_id, stage, role, backend, model, reask, request, status, "
-    "text, parsed, error, prompt_tokens, completion_tokens, latency_s, attempts, created, "
-    "truncated, server, from_store, cost_usd, probabilities, checksum) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-)
+#: A stored row's columns, in the order :meth:`CallStore.record` builds it.
+_ROW = [
+    "id",
+    "key",
+    "unit_id",
+    "stage",
+    "role",
+    "backend",
+    "model",
+    "reask",
+    "request",
+    "status",
+    "text",
+    "parsed",
+    "error",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "attempts",
+    "created",
+    "truncated",
+    "server",
+    "from_store",
+    "cost_usd",
+    "probabilities",
+    "checksum",
+]
+_INSERT = f"INSERT INTO calls ({', '.join(_ROW)}) VALUES ({','.join('?' * len(_ROW))})"
+#: The row's texts a backend hands over as it likes (the others the store makes itself; its
+#: numbers it makes plain ints and floats).
+_FROM_BACKEND = tuple(_ROW.index(c) for c in ("status", "text", "error", "server"))
+_PLAIN_TEXT = frozenset({str, type(None)})
+#: The same, skipping the rows a stopped writer process had committed (ids are the store's).
+_INSERT_TAKEN_BACK = _INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 # The key's first stored answer from a row id on: the first whose checksum holds is replayed.
 _LOOKUP = (
     "SELECT id, status, text, parsed, error, prompt_tokens, completion_tokens, latency_s, "
@@ -97,6 +126,10 @@ _MAX_PENDING = 2048
 #: Rows a session commits itself before a writer process takes the inserts over (with a core to
 #: spare): a small run never starts one, a large one saves most of a second per 100,000 calls.
 _OFFLOAD_AFTER = 10_000
+#: Rows sent to the writer process between confirmations: the store keeps them until the
+#: writer confirms them, to commit them itself if it stops (tens of MB for short answers; each
+#: confirmation waits for the writer to catch up).
+_MAX_UNCONFIRMED = 65_536
 #: Settings of every connection that writes (the store's own and the writer process's).
 _WRITE_PRAGMAS = (
     "PRAGMA synchronous=NORMAL",
@@ -148,6 +181,19 @@ def connect(path: Path | str) -> sqlite3.Connection:
         # Nor a checksum: those rows keep NULL and are replayed unverified.
         conn.execute("ALTER TABLE calls ADD COLUMN checksum TEXT")
     return conn
+
+
+def _plain(rows: list[tuple[Any, ...]]) -> bool:
+    """Whether each text a backend handed over is a plain ``str`` (or missing)."""
+    return all({type(row[i]) for row in rows} <= _PLAIN_TEXT for i in _FROM_BACKEND)
+
+
+def _int(value: Any) -> int | None:
+    return value if value is None or type(value) is int else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return value if value is None or type(value) is float else float(value)
 
 
 def _start_writer(path: Path) -> WriterProcess | None:
@@ -250,6 +296,10 @@ class CallStore:
         self._flush_scheduled = False
         self._written = 0
         self._offload_tried = False
+        # Batches the writer process was sent and has not confirmed (committed here if it
+        # stops), and their rows.
+        self._unconfirmed: list[list[tuple[Any, ...]]] = []
+        self._unconfirmed_rows = 0
         # With a writer process: rows with an id below `_visible` are committed for sure,
         # those below `_sent` are sent to it.
         self._writer: WriterProcess | None = None
@@ -264,9 +314,9 @@ class CallStore:
             (self._conn, self._ids.get(key)),
             (self._replay, self._replay_ids.get(key)),
         ):
-            if conn is self._conn and first is not None and self._visible <= first < self._sent:
-                self._wait_for_writer()  # recorded this session, perhaps not committed yet
             while conn is not None and first is not None:
+                if conn is self._conn and self._visible <= first < self._sent:
+                    self._wait_for_writer()  # recorded this session, perhaps not committed yet
                 row = conn.execute(self._lookups[conn], (key, first)).fetchone()
                 if row is None:
                     break
@@ -339,16 +389,18 @@ class CallStore:
                 response.text,
                 parsed,
                 response.error,
-                response.prompt_tokens,
-                response.completion_tokens,
-                response.latency_s,
-                response.attempts,
+                # Numbers as Python's own (a plug-in may hand numpy's, which neither SQLite nor
+                # the writer process's hand-off takes as numbers).
+                _int(response.prompt_tokens),
+                _int(response.completion_tokens),
+                _float(response.latency_s),
+                _int(response.attempts),
                 time.time(),
                 int(response.truncated),
                 response.server,
                 int(response.from_store),
                 # A copy from a replay source was not paid by this run.
-                0.0 if response.cached else call.cost_usd,
+                0.0 if response.cached else _float(call.cost_usd),
                 orjson.dumps(response.probabilities).decode() if response.probabilities else None,
                 answer_checksum(call.key, response.status, response.text, parsed, response.error),
             )
@@ -383,35 +435,62 @@ class CallStore:
         if not self._offload_tried and self._written + len(rows) > _OFFLOAD_AFTER:
             self._offload_tried = True
             self._writer = _start_writer(self.path)
-        if self._writer is not None:
-            with self._dropped_on_failure():
-                self._writer.send(rows)
-            self._sent = self._next_id
-        else:
-            self._conn.execute("BEGIN")
-            self._conn.executemany(_INSERT, rows)
-            self._conn.execute("COMMIT")
-            self._visible = self._sent = self._next_id
         self._written += len(rows)
+        if self._writer is not None and self._handed(rows):
+            return
+        self._insert(rows)
+        self._visible = self._sent = self._next_id
+
+    def _handed(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Whether the writer process took ``rows``; when it stopped or failed, what it had
+        not confirmed is committed here (:meth:`_take_back`) and ``rows`` are not taken."""
+        assert self._writer is not None
+        try:
+            if not _plain(rows):
+                raise ValueError("a backend's text of its own type")
+            self._writer.send(rows)
+        except ValueError:  # a value the hand-off cannot carry as it is: committed here
+            self._wait_for_writer()  # after the rows sent before, in the order of their ids
+            return False
+        except WriterError:
+            self._take_back()
+            return False
+        self._unconfirmed.append(rows)
+        self._sent = self._next_id  # nothing is queued behind these rows
+        self._unconfirmed_rows += len(rows)
+        if self._unconfirmed_rows >= _MAX_UNCONFIRMED:
+            self._wait_for_writer()  # what the store keeps for a failing writer stays bounded
+        return True
 
     def _wait_for_writer(self) -> None:
-        if self._writer is not None:
-            with self._dropped_on_failure():
-                self._writer.sync()
-            self._visible = self._sent
-
-    @contextmanager
-    def _dropped_on_failure(self) -> Iterator[None]:
-        """A writer process that failed is let go (what it had not committed is lost, as a
-        failed commit here loses its batch): the store commits its later rows itself."""
+        """Return once the writer process has committed every row it was sent (or, when it
+        stopped or failed, once those rows are committed here)."""
+        if self._writer is None:
+            return
         try:
-            yield
+            self._writer.sync()
         except WriterError:
-            writer, self._writer = self._writer, None
-            with suppress(WriterError):
-                writer.close()  # type: ignore[union-attr]
-            self._visible = self._sent = self._next_id
-            raise
+            self._take_back()
+            return
+        self._unconfirmed.clear()
+        self._unconfirmed_rows = 0
+        self._visible = self._sent
+
+    def _take_back(self) -> None:
+        """Let a stopped or failed writer process go and commit here every row it had not
+        confirmed (those it did commit are skipped: the store gives the ids). An SQLite error
+        here is the run's, as without the writer."""
+        writer, self._writer = self._writer, None
+        with suppress(WriterError):
+            writer.close()  # type: ignore[union-attr]
+        batches, self._unconfirmed, self._unconfirmed_rows = self._unconfirmed, [], 0
+        self._insert([row for batch in batches for row in batch], taken_back=True)
+        self._visible = self._sent = self._next_id - len(self._pending)
+
+    def _insert(self, rows: list[tuple[Any, ...]], *, taken_back: bool = False) -> None:
+        self._conn.execute("BEGIN")
+        self._conn.executemany(_INSERT_TAKEN_BACK if taken_back else _INSERT, rows)
+        self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
         """Per role and model: calls made, units (an invalid answer and its re-ask are one
@@ -489,9 +568,10 @@ class CallStore:
     def close(self) -> None:
         """Commit what is queued and close (the writer process too)."""
         try:
-            self._commit_pending()
+            self.flush()
             if self._writer is not None:
-                self._writer.close()
+                writer, self._writer = self._writer, None
+                writer.close()
         finally:
             self._conn.close()
         if self._replay is not None:

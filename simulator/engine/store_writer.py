@@ -55,8 +55,13 @@ def lock_path(path: str) -> str:
 
 
 def wait_for_left_writer(path: str) -> None:
-    """Return once no writer process of an earlier session is committing to ``path`` (at most
-    :data:`_LEFT_WRITER_WAIT_S`; where ``flock`` is missing, at once)."""
+    """Return once no writer process of an earlier session is committing to ``path`` (where
+    ``flock`` is missing, at once). This process's own writer (another store on the same file)
+    is not waited for: it is not an earlier session's.
+
+    Raises:
+        WriterError: It is still committing after :data:`_LEFT_WRITER_WAIT_S`.
+    """
     try:
         import fcntl
 
@@ -70,16 +75,27 @@ def wait_for_left_writer(path: str) -> None:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return  # released when the file closes
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                handle.seek(0)
+                owner = handle.read().decode(errors="replace").strip()
+                if owner == str(os.getpid()):
                     return
+                if time.monotonic() > deadline:
+                    raise WriterError(
+                        f"the call store's writer process of an earlier session (of pid "
+                        f"{owner or '?'}) is still committing to {path} after "
+                        f"{_LEFT_WRITER_WAIT_S:.0f} s; wait for it to end, then run again"
+                    ) from None
                 time.sleep(0.01)
 
 
-def _send(stream: IO[bytes], kind: bytes, payload: Any) -> None:
-    data = marshal.dumps(payload)
+def _write(stream: IO[bytes], kind: bytes, data: bytes) -> None:
     stream.write(_HEADER.pack(kind, len(data)))
     stream.write(data)
     stream.flush()
+
+
+def _send(stream: IO[bytes], kind: bytes, payload: Any) -> None:
+    _write(stream, kind, marshal.dumps(payload))
 
 
 def _receive(stream: IO[bytes]) -> tuple[bytes, Any] | None:
@@ -108,15 +124,19 @@ class WriterProcess:
 
     def __init__(self, path: str, pragmas: Sequence[str], insert: str) -> None:
         # -I -S: no site packages, no environment; the script needs the standard library only.
+        # A session of its own: a hangup or Ctrl-\ sent to the run's process group does not
+        # reach it, and it commits what it was sent. Its errors come back on the pipe.
         self._child = subprocess.Popen(
             [sys.executable, "-I", "-S", os.path.abspath(__file__)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         _widen(self._child.stdin)  # type: ignore[arg-type]
         self.sent = 0
         self.committed = 0
-        self._send(b"C", (path, list(pragmas), insert))
+        self._write(b"C", marshal.dumps((path, list(pragmas), insert)))
         # Once the child holds its lock and its connection (or why not): from here on a killed
         # run's next session waits for it.
         answer = _receive(self._child.stdout)  # type: ignore[arg-type]
@@ -127,8 +147,17 @@ class WriterProcess:
             raise self._failure(answer)
 
     def send(self, rows: list[tuple[Any, ...]]) -> None:
-        """Hand ``rows`` to the child (committed in one transaction, after those sent before)."""
-        self._send(b"R", rows)
+        """Hand ``rows`` to the child (committed in one transaction, after those sent before).
+
+        Only plain values (str, int, float, None, bytes) go as they are: ``marshal`` writes
+        numpy's numbers and strings as raw bytes (the store makes every value plain).
+
+        Raises:
+            ValueError: A value ``marshal`` cannot carry (nothing was sent).
+            WriterError: The child failed or stopped.
+        """
+        data = marshal.dumps(rows)
+        self._write(b"R", data)
         self.sent += len(rows)
 
     def sync(self) -> None:
@@ -139,7 +168,7 @@ class WriterProcess:
         """
         if self.committed == self.sent:
             return
-        self._send(b"S", None)
+        self._write(b"S", marshal.dumps(None))
         answer = _receive(self._child.stdout)  # type: ignore[arg-type]
         if answer is None or answer[0] != b"K":
             raise self._failure(answer)
@@ -159,10 +188,10 @@ class WriterProcess:
             self._child.wait()
             self._child.stdout.close()  # type: ignore[union-attr]
 
-    def _send(self, kind: bytes, payload: Any) -> None:
+    def _write(self, kind: bytes, data: bytes) -> None:
         try:
-            _send(self._child.stdin, kind, payload)  # type: ignore[arg-type]
-        except (BrokenPipeError, ValueError):
+            _write(self._child.stdin, kind, data)  # type: ignore[arg-type]
+        except (OSError, ValueError):  # a closed pipe, or the file closed after a failure
             raise self._failure(_receive(self._child.stdout)) from None  # type: ignore[arg-type]
 
     def _failure(self, answer: tuple[bytes, Any] | None) -> WriterError:
@@ -203,20 +232,27 @@ def _serve(source: IO[bytes], sink: IO[bytes]) -> None:
 
 @contextlib.contextmanager
 def _holding(lock: str) -> Iterator[None]:
-    """``lock`` held (``flock``) for the block; the file is removed before it is let go."""
-    handle = open(lock, "ab")  # noqa: SIM115 - held for the block
-    try:
+    """``lock`` held (``flock``) for the block, naming the run's pid; the file is removed
+    before it is let go.
+
+    Raises:
+        BlockingIOError: Another writer holds it (the run then commits its rows itself).
+    """
+    with open(lock, "a+b") as handle:
         try:
             import fcntl
 
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except ImportError:
             pass
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
-        handle.close()
+        handle.truncate(0)
+        handle.write(str(os.getppid()).encode())
+        handle.flush()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
 
 
 def _commit_all(source: IO[bytes], sink: IO[bytes], path: str, pragmas: Any, insert: str) -> None:
@@ -247,8 +283,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         _serve(sys.stdin.buffer, sys.stdout.buffer)
-    except Exception as exc:  # reported to the run, which fails with it
-        _send(sys.stdout.buffer, b"E", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # reported to the run, which commits the rows itself
+        with contextlib.suppress(OSError):  # a run that ended reads nothing
+            _send(sys.stdout.buffer, b"E", f"{type(exc).__name__}: {exc}")
         return 1
     return 0
 
