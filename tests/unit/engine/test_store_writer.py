@@ -283,3 +283,27 @@ def test_without_a_writer_process_the_store_commits_itself(
     assert store._writer is None
     assert store.answer_count() == 30
     store.close()
+
+
+def test_an_edited_answer_asked_again_is_found_while_the_writer_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "calls.sqlite"
+    earlier = CallStore(path)
+    earlier.record(*_call(7))
+    earlier.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE calls SET text = 'edited' WHERE key = 'k7'")
+    monkeypatch.setattr(store_module, "_OFFLOAD_AFTER", 0)
+    store = CallStore(path)
+    assert store.lookup("k7") is None  # edited: asked again, and stored anew
+
+    async def backlog_then_k7() -> None:
+        for i in [*range(8, 30_000), 7]:  # k7's new answer last, behind a backlog
+            store.record(*_call(i))
+        store._commit_pending()
+
+    asyncio.run(backlog_then_k7())
+    found = store.lookup("k7")
+    assert found is not None and found.text == "answer 7"
+    store.close()
