@@ -75,19 +75,9 @@ def test_the_results_handed_on_are_the_parquet_files(
 
 
 def test_a_written_table_reads_back_row_by_row(tmp_path: Path) -> None:
-    schema = pa.schema(
-        [
-            ("unit_id", pa.string()),
-            ("stage", pa.string()),
-            ("valid", pa.bool_()),
-            ("text", pa.string()),
-            ("selected", pa.string()),
-            ("latency_s", pa.float64()),
-        ]
-    )
     rng = random.Random(5)
     batches = [[_row(rng, 100 * b + i) for i in range(60)] for b in range(3)]
-    writer = ResultsWriter(tmp_path / "r.parquet", tmp_path / "r.csv", schema)
+    writer = ResultsWriter(tmp_path / "r.parquet", tmp_path / "r.csv", SCHEMA)
     for rows in batches:
         writer.write(rows)
     writer.close()
