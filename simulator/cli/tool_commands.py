@@ -221,8 +221,9 @@ def compare(
 _AUDIT_SOURCE_ARGUMENT = typer.Argument(help="A run directory or a decisions CSV.")
 _AUDIT_FORMAT_OPTION = typer.Option("--format", help="Audit format: ll144.")
 _AUDIT_OUT_OPTION = typer.Option(
-    help="Directory for the tables (default: RUN_DIR/audit; required for a CSV)."
+    help="Directory for the tables (default: RUN_DIR/audit/ANALYSIS[-STAGE]; required for a CSV)."
 )
+_AUDIT_FORCE_OPTION = typer.Option(help="Replace an audit already in the output directory.")
 _AUDIT_SEX_COL_OPTION = typer.Option(help="Sex category column.")
 _AUDIT_RACE_COL_OPTION = typer.Option(help="Race/ethnicity category column.")
 _AUDIT_SELECTED_COL_OPTION = typer.Option(help="CSV: selected flag (1/0, true/false, yes/no).")
@@ -265,12 +266,13 @@ def audit(
     max_cell_chars: Annotated[int, _AUDIT_MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _AUDIT_MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
     stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
+    force: Annotated[bool, _AUDIT_FORCE_OPTION] = False,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
     from biasim.simulator.tools.audit import AuditOptions
 
-    target = _checked_audit_target(source, audit_format, out)
+    target = _checked_audit_target(source, audit_format, out, force)
     options = AuditOptions(
         sex_col=sex_col,
         race_col=race_col,
@@ -285,7 +287,7 @@ def audit(
         limits=CsvLimits(max_cell_chars, max_groups),
         stage=stage,
     )
-    result, written = _write_audit(source, options, target)
+    result, written = _write_audit(source, options, target, force)
     partial = result["source"].get("partial")
     if partial:
         err_console.print(styled("warning", "yellow", f": {partial}"))
@@ -293,11 +295,13 @@ def audit(
     out_console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
 
 
-def _checked_audit_target(source: Path, audit_format: str, out: Path | None) -> Path:
-    """The directory the audit is written to, once the format, the source and that directory
-    are usable (else exit 2 naming each that is not)."""
+def _checked_audit_target(
+    source: Path, audit_format: str, out: Path | None, force: bool
+) -> Path | None:
+    """The directory the audit is written to (None: a run's own, chosen once the analysis
+    audited is known), once the format, the source and that directory are usable (else exit 2
+    naming each that is not)."""
     from biasim.simulator.common.errors import Problem
-    from biasim.simulator.common.rundir import check_writable
     from biasim.simulator.tools.audit import FORMATS
 
     problems = []
@@ -309,21 +313,22 @@ def _checked_audit_target(source: Path, audit_format: str, out: Path | None) -> 
         problems.append(Problem(str(source), None, "", "no such run directory or file"))
     if source.is_file() and out is None:
         problems.append(Problem("--out", None, "", "required when auditing a CSV"))
-    target = out or source / "audit"
-    if out is not None or source.is_dir():
-        reason = check_writable(target, hint="; name a new directory with --out")
-        if reason and not (out is None and target.is_dir()):
-            problems.append(Problem("--out", None, "", reason))
+    if out is not None:
+        problems += _audit_target_problems(out, force)
     if problems:
         fail_input(InputError(problems))
-    return target
+    return out
 
 
-def _write_audit(source: Path, options: Any, target: Path) -> tuple[dict, list[Path]]:
-    """The audit of ``source`` and the files written: its tables under ``target``, attached to
-    the run it audits, or with a report page of its own when it audits a CSV."""
+def _write_audit(
+    source: Path, options: Any, target: Path | None, force: bool
+) -> tuple[dict, list[Path]]:
+    """The audit of ``source`` and the files written: its tables under ``target`` (for a run by
+    default its own directory under RUN_DIR/audit), attached to the run it audits, or with a
+    report page of its own when it audits a CSV. An audit already there is replaced only with
+    ``force``."""
     from biasim.simulator.common.rundir import MANIFEST, holding_lock
-    from biasim.simulator.tools.audit import attach_to_run, ll144_audit, write_audit
+    from biasim.simulator.tools.audit import attach_to_run, audit_dir, ll144_audit, write_audit
 
     is_run = (source / MANIFEST).is_file()
     try:
@@ -331,22 +336,38 @@ def _write_audit(source: Path, options: Any, target: Path) -> tuple[dict, list[P
         # otherwise change the results under it and drop the section when it ends.
         with holding_lock(source, "RUN_DIR") if is_run else nullcontext():
             result = ll144_audit(source, options)
+            target = target or audit_dir(source, result, options.stage)
+            problems = _audit_target_problems(target, force)
+            if problems:
+                raise InputError(problems)
             written = write_audit(result, target)
             if is_run:
-                written.append(attach_to_run(source, result))
+                written.append(attach_to_run(source, result, target))
     except InputError as exc:
         fail_input(exc)
     if not source.is_dir():
         from biasim.simulator.report.page import write_report
         from biasim.simulator.tools.audit import public
 
-        summary = {"study": f"LL144 audit of {source.name}", "audit": public(result)}
+        summary = {"study": f"LL144 audit of {source.name}", "audits": {".": public(result)}}
         written.append(write_report(target, summary, {"name": summary["study"]}, []))
     return result, written
 
 
+def _audit_target_problems(target: Path, force: bool) -> list:
+    """Why the audit cannot be written to ``target``: a directory that cannot be written, or
+    one that already holds files (an earlier audit), unless ``force``."""
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.common.rundir import check_writable
+
+    reason = check_writable(target, hint="; pass --force to replace it, or name another --out")
+    if reason and not (force and target.is_dir()):
+        return [Problem("--out", None, "", reason)]
+    return []
+
+
 def _print_audit(result: dict) -> None:
-    from biasim.simulator.report.audit_section import merged_note
+    from biasim.simulator.report.audit_section import headcount, merged_note
 
     rate = result["metric"]
     for key, frame in result["_frames"].items():
@@ -369,8 +390,8 @@ def _print_audit(result: dict) -> None:
     source = result["source"]
     dates = source.get("date_range")
     out_console.print(
-        f"individuals assessed {result['n_assessed']}, without outcome "
-        f"{result['n_missing_outcome']}, unknown category {result['unknown']}; data: "
+        "".join(text for text, _ in headcount(result))
+        + f"; unknown category {result['unknown']}; data: "
         f"{source['kind']}; dates {dates[0] + ' to ' + dates[1] if dates else 'not given'}",
         highlight=False,
     )

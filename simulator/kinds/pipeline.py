@@ -173,31 +173,14 @@ class PipelineKind(AnalysisKind):
         when its document was not written."""
         stages = {s.name: s for s in ctx.study.stages}
         chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
-        return _audited(results, ctx, chain, spec.groups, entrants_only=False)
+        return audited(results, ctx, chain, spec.groups, entrants_only=False)
 
     def stage_selections(
         self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext, stage: str
     ) -> pd.DataFrame:
         """The decisions of ``stage``: its entrants, ``selected`` when advanced there."""
-        stages = {s.name: s for s in ctx.study.stages}
-        reading = [s.name for s in ctx.study.stages if s.reads is not None]
-        config = stages.get(stage)
-        if config is None or config.reads is None or config.reads.counterfactual is not None:
-            raise InputError(
-                [
-                    Problem(
-                        "--stage",
-                        None,
-                        "",
-                        f"`{stage}` is no selecting stage of this run; stages: "
-                        + ", ".join(s for s in reading if stages[s].reads.counterfactual is None),  # type: ignore[union-attr]
-                    )
-                ]
-            )
-        chain = [stage]
-        while stages[chain[0]].reads.after is not None:  # type: ignore[union-attr]
-            chain.insert(0, stages[chain[0]].reads.after)  # type: ignore[union-attr, arg-type]
-        return _audited(results, ctx, chain, spec.groups, entrants_only=True)
+        chain = stage_chain(ctx, stage, spec.stages)
+        return audited(results, ctx, chain, spec.groups, entrants_only=True)
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         if print_per_run(self.print, summary, console):
@@ -566,7 +549,38 @@ def _add_validity(
         validity.add_validity(section, ctx.name, group, table)
 
 
-def _audited(
+def stage_chain(ctx: AnalysisContext, stage: str, analysed: list[str]) -> list[str]:
+    """The selecting stages an applicant passes to reach ``stage``'s decision, first to last
+    (``stage`` last). Only the analysis's own stages (``analysed``) can be chosen: a study with
+    policies also holds each policy's copies, which a policy analysis audits itself.
+
+    Raises:
+        InputError: ``stage`` is no selecting stage of the analysis.
+    """
+    stages = {s.name: s for s in ctx.study.stages}
+    selecting = [
+        s
+        for s in analysed
+        if stages[s].reads is not None and stages[s].reads.counterfactual is None  # type: ignore[union-attr]
+    ]
+    if stage not in selecting:
+        raise InputError(
+            [
+                Problem(
+                    "--stage",
+                    None,
+                    "",
+                    f"`{stage}` is no selecting stage of this run; stages: " + ", ".join(selecting),
+                )
+            ]
+        )
+    chain = [stage]
+    while stages[chain[0]].reads.after is not None:  # type: ignore[union-attr]
+        chain.insert(0, stages[chain[0]].reads.after)  # type: ignore[union-attr, arg-type]
+    return chain
+
+
+def audited(
     results: pd.DataFrame,
     ctx: AnalysisContext,
     chain: list[str],

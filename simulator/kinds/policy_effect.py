@@ -28,10 +28,12 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.pipeline import (
+    audited,
     authors_table,
     candidates_table,
     format_p,
     readings_table,
+    stage_chain,
     stage_picks,
 )
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
@@ -189,7 +191,8 @@ class PolicyEffectKind(AnalysisKind):
         self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
     ) -> pd.DataFrame:
         """One row per applicant and policy (column ``policy``), ``selected`` when hired end
-        to end under that policy; the applicants read under every policy."""
+        to end under that policy. Applicants not read under every policy are kept with no
+        outcome (NA), so an audit counts them instead of leaving them out silently."""
         outcomes, _ = policy_outcomes(results, spec, ctx)
         writing = next(s for s in ctx.study.stages if s.name == spec.stages[0]).reads.stage  # type: ignore[union-attr]
         rows = results[results["stage"] == writing].assign(
@@ -197,7 +200,30 @@ class PolicyEffectKind(AnalysisKind):
         )
         decided = outcomes[["candidate", "policy", "selected"]].astype({"selected": "boolean"})
         own = [c for c in ("policy", "selected") if c in rows.columns]
-        return rows.drop(columns=own).merge(decided, on="candidate")
+        every = pd.DataFrame({"policy": policy_names(ctx.study)})
+        return (
+            rows.drop(columns=own)
+            .merge(every, how="cross")
+            .merge(decided, on=["candidate", "policy"], how="left")
+        )
+
+    def stage_selections(
+        self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext, stage: str
+    ) -> pd.DataFrame:
+        """The decisions of ``stage`` under every policy (column ``policy``): its entrants
+        under that policy, ``selected`` when advanced there."""
+        chain = stage_chain(ctx, stage, spec.stages)
+        frames = [
+            audited(
+                results,
+                ctx,
+                [policy_stage_name(s, policy) for s in chain],
+                spec.groups,
+                entrants_only=True,
+            ).assign(policy=policy)
+            for policy in policy_names(ctx.study)
+        ]
+        return pd.concat(frames, ignore_index=True)
 
     def audit_strata(self, spec: PolicyEffectSpec) -> list[str]:
         return ["policy"]

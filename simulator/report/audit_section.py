@@ -1,4 +1,5 @@
-"""The audit section of ``report.html``: an LL144 audit attached to a run, as tables and limits.
+"""The audit sections of ``report.html``: each LL144 audit attached to a run, as tables and
+limits.
 
 ``biasim audit`` (:mod:`biasim.simulator.tools.audit`) computes the audit and stores it in the
 run's ``summary.json``; the page renders it from there, so the report never imports the tool.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from biasim.simulator.common.html import Column, HtmlSection
+from biasim.simulator.common.html import Column, HtmlSection, fmt
 
 _TITLES = {
     "sex": "Sex categories",
@@ -35,17 +36,47 @@ def merged_note(audit: dict[str, Any]) -> str | None:
     )
 
 
+def headcount(audit: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """Who the audit counts, as ``(text, key)`` parts: a part with a key is the value of
+    ``audit[key]``. The console and the report both print these parts, so their counts agree.
+
+    Individuals are distinct people (a run's simulated applicants, however many policies read
+    them); assessments are the decisions about them."""
+    assessments = [(fmt(audit["n_assessed"], "int"), "n_assessed"), (" assessments", None)]
+    parts: list[tuple[str, str | None]] = [
+        ("Individuals assessed: ", None),
+        (fmt(audit["n_individuals"], "int"), "n_individuals"),
+    ]
+    policies = audit.get("policies") or []
+    if len(policies) > 1:
+        listed = ", ".join(policies)
+        parts += [(f", each read under {len(policies)} policies ({listed}): ", None), *assessments]
+    elif audit["n_assessed"] != audit["n_individuals"]:
+        parts += [(", in ", None), *assessments]
+    parts += [
+        ("; assessments with no outcome (in no calculation): ", None),
+        (fmt(audit["n_missing_outcome"], "int"), "n_missing_outcome"),
+    ]
+    return parts
+
+
 def audit_limits(audit: dict[str, Any]) -> list[str]:
     """What a reader of the audit tables must know: who counts as an individual, what was left
     out, and categories too small to serve as the reference of the impact ratios."""
     found = []
-    distinct = audit.get("n_distinct_applicants")
-    if distinct is not None and distinct < audit["n_assessed"]:
+    names = audit.get("n_distinct_names")
+    if names is not None and names < audit["n_individuals"]:
         found.append(
-            f"The audit counts {audit['n_assessed']} decisions about {distinct} distinct "
-            "simulated applicants (names): each decision is one assessment, so the counts per "
-            "category are decisions, and the information about each category rests on "
-            "fewer people than the counts suggest."
+            f"The {audit['n_individuals']} simulated applicants carry {names} distinct names "
+            "(a name is shared by several applicants): the information about each category "
+            "rests on fewer names than the counts of individuals suggest."
+        )
+    policies = audit.get("policies") or []
+    if len(policies) > 1:
+        found.append(
+            f"Each individual was read under {len(policies)} policies: the tables count each "
+            "policy's individuals separately, side by side; a category's counts are not to be "
+            "summed across policies."
         )
     if audit["n_missing_outcome"]:
         found.append(
@@ -72,9 +103,10 @@ def audit_limits(audit: dict[str, Any]) -> list[str]:
     return found
 
 
-def audit_html(audit: dict[str, Any]) -> HtmlSection:
-    """The audit as a report section (its numbers point into ``summary.audit``)."""
-    section = HtmlSection("Bias audit (NYC Local Law 144)", ("audit",))
+def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
+    """The audit as a report section (its numbers point into ``summary.audits[key]``)."""
+    title = "Bias audit (NYC Local Law 144)" + (f": {key}" if key != "." else "")
+    section = HtmlSection(title, ("audits", key))
     source = audit["source"]
     dates = source.get("date_range")
     section.paragraph(
@@ -83,12 +115,13 @@ def audit_html(audit: dict[str, Any]) -> HtmlSection:
         + f" ({source.get('date_basis')})."
     )
     metric = "selection rate" if audit["metric"] == "selection_rate" else "scoring rate"
+    counted = "".join(
+        section.number(key, audit[key], "int") if key else html.escape(text)
+        for text, key in headcount(audit)
+    )
     section.raw(
-        "<p>Individuals assessed: "
-        + section.number("n_assessed", audit["n_assessed"], "int")
-        + "; with no outcome (not in any calculation): "
-        + section.number("n_missing_outcome", audit["n_missing_outcome"], "int")
-        + f". Impact ratio = a category's {html.escape(metric)} / the highest {html.escape(metric)}"
+        f"<p>{counted}. Impact ratio = a category's {html.escape(metric)} / the highest "
+        + html.escape(metric)
         + "; categories under "
         + section.number("threshold", audit["threshold"], ".0%")
         + " of the data are flagged"

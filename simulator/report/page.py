@@ -257,8 +257,8 @@ def limits(summary: dict[str, Any]) -> list[str]:
             "Each p-value tests the hypothesis stated beside its table; adjusted p-values are "
             "adjusted over the family named there, not over the whole report."
         )
-    if summary.get("audit"):
-        found += audit_limits(summary["audit"])
+    for key, audit in (summary.get("audits") or {}).items():
+        found += [(f"Audit {key}: " if key != "." else "") + note for note in audit_limits(audit)]
     return found
 
 
@@ -300,8 +300,8 @@ def render(
     sections += _analysis_sections(summary, study, figures, tables or {})
     if summary.get("outcomes_by_group"):
         sections.append(("outcomes", _outcomes_section(summary)))
-    if summary.get("audit"):
-        sections.append(("audit", audit_html(summary["audit"])))
+    for i, (key, audit) in enumerate((summary.get("audits") or {}).items()):
+        sections.append((f"audit-{i}" if i else "audit", audit_html(audit, key)))
     notes = HtmlSection("Limits")
     notes.raw(
         '<ul class="limits">'

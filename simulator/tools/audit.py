@@ -59,24 +59,37 @@ def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str 
     return next((lowered[n] for n in names if n in lowered), None)
 
 
-def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
-    from biasim.simulator.engine.runner import load_run, study_folder
+def _chosen_analysis(study: Any, options: AuditOptions, results: pd.DataFrame, folder: Any):
+    """The analysis audited and its decisions: ``--analysis``, else in a study with policies
+    the first analysis that decides under every policy, else the first that decides."""
     from biasim.simulator.kinds import AnalysisContext, get_kind
 
-    study, results = load_run(run_dir)
-    chosen = None
+    candidates = []
     for i, spec in enumerate(study.config.analyses):
         name = spec.name or f"analysis{i + 1}"
         if options.analysis in (None, name):
-            ctx = AnalysisContext(study.config, name, study_folder(study))
-            plugin = get_kind(spec.kind)
-            if options.stage is None:
-                frame = plugin.selections(results, spec, ctx)
-            else:
-                frame = plugin.stage_selections(results, spec, ctx, options.stage)
-            if frame is not None:
-                chosen = (name, spec.kind, frame, i)
-                break
+            candidates.append((i, spec, name))
+    if options.analysis is None and study.config.policies:
+        every_policy = [c for c in candidates if "policy" in get_kind(c[1].kind).audit_strata(c[1])]
+        candidates = every_policy + [c for c in candidates if c not in every_policy]
+    for i, spec, name in candidates:
+        ctx = AnalysisContext(study.config, name, folder)
+        plugin = get_kind(spec.kind)
+        if options.stage is None:
+            frame = plugin.selections(results, spec, ctx)
+        else:
+            frame = plugin.stage_selections(results, spec, ctx, options.stage)
+        if frame is not None:
+            return name, spec.kind, frame, i
+    return None
+
+
+def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame, dict[str, Any]]:
+    from biasim.simulator.engine.runner import load_run, study_folder
+    from biasim.simulator.kinds import get_kind
+
+    study, results = load_run(run_dir)
+    chosen = _chosen_analysis(study, options, results, study_folder(study))
     if chosen is None:
         what = f"no analysis named `{options.analysis}`" if options.analysis else "no analysis"
         decides = (
@@ -95,14 +108,16 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "kind": "test data",
         "description": (
             f"simulated decisions of run {run_dir} (study {study.config.name}, analysis "
-            f"{name} of kind {kind}{_which_stage(kind, options)}); each row is one simulated "
+            f"{name} of kind {kind}{_which_stage(kind, options)}"
+            f"{_which_policies(study.config, frame)}); each row is one simulated "
             "applicant's decision by the model(s) named below. Local Law 144 allows test data "
             "when historical data are not available; say so in any published summary."
         ),
         "date_range": date_range(dates),
         "date_basis": "when the run's model calls were made",
+        "analysis": name,
     }
-    source["n_distinct_applicants"] = int(frame["persona_name"].nunique())
+    source["n_distinct_names"] = int(frame["persona_name"].nunique())
     partial = partial_note(run_dir, manifest)
     if partial:
         source["partial"] = partial
@@ -112,7 +127,22 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
             options.by.append(column)
     if "model_label" not in options.by and frame["model_label"].nunique() > 1:
         options.by = ["model_label", *options.by]
-    return frame.assign(_selected=frame["selected"]), source
+    # An individual is a simulated person, whatever number of policies read its document.
+    individual = frame["agent_id"].astype(str)
+    return frame.assign(_selected=frame["selected"], _individual=individual), source
+
+
+def _which_policies(config: Any, frame: pd.DataFrame) -> str:
+    """Which policies' decisions were audited, when the study has policies."""
+    if not config.policies:
+        return ""
+    if "policy" in frame.columns:
+        return ", every policy side by side: " + ", ".join(map(str, frame["policy"].unique()))
+    return (
+        ", under policy `base` only: its policies "
+        + ", ".join(f"`{p}`" for p in config.policies)
+        + " are audited by an analysis of kind policy_effect (--analysis)"
+    )
 
 
 def _which_stage(kind: str, options: AuditOptions) -> str:
@@ -292,7 +322,9 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "n_total": audit.n_total,
         "n_missing_outcome": audit.n_missing_outcome,
         "n_assessed": audit.n_assessed,
-        "n_distinct_applicants": about.pop("n_distinct_applicants", None),
+        "n_individuals": _individuals(frame, audit.n_assessed),
+        "policies": list(map(str, frame["policy"].unique())) if "policy" in frame else None,
+        "n_distinct_names": about.pop("n_distinct_names", None),
         "unknown": audit.unknown,
         "merged": audit.merged,
         "threshold": audit.threshold,
@@ -301,6 +333,15 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "tables": {k: t.to_dict("records") for k, t in audit.tables.items()},
         "_frames": {**audit.tables, "counts": audit.counts},
     }
+
+
+def _individuals(frame: pd.DataFrame, n_assessed: int) -> int:
+    """Distinct individuals with a known outcome: simulated applicants of a run (one however
+    many policies read them); the rows of a decisions file, one individual each."""
+    if "_individual" not in frame:
+        return n_assessed
+    known = frame["_score"].notna() if "_score" in frame else frame["_selected"].notna()
+    return int(frame.loc[known, "_individual"].nunique())
 
 
 def write_audit(result: dict[str, Any], out: Path) -> list[Path]:
@@ -321,12 +362,25 @@ def public(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if not k.startswith("_")}
 
 
-def attach_to_run(run_dir: Path, result: dict[str, Any]) -> Path:
-    """Add the audit to the run's summary.json and redraw its report.html."""
+def audit_dir(run_dir: Path, result: dict[str, Any], stage: str | None) -> Path:
+    """Where an audit of a run is written by default: one directory per analysis and stage
+    audited (``RUN/audit/policies``, ``RUN/audit/policies-screen``), so audits never overwrite
+    each other."""
+    name = result["source"]["analysis"] + (f"-{stage}" if stage else "")
+    return run_dir / "audit" / name
+
+
+def attach_to_run(run_dir: Path, result: dict[str, Any], target: Path) -> Path:
+    """Add the audit to the run's summary.json (``audits``, keyed by where its tables are) and
+    redraw its report.html."""
     from biasim.simulator.report.page import write_report
 
     summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
-    summary["audit"] = public(result)
+    try:
+        key = str(target.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        key = str(target)
+    summary.setdefault("audits", {})[key] = public(result)
     manifest = read_json(run_dir / MANIFEST)
     page = write_report(
         run_dir,

@@ -56,7 +56,7 @@ def test_audit_and_analyze_refuse_a_live_run_naming_its_writer(hiring_run, tmp_p
     finally:
         lock.release()
     assert not (run / "audit").exists()
-    assert "audit" not in json.loads((run / "summary.json").read_text())
+    assert "audits" not in json.loads((run / "summary.json").read_text())
 
 
 def test_a_partial_run_is_audited_and_analysed_with_a_warning(hiring_run, tmp_path, cli):
@@ -69,7 +69,7 @@ def test_a_partial_run_is_audited_and_analysed_with_a_warning(hiring_run, tmp_pa
     assert audited.exit_code == 0, audited.output
     expected = f"partial results: the run's status is `interrupted` ({rows:,} rows stored)"
     assert expected in _one_line(audited.stderr)
-    audit = json.loads((run / "summary.json").read_text())["audit"]
+    [audit] = json.loads((run / "summary.json").read_text())["audits"].values()
     assert audit["source"]["partial"].startswith("partial results")
     assert "Partial results: the run" in (run / "report.html").read_text()
     analysed = cli.invoke(app, ["analyze", str(run)])
