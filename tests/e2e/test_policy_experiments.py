@@ -160,7 +160,12 @@ def test_policies_read_the_same_documents_in_the_same_pools(tmp_path: Path, cli)
     html = (out / "report.html").read_text()
     assert "End-to-end impact ratio by race x gender, per policy" in html
     assert "Policy effects by race, paired" in html
-    assert "redacted vs base, White: rate" in " ".join(stdout.split())
+    text = " ".join(stdout.split())
+    assert "redacted vs base, by race: joint paired p" in text and "White: rate" in text
+    tests = pd.DataFrame(section["by_group"]["race_x_gender"]["tests"])
+    # One joint test per policy; one hire per pool under each, so df <= 4 groups - 1.
+    assert list(tests["policy"]) == ["redacted", "shortlist4"] and tests["df"].max() <= 3
+    assert "Policy tests by race, paired, joint across groups" in html
 
 
 def test_compare_and_audit_work_on_pipeline_runs(tmp_path: Path, cli) -> None:
@@ -270,10 +275,11 @@ def test_hiring_policies_recovers_the_declared_redaction_effect(tmp_path: Path, 
         se = (row["rate_change_high"] - row["rate_change_low"]) / (2 * 1.96)
         assert abs(row["rate_change"] - change) < 3 * se, (race, change, row["rate_change"])
     # The declared screening preference is what redaction removes: White rates fall.
-    assert found.loc["White", "rate_change_high"] < 0 and found.loc["White", "p_adjusted"] < 0.05
+    tests = pd.DataFrame(section["by_group"]["race"]["tests"]).set_index("policy")
+    assert found.loc["White", "rate_change_high"] < 0 and tests.loc["redacted", "p_adjusted"] < 0.05
     text = " ".join(result.stdout.split())
     assert "end-to-end impact ratio by race x gender" in text
-    assert "redacted vs base, Black: rate" in text
+    assert "redacted vs base, by race: joint paired p" in text and "Black: rate" in text
 
 
 def test_show_prompts_renders_what_each_policy_sends(tmp_path: Path, cli) -> None:
