@@ -217,9 +217,23 @@ class PolicyEffectKind(AnalysisKind):
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
         return {
-            f"{row['policy']} vs {row['baseline']}: by {parts['label']}": row["p_adjusted"]
+            _test_name(row["policy"], row["baseline"], parts["label"]): row["p_adjusted"]
             for parts in summary["by_group"].values()
             for row in parts["tests"]
+        }
+
+    def power_no_effect(self, spec: PolicyEffectSpec, config: Any) -> set[str]:
+        """The tests of a policy that differs from the baseline only in what the synthetic
+        responder does not read (a prompt, a system message): on the test double its effect
+        is zero by construction, so its share of findings is no power."""
+        policies = config.policies or {}
+        inert = {BASE} | {n for n, p in policies.items() if not _acts_on_double(p, config)}
+        if spec.baseline not in inert:
+            return set()
+        return {
+            _test_name(policy, spec.baseline, _label(group))
+            for policy in inert - {spec.baseline}
+            for group in _group_columns(spec)
         }
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
@@ -372,6 +386,25 @@ def policy_outcomes(
     if spec.intersectional and len(spec.groups) > 1:
         outcomes[JOINED.join(spec.groups)] = columns.join_columns(outcomes, spec.groups, "|")
     return outcomes, excluded
+
+
+def _test_name(policy: str, baseline: str, label: str) -> str:
+    """A joint test as ``biasim power`` names it."""
+    return f"{policy} vs {baseline}: by {label}"
+
+
+def _acts_on_double(policy: Any, config: Any) -> bool:
+    """Whether the synthetic responder answers differently under ``policy``: it reads how
+    many to pick, the advance rule and the author's persona (withheld when redacted, which
+    matters where the stage's role declares a truth by persona), never the prompt's text."""
+    roles = {s.name: s.role for s in config.stages}
+    for stage, change in policy.stages.items():
+        if change.select is not None or change.advance is not None:
+            return True
+        truth = config.roles[roles[stage]].synthetic or {}
+        if change.author == "redacted" and any(t.by or t.weights for t in truth.values()):
+            return True
+    return False
 
 
 def _group_columns(spec: PolicyEffectSpec) -> list[str]:

@@ -297,3 +297,32 @@ def test_show_prompts_renders_what_each_policy_sends(tmp_path: Path, cli) -> Non
     assert "[name withheld]" in redacted and "[name of applicant" not in redacted
     shortlist = next(b for b in blocks if b.startswith("policies.shortlist4.stages.screen"))
     assert "Pick 4 of 8" in shortlist
+
+
+def test_power_says_when_a_policy_declares_no_effect_on_the_test_double(
+    tmp_path: Path, cli
+) -> None:
+    # A rubric changes only the prompt: the synthetic responder does not read it, so its
+    # effect on the test double is zero by construction; redaction hides the race the
+    # screener's declared truth weighs.
+    data = policy_study()
+    data["policies"] = {
+        "redacted": POLICIES["redacted"],
+        "rubric": {"description": "a rubric", "stages": {"screen": {"system": "Use a rubric."}}},
+    }
+    data["analyses"] = [{**EFFECT, "groups": ["race"], "intersectional": False}]
+    path = pipeline_studies.write(tmp_path / "s.yaml", data)
+    out = tmp_path / "power"
+    result = invoke(
+        cli, "power", path, "--agents", "2", "--studies", "2", "--workers", "1", "--out", out
+    )
+    assert result.exit_code == 0, result.output
+    # The rubric's row says so in the power column (folded by the table's width).
+    rubric = result.stdout[result.stdout.index("rubric vs base") :]
+    assert "0 %: no effect" in rubric.splitlines()[0]
+    assert "declared" in rubric.splitlines()[1]
+    rows = pd.read_csv(out / "power.csv").set_index("test")
+    assert not rows.loc["rubric vs base: by race", "effect_declared"]
+    assert np.isnan(rows.loc["rubric vs base: by race", "power"])
+    assert rows.loc["redacted vs base: by race", "effect_declared"]
+    assert not np.isnan(rows.loc["redacted vs base: by race", "power"])
