@@ -131,6 +131,9 @@ class PipelineKind(AnalysisKind):
         section = Section(summary=summary)
         candidates, exclusions = candidates_table(readings, chain, authors)
         summary["exclusions"] = exclusions
+        # The unit its pool tests and intervals draw: the first stage's pools (or pairs).
+        first = candidates.loc[candidates["stage"] == chain[0], "cluster"] if chain else []
+        summary["clusters"] = int(pd.Series(first).nunique())
         section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
             exclusions, columns=["stage", "reason", "count"]
         )

@@ -18,7 +18,8 @@ from biasim.simulator.report.outputs import SYNTHETIC_NOTE, units_text
 from biasim.simulator.report.prompts_section import prompts_section
 
 REPORT_HTML = "report.html"
-#: Below this many valid answers in a group, the report says intervals are wide.
+#: Below this many valid answers in a group (or units, e.g. pools, behind a pipeline's or a
+#: policy experiment's tables), the report says intervals are wide.
 SMALL_N = 30
 _EMBEDDED = "SmolLM2"
 
@@ -234,11 +235,10 @@ def limits(summary: dict[str, Any]) -> list[str]:
         )
     smallest = _smallest_group(summary)
     if smallest is not None and smallest < SMALL_N:
-        found.append(
-            f"Small samples: the smallest group has {smallest} valid answers (fewer than "
-            f"{SMALL_N}); intervals are wide and a non-significant test is weak evidence of "
-            "parity."
-        )
+        found.append(small_sample(f"the smallest group has {smallest} valid answers"))
+    for name, pools in _pools(summary):
+        if pools < SMALL_N:
+            found.append(small_sample(f"the tables of `{name}` rest on {pools} first-stage pools"))
     counts = summary.get("status_counts") or {}
     units = sum(counts.values())
     excluded = units - counts.get("answered", 0)
@@ -260,6 +260,24 @@ def limits(summary: dict[str, Any]) -> list[str]:
     if summary.get("audit"):
         found += audit_limits(summary["audit"])
     return found
+
+
+def small_sample(what: str) -> str:
+    """The small-sample line: ``what`` is too few (fewer than :data:`SMALL_N`)."""
+    return (
+        f"Small samples: {what} (fewer than {SMALL_N}); intervals are wide and a "
+        "non-significant test is weak evidence of parity."
+    )
+
+
+def _pools(summary: dict[str, Any]) -> list[tuple[str, int]]:
+    """(analysis, units) of each pipeline and policy experiment: its first-stage pools (pairs,
+    or applicants read alone), the unit its tests and intervals resample."""
+    return [
+        (str(a.get("name")), int(a["clusters"]))
+        for a in summary.get("analyses", [])
+        if a.get("kind") in ("pipeline", "policy_effect") and a.get("clusters") is not None
+    ]
 
 
 def _smallest_group(summary: dict[str, Any]) -> int | None:
