@@ -20,6 +20,7 @@ from rich.text import Text
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
+from biasim.simulator.common.samples import SMALL_N, few_pools
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -215,6 +216,9 @@ class PipelineKind(AnalysisKind):
             _print_compounding(summary, group, parts["compounding"], console)
         _print_reading_tests(summary, console)
         validity.print_validity(summary, console)
+        small = few_pools(str(summary["name"]), summary.get("clusters", SMALL_N))
+        if small:
+            console.print(f"  {small}")
         if summary["exclusions"]:
             console.print(
                 "  excluded: "

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
+from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -265,6 +266,9 @@ class PolicyEffectKind(AnalysisKind):
             "  impact ratios are outcome disparities; the paired change is the policy's "
             "causal effect on the same documents"
         )
+        small = few_pools(str(summary["name"]), summary["clusters"])
+        if small:
+            console.print(f"  {small}")
         if summary["excluded"]:
             console.print(
                 "  excluded: "

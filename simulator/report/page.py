@@ -12,15 +12,13 @@ import pandas as pd
 
 from biasim.simulator.common.html import Column, HtmlSection, page
 from biasim.simulator.common.rundir import write_atomic
+from biasim.simulator.common.samples import SMALL_N, few_pools, small_sample
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.audit_section import audit_html, audit_limits
 from biasim.simulator.report.outputs import SYNTHETIC_NOTE, units_text
 from biasim.simulator.report.prompts_section import prompts_section
 
 REPORT_HTML = "report.html"
-#: Below this many valid answers in a group (or units, e.g. pools, behind a pipeline's or a
-#: policy experiment's tables), the report says intervals are wide.
-SMALL_N = 30
 _EMBEDDED = "SmolLM2"
 
 
@@ -236,9 +234,7 @@ def limits(summary: dict[str, Any]) -> list[str]:
     smallest = _smallest_group(summary)
     if smallest is not None and smallest < SMALL_N:
         found.append(small_sample(f"the smallest group has {smallest} valid answers"))
-    for name, pools in _pools(summary):
-        if pools < SMALL_N:
-            found.append(small_sample(f"the tables of `{name}` rest on {pools} first-stage pools"))
+    found += [line for name, pools in _pools(summary) if (line := few_pools(name, pools))]
     counts = summary.get("status_counts") or {}
     units = sum(counts.values())
     excluded = units - counts.get("answered", 0)
@@ -260,14 +256,6 @@ def limits(summary: dict[str, Any]) -> list[str]:
     if summary.get("audit"):
         found += audit_limits(summary["audit"])
     return found
-
-
-def small_sample(what: str) -> str:
-    """The small-sample line: ``what`` is too few (fewer than :data:`SMALL_N`)."""
-    return (
-        f"Small samples: {what} (fewer than {SMALL_N}); intervals are wide and a "
-        "non-significant test is weak evidence of parity."
-    )
 
 
 def _pools(summary: dict[str, Any]) -> list[tuple[str, int]]:
