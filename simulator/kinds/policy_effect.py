@@ -401,12 +401,14 @@ def _acts_on_double(policy: Any, config: Any) -> bool:
     """Whether the synthetic responder answers differently under ``policy``: it reads how
     many to pick, the advance rule and the author's persona (withheld when redacted, which
     matters where the stage's role declares a truth by persona), never the prompt's text."""
-    roles = {s.name: s.role for s in config.stages}
-    for stage, change in policy.stages.items():
+    stages = {s.name: s for s in config.stages}
+    for name, change in policy.stages.items():
         if change.select is not None or change.advance is not None:
             return True
-        truth = config.roles[roles[stage]].synthetic or {}
-        if change.author == "redacted" and any(t.by or t.weights for t in truth.values()):
+        stage = stages[name]
+        truth = config.roles[stage.role].synthetic or {}
+        shown = change.author is not None and change.author != stage.reads.author
+        if shown and any(t.by or t.weights for t in truth.values()):
             return True
     return False
 

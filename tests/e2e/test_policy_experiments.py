@@ -328,3 +328,24 @@ def test_power_says_when_a_policy_declares_no_effect_on_the_test_double(
     assert np.isnan(rows.loc["rubric vs base: by race", "power"])
     assert rows.loc["redacted vs base: by race", "effect_declared"]
     assert not np.isnan(rows.loc["redacted vs base: by race", "power"])
+
+
+def test_which_policies_declare_no_effect_on_the_test_double(tmp_path: Path) -> None:
+    from biasim.simulator.kinds import get_kind
+
+    data = policy_study()
+    data["policies"] = {
+        "rubric": {"stages": {"screen": {"prompt": "Rubric: pick {{ select }}."}}},
+        "system": {"stages": {"offer": {"system": "Be fair."}}},
+        "named": {"stages": {"screen": {"author": "name"}}},  # as base: no change
+        "redacted": POLICIES["redacted"],
+        "shortlist4": POLICIES["shortlist4"],
+    }
+    data["analyses"] = [{**EFFECT, "groups": ["race"], "intersectional": False}]
+    config = load_study(pipeline_studies.write(tmp_path / "s.yaml", data)).config
+    spec = config.analyses[0]
+    inert = get_kind("policy_effect").power_no_effect(spec, config)
+    assert inert == {f"{p} vs base: by race" for p in ("rubric", "system", "named")}
+    # Against a baseline the double answers differently under, nothing is inert.
+    other = spec.model_copy(update={"baseline": "redacted"})
+    assert get_kind("policy_effect").power_no_effect(other, config) == set()
