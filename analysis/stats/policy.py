@@ -10,14 +10,21 @@ policy), one column per group and ``selected`` (bool, selected at the last stage
   (rate over the highest group rate of that policy, as NYC Local Law 144 defines it), with
   cluster-bootstrap percentile intervals;
 * :func:`policy_difference`: per group, the change of impact ratio and rate from one policy to
-  another, with paired cluster-bootstrap intervals, and a paired permutation test of the
-  group's selection rate. Unit of exchangeability: the cluster. The two policies read a pool
-  independently (different calls on the same documents), so under "the policy does not change
-  how many of group g a pool selects" the pair (g's count under one policy, under the other)
-  is exchangeable; the test swaps the pair at random, pool by pool. p-values are adjusted
-  across the groups of one comparison (Holm by default). The impact ratio's change gets an
-  interval, not a test: a ratio to the highest group moves with every group's rate, so a test
-  of it would not be a test about the group it is reported for.
+  another, with paired cluster-bootstrap intervals (intervals, not tests);
+* :func:`policy_tests`: one paired permutation test per policy against the baseline, joint
+  across the groups of one grouping. Unit of exchangeability: the cluster. The two policies
+  read a pool independently (different calls on the same documents), so under "the policy
+  does not change how many of each group a pool selects" the pair (the pool's counts under one
+  policy, under the other) is exchangeable; the test swaps the pair at random, pool by pool,
+  which flips the sign of the pool's vector of count changes. The statistic is the quadratic
+  form ``D' W+ D`` of the summed changes ``D`` in the pseudo-inverse of ``W = sum_c d_c d_c'``
+  (which no swap changes): a pool that hires one applicant under every policy has changes
+  summing to zero over the groups, so testing each group separately repeats one test and
+  adjusting over the groups throws power away; the pseudo-inverse drops that dimension.
+  p-values are adjusted across the policies compared with the baseline (Holm by default):
+  the family is the grouping's set of policies, one test each. The impact ratio's change gets
+  an interval, not a test: a ratio to the highest group moves with every group's rate, so a
+  test of it would not be a test about the group it is reported for.
 
 An impact ratio is an outcome disparity: it mixes differences in the documents (qualification)
 with discrimination. The difference between two policies on the same documents is causal for
@@ -148,43 +155,23 @@ def policy_difference(
     baseline: str,
     policy: str,
     *,
-    n_permutations: int = 2000,
     n_boot: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-    adjust: str = "holm",
 ) -> pd.DataFrame:
-    """Per group: the change of impact ratio and rate from ``baseline`` to ``policy``.
-
-    The test statistic of a group is the absolute change of its number selected (its rate's
-    change times its fixed number of applicants); its null distribution comes from swapping
-    the two policies' counts of random clusters (see the module docstring).
-    ``p = (1 + #{|T'| >= |T|}) / (1 + n_permutations)``, the observed assignment counted once.
+    """Per group: the change of impact ratio and rate from ``baseline`` to ``policy``, with
+    paired cluster-bootstrap intervals; the test is :func:`policy_tests` (one per policy).
 
     Returns:
         One row per value, sorted: ``group``, ``value``, ``baseline``, ``policy``, ``entered``,
         ``rate_baseline``, ``rate_policy``, ``rate_change`` with ``rate_change_low`` and
         ``rate_change_high``, ``ratio_baseline``, ``ratio_policy``, ``ratio_change`` with
-        ``ratio_change_low`` and ``ratio_change_high`` (paired cluster bootstrap), ``clusters``,
-        ``n_permutations``, ``p_value`` and ``p_adjusted`` (``adjust`` across the values).
+        ``ratio_change_low`` and ``ratio_change_high`` and ``clusters``.
     """
-    if n_permutations < 1:
-        raise ValueError("n_permutations must be at least 1")
     counts = _Counts(outcomes, group, [baseline, policy])
     entered = counts.entered.sum(axis=0)
     base, other = counts.selected[0], counts.selected[1]
     rates, ratios = _ratios(np.stack([base.sum(axis=0), other.sum(axis=0)]), entered[None, :])
-    change = ratios[1] - ratios[0]
-    selected_change = other.sum(axis=0) - base.sum(axis=0)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 2]))
-    swap = rng.integers(0, 2, size=(n_permutations, len(counts.clusters))).astype(float)
-    # A swapped pool moves its count difference from one policy to the other (twice).
-    null = np.abs(selected_change - 2 * (swap @ (other - base)))
-    hits = np.count_nonzero(null >= np.abs(selected_change) - _TOL, axis=0)
-    p_value = np.where(entered > 0, (1 + hits) / (1 + n_permutations), np.nan)
-    adjusted = np.full(p_value.shape, np.nan)
-    finite = ~np.isnan(p_value)
-    adjusted[finite] = multiple.adjust(p_value[finite], adjust)
     weights = _bootstrap_weights(len(counts.clusters), n_boot, seed)
     boot_entered = (weights @ counts.entered)[:, None, :]
     boot_selected = np.stack([weights @ base, weights @ other], axis=1)
@@ -205,12 +192,95 @@ def policy_difference(
             "rate_change_high": rate_high,
             "ratio_baseline": ratios[0],
             "ratio_policy": ratios[1],
-            "ratio_change": change,
+            "ratio_change": ratios[1] - ratios[0],
             "ratio_change_low": ratio_low,
             "ratio_change_high": ratio_high,
             "clusters": len(counts.clusters),
-            "n_permutations": n_permutations,
-            "p_value": p_value,
-            "p_adjusted": adjusted,
         }
     )
+
+
+def joint_statistic(changes: np.ndarray, flips: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """The joint statistic of each sign assignment, the observed one and the form's rank.
+
+    Args:
+        changes: Per cluster and group, the count selected under the policy minus under the
+            baseline (clusters x groups).
+        flips: Rows of +1/-1 per cluster (one row per permutation).
+
+    Returns:
+        ``D' W+ D`` for every row of ``flips`` (``D = flips @ changes``), the same for all
+        signs +1, and the rank of ``W = changes' changes``.
+    """
+    w = changes.T @ changes
+    pinv = np.linalg.pinv(w, rcond=1e-10, hermitian=True)
+    observed = changes.sum(axis=0)
+    null = flips @ changes
+    return (
+        np.einsum("pg,gh,ph->p", null, pinv, null),
+        float(observed @ pinv @ observed),
+        int(np.linalg.matrix_rank(w, hermitian=True)),
+    )
+
+
+def policy_tests(
+    outcomes: pd.DataFrame,
+    group: str,
+    baseline: str,
+    policies: Sequence[str],
+    *,
+    n_permutations: int = 2000,
+    seed: int = 0,
+    adjust: str = "holm",
+) -> pd.DataFrame:
+    """One paired test per policy against ``baseline``, joint across the values of ``group``.
+
+    Null: the policy does not change how many of each group a pool selects (see the module
+    docstring). Swapping a cluster's two policies flips the sign of its vector of count
+    changes; ``p = (1 + #{T' >= T}) / (1 + n_permutations)``, the observed assignment counted
+    once. ``df`` is the rank of the form: the number of groups less one where every pool
+    selects as many under both policies.
+
+    Returns:
+        One row per policy other than ``baseline``, in the order given: ``group``,
+        ``baseline``, ``policy``, ``clusters``, ``df``, ``statistic``, ``n_permutations``,
+        ``p_value`` and ``p_adjusted`` (``adjust`` across the policies).
+    """
+    if n_permutations < 1:
+        raise ValueError("n_permutations must be at least 1")
+    others = [p for p in policies if p != baseline]
+    rows = []
+    for k, policy in enumerate(others):
+        counts = _Counts(outcomes, group, [baseline, policy])
+        changes = (counts.selected[1] - counts.selected[0]).astype(float)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 2, k]))
+        flips = 1.0 - 2.0 * rng.integers(0, 2, size=(n_permutations, len(counts.clusters)))
+        null, observed, rank = joint_statistic(changes, flips)
+        hits = np.count_nonzero(null >= observed - _TOL * max(1.0, observed))
+        rows.append(
+            {
+                "group": group,
+                "baseline": baseline,
+                "policy": policy,
+                "clusters": len(counts.clusters),
+                "df": rank,
+                "statistic": observed,
+                "n_permutations": n_permutations,
+                "p_value": (1 + hits) / (1 + n_permutations),
+            }
+        )
+    out = pd.DataFrame(
+        rows,
+        columns=[
+            "group",
+            "baseline",
+            "policy",
+            "clusters",
+            "df",
+            "statistic",
+            "n_permutations",
+            "p_value",
+        ],
+    )
+    out["p_adjusted"] = multiple.adjust(out["p_value"].to_numpy(dtype=float), adjust)
+    return out

@@ -156,7 +156,7 @@ def _print_power(rows: list, effect: float, alpha: float, studies: int) -> None:
             row.analysis,
             row.test,
             str(row.agents),
-            f"{row.power:.0%}",
+            f"{row.power:.0%}" if row.effect_declared else "0 %: no effect declared",
             f"{row.false_positive_rate:.0%}",
         )
     print_table(out_console, table)

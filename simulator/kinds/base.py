@@ -226,6 +226,12 @@ class AnalysisKind:
         (default: none). Adjusted p-values where the kind adjusts."""
         return {}
 
+    def power_no_effect(self, spec: Any, config: Any) -> set[str]:
+        """Names of ``power_tests`` whose effect the study's synthetic truth cannot produce
+        (e.g. a policy that changes only text the test double does not read), for ``biasim
+        power`` to say "no effect declared" rather than print a power (default: none)."""
+        return set()
+
     def audit_strata(self, spec: Any) -> list[str]:
         """Columns an audit of this analysis's decisions splits by (its conditions and cases:
         pooling scenarios or persona conditions into one selection rate means nothing)."""

@@ -20,6 +20,7 @@ from rich.text import Text
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
+from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -131,6 +132,10 @@ class PipelineKind(AnalysisKind):
         section = Section(summary=summary)
         candidates, exclusions = candidates_table(readings, chain, authors)
         summary["exclusions"] = exclusions
+        # The unit its pool tests and intervals draw: the first stage's pools (or pairs); none
+        # where only counterfactual readings are analysed.
+        first = candidates.loc[candidates["stage"] == chain[0], "cluster"] if chain else None
+        summary["clusters"] = None if first is None else int(first.nunique())
         section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
             exclusions, columns=["stage", "reason", "count"]
         )
@@ -195,6 +200,11 @@ class PipelineKind(AnalysisKind):
             _print_compounding(summary, group, parts["compounding"], console)
         _print_reading_tests(summary, console)
         validity.print_validity(summary, console)
+        small = summary.get("clusters") is not None and few_pools(
+            str(summary["name"]), summary["clusters"]
+        )
+        if small:
+            console.print(f"  {small}")
         if summary["exclusions"]:
             console.print(
                 "  excluded: "

@@ -3,8 +3,9 @@
 Reads a pipeline study with ``policies:`` (see ``simulator.study.policies``): every applicant's
 document is read under every policy in the same pools. Per group (and race x gender when
 ``intersectional``): each policy's end-to-end selection rate and impact ratio with intervals,
-side by side; each policy against the baseline with a paired test whose unit is the
-first-stage pool (the applicant where documents are read alone), Holm across groups.
+side by side; each policy against the baseline with one paired test joint across the groups,
+whose unit is the first-stage pool (the applicant where documents are read alone), Holm across
+the policies, and per-group intervals of the change beside it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.text import Text
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
+from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -62,10 +64,12 @@ class PolicyEffectSpec(AnalysisSpec):
         True, description="Also the groups crossed (e.g. race x gender), when there are two+."
     )
     baseline: str = Field(BASE, description="The policy every other is compared with.")
-    n_permutations: int = Field(2000, ge=100, description="Pool swaps per paired test.")
+    n_permutations: int = Field(2000, ge=100, description="Pool swaps per joint paired test.")
     n_boot: int = Field(1000, ge=100, description="Cluster-bootstrap draws per interval.")
     adjust: Literal["holm", "bh", "none"] = Field(
-        "holm", description="Adjustment of each comparison's tests across groups."
+        "holm",
+        description="Adjustment of the joint tests across the policies compared with the "
+        "baseline (one family per grouping).",
     )
 
 
@@ -76,15 +80,21 @@ _NOTE = (
     "bootstrap of first-stage pools (the applicant where read alone)."
 )
 _TEST_NOTE = (
+    "One test per policy, joint across the groups: does the policy change how many of any "
+    "group a pool selects? Statistic: D' W+ D, D = the summed changes of each group's count "
+    "selected, W = the sum over pools of their products (a pool that selects as many under both "
+    "policies has changes summing to zero, so df = groups - 1). p: a permutation test swapping "
+    "the two policies of whole pools (unit of exchangeability: the first-stage pool, the "
+    "applicant where read alone); {adjust}-adjusted across the policies compared with "
+    "{baseline}."
+)
+_EFFECT_NOTE = (
     "Every policy read the same documents in the same pools, so a policy's effect is paired "
     "and causal for the policy (the documents are held fixed). change = policy minus "
-    "{baseline}; intervals: paired pool bootstrap; p: the group's selection rate, by a "
-    "permutation test swapping the group's two counts of whole pools (unit of "
-    "exchangeability: the first-stage pool), {adjust}-adjusted across the groups of one "
-    "comparison. The impact ratio's change has an interval, no test: a ratio to the highest "
-    "group moves with every group's rate. The causal effect of a name on a "
-    "given document is measured by reading it under swapped names (a `counterfactual` stage, "
-    "reported by the `pipeline` analysis)."
+    "{baseline}; 95% intervals: paired pool bootstrap, one per group, intervals and not tests "
+    "(the policy's test is the joint one above). The impact ratio's change moves with every "
+    "group's rate. The causal effect of a name on a given document is measured by reading it "
+    "under swapped names (a `counterfactual` stage, reported by the `pipeline` analysis)."
 )
 
 
@@ -161,22 +171,25 @@ class PolicyEffectKind(AnalysisKind):
             )
             changes = [
                 policy_stats.policy_difference(
-                    outcomes,
-                    group,
-                    spec.baseline,
-                    other,
-                    n_permutations=spec.n_permutations,
-                    n_boot=spec.n_boot,
-                    seed=ctx.study.seed,
-                    adjust=spec.adjust,
+                    outcomes, group, spec.baseline, other, n_boot=spec.n_boot, seed=ctx.study.seed
                 )
                 for other in policies
                 if other != spec.baseline
             ]
             change = pd.concat(changes, ignore_index=True)
+            tests = policy_stats.policy_tests(
+                outcomes,
+                group,
+                spec.baseline,
+                policies,
+                n_permutations=spec.n_permutations,
+                seed=ctx.study.seed,
+                adjust=spec.adjust,
+            )
             label = _label(group)
             section.tables[slug(ctx.name, "rates", label)] = rates
             section.tables[slug(ctx.name, "effects", label)] = change
+            section.tables[slug(ctx.name, "tests", label)] = tests
             section.figures[slug(ctx.name, "impact_ratio", label)] = figures.plot_policy_ratios(
                 rates, group, title=f"End-to-end impact ratio by {label}, per policy", xlabel=label
             )
@@ -184,6 +197,7 @@ class PolicyEffectKind(AnalysisKind):
                 "label": label,
                 "rates": rates.to_dict("records"),
                 "effects": change.to_dict("records"),
+                "tests": tests.to_dict("records"),
             }
         return section
 
@@ -230,11 +244,23 @@ class PolicyEffectKind(AnalysisKind):
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
         return {
-            f"{row['policy']} vs {row['baseline']}: {parts['label']} {row['value']}": row[
-                "p_adjusted"
-            ]
+            _test_name(row["policy"], row["baseline"], parts["label"]): row["p_adjusted"]
             for parts in summary["by_group"].values()
-            for row in parts["effects"]
+            for row in parts["tests"]
+        }
+
+    def power_no_effect(self, spec: PolicyEffectSpec, config: Any) -> set[str]:
+        """The tests of a policy that differs from the baseline only in what the synthetic
+        responder does not read (a prompt, a system message): on the test double its effect
+        is zero by construction, so its share of findings is no power."""
+        policies = config.policies or {}
+        inert = {BASE} | {n for n, p in policies.items() if not _acts_on_double(p, config)}
+        if spec.baseline not in inert:
+            return set()
+        return {
+            _test_name(policy, spec.baseline, _label(group))
+            for policy in inert - {spec.baseline}
+            for group in _group_columns(spec)
         }
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
@@ -247,19 +273,28 @@ class PolicyEffectKind(AnalysisKind):
         )
         for parts in summary["by_group"].values():
             _print_rates(summary, parts, console)
-            for row in parts["effects"]:
+            for test in parts["tests"]:
                 console.print(
-                    f"  {row['policy']} vs {row['baseline']}, {row['value']}: rate "
-                    f"{fmt(row['rate_baseline'])} -> {fmt(row['rate_policy'])} "
-                    f"({_signed(row, 'rate_change')}), paired p ({summary['adjust']}) "
-                    f"{format_p(row['p_adjusted'])}; impact ratio "
-                    f"{fmt(row['ratio_baseline'])} -> {fmt(row['ratio_policy'])} "
-                    f"({_signed(row, 'ratio_change')})"
+                    f"  {test['policy']} vs {test['baseline']}, by {parts['label']}: joint "
+                    f"paired p {format_p(test['p_value'])} (df {test['df']}, "
+                    f"{test['clusters']} pools), {summary['adjust']} across policies "
+                    f"{format_p(test['p_adjusted'])}"
                 )
+                for row in parts["effects"]:
+                    if row["policy"] == test["policy"]:
+                        console.print(
+                            f"    {row['value']}: rate {fmt(row['rate_baseline'])} -> "
+                            f"{fmt(row['rate_policy'])} ({_signed(row, 'rate_change')}); "
+                            f"impact ratio {fmt(row['ratio_baseline'])} -> "
+                            f"{fmt(row['ratio_policy'])} ({_signed(row, 'ratio_change')})"
+                        )
         console.print(
             "  impact ratios are outcome disparities; the paired change is the policy's "
             "causal effect on the same documents"
         )
+        small = few_pools(str(summary["name"]), summary["clusters"])
+        if small:
+            console.print(f"  {small}")
         if summary["excluded"]:
             console.print(
                 "  excluded: "
@@ -300,9 +335,23 @@ class PolicyEffectKind(AnalysisKind):
                 "line is the four-fifths threshold",
             )
             section.table(
+                parts["tests"],
+                key=["by_group", group, "tests"],
+                title=f"Policy tests by {parts['label']}, paired, joint across groups",
+                columns=[
+                    Column("policy", "policy", "text"),
+                    Column("clusters", "pools", "int"),
+                    Column("df", "df", "int"),
+                    Column("statistic", "statistic", ".2f"),
+                    Column("p_value", "p", ".4f"),
+                    Column("p_adjusted", f"p ({summary['adjust']}, across policies)", ".4f"),
+                ],
+                note=_TEST_NOTE.format(baseline=summary["baseline"], adjust=summary["adjust"]),
+            )
+            section.table(
                 parts["effects"],
                 key=["by_group", group, "effects"],
-                title=f"Policy effects by {parts['label']}, paired",
+                title=f"Policy effects by {parts['label']}, paired: intervals",
                 columns=[
                     Column("policy", "policy", "text"),
                     Column("value", parts["label"], "text"),
@@ -314,10 +363,8 @@ class PolicyEffectKind(AnalysisKind):
                     Column("rate_policy", "rate policy", ".3f"),
                     Column("rate_change", "rate change", ".3f"),
                     Column("rate_change_low", "95% CI", "ci", upper="rate_change_high"),
-                    Column("p_value", "p (rate)", ".4f"),
-                    Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
                 ],
-                note=_TEST_NOTE.format(baseline=summary["baseline"], adjust=summary["adjust"]),
+                note=_EFFECT_NOTE.format(baseline=summary["baseline"]),
             )
         if summary["excluded"]:
             section.table(summary["excluded"], key="excluded", title="Excluded, by reason")
@@ -369,6 +416,27 @@ def policy_outcomes(
     if spec.intersectional and len(spec.groups) > 1:
         outcomes[JOINED.join(spec.groups)] = columns.join_columns(outcomes, spec.groups, "|")
     return outcomes, excluded
+
+
+def _test_name(policy: str, baseline: str, label: str) -> str:
+    """A joint test as ``biasim power`` names it."""
+    return f"{policy} vs {baseline}: by {label}"
+
+
+def _acts_on_double(policy: Any, config: Any) -> bool:
+    """Whether the synthetic responder answers differently under ``policy``: it reads how
+    many to pick, the advance rule and the author's persona (withheld when redacted, which
+    matters where the stage's role declares a truth by persona), never the prompt's text."""
+    stages = {s.name: s for s in config.stages}
+    for name, change in policy.stages.items():
+        if change.select is not None or change.advance is not None:
+            return True
+        stage = stages[name]
+        truth = config.roles[stage.role].synthetic or {}
+        shown = change.author is not None and change.author != stage.reads.author
+        if shown and any(t.by or t.weights for t in truth.values()):
+            return True
+    return False
 
 
 def _group_columns(spec: PolicyEffectSpec) -> list[str]:

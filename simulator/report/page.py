@@ -12,14 +12,13 @@ import pandas as pd
 
 from biasim.simulator.common.html import Column, HtmlSection, page
 from biasim.simulator.common.rundir import write_atomic
+from biasim.simulator.common.samples import SMALL_N, few_pools, small_sample
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.audit_section import audit_html, audit_limits
 from biasim.simulator.report.outputs import SYNTHETIC_NOTE, units_text
 from biasim.simulator.report.prompts_section import prompts_section
 
 REPORT_HTML = "report.html"
-#: Below this many valid answers in a group, the report says intervals are wide.
-SMALL_N = 30
 _EMBEDDED = "SmolLM2"
 
 
@@ -234,11 +233,8 @@ def limits(summary: dict[str, Any]) -> list[str]:
         )
     smallest = _smallest_group(summary)
     if smallest is not None and smallest < SMALL_N:
-        found.append(
-            f"Small samples: the smallest group has {smallest} valid answers (fewer than "
-            f"{SMALL_N}); intervals are wide and a non-significant test is weak evidence of "
-            "parity."
-        )
+        found.append(small_sample(f"the smallest group has {smallest} valid answers"))
+    found += [line for name, pools in _pools(summary) if (line := few_pools(name, pools))]
     counts = summary.get("status_counts") or {}
     units = sum(counts.values())
     excluded = units - counts.get("answered", 0)
@@ -260,6 +256,16 @@ def limits(summary: dict[str, Any]) -> list[str]:
     for key, audit in (summary.get("audits") or {}).items():
         found += [(f"Audit {key}: " if key != "." else "") + note for note in audit_limits(audit)]
     return found
+
+
+def _pools(summary: dict[str, Any]) -> list[tuple[str, int]]:
+    """(analysis, units) of each pipeline and policy experiment: its first-stage pools (pairs,
+    or applicants read alone), the unit its tests and intervals resample."""
+    return [
+        (str(a.get("name")), int(a["clusters"]))
+        for a in summary.get("analyses", [])
+        if a.get("kind") in ("pipeline", "policy_effect") and a.get("clusters") is not None
+    ]
 
 
 def _smallest_group(summary: dict[str, Any]) -> int | None:

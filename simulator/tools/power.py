@@ -56,6 +56,8 @@ class PowerRow:
         studies: Simulated studies per arm.
         power: Share of studies with the effect where the test was significant.
         false_positive_rate: Share of studies without an effect where it was.
+        effect_declared: False where the synthetic truth declares no effect for the test to
+            find (``power`` is then NaN: its share of findings would be a false-positive rate).
     """
 
     analysis: str
@@ -64,6 +66,7 @@ class PowerRow:
     studies: int
     power: float
     false_positive_rate: float
+    effect_declared: bool = True
 
 
 def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
@@ -328,18 +331,25 @@ def power(
             for (analysis, test), hit in findings.items():
                 found.setdefault((analysis, test, job.size, job.arm), []).append(hit)
             clock.done(f"agents {job.size}, {job.arm}, study {job.seed - seed + 1}/{studies}")
+    inert = {
+        (spec.name, test)
+        for spec in study.config.analyses
+        for test in get_kind(spec.kind).power_no_effect(spec, study.config)
+    }
     rows = []
     for analysis, test, size in dict.fromkeys((a, t, s) for a, t, s, _ in found):
         with_effect = found.get((analysis, test, size, "effect"), [])
         without = found.get((analysis, test, size, "null"), [])
+        declared = (analysis, test) not in inert
         rows.append(
             PowerRow(
                 analysis=analysis,
                 test=test,
                 agents=size,
                 studies=studies,
-                power=sum(with_effect) / len(with_effect) if with_effect else math.nan,
+                power=sum(with_effect) / len(with_effect) if with_effect and declared else math.nan,
                 false_positive_rate=sum(without) / len(without) if without else math.nan,
+                effect_declared=declared,
             )
         )
     return rows

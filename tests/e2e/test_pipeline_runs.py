@@ -102,6 +102,7 @@ def test_declared_stage_disparities_are_recovered_and_compound(tmp_path: Path, c
     assert screen[screen["stage"] == "screen"]["advanced"].sum() == 96 * 3
     assert screen[screen["stage"] == "offer"]["entered"].sum() == 96 * 3
     assert "screen x offer = end-to-end, exactly" in stdout
+    assert section["clusters"] == 96 and "Small samples" not in stdout  # 96 pools, not few
     assert (out / "figures" / "pipeline_funnel_race.png").stat().st_size > 10_000
     html = (out / "report.html").read_text()
     assert "End-to-end impact ratio by race, decomposed" in html
@@ -213,6 +214,8 @@ def test_counterfactual_readings_give_statsmodels_mcnemar(tmp_path: Path, cli) -
     flips = int((wide["female"] != wide["male"]).sum())
     assert result["flip_rate"] == pytest.approx(flips / 240)
     assert result["p_value"] < 0.01  # the declared name effect is found
+    # No selecting stage analysed, so no pools to count: no small-sample line about them.
+    assert "Small samples" not in " ".join(stdout.split())
     assert "flip rate" in stdout
 
 

@@ -160,7 +160,14 @@ def test_policies_read_the_same_documents_in_the_same_pools(tmp_path: Path, cli)
     html = (out / "report.html").read_text()
     assert "End-to-end impact ratio by race x gender, per policy" in html
     assert "Policy effects by race, paired" in html
-    assert "redacted vs base, White: rate" in " ".join(stdout.split())
+    text = " ".join(stdout.split())
+    assert "redacted vs base, by race: joint paired p" in text and "White: rate" in text
+    tests = pd.DataFrame(section["by_group"]["race_x_gender"]["tests"])
+    # One joint test per policy; one hire per pool under each, so df <= 4 groups - 1.
+    assert list(tests["policy"]) == ["redacted", "shortlist4"] and tests["df"].max() <= 3
+    assert "Policy tests by race, paired, joint across groups" in html
+    small = "Small samples: the tables of `policies` rest on 8 first-stage pools (fewer than 30)"
+    assert small in html and small in text  # the report's Limits and the console
 
 
 def test_compare_and_audit_work_on_pipeline_runs(tmp_path: Path, cli) -> None:
@@ -271,10 +278,11 @@ def test_hiring_policies_recovers_the_declared_redaction_effect(tmp_path: Path, 
         se = (row["rate_change_high"] - row["rate_change_low"]) / (2 * 1.96)
         assert abs(row["rate_change"] - change) < 3 * se, (race, change, row["rate_change"])
     # The declared screening preference is what redaction removes: White rates fall.
-    assert found.loc["White", "rate_change_high"] < 0 and found.loc["White", "p_adjusted"] < 0.05
+    tests = pd.DataFrame(section["by_group"]["race"]["tests"]).set_index("policy")
+    assert found.loc["White", "rate_change_high"] < 0 and tests.loc["redacted", "p_adjusted"] < 0.05
     text = " ".join(result.stdout.split())
     assert "end-to-end impact ratio by race x gender" in text
-    assert "redacted vs base, Black: rate" in text
+    assert "redacted vs base, by race: joint paired p" in text and "Black: rate" in text
 
 
 def test_show_prompts_renders_what_each_policy_sends(tmp_path: Path, cli) -> None:
@@ -292,3 +300,53 @@ def test_show_prompts_renders_what_each_policy_sends(tmp_path: Path, cli) -> Non
     assert "[name withheld]" in redacted and "[name of applicant" not in redacted
     shortlist = next(b for b in blocks if b.startswith("policies.shortlist4.stages.screen"))
     assert "Pick 4 of 8" in shortlist
+
+
+def test_power_says_when_a_policy_declares_no_effect_on_the_test_double(
+    tmp_path: Path, cli
+) -> None:
+    # A rubric changes only the prompt: the synthetic responder does not read it, so its
+    # effect on the test double is zero by construction; redaction hides the race the
+    # screener's declared truth weighs.
+    data = policy_study()
+    data["policies"] = {
+        "redacted": POLICIES["redacted"],
+        "rubric": {"description": "a rubric", "stages": {"screen": {"system": "Use a rubric."}}},
+    }
+    data["analyses"] = [{**EFFECT, "groups": ["race"], "intersectional": False}]
+    path = pipeline_studies.write(tmp_path / "s.yaml", data)
+    out = tmp_path / "power"
+    result = invoke(
+        cli, "power", path, "--agents", "2", "--studies", "2", "--workers", "1", "--out", out
+    )
+    assert result.exit_code == 0, result.output
+    # The rubric's row says so in the power column (folded by the table's width).
+    rubric = result.stdout[result.stdout.index("rubric vs base") :]
+    assert "0 %: no effect" in rubric.splitlines()[0]
+    assert "declared" in rubric.splitlines()[1]
+    rows = pd.read_csv(out / "power.csv").set_index("test")
+    assert not rows.loc["rubric vs base: by race", "effect_declared"]
+    assert np.isnan(rows.loc["rubric vs base: by race", "power"])
+    assert rows.loc["redacted vs base: by race", "effect_declared"]
+    assert not np.isnan(rows.loc["redacted vs base: by race", "power"])
+
+
+def test_which_policies_declare_no_effect_on_the_test_double(tmp_path: Path) -> None:
+    from biasim.simulator.kinds import get_kind
+
+    data = policy_study()
+    data["policies"] = {
+        "rubric": {"stages": {"screen": {"prompt": "Rubric: pick {{ select }}."}}},
+        "system": {"stages": {"offer": {"system": "Be fair."}}},
+        "named": {"stages": {"screen": {"author": "name"}}},  # as base: no change
+        "redacted": POLICIES["redacted"],
+        "shortlist4": POLICIES["shortlist4"],
+    }
+    data["analyses"] = [{**EFFECT, "groups": ["race"], "intersectional": False}]
+    config = load_study(pipeline_studies.write(tmp_path / "s.yaml", data)).config
+    spec = config.analyses[0]
+    inert = get_kind("policy_effect").power_no_effect(spec, config)
+    assert inert == {f"{p} vs base: by race" for p in ("rubric", "system", "named")}
+    # Against a baseline the double answers differently under, nothing is inert.
+    other = spec.model_copy(update={"baseline": "redacted"})
+    assert get_kind("policy_effect").power_no_effect(other, config) == set()

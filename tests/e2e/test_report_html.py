@@ -100,3 +100,11 @@ def test_report_of_a_pipeline_run(tmp_path) -> None:
         "Counterfactual readings at rate",
     ):
         assert heading in shown, heading
+    # The decision studies' small-sample line, for the screen's pools (counted from results).
+    import pandas as pd
+
+    results = pd.read_parquet(out / "results.parquet")
+    pools = results.loc[results["stage"] == "screen", "cluster"].nunique()
+    name = data["analyses"][0]["name"]
+    assert pools < 30
+    assert f"Small samples: the tables of `{name}` rest on {pools} first-stage pools" in shown
