@@ -72,8 +72,8 @@ def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def csv_safe_table(table: pa.Table) -> pa.Table:
-    """:func:`csv_safe` on an Arrow table's string columns; only the cells that do not start
-    with a letter or digit (a few, in results) are taken out of Arrow to be checked."""
+    """:func:`csv_safe` on an Arrow table's string columns; only the cells whose first
+    character could start a formula (a few, in results) are taken out of Arrow to be checked."""
     columns = []
     for column in table.columns:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):

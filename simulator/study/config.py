@@ -128,15 +128,14 @@ Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
 Stop = Annotated[list[str], Field(min_length=1, max_length=4)]
 Endpoint = Literal["chat", "completions"]
-#: Variant fields whose explicit null means something (no token cap, no penalty) rather than
-#: "keep the role's value".
 #: Longest text a string answer field may allow (``max_length``): a million characters is
 #: far more than any model writes in one answer.
 MAX_ANSWER_LENGTH = 1_000_000
 #: Most stages a study may run, policy copies included: validation checks every pair of
 #: stages, so 5,000 stages would take minutes. The built-in studies have at most 25.
 MAX_STAGES = 100
-
+#: Variant fields whose explicit null means something (no token cap, no penalty) rather than
+#: "keep the role's value".
 _NULLABLE = frozenset({"max_tokens", "frequency_penalty", "presence_penalty", "stop"})
 
 
