@@ -14,8 +14,8 @@ CELL_CHARS_CEILING = 1_000_000
 #: memory and time grow with the number of groups (100,000 would need gigabytes).
 DEFAULT_MAX_GROUPS = 1_000
 #: Most data rows a CSV biasim reads may hold (``--max-rows`` raises it), counted while the file
-#: is streamed, before pandas holds it: a million rows of a decisions CSV take about 450 MB,
-#: two million 800 MB.
+#: is streamed, before pandas holds it: a million rows of a two-column decisions CSV take about
+#: 450 MB, two million 800 MB.
 DEFAULT_MAX_ROWS = 1_000_000
 
 
