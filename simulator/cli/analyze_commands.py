@@ -24,6 +24,7 @@ from biasim.simulator.common.csvlimits import (
     CELL_CHARS_CEILING,
     DEFAULT_MAX_CELL_CHARS,
     DEFAULT_MAX_GROUPS,
+    DEFAULT_MAX_ROWS,
     CsvLimits,
 )
 from biasim.simulator.common.errors import InputError, Problem
@@ -124,6 +125,7 @@ _MAX_CELL_CHARS_OPTION = typer.Option(
     help="With --decisions or --texts: longest cell read (characters).",
 )
 _MAX_GROUPS_OPTION = typer.Option(min=1, help="With --decisions or --texts: most distinct groups.")
+_MAX_ROWS_OPTION = typer.Option(min=1, help="With --decisions or --texts: most rows read.")
 
 
 @app.command()
@@ -163,6 +165,7 @@ def analyze(
     iat_stimuli: Annotated[Path | None, _IAT_STIMULI_OPTION] = None,
     max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
+    max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
@@ -232,11 +235,12 @@ class AnalyzeArgs:
     iat_stimuli: Path | None
     max_cell_chars: int
     max_groups: int
+    max_rows: int
 
     @property
     def limits(self) -> CsvLimits:
-        """How much of a CSV is read: --max-cell-chars and --max-groups."""
-        return CsvLimits(self.max_cell_chars, self.max_groups)
+        """How much of a CSV is read: --max-cell-chars, --max-groups and --max-rows."""
+        return CsvLimits(self.max_cell_chars, self.max_groups, self.max_rows)
 
 
 def _iat_request(given: AnalyzeArgs) -> Any:
@@ -625,7 +629,7 @@ def _print_external(
 def _analyze_texts(request: Any, as_json: bool) -> None:
     """``analyze --texts``: check, score, print and (with --out) write tables and figures."""
     from biasim.analysis.figures import save_figure
-    from biasim.simulator.common.rundir import write_atomic
+    from biasim.simulator.common.csvfiles import write_csv
     from biasim.simulator.tools.prism_texts import analyze_texts, read_texts
 
     try:
@@ -638,7 +642,7 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
         request.out.mkdir(parents=True, exist_ok=True)
         for name, table in result.tables.items():
             path = request.out / f"{name}.csv"
-            write_atomic(path, lambda tmp, t=table: t.to_csv(tmp, index=False))
+            write_csv(path, table)
             written.append(path)
         for name, figure in result.figures.items():
             written.append(save_figure(figure, request.out / f"{name}.png"))

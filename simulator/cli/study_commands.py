@@ -145,7 +145,7 @@ def run(
 def _execute_with_progress(prepared: Any, progress_every: float) -> Any:
     """Run the prepared study under a progress display; exit 130 on Ctrl-C before the run's
     own handler is in place, 2 on bad input."""
-    from biasim.simulator.engine.runner import execute
+    from biasim.simulator.engine.runner import RunStartFailed, execute
 
     try:
         with progress_display(err_console, progress_every) as progress:
@@ -161,6 +161,16 @@ def _execute_with_progress(prepared: Any, progress_every: float) -> Any:
         raise typer.Exit(130) from None
     except InputError as exc:
         fail_input(exc)
+    except RunStartFailed as exc:
+        err_console.print(
+            styled("run failed before its first call", "red", f": {exc}\n")
+            + f"nothing was asked; {prepared.out}/manifest.json records the failure (status "
+            f"`failed`, with its traceback); fix the cause, then: biasim run --resume "
+            f"{prepared.out}",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_BROKEN) from None
     return outcome
 
 

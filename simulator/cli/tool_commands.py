@@ -25,6 +25,7 @@ from biasim.simulator.common.csvlimits import (
     CELL_CHARS_CEILING,
     DEFAULT_MAX_CELL_CHARS,
     DEFAULT_MAX_GROUPS,
+    DEFAULT_MAX_ROWS,
     CsvLimits,
 )
 from biasim.simulator.common.errors import InputError
@@ -242,6 +243,7 @@ _AUDIT_MAX_CELL_CHARS_OPTION = typer.Option(
 _AUDIT_MAX_GROUPS_OPTION = typer.Option(
     min=1, help="CSV: most distinct categories (sex x race x --by)."
 )
+_AUDIT_MAX_ROWS_OPTION = typer.Option(min=1, help="CSV: most rows read.")
 _AUDIT_STAGE_OPTION = typer.Option(
     help="Run of a pipeline: audit this stage's decisions among its entrants (default: "
     "the last stage, end to end over every applicant)."
@@ -265,6 +267,7 @@ def audit(
     analysis: Annotated[str | None, _AUDIT_ANALYSIS_OPTION] = None,
     max_cell_chars: Annotated[int, _AUDIT_MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _AUDIT_MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
+    max_rows: Annotated[int, _AUDIT_MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
     stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
     force: Annotated[bool, _AUDIT_FORCE_OPTION] = False,
 ) -> None:
@@ -284,7 +287,7 @@ def audit(
         by=[c.strip() for c in (by or "").split(",") if c.strip()],
         exclude_small=exclude_small,
         analysis=analysis,
-        limits=CsvLimits(max_cell_chars, max_groups),
+        limits=CsvLimits(max_cell_chars, max_groups, max_rows),
         stage=stage,
     )
     result, written = _write_audit(source, options, target, force)

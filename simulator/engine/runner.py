@@ -508,7 +508,14 @@ def _run_study(
     manifest["status"] = "running"
     manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
     write_json(out / MANIFEST, manifest)
-    store, dispatcher, writer, model = _run_parts(prepared, loop, stop, notify)
+    try:
+        store, dispatcher, writer, model = _run_parts(prepared, loop, stop, notify)
+    except BaseException as exc:
+        loop.close()
+        _record_failed_start(out, manifest, exc)
+        if isinstance(exc, InputError | KeyboardInterrupt):
+            raise
+        raise RunStartFailed(f"{type(exc).__name__}: {exc}") from exc
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
     status, message, exit_code = "complete", "", 0
     failure = ""
@@ -558,6 +565,25 @@ def _run_study(
         message=message,
         exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
+
+
+class RunStartFailed(RuntimeError):
+    """The session broke before its first call (the manifest records it as ``failed``)."""
+
+
+def _record_failed_start(out: Path, manifest: dict[str, Any], exc: BaseException) -> None:
+    """A session that broke before asking anything: the manifest says how it ended (never
+    ``running``, which would read as a writer still at work) and what broke."""
+    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+    manifest["status"] = status
+    manifest["sessions"][-1].update(
+        finished=dt.datetime.now(dt.UTC).isoformat(),
+        status=status,
+        error=f"{type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+    )
+    manifest["resume"] = f"biasim run --resume {out}"
+    write_json(out / MANIFEST, manifest)
 
 
 @dataclass

@@ -128,6 +128,12 @@ Seed = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
 Stop = Annotated[list[str], Field(min_length=1, max_length=4)]
 Endpoint = Literal["chat", "completions"]
+#: Longest text a string answer field may allow (``max_length``): a million characters is
+#: far more than any model writes in one answer.
+MAX_ANSWER_LENGTH = 1_000_000
+#: Most stages a study may run, policy copies included: validation checks every pair of
+#: stages, so 5,000 stages would take minutes. The built-in studies have at most 25.
+MAX_STAGES = 100
 #: Variant fields whose explicit null means something (no token cap, no penalty) rather than
 #: "keep the role's value".
 _NULLABLE = frozenset({"max_tokens", "frequency_penalty", "presence_penalty", "stop"})
@@ -316,6 +322,17 @@ class OutputField(Strict):
     )
     description: str | None = None
     max_length: int | None = Field(None, ge=1)
+
+    @field_validator("max_length")
+    @classmethod
+    def _length_bounded(cls, length: int | None) -> int | None:
+        # The answer's JSON schema holds it as a machine integer: 10**30 would overflow there.
+        if length is not None and length > MAX_ANSWER_LENGTH:
+            raise ValueError(
+                f"{length:,} characters is more than the limit of {MAX_ANSWER_LENGTH:,} (the "
+                "longest answer a field may ask for)"
+            )
+        return length
 
     @model_validator(mode="after")
     def _choices_match_type(self) -> OutputField:
@@ -517,6 +534,27 @@ class StudyConfig(Strict):
         description="US dollars: stop sending new calls once the run's cost, with the calls in "
         "flight, would pass this (an interrupted run that `--resume` continues).",
     )
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _stages_counted_first(cls, stages: Any) -> Any:
+        # Counted on the file's list, before a stage is validated (or its errors listed).
+        if isinstance(stages, list) and len(stages) > MAX_STAGES:
+            raise ValueError(_too_many_stages(len(stages)))
+        return stages
+
+    @model_validator(mode="after")
+    def _policy_copies_counted(self) -> StudyConfig:
+        readers = sum(stage.reads is not None for stage in self.stages)
+        copies = len(self.policies or {}) * readers
+        if len(self.stages) + copies > MAX_STAGES:
+            raise ValueError(_too_many_stages(len(self.stages) + copies, copies))
+        return self
+
+
+def _too_many_stages(count: int, copies: int = 0) -> str:
+    policies = f", {copies:,} of them copies the policies make" if copies else ""
+    return f"the study has {count:,} stages{policies}, more than the limit of {MAX_STAGES}"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -13,6 +14,10 @@ ABLATION_FACTOR = "persona_source"
 #: Persona ablation conditions: the attribute term only, the writer's name only, or the
 #: writer's generated persona.
 AblationLevel = Literal["attribute", "name", "generated"]
+#: Most persona attribute combinations a study may have (the crossed axes' product, or their
+#: sum when not crossed), counted from the axes before any persona is built: 60 crossed axes
+#: of 10 values would otherwise build 10**60 personas. The built-in studies have at most 90.
+MAX_PERSONA_COMBINATIONS = 10_000
 
 #: The persona writer's default prompt: Li, Shirado & Das 2025 (seed 004), appendix B.1, for
 #: chat models. `persona.description` is the demographic (the `description` template); the
@@ -108,3 +113,20 @@ class PersonaConfig(Strict):
             if len(set(values)) != len(values):
                 raise ValueError(f"axis `{axis}` lists a value twice")
         return axes
+
+    @model_validator(mode="after")
+    def _combinations_bounded(self) -> PersonaConfig:
+        sizes = [len(values) for values in self.axes.values()]
+        count = math.prod(sizes) if self.cross else sum(sizes)
+        if count > MAX_PERSONA_COMBINATIONS:
+            how = "crossing" if self.cross else "listing"
+            raise ValueError(
+                f"{how} the {len(sizes)} axes gives {_scale(count)} persona combinations, more "
+                f"than the limit of {MAX_PERSONA_COMBINATIONS:,}"
+            )
+        return self
+
+
+def _scale(count: int) -> str:
+    """A count as digits, or as a power of ten when it is too long to read."""
+    return f"{count:,}" if count < 10**15 else f"about 10^{len(str(count)) - 1}"

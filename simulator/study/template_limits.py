@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from jinja2 import TemplateSyntaxError
+from jinja2.lexer import Token
 from jinja2.sandbox import SecurityError
 
 #: Longest string or list a template may build (characters or items, nested lists and mappings
@@ -23,6 +25,20 @@ MAX_TEMPLATE_SIZE = 1_000_000
 MAX_TEMPLATE_STEPS = 250_000
 #: Largest integer a template may compute with ``**`` (in bits).
 MAX_POWER_BITS = 4096
+#: Deepest a template may nest: brackets and blocks inside one another, plus the operators of
+#: one expression. Each level makes Jinja's parser and compiler recurse once more (70 nested
+#: brackets exhaust Python's stack), and Python compiles at most 20 nested loops. The built-in
+#: studies' templates reach 5.
+MAX_TEMPLATE_NESTING = 20
+_OPENERS = frozenset({"lparen", "lbracket", "lbrace"})
+_CLOSERS = frozenset({"rparen", "rbracket", "rbrace"})
+# Operators that nest one node in the next (`a + b + c` is `(a + b) + c`); `~` and comparisons
+# make one flat node, so they do not count.
+_NESTING_OPERATORS = frozenset(
+    {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "pipe", "dot"}
+)
+_NESTING_WORDS = frozenset({"not", "and", "or", "if", "is"})
+_BLOCK_TAGS = frozenset({"for", "if", "macro", "call", "filter", "with", "block", "autoescape"})
 # A run of seven digits in a format string is a field width of a million or more.
 _HUGE_WIDTH = re.compile(r"\d{7,}")
 _SIZED = (str, list, tuple, dict, set, frozenset, range)
@@ -94,6 +110,47 @@ def check_format(text: str, args: Any = ()) -> None:
     fields = text.count("{") + text.count("%")
     longest = max((size_of(a) for a in args), default=0)
     check_result_bound(len(text) + fields * longest, "formatting")
+
+
+def bounded_nesting(tokens: Iterator[Token]) -> Iterator[Token]:
+    """The template's tokens, stopping with a syntax error once it nests deeper than
+    :data:`MAX_TEMPLATE_NESTING`: counted as the tokens are read, before the parser descends
+    (it recurses once per level, and would end in a ``RecursionError``)."""
+    blocks = brackets = operators = 0
+    tag: str | None = None  # the current block tag's name (`for`, `endfor`, `set`, ...)
+    assigns = False
+    for token in tokens:
+        kind = token.type
+        if kind in ("block_begin", "variable_begin"):
+            operators, tag, assigns = 0, "" if kind == "block_begin" else None, False
+        elif kind == "block_end":
+            blocks += _block_change(tag, assigns)
+        elif kind == "name" and tag == "":
+            tag = token.value
+        elif kind in _OPENERS:
+            brackets += 1
+        elif kind in _CLOSERS:
+            brackets -= 1
+        elif kind == "assign":
+            assigns = True
+        elif kind in _NESTING_OPERATORS or (kind == "name" and token.value in _NESTING_WORDS):
+            operators += 1
+        if blocks + brackets + operators > MAX_TEMPLATE_NESTING:
+            raise TemplateSyntaxError(
+                f"the template nests more than {MAX_TEMPLATE_NESTING} levels deep (brackets and "
+                "blocks inside one another, with the operators of one expression), beyond the "
+                "template limit",
+                token.lineno,
+            )
+        yield token
+
+
+def _block_change(tag: str | None, assigns: bool) -> int:
+    """How a block tag changes the block depth: +1 opens (`{% set x %}` too, but not
+    `{% set x = 1 %}`), -1 closes."""
+    if tag in _BLOCK_TAGS or (tag == "set" and not assigns):
+        return 1
+    return -1 if tag is not None and tag.startswith("end") else 0
 
 
 def count_step(context: Any, _value: Any = None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import StrictUndefined, Template, UndefinedError, meta, nodes, pass_context
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.lexer import TokenStream
 from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
@@ -86,6 +87,14 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         if type(obj) is dict and attribute not in _DICT_ATTRIBUTES and attribute in obj:
             return obj[attribute]
         return super().getattr(obj, attribute)
+
+    def _tokenize(
+        self, source: str, name: str | None, filename: str | None = None, state: str | None = None
+    ) -> TokenStream:
+        """Every template and expression is parsed from this stream: its nesting is bounded
+        as it is read."""
+        stream = super()._tokenize(source, name, filename, state)
+        return TokenStream(limits.bounded_nesting(iter(stream)), name, filename)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
@@ -173,10 +182,21 @@ RENDER_ERRORS = (
     RecursionError,
 )
 
+
+def _no_lipsum(*_args: Any, **_kwargs: Any) -> str:
+    raise SecurityError(
+        "lipsum() is not available in a study: its text is random (a prompt must be the same "
+        "in every run) and unbounded"
+    )
+
+
 _ENV = _BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False)
 # A prompt must be a function of its variables: a random filter would make runs irreproducible
 # and the render cache unsound.
 del _ENV.filters["random"]
+# For the same reason, and because `lipsum(n=1000000)` writes text without bound before any
+# check sees it, Jinja's random filler text is refused with the reason.
+_ENV.globals["lipsum"] = _no_lipsum
 # A namespace carries a value from one loop pass to the next, so `ns.x = ns.x ~ ns.x` could
 # double a string past any limit in a few dozen passes; prompts have no use for it.
 del _ENV.globals["namespace"]

@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 from pydantic import ValidationError
 
-from biasim.simulator.common.csvfiles import check_group_count, read_csv
+from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
 
@@ -389,10 +389,10 @@ def _write_outputs(
     (out / "tables").mkdir(parents=True, exist_ok=True)
     for key in ("lexicon", "salient", "style", "shares", "hallucination", "weat"):
         if getattr(tables, key, None) is not None:
-            getattr(tables, key).to_csv(out / "tables" / f"texts_{key}.csv", index=False)
-    excl.to_csv(out / "tables" / "texts_exclusions.csv", index=False)
+            write_csv(out / "tables" / f"texts_{key}.csv", getattr(tables, key))
+    write_csv(out / "tables" / "texts_exclusions.csv", excl)
     if classifiers is not None:
-        classifiers.to_csv(out / "tables" / "texts_classifiers.csv", index=False)
+        write_csv(out / "tables" / "texts_classifiers.csv", classifiers)
     save_figure(
         plot_letters(tables.lexicon, tables.style, groups, title), out / "figures" / "texts.png"
     )

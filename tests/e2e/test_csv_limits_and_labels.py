@@ -13,6 +13,7 @@ import pytest
 from biasim.analysis.audit.ll144 import ll144_tables
 from biasim.simulator.cli import app
 from biasim.simulator.common.csvfiles import csv_safe, csv_safe_table, read_csv
+from biasim.simulator.common.csvlimits import DEFAULT_MAX_ROWS
 
 
 @pytest.mark.parametrize(
@@ -44,7 +45,42 @@ def test_a_table_quotes_only_its_risky_cells_column_by_column() -> None:
     assert safe.column("n").to_pylist() == [1, 2, 3]
 
 
-@pytest.mark.parametrize("value", ["-0.5", " 3", "+3e-2", "a=b", "Male", "１２"])
+#: A formula behind each kind of character a spreadsheet may skip or not show (a space,
+#: format or control character), and each NFKC form of a trigger (full-width, small,
+#: superscript, subscript).
+HIDDEN = {
+    "ideographic space": "\u3000=1+1",
+    "no-break space": "\u00a0=1+1",
+    "byte-order mark": "\ufeff=1+1",
+    "zero-width space": "\u200b=1+1",
+    "word joiner": "\u2060=1+1",
+    "line separator": "\u2028=1+1",
+    "vertical tab": "\x0b=1+1",
+    "form feed": "\x0c=1+1",
+    "NUL": "\x00=1+1",
+    "several": "\u200b \u3000\ufeff@SUM(A1)",
+    "small equals": "\ufe66cmd",
+    "small plus": "\ufe62cmd",
+    "small hyphen-minus": "\ufe63cmd",
+    "small at": "\ufe6bcmd",
+    "superscript equals": "\u207ccmd",
+    "subscript plus": "\u208acmd",
+}
+
+
+@pytest.mark.parametrize("value", HIDDEN.values(), ids=HIDDEN)
+def test_formulas_behind_invisible_characters_or_in_any_form_are_neutralised(value: str) -> None:
+    import pyarrow as pa
+
+    assert csv_safe(value) == "'" + value
+    # The Arrow route (results.csv) takes such cells to the same function.
+    table = csv_safe_table(pa.table({"c": ["plain", value, None]}))
+    assert table.column("c").to_pylist() == ["plain", "'" + value, None]
+
+
+@pytest.mark.parametrize(
+    "value", ["-0.5", " 3", "+3e-2", "a=b", "Male", "１２", "\u3000Male", "\u200b", "\u2212x"]
+)
 def test_numbers_and_plain_text_are_unchanged(value: str) -> None:
     assert csv_safe(value) == value
 
@@ -81,6 +117,35 @@ def test_the_cell_limit_is_named_with_its_line_and_its_option_raises_it(tmp_path
     )
     beyond = cli.invoke(app, [*ANALYZE, "--decisions", str(path), "--max-cell-chars", "2000000"])
     assert beyond.exit_code == 2 and "--max-cell-chars" in beyond.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "found"), [("a,1,x,extra", 4), ("a", 1), ("a,1,x,", 4)], ids=["long", "short", "comma"]
+)
+def test_a_ragged_row_is_refused_with_its_line_and_counts(tmp_path, cli, line, found) -> None:
+    # pandas would fill a short row with missing values, and read a long first row's first
+    # cell as an index (every column shifted one to the left): refused instead.
+    path = tmp_path / "d.csv"
+    path.write_text("grp,ok,note\na,1,x\n\n" + line + "\nb,0,y\n")
+    result = cli.invoke(app, [*ANALYZE, "--decisions", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"d.csv:4: {found} cells where the header has 3 columns" in " ".join(
+        result.stderr.split()
+    )
+
+
+def test_the_row_limit_is_named_with_its_line_and_its_option_raises_it(tmp_path, cli) -> None:
+    path = _decisions(tmp_path / "d.csv", groups=2)  # 8 rows, a header and no blank line
+    low = cli.invoke(app, [*ANALYZE, "--decisions", str(path), "--max-rows", "7"])
+    assert low.exit_code == 2
+    expected = "d.csv:9: more than the limit of 7 rows (--max-rows raises it)"
+    assert expected in " ".join(low.stderr.split())
+    ok = cli.invoke(app, [*ANALYZE, "--decisions", str(path), "--max-rows", "8"])
+    assert ok.exit_code == 0, ok.output
+    audit = ["audit", str(path), "--sex-col", "grp", "--selected-col", "ok", "--max-rows", "7"]
+    refused = cli.invoke(app, [*audit, "--out", str(tmp_path / "audit")])
+    assert refused.exit_code == 2 and "more than the limit of 7 rows" in refused.stderr
+    assert DEFAULT_MAX_ROWS == 1_000_000
 
 
 def test_a_nul_byte_in_a_cell_is_refused_with_its_line(tmp_path) -> None:

@@ -4,6 +4,7 @@ a huge power, a huge repeat, a 4,300-digit-scale number)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -41,6 +42,14 @@ PIECES = [
     "{{ ('x\\n' * 99999) | indent(999999) }}",
     " " + "9" * 4400,
     "\n  - ",
+    # Issue 44: random unbounded text, nesting past Python's stack, a number past a machine
+    # integer (`max_length`), a stage more.
+    "{{ lipsum(n=1000000) }}",
+    "{{ " + "(" * 20_000 + "1" + ")" * 20_000 + " }}",
+    "{% if 1 %}" * 5_000,
+    "{{ x" + " | upper" * 5_000 + " }}",
+    " 1" + "0" * 30,
+    "\n  - name: s\n    role: decider\n    prompt: x\n",
 ]
 
 
@@ -71,6 +80,8 @@ def mutate(text: str, rng: random.Random) -> str:
 #: Every this-many refused file also goes through the command line, to keep its formatting
 #: of a refusal (exit 2, "error ...", no traceback) covered.
 CLI_SAMPLE = 25
+#: Every this-many file that loads is also run (synthetic answers, a few seconds each).
+RUN_SAMPLE = 40
 
 
 def _loads(study: Path) -> InputError | None:
@@ -81,6 +92,17 @@ def _loads(study: Path) -> InputError | None:
     except InputError as exc:
         return exc
     return None
+
+
+def _runs_to_an_end(runner: CliRunner, study: Path, out: Path, case: object) -> None:
+    """A study that validates runs without a traceback, and its manifest says how it ended
+    (never `running`)."""
+    result = runner.invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code in (0, 2, 3), (case, result.exception, result.output)
+    assert "Traceback" not in result.output, case
+    manifest = out / "manifest.json"
+    if manifest.exists():
+        assert json.loads(manifest.read_text())["status"] != "running", case
 
 
 @pytest.mark.slow
@@ -108,5 +130,7 @@ def test_mutated_study_files_are_exit_0_or_2_never_a_traceback(tmp_path: Path) -
             assert result.stderr.startswith("error "), (i, text, result.stderr)
         else:
             codes[0] += 1
+            if codes[0] % RUN_SAMPLE == 0:
+                _runs_to_an_end(runner, study, tmp_path / f"run{i}", (i, text))
     # The mutator must reach both sides, or it tests nothing.
     assert codes[0] > 100 and codes[2] > 1000, codes

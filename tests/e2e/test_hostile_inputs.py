@@ -43,6 +43,16 @@ def _alias_bomb() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: 60 more crossed axes of 10 values each (6.5 KB that would build 10**60 personas).
+AXES = "".join(f"    a{i}: [{', '.join(f'v{j}' for j in range(10))}]\n" for i in range(60))
+STAGE = """\
+  - name: s{i}
+    role: decider
+    prompt: x
+    output: {{decision: {{type: choice, choices: [Evacuate, Stay]}}}}
+"""
+
+
 def _prompt(expression: str):
     return lambda text: text.replace("{{ scenario }}", expression)
 
@@ -77,6 +87,31 @@ CASES = {
     "negative seed": (lambda t: t.replace("seed: 7", "seed: -1"), ":3: seed: Input should be"),
     "markup in a key": (lambda t: t + '"[/foo]": 1\n', "[/foo]: unknown field"),
     "huge file": (lambda t: t + "#" * 1_000_001 + "\n", "larger than the limit of 1,000,000 bytes"),
+    "60 crossed axes": (
+        lambda t: t.replace("    gender: [", AXES + "    gender: ["),
+        "personas: crossing the 61 axes gives about 10^60 persona combinations, more than the "
+        "limit of 10,000",
+    ),
+    "5,000 stages": (
+        lambda t: t.replace(
+            "stages:\n", "stages:\n" + "".join(STAGE.format(i=i) for i in range(5000))
+        ),
+        "stages: the study has 5,001 stages, more than the limit of 100",
+    ),
+    "lipsum": (_prompt("{{ lipsum(n=1000000) }}"), "lipsum() is not available in a study"),
+    "20,000 nested brackets": (
+        _prompt("{{ " + "(" * 20_000 + "1" + ")" * 20_000 + " }}"),
+        "the template nests more than 20 levels deep",
+    ),
+    "20,000 nested blocks": (
+        _prompt("{% if 1 %}" * 20_000 + "{% endif %}" * 20_000),
+        "the template nests more than 20 levels deep",
+    ),
+    "max_length 10**30": (
+        lambda t: t.replace("max_length: 80", f"max_length: {10**30}"),
+        "max_length: 1,000,000,000,000,000,000,000,000,000,000 characters is more than the "
+        "limit of 1,000,000",
+    ),
 }
 
 

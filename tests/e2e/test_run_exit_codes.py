@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from biasim.simulator.cli import app
+from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.failures import EXIT_CALLS_FAILED, EXIT_INPUT
 from tests.conftest import write_study
 from tests.e2e.test_faults_end_to_end import study_file
@@ -175,3 +176,36 @@ def test_one_model_of_a_comparison_whose_every_call_failed_fails_the_run(
         result.stderr.split()
     )
     assert _manifest(out)["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("crash", "code", "said"),
+    [
+        (RuntimeError("disk on fire"), 1, "run failed before its first call: RuntimeError: disk"),
+        (InputError("a bad model file"), EXIT_INPUT, "error a bad model file"),
+    ],
+    ids=["bug", "input"],
+)
+def test_a_crash_before_the_first_call_leaves_no_manifest_running(
+    tmp_path: Path, cli, monkeypatch, crash, code, said
+) -> None:
+    from biasim.simulator.engine import runner
+
+    def broken(*_args, **_kwargs):
+        raise crash
+
+    monkeypatch.setattr(runner, "ResultsWriter", broken)
+    out = tmp_path / "run"
+    result = cli.invoke(
+        app, ["run", str(write_study(tmp_path / "s.yaml", agents=2)), "--out", str(out)]
+    )
+    assert result.exit_code == code, result.output
+    assert said in " ".join(result.stderr.split()) and "Traceback" not in result.output
+    manifest = _manifest(out)
+    assert manifest["status"] == manifest["sessions"][-1]["status"] == "failed"
+    assert str(crash) in manifest["sessions"][-1]["error"]
+    # Nothing was asked: resuming starts the run, and it completes.
+    monkeypatch.undo()
+    resumed = cli.invoke(app, ["run", "--resume", str(out)])
+    assert resumed.exit_code == 0, resumed.output
+    assert _manifest(out)["status"] == "complete"

@@ -122,3 +122,20 @@ def test_a_duplicated_header_is_an_error(tmp_path: Path, cli) -> None:
     assert f"{path}:1: g: column name is written twice in the header" in result.stderr
     audit = cli.invoke(app, ["audit", str(path), "--selected-col", "decision", "--out", "x"])
     assert audit.exit_code == 2 and "written twice" in audit.stderr
+
+
+def test_every_csv_writer_goes_through_the_one_neutraliser() -> None:
+    # `write_csv` (pandas) and the results writer (Arrow, `csv_safe_table`) are the only
+    # places a CSV is written; any other `to_csv` or `csv.writer` would skip the rule.
+    root = Path(__file__).resolve().parents[3]
+    writers = {"simulator/common/csvfiles.py", "simulator/engine/results.py"}
+    # A data file of a built-in study, written to a string from the repository's own CSVs.
+    writers.add("scenarios/letter_facts.py")
+    found = set()
+    for folder in ("simulator", "analysis", "agents", "personas", "scenarios"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if ".to_csv(" in text or "csv.writer(" in text or "CSVWriter(" in text:
+                found.add(path.relative_to(root).as_posix())
+    assert found <= writers, found - writers
+    assert "simulator/common/csvfiles.py" in found

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from biasim.simulator.common.errors import InputError
+from biasim.simulator.study.config import MAX_ANSWER_LENGTH, MAX_STAGES
 from biasim.simulator.study.load import Override, load_study, study_json_schema
+from biasim.simulator.study.personas import MAX_PERSONA_COMBINATIONS, PersonaConfig
 from tests.conftest import dedent, write_study
 
 
@@ -246,3 +249,68 @@ def test_a_when_reads_answers_when_it_names_outputs_or_a_written_persona() -> No
     assert reads_answers("outputs.decide.decision == 'Stay'", written_persona=False)
     assert not reads_answers("persona.name != ''", written_persona=False)
     assert reads_answers("persona.name != ''", written_persona=True)
+
+
+def _with_axes(path: Path, axes: int, values: int, cross: bool = True) -> Path:
+    extra = "".join(
+        f"    a{i}: [{', '.join(f'v{j}' for j in range(values))}]\n" for i in range(axes)
+    )
+    text = path.read_text().replace("    gender: [", extra + "    gender: [")
+    path.write_text(text.replace("personas:\n", f"personas:\n  cross: {str(cross).lower()}\n"))
+    return path
+
+
+def test_persona_combinations_are_counted_from_the_axes_before_any_is_built(
+    tmp_path: Path,
+) -> None:
+    # 3 x 10**4 = 30,000 crossed, over the limit; 3 x 10 x 333 = 9,990, under it.
+    over = _with_axes(write_study(tmp_path / "over.yaml", agents=1), axes=4, values=10)
+    (found,) = problems(over)
+    assert (
+        "personas: crossing the 5 axes gives 30,000 persona combinations, more than the " in found
+    )
+    assert f"limit of {MAX_PERSONA_COMBINATIONS:,}" in found
+    huge = _with_axes(write_study(tmp_path / "huge.yaml", agents=1), axes=60, values=10)
+    assert "gives about 10^60 persona combinations" in problems(huge)[0]
+    # At the limit: 10**4 crossed, or 100 axes of 100 values listed one at a time.
+    axes = {f"a{i}": [f"v{j}" for j in range(10)] for i in range(4)}
+    assert PersonaConfig(axes=axes)
+    listed = {f"a{i}": [f"v{j}" for j in range(100)] for i in range(100)}
+    assert PersonaConfig(axes=listed, cross=False)
+    with pytest.raises(ValidationError, match="listing the 101 axes gives 10,100 persona"):
+        PersonaConfig(axes={**listed, "b": [f"v{j}" for j in range(100)]}, cross=False)
+
+
+def test_the_stage_count_is_bounded_policy_copies_included(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml", agents=1)
+    stage = "  - name: s{i}\n    role: decider\n    prompt: x\n"
+    text = path.read_text()
+    path.write_text(
+        text.replace("stages:\n", "stages:\n" + "".join(stage.format(i=i) for i in range(100)))
+    )
+    assert problems(path) == [
+        f"{path}:{text.splitlines().index('stages:') + 1}: stages: the study has 101 stages, "
+        f"more than the limit of {MAX_STAGES}"
+    ]
+    # hiring_pipeline has 3 stages, 2 of them reading: 49 policies copy those into 98 more.
+    policies = "".join(f"  p{i}: {{stages: {{screen: {{select: 2}}}}}}\n" for i in range(49))
+    many = tmp_path / "policies.yaml"
+    many.write_text(f"extends: hiring_pipeline\npolicies:\n{policies}")
+    (found,) = problems(many)
+    assert (
+        "the study has 101 stages, 98 of them copies the policies make, more than the limit"
+        in found
+    )
+
+
+def test_an_answer_length_past_the_limit_is_refused_at_validate(tmp_path: Path) -> None:
+    path = write_study(tmp_path / "s.yaml")
+    text = path.read_text()
+    path.write_text(text.replace("max_length: 80", f"max_length: {10**30}"))
+    (found,) = problems(path)
+    assert (
+        "stages[0].output.rationale.max_length: 1,000,000,000,000,000,000,000,000,000,000 " in found
+    )
+    assert f"more than the limit of {MAX_ANSWER_LENGTH:,}" in found
+    path.write_text(text.replace("max_length: 80", f"max_length: {MAX_ANSWER_LENGTH}"))
+    assert load_study(path)

@@ -6,11 +6,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from jinja2 import UndefinedError
+from jinja2 import TemplateSyntaxError, UndefinedError
 from jinja2.sandbox import SecurityError
 
-from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE, MAX_TEMPLATE_STEPS
-from biasim.simulator.study.templating import render
+from biasim.simulator.study.template_limits import (
+    MAX_TEMPLATE_NESTING,
+    MAX_TEMPLATE_SIZE,
+    MAX_TEMPLATE_STEPS,
+)
+from biasim.simulator.study.templating import compile_expression, compile_template, render
 
 LOOPS = (
     "{% for a in range(999) %}{% for b in range(999) %}{% for c in range(999) %}"
@@ -97,3 +101,52 @@ def test_a_long_text_part_is_refused_by_size() -> None:
     # One part longer than the limit, handed in by the context: refused at the join.
     with pytest.raises(SecurityError, match="a str of 1,000,001 items"):
         render("{{ text }}", {"text": "x" * (MAX_TEMPLATE_SIZE + 1)})
+
+
+#: Each way a template nests (brackets, blocks, operators that make one node of the next), as a
+#: template nested ``n`` deep; each one's depth counts one per level.
+NESTINGS = {
+    "brackets": lambda n: "{{ " + "(" * n + "1" + ")" * n + " }}",
+    "lists": lambda n: "{{ " + "[" * n + "]" * n + " }}",
+    "mappings": lambda n: "{{ " + "{'a': " * n + "1" + "}" * n + " }}",
+    "negations": lambda n: "{{ " + "not " * n + "1 }}",
+    "sums": lambda n: "{{ " + " + ".join(["1"] * (n + 1)) + " }}",
+    "filters": lambda n: "{{ 'a'" + " | upper" * n + " }}",
+    "attributes": lambda n: "{{ x" + ".a" * n + " }}",
+    "conditions": lambda n: "{{ " + "1 if x else " * n + "1 }}",
+    "ifs": lambda n: "{% if 1 %}" * n + "x" + "{% endif %}" * n,
+    "loops": lambda n: "{% for i in [1] %}" * n + "x" + "{% endfor %}" * n,
+    "set blocks": lambda n: "{% set a %}" * n + "x" + "{% endset %}" * n,
+}
+
+
+@pytest.mark.parametrize("nesting", NESTINGS.values(), ids=NESTINGS)
+def test_nesting_past_the_limit_is_a_syntax_error_before_parsing(nesting) -> None:
+    # 20,000 levels: the parser would end in a RecursionError; the token count stops it first.
+    with pytest.raises(TemplateSyntaxError, match=f"more than {MAX_TEMPLATE_NESTING} levels"):
+        compile_template(nesting(20_000))
+    with pytest.raises(TemplateSyntaxError, match="levels deep"):
+        compile_template(nesting(MAX_TEMPLATE_NESTING + 1))
+
+
+@pytest.mark.parametrize("nesting", NESTINGS.values(), ids=NESTINGS)
+def test_nesting_at_the_limit_compiles_deep_in_the_stack(nesting) -> None:
+    # The limit must leave room for the parser and compiler however deep the caller's stack
+    # is (the command line under pytest is some 150 frames): build it 300 frames down.
+    def nested(depth: int):
+        return nested(depth - 1) if depth else compile_template(nesting(MAX_TEMPLATE_NESTING))
+
+    assert nested(300) is not None
+
+
+def test_a_when_expression_is_bounded_too() -> None:
+    with pytest.raises(TemplateSyntaxError, match="levels deep"):
+        compile_expression("(" * 20_000 + "1" + ")" * 20_000)
+
+
+def test_lipsum_is_refused_with_the_reason() -> None:
+    # Random text (a prompt must be the same in every run) of unbounded length.
+    started = time.monotonic()
+    with pytest.raises(SecurityError, match="lipsum\\(\\) is not available in a study: its text"):
+        render("{{ lipsum(n=1000000) }}", {})
+    assert time.monotonic() - started < 5
