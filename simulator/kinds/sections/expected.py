@@ -50,15 +50,20 @@ def add_expected_decisions(
     target: Any,
     case_cols: list[str],
     n_permutations: int,
+    unit_col: str | None = None,
 ) -> None:
-    """Put the expected-decision tables and their summary into ``section``."""
+    """Put the expected-decision tables and their summary into ``section``; ``unit_col``: the
+    kind's own unit column, where it derives one (else the persona instance)."""
     rows = rows.assign(_p=target_probability(rows, target))
     rows = rows[rows["_p"].notna()].copy()
-    rows["_unit"] = (
-        rows["persona_name"].fillna("").astype(str) + "|" + rows["agent_index"].astype(str)
-        if "agent_index" in rows
-        else rows["persona_name"].fillna("").astype(str)
-    )
+    if unit_col is not None:
+        rows["_unit"] = rows[unit_col]
+    else:
+        rows["_unit"] = (
+            rows["persona_name"].fillna("").astype(str) + "|" + rows["agent_index"].astype(str)
+            if "agent_index" in rows
+            else rows["persona_name"].fillna("").astype(str)
+        )
     groups, cases = [], []
     for i, (key, part) in enumerate(rows.groupby(case_cols, sort=False, dropna=False)):
         key = key if isinstance(key, tuple) else (key,)
