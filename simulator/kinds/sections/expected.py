@@ -56,6 +56,7 @@ def add_expected_decisions(
     kind's own unit column, where it derives one (else the persona instance)."""
     rows = rows.assign(_p=target_probability(rows, target))
     rows = rows[rows["_p"].notna()].copy()
+    unit = UNIT if unit_col is None else f"{unit_col} (replicates pooled)"
     if unit_col is not None:
         rows["_unit"] = rows[unit_col]
     else:
@@ -75,7 +76,7 @@ def add_expected_decisions(
                 {**at, "value": value, "n": int(row["size"]), "mean_probability": row["mean"]}
             )
         codes = pd.Categorical(units.index.get_level_values("value")).codes
-        case = {**at, "groups": len(means), "units": len(units), "unit": UNIT}
+        case = {**at, "groups": len(means), "units": len(units), "unit": unit}
         if len(means) >= 2:
             test = expected_stats.expected_parity_test(
                 units["size"].to_numpy(),
@@ -99,7 +100,7 @@ def add_expected_decisions(
     section.summary["expected"] = {
         "groups": groups,
         "cases": cases,
-        "unit": UNIT,
+        "unit": unit,
         "case_columns": case_cols,
         "target": "the case's target" if isinstance(target, pd.Series) else str(target),
     }
@@ -154,6 +155,7 @@ def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
             Column("units", "units", "int"),
         ],
         note=f"Probabilities from the log-probabilities of the decision's first token. p: "
-        f"permutation test relabelling whole units, the unit being the {UNIT}.",
+        f"permutation test relabelling whole units, the unit being the "
+        f"{expected.get('unit', UNIT)}.",
     )
     html_discrim_eval(summary, section)
