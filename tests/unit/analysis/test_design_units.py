@@ -169,3 +169,32 @@ def test_every_route_of_a_decision_analysis_counts_the_same_units(tmp_path: Path
     assert set(models["unit"]) == {UNIT_COLUMNS["persona"]}
     assert set(models["n_units"]) == {personas}
     shutil.rmtree(out)
+
+
+@pytest.mark.slow
+def test_seed_004_grid_counts_the_same_personas_in_its_cases_and_its_models(tmp_path: Path) -> None:
+    """The built-in seed-004 study (recorded small run: 3 axes analysed separately, 4
+    scenarios, 3 persona conditions): per condition and attribute, the GEE, the mixed model and
+    every case's DPD test count the same personas, the ones the results hold."""
+    from biasim.simulator.engine.runner import reanalyze
+    from tests.golden_studies import GOLDEN_DIR
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for file in ("results.parquet", "manifest.json"):
+        shutil.copy(GOLDEN_DIR / "li2025_small" / file, run / file)
+    reanalyze(run)
+    keys = ["model_label", "persona_condition", "attribute"]
+    cases = pd.read_csv(run / "tables" / "decisions_cases.csv")
+    models = pd.read_csv(run / "tables" / "decisions_model_estimates.csv")
+    per_case = cases.groupby(keys)["n_units"].agg(["min", "max"])
+    per_model = models.groupby(keys)["n_units"].agg(["min", "max"])
+    assert (per_case["min"] == per_case["max"]).all() and len(per_model) == len(per_case)
+    assert per_model["min"].equals(per_case["min"]) and per_model["max"].equals(per_case["max"])
+    assert set(models["unit"]) == {"persona_id"} and set(cases["unit"]) == {"persona"}
+    results = pd.read_parquet(run / "results.parquet")
+    decided = results[results["stage"] == "decide"]
+    assert per_case["min"].groupby("attribute").first().to_dict() == {
+        axis: decided.loc[decided[axis].notna()].pipe(design_units, "persona").nunique()
+        for axis in ("gender", "race", "ideology")
+    }
