@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from biasim.analysis.stats.clusters import repeating_columns
 from biasim.analysis.stats.disparity import INVALID
 
 #: Columns of :attr:`CheckedDecisions.exclusions`.
@@ -229,6 +230,31 @@ def _negatives(
             outcome_col,
         )
     return roles["negative"]
+
+
+def undeclared_units(
+    data: pd.DataFrame, group_cols: str | Sequence[str], skip: Sequence[str | None]
+) -> list[str]:
+    """Columns of a checked decisions table that look like units repeating within the groups
+    (a name, an applicant or manager id: some value holds several rows, each value lies in one
+    group, every group has several values), besides the ``skip`` columns (the outcome, the
+    stratum). Without ``--unit-col`` every test treats rows as independent; rows sharing such
+    a value are not, and the tests reject too often (the four-fifths chance printed 2.7 % where
+    15 % of null tables flagged, with 10 decisions per name)."""
+    keys = [group_cols] if isinstance(group_cols, str) else list(group_cols)
+    framed = data.assign(__group__=_labels(data[keys]))
+    return repeating_columns(framed, "__group__", {*keys, *(c for c in skip if c)})
+
+
+def independence_warning(columns: Sequence[str]) -> str:
+    """What ``analyze --decisions`` prints when :func:`undeclared_units` finds columns."""
+    named = ", ".join(f"`{c}`" for c in columns)
+    return (
+        f"warning: column(s) {named} repeat within the groups and no --unit-col was given: the "
+        "DPD test, the group-vs-population tests, the validity test, the exclusion bounds and "
+        "the four-fifths chance treat every row as independent, and reject too often if rows "
+        f"sharing a value share a decision-maker or applicant; give --unit-col {columns[0]}"
+    )
 
 
 def _one_group_per_unit(data: pd.DataFrame, keys: list[str], unit_col: str) -> None:

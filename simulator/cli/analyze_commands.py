@@ -570,6 +570,10 @@ def _external_report(
             invalid=invalid,
             unit_col=unit_col,
         )
+    if not unit_col:
+        from biasim.analysis.audit.external import undeclared_units
+
+        scalars["repeating_columns"] = undeclared_units(data, groups, [outcome_col, stratum_col])
     tables["exclusions"] = checked.exclusions
     if options.min_group_share > 0:
         tables["small_groups"] = checked.small_groups
@@ -617,6 +621,10 @@ def _print_external(
     )
     for claim in scalars["claims"]:
         out_console.print(claim, highlight=False)
+    if scalars.get("repeating_columns"):
+        from biasim.analysis.audit.external import independence_warning
+
+        out_console.print(independence_warning(scalars["repeating_columns"]), highlight=False)
     for row in checked.small_groups.to_dict("records"):
         label = ", ".join(str(row[g]) for g in groups)
         out_console.print(

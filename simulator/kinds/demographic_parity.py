@@ -220,11 +220,6 @@ def case_note(cases: list[dict[str, Any]]) -> str:
     return note
 
 
-#: Columns identifying a unit within a case and group (``unit:``): a persona is its agent index
-#: in its group, the same across replicates and across design cells outside the case.
-_UNIT_COLUMNS = {"persona": ["agent_index"], "name": ["persona_name"]}
-
-
 def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
     """One row per decision with ``attribute`` (the axis) and ``value`` columns."""
     if not separately:
@@ -288,11 +283,17 @@ class DemographicParityKind(AnalysisKind):
 
     def decisions(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext):
         """The analysed stage's rows in long form (``attribute``, ``value``) with ``_hit``:
-        whether the answer is the targeted decision (NA when there is no answer)."""
+        whether the answer is the targeted decision (NA when there is no answer), and
+        the unit of exchangeability (``units.UNIT_COLUMNS``; ``units.design_units``: the
+        persona across scenarios and replicates, or its name), which every test, model and bound
+        of the kind reads, so they all count the same units."""
         axes = [a for a in spec.groups if a in ctx.study.personas.axes]
         rows = _long(results[results["stage"] == spec.stage], axes, spec.separately)
         target = rows[spec.target_from] if spec.target_from else spec.target
-        return rows.assign(_hit=(rows[spec.field] == target).where(rows[spec.field].notna()))
+        return rows.assign(
+            _hit=(rows[spec.field] == target).where(rows[spec.field].notna()),
+            **{unit_stats.UNIT_COLUMNS[spec.unit]: unit_stats.design_units(rows, spec.unit)},
+        )
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
         tests: dict[str, float | None] = {}
@@ -348,9 +349,8 @@ class DemographicParityKind(AnalysisKind):
         condition = [spec.condition] if spec.condition else []
         case_cols = ["model_label", *condition, *spec.cases, "attribute"]
         rates = case_stats.case_rates(rows, case_cols, "value", "_hit", True)
-        units = unit_stats.unit_counts(
-            rows, [*case_cols, "value"], _UNIT_COLUMNS[spec.unit], "_hit"
-        )
+        unit_col = unit_stats.UNIT_COLUMNS[spec.unit]
+        units = unit_stats.unit_counts(rows, [*case_cols, "value"], [unit_col], "_hit")
         cases = case_stats.case_parity(
             rates,
             case_cols,
@@ -374,6 +374,7 @@ class DemographicParityKind(AnalysisKind):
                 target=rows[spec.target_from] if spec.target_from else spec.target,
                 case_cols=case_cols,
                 n_permutations=spec.n_permutations,
+                unit_col=unit_col,
             )
         self._unit_models(section, rows, spec, ctx, case_cols, condition)
         summary = section.summary
@@ -415,18 +416,18 @@ class DemographicParityKind(AnalysisKind):
         case_cols: list[str],
         condition: list[str],
     ) -> None:
-        """Exclusion tests and model estimates, each persona's replicates one unit."""
-        # A persona's replicates are one unit: the validity and bounds tests relabel it whole,
-        # and the models cluster on it.
-        by_persona = rows.assign(_persona=rows["agent_id"].str.replace(r"/r\d+$", "", regex=True))
+        """Exclusion tests and model estimates on the kind's unit (``units.UNIT_COLUMNS``): the
+        validity and bounds tests relabel it whole, and the models cluster on it across
+        scenarios and replicates."""
+        unit_col = unit_stats.UNIT_COLUMNS[spec.unit]
         add_exclusions(
             section,
             ctx,
-            by_persona,
+            rows,
             case_cols=case_cols,
             group_col="value",
             hit_col="_hit",
-            unit_col="_persona",
+            unit_col=unit_col,
             alpha=spec.alpha,
             n_permutations=spec.n_permutations,
         )
@@ -436,11 +437,11 @@ class DemographicParityKind(AnalysisKind):
         add_model_estimates(
             section,
             ctx,
-            by_persona,
+            rows,
             fit_cols=["model_label", *condition, *items[1:], "attribute"],
             group_col="value",
             hit_col="_hit",
-            unit_col="_persona",
+            unit_col=unit_col,
             item_col=items[0] if items else None,
         )
 
@@ -670,7 +671,7 @@ class DemographicParityKind(AnalysisKind):
             scans.append(scan)
         if scans:
             section.tables[f"{ctx.name}_distinctive_terms"] = pd.concat(scans, ignore_index=True)
-        _unit_term_scans(section, ctx.name, answered, keys, config.field)
+        _unit_term_scans(section, ctx.name, answered, keys, (config.field, spec.unit))
 
     def _across_models(
         self,
@@ -1028,19 +1029,25 @@ def _check_predictions(declared: str, facts: StudyFacts) -> None:
 
 
 def _unit_term_scans(
-    section: Section, name: str, answered: pd.DataFrame, keys: list[str], field: str
+    section: Section,
+    name: str,
+    answered: pd.DataFrame,
+    keys: list[str],
+    field_unit: tuple[str, str],
 ) -> None:
-    """The distinctive-words scan with the persona as the unit (its replicates are one unit):
-    each value against the rest, per case (``analysis.text.unit_terms``). The token-level
-    log-odds z above counts every token as independent and is descriptive only."""
-    persona = answered["agent_id"].astype(str).str.replace(r"/r\d+$", "", regex=True)
-    data = answered.assign(_persona=persona)
+    """The distinctive-words scan with the kind's unit (``units.UNIT_COLUMNS``; a persona's
+    replicates are one unit): each value against the rest, per case
+    (``analysis.text.unit_terms``). The token-level log-odds z above counts every token as
+    independent and is descriptive only."""
+    field, unit = field_unit
     scans = []
-    for key, part in data.groupby(keys):
+    for key, part in answered.groupby(keys):
         values = sorted(part["value"].dropna().astype(str).unique())
         for value in values if len(values) > 1 else []:
-            scan = unit_terms.unit_term_test(part, field, "value", "_persona", positive=value)
-            scan = scan.assign(unit="persona").head(20)
+            scan = unit_terms.unit_term_test(
+                part, field, "value", unit_stats.UNIT_COLUMNS[unit], positive=value
+            )
+            scan = scan.assign(unit=unit).head(20)
             for col, level in zip(keys, key, strict=True):
                 scan.insert(0, col, level)
             scan.insert(len(keys), "value", value)
@@ -1048,8 +1055,8 @@ def _unit_term_scans(
     if scans:
         section.tables[f"{name}_distinctive_terms_by_unit"] = pd.concat(scans, ignore_index=True)
         section.summary.setdefault("terms", {})["unit_test"] = (
-            "distinctive_terms_by_unit: unit persona (replicates one unit), permutation of the "
-            "value across personas; the token-level z counts every token as independent"
+            f"distinctive_terms_by_unit: unit {unit} (replicates one unit), permutation of the "
+            f"value across {unit}s; the token-level z counts every token as independent"
         )
 
 

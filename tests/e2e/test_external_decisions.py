@@ -256,3 +256,38 @@ def test_cli_positive_only_in_excluded_rows_exits_2(tmp_path, cli) -> None:
     assert f"{path}: decision: every `yes` row is excluded (missing_group 1, small_group 1)" in (
         " ".join(result.stderr.split())
     )
+
+
+def test_cli_without_a_unit_warns_naming_the_column_that_repeats(tmp_path, cli) -> None:
+    """Issue 43: each name decides 10 times and no --unit-col is given: the output names the
+    column, the tests that assumed independence and the option to give, and the four-fifths
+    chance says it is conditional on independent answers. With --unit-col it is quiet."""
+    path = tmp_path / "d.csv"
+    decisions().to_csv(path, index=False)
+    printed = " ".join(analyze(cli, path, "--stratum-col", "job").stdout.split())
+    assert "column(s) `name` repeat within the groups and no --unit-col was given" in printed
+    assert "four-fifths chance treat every row as independent" in printed
+    assert "give --unit-col name" in printed
+    assert "(answers as independent binomials: conditional on independent answers)" in printed
+    given = " ".join(
+        analyze(cli, path, "--unit-col", "name", "--stratum-col", "job").stdout.split()
+    )
+    assert "repeat within the groups" not in given
+    assert "relabelling whole units: name" in given
+
+
+def test_cli_json_lists_repeating_columns_and_none_when_rows_are_their_own_units(
+    tmp_path, cli
+) -> None:
+    import json
+
+    path = tmp_path / "d.csv"
+    decisions().to_csv(path, index=False)
+    result = analyze(cli, path, "--json")
+    assert json.loads(result.stdout)["repeating_columns"] == ["name"]
+    once = decisions().drop_duplicates("name").assign(name=lambda d: range(len(d)))
+    once = pd.concat([once] * 2, ignore_index=True).assign(name=lambda d: range(len(d)))
+    once.to_csv(path, index=False)
+    result = analyze(cli, path, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["repeating_columns"] == []

@@ -45,7 +45,7 @@ def test_demographic_parity_bounds_recover_the_dpd_before_refusals(tmp_path) -> 
     assert len(gender) > 0
     np.testing.assert_allclose(gender["dpd_excluded_as_negative"], gender["dpd"], atol=1e-12)
     assert (gender["n_excluded"] > 0).all()
-    assert gender["test"].str.contains("unit: _persona").all()
+    assert gender["test"].str.contains("unit: persona_id").all()  # units.design_units
     text = (run / "report.html").read_text(encoding="utf-8")
     assert "Refusals and invalid answers: validity and exclusion bounds" in text
 

@@ -50,15 +50,21 @@ def add_expected_decisions(
     target: Any,
     case_cols: list[str],
     n_permutations: int,
+    unit_col: str | None = None,
 ) -> None:
-    """Put the expected-decision tables and their summary into ``section``."""
+    """Put the expected-decision tables and their summary into ``section``; ``unit_col``: the
+    kind's own unit column, where it derives one (else the persona instance)."""
     rows = rows.assign(_p=target_probability(rows, target))
     rows = rows[rows["_p"].notna()].copy()
-    rows["_unit"] = (
-        rows["persona_name"].fillna("").astype(str) + "|" + rows["agent_index"].astype(str)
-        if "agent_index" in rows
-        else rows["persona_name"].fillna("").astype(str)
-    )
+    unit = UNIT if unit_col is None else f"{unit_col} (replicates pooled)"
+    if unit_col is not None:
+        rows["_unit"] = rows[unit_col]
+    else:
+        rows["_unit"] = (
+            rows["persona_name"].fillna("").astype(str) + "|" + rows["agent_index"].astype(str)
+            if "agent_index" in rows
+            else rows["persona_name"].fillna("").astype(str)
+        )
     groups, cases = [], []
     for i, (key, part) in enumerate(rows.groupby(case_cols, sort=False, dropna=False)):
         key = key if isinstance(key, tuple) else (key,)
@@ -70,7 +76,7 @@ def add_expected_decisions(
                 {**at, "value": value, "n": int(row["size"]), "mean_probability": row["mean"]}
             )
         codes = pd.Categorical(units.index.get_level_values("value")).codes
-        case = {**at, "groups": len(means), "units": len(units), "unit": UNIT}
+        case = {**at, "groups": len(means), "units": len(units), "unit": unit}
         if len(means) >= 2:
             test = expected_stats.expected_parity_test(
                 units["size"].to_numpy(),
@@ -94,7 +100,7 @@ def add_expected_decisions(
     section.summary["expected"] = {
         "groups": groups,
         "cases": cases,
-        "unit": UNIT,
+        "unit": unit,
         "case_columns": case_cols,
         "target": "the case's target" if isinstance(target, pd.Series) else str(target),
     }
@@ -149,6 +155,7 @@ def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
             Column("units", "units", "int"),
         ],
         note=f"Probabilities from the log-probabilities of the decision's first token. p: "
-        f"permutation test relabelling whole units, the unit being the {UNIT}.",
+        f"permutation test relabelling whole units, the unit being the "
+        f"{expected.get('unit', UNIT)}.",
     )
     html_discrim_eval(summary, section)
