@@ -33,6 +33,7 @@ from biasim.simulator.llm.http_common import (
     map_openai_error,
     redact,
 )
+from biasim.simulator.llm.netguard import check_redirect, guarded_session, httpx_hooks
 
 #: Connect timeout of the lean transport (the retry layer's per-attempt timeout is the real
 #: bound on a call; this only stops a black-holed SYN from holding a slot for the backstop).
@@ -98,7 +99,8 @@ class AiohttpTransport:
 
     def _open(self) -> aiohttp.ClientSession:
         # Created on first use: a session belongs to the event loop that runs the study.
-        self._session = aiohttp.ClientSession(
+        # Guarded: every request's URL is checked against the run's egress policy.
+        self._session = guarded_session(
             # The concurrency bound is the retry layer's limiter; a connector limit below it
             # would queue requests invisibly (aiohttp's default is 100).
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
@@ -160,6 +162,10 @@ class AiohttpTransport:
                 allow_redirects=False,
             ) as response:
                 raw = await response.read()
+                location = response.headers.get("Location")
+                if 300 <= response.status < 400 and location:
+                    # Not followed; one to another origin is refused by name, not as a status.
+                    check_redirect(str(response.url), response.status, location)
                 if response.status >= 300:
                     raise _status_error(response.status, raw, response.headers, self._secret())
                 return raw
@@ -199,7 +205,9 @@ class SdkTransport:
                 timeout=SDK_TIMEOUT_S,
                 # aiohttp's connection pool: httpcore's scans every connection for every
                 # request, which capped a 64-way study near 70 % of what the server could give.
-                http_client=openai.DefaultAioHttpClient(timeout=SDK_TIMEOUT_S),
+                http_client=openai.DefaultAioHttpClient(
+                    timeout=SDK_TIMEOUT_S, event_hooks=httpx_hooks()
+                ),
             )
             for url in base_urls
         ]
