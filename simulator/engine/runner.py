@@ -131,7 +131,7 @@ class PreparedRun:
     #: Casting, model labels, populations and stage order, derived from the study once.
     views: StudyViews
     #: Where its calls may connect (held at the socket while they are in flight).
-    egress: EgressPolicy = field(default_factory=lambda: EgressPolicy(()))
+    egress: EgressPolicy
     previous: dict[str, Any] = field(default_factory=dict)
 
 

@@ -25,6 +25,7 @@ holds a key: URLs are shown without user-info or query values.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import socket
 import threading
@@ -57,6 +58,7 @@ def _normal_host(host: str) -> str:
     return str(mapped or address)
 
 
+@functools.lru_cache(maxsize=1024)
 def entry(url: str) -> Entry:
     """The (host, port) of ``url`` or ``HOST[:PORT]``; a URL without a port has its scheme's,
     a bare host without one allows every port."""
@@ -92,9 +94,8 @@ class EgressPolicy:
         self.refused: dict[str, None] = {}
 
     def permits(self, host: str, port: int | None) -> bool:
-        """Whether ``host:port`` is allowed, as written or as an address an allowed name has
-        resolved to."""
-        host = _normal_host(host)
+        """Whether ``host:port`` (as :func:`entry` spells it) is allowed, as written or as an
+        address an allowed name has resolved to."""
         for known in (self.entries, self._learned):
             if (host, port) in known or (host, None) in known:
                 return True

@@ -33,7 +33,7 @@ from biasim.simulator.llm.http_common import (
     map_openai_error,
     redact,
 )
-from biasim.simulator.llm.netguard import check_redirect, guarded_session, httpx_hooks
+from biasim.simulator.llm.netguard import check_redirect, check_request, httpx_hooks
 
 #: Connect timeout of the lean transport (the retry layer's per-attempt timeout is the real
 #: bound on a call; this only stops a black-holed SYN from holding a slot for the backstop).
@@ -77,6 +77,7 @@ class AiohttpTransport:
     ) -> None:
         self._bases = [yarl.URL(url) for url in base_urls]
         self._urls: dict[tuple[int, str], yarl.URL] = {}
+        self._text: dict[yarl.URL, str] = {}
         # Proxies as the SDK's httpx client would take them from the environment, resolved
         # once per server instead of on every request.
         self._proxies = [_env_proxy(str(base)) for base in self._bases]
@@ -95,12 +96,12 @@ class AiohttpTransport:
             # with_path keeps a query the server needs (e.g. an api-version); it drops none.
             url = base.with_path(base.path.rstrip("/") + path, keep_query=True)
             self._urls[(server, path)] = url
+            self._text[url] = str(url)
         return url
 
     def _open(self) -> aiohttp.ClientSession:
         # Created on first use: a session belongs to the event loop that runs the study.
-        # Guarded: every request's URL is checked against the run's egress policy.
-        self._session = guarded_session(
+        self._session = aiohttp.ClientSession(
             # The concurrency bound is the retry layer's limiter; a connector limit below it
             # would queue requests invisibly (aiohttp's default is 100).
             connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
@@ -151,10 +152,14 @@ class AiohttpTransport:
         """One request; ``content_type`` replaces the session's JSON one (a multipart form)."""
         session = self._session or self._open()
         headers = {"Content-Type": content_type} if content_type else None
+        url = self._url(server, path)
         try:
+            # Checked here rather than by a trace config on the session: tracing costs every
+            # request a signal per chunk, and this transport follows no redirect.
+            check_request(self._text[url])
             async with session.request(
                 method,
-                self._url(server, path),
+                url,
                 data=data,
                 headers=headers,
                 proxy=self._proxies[server],

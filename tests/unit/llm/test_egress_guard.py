@@ -206,7 +206,8 @@ def test_a_plugin_that_swaps_its_transport_after_init_reaches_no_unallowed_port(
     assert EgressRefused.MARK in result.stderr and where in result.stderr
     errors = {str(row.get("error")) for row in _rows(out)}
     assert all(EgressRefused.MARK in e and where in e for e in errors), errors
-    for text in (result.output, result.stderr, *(p.read_text("utf-8", "ignore") for p in out.rglob("*.json"))):
+    written = [p.read_text("utf-8", "ignore") for p in out.rglob("*.json")]
+    for text in (result.output, result.stderr, *written):
         assert KEY not in text
 
 
