@@ -27,8 +27,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import math
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
@@ -44,6 +46,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 #: (host, port); a port of ``None`` allows every port of the host.
 Entry = tuple[str, int | None]
 Notify = Callable[[str], None]
+_RESOLVE_EVERY_S = 60.0
 
 
 def _normal_host(host: str) -> str:
@@ -73,6 +76,14 @@ def entry(url: str) -> Entry:
     return _normal_host(parts.hostname or ""), port
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _shown(host: str, port: int | None) -> str:
     name = f"[{host}]" if ":" in host else host
     return f"{name}:{port}" if port is not None else name
@@ -90,6 +101,7 @@ class EgressPolicy:
         self.entries = frozenset(entries)
         self.named = frozenset(named)
         self._learned: set[Entry] = set()
+        self._resolved_at = -math.inf
         #: Addresses refused so far, in order (each is reported once).
         self.refused: dict[str, None] = {}
 
@@ -104,6 +116,18 @@ class EgressPolicy:
     def names(self, host: str, port: int | None) -> bool:
         """Whether the user allowed ``host:port`` by name."""
         return (host, port) in self.named or (host, None) in self.named
+
+    def resolve_names(self) -> None:
+        """Resolve every allowed name now, for a connection to an address no resolution in
+        this process has shown (a client with its own resolver, e.g. aiodns): at most once a
+        minute, so a refused address does not cost a lookup each time."""
+        now = time.monotonic()
+        if now - self._resolved_at < _RESOLVE_EVERY_S:
+            return
+        self._resolved_at = now
+        for host, _ in self.entries:
+            with contextlib.suppress(OSError, UnicodeError):
+                self.learn(host, _REAL_GETADDRINFO(host, None, type=socket.SOCK_STREAM))
 
     def learn(self, name: str, infos: Iterable[Any]) -> None:
         """Record the addresses an allowed ``name`` resolved to (``getaddrinfo`` results)."""
@@ -182,6 +206,11 @@ def _check_address(sock: socket.socket, address: Any) -> None:
     guards = list(_active)
     if not guards or any(policy.permits(host, port) for policy, _ in guards):
         return
+    if _is_address(host):
+        for policy, _ in guards:
+            policy.resolve_names()
+        if any(policy.permits(host, port) for policy, _ in guards):
+            return
     where = _shown(host, port)
     message = (
         f"a connection to {where}, which no role of this study declares and the user has not "

@@ -371,7 +371,10 @@ def test_the_socket_guard_refuses_loopback_unless_allowed_and_is_gone_after(
     # An allowed name lets through the addresses it resolves to, on its port only.
     with guarding(EgressPolicy([entry(f"localhost:{listener.port}")])):
         socket.create_connection(("localhost", listener.port), timeout=1).close()
-    _wait_for(lambda: listener.count == 2)
+    # ... also when the client resolved the name itself (its own resolver, e.g. aiodns).
+    with guarding(EgressPolicy([entry(f"localhost:{listener.port}")])):
+        socket.create_connection(("127.0.0.1", listener.port), timeout=1).close()
+    _wait_for(lambda: listener.count == 3)
 
 
 def _wait_for(condition: Any) -> None:
@@ -381,3 +384,27 @@ def _wait_for(condition: Any) -> None:
     while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_a_plugins_guarded_aiohttp_session_refuses_a_redirect_it_would_follow(
+    server: LoopbackLLMServer, listener: CountingListener
+) -> None:
+    """The session biasim hands plug-ins follows redirects as aiohttp does, except to another
+    origin; under a guard it reaches no unallowed port even when asked directly."""
+    from biasim.simulator.llm.netguard import guarded_session
+
+    target = f"http://127.0.0.1:{listener.port}/v1/chat/completions"
+    server.set_default_fault(Fault.http_error(307, body="", headers={"Location": target}))
+
+    async def post(url: str) -> None:
+        async with guarded_session() as session, session.post(url, json={"q": PROMPT}) as r:
+            await r.read()
+
+    with pytest.raises(EgressRefused, match="another origin"):
+        asyncio.run(post(f"{server.openai_base_url}/chat/completions"))
+    with (
+        guarding(EgressPolicy([entry(f"127.0.0.1:{server.port}")])),
+        pytest.raises(EgressRefused, match=f"a request to {target}"),
+    ):
+        asyncio.run(post(target))
+    assert listener.count == 0 and len(server.requests) == 1
