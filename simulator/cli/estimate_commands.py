@@ -103,12 +103,11 @@ def _pilot(loaded: Any, figures: Any, n: int, allowed: list[str]) -> None:
     from biasim.simulator.llm.allowlist import endpoint_problems, user_allowed_hosts
     from biasim.simulator.tools.pilot import run_pilot
 
-    problems = endpoint_problems(
-        loaded.config, loaded.source_map, [*allowed, *user_allowed_hosts()]
-    )
+    allowed = [*allowed, *user_allowed_hosts()]
+    problems = endpoint_problems(loaded.config, loaded.source_map, allowed)
     if problems:
         raise InputError(problems)
-    results = run_pilot(loaded, figures, n)
+    results = run_pilot(loaded, figures, n, allowed)
     calls = sum(r.calls for r in results.values())
     failed = sum(r.failed for r in results.values())
     costs = [r.cost for r in results.values()]

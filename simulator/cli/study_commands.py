@@ -59,7 +59,8 @@ _ALLOW_ENDPOINT_OPTION = typer.Option(
 )
 _TRUST_BACKEND_OPTION = typer.Option(
     help="Backend NAME (a plug-in, or langchain:PROVIDER) to run although it does not "
-    "declare the hosts it contacts and the variables it sends (repeatable)."
+    "declare the hosts it contacts and the variables it sends; the hosts it reaches still "
+    "need --allow-endpoint (repeatable)."
 )
 _BATCH_OPTION = typer.Option(
     "--batch",

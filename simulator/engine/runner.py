@@ -60,8 +60,9 @@ from biasim.simulator.llm.allowlist import (
     user_allowed_hosts,
     user_trusted_backends,
 )
-from biasim.simulator.llm.errors import BackendConfigError
+from biasim.simulator.llm.errors import BackendConfigError, EgressRefused
 from biasim.simulator.llm.http_common import is_local_url
+from biasim.simulator.llm.netguard import EgressPolicy, egress_policy, guarding
 from biasim.simulator.llm.registry import create_backend, unsupported_setting
 from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
@@ -129,6 +130,8 @@ class PreparedRun:
     options: RunOptions
     #: Casting, model labels, populations and stage order, derived from the study once.
     views: StudyViews
+    #: Where its calls may connect (held at the socket while they are in flight).
+    egress: EgressPolicy
     previous: dict[str, Any] = field(default_factory=dict)
 
 
@@ -206,27 +209,41 @@ def prepare(options: RunOptions) -> PreparedRun:
         reason = check_writable(out)
         if reason:
             raise InputError([Problem("--out", None, "", reason)])
-    problems = endpoint_problems(
-        study.config,
-        study.source_map,
-        [*options.allow_endpoints, *user_allowed_hosts()],
-        [*options.trust_backends, *user_trusted_backends()],
-    )
-    if problems:
-        raise InputError(problems)
+    policy = _egress_policy(study, options)
     if options.replay is not None and not (options.replay / CALLS).is_file():
         raise InputError([Problem("--replay", None, "", f"{options.replay} has no {CALLS}")])
     _check_stores(options)
     views = study_views(study.config)
+    with guarding(policy):  # a backend that connects while it is built is held too
+        runtimes = build_runtimes(study, views.casting)
     return PreparedRun(
         study=study,
         out=out,
-        runtimes=build_runtimes(study, views.casting),
+        runtimes=runtimes,
         resume=options.resume is not None,
         options=options,
         previous=previous,
         views=views,
+        egress=policy,
     )
+
+
+def _egress_policy(study: Study, options: RunOptions) -> EgressPolicy:
+    """Where the run's calls may connect, once every role passed the allow-list.
+
+    Raises:
+        InputError: A role would send requests or a key where the user has not allowed.
+    """
+    allowed = [*options.allow_endpoints, *user_allowed_hosts()]
+    problems = endpoint_problems(
+        study.config,
+        study.source_map,
+        allowed,
+        [*options.trust_backends, *user_trusted_backends()],
+    )
+    if problems:
+        raise InputError(problems)
+    return egress_policy(study.config, allowed)
 
 
 def _check_stores(options: RunOptions) -> None:
@@ -286,6 +303,9 @@ def build_runtimes(
                 except BackendConfigError as exc:
                     path = ("roles", name, *(exc.field.split(".") if exc.field else ()))
                     raise InputError([study.source_map.problem(path, str(exc))]) from None
+                except EgressRefused as exc:
+                    at = ("roles", name, "backend")
+                    raise InputError([study.source_map.problem(at, str(exc.strerror))]) from None
                 if stray := undeclared_servers(backend, role):
                     message = (
                         f"the {role.backend} backend was built to contact {', '.join(stray)}, "
@@ -508,8 +528,14 @@ def _run_study(
     manifest["status"] = "running"
     manifest.setdefault("sessions", []).append({"started": started, "resume": prepared.resume})
     write_json(out / MANIFEST, manifest)
+
+    def egress_held() -> Any:
+        # Only while calls are made: the analyses and the report reach no server.
+        return guarding(prepared.egress, notify)
+
     try:
-        store, dispatcher, writer, model = _run_parts(prepared, loop, stop, notify)
+        with egress_held():
+            store, dispatcher, writer, model = _run_parts(prepared, loop, stop, notify)
     except BaseException as exc:
         loop.close()
         _record_failed_start(out, manifest, exc)
@@ -522,7 +548,8 @@ def _run_study(
     stage_seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
-        _step_until_done(model, dispatcher, tick, stop, stage_seconds)
+        with egress_held():
+            _step_until_done(model, dispatcher, tick, stop, stage_seconds)
         if stop.stopping:
             raise RunInterrupted([], [])
     except RunAborted as exc:
@@ -547,7 +574,8 @@ def _run_study(
             # SQLite lets go of the GIL while it sums the store (half a second at 100,000
             # calls): the accounting is read beside the analysis, which does not need it.
             closing = closer.submit(_close_store, store)
-            loop.run_until_complete(_close_backends(prepared.runtimes))
+            with egress_held():
+                loop.run_until_complete(_close_backends(prepared.runtimes))
             loop.close()
             analysis = _analysis_summary(prepared, results, stop)
             ledger = closing.result()

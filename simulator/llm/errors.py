@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class BackendError(Exception):
     """A call failed.
@@ -54,6 +56,43 @@ class ConnectionRefused(TransientError):
     """
 
 
+class EgressRefused(PermissionError):
+    """A connection, request or redirect somewhere the user did not allow, refused by biasim's
+    egress guard (:mod:`simulator.llm.netguard`) before a byte left.
+
+    An ``OSError`` (``EACCES``) so that every HTTP client treats it as a failed connection and
+    passes it on; its text carries :data:`MARK`, which survives clients that fold several
+    failures into one message.
+    """
+
+    MARK = "egress refused by biasim"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EACCES, f"{self.MARK}: {message}")
+
+
+def egress_refusal(exc: BaseException) -> FatalBackendError | None:
+    """The guard's refusal found anywhere under ``exc`` (causes, contexts, exception groups),
+    as a final failure naming where the request would have gone; ``None`` when there is none.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, EgressRefused):
+            return FatalBackendError(str(current.strerror))
+        text = str(current)
+        if EgressRefused.MARK in text:
+            return FatalBackendError(text[text.index(EgressRefused.MARK) :])
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+        if isinstance(current, BaseExceptionGroup):
+            pending += list(current.exceptions)
+    return None
+
+
 def connection_failure(exc: BaseException) -> BackendError | None:
     """The real reason a transport wrapped, found along the exception's causes.
 
@@ -64,9 +103,13 @@ def connection_failure(exc: BaseException) -> BackendError | None:
         exc: The exception a backend raised (normalised or not).
 
     Returns:
+        The egress guard's refusal (final: see :func:`egress_refusal`), else
         :class:`ConnectionRefused` or a :class:`TransientError` naming the reset, or ``None``
-        when the chain holds neither.
+        when the chain holds none of them.
     """
+    refused = egress_refusal(exc)
+    if refused is not None:
+        return refused
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:

@@ -34,6 +34,7 @@ from biasim.simulator.llm.http_common import (
     resolve_api_key,
     structured_mode,
 )
+from biasim.simulator.llm.netguard import httpx_hooks
 from biasim.simulator.llm.ollama_backend import DEFAULT_HOST as OLLAMA_DEFAULT_HOST
 from biasim.simulator.llm.ollama_backend import OLLAMA_KEY_ENV, map_ollama_error
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -152,6 +153,12 @@ class LangChainBackend:
                 headers["Authorization"] = f"Bearer {key}"
                 client_kwargs["headers"] = headers
             build["client_kwargs"] = client_kwargs
+            # The async client (the one calls use) checks each request and redirect; the sync
+            # one, never used, takes no async hooks.
+            build["async_client_kwargs"] = {
+                **(build.get("async_client_kwargs") or {}),
+                "event_hooks": httpx_hooks(),
+            }
         elif key_env:
             build["api_key"] = resolve_api_key(key_env, effective_url)
         if base_url:
@@ -210,7 +217,9 @@ class LangChainBackend:
             if self._http_client is None:
                 import openai
 
-                self._http_client = openai.DefaultAsyncHttpxClient(timeout=SDK_TIMEOUT_S)
+                self._http_client = openai.DefaultAsyncHttpxClient(
+                    timeout=SDK_TIMEOUT_S, event_hooks=httpx_hooks()
+                )
             kwargs = {**kwargs, "http_async_client": self._http_client}
         try:
             from langchain.chat_models import init_chat_model

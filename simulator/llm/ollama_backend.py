@@ -26,6 +26,7 @@ from biasim.simulator.llm.http_common import (
     redact,
     structured_mode,
 )
+from biasim.simulator.llm.netguard import httpx_hooks
 from biasim.simulator.llm.types import LLMRequest, LLMResponse, extra_sampling
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
@@ -105,7 +106,10 @@ class OllamaBackend:
         import ollama
 
         self._client = ollama.AsyncClient(
-            host=host, timeout=httpx.Timeout(SDK_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S)
+            host=host,
+            timeout=httpx.Timeout(SDK_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S),
+            # The client follows redirects: each hop is checked (see netguard).
+            event_hooks=httpx_hooks(),
         )
 
     @classmethod

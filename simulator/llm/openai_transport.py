@@ -33,6 +33,7 @@ from biasim.simulator.llm.http_common import (
     map_openai_error,
     redact,
 )
+from biasim.simulator.llm.netguard import check_redirect, check_request, httpx_hooks
 
 #: Connect timeout of the lean transport (the retry layer's per-attempt timeout is the real
 #: bound on a call; this only stops a black-holed SYN from holding a slot for the backstop).
@@ -76,6 +77,7 @@ class AiohttpTransport:
     ) -> None:
         self._bases = [yarl.URL(url) for url in base_urls]
         self._urls: dict[tuple[int, str], yarl.URL] = {}
+        self._text: dict[yarl.URL, str] = {}
         # Proxies as the SDK's httpx client would take them from the environment, resolved
         # once per server instead of on every request.
         self._proxies = [_env_proxy(str(base)) for base in self._bases]
@@ -94,6 +96,7 @@ class AiohttpTransport:
             # with_path keeps a query the server needs (e.g. an api-version); it drops none.
             url = base.with_path(base.path.rstrip("/") + path, keep_query=True)
             self._urls[(server, path)] = url
+            self._text[url] = str(url)
         return url
 
     def _open(self) -> aiohttp.ClientSession:
@@ -149,10 +152,14 @@ class AiohttpTransport:
         """One request; ``content_type`` replaces the session's JSON one (a multipart form)."""
         session = self._session or self._open()
         headers = {"Content-Type": content_type} if content_type else None
+        url = self._url(server, path)
         try:
+            # Checked here rather than by a trace config on the session: tracing costs every
+            # request a signal per chunk, and this transport follows no redirect.
+            check_request(self._text[url])
             async with session.request(
                 method,
-                self._url(server, path),
+                url,
                 data=data,
                 headers=headers,
                 proxy=self._proxies[server],
@@ -160,6 +167,10 @@ class AiohttpTransport:
                 allow_redirects=False,
             ) as response:
                 raw = await response.read()
+                location = response.headers.get("Location")
+                if 300 <= response.status < 400 and location:
+                    # Not followed; one to another origin is refused by name, not as a status.
+                    check_redirect(str(response.url), response.status, location)
                 if response.status >= 300:
                     raise _status_error(response.status, raw, response.headers, self._secret())
                 return raw
@@ -199,7 +210,9 @@ class SdkTransport:
                 timeout=SDK_TIMEOUT_S,
                 # aiohttp's connection pool: httpcore's scans every connection for every
                 # request, which capped a 64-way study near 70 % of what the server could give.
-                http_client=openai.DefaultAioHttpClient(timeout=SDK_TIMEOUT_S),
+                http_client=openai.DefaultAioHttpClient(
+                    timeout=SDK_TIMEOUT_S, event_hooks=httpx_hooks()
+                ),
             )
             for url in base_urls
         ]

@@ -12,10 +12,12 @@ import asyncio
 import itertools
 import statistics
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from biasim.simulator.engine.model import sampling
 from biasim.simulator.engine.runner import build_runtimes
+from biasim.simulator.llm.netguard import egress_policy, guarding
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
@@ -36,18 +38,21 @@ class PilotResult:
     cost: float | None
 
 
-def run_pilot(study: Study, figures: Estimate, n: int) -> dict[int, PilotResult]:
+def run_pilot(
+    study: Study, figures: Estimate, n: int, allowed: Iterable[str] = ()
+) -> dict[int, PilotResult]:
     """Send ``n`` calls for every line of ``figures`` with calls, and fold what they measured
     into the lines (prompt and output tokens and seconds per call). Returns the results by
-    line index."""
+    line index. ``allowed``: the hosts the user allowed (the calls reach nothing else)."""
     casting = study_views(study.config).casting
-    runtimes = build_runtimes(study, casting)
     loop = asyncio.new_event_loop()
-    try:
-        results = loop.run_until_complete(_pilot(study, figures, runtimes, casting, n))
-    finally:
-        loop.run_until_complete(_close(runtimes))
-        loop.close()
+    with guarding(egress_policy(study.config, allowed)):
+        runtimes = build_runtimes(study, casting)
+        try:
+            results = loop.run_until_complete(_pilot(study, figures, runtimes, casting, n))
+        finally:
+            loop.run_until_complete(_close(runtimes))
+            loop.close()
     for index, result in results.items():
         _apply(figures.lines[index], result)
     return results
