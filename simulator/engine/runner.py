@@ -255,6 +255,32 @@ def _check_stores(options: RunOptions) -> None:
                     )
                 ]
             )
+    if options.replay is not None:
+        _check_replay_answers(options.replay / CALLS)
+
+
+def _check_replay_answers(path: Path) -> None:
+    """A replay source whose answers do not all verify with its key is refused (its edited
+    answers would be asked again, or, unsigned, not one would be replayed).
+
+    Raises:
+        InputError: An answer was edited, its checksum removed, or the store has no key.
+    """
+    from biasim.simulator.engine.store_check import altered_message, store_health
+
+    health = store_health(path)
+    if health.altered:
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    "",
+                    f"{altered_message(path, health)}; --replay reads only answers that "
+                    "verify: replay from an intact run, or run without --replay",
+                )
+            ]
+        )
 
 
 #: Role fields that do not define a runtime (``shared`` says who plays a role, not how).

@@ -138,7 +138,8 @@ def test_an_altered_answer_is_never_replayed_and_stops_the_resume(tmp_path, cli)
     refused = cli.invoke(app, ["run", "--resume", str(run)])
     assert refused.exit_code == 2, refused.output
     message = _one_line(refused.stderr)
-    assert "1 answers were changed after they were stored" in message
+    assert "1 answers were changed after they were stored or carry no valid checksum" in message
+    assert "(row id 1)" in message and "calls.sqlite" in message
     assert "resuming would ask 1 calls again" in message
     accepted = cli.invoke(app, ["run", "--resume", str(run), "--reask-lost"])
     assert accepted.exit_code == 0, accepted.output
@@ -152,6 +153,54 @@ def test_an_altered_answer_is_never_replayed_and_stops_the_resume(tmp_path, cli)
     later = cli.invoke(app, ["run", "--resume", str(run)])
     assert later.exit_code == 0, later.output
     assert _new_calls(later.stdout) == 0
+
+
+@pytest.mark.parametrize("checksum", ["NULL", "plain"])
+def test_an_edited_answer_with_its_checksum_nulled_or_recomputed_is_refused(
+    tmp_path, cli, checksum
+):
+    import hashlib
+
+    import orjson
+
+    run = _synthetic_run(tmp_path, cli)
+    assert (run / "calls.key").stat().st_mode & 0o777 == 0o600
+    edited = ('{"decision": "Stay", "rationale": "edited"}', '{"decision": "Stay"}')
+    with sqlite3.connect(run / "calls.sqlite") as conn:
+        key, status = conn.execute("SELECT key, status FROM calls WHERE id = 2").fetchone()
+        # The digest anyone can compute without the store's key (the old, unkeyed one).
+        plain = hashlib.blake2b(orjson.dumps([key, status, *edited, None]), digest_size=16)
+        conn.execute(
+            "UPDATE calls SET text = ?, parsed = ?, checksum = ? WHERE id = 2",
+            (*edited, plain.hexdigest() if checksum == "plain" else None),
+        )
+    manifest_before = (run / "manifest.json").read_text()
+    refused = cli.invoke(app, ["run", "--resume", str(run)])
+    assert refused.exit_code == 2, refused.output
+    message = _one_line(refused.stderr)
+    assert f"{run / 'calls.sqlite'}" in message and "(row id 2)" in message, message
+    assert "Traceback" not in refused.output
+    assert (run / "manifest.json").read_text() == manifest_before
+    # A new run replaying the tampered store is refused too, naming it.
+    replay = cli.invoke(
+        app, ["run", str(tmp_path / "s.yaml"), "--replay", str(run), "--out", str(tmp_path / "r")]
+    )
+    assert replay.exit_code == 2, replay.output
+    assert "(row id 2)" in _one_line(replay.stderr) and not (tmp_path / "r").exists()
+
+
+def test_a_store_without_its_key_is_refused_saying_how_to_go_on(tmp_path, cli):
+    run = _synthetic_run(tmp_path, cli)
+    (run / "calls.key").unlink()  # as a store from before answers were signed
+    refused = cli.invoke(app, ["run", "--resume", str(run)])
+    assert refused.exit_code == 2, refused.output
+    message = _one_line(refused.stderr)
+    assert "has no key file calls.key beside it" in message
+    assert "none of its 6 answers can be verified" in message and "--reask-lost" in message
+    accepted = cli.invoke(app, ["run", "--resume", str(run), "--reask-lost"])
+    assert accepted.exit_code == 0, accepted.output
+    assert _new_calls(accepted.stdout) == 6  # asked again, and signed with a new key
+    assert cli.invoke(app, ["run", "--resume", str(run)]).exit_code == 0
 
 
 def test_an_invalid_answer_and_its_reask_are_one_unit_in_the_accounting(tmp_path) -> None:
