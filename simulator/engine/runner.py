@@ -874,9 +874,6 @@ def load_run(
     manifest_path = run_dir / MANIFEST
     manifest = read_manifest(run_dir)
     edits = check_results(run_dir, manifest, accept=accept_edits, command=command)
-    if edits:
-        manifest[EDITS] = [*(manifest.get(EDITS) or []), *edits]
-        write_json(manifest_path, manifest)
     # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
     # the run: beside the study file, while it is still there.
     origin = Path(str(manifest.get("study_path") or ""))
@@ -887,4 +884,8 @@ def load_run(
         str(source),
         check_backends=False,
     )
-    return study, read_results(run_dir / RESULTS_PARQUET)
+    results = read_results(run_dir / RESULTS_PARQUET)
+    if edits:  # recorded once the edited tables are read, not for a refusal
+        manifest[EDITS] = [*(manifest.get(EDITS) or []), *edits]
+        write_json(manifest_path, manifest)
+    return study, results
