@@ -90,8 +90,9 @@ def altered_message(path: Path, health: StoreHealth) -> str:
     """What is wrong with the store's answers, naming its first altered rows."""
     if not health.signed:
         return (
-            f"{path} has no key file {key_path(path).name} beside it (a store written before "
-            f"biasim signed its answers, or its key was removed), so none of its "
+            f"{path} has no readable key file {key_path(path).name} beside it (a store written "
+            f"before biasim signed its answers, its key removed, or another user's), so none "
+            f"of its "
             f"{health.answers:,} answers can be verified"
         )
     rows = ", ".join(map(str, health.altered_rows))
@@ -113,7 +114,8 @@ def check_before_resume(run_dir: Path, manifest: dict[str, Any], accept: bool) -
             many would be asked again and names :data:`REASK_OPTION`.
     """
     path = run_dir / CALLS
-    recorded = int((manifest.get("counts") or {}).get("stored_answers") or 0)
+    recorded = (manifest.get("counts") or {}).get("stored_answers")
+    recorded = recorded if isinstance(recorded, int) else 0  # none recorded: none to count
     if not path.is_file():
         lost, altered, what = recorded, 0, f"{path} is missing"
     else:

@@ -306,7 +306,7 @@ def test_a_store_without_its_key_is_refused_saying_how_to_go_on(tmp_path, cli):
     refused = cli.invoke(app, ["run", "--resume", str(run)])
     assert refused.exit_code == 2, refused.output
     message = _one_line(refused.stderr)
-    assert "has no key file calls.key beside it" in message
+    assert "has no readable key file calls.key beside it" in message
     assert "none of its 6 answers can be verified" in message and "--reask-lost" in message
     accepted = cli.invoke(app, ["run", "--resume", str(run), "--reask-lost"])
     assert accepted.exit_code == 0, accepted.output
