@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from biasim.simulator.common.rundir import CALLS, MANIFEST, SUMMARY, read_json
+from biasim.simulator.common.rundir import CALLS, SUMMARY, read_manifest, read_run_json
 from biasim.simulator.engine.failures import DEFAULT_MAX_ERROR_RATE
 from biasim.simulator.engine.runner import RunOptions, execute, prepare, reanalyze
 from biasim.simulator.engine.runner import load_run as _load_results
@@ -115,25 +115,27 @@ def resume(
     return _finish(execute(prepare(options)))
 
 
-def analyze(run_dir: str | Path) -> Run:
-    """Redo a run's analyses from its stored results (no call), as ``biasim analyze`` does."""
-    reanalyze(Path(run_dir))
+def analyze(run_dir: str | Path, *, accept_edits: bool = False) -> Run:
+    """Redo a run's analyses from its stored results (no call), as ``biasim analyze`` does
+    (``accept_edits`` as ``--accept-edits``)."""
+    reanalyze(Path(run_dir), accept_edits=accept_edits)
     return load_run(run_dir)
 
 
 def load_run(run_dir: str | Path) -> Run:
-    """Read a run directory.
+    """Read a run directory (results edited after the run are refused, unless accepted
+    before with ``analyze(..., accept_edits=True)``).
 
     Raises:
-        InputError: Not a run directory with results.
+        InputError: Not a run directory with results, or results edited after the run.
     """
     path = Path(run_dir)
     study, results = _load_results(path)
     return Run(
         path=path,
         study=study.config,
-        manifest=read_json(path / MANIFEST),
-        summary=read_json(path / SUMMARY) if (path / SUMMARY).is_file() else {},
+        manifest=read_manifest(path),
+        summary=read_run_json(path / SUMMARY, required=False),
         answers=results,
     )
 

@@ -33,6 +33,10 @@ from biasim.simulator.common.tables import print_table
 # The options of `biasim analyze`, one constant each so its signature reads as the option list.
 _RUN_DIR_ARGUMENT = typer.Argument(help="A run directory (tables and figures are rewritten).")
 _JSON_OPTION = typer.Option("--json", help="Print JSON instead of tables.")
+_ACCEPT_EDITS_OPTION = typer.Option(
+    "--accept-edits",
+    help="RUN_DIR: analyse results edited after the run (the manifest and report say so).",
+)
 _DECISIONS_OPTION = typer.Option(
     help="A CSV of decisions made outside biasim (one row per decision)."
 )
@@ -166,6 +170,7 @@ def analyze(
     max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
     max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
+    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
     """Recompute a run's analyses from its results (no model call), analyse external
     decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
@@ -193,7 +198,7 @@ def analyze(
     elif given.run_dir is None:
         fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
     else:
-        _reanalyze_run(given.run_dir, given.as_json)
+        _reanalyze_run(given.run_dir, given.as_json, given.accept_edits)
 
 
 @dataclass(frozen=True)
@@ -236,6 +241,7 @@ class AnalyzeArgs:
     max_cell_chars: int
     max_groups: int
     max_rows: int
+    accept_edits: bool
 
     @property
     def limits(self) -> CsvLimits:
@@ -330,21 +336,22 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
             out_console.print(f"wrote tables and a figure under {out}")
 
 
-def _reanalyze_run(run_dir: Path, as_json: bool) -> None:
+def _reanalyze_run(run_dir: Path, as_json: bool, accept_edits: bool) -> None:
     """``analyze RUN_DIR``: the run's analyses recomputed from its results, printed."""
     from biasim.simulator.engine.runner import reanalyze
     from biasim.simulator.report.outputs import print_report
 
     try:
-        summary = reanalyze(run_dir)
+        summary = reanalyze(run_dir, accept_edits=accept_edits)
     except InputError as exc:
         fail_input(exc)
     except Exception as exc:
         # A statistic that fails on these answers: say which, without a traceback.
         err_console.print(styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
         raise typer.Exit(1) from None
-    if summary.get("partial"):
-        err_console.print(styled("warning", "yellow", f": {summary['partial']}"))
+    for note in (summary.get("partial"), summary.get("edited")):
+        if note:
+            err_console.print(styled("warning", "yellow", f": {note}"))
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:

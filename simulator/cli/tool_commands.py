@@ -195,6 +195,7 @@ def compare(
         bool, typer.Option(help="Compare runs whose studies differ (differences are listed).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
     """Combine runs of the same study on different models into one report: the models side by
     side, cross-model figures, tests of model differences, report.html."""
@@ -203,13 +204,17 @@ def compare(
 
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        evidence, _, differences = compare_runs(runs, target, labels=label, force=force)
+        evidence, _, differences = compare_runs(
+            runs, target, labels=label, force=force, accept_edits=accept_edits
+        )
     except InputError as exc:
         fail_input(exc)
     if as_json:
         sys.stdout.write(json.dumps(evidence.summary, indent=2, default=str) + "\n")
         return
     print_report(evidence.summary, out_console)
+    if evidence.summary.get("edited"):
+        err_console.print(styled("warning", "yellow", f": {evidence.summary['edited']}"))
     for difference in differences:
         err_console.print(styled("forced", "yellow", f": {difference}"), highlight=False)
     out_console.print(
@@ -244,6 +249,10 @@ _AUDIT_MAX_GROUPS_OPTION = typer.Option(
     min=1, help="CSV: most distinct categories (sex x race x --by)."
 )
 _AUDIT_MAX_ROWS_OPTION = typer.Option(min=1, help="CSV: most rows read.")
+_ACCEPT_EDITS_OPTION = typer.Option(
+    "--accept-edits",
+    help="Read results edited after their run (the run's manifest and report say so).",
+)
 _AUDIT_STAGE_OPTION = typer.Option(
     help="Run of a pipeline: audit this stage's decisions among its entrants (default: "
     "the last stage, end to end over every applicant)."
@@ -270,6 +279,7 @@ def audit(
     max_rows: Annotated[int, _AUDIT_MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
     stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
     force: Annotated[bool, _AUDIT_FORCE_OPTION] = False,
+    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
     """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
     race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
@@ -289,11 +299,12 @@ def audit(
         analysis=analysis,
         limits=CsvLimits(max_cell_chars, max_groups, max_rows),
         stage=stage,
+        accept_edits=accept_edits,
     )
     result, written = _write_audit(source, options, target, force)
-    partial = result["source"].get("partial")
-    if partial:
-        err_console.print(styled("warning", "yellow", f": {partial}"))
+    for note in (result["source"].get("partial"), result["source"].get("edited")):
+        if note:
+            err_console.print(styled("warning", "yellow", f": {note}"))
     _print_audit(result)
     out_console.print(f"wrote {', '.join(str(p) for p in written)}", highlight=False)
 

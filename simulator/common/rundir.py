@@ -65,6 +65,53 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_run_json(path: Path, *, required: bool = True) -> dict[str, Any]:
+    """A run directory's JSON object (``manifest.json``, ``summary.json``); ``{}`` for a
+    missing file that is not ``required``.
+
+    Raises:
+        InputError: The file is missing (when required), unreadable, not JSON or not an
+            object; the message names it (and the line of a JSON error).
+    """
+    if not required and not path.exists():
+        return {}
+    try:
+        data = read_json(path)
+    except json.JSONDecodeError as exc:
+        raise InputError([_corrupt(path, f"not valid JSON ({exc.msg})", exc.lineno)]) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError([_corrupt(path, f"unreadable ({reason})")]) from None
+    if not isinstance(data, dict):
+        raise InputError([_corrupt(path, f"not a JSON object but {type(data).__name__}")])
+    return data
+
+
+def _corrupt(path: Path, what: str, line: int | None = None, field: str = "") -> Problem:
+    return Problem(str(path), line, field, f"{what}; restore the run's file from a backup")
+
+
+#: A manifest's fields that its readers take apart, and the JSON type each must be.
+_MANIFEST_FIELDS = {"study": dict, "sessions": list, "counts": dict, "cost": dict}
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """``run_dir``'s ``manifest.json``, its fields of the right types.
+
+    Raises:
+        InputError: Missing, unreadable, or a field of the wrong type (named).
+    """
+    path = run_dir / MANIFEST
+    manifest = read_run_json(path)
+    if "study" not in manifest:
+        raise InputError([_corrupt(path, "no `study` field (not a run's manifest)")])
+    for field, kind in _MANIFEST_FIELDS.items():
+        if field in manifest and not isinstance(manifest[field], kind):
+            what = "an object" if kind is dict else "a list"
+            raise InputError([_corrupt(path, f"not {what}", field=field)])
+    return manifest
+
+
 def check_writable(out: Path, hint: str = " (use --resume to continue a run there)") -> str | None:
     """Why ``out`` cannot become a new run directory, or ``None`` when it can.
 
@@ -156,6 +203,10 @@ def holding_lock(run_dir: Path, option: str) -> Iterator[None]:
         lock.acquire()
     except RunDirectoryBusy as exc:
         raise InputError([Problem(option, None, "", str(exc))]) from None
+    except OSError as exc:  # a directory, a device or an unwritable file where the lock goes
+        reason = exc.strerror or str(exc)
+        message = f"cannot be opened as the run's lock file ({reason}); remove it"
+        raise InputError([Problem(str(lock.path), None, "", message)]) from None
     try:
         yield
     finally:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from biasim.simulator.llm.batch_api import BatchState
+from biasim.simulator.llm.batch_api import BatchState, ResultsElsewhere
 from biasim.simulator.llm.errors import BackendError, FatalBackendError
 from biasim.simulator.llm.runtime import BATCH_ID, BackendRuntime
 from biasim.simulator.llm.types import LLMResponse
@@ -93,11 +93,16 @@ class BatchStopped(Exception):
     """The run is stopping while a batch is pending; it stays recorded for ``--resume``."""
 
 
+class BatchRefused(Exception):
+    """A batch's results lie where biasim may not go; the run stops, the batch recorded."""
+
+
 async def answer_in_batches(dispatcher: Dispatcher, calls: list[Call]) -> dict[str, LLMResponse]:
     """Send the calls of batch roles that no store answers as batches; their answers by key.
 
     Raises:
         BatchStopped: The run is stopping (the pending batches stay recorded).
+        BatchRefused: A batch's results are on a server the role does not name.
         BackendError: A pending batch could not be looked at, several times in a row.
     """
     groups: dict[BackendRuntime, dict[str, Call]] = {}
@@ -205,6 +210,12 @@ async def _wait(dispatcher: Dispatcher, runtime: BackendRuntime, batch_id: str) 
         try:
             state = await runtime.batch.poll(batch_id)  # type: ignore[union-attr]
             failures = 0
+        except ResultsElsewhere as exc:
+            # Neither read (the key would go there) nor sent live (the batch is billed).
+            raise BatchRefused(
+                f"batch {batch_id}: {exc}; it stays recorded in {BATCHES} and `--resume` "
+                "looks at it again"
+            ) from None
         except FatalBackendError as exc:
             # The provider refuses to show the batch (gone, not this key's): nothing of it
             # will be answered, so its calls go live rather than hold the run for ever.

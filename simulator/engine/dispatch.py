@@ -14,7 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
-from biasim.simulator.engine.batching import BatchLedger, BatchStopped, answer_in_batches
+from biasim.simulator.engine.batching import (
+    BatchLedger,
+    BatchRefused,
+    BatchStopped,
+    answer_in_batches,
+)
 from biasim.simulator.engine.budget import CostBudget, cost_bound
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.errors import TransientError
@@ -131,6 +136,9 @@ class Dispatcher:
             except BatchStopped:
                 self.store.flush()
                 raise RunInterrupted([None] * len(calls), [False] * len(calls)) from None
+            except BatchRefused as exc:
+                self.store.flush()
+                raise RunAborted(str(exc)) from None
 
         async def worker(queue: collections.deque[int]) -> None:
             while queue and not stop.stopping:

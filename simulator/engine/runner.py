@@ -26,6 +26,12 @@ import pandas as pd
 
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.interrupts import StopControl, stop_on_signals
+from biasim.simulator.common.results_digests import (
+    EDITS,
+    check_results,
+    edits_note,
+    record_digests,
+)
 from biasim.simulator.common.rundir import (
     CALLS,
     LOCK,
@@ -36,7 +42,8 @@ from biasim.simulator.common.rundir import (
     check_writable,
     holding_lock,
     partial_note,
-    read_json,
+    read_manifest,
+    read_run_json,
     write_json,
 )
 from biasim.simulator.common.yamlsource import SourceMap
@@ -180,11 +187,8 @@ def prepare(options: RunOptions) -> PreparedRun:
         ]
         if changed:
             raise InputError(f"--resume continues the run as recorded; drop {', '.join(changed)}")
-        try:
-            previous = read_json(manifest_path)
-            data = previous["study"]
-        except (ValueError, KeyError) as exc:
-            raise InputError(f"{manifest_path}: unreadable manifest ({exc})") from None
+        previous = read_manifest(run_dir)
+        data = previous["study"]
         study = validate_study(
             data,
             SourceMap(default_file=str(manifest_path)),
@@ -272,6 +276,32 @@ def _check_stores(options: RunOptions) -> None:
                     )
                 ]
             )
+    if options.replay is not None:
+        _check_replay_answers(options.replay / CALLS)
+
+
+def _check_replay_answers(path: Path) -> None:
+    """A replay source whose answers do not all verify with its key is refused (its edited
+    answers would be asked again, or, unsigned, not one would be replayed).
+
+    Raises:
+        InputError: An answer was edited, its checksum removed, or the store has no key.
+    """
+    from biasim.simulator.engine.store_check import altered_message, store_health
+
+    health = store_health(path)
+    if health.altered:
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    "",
+                    f"{altered_message(path, health)}; --replay reads only answers that "
+                    "verify: replay from an intact run, or run without --replay",
+                )
+            ]
+        )
 
 
 #: Role fields that do not define a runtime (``shared`` says who plays a role, not how).
@@ -691,6 +721,8 @@ def _record_session(
         manifest["resume"] = summary["resume"]
     else:
         manifest.pop("resume", None)
+    # The tables as this session left them: a later edit is refused by every reader.
+    record_digests(prepared.out, manifest)
     write_json(prepared.out / MANIFEST, manifest)
 
 
@@ -827,7 +859,7 @@ def _write_page(
         summary["report_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def reanalyze(run_dir: Path) -> dict[str, Any]:
+def reanalyze(run_dir: Path, *, accept_edits: bool = False) -> dict[str, Any]:
     """Redo a finished run's analyses from its stored results (no call): rewrite its tables,
     figures, ``summary.json`` (keeping the run's status, accounting and timings) and
     ``report.html``; return the new summary.
@@ -838,23 +870,26 @@ def reanalyze(run_dir: Path) -> dict[str, Any]:
     check_run_dir(run_dir)  # say so before taking the lock of a directory that is no run's
     with holding_lock(run_dir, "RUN_DIR"):
         # Read under the lock: a live `--resume` cannot rewrite the results meanwhile.
-        study, results = load_run(run_dir)
+        study, results = load_run(run_dir, accept_edits=accept_edits)
         return _reanalyze(run_dir, study, results)
 
 
 def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, Any]:
     evidence = analyze(results, study.config, data_dir=study_folder(study), out_dir=run_dir)
     written = write_evidence(run_dir, evidence)
-    previous = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
+    previous = read_run_json(run_dir / SUMMARY, required=False)
     previous.pop("analysis_error", None)
     previous.pop("report_error", None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
-    manifest = read_json(run_dir / MANIFEST)
-    summary.pop("partial", None)
-    note = partial_note(run_dir, manifest)
-    if note:
-        summary["partial"] = note
+    manifest = read_manifest(run_dir)
+    for name, note in (
+        ("partial", partial_note(run_dir, manifest)),
+        ("edited", edits_note(manifest)),
+    ):
+        summary.pop(name, None)
+        if note:
+            summary[name] = note
     _write_page(run_dir, summary, redact_study(study.resolved), manifest)
     write_json(run_dir / SUMMARY, summary)
     return summary
@@ -873,15 +908,26 @@ def check_run_dir(run_dir: Path) -> None:
         )
 
 
-def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
-    """The study and results of a finished run directory (for ``biasim analyze``).
+def load_run(
+    run_dir: Path, *, accept_edits: bool = False, command: str = "analyze"
+) -> tuple[Study, pd.DataFrame]:
+    """The study and results of a finished run directory (for ``biasim analyze``), its results
+    verified against the digests its manifest recorded.
+
+    Args:
+        run_dir: The run directory.
+        accept_edits: Read results edited after the run, recording in the manifest that they
+            were (``--accept-edits``); the caller holds the directory's lock.
+        command: What reads them (recorded with an accepted edit).
 
     Raises:
-        InputError: Not a run directory.
+        InputError: Not a run directory, a corrupt manifest, or results edited after the run
+            (and not accepted).
     """
     check_run_dir(run_dir)
     manifest_path = run_dir / MANIFEST
-    manifest = read_json(manifest_path)
+    manifest = read_manifest(run_dir)
+    edits = check_results(run_dir, manifest, accept=accept_edits, command=command)
     # Relative data paths in the study (a lexicon, a training CSV) resolve where they did in
     # the run: beside the study file, while it is still there.
     origin = Path(str(manifest.get("study_path") or ""))
@@ -892,4 +938,8 @@ def load_run(run_dir: Path) -> tuple[Study, pd.DataFrame]:
         str(source),
         check_backends=False,
     )
-    return study, read_results(run_dir / RESULTS_PARQUET)
+    results = read_results(run_dir / RESULTS_PARQUET)
+    if edits:  # recorded once the edited tables are read, not for a refusal
+        manifest[EDITS] = [*(manifest.get(EDITS) or []), *edits]
+        write_json(manifest_path, manifest)
+    return study, results

@@ -14,7 +14,6 @@ commits whatever it had not confirmed itself. The end of every stage waits for i
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import sqlite3
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from biasim.simulator.engine.store_signing import answer_checksum, new_secret, read_secret
 from biasim.simulator.engine.store_writer import (
     WriterError,
     WriterProcess,
@@ -178,7 +178,7 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if "probabilities" not in columns:
         conn.execute("ALTER TABLE calls ADD COLUMN probabilities TEXT")
     if "checksum" not in columns:
-        # Nor a checksum: those rows keep NULL and are replayed unverified.
+        # Nor a checksum: those rows keep NULL, which never verifies (see store_check).
         conn.execute("ALTER TABLE calls ADD COLUMN checksum TEXT")
     return conn
 
@@ -231,15 +231,6 @@ def store_problem(path: Path, *, read_only: bool = False) -> str | None:
     return None
 
 
-def answer_checksum(
-    key: str, status: str, text: str | None, parsed: str | None, error: str | None
-) -> str:
-    """A digest of what a stored answer says, with its key: an answer edited in the store (or
-    moved to another key) no longer matches it, and is asked again instead of replayed."""
-    digest = hashlib.blake2b(orjson.dumps([key, status, text, parsed, error]), digest_size=16)
-    return digest.hexdigest()
-
-
 def _columns(conn: sqlite3.Connection) -> set[str]:
     return {row[1] for row in conn.execute("PRAGMA table_info(calls)")}
 
@@ -275,6 +266,9 @@ class CallStore:
     def __init__(self, path: Path | str, replay_from: Path | str | None = None) -> None:
         self.path = Path(path)
         wait_for_left_writer(str(self.path))
+        # The key exists before the first answer is signed with it; a store that lost its key
+        # gets a new one, so its old answers no longer verify (a resume refuses them first).
+        self._secret = read_secret(self.path) or new_secret(self.path)
         self._conn = connect(self.path)
         # Keys with a replayable answer, each with its first row's id: most lookups in a fresh
         # run are misses, and the map answers those without touching the database.
@@ -285,12 +279,15 @@ class CallStore:
         self._replay: sqlite3.Connection | None = None
         self._replay_ids: dict[str, int] = {}
         self._lookups = {self._conn: _lookup_sql(self._conn)}
+        # Each store's answers verify with its own key (a replay source without one: none do).
+        self._secrets: dict[sqlite3.Connection | None, bytes | None] = {self._conn: self._secret}
         if replay_from is not None:
             # Closed by the thread that reads the totals (see runner), one thread at a time.
             self._replay = sqlite3.connect(
                 f"file:{replay_from}?mode=ro", uri=True, check_same_thread=False
             )
             self._lookups[self._replay] = _lookup_sql(self._replay)
+            self._secrets[self._replay] = read_secret(Path(replay_from))
             self._replay_ids = _first_ids(self._replay)
         self._pending: list[tuple[Any, ...]] = []
         self._flush_scheduled = False
@@ -309,11 +306,13 @@ class CallStore:
 
     def lookup(self, key: str) -> LLMResponse | None:
         """The stored answer for ``key`` (answered or invalid; errors are never replayed, nor
-        an answer whose checksum no longer matches: it was edited after it was stored)."""
+        an answer whose keyed checksum is missing or no longer matches: it was edited after it
+        was stored)."""
         for conn, first in (
             (self._conn, self._ids.get(key)),
             (self._replay, self._replay_ids.get(key)),
         ):
+            secret = self._secrets.get(conn)
             while conn is not None and first is not None:
                 if conn is self._conn and self._visible <= first < self._sent:
                     self._wait_for_writer()  # recorded this session, perhaps not committed yet
@@ -336,8 +335,10 @@ class CallStore:
                     probabilities,
                     check,
                 ) = row
-                if check is not None and check != answer_checksum(key, status, text, parsed, error):
-                    first = rowid + 1  # edited: the key's next row, if it has one
+                if secret is None or check != answer_checksum(
+                    secret, key, status, text, parsed, error, probabilities
+                ):
+                    first = rowid + 1  # edited or unsigned: the key's next row, if it has one
                     continue
                 self.cache_hits += 1
                 return LLMResponse(
@@ -374,6 +375,19 @@ class CallStore:
         if not response.cached:
             self.new_calls += 1
         parsed = orjson.dumps(response.parsed).decode() if response.parsed is not None else None
+        probabilities = (
+            orjson.dumps(response.probabilities).decode() if response.probabilities else None
+        )
+        # Signed here, before the row may go to the writer process (which never sees the key).
+        checksum = answer_checksum(
+            self._secret,
+            call.key,
+            response.status,
+            response.text,
+            parsed,
+            response.error,
+            probabilities,
+        )
         self._pending.append(
             (
                 self._next_id,
@@ -401,8 +415,8 @@ class CallStore:
                 int(response.from_store),
                 # A copy from a replay source was not paid by this run.
                 0.0 if response.cached else _float(call.cost_usd),
-                orjson.dumps(response.probabilities).decode() if response.probabilities else None,
-                answer_checksum(call.key, response.status, response.text, parsed, response.error),
+                probabilities,
+                checksum,
             )
         )
         if response.status != "error":

@@ -77,6 +77,11 @@ class Transport(Protocol):
     ) -> bytes: ...
 
 
+class ResultsElsewhere(BackendError):
+    """A batch's results are on a server other than the role's (the allow-list covers the
+    role's server only, and the key would go with the request): they are not read."""
+
+
 def _json(raw: bytes, what: str) -> dict[str, Any]:
     try:
         value = orjson.loads(raw)
@@ -206,7 +211,10 @@ class AnthropicBatches:
         allow-list covers the role's server only, and the key goes with the request)."""
         url = yarl.URL(str(batch.get("results_url") or f"{path}/results"))
         if url.is_absolute() and url.origin() != self._base.origin():
-            raise BackendError(f"the batch's results_url points to another server ({url.host})")
+            raise ResultsElsewhere(
+                f"the batch's results_url points to another server ({url.host}) than the "
+                f"role's ({self._base.host}); its results were not read"
+            )
         prefix = self._base.path.rstrip("/")
         return url.path[len(prefix) :] if prefix and url.path.startswith(prefix) else url.path
 

@@ -44,6 +44,10 @@ def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, A
         parts.append(f'<p class="banner">{html.escape(SYNTHETIC_NOTE)}</p>')
     if "units" in summary:
         parts.append(f'<p class="muted">Units: {html.escape(units_text(summary))}</p>')
+    if summary.get("edited"):
+        # Said where the reader starts: every figure below is of the edited tables.
+        edited = str(summary["edited"])
+        parts.append(f'<p class="banner">{html.escape(edited[:1].upper() + edited[1:])}</p>')
     status = summary.get("status")
     if status and status != "complete":
         parts.append(

@@ -18,12 +18,13 @@ from biasim.analysis.audit.ll144 import date_range, ll144_tables
 from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.results_digests import edits_note
 from biasim.simulator.common.rundir import (
-    MANIFEST,
     RESULTS_PARQUET,
     SUMMARY,
     partial_note,
-    read_json,
+    read_manifest,
+    read_run_json,
     write_json,
 )
 
@@ -50,6 +51,7 @@ class AuditOptions:
     analysis: str | None = None
     limits: CsvLimits = field(default_factory=CsvLimits)
     stage: str | None = None
+    accept_edits: bool = False
 
 
 def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str | None:
@@ -88,7 +90,7 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
     from biasim.simulator.engine.runner import load_run, study_folder
     from biasim.simulator.kinds import get_kind
 
-    study, results = load_run(run_dir)
+    study, results = load_run(run_dir, accept_edits=options.accept_edits, command="audit")
     chosen = _chosen_analysis(study, options, results, study_folder(study))
     if chosen is None:
         what = f"no analysis named `{options.analysis}`" if options.analysis else "no analysis"
@@ -101,7 +103,7 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
             [Problem(str(run_dir), None, "--analysis", f"{what} of this run {decides}")]
         )
     name, kind, frame, index = chosen
-    manifest = read_json(run_dir / MANIFEST)
+    manifest = read_manifest(run_dir)
     sessions = manifest.get("sessions", [])
     dates = [s.get(k) for s in sessions for k in ("started", "finished") if s.get(k)]
     source = {
@@ -118,9 +120,12 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "analysis": name,
     }
     source["n_distinct_names"] = int(frame["persona_name"].nunique())
-    partial = partial_note(run_dir, manifest)
-    if partial:
-        source["partial"] = partial
+    for name, note in (
+        ("partial", partial_note(run_dir, manifest)),
+        ("edited", edits_note(manifest)),
+    ):
+        if note:
+            source[name] = note
     strata = [c for c in get_kind(kind).audit_strata(study.config.analyses[index]) if c]
     for column in strata:
         if column not in options.by and frame[column].nunique() > 1:
@@ -375,13 +380,16 @@ def attach_to_run(run_dir: Path, result: dict[str, Any], target: Path) -> Path:
     redraw its report.html."""
     from biasim.simulator.report.page import write_report
 
-    summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
+    summary = read_run_json(run_dir / SUMMARY, required=False)
     try:
         key = str(target.resolve().relative_to(run_dir.resolve()))
     except ValueError:
         key = str(target)
     summary.setdefault("audits", {})[key] = public(result)
-    manifest = read_json(run_dir / MANIFEST)
+    manifest = read_manifest(run_dir)
+    summary.pop("edited", None)
+    if note := edits_note(manifest):
+        summary["edited"] = note
     page = write_report(
         run_dir,
         summary,

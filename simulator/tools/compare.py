@@ -13,8 +13,15 @@ from typing import Any
 import pandas as pd
 
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.rundir import MANIFEST, SUMMARY, check_writable, read_json, write_json
-from biasim.simulator.engine.runner import load_run, study_folder
+from biasim.simulator.common.results_digests import edits_note
+from biasim.simulator.common.rundir import (
+    SUMMARY,
+    check_writable,
+    holding_lock,
+    read_manifest,
+    write_json,
+)
+from biasim.simulator.engine.runner import check_run_dir, load_run, study_folder
 from biasim.simulator.report.outputs import Evidence, analyze, write_evidence
 from biasim.simulator.report.page import write_report
 from biasim.simulator.study.config import Study
@@ -121,7 +128,9 @@ def _by_directory_when_labels_collide(runs: list[LoadedRun], unnamed: list[Loade
             run.labels = _labels(run.results, run.path, _safe_label(run.path.name, run.path))
 
 
-def load_runs(paths: list[Path], names: dict[Path, str]) -> list[LoadedRun]:
+def load_runs(
+    paths: list[Path], names: dict[Path, str], accept_edits: bool = False
+) -> list[LoadedRun]:
     """Read each run and decide its models' labels in the comparison.
 
     A run of one model is labelled by ``--label``, else by its own model label, else by its
@@ -136,13 +145,16 @@ def load_runs(paths: list[Path], names: dict[Path, str]) -> list[LoadedRun]:
     problems: list[Problem] = []
     for path in paths:
         try:
-            study, results = load_run(path)
+            check_run_dir(path)  # before its lock: a path that is no run's is not created
+            # Under the run's lock: an accepted edit is recorded in its manifest.
+            with holding_lock(path, str(path)):
+                study, results = load_run(path, accept_edits=accept_edits, command="compare")
         except InputError as exc:
             problems.extend(exc.problems)
             continue
         name = names.pop(path.resolve(), None)
         labels = _labels(results, path, name)
-        runs.append(LoadedRun(path, study, results, read_json(path / MANIFEST), labels))
+        runs.append(LoadedRun(path, study, results, read_manifest(path), labels))
         if name is None:
             unnamed.append(runs[-1])
     for path, name in names.items():
@@ -201,6 +213,7 @@ def compare_runs(
     *,
     labels: list[str] | None = None,
     force: bool = False,
+    accept_edits: bool = False,
 ) -> tuple[Evidence, list[LoadedRun], list[str]]:
     """Analyse several runs of one study as one multi-model run and write the report.
 
@@ -209,6 +222,7 @@ def compare_runs(
         out: Directory for the tables, figures, summary.json and report.html.
         labels: ``NAME=RUN_DIR`` options.
         force: Compare runs whose studies differ (the differences are recorded).
+        accept_edits: Read results edited after their run (recorded in its manifest).
 
     Returns:
         The evidence, the runs, and the study differences that were forced.
@@ -224,7 +238,7 @@ def compare_runs(
     twice = sorted({str(p) for p in paths if [q.resolve() for q in paths].count(p.resolve()) > 1})
     if twice:
         raise InputError([Problem(t, None, "", "given twice; give each run once") for t in twice])
-    runs = load_runs(paths, parse_labels(labels or []))
+    runs = load_runs(paths, parse_labels(labels or []), accept_edits)
     differences: list[str] = []
     first = runs[0].manifest["study"]
     for run in runs[1:]:
@@ -264,6 +278,7 @@ def compare_runs(
             for run in runs
         ],
         study_differences=differences,
+        edited="; ".join(f"{run.path}: {n}" for run in runs if (n := edits_note(run.manifest))),
         outputs=[str(p.relative_to(out)) for p in written],
         written=dt.datetime.now(dt.UTC).isoformat(),
     )

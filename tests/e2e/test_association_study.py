@@ -229,7 +229,10 @@ def test_answers_without_a_readable_pairing_are_reported_not_a_crash(tmp_path: P
     results.to_parquet(out / "results.parquet")
     shutil.rmtree(out / "figures")
     done = subprocess.run(
-        [*BIASIM, "analyze", str(out)], capture_output=True, text=True, check=False
+        [*BIASIM, "analyze", str(out), "--accept-edits"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     printed = " ".join(done.stdout.split())

@@ -228,3 +228,34 @@ def test_the_batch_option_sends_a_study_without_batch_in_batches(
     with OpenAIBatchStub() as stub:
         outcome = _run(_study(tmp_path, "openai", stub, batch=False), tmp_path / "run", batch=True)
     assert outcome.status == "complete" and len(stub.batches) == 1 and stub.live == 0
+
+
+class _ElsewhereResults(AnthropicBatchStub):
+    """Points each ended batch's ``results_url`` at another host (where the key would go)."""
+
+    def _public(self, batch_id: str) -> dict:
+        public = super()._public(batch_id)
+        if public["results_url"]:
+            public["results_url"] = f"http://elsewhere.invalid:9/v1/messages/batches/{batch_id}"
+        return public
+
+
+def test_a_results_url_on_another_host_stops_the_run_with_a_message_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    from biasim.simulator.cli import app
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    out = tmp_path / "run"
+    with _ElsewhereResults() as stub:
+        study = _study(tmp_path, "anthropic", stub)
+        result = cli.invoke(
+            app, ["run", str(study), "--out", str(out), "--allow-endpoint", "127.0.0.1"]
+        )
+    assert result.exit_code == 3, (result.output, result.exception)
+    message = " ".join(result.output.split())
+    assert "results_url points to another server (elsewhere.invalid)" in message, message
+    assert "stays recorded in batches.jsonl" in message and "Traceback" not in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and "traceback" not in summary
+    assert stub.live == 0  # the batch is billed: its calls were not sent again live

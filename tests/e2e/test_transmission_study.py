@@ -333,7 +333,10 @@ def test_a_letter_cut_at_max_tokens_is_never_read_and_is_counted(
     results.loc[letters, "truncated"] = True
     results.to_parquet(out / "results.parquet")
     done = subprocess.run(
-        [*BIASIM, "analyze", str(out), "--json"], capture_output=True, text=True, check=False
+        [*BIASIM, "analyze", str(out), "--json", "--accept-edits"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())["analyses"][0]

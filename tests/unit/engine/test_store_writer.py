@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.engine import store as store_module
-from biasim.simulator.engine import store_writer
+from biasim.simulator.engine import store_signing, store_writer
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.engine.store_writer import WriterError, lock_path
@@ -75,6 +75,8 @@ def test_the_writer_process_stores_the_rows_the_store_would(tmp_path: Path, offl
         _record_all(itself, 95)
         assert itself._writer is None
         itself.close()
+    # The same key, so the same rows carry the same keyed checksums.
+    (tmp_path / "offloaded.key").write_bytes((tmp_path / "itself.key").read_bytes())
     offloaded = CallStore(tmp_path / "offloaded.sqlite")
     _record_all(offloaded, 95)
     assert offloaded._writer is not None  # the path meant is the path taken
@@ -225,6 +227,8 @@ def test_a_run_through_the_writer_is_the_run_without_it(
 ) -> None:
     path = pipeline_studies.write(tmp_path / "pipe.yaml", pipeline_studies.study())
     runs = []
+    # One key for both runs' stores, so the same answers carry the same checksums.
+    monkeypatch.setattr(store_signing, "token_bytes", lambda n: b"k" * n)
     for name, after in (("itself", 10**9), ("offloaded", 0)):
         monkeypatch.setattr(store_module, "_OFFLOAD_AFTER", after)
         outcome = execute(prepare(RunOptions(study=str(path), out=tmp_path / name, seed=7)))
