@@ -26,7 +26,14 @@ from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.persona_writer import persona_view
-from biasim.simulator.study.populations import populations, stage_order, stage_population
+from biasim.simulator.study.populations import (
+    pool_slices,
+    populations,
+    selects_from,
+    stage_order,
+    stage_population,
+    stratum_key,
+)
 from biasim.simulator.study.templating import (
     compile_expression,
     reads_answers,
@@ -409,3 +416,60 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
         pools[name] = units
         units_of[name] = units
     return units_of
+
+
+def pool_sizes(study: StudyConfig) -> dict[str, tuple[int, ...]]:
+    """Per reading stage of a study with populations, the distinct numbers of documents its
+    evaluations show if every answer is valid, cut as the engine's matching cuts them: a
+    stratum's last pool holds what is left, a carried pool what its ``after`` stage advanced,
+    and a pool that cannot select is not read. The prompts shown render one per size."""
+    specs: dict[str, list[AgentSpec]] = {}
+    writers: dict[str, list[AgentSpec]] = {}
+    #: Reading stage -> its evaluations, each the authors shown (the first ``k`` advance).
+    readings: dict[str, list[list[AgentSpec]]] = {}
+    found: dict[str, tuple[int, ...]] = {}
+    for name in stage_order(study):
+        stage = next(s for s in study.stages if s.name == name)
+        reads = stage.reads
+        if reads is None:
+            population = stage_population(study, stage)
+            if population not in specs:
+                specs[population] = population_specs(study, population)
+            writers[name] = specs[population]
+            continue
+        k = stage.select or (1 if reads.matching == "pair" else 0)
+        # The first `k` shown advance: the dry render's placeholder answer picks them.
+        before = [
+            shown[: _select(study, reads.after)] for shown in readings.get(reads.after or "", [])
+        ]
+        if reads.matching == "pool" and reads.draw == "carry":
+            evaluations = before
+        else:
+            docs = [a for shown in before for a in shown] if reads.after else writers[reads.stage]
+            evaluations = _cut(docs, reads, k)
+        evaluations = [e for e in evaluations if selects_from(k, len(e))]
+        readings[name] = evaluations
+        found[name] = tuple(sorted({len(e) for e in evaluations}, reverse=True))
+    return found
+
+
+def _select(study: StudyConfig, stage_name: str | None) -> int:
+    """Documents an evaluation of reading stage ``stage_name`` advances."""
+    stage = next(s for s in study.stages if s.name == stage_name)
+    pair = stage.reads is not None and stage.reads.matching == "pair"
+    return stage.select or (1 if pair else 0) or 1
+
+
+def _cut(docs: list[AgentSpec], reads: Any, k: int) -> list[list[AgentSpec]]:
+    """The evaluations of a stage that does not carry pools: singles, pairs or cut pools."""
+    if reads.matching == "single":
+        return [[doc] for doc in docs]
+    if reads.matching == "pair":
+        return [docs[i : i + 2] for i in range(0, len(docs) - 1, 2)]
+    strata: dict[str, list[AgentSpec]] = {}
+    for doc in docs:
+        key = stratum_key(doc.levels, doc.persona.attributes, reads.within)
+        strata.setdefault(key, []).append(doc)
+    return [
+        stratum[cut] for stratum in strata.values() for cut in pool_slices(len(stratum), reads.size)
+    ]
