@@ -445,7 +445,8 @@ def _print_prompts(study: Any) -> None:
     out_console.print(
         f"{len(prompts)} distinct prompt text(s), rendered for one persona of each axis value "
         "under each factor level (varied one at a time) and, in a reading stage, each number of "
-        "documents its pools show at this size; [bracketed] parts are written at run time",
+        "documents its pools show at this size; a placeholder such as [text written in stage `x` "
+        "at run time] stands for what a model writes",
         highlight=False,
     )
 
