@@ -180,11 +180,16 @@ def _exit_interrupted(outcome: Any) -> NoReturn:
     from biasim.simulator.engine.budget import COST_LIMIT_EXIT
 
     print_written(outcome.out, outcome.summary)
-    answered = outcome.summary.get("units", 0)
+    summary = outcome.summary
     at_limit = outcome.exit_code == COST_LIMIT_EXIT
+    # The count progress ended on (units settled), then how many of them hold an answer.
+    done, rows = summary.get("units_done", 0), summary.get("units", 0)
+    causes = summary.get("skip_causes", "skipped")
+    skipped = f"; {done - rows} need no call: {causes}" if done > rows else ""
     err_console.print(
-        f"run {'stopped' if at_limit else 'interrupted'}: {outcome.message}; {answered} of "
-        f"{outcome.summary['units_expected']} units have results; every answer is saved in "
+        f"run {'stopped' if at_limit else 'interrupted'}: {outcome.message}; {done} of "
+        f"{summary['units_expected']} units done ({rows} with results{skipped}); every answer "
+        "is saved in "
         f"{outcome.out}\ncontinue with: biasim run --resume {outcome.out}"
         + (" --cost-limit USD" if at_limit else ""),
         markup=False,
@@ -208,9 +213,11 @@ def _report_outcome(outcome: Any) -> None:
     _print_accounting(outcome.summary)
     _print_errors(outcome.results)
     calls = outcome.summary["calls"]
+    # A resume counts what it replays in units, as progress and the stop message do.
+    cached = outcome.summary.get("units_from_cache", 0)
     out_console.print(
         f"run directory: {outcome.out}  (new calls: {calls['new']}, "
-        f"from cache: {calls['from_cache']})",
+        f"from cache: {calls['from_cache']} calls, {cached} units)",
         soft_wrap=True,
         highlight=False,
     )
@@ -309,6 +316,7 @@ def validate(
     """Check a study file and render every template once."""
     from biasim.simulator.study.design import design_size, when_counts
     from biasim.simulator.study.options import StudyOptions, load_options_study
+    from biasim.simulator.study.persona_writer import ABLATION_SKIP, writes_no_persona
 
     try:
         loaded = load_options_study(
@@ -342,9 +350,12 @@ def validate(
     # Units count every agent in every stage (as progress and the report do); a `when` on the
     # design is counted here, one that reads earlier answers only in the run.
     counted = when_counts(config).agents
-    skipped = sum(agents - n for n in counted.values())
+    implicit = {s.name for s in config.stages if writes_no_persona(config, s)}
+    skipped = sum(agents - n for name, n in counted.items() if name not in implicit)
+    ablation = sum(agents - n for name, n in counted.items() if name in implicit)
     conditional = sum(s.when is not None and s.name not in counted for s in config.stages)
     notes = [f"{skipped} skipped by a `when` on the design"] if skipped else []
+    notes += [f"{ablation} skipped: {ABLATION_SKIP}"] if ablation else []
     if conditional:
         notes.append(f"{conditional} stage(s) run only `when` their condition holds")
     bound = f"up to {units}" if conditional else units
@@ -444,7 +455,9 @@ def _print_prompts(study: Any) -> None:
         )
     out_console.print(
         f"{len(prompts)} distinct prompt text(s), rendered for one persona of each axis value "
-        "under each factor level (varied one at a time)",
+        "under each factor level (varied one at a time) and, in a reading stage, each number of "
+        "documents its pools show at this size; a placeholder such as [text written in stage `x` "
+        "at run time] stands for what a model writes",
         highlight=False,
     )
 

@@ -49,6 +49,9 @@ class Call:
     #: For ``answer: logprobs``: the choice field and its options, read from the answer's
     #: log-probabilities.
     decision: tuple[str, tuple[str, ...]] | None = None
+    #: Units of work the answer settles: the agents that share this very request (progress
+    #: counts units, not calls); 0 for a formatter's call, whose unit its first call counts.
+    units: int = 1
 
 
 class RunAborted(RuntimeError):
@@ -78,8 +81,9 @@ class Dispatcher:
         max_error_rate: Abort once more than this share of finished units failed (after at least
             ``min_units`` units); ``None`` never aborts.
         min_units: Units to finish before the error rate is judged.
-        on_progress: Called with the number of units finished so far and the model's seconds
-            for the one just finished (None when answered from the store).
+        on_progress: Called with the number of units settled so far (agents sharing a call
+            count each; see ``Call.units``) and the model's seconds for the call just finished
+            (None when answered from the store).
         stop: The user's stop requests: level 1 sends no new call, level 2 cancels those in
             flight.
         budget: The run's cost limit, or ``None`` for none.
@@ -113,6 +117,8 @@ class Dispatcher:
         self.on_progress = on_progress
         self.finished = 0
         self.errors = 0
+        #: Units the finished calls settled (what progress counts).
+        self.units_finished = 0
 
     async def run(self, calls: list[Call]) -> list[LLMResponse]:
         """Answer every call; ``result[i]`` answers ``calls[i]``.
@@ -122,7 +128,7 @@ class Dispatcher:
             RunInterrupted: The user stopped the run (with the answers that finished).
         """
         if self.direct and all(_drawn_in_place(call) for call in calls):
-            return [self._settle(self._drawn_unit(call)) for call in calls]
+            return [self._settle(self._drawn_unit(call), call.units) for call in calls]
         if self.budget is None and all(call.runtime.in_place for call in calls):
             return await self._in_order(calls)
         results: list[LLMResponse | None] = [None] * len(calls)
@@ -177,7 +183,7 @@ class Dispatcher:
         if response.status == "invalid" and response.parsed is None and call.reask:
             second = await self._ask(call, _reask_request(call, response), reask=1)
             response = _after_reask(response, second)
-        return self._settle(response)
+        return self._settle(response, call.units)
 
     async def _in_order(self, calls: list[Call]) -> list[LLMResponse]:
         """``run`` for calls a backend answers at once in this process (the synthetic
@@ -196,7 +202,7 @@ class Dispatcher:
                         call, request, 1
                     )
                     response = _after_reask(response, second)
-                results[index] = self._settle(response)
+                results[index] = self._settle(response, call.units)
         finally:
             self.store.flush()
         if self.stop.stopping:
@@ -232,9 +238,11 @@ class Dispatcher:
         _check(call, response)
         return response
 
-    def _settle(self, response: LLMResponse) -> LLMResponse:
-        """Count a finished unit: abort past the error-rate threshold, report progress."""
+    def _settle(self, response: LLMResponse, units: int = 1) -> LLMResponse:
+        """Count a finished call and the ``units`` it settles: abort past the error-rate
+        threshold, report progress."""
         self.finished += 1
+        self.units_finished += units
         if response.status == "error":
             self.errors += 1
             if (
@@ -247,7 +255,7 @@ class Dispatcher:
                     f"(> {self.max_error_rate:.0%}); last error: {response.error}"
                 )
         if self.on_progress is not None:
-            self.on_progress(self.finished, None if response.cached else response.latency_s)
+            self.on_progress(self.units_finished, None if response.cached else response.latency_s)
         return response
 
     def _stopping(self) -> bool:

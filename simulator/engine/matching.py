@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 
 from biasim.analysis.text.redaction import redact_names
 from biasim.simulator.study.design import AgentSpec
-from biasim.simulator.study.populations import REDACTED, ReadsConfig
+from biasim.simulator.study.populations import (
+    REDACTED,
+    ReadsConfig,
+    pool_slices,
+    selects_from,
+    stratum_key,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +167,7 @@ def _strata(documents: Sequence[Document], within: Sequence[str]) -> dict[str, l
         return {"": list(documents)} if documents else {}
     strata: dict[str, list[Document]] = {}
     for doc in documents:
-        known = {**dict(doc.author.levels), **dict(doc.author.persona.attributes)}
-        key = ",".join(f"{w}={known.get(w, '')}" for w in within)
+        key = stratum_key(doc.author.levels, doc.author.persona.attributes, within)
         strata.setdefault(key, []).append(doc)
     return strata
 
@@ -289,10 +294,10 @@ def _pools(
     else:
         ordered = list(docs)
         rng.shuffle(ordered)
-    count = (len(ordered) + size - 1) // size
-    width = len(str(max(count - 1, 1)))
-    for p in range(count):
-        pool = ordered[p * size : (p + 1) * size]
+    slices = pool_slices(len(ordered), size)
+    width = len(str(max(len(slices) - 1, 1)))
+    for p, cut in enumerate(slices):
+        pool = ordered[cut]
         rng.shuffle(pool)  # the position in a pool never follows the group
         _add_pool(out, reads, f"{prefix}pool{p:0{width}d}", pool, k)
 
@@ -300,7 +305,7 @@ def _pools(
 def _add_pool(
     out: Matching, reads: ReadsConfig, cluster: str, pool: list[Document], k: int
 ) -> None:
-    if len(pool) <= k:
+    if not selects_from(k, len(pool)):
         # Picking k of k or fewer is no decision: the documents are counted, not advanced.
         out.excluded[f"pool of {len(pool)} cannot select {k}"] += len(pool)
         return

@@ -112,6 +112,10 @@ class StudyModel(mesa.Model):
         self.stage_index = 0
         self.wave = 0
         self.units_done = 0
+        #: Units of the stage a stop interrupted that need nothing more (see units_settled).
+        self.units_partial = 0
+        #: Units whose answer came from the call store this session (a resume's replay).
+        self.units_from_cache = 0
         self.wave_seconds = 0.0
         #: Stage index -> agents of the current wave whose `when` is false (see skipped_ahead).
         self._known_skips: dict[int, int] = {}
@@ -135,6 +139,13 @@ class StudyModel(mesa.Model):
                 self._expected = expected_units(self.study)
             return self._expected
         return self.agents_total * len(self.plans)
+
+    @property
+    def units_settled(self) -> int:
+        """Units (as :attr:`total_units` counts them) that need nothing more: answered (or
+        failed), skipped, or known ahead to be skipped. The one count of progress: the
+        progress bar, the stop message, the summary and the manifest all read it."""
+        return self.units_done + self.units_partial + self.skipped_ahead
 
     @property
     def skipped_ahead(self) -> int:
@@ -294,8 +305,13 @@ class StudyModel(mesa.Model):
             # The answers that came back before the stop are results like any other.
             stopped = exc
             kept = [i for i, done in enumerate(exc.finished) if done]
+            # Settled in this stage: the kept answers and the agents it skips, less those
+            # skipped_ahead counts already.
+            skipped = len(agents) - len(acting) - self._known_skips.get(self.stage_index, 0)
+            self.units_partial = len(kept) + skipped
             acting = [acting[i] for i in kept]
             responses = [exc.answers[i] for i in kept]
+        self.units_from_cache += sum(r is not None and r.cached for r in responses)
         rows = []
         for agent, response in zip(acting, responses, strict=True):
             agent.observe(plan, response)
@@ -398,6 +414,7 @@ class StudyModel(mesa.Model):
                 )
                 if key in seen:
                     slots.append(seen[key])
+                    calls[seen[key]].units += 0 if suffix else 1
                     continue
                 seen[key] = len(calls)
             slots.append(len(calls))
@@ -414,6 +431,7 @@ class StudyModel(mesa.Model):
                     runtime=runtime,
                     reask=role_config.reask,
                     decision=decision,
+                    units=0 if suffix else 1,
                 )
             )
         try:

@@ -83,6 +83,7 @@ from biasim.simulator.study.options import (
     command_line_overrides,
     load_options_study,
 )
+from biasim.simulator.study.persona_writer import skip_causes
 from biasim.simulator.study.prices import role_price
 from biasim.simulator.study.prompts import prompt_samples
 from biasim.simulator.study.views import StudyViews, study_views
@@ -594,6 +595,9 @@ def _run_study(
         exit_code = EXIT_BROKEN
         failure = "".join(traceback.format_exception(exc))
     finally:
+        if tick is not None:
+            # A stop ends mid-stage: progress ends on the count the stop message gives.
+            tick(model.units_settled, dispatcher.errors)
         end = _SessionEnd(status, message, failure, time.perf_counter() - t0, stage_seconds)
         writer.close()
         results = writer.results()
@@ -682,6 +686,9 @@ def _session_summary(
         calls={"new": ledger["new_calls"], "from_cache": ledger["hits"]},
         timings={"wall_s": end.wall, "stages_s": end.stage_seconds, "waves_s": model.wave_seconds},
         units_expected=model.total_units,
+        units_done=model.units_settled,
+        units_from_cache=model.units_from_cache,
+        skip_causes=skip_causes(prepared.study.config),
         cost=cost_ledger(ledger["totals"], prepared.study.config.cost_limit),
     )
     if end.status != "complete":
@@ -707,11 +714,13 @@ def _record_session(
         wall_s=end.wall,
         new_calls=ledger["new_calls"],
         cache_hits=ledger["hits"],
+        units_from_cache=model.units_from_cache,
         status=end.status,
     )
     manifest["cost"] = cost_ledger(ledger["totals"], prepared.study.config.cost_limit)
     manifest["counts"] = {
         "units": model.total_units,
+        "units_done": model.units_settled,
         "rows": len(results),
         "status": summary.get("status_counts", {}),
         # What `--resume` expects to find in the store (see store_check).
@@ -775,7 +784,7 @@ def _step_until_done(
             # Units skipped (by `when`, by a failed earlier stage, or shared) never reach
             # the dispatcher: count the stage in full when it ends, and those a `when` that
             # reads no answer skips from the start of their wave (model.skipped_ahead).
-            offset = model.units_done + model.skipped_ahead - dispatcher.finished
+            offset = model.units_settled - dispatcher.units_finished
             dispatcher.on_progress = lambda n, latency, offset=offset: tick(
                 n + offset, dispatcher.errors, latency
             )
@@ -788,7 +797,7 @@ def _step_until_done(
             spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
             stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
         if tick is not None:
-            tick(model.units_done + model.skipped_ahead, dispatcher.errors)
+            tick(model.units_settled, dispatcher.errors)
 
 
 def _analysis_summary(

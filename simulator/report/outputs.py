@@ -326,7 +326,9 @@ def units_text(report: dict[str, Any]) -> str:
     if report.get("status") not in (None, "complete"):
         return f"{report['units']} of {expected} ({left} not run yet)"
     return (
-        f"{report['units']} of {expected} ({left} not run: a `when` was false or nothing to read)"
+        f"{report['units']} of {expected} ({left} not run: "
+        + report.get("skip_causes", "a `when` was false or nothing to read")
+        + ")"
     )
 
 

@@ -547,7 +547,7 @@ def _check_templates(
     if problems:
         return problems
     personas = build_personas(config.personas, 1, render)  # _description_problem passed
-    from biasim.simulator.study.design import AgentSpec, model_labels
+    from biasim.simulator.study.design import AgentSpec, model_labels, pool_sizes
 
     seen: set[tuple[FieldPath, str]] = set()
     over_limit: set[FieldPath] = set()
@@ -567,6 +567,7 @@ def _check_templates(
     variations = _factor_variations(factors)
     label = model_labels(config)[0]
     readers = _reader_specs(config)
+    sizes = pool_sizes(config) if config.populations else {}
     for branch, chosen, persona in itertools.product(
         _answer_branches(config), variations, personas
     ):
@@ -586,7 +587,9 @@ def _check_templates(
                 if i > branched and not pool(stage.pairing, ctx):
                     report(("stages", i, "pairing"), ValueError("no items for this level"))
             if i > branched:
-                _check_stage_templates(stage, i, ctx, spec, (report, over_limit, on_render))
+                # A reading stage renders once per number of documents its evaluations show.
+                for shown in _shown_contexts(stage, ctx, spec.persona, sizes.get(stage.name)):
+                    _check_stage_templates(stage, i, shown, spec, (report, over_limit, on_render))
             answer = _placeholder_answer(stage_fields[stage.name], stage.name, branch, ctx)
             if stage.name in readers:
                 own[stage_population(config, stage)][1][stage.name] = answer
@@ -695,8 +698,20 @@ def _stage_context(
         ctx = template_context(config, reader, answers)
         if stage.reads is not None:
             ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
-            ctx.update(_reading_placeholders(stage, spec.persona))
     return ctx
+
+
+def _shown_contexts(
+    stage: StageConfig, ctx: dict[str, Any], persona: Any, sizes: tuple[int, ...] | None
+) -> list[dict[str, Any]]:
+    """The contexts a stage's templates render in: its own, or for a reading stage one per
+    number of documents shown (``sizes`` as the design cuts its pools; a guess from ``size``
+    and ``select`` where the design forms no evaluation)."""
+    if stage.reads is None:
+        return [ctx]
+    reads = stage.reads
+    guess = {"single": 1, "pair": 2}.get(reads.matching) or reads.size or (stage.select or 1) + 1
+    return [{**ctx, **_reading_placeholders(stage, persona, size)} for size in sizes or (guess,)]
 
 
 def _when_holds(
@@ -735,7 +750,7 @@ def _stage_parts(
             (
                 ("stages", i, "completion", "extract"),
                 stage.completion.extract,
-                {**ctx, "text": "text"},
+                {**ctx, "text": written_placeholder("text", stage.name)},
             ),
         ]
     return parts
@@ -771,13 +786,22 @@ def _placeholder_answer(
     branch: tuple[str, str, int] | None,
     ctx: dict[str, Any],
 ) -> dict[str, Any]:
-    """A stand-in answer of the stage: the branch's choice for its field, else the first."""
-    return {
+    """A stand-in answer of the stage: the branch's choice for its field, else the first; a
+    text the model writes is a placeholder that says which stage writes it."""
+    answer = {
         f: _placeholder(spec_, ctx, branch[2] if branch[:2] == (stage_name, f) else 0)
         if branch is not None
         else _placeholder(spec_, ctx)
         for f, spec_ in fields.items()
-    } or {"text": "text"}
+    }
+    written = [f for f, spec_ in fields.items() if spec_.type == "string"] if answer else ["text"]
+    return {**answer, **{f: written_placeholder(f, stage_name) for f in written}}
+
+
+def written_placeholder(field: str, stage: str) -> str:
+    """What the prompts shown hold where the run puts a text a model wrote: ``field`` of the
+    answer of ``stage``."""
+    return f"[{field} written in stage `{stage}` at run time]"
 
 
 def _reader_specs(config: StudyConfig) -> dict[str, Any]:
@@ -799,13 +823,12 @@ def _reader_specs(config: StudyConfig) -> dict[str, Any]:
     }
 
 
-def _reading_placeholders(stage: StageConfig, persona: Any) -> dict[str, Any]:
-    """What a reading's templates see (see ``agents.Reading``), with labelled stand-ins for
-    what only the run knows: distinct documents, each under its own placeholder name, and the
-    name withheld where the stage redacts it, as the run sends it."""
+def _reading_placeholders(stage: StageConfig, persona: Any, size: int) -> dict[str, Any]:
+    """What a reading's templates see (see ``agents.Reading``) with ``size`` documents, with
+    labelled stand-ins for what only the run knows: distinct documents, each under its own
+    placeholder name, and the name withheld where the stage redacts it, as the run sends it."""
     reads = stage.reads
     assert reads is not None
-    size = {"single": 1, "pair": 2}.get(reads.matching) or reads.size or (stage.select or 1) + 1
     redacted = reads.author == "redacted"
     documents = []
     for i in range(size):

@@ -17,6 +17,7 @@ from typing import Any
 
 from biasim.personas import (
     Persona,
+    attribute_combinations,
     build_personas,
     combination_count,
     distinct_personas,
@@ -26,7 +27,14 @@ from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.persona_writer import persona_view
-from biasim.simulator.study.populations import populations, stage_order, stage_population
+from biasim.simulator.study.populations import (
+    pool_slices,
+    populations,
+    selects_from,
+    stage_order,
+    stage_population,
+    stratum_key,
+)
 from biasim.simulator.study.templating import (
     compile_expression,
     reads_answers,
@@ -409,3 +417,79 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
         pools[name] = units
         units_of[name] = units
     return units_of
+
+
+#: A document as pool sizes see it: its author's design levels and persona attributes.
+Author = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+
+
+def pool_sizes(study: StudyConfig) -> dict[str, tuple[int, ...]]:
+    """Per reading stage of a study with populations, the distinct numbers of documents its
+    evaluations show if every answer is valid, cut as the engine's matching cuts them: a
+    stratum's last pool holds what is left, a carried pool what its ``after`` stage advanced,
+    and a pool that cannot select is not read. The prompts shown render one per size."""
+    writers: dict[str, list[Author]] = {}
+    #: Reading stage -> its evaluations, each the authors shown (the first ``k`` advance).
+    readings: dict[str, list[list[Author]]] = {}
+    found: dict[str, tuple[int, ...]] = {}
+    for name in stage_order(study):
+        stage = next(s for s in study.stages if s.name == name)
+        reads = stage.reads
+        if reads is None:
+            writers[name] = _authors(study, stage_population(study, stage))
+            continue
+        k = stage.select or (1 if reads.matching == "pair" else 0)
+        # The first `k` shown advance: the dry render's placeholder answer picks them.
+        advances = _select(study, reads.after) if reads.after else 0
+        before = [shown[:advances] for shown in readings.get(reads.after or "", [])]
+        if reads.matching == "pool" and reads.draw == "carry":
+            evaluations = before
+        else:
+            docs = [a for shown in before for a in shown] if reads.after else writers[reads.stage]
+            evaluations = _cut(docs, reads, k)
+        evaluations = [e for e in evaluations if selects_from(k, len(e))]
+        readings[name] = evaluations
+        found[name] = tuple(sorted({len(e) for e in evaluations}, reverse=True))
+    return found
+
+
+def _authors(study: StudyConfig, population: str) -> list[Author]:
+    """The agents of ``population`` as pool sizes see them; for the study's own personas
+    counted from the design (as :func:`design_size`), without building 100,000 personas."""
+    if populations(study)[population].personas != "study":
+        return [(s.levels, s.persona.attributes) for s in population_specs(study, population)]
+    per = len(model_labels(study)) * study.design.agents_per_value * study.design.replicates
+    combos = [
+        tuple(c.items())
+        for c in attribute_combinations(study.personas.axes, cross=study.personas.cross)
+    ]
+    authors: list[Author] = []
+    for levels, _, _ in factor_cells(study):
+        for combo in combos:
+            authors += [(levels, combo)] * per
+    return authors
+
+
+def _select(study: StudyConfig, stage_name: str | None) -> int:
+    """Documents an evaluation of reading stage ``stage_name`` advances."""
+    stage = next(s for s in study.stages if s.name == stage_name)
+    pair = stage.reads is not None and stage.reads.matching == "pair"
+    return stage.select or (1 if pair else 0) or 1
+
+
+def _cut(docs: list[Author], reads: Any, k: int) -> list[list[Author]]:
+    """The evaluations of a stage that does not carry pools: singles, pairs or cut pools."""
+    if reads.matching == "single":
+        return [[doc] for doc in docs]
+    if reads.matching == "pair":
+        return [docs[i : i + 2] for i in range(0, len(docs) - 1, 2)]
+    strata: dict[str, list[Author]] = {}
+    keys: dict[Author, str] = {}  # authors share a handful of (levels, attributes)
+    for doc in docs:
+        key = keys.get(doc)
+        if key is None:
+            key = keys[doc] = stratum_key(*doc, reads.within)
+        strata.setdefault(key, []).append(doc)
+    return [
+        stratum[cut] for stratum in strata.values() for cut in pool_slices(len(stratum), reads.size)
+    ]

@@ -170,3 +170,27 @@ def _written(
     if written is None or levels.get(ABLATION_FACTOR, "generated") == "attribute":
         return None
     return written
+
+
+def writes_no_persona(config: Any, stage: Any) -> bool:
+    """Whether ``stage`` is the persona writer's, skipped by the ``when`` loading gives it
+    under the ablation's ``attribute`` condition (no `when` the user wrote)."""
+    writer = config.personas.writer
+    return writer is not None and stage.name == writer.stage and stage.when is not None
+
+
+#: How an ablation's implicit skip is named wherever skipped units are counted.
+ABLATION_SKIP = "the persona writer does not run under the ablation's `attribute` condition"
+
+
+def skip_causes(config: Any) -> str:
+    """What leaves units of ``config`` without a call, in words: validate, the stop message
+    and the report name the same causes (an ablation's implicit skip as what it is)."""
+    causes = []
+    if any(s.when is not None and not writes_no_persona(config, s) for s in config.stages):
+        causes.append("a `when` was false")
+    if any(writes_no_persona(config, s) for s in config.stages):
+        causes.append(ABLATION_SKIP)
+    if config.populations:
+        causes.append("nothing to read")
+    return " or ".join(causes) or "an earlier stage failed"

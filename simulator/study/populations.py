@@ -10,6 +10,7 @@ pipeline. The stages form a directed acyclic graph (networkx), run in topologica
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
@@ -108,6 +109,27 @@ class ReadsConfig(Strict):
         if self.counterfactual is not None and self.author == "redacted":
             raise ValueError("a counterfactual swaps the shown name: it cannot also redact it")
         return self
+
+
+def stratum_key(
+    levels: Sequence[tuple[str, str]], attributes: Sequence[tuple[str, str]], within: Sequence[str]
+) -> str:
+    """The stratum of a document whose author has these design ``levels`` and persona
+    ``attributes``: documents of one stratum share every value named in ``within``."""
+    known = {**dict(levels), **dict(attributes)}
+    return ",".join(f"{w}={known.get(w, '')}" for w in within)
+
+
+def pool_slices(count: int, size: int) -> list[slice]:
+    """How ``count`` documents of one stratum are cut into pools of ``size``: full pools, the
+    last one holding what is left (the engine's matching and the prompts shown both cut so)."""
+    return [slice(start, start + size) for start in range(0, count, size)]
+
+
+def selects_from(k: int, shown: int) -> bool:
+    """Whether an evaluation showing ``shown`` documents is a decision: picking ``k`` of ``k``
+    or fewer is none (those documents are counted, not read)."""
+    return shown > k
 
 
 def populations(config: StudyConfig) -> dict[str, PopulationConfig]:

@@ -35,14 +35,18 @@ class RenderedPrompt:
 
 
 def _template_name(study: Study, path: FieldPath) -> str:
-    """How a template is named: its field, or for a policy's copy of a stage, the policy."""
+    """How a template is named: its field as the study file numbers it, for a policy's copy
+    of a stage the policy, and for a stage loading adds (the persona writer's) what adds it."""
     if path[:1] == ("stages",) and isinstance(path[1], int):
         stage = study.config.stages[path[1]]
+        rest = format_path(("x", *path[2:]))[1:]
         if stage.policy_of is not None:
             original, policy = stage.policy_of
-            rest = format_path(("x", *path[2:]))[1:]
             return f"policies.{policy}.stages.{original}{rest} (stage {stage.name})"
-    return format_path(path)
+        writer = study.config.personas.writer
+        if writer is not None and stage.name == writer.stage and path[1] == 0:
+            return f"personas.writer{rest} (the persona writer's stage `{stage.name}`)"
+    return study.source_map.field(path)
 
 
 def distinct_prompts(study: Study) -> list[RenderedPrompt]:

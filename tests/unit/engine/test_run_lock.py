@@ -117,14 +117,15 @@ def test_a_run_that_breaks_after_its_directory_exists_is_failed_not_complete(
 ) -> None:
     study = write_study(tmp_path / "s.yaml", agents=20)
     text = study.read_text()
-    # A second stage whose template breaks only on long free text: the dry render's stand-in
-    # ("text") is short, the synthetic rationale is not, so the run starts and then fails.
+    # A second stage whose template breaks only on the model's free text: the dry render's
+    # stand-in says it is written "at run time", the synthetic rationale does not, so the run
+    # starts and then fails.
     text = text.replace(
         "design:",
         "  - name: explain\n"
         "    role: decider\n"
-        '    prompt: "{% if outputs.decide.rationale | length > 10 %}{{ undefined_name }}'
-        '{% endif %}Why?"\n'
+        "    prompt: \"{% if 'at run time' not in outputs.decide.rationale %}"
+        '{{ undefined_name }}{% endif %}Why?"\n'
         "design:",
     )
     study.write_text(text)
