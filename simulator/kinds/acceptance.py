@@ -71,6 +71,13 @@ class AcceptanceSpec(AnalysisSpec):
         None,
         description="For classifier `svm`: labelled CSV (`text,label`); starter set if absent.",
     )
+    labelled: str | None = Field(
+        None,
+        description="Hand labels of this run's emails for the paper's Table 5 (validity, and "
+        "the classifier's precision / recall / F1 on accept and reject): the run's "
+        "`<name>_annotation_sample.csv` with its `label` column filled (accept / reject / "
+        "invalid).",
+    )
     groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
     unit: Literal["email", "name"] = Field(
         "name", description="Exchangeable unit of the permutation test."
@@ -173,6 +180,34 @@ def _html_table1(
         columns=columns,
         note=_TABLE1_NOTE.format(adjust=adjust),
     )
+
+
+_TABLE5_COLUMNS = [
+    Column("n_labelled", "labelled", "int"),
+    Column("validity", "validity", ".2f"),
+    *[
+        Column(f"{metric}_{label}", f"{metric} {label}", ".2f")
+        for metric in ("precision", "recall", "f1")
+        for label in ("accept", "reject")
+    ],
+]
+_TABLE5_NOTE = (
+    "Validity: share of the hand-labelled emails the annotator found valid; precision, recall "
+    "and F1 of the classifier's labels against the hand labels on those valid emails."
+)
+
+
+def _print_table5(table5: list[dict[str, Any]], classifier: str, console: Console) -> None:
+    table = Table(title=f"Table 5: validity and the {classifier} classifier against hand labels")
+    for column in ("model", *(c.label for c in _TABLE5_COLUMNS)):
+        table.add_column(str(column), justify="right", overflow="fold")
+    for row in table5:
+        table.add_row(
+            str(row["model_label"]),
+            *[fmt(row.get(c.key), c.spec) for c in _TABLE5_COLUMNS],
+        )
+    print_table(console, table)
+    console.print(_TABLE5_NOTE)
 
 
 def _breakdown_note(part: pd.DataFrame, spec: AcceptanceSpec, column: str) -> str:
@@ -280,6 +315,7 @@ class AcceptanceKind(AnalysisKind):
         ]
         if not ctx.power_only:
             self._validity_and_models(rows, spec, ctx, section)
+            self._table5(rows, redacted, spec, ctx, section)
         section.summary.update(
             stage=spec.stage,
             classifier=spec.classifier,
@@ -297,6 +333,32 @@ class AcceptanceKind(AnalysisKind):
         if len(models) > 1:
             self._across_models(rows, spec, ctx, models, section)
         return section
+
+    @staticmethod
+    def _table5(
+        rows: pd.DataFrame,
+        redacted: list[str],
+        spec: AcceptanceSpec,
+        ctx: AnalysisContext,
+        section: Section,
+    ) -> None:
+        """The emails to label by hand (30 per model and group) and, once labelled
+        (``labelled``), the paper's Table 5: validity and the classifier's precision, recall
+        and F1 against those labels."""
+        from biasim.analysis.studies.hiring_emails import email_outcomes
+
+        shown = rows.assign(text=redacted)[["unit_id", "model_label", *spec.groups, "text"]]
+        section.tables[f"{ctx.name}_annotation_sample"] = email_outcomes.annotation_sample(
+            shown, spec.groups, seed=ctx.study.seed
+        )
+        if spec.labelled is None:
+            return
+        labelled = email_outcomes.read_labelled_emails(ctx.resolve(spec.labelled))
+        if "unit_id" not in labelled:
+            raise ValueError(f"{spec.labelled}, line 1, column 'unit_id': missing from the header")
+        table = email_outcomes.table5(rows[["unit_id", "model_label", "outcome"]], labelled)
+        section.tables[f"{ctx.name}_table5"] = table
+        section.summary["table5"] = table.to_dict("records")
 
     @staticmethod
     def _validity_and_models(
@@ -707,6 +769,8 @@ class AcceptanceKind(AnalysisKind):
                         fmt(row["p_adjusted"]),
                     )
                 print_table(console, versus)
+        if summary.get("table5"):
+            _print_table5(summary["table5"], summary["classifier"], console)
         print_exclusions(summary.get("exclusions", []), ["model_label"], console)
         print_model_estimates(summary.get("model_estimates", []), ["model_label"], console)
         print_grades(summary.get("model_grades", []), console)
@@ -743,6 +807,15 @@ class AcceptanceKind(AnalysisKind):
                 _html_table1(("models", model), part["table1"], summary["adjust"], section)
             for note in part.get("notes", []):
                 section.paragraph(f"Note: {note}", muted=True)
+        if summary.get("table5"):
+            section.table(
+                summary["table5"],
+                key="table5",
+                title=f"Table 5: validity and the {summary['classifier']} classifier against "
+                "hand labels",
+                columns=[Column("model_label", "model"), *_TABLE5_COLUMNS],
+                note=_TABLE5_NOTE,
+            )
         html_exclusions(section, summary.get("exclusions", []), ["model_label"])
         html_model_estimates(section, summary.get("model_estimates", []), ["model_label"])
         html_grades(section, summary.get("model_grades", []))
