@@ -11,7 +11,9 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from biasim.scenarios import builtin_path
+from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.study.load import load_study
 
 OFFER = "Dear [NAME], we are pleased to offer you the position."
 REJECT = "Dear [NAME], we regret to inform you that we will not be moving forward."
@@ -78,3 +80,16 @@ def test_table5_is_the_classifier_against_the_hand_labels(tmp_path: Path) -> Non
         assert table5.loc[0, f"{metric}_reject"] == pytest.approx(values[1])
     # The 12 misread offers: the classifier says accept where the annotator says reject.
     assert table5.loc[0, "recall_accept"] == 1.0 and table5.loc[0, "precision_accept"] < 1.0
+
+
+def test_a_note_on_a_table_that_is_not_a_breakdown_is_refused_at_load(tmp_path: Path) -> None:
+    study = tmp_path / "notes.yaml"
+    study.write_text(
+        STUDY
+        + "analyses:\n  - {kind: acceptance, name: hiring, stage: write, groups: [race, gender],\n"
+        + "     breakdowns: [qualification], breakdown_notes: {bls_education: why}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as info:
+        load_study(str(study))
+    assert "breakdown_notes" in str(info.value) and "bls_education" in str(info.value)
