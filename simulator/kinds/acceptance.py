@@ -71,6 +71,13 @@ class AcceptanceSpec(AnalysisSpec):
         None,
         description="For classifier `svm`: labelled CSV (`text,label`); starter set if absent.",
     )
+    labelled: str | None = Field(
+        None,
+        description="Hand labels of this run's emails for the paper's Table 5 (validity, and "
+        "the classifier's precision / recall / F1 on accept and reject): the run's "
+        "`<name>_annotation_sample.csv` with its `label` column filled (accept / reject / "
+        "invalid).",
+    )
     groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
     unit: Literal["email", "name"] = Field(
         "name", description="Exchangeable unit of the permutation test."
@@ -79,11 +86,18 @@ class AcceptanceSpec(AnalysisSpec):
     breakdowns: list[str] = Field(
         default_factory=list, description="Columns giving one rate table each (Tables 1-4)."
     )
+    breakdown_notes: dict[str, str] = Field(
+        default_factory=dict,
+        description="A note printed with a breakdown's table (key: a `breakdowns` column), e.g. "
+        "how its rows differ from a paper's; with `strata` the note also counts the strata "
+        "values in each row of this run.",
+    )
     subset: str | None = Field(
         None,
         description="Column marking a subset of rows (true / yes / 1), e.g. `subset7`: adds "
         "Table 1 of seed 001, one row for the subset and one for all rows, with marks from the "
-        "joint test within each.",
+        "joint test within each and, beside them, from the paper's test (per-stratum "
+        "email-level tests combined by Fisher's method).",
     )
     reference: list[str] | None = Field(
         None,
@@ -110,6 +124,101 @@ _DIFFERENCE_NOTE = (
     "labels are swapped within each prompt (same template, name and seed) under the null that "
     "both models answer each prompt alike; p adj. over the model pairs (* = significant)."
 )
+
+
+#: Table 1's column suffix of the paper's test's marks, after a group's label.
+PAPERS_MARK = " sig (paper's test)"
+_TABLE1_NOTE = (
+    "Marks: † p < 0.01, * p < 0.05, then + / - above / below the row's average. Calibrated: "
+    "the joint test, each name relabelled once across all roles ({adjust}-adjusted over the "
+    "groups and both directions). The paper's test (appendix C.3): each role tested with "
+    "single emails as the unit, the roles combined by Fisher's method, unadjusted. They differ "
+    "because the same names write every email in every role: the paper's test counts a name's "
+    "own leaning once per email and per role as independent evidence, so where names differ "
+    "it marks groups far more often than its 5 % (the calibrated test holds its level)."
+)
+
+
+def _table1_labels(table1: list[dict[str, Any]]) -> list[str]:
+    """The group labels of Table 1's records (each has a ``<label> sig`` column)."""
+    return [c[: -len(" sig")] for c in table1[0] if c.endswith(" sig")]
+
+
+def _print_table1(table1: list[dict[str, Any]], adjust: str, console: Console) -> None:
+    """Seed 001's Table 1: each rate with the calibrated test's mark | the paper's test's."""
+    labels = _table1_labels(table1)
+    table = Table(title="Table 1: acceptance rate (%), marks: calibrated | the paper's test")
+    for col in ("rows", *labels, "average", "n"):
+        table.add_column(col, justify="right", overflow="fold")
+    for row in table1:
+        cells = [
+            f"{fmt(row[label], '.2f')} {row[label + ' sig'] or '·'}"
+            f" | {row.get(label + PAPERS_MARK) or '·'}"
+            for label in labels
+        ]
+        table.add_row(str(row["rows"]), *cells, fmt(row["average"], ".2f"), str(row["n"]))
+    print_table(console, table)
+    console.print(_TABLE1_NOTE.format(adjust=adjust))
+
+
+def _html_table1(
+    at: tuple[str, str], table1: list[dict[str, Any]], adjust: str, section: HtmlSection
+) -> None:
+    labels = _table1_labels(table1)
+    columns = [Column("rows")]
+    for label in labels:
+        columns += [
+            Column(label, f"{label} (%)", ".2f"),
+            Column(f"{label} sig", "calibrated", "text"),
+            Column(label + PAPERS_MARK, "the paper's test", "text"),
+        ]
+    columns += [Column("average", "average (%)", ".2f"), Column("n", "valid n", "int")]
+    section.table(
+        table1,
+        key=(*at, "table1"),
+        title="Table 1: acceptance rate by group, marked by the calibrated and the paper's test",
+        columns=columns,
+        note=_TABLE1_NOTE.format(adjust=adjust),
+    )
+
+
+_TABLE5_COLUMNS = [
+    Column("n_labelled", "labelled", "int"),
+    Column("validity", "validity", ".2f"),
+    *[
+        Column(f"{metric}_{label}", f"{metric} {label}", ".2f")
+        for metric in ("precision", "recall", "f1")
+        for label in ("accept", "reject")
+    ],
+]
+_TABLE5_NOTE = (
+    "Validity: share of the hand-labelled emails the annotator found valid; precision, recall "
+    "and F1 of the classifier's labels against the hand labels on those valid emails."
+)
+
+
+def _print_table5(table5: list[dict[str, Any]], classifier: str, console: Console) -> None:
+    table = Table(title=f"Table 5: validity and the {classifier} classifier against hand labels")
+    for column in ("model", *(c.label for c in _TABLE5_COLUMNS)):
+        table.add_column(str(column), justify="right", overflow="fold")
+    for row in table5:
+        table.add_row(
+            str(row["model_label"]),
+            *[fmt(row.get(c.key), c.spec) for c in _TABLE5_COLUMNS],
+        )
+    print_table(console, table)
+    console.print(_TABLE5_NOTE)
+
+
+def _breakdown_note(part: pd.DataFrame, spec: AcceptanceSpec, column: str) -> str:
+    """The study's note on the table by ``column``, with (``strata`` set) how many strata
+    values each of its rows holds in this run: the counts a reader compares with a paper's."""
+    note = f"Table by {column}: {spec.breakdown_notes[column]}"
+    if spec.strata is None or spec.strata == column:
+        return note
+    counts = part.dropna(subset=[column]).groupby(column, sort=False)[spec.strata].nunique()
+    listed = ", ".join(f"{level} {n}" for level, n in counts.items())
+    return f"{note} {spec.strata} values per row in this run: {listed}."
 
 
 def _test_name(part: dict[str, Any]) -> str:
@@ -153,6 +262,12 @@ class AcceptanceKind(AnalysisKind):
                     )
         for j, name in enumerate(spec.breakdowns):
             facts.need_column(name, ("breakdowns", j))
+        for name in spec.breakdown_notes:
+            if name not in spec.breakdowns:
+                facts.problem(
+                    ("breakdown_notes", name),
+                    f"`{name}` is not one of `breakdowns` ({', '.join(spec.breakdowns) or 'none'})",
+                )
 
     def outcomes(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext):
         """The decision stage's rows with ``outcome`` (accept / reject / invalid), the texts
@@ -200,6 +315,7 @@ class AcceptanceKind(AnalysisKind):
         ]
         if not ctx.power_only:
             self._validity_and_models(rows, spec, ctx, section)
+            self._table5(rows, redacted, spec, ctx, section)
         section.summary.update(
             stage=spec.stage,
             classifier=spec.classifier,
@@ -217,6 +333,32 @@ class AcceptanceKind(AnalysisKind):
         if len(models) > 1:
             self._across_models(rows, spec, ctx, models, section)
         return section
+
+    @staticmethod
+    def _table5(
+        rows: pd.DataFrame,
+        redacted: list[str],
+        spec: AcceptanceSpec,
+        ctx: AnalysisContext,
+        section: Section,
+    ) -> None:
+        """The emails to label by hand (30 per model and group) and, once labelled
+        (``labelled``), the paper's Table 5: validity and the classifier's precision, recall
+        and F1 against those labels."""
+        from biasim.analysis.studies.hiring_emails import email_outcomes
+
+        shown = rows.assign(text=redacted)[["unit_id", "model_label", *spec.groups, "text"]]
+        section.tables[f"{ctx.name}_annotation_sample"] = email_outcomes.annotation_sample(
+            shown, spec.groups, seed=ctx.study.seed
+        )
+        if spec.labelled is None:
+            return
+        labelled = email_outcomes.read_labelled_emails(ctx.resolve(spec.labelled))
+        if "unit_id" not in labelled:
+            raise ValueError(f"{spec.labelled}, line 1, column 'unit_id': missing from the header")
+        table = email_outcomes.table5(rows[["unit_id", "model_label", "outcome"]], labelled)
+        section.tables[f"{ctx.name}_table5"] = table
+        section.summary["table5"] = table.to_dict("records")
 
     @staticmethod
     def _validity_and_models(
@@ -308,8 +450,11 @@ class AcceptanceKind(AnalysisKind):
         # With strata the headline test is the joint one: it relabels each name once for every
         # stratum; the pooled test ignores the strata.
         tests = report.get("joint", report.get("permutation"))
+        table1 = None
         if spec.subset and report["n_valid"] and not ctx.power_only:
-            section.tables[f"{prefix}_table1"] = self._table1(part, spec, seed, report.get("joint"))
+            table1, table1_tests = self._table1(part, spec, seed, report.get("joint"))
+            section.tables[f"{prefix}_table1"] = table1
+            section.tables[f"{prefix}_table1_tests"] = table1_tests
         # Without a single valid answer there is nothing to break down (the report says so).
         if report["n_valid"] and not ctx.power_only:
             self._add_breakdowns(part, spec, seed, report, prefix, section)
@@ -321,6 +466,8 @@ class AcceptanceKind(AnalysisKind):
             "impact_ratios": report["impact_ratios"].to_dict("records"),
             "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
             "reference": reference.to_dict("records") if reference is not None else None,
+            # Only where the study asks for Table 1 (`subset`), so other summaries keep their keys.
+            **({"table1": table1.to_dict("records")} if table1 is not None else {}),
         }
 
     @staticmethod
@@ -404,13 +551,17 @@ class AcceptanceKind(AnalysisKind):
             section.tables[f"{prefix}_by_{column}"] = disparity.rate_breakdown(
                 part, column, spec.groups, "outcome", "accept", tests=row_tests, p_col="p_adjusted"
             )
+            if column in spec.breakdown_notes:
+                report["notes"].append(_breakdown_note(part, spec, column))
 
     def _table1(
         self, part: pd.DataFrame, spec: AcceptanceSpec, seed: int, whole: pd.DataFrame | None
-    ) -> pd.DataFrame:
-        """Seed 001's Table 1: rates in the subset and in all rows, each cell marked by the
-        joint test within its row (one-sided each way, both directions adjusted together);
-        ``whole`` is the report's joint test of all rows, reused when it was run."""
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Seed 001's Table 1: rates in the subset and in all rows, each cell marked twice: by
+        the joint test within its row (one-sided each way, both directions adjusted together;
+        ``whole`` is the report's joint test of all rows, reused when it was run) and, in the
+        ``(paper's test)`` columns, by the paper's own (per-stratum email-level tests combined
+        by Fisher's method, unadjusted). Returns the table and both tests side by side."""
         assert spec.subset is not None
         flag = part[spec.subset].astype(str).str.lower().isin(["true", "yes", "1"])
         rows, tests = [], []
@@ -437,18 +588,46 @@ class AcceptanceKind(AnalysisKind):
             joint["p_marked"] = joint["p_greater_adjusted"].where(
                 joint["d"] > 0, joint["p_less_adjusted"]
             )
+            both = joint[[*spec.groups, "d", "p_marked"]]
+            if spec.strata is not None:
+                paper = disparity.papers_stratum_fisher_test(
+                    rows_of, spec.groups, "outcome", "accept", stratum_col=spec.strata
+                )
+                paper = paper[[*spec.groups, "d", "n_strata", "p_marked"]].rename(
+                    columns={"d": "d_pooled", "p_marked": "p_papers_test"}
+                )
+                both = both.merge(paper, on=list(spec.groups), how="left")
             rows.append(rows_of.assign(_rows=label))
-            tests.append(joint.assign(_rows=label))
+            tests.append(both.assign(_rows=label))
+        tested = pd.concat(tests, ignore_index=True)
+        data = pd.concat(rows)
+        order = list(dict.fromkeys(tested["_rows"]))  # the paper's: the subset, then all
         table = disparity.rate_breakdown(
-            pd.concat(rows),
+            data,
             "_rows",
             spec.groups,
             "outcome",
             "accept",
-            tests=pd.concat(tests),
+            row_order=order,
+            tests=tested,
             p_col="p_marked",
         )
-        return table.rename(columns={"_rows": "rows"})
+        if "p_papers_test" in tested:
+            papers = disparity.rate_breakdown(
+                data,
+                "_rows",
+                spec.groups,
+                "outcome",
+                "accept",
+                row_order=order,
+                tests=tested,
+                p_col="p_papers_test",
+            )
+            for column in [c for c in papers.columns if c.endswith(" sig")]:
+                table[column[: -len(" sig")] + PAPERS_MARK] = papers[column].to_numpy()
+        tested = tested.rename(columns={"_rows": "rows", "p_marked": "p_calibrated"})
+        tested = tested[["rows", *[c for c in tested.columns if c != "rows"]]]
+        return table.rename(columns={"_rows": "rows"}), tested
 
     def _across_models(
         self,
@@ -575,6 +754,8 @@ class AcceptanceKind(AnalysisKind):
             )
             for note in part.get("notes", []):
                 console.print(Text("note:", style="yellow") + f" {note}")
+            if part.get("table1"):
+                _print_table1(part["table1"], summary["adjust"], console)
             if part.get("reference"):
                 versus = Table(title=f"Each group against {part['reference'][0]['compared_with']}")
                 for col in (*groups, "rate", "d", "p", f"p ({summary['adjust']})"):
@@ -588,6 +769,8 @@ class AcceptanceKind(AnalysisKind):
                         fmt(row["p_adjusted"]),
                     )
                 print_table(console, versus)
+        if summary.get("table5"):
+            _print_table5(summary["table5"], summary["classifier"], console)
         print_exclusions(summary.get("exclusions", []), ["model_label"], console)
         print_model_estimates(summary.get("model_estimates", []), ["model_label"], console)
         print_grades(summary.get("model_grades", []), console)
@@ -620,8 +803,19 @@ class AcceptanceKind(AnalysisKind):
             _html_model_headline(("models", model), part, section)
             _html_model_tables(summary, ("models", model), part, section)
             section.paragraph(f"DPD test: {part.get('dpd_test', 'none')}.", muted=True)
+            if part.get("table1"):
+                _html_table1(("models", model), part["table1"], summary["adjust"], section)
             for note in part.get("notes", []):
                 section.paragraph(f"Note: {note}", muted=True)
+        if summary.get("table5"):
+            section.table(
+                summary["table5"],
+                key="table5",
+                title=f"Table 5: validity and the {summary['classifier']} classifier against "
+                "hand labels",
+                columns=[Column("model_label", "model"), *_TABLE5_COLUMNS],
+                note=_TABLE5_NOTE,
+            )
         html_exclusions(section, summary.get("exclusions", []), ["model_label"])
         html_model_estimates(section, summary.get("model_estimates", []), ["model_label"])
         html_grades(section, summary.get("model_grades", []))

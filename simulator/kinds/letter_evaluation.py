@@ -9,8 +9,8 @@ Applicant 1 (the position effect). With a third answer, "both equally qualified"
 experiment 8), how often it was given is reported per experiment and job beside the share among
 the decided pairs. An absolute evaluation scores one letter on the 13 dimensions;
 the kind reports per job the means and SDs by what the letter is (Table 6), the effect of that
-on each trait (beta regression with job fixed effects and a Gaussian mixed model on the logit,
-Table 8) at the paper's alpha, and scores excluded by reason.
+on each trait (the paper's beta regression with a random job intercept, and a Gaussian mixed
+model on the logit, Table 8) at the paper's alpha, and scores excluded by reason.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ class LetterEvaluationKind(AnalysisKind):
             console.print(
                 f"  effects on each trait's logit (alpha {summary['alpha']}): "
                 "fractional logit, p from permuting the label within job (tested) / the "
-                "paper's beta regression with job fixed effects (not calibrated near the ceiling)"
+                "paper's beta regression with a random job intercept (not calibrated near the "
+                "ceiling)"
             )
             for row in summary["effects"]:
                 if row["model"] != ceiling_effects.MODEL:
@@ -198,7 +199,7 @@ class LetterEvaluationKind(AnalysisKind):
                 twin = next(
                     r
                     for r in summary["effects"]
-                    if r["model"] == "beta_job_fixed"
+                    if r["model"] == "beta_job_random"
                     and r["trait"] == row["trait"]
                     and r[summary["by"]] == row[summary["by"]]
                 )

@@ -231,7 +231,7 @@ def _print_effects(summary: dict[str, Any], console: Console) -> None:
     beta regression beside it."""
     for key, suffix in (("effects", ""), ("type_effects", " traits")):
         rows = summary.get(key, [])
-        paper = {r["trait"]: r for r in rows if r["model"] == "beta_job_fixed"}
+        paper = {r["trait"]: r for r in rows if r["model"] == "beta_job_random"}
         for row in rows:
             if row["model"] != ceiling_effects.MODEL:
                 continue
@@ -246,7 +246,8 @@ def _print_effects(summary: dict[str, Any], console: Console) -> None:
     if summary.get("effects"):
         console.print(
             "  (tested: fractional logit with job fixed effects, p from permuting gender across "
-            "letters within job; the paper's beta regression is not calibrated near the score "
+            "letters within job; the paper's beta regression (random job intercept) is not "
+            "calibrated near the score "
             "ceiling; a trait type is the mean of its dimensions per letter, grouped as biasim "
             "assumes: "
             + "; ".join(

@@ -134,6 +134,16 @@ def test_an2024_hiring_recovers_an_injected_effect(tmp_path, cli) -> None:
     assert len(row_tests) == 2 * 6 and (row_tests["p_adjusted"] >= row_tests["p_two_sided"]).all()
     validity = pd.read_csv(out / "tables" / "hiring_validity.csv")
     assert validity["n"].sum() == len(results)
+    # Table 1: the 7 roles, then all 41, each cell marked by the calibrated joint test and,
+    # beside it, by the paper's test (per-role email-level tests, Fisher over the roles).
+    table1 = pd.read_csv(next((out / "tables").glob("hiring_*_table1.csv")), keep_default_na=False)
+    assert table1["rows"].tolist() == ["subset7", "all"]
+    assert (table1["White male sig (paper's test)"] == "†+").all()
+    both = pd.read_csv(next((out / "tables").glob("hiring_*_table1_tests.csv")))
+    assert len(both) == 2 * 6 and (both["n_strata"].to_numpy() == [7] * 6 + [41] * 6).all()
+    # The paper's test treats each name's 41 x 2 emails as independent: its p-values are far
+    # smaller than the calibrated test's for the same groups.
+    assert (both["p_papers_test"] < both["p_calibrated"]).sum() >= 10
     # The printed report: impact ratios 0.45 / 0.75 = 0.6 are flagged below four-fifths.
     printed = cli.invoke(app, ["analyze", str(out)])
     assert printed.exit_code == 0, printed.output
@@ -144,6 +154,11 @@ def test_an2024_hiring_recovers_an_injected_effect(tmp_path, cli) -> None:
     assert len(acceptance) == 6 and len(white) == 2
     assert not any("!" in r for r in white)
     assert all("!" in r for r in acceptance if r not in white)
+    flat = " ".join(printed.output.split())
+    assert "marks: calibrated | the paper's test" in flat and "Fisher's method" in flat
+    # Table 2's rows are stated as not the paper's, with this run's roles per row.
+    assert "imply 2 / 1 / 10 / 7 / 5 / 16 roles" in flat
+    assert "Bachelor's degree 12" in flat and "High school diploma or equivalent 11" in flat
 
 
 def test_an2024_svm_classifier_without_a_training_file_uses_the_starter_set(tmp_path) -> None:

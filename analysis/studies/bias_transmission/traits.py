@@ -9,8 +9,9 @@ three fits, all reported:
 - the tested one (:mod:`.ceiling_effects`): a fractional logit with job fixed effects for the
   estimate, and a permutation of gender across letters within job for the p-value (the letter is
   the unit);
-- the paper's, labelled so: a beta regression (logit link) with the job as fixed effects (the
-  job's random intercept replaced by a fixed one; statsmodels has no beta mixed model);
+- the paper's, labelled so: a beta regression (logit link) with a random intercept per job,
+  by maximum likelihood with adaptive Gauss-Hermite quadrature (:mod:`analysis.stats.beta_mixed`:
+  statsmodels has no beta mixed model), its Wald z-test;
 - a Gaussian linear mixed model of the logit of the score with a random intercept per job: the
   paper's random-effects structure, on the beta regression's scale.
 
@@ -31,11 +32,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from statsmodels.othermod.betareg import BetaModel
 
+from biasim.analysis.stats.beta_mixed import fit_beta_mixed
 from biasim.analysis.stats.random_intercept import fit_random_intercept
 from biasim.analysis.studies.bias_transmission import ceiling_effects
 
+#: The effects tables' row of the paper's model: ``trait ~ gender + (1 | job)``, beta.
+PAPERS_MODEL = "beta_job_random"
 #: Why a trait score was excluded.
 MISSING = "missing dimension"
 NOT_A_NUMBER = "not a number"
@@ -211,7 +214,7 @@ def group_effects(
 
     Returns:
         Per trait and model: ``fractional_logit_perm`` (the tested one, see
-        :mod:`.ceiling_effects`), ``beta_job_fixed`` (the paper's model) and ``logit_mixed``;
+        :mod:`.ceiling_effects`), ``beta_job_random`` (the paper's model) and ``logit_mixed``;
         ``role`` says which is which. Columns ``term`` (the other value), ``reference``,
         ``estimate`` (on the logit of the score), ``std_error``, ``statistic`` (z; for the
         tested model the compared group's sum of job-centred scores), ``p_value``,
@@ -245,7 +248,7 @@ def group_effects(
 def _trait_fits(data: pd.DataFrame, n_permutations: int, seed: int) -> list[dict[str, Any]]:
     """One trait's rows: the tested model first, then the paper's and the mixed model."""
     out = []
-    for model in (ceiling_effects.MODEL, "beta_job_fixed", "logit_mixed"):
+    for model in (ceiling_effects.MODEL, PAPERS_MODEL, "logit_mixed"):
         # A fit's warnings (e.g. a job variance at its boundary of 0) go into the table.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -276,14 +279,15 @@ def _fit(model: str, data: pd.DataFrame) -> tuple[dict[str, Any], str]:
     sizes = data.groupby("_x").size()
     if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:
         return {**row, **empty}, "too few scores to fit (2 per group and 2 jobs at least)"
-    if model == "beta_job_fixed":
+    x = np.column_stack([np.ones(len(data)), data["_x"].to_numpy()])
+    if model == PAPERS_MODEL:
         try:
-            fit = BetaModel.from_formula("_y ~ _x + C(_c)", data).fit(disp=0)
+            beta = fit_beta_mixed(data["_y"].to_numpy(), x, data["_c"].to_numpy())
         except (np.linalg.LinAlgError, ValueError) as exc:
             return {**row, **empty}, f"fit failed: {exc}"
-        values = (fit.params["_x"], fit.bse["_x"], fit.tvalues["_x"], fit.pvalues["_x"])
-        return {**row, **dict(zip(empty, map(float, values), strict=True))}, ""
-    x = np.column_stack([np.ones(len(data)), data["_x"].to_numpy()])
+        values = (beta.params[1], beta.bse[1], beta.tvalues[1], beta.pvalues[1])
+        note = "" if beta.converged else "the beta mixed model's optimizer did not converge"
+        return {**row, **dict(zip(empty, map(float, values), strict=True))}, note
     fit = fit_random_intercept(data["_logit"].to_numpy(), x, data["_c"].to_numpy())
     values = (fit.params[1], fit.bse[1], fit.tvalues[1], fit.pvalues[1])
     # A job variance of 0 is a legitimate estimate (jobs that do not differ); the fit is then

@@ -17,7 +17,8 @@ Here are four ways to label an email, each usable alone and comparable with the 
 - :data:`.judge_prompt.JUDGE_PROMPT`: a Jinja2 prompt for a language-model judge that answers
   JSON.
 
-and two ways to check labels: :func:`classification_report` (Table 5) and
+and two ways to check labels: :func:`classification_report` (Table 5, run on hand labels of a
+run's emails by :func:`table5`, the emails to label drawn by :func:`annotation_sample`) and
 :func:`validity_by_group` (Table 6).
 
 Label definitions (shared by the rules, the judge prompt and the starter data):
@@ -761,6 +762,69 @@ def classification_report(
 # --------------------------------------------------------------------------------------------
 # Validity by group: Table 6
 # --------------------------------------------------------------------------------------------
+
+
+def annotation_sample(
+    rows: pd.DataFrame, group_cols: Sequence[str], per_group: int = 30, seed: int = 0
+) -> pd.DataFrame:
+    """A random subset of emails to label by hand, ``per_group`` per model and group (the
+    paper's 30: Table 6's rates are multiples of 1/30), for Table 5 (:func:`table5`).
+
+    ``rows`` holds ``unit_id``, ``model_label``, the group columns and ``text`` (already
+    redacted). The ``label`` column is left empty for the annotator (accept / reject /
+    invalid): a classifier's guess there would lead the eye.
+    """
+    keys = ["model_label", *group_cols]
+    picked = (
+        rows.sample(frac=1.0, random_state=seed)
+        .groupby(keys, sort=False, dropna=False)
+        .head(per_group)
+        .sort_values([*keys, "unit_id"], kind="stable")
+    )
+    return picked[["unit_id", *keys, "text"]].assign(label="").reset_index(drop=True)
+
+
+def table5(outcomes: pd.DataFrame, labelled: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 5 from hand labels of a run's emails: per model, the validity rate
+    of the labelled emails and the classifier's precision, recall and F1 on accept and reject
+    over the emails the annotator found valid (a valid email the classifier calls invalid
+    counts against its recall).
+
+    Args:
+        outcomes: The run's ``unit_id``, ``model_label`` and ``outcome`` (the classifier's).
+        labelled: ``unit_id`` and ``label`` (accept / reject / invalid), e.g. a filled
+            :func:`annotation_sample` read by :func:`read_labelled_emails`.
+
+    Raises:
+        ValueError: A labelled ``unit_id`` that is not an email of the run.
+    """
+    missing = sorted(set(labelled["unit_id"]) - set(outcomes["unit_id"]))
+    if missing:
+        raise ValueError(
+            f"{len(missing)} labelled unit_id values are not emails of this run, e.g. "
+            f"{missing[0]!r}"
+        )
+    joined = labelled[["unit_id", "label"]].merge(
+        outcomes[["unit_id", "model_label", "outcome"]], on="unit_id", how="left"
+    )
+    records = []
+    for model, part in joined.groupby("model_label", sort=False):
+        valid = part[part["label"] != "invalid"]
+        row: dict[str, object] = {
+            "model_label": model,
+            "n_labelled": len(part),
+            "validity": len(valid) / len(part),
+            "n_valid": len(valid),
+        }
+        if len(valid):
+            report = classification_report(
+                valid["label"].tolist(), valid["outcome"].tolist()
+            ).set_index("label")
+            for metric in ("precision", "recall", "f1"):
+                for label in ("accept", "reject"):
+                    row[f"{metric}_{label}"] = float(report.loc[label, metric])
+        records.append(row)
+    return pd.DataFrame(records)
 
 
 def label_agreement(

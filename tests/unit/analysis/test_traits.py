@@ -88,7 +88,7 @@ def test_known_gender_effect_is_recovered_by_both_models() -> None:
     rng = np.random.default_rng(7)
     scores = _simulate(rng, 0.25, jobs=12, per=60)
     table = group_effects(scores, reference="female").set_index("model")
-    for model in ("beta_job_fixed", "logit_mixed"):
+    for model in ("beta_job_random", "logit_mixed"):
         row = table.loc[model]
         assert row["term"] == "male" and row["reference"] == "female" and row["n"] == 1440
         assert abs(row["estimate"] - 0.25) < 3 * row["std_error"], (model, row["estimate"])
@@ -128,7 +128,7 @@ def test_gender_tests_are_calibrated_under_the_null_with_job_effects() -> None:
     """No gender effect, jobs with their own intercepts (sd 0.3 on the logit), 8 jobs x 20
     letters per gender, 500 data sets: each model's test at 0.05 rejects 3-7 % of the time."""
     rng = np.random.default_rng(11)
-    rejected = {"fractional_logit_perm": 0, "beta_job_fixed": 0, "logit_mixed": 0}
+    rejected = {"fractional_logit_perm": 0, "beta_job_random": 0, "logit_mixed": 0}
     reps = 500
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a few mixed fits report a boundary variance
@@ -197,13 +197,15 @@ def test_a_known_effect_on_one_trait_type_is_recovered_and_matches_statsmodels()
     scores, excluded = type_scores(frame, types, ["job", "gender"])
     assert excluded.empty
     table = group_effects(scores, reference="female", cluster="job")
-    beta = table[table["model"] == "beta_job_fixed"].set_index("trait")
+    beta = table[table["model"] == "beta_job_random"].set_index("trait")
     assert beta.loc["warmth", "significant"] and beta.loc["warmth", "estimate"] > 0.1
     assert not beta.loc["competency", "significant"]
-    # Oracle: statsmodels' beta regression of the squeezed member mean, job fixed effects.
+    # Oracle: statsmodels' beta regression of the squeezed member mean with job fixed effects;
+    # with 80 letters a job, a random job intercept is all but fixed, so the two agree closely.
     warmth = scores[scores["trait"] == "warmth"]
     data = warmth.assign(
         y=squeeze(warmth["score"]), male=(warmth["gender"] == "male").astype(float)
     )
     ref = BetaModel.from_formula("y ~ male + C(job)", data).fit(disp=0)
-    assert beta.loc["warmth", "estimate"] == pytest.approx(ref.params["male"], rel=1e-6)
+    assert beta.loc["warmth", "estimate"] == pytest.approx(ref.params["male"], rel=0.02)
+    assert beta.loc["warmth", "std_error"] == pytest.approx(ref.bse["male"], rel=0.05)

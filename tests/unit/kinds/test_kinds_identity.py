@@ -61,8 +61,10 @@ def _records_sorted(value: object) -> object:
 #: (``tests/unit/analysis/test_analysis_conditions.py``, ``tests/e2e/test_persona_ablation.py``).
 #: The validity test and exclusion bounds per case (``tests/e2e/test_refusals_in_kinds.py``),
 #: the model-based estimates (``tests/unit/analysis/test_unit_models.py``), the rationale terms
-#: tested with the persona as the unit (``tests/unit/analysis/test_unit_terms.py``).
+#: tested with the persona as the unit (``tests/unit/analysis/test_unit_terms.py``). The emails
+#: to label by hand for seed 001's Table 5 (``tests/e2e/test_an2024_table5.py``).
 ADDED_TABLES = (
+    "_annotation_sample.csv",
     "_condition_differences.csv",
     "_exclusions.csv",
     "_model_estimates.csv",
