@@ -41,7 +41,7 @@ from biasim.simulator.common.rundir import (
 )
 from biasim.simulator.common.yamlsource import SourceMap
 from biasim.simulator.engine.batching import BATCHES, BatchLedger
-from biasim.simulator.engine.budget import CostBudget
+from biasim.simulator.engine.budget import CostBudget, output_token_bound
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
 from biasim.simulator.engine.failures import (
     DEFAULT_MAX_ERROR_RATE,
@@ -317,6 +317,8 @@ def build_runtimes(
                         )
                     ]
                 )
+            if study.config.cost_limit is not None:
+                _check_output_bound(study, name, role, runtime)
             unsupported = unsupported_setting(runtime.backend, role)
             if unsupported is not None:
                 field, message = unsupported
@@ -356,6 +358,23 @@ def _batch_api(study: Study, name: str, role: Any, backend: Any) -> Any:
 #: Seconds each requested token adds to the per-attempt timeout of a server on this machine or
 #: a private network (a 7B model on a laptop CPU writes 2-5 tokens/s).
 LOCAL_SERVER_S_PER_TOKEN = 0.5
+
+
+def _check_output_bound(study: Study, name: str, role: RoleConfig, runtime: BackendRuntime) -> None:
+    """A cost limit bounds each call's output by ``max_tokens``: a priced role without one
+    (nor a cap its backend always sends) could write past any limit in one call.
+
+    Raises:
+        InputError: Such a role, naming its ``max_tokens``.
+    """
+    price = runtime.price
+    billed = price is not None and (price.input > 0 or price.output > 0)
+    if billed and output_token_bound(runtime.backend, role.max_tokens) is None:
+        message = (
+            f"`cost_limit` needs `max_tokens` on a priced model (`{runtime.model}`): without "
+            "it one answer may be as long as the model allows, which no limit can bound"
+        )
+        raise InputError([study.source_map.problem(("roles", name, "max_tokens"), message)])
 
 
 def _retry_policy(role: Any, backend: Any) -> RetryPolicy:
