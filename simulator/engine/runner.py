@@ -563,6 +563,8 @@ def _run_study(
             loop.close()
             analysis = _analysis_summary(prepared, results, stop)
             ledger = closing.result()
+            budget = dispatcher.budget
+            ledger["unconfirmed"] = budget.unconfirmed if budget else _unconfirmed(prepared)
         summary = _session_summary(analysis, prepared, model, end, ledger)
         if not prepared.options.throwaway:
             _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
@@ -617,7 +619,7 @@ def _session_summary(
         calls={"new": ledger["new_calls"], "from_cache": ledger["hits"]},
         timings={"wall_s": end.wall, "stages_s": end.stage_seconds, "waves_s": model.wave_seconds},
         units_expected=model.total_units,
-        cost=cost_ledger(ledger["totals"], prepared.study.config.cost_limit),
+        cost=cost_ledger(ledger, prepared.study.config.cost_limit),
     )
     if end.status != "complete":
         summary["resume"] = f"biasim run --resume {prepared.out}"
@@ -644,7 +646,7 @@ def _record_session(
         cache_hits=ledger["hits"],
         status=end.status,
     )
-    manifest["cost"] = cost_ledger(ledger["totals"], prepared.study.config.cost_limit)
+    manifest["cost"] = cost_ledger(ledger, prepared.study.config.cost_limit)
     manifest["counts"] = {
         "units": model.total_units,
         "rows": len(results),
@@ -675,7 +677,11 @@ def _run_parts(
         replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
     )
     limit = prepared.study.config.cost_limit
-    budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
+    budget = None
+    if limit is not None:
+        unconfirmed = _unconfirmed(prepared)
+        budget = CostBudget(limit, (store.spent() or 0.0) + unconfirmed, stop)
+        budget.unconfirmed = unconfirmed
     dispatcher = Dispatcher(
         store,
         max_error_rate=prepared.options.max_error_rate,
@@ -759,9 +765,19 @@ def _analysis_summary(
     return summary
 
 
-def cost_ledger(totals: dict[str, Any], limit: float | None) -> dict[str, Any]:
+def _unconfirmed(prepared: PreparedRun) -> float:
+    """USD earlier sessions counted against the cost limit for failed attempts that may have
+    been billed (no usage came back for them, so the store does not hold them)."""
+    cost = (prepared.previous or {}).get("cost")
+    value = cost.get("unconfirmed_usd") if isinstance(cost, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+
+def cost_ledger(ledger: dict[str, Any], limit: float | None) -> dict[str, Any]:
     """What the run has billed, in all (every session) and per role and model, in USD
-    (``None`` where a model's price is unknown), and its limit."""
+    (``None`` where a model's price is unknown), its limit, and what the limit also counted
+    for failed attempts that may have been billed."""
+    totals = ledger["totals"]
     return {
         "total_usd": totals["cost_usd"],
         "by_role": [
@@ -769,6 +785,7 @@ def cost_ledger(totals: dict[str, Any], limit: float | None) -> dict[str, Any]:
             for r in totals["by_role"]
         ],
         "limit_usd": limit,
+        "unconfirmed_usd": ledger.get("unconfirmed", 0.0),
     }
 
 

@@ -175,26 +175,31 @@ class _AnthropicLog:
         return iter([(r["body"], True) for r in self.stub.requests])
 
 
+def _write_study(tmp_path: Path, scenario: Scenario, url: str, text: str, prompt: str) -> Path:
+    study = tmp_path / "s.yaml"
+    study.write_text(
+        STUDY.format(
+            backend=scenario.backend,
+            max_tokens=scenario.max_tokens,
+            concurrency=scenario.concurrency,
+            options=json.dumps({"base_url": url}),
+            price=PRICE,
+            system=json.dumps(text[:40], ensure_ascii=False),
+            prompt=json.dumps(prompt, ensure_ascii=False),
+            agents=scenario.agents,
+        ),
+        encoding="utf-8",
+    )
+    return study
+
+
 def replay(tmp_path: Path, scenario: Scenario) -> Replay:
     """Run the scenario's study under its limit and tally what its server could bill."""
     text = SCRIPTS.get(scenario.script, scenario.script) * scenario.repeat
     prompt = text + " You are {{ persona.description }}. Evacuate or stay?"
     worst_prompt = anthropic_worst_prompt if scenario.backend == "anthropic" else None
     with _server(scenario) as (_, url, log):
-        study = tmp_path / "s.yaml"
-        study.write_text(
-            STUDY.format(
-                backend=scenario.backend,
-                max_tokens=scenario.max_tokens,
-                concurrency=scenario.concurrency,
-                options=json.dumps({"base_url": url}),
-                price=PRICE,
-                system=json.dumps(text[:40], ensure_ascii=False),
-                prompt=json.dumps(prompt, ensure_ascii=False),
-                agents=scenario.agents,
-            ),
-            encoding="utf-8",
-        )
+        study = _write_study(tmp_path, scenario, url, text, prompt)
         options = RunOptions(
             study=str(study),
             out=tmp_path / "run",
@@ -306,6 +311,32 @@ def test_random_prompts_scripts_and_concurrency_never_pass_the_limit(
     assert run.worst <= scenario.limit, (seed, scenario, run.worst)
     assert ledger <= scenario.limit
     assert run.outcome.status == "complete" or run.outcome.exit_code == COST_LIMIT_EXIT
+
+
+def test_attempts_that_may_have_been_billed_still_count_after_a_resume(tmp_path: Path) -> None:
+    scenario = Scenario("cjk", fault_every=2, concurrency=2)
+    text = SCRIPTS["cjk"] * scenario.repeat
+    server = WorstCaseOpenAI()
+    server.fault_every(2, Fault.http_error(500))
+    with server:
+        study = _write_study(tmp_path, scenario, server.openai_base_url, text, text)
+        out = tmp_path / "run"
+        run = RunOptions(study=str(study), out=out, cost_limit=scenario.limit)
+        first = execute(prepare(run))
+        before = server.count
+        one = max(
+            (openai_worst_prompt(r.body or {}) + scenario.max_tokens) * PRICE / 1e6
+            for r in server.requests
+        )
+        cost = json.loads((out / "manifest.json").read_text())["cost"]
+        limit = cost["total_usd"] + cost["unconfirmed_usd"] + one / 2
+        second = execute(prepare(RunOptions(resume=out, cost_limit=limit)))
+        after = server.count
+    assert first.exit_code == COST_LIMIT_EXIT and cost["unconfirmed_usd"] >= one
+    assert first.summary["cost"]["unconfirmed_usd"] == cost["unconfirmed_usd"]
+    assert "may have been billed" in first.message
+    # Room for half a call beside what was counted: nothing more is sent.
+    assert second.exit_code == COST_LIMIT_EXIT and after == before
 
 
 def test_a_cost_limit_on_a_priced_role_without_max_tokens_is_refused_naming_the_field(
