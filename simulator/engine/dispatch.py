@@ -20,7 +20,7 @@ from biasim.simulator.engine.batching import (
     BatchStopped,
     answer_in_batches,
 )
-from biasim.simulator.engine.budget import CostBudget, cost_bound
+from biasim.simulator.engine.budget import CostBudget, Reservation, cost_bound, usage_anomaly
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.errors import TransientError
 from biasim.simulator.llm.logprobs import option_probabilities
@@ -275,15 +275,23 @@ class Dispatcher:
         if batched is not None:
             return batched  # recorded when its batch was collected
         response = self.store.lookup(key)
+        cost = None if response is None else runtime.cost(response)
         if response is None:
-            response = await self._paid(runtime, request, in_place)
+            response, cost = await self._paid(runtime, request, in_place)
             _check(call, response)
-        self._record(call, key, material, reask, response)
+        self._record(call, key, material, reask, response, cost)
         return response
 
     def _record(
-        self, call: Call, key: str, material: str, reask: int, response: LLMResponse
+        self,
+        call: Call,
+        key: str,
+        material: str,
+        reask: int,
+        response: LLMResponse,
+        cost: float | None = None,
     ) -> None:
+        """Store the call, at ``cost`` (default: what its usage costs at its price)."""
         runtime = call.runtime
         self.store.record(
             CallRecord(
@@ -295,7 +303,7 @@ class Dispatcher:
                 model=runtime.model,
                 request=material,
                 reask=reask,
-                cost_usd=runtime.cost(response),
+                cost_usd=runtime.cost(response) if cost is None else cost,
             ),
             response,
         )
@@ -334,26 +342,49 @@ class Dispatcher:
         """Check and record a batch's answer to ``call`` like a live one, at the batch price."""
         _check(call, response)
         material = call.runtime.cache_key(call.request)[1]
-        self._record(call, key, material, 0, response)
+        cost = call.runtime.cost(response)
         if self.budget is not None:
-            await self.budget.settle(bound, call.runtime.cost(response))
+            cost = self._within_bound(call.runtime, call.request, response, cost)
+            await self.budget.settle(bound, cost)
+        self._record(call, key, material, 0, response, cost)
         return response
 
     async def _paid(
         self, runtime: BackendRuntime, request: LLMRequest, in_place: bool = True
-    ) -> LLMResponse:
-        """A call to the backend, within the cost limit when there is one."""
+    ) -> tuple[LLMResponse, float | None]:
+        """A call to the backend and what it cost, within the cost limit when there is one:
+        its worst case is reserved before the first attempt (and again before a retry after
+        a failure that may have been billed) and settled at what it was billed."""
         if self.budget is None:
-            return await runtime.complete(request, self._stopping, in_place=in_place)
-        bound = cost_bound(runtime, request)
-        await self.budget.reserve(bound)
+            response = await runtime.complete(request, self._stopping, in_place=in_place)
+            return response, runtime.cost(response)
+        hold = Reservation(self.budget, cost_bound(runtime, request))
+        await hold.take()
         cost: float | None = 0.0
         try:
-            response = await runtime.complete(request, self._stopping, in_place=in_place)
-            cost = runtime.cost(response)
+            response = await runtime.complete(
+                request, self._stopping, in_place=in_place, before_retry=hold.retry
+            )
+            cost = self._within_bound(runtime, request, response, runtime.cost(response))
         finally:
-            await self.budget.settle(bound, cost)
-        return response
+            await hold.settle(cost)
+        return response, cost
+
+    def _within_bound(
+        self,
+        runtime: BackendRuntime,
+        request: LLMRequest,
+        response: LLMResponse,
+        cost: float | None,
+    ) -> float | None:
+        """``cost``, unless the response reports more than its request could be billed: then
+        the run stops at the anomaly and the call counts at the most it could cost."""
+        why = usage_anomaly(runtime, request, response)
+        if not why or self.budget is None:
+            return cost
+        bound = cost_bound(runtime, request)
+        self.budget.anomaly(why, bound, cost)
+        return bound
 
 
 def _check(call: Call, response: LLMResponse) -> None:

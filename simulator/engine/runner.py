@@ -48,7 +48,7 @@ from biasim.simulator.common.rundir import (
 )
 from biasim.simulator.common.yamlsource import SourceMap
 from biasim.simulator.engine.batching import BATCHES, BatchLedger
-from biasim.simulator.engine.budget import CostBudget
+from biasim.simulator.engine.budget import CostBudget, output_token_bound
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
 from biasim.simulator.engine.failures import (
     DEFAULT_MAX_ERROR_RATE,
@@ -368,6 +368,8 @@ def build_runtimes(
                         )
                     ]
                 )
+            if study.config.cost_limit is not None:
+                _check_output_bound(study, name, role, runtime)
             unsupported = unsupported_setting(runtime.backend, role)
             if unsupported is not None:
                 field, message = unsupported
@@ -407,6 +409,23 @@ def _batch_api(study: Study, name: str, role: Any, backend: Any) -> Any:
 #: Seconds each requested token adds to the per-attempt timeout of a server on this machine or
 #: a private network (a 7B model on a laptop CPU writes 2-5 tokens/s).
 LOCAL_SERVER_S_PER_TOKEN = 0.5
+
+
+def _check_output_bound(study: Study, name: str, role: RoleConfig, runtime: BackendRuntime) -> None:
+    """A cost limit bounds each call's output by ``max_tokens``: a priced role without one
+    (nor a cap its backend always sends) could write past any limit in one call.
+
+    Raises:
+        InputError: Such a role, naming its ``max_tokens``.
+    """
+    price = runtime.price
+    billed = price is not None and (price.input > 0 or price.output > 0)
+    if billed and output_token_bound(runtime.backend, role.max_tokens) is None:
+        message = (
+            f"`cost_limit` needs `max_tokens` on a priced model (`{runtime.model}`): without "
+            "it one answer may be as long as the model allows, which no limit can bound"
+        )
+        raise InputError([study.source_map.problem(("roles", name, "max_tokens"), message)])
 
 
 def _retry_policy(role: Any, backend: Any) -> RetryPolicy:
@@ -613,6 +632,8 @@ def _run_study(
             loop.close()
             analysis = _analysis_summary(prepared, results, stop)
             ledger = closing.result()
+            budget = dispatcher.budget
+            ledger["unconfirmed"] = budget.unconfirmed if budget else _unconfirmed(prepared)
         summary = _session_summary(analysis, prepared, model, end, ledger)
         if not prepared.options.throwaway:
             _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
@@ -689,7 +710,7 @@ def _session_summary(
         units_done=model.units_settled,
         units_from_cache=model.units_from_cache,
         skip_causes=skip_causes(prepared.study.config),
-        cost=cost_ledger(ledger["totals"], prepared.study.config.cost_limit),
+        cost=cost_ledger(ledger, prepared.study.config.cost_limit),
     )
     if end.status != "complete":
         summary["resume"] = f"biasim run --resume {prepared.out}"
@@ -717,7 +738,7 @@ def _record_session(
         units_from_cache=model.units_from_cache,
         status=end.status,
     )
-    manifest["cost"] = cost_ledger(ledger["totals"], prepared.study.config.cost_limit)
+    manifest["cost"] = cost_ledger(ledger, prepared.study.config.cost_limit)
     manifest["counts"] = {
         "units": model.total_units,
         "units_done": model.units_settled,
@@ -751,7 +772,11 @@ def _run_parts(
         replay_from=(prepared.options.replay / CALLS) if prepared.options.replay else None,
     )
     limit = prepared.study.config.cost_limit
-    budget = CostBudget(limit, store.spent() or 0.0, stop) if limit is not None else None
+    budget = None
+    if limit is not None:
+        unconfirmed = _unconfirmed(prepared)
+        budget = CostBudget(limit, (store.spent() or 0.0) + unconfirmed, stop)
+        budget.unconfirmed = unconfirmed
     dispatcher = Dispatcher(
         store,
         max_error_rate=prepared.options.max_error_rate,
@@ -835,9 +860,19 @@ def _analysis_summary(
     return summary
 
 
-def cost_ledger(totals: dict[str, Any], limit: float | None) -> dict[str, Any]:
+def _unconfirmed(prepared: PreparedRun) -> float:
+    """USD earlier sessions counted against the cost limit for failed attempts that may have
+    been billed (no usage came back for them, so the store does not hold them)."""
+    cost = (prepared.previous or {}).get("cost")
+    value = cost.get("unconfirmed_usd") if isinstance(cost, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
+
+def cost_ledger(ledger: dict[str, Any], limit: float | None) -> dict[str, Any]:
     """What the run has billed, in all (every session) and per role and model, in USD
-    (``None`` where a model's price is unknown), and its limit."""
+    (``None`` where a model's price is unknown), its limit, and what the limit also counted
+    for failed attempts that may have been billed."""
+    totals = ledger["totals"]
     return {
         "total_usd": totals["cost_usd"],
         "by_role": [
@@ -845,6 +880,7 @@ def cost_ledger(totals: dict[str, Any], limit: float | None) -> dict[str, Any]:
             for r in totals["by_role"]
         ],
         "limit_usd": limit,
+        "unconfirmed_usd": ledger.get("unconfirmed", 0.0),
     }
 
 

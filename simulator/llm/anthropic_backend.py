@@ -31,6 +31,10 @@ HOSTED_BASE_URL = f"https://{ANTHROPIC_DEFAULT_HOST}"
 API_VERSION = "2023-06-01"
 #: The Messages API requires ``max_tokens``; a role without a cap gets this one.
 UNCAPPED_MAX_TOKENS = 4096
+#: Prompt tokens the Messages API adds for tool use (its own system prompt), as a bound: twice
+#: the most Anthropic's tool-use pricing lists for any model (530, Claude 3 Opus with
+#: ``tool_choice`` auto), since the list changes with each model.
+TOOL_USE_SYSTEM_TOKENS = 1060
 _OPTIONS = {"base_url", "api_key_env"}
 _TOOL = "answer"
 
@@ -48,6 +52,8 @@ class AnthropicBackend:
     endpoints = ("chat",)
     sampling_extras = frozenset({"stop"})
     default_concurrency = 8
+    #: What every call sends as ``max_tokens`` when the role sets none (the cost limit's bound).
+    uncapped_max_tokens = UNCAPPED_MAX_TOKENS
 
     @classmethod
     def egress(cls, role: Any) -> Egress:
@@ -95,6 +101,16 @@ class AnthropicBackend:
         response = _answer(raw)
         response.server = self.base_url
         return response
+
+    def added_prompt_tokens(self, request: LLMRequest) -> int:
+        """A bound on the prompt tokens the API adds to ``request``'s text (for the cost
+        limit): for a structured answer, its tool-use system prompt and the tool's definition
+        (a token per byte of its JSON)."""
+        body = messages_body(self.model, request)
+        if "tools" not in body:
+            return 0
+        tools = orjson.dumps([body["tools"], body["tool_choice"]])
+        return TOOL_USE_SYSTEM_TOKENS + len(tools)
 
     def batch_api(self) -> Any:
         """Message Batches on the role's server."""

@@ -91,14 +91,18 @@ async def call_with_retries(
     rng: random.Random | None = None,
     stopping: Callable[[], bool] | None = None,
     contact: FirstContact | None = None,
+    before_retry: Callable[[BackendError], Awaitable[None]] | None = None,
 ) -> LLMResponse:
     """Call ``generate`` until it answers, fails for good, or the budget runs out.
 
     A concurrency slot is held only while an attempt is in flight, never while backing off.
+    ``before_retry`` is awaited with the last failure before each attempt after the first (the
+    cost limit reserves for it there).
 
     Raises:
         CallNotIssued: ``stopping()`` turned true before an attempt was sent (the user
-            stopped the run): nothing is recorded and a resumed run asks again.
+            stopped the run), or ``before_retry`` raised it: nothing more is recorded and a
+            resumed run asks again.
 
     Returns:
         The backend's response with ``attempts`` and ``latency_s`` set, or an ``error``
@@ -110,12 +114,15 @@ async def call_with_retries(
     deadline = time.monotonic() + policy.total_timeout_s
     reason = "no attempt was made"
     attempt = 0
+    failure: BackendError | None = None
     while attempt < policy.max_attempts:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             reason += "; total timeout reached"
             break
         attempt += 1
+        if failure is not None and before_retry is not None:
+            await before_retry(failure)
         if rate is not None and rate.active:
             # Without a cap the answer's length is unknown: the prompt alone is paced.
             await rate.wait((request.max_tokens or 0) + _prompt_tokens(request))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from biasim.simulator.common.interrupts import CallNotIssued
 from biasim.simulator.llm.batch_api import BatchAPI
-from biasim.simulator.llm.errors import TransientError
+from biasim.simulator.llm.errors import BackendError, TransientError
 from biasim.simulator.llm.limits import AdaptiveLimiter, RateLimiter
 from biasim.simulator.llm.pricing import Price
 from biasim.simulator.llm.registry import Backend
@@ -139,10 +139,12 @@ class BackendRuntime:
         stopping: Callable[[], bool] | None = None,
         *,
         in_place: bool = True,
+        before_retry: Callable[[BackendError], Awaitable[None]] | None = None,
     ) -> LLMResponse:
         """One call through the rate limiter, the concurrency bound and the retry layer
         (answered in place first where the backend can be, unless ``in_place`` is false:
-        that answer already failed in a way a retry could mend).
+        that answer already failed in a way a retry could mend); ``before_retry`` as
+        :func:`call_with_retries` takes it.
 
         Raises:
             CallNotIssued: ``stopping()`` was true before an attempt was sent.
@@ -161,4 +163,5 @@ class BackendRuntime:
             self._jitter,
             stopping,
             self.contact,
+            before_retry,
         )

@@ -142,8 +142,10 @@ def test_the_cost_limit_stops_within_one_call_and_resume_with_a_higher_limit_fin
         paid = server.count
         second = execute(prepare(RunOptions(resume=out, cost_limit=100.0)))
         seen = [json.dumps(r.body, sort_keys=True) for r in server.requests]
-    # Each call reserves at most 2 characters a token of prompt plus its 40 output tokens.
-    one_call_bound = (200 / 2 + 8 + 40) * 1000 / 1e6
+        body = max(len(json.dumps(r.body, ensure_ascii=False).encode()) for r in server.requests)
+    # Each call reserves a token per byte of its messages and schema (the request body bounds
+    # them), the chat template's few tokens and its 40 output tokens.
+    one_call_bound = (body + 64 + 40) * 100 / 1e6
     assert first.status == "interrupted" and first.exit_code == COST_LIMIT_EXIT
     assert "cost limit" in first.message
     assert 0 < paid < 20 and spent <= limit and limit - spent < one_call_bound
