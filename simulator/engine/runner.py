@@ -583,15 +583,7 @@ def _run_study(
         # Only while calls are made: the analyses and the report reach no server.
         return guarding(prepared.egress, notify)
 
-    try:
-        with egress_held():
-            store, dispatcher, writer, model = _run_parts(prepared, loop, stop, notify)
-    except BaseException as exc:
-        loop.close()
-        _record_failed_start(out, manifest, exc)
-        if isinstance(exc, InputError | KeyboardInterrupt):
-            raise
-        raise RunStartFailed(f"{type(exc).__name__}: {exc}") from exc
+    store, dispatcher, writer, model = _started_parts(prepared, loop, stop, notify, manifest)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
     status, message, exit_code = "complete", "", 0
     failure = ""
@@ -648,6 +640,26 @@ def _run_study(
         message=message,
         exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
+
+
+def _started_parts(
+    prepared: PreparedRun,
+    loop: asyncio.AbstractEventLoop,
+    stop: StopControl,
+    notify: Callable[[str], None],
+    manifest: dict[str, Any],
+) -> tuple[Any, Dispatcher, ResultsWriter, StudyModel]:
+    """The run's store, dispatcher, results writer and model, built under the egress guard; a
+    failure before the first call is recorded in the manifest (never left `running`)."""
+    try:
+        with guarding(prepared.egress, notify):
+            return _run_parts(prepared, loop, stop, notify)
+    except BaseException as exc:
+        loop.close()
+        _record_failed_start(prepared.out, manifest, exc)
+        if isinstance(exc, InputError | KeyboardInterrupt):
+            raise
+        raise RunStartFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
 class RunStartFailed(RuntimeError):

@@ -47,6 +47,7 @@ def test_run_directory_contents(tmp_path: Path) -> None:
     run(write_study(tmp_path / "s.yaml", agents=5, replicates=2), out)
     assert sorted(p.name for p in out.iterdir()) == [
         ".lock",
+        "calls.key",
         "calls.sqlite",
         "figures",
         "manifest.json",

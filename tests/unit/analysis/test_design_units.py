@@ -183,7 +183,7 @@ def test_seed_004_grid_counts_the_same_personas_in_its_cases_and_its_models(tmp_
     run.mkdir()
     for file in ("results.parquet", "manifest.json"):
         shutil.copy(GOLDEN_DIR / "li2025_small" / file, run / file)
-    reanalyze(run)
+    reanalyze(run, accept_edits=True)  # the recorded run is from before results digests
     keys = ["model_label", "persona_condition", "attribute"]
     cases = pd.read_csv(run / "tables" / "decisions_cases.csv")
     models = pd.read_csv(run / "tables" / "decisions_model_estimates.csv")
