@@ -43,6 +43,8 @@ def headcount(audit: dict[str, Any]) -> list[tuple[str, str | None]]:
     Individuals are distinct people (a run's simulated applicants, however many policies read
     them); assessments are the decisions about them."""
     assessments = [(fmt(audit["n_assessed"], "int"), "n_assessed"), (" assessments", None)]
+    if "n_individuals" not in audit:  # an audit written before individuals were counted
+        return [("Assessments: ", None), *assessments[:1], *_no_outcome(audit)]
     parts: list[tuple[str, str | None]] = [
         ("Individuals assessed: ", None),
         (fmt(audit["n_individuals"], "int"), "n_individuals"),
@@ -53,11 +55,14 @@ def headcount(audit: dict[str, Any]) -> list[tuple[str, str | None]]:
         parts += [(f", each read under {len(policies)} policies ({listed}): ", None), *assessments]
     elif audit["n_assessed"] != audit["n_individuals"]:
         parts += [(", in ", None), *assessments]
-    parts += [
+    return [*parts, *_no_outcome(audit)]
+
+
+def _no_outcome(audit: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [
         ("; assessments with no outcome (in no calculation): ", None),
         (fmt(audit["n_missing_outcome"], "int"), "n_missing_outcome"),
     ]
-    return parts
 
 
 def audit_limits(audit: dict[str, Any]) -> list[str]:
@@ -65,7 +70,7 @@ def audit_limits(audit: dict[str, Any]) -> list[str]:
     out, and categories too small to serve as the reference of the impact ratios."""
     found = []
     names = audit.get("n_distinct_names")
-    if names is not None and names < audit["n_individuals"]:
+    if names is not None and names < audit.get("n_individuals", names):
         found.append(
             f"The {audit['n_individuals']} simulated applicants carry {names} distinct names "
             "(a name is shared by several applicants): the information about each category "

@@ -257,7 +257,7 @@ def limits(summary: dict[str, Any]) -> list[str]:
             "Each p-value tests the hypothesis stated beside its table; adjusted p-values are "
             "adjusted over the family named there, not over the whole report."
         )
-    for key, audit in (summary.get("audits") or {}).items():
+    for key, audit in _audits(summary).items():
         found += [(f"Audit {key}: " if key != "." else "") + note for note in audit_limits(audit)]
     return found
 
@@ -270,6 +270,14 @@ def _pools(summary: dict[str, Any]) -> list[tuple[str, int]]:
         for a in summary.get("analyses", [])
         if a.get("kind") in ("pipeline", "policy_effect") and a.get("clusters") is not None
     ]
+
+
+def _audits(summary: dict[str, Any]) -> dict[str, Any]:
+    """The audits attached to the run, by where their tables are; a summary written before
+    audits had a directory each holds one, under ``audit``, whose tables are in ``audit/``."""
+    if summary.get("audit") and not summary.get("audits"):
+        return {"audit": summary["audit"]}
+    return summary.get("audits") or {}
 
 
 def _smallest_group(summary: dict[str, Any]) -> int | None:
@@ -310,7 +318,7 @@ def render(
     sections += _analysis_sections(summary, study, figures, tables or {})
     if summary.get("outcomes_by_group"):
         sections.append(("outcomes", _outcomes_section(summary)))
-    for i, (key, audit) in enumerate((summary.get("audits") or {}).items()):
+    for i, (key, audit) in enumerate(_audits(summary).items()):
         sections.append((f"audit-{i}" if i else "audit", audit_html(audit, key)))
     notes = HtmlSection("Limits")
     notes.raw(

@@ -120,12 +120,12 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         "analysis": name,
     }
     source["n_distinct_names"] = int(frame["persona_name"].nunique())
-    for name, note in (
+    for field_name, note in (
         ("partial", partial_note(run_dir, manifest)),
         ("edited", edits_note(manifest)),
     ):
         if note:
-            source[name] = note
+            source[field_name] = note
     strata = [c for c in get_kind(kind).audit_strata(study.config.analyses[index]) if c]
     for column in strata:
         if column not in options.by and frame[column].nunique() > 1:
@@ -313,6 +313,7 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         key: table[table["excluded"].astype(bool)].drop(columns=["excluded"]).to_dict("records")
         for key, table in audit.tables.items()
     }
+    names = about.pop("n_distinct_names", None)
     return {
         "format": "ll144",
         "source": {"path": str(source), **about},
@@ -329,7 +330,7 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "n_assessed": audit.n_assessed,
         "n_individuals": _individuals(frame, audit.n_assessed),
         "policies": list(map(str, frame["policy"].unique())) if "policy" in frame else None,
-        "n_distinct_names": about.pop("n_distinct_names", None),
+        "n_distinct_names": names,
         "unknown": audit.unknown,
         "merged": audit.merged,
         "threshold": audit.threshold,

@@ -113,3 +113,19 @@ def test_audits_do_not_overwrite_each_other(policy_run, tmp_path, cli) -> None:
     forced = cli.invoke(app, ["audit", str(run), "--exclude-small", "--force"])
     assert forced.exit_code == 0, forced.output
     assert json.loads((run / "audit" / "policies" / "audit.json").read_text())["exclude_small"]
+
+
+def test_an_audit_attached_before_audits_had_directories_stays_in_the_report(
+    policy_run, tmp_path, cli
+) -> None:
+    run = Path(shutil.copytree(policy_run, tmp_path / "run"))
+    assert cli.invoke(app, ["audit", str(run)]).exit_code == 0
+    summary = json.loads((run / "summary.json").read_text())
+    old = summary.pop("audits")["audit/policies"]
+    del old["n_individuals"], old["policies"], old["n_distinct_names"]
+    summary["audit"] = old  # the shape `biasim audit` wrote before
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert cli.invoke(app, ["analyze", str(run)]).exit_code == 0
+    page = (run / "report.html").read_text()
+    assert "<h2>Bias audit (NYC Local Law 144): audit</h2>" in page
+    assert _html_values(page, "audit", "n_assessed") == [str(old["n_assessed"])]
