@@ -65,7 +65,9 @@ def _implicit_nulls(
         k = answered["k"].to_numpy(dtype=np.int64)
         case_units = by_case.get(key)
         observed.append(demographic_parity_difference(k / n))
-        if case_units is not None and (case_units["n"] > 1).any():
+        # Units, replicated or not, are relabelled as wholes: a persona that answers several
+        # cases once each still carries its propensity into each of them.
+        if case_units is not None:
             unit_cases[len(nulls)] = _by_unit(case_units[case_units["n"] > 0], case_cols, group_col)
             nulls.append(None)
             continue

@@ -92,15 +92,18 @@ def test_gee_clusters_on_the_persona_across_scenarios_and_holds_its_level() -> N
 
 
 @pytest.mark.slow
-def test_excess_over_chance_holds_its_level_when_personas_answer_every_scenario() -> None:
+@pytest.mark.parametrize("replicates", [5, 1])
+def test_excess_over_chance_holds_its_level_when_personas_answer_every_scenario(
+    replicates: int,
+) -> None:
     """``p_excess`` with the persona's propensity in each of its 4 scenarios: the cases it
     answers are relabelled together (drawn case by case it rejected 11 % of 200 null studies
-    here)."""
+    here with 5 replicates; with 1 replicate, 7 % of 200, 5 % relabelled together)."""
     rng = np.random.default_rng(43)
     implicit, explicit = [], []
     cols = ["model_label", "scenario", "attribute"]
     for study in range(400):
-        rows = null_decisions(rng).assign(model_label=study)
+        rows = null_decisions(rng, replicates=replicates).assign(model_label=study)
         implicit.append(rows.assign(persona_id=design_units(rows, "persona")))
         answers = rng.choice(["0", "1", "2", "Unknown"], size=(4, 300))
         scenario = np.repeat(np.arange(4), 300)
