@@ -612,6 +612,10 @@ def _run_study(
         end = _SessionEnd(status, message, failure, time.perf_counter() - t0, stage_seconds)
         writer.close()
         results = writer.results()
+        # The tables' digests are recorded as soon as they are written: a session killed
+        # during its analysis must not leave tables that read as edited after the run.
+        record_digests(out, manifest)
+        write_json(out / MANIFEST, manifest)
         why = calls_failure(results, prepared.options.max_error_rate)
         if end.status == "complete" and why is not None:
             end.status, end.message, exit_code = "failed", why, EXIT_CALLS_FAILED

@@ -324,3 +324,23 @@ def test_an_invalid_answer_and_its_reask_are_one_unit_in_the_accounting(tmp_path
     store.close()
     assert (row["units"], row["calls"], row["invalid_first"], row["reasks"]) == (12, 24, 12, 12)
     assert (row["answered"], row["invalid"], row["error"]) == (12, 0, 0)
+
+
+def test_a_session_that_dies_in_its_analysis_leaves_tables_that_verify(tmp_path, cli, monkeypatch):
+    """The digests are recorded when the tables are written, not after the analysis: a run
+    killed while it analyses is analysed later without being taken for an edited one."""
+    from biasim.simulator.engine import runner
+
+    def killed(*args, **kwargs):
+        raise MemoryError("killed while analysing")
+
+    monkeypatch.setattr(runner, "_analysis_summary", killed)
+    run = tmp_path / "run"
+    study = write_study(tmp_path / "s.yaml", agents=3)
+    with pytest.raises(MemoryError):
+        cli.invoke(app, ["run", str(study), "--out", str(run)], catch_exceptions=False)
+    monkeypatch.undo()
+    assert (run / "results.parquet").is_file()
+    result = cli.invoke(app, ["analyze", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "edited" not in result.stderr
