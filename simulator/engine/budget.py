@@ -189,18 +189,21 @@ class Reservation:
         await self.budget.reserve(self.bound)
         self.held = True
 
+    async def failed(self, failure: BackendError) -> None:
+        """After a failed attempt, the last included: count it at the call's bound if it may
+        have been billed (the hold is spent; a retry reserves again)."""
+        if self.held and may_be_billed(failure):
+            self.held = False
+            await self.budget.settle(self.bound, self.bound, unconfirmed=True)
+
     async def retry(self, failure: BackendError) -> None:
-        """Before another attempt: count the failed one if it may have been billed, and
-        reserve again for the next.
+        """Before another attempt: reserve again if the failed one spent the hold.
 
         Raises:
             CallNotIssued: The next attempt does not fit (the run stops at the limit).
         """
-        if not may_be_billed(failure):
-            return
-        self.held = False
-        await self.budget.settle(self.bound, self.bound, unconfirmed=True)
-        await self.take()
+        if not self.held:
+            await self.take()
 
     async def settle(self, cost: float | None) -> None:
         """Release the hold and add what the call was billed."""

@@ -363,7 +363,11 @@ class Dispatcher:
         cost: float | None = 0.0
         try:
             response = await runtime.complete(
-                request, self._stopping, in_place=in_place, before_retry=hold.retry
+                request,
+                self._stopping,
+                in_place=in_place,
+                before_retry=hold.retry,
+                after_failure=hold.failed,
             )
             cost = self._within_bound(runtime, request, response, runtime.cost(response))
         finally:

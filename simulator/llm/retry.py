@@ -92,12 +92,14 @@ async def call_with_retries(
     stopping: Callable[[], bool] | None = None,
     contact: FirstContact | None = None,
     before_retry: Callable[[BackendError], Awaitable[None]] | None = None,
+    after_failure: Callable[[BackendError], Awaitable[None]] | None = None,
 ) -> LLMResponse:
     """Call ``generate`` until it answers, fails for good, or the budget runs out.
 
     A concurrency slot is held only while an attempt is in flight, never while backing off.
-    ``before_retry`` is awaited with the last failure before each attempt after the first (the
-    cost limit reserves for it there).
+    ``after_failure`` is awaited with each failed attempt's error, the last one included (the
+    cost limit counts an attempt that may have been billed there); ``before_retry`` with the
+    last failure before each attempt after the first (the cost limit reserves for it there).
 
     Raises:
         CallNotIssued: ``stopping()`` turned true before an attempt was sent (the user
@@ -131,6 +133,8 @@ async def call_with_retries(
             outcome.attempts = attempt
             return outcome
         failure = outcome
+        if after_failure is not None:
+            await after_failure(failure)
         # An SDK may quote the server URL, credentials included.
         reason = redact_text(str(failure) or type(failure).__name__)
         if failure.overloaded:

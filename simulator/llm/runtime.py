@@ -140,11 +140,12 @@ class BackendRuntime:
         *,
         in_place: bool = True,
         before_retry: Callable[[BackendError], Awaitable[None]] | None = None,
+        after_failure: Callable[[BackendError], Awaitable[None]] | None = None,
     ) -> LLMResponse:
         """One call through the rate limiter, the concurrency bound and the retry layer
         (answered in place first where the backend can be, unless ``in_place`` is false:
-        that answer already failed in a way a retry could mend); ``before_retry`` as
-        :func:`call_with_retries` takes it.
+        that answer already failed in a way a retry could mend); ``before_retry`` and
+        ``after_failure`` as :func:`call_with_retries` takes them.
 
         Raises:
             CallNotIssued: ``stopping()`` was true before an attempt was sent.
@@ -164,4 +165,5 @@ class BackendRuntime:
             stopping,
             self.contact,
             before_retry,
+            after_failure,
         )

@@ -50,6 +50,7 @@ roles:
     model: house-model
     max_tokens: {max_tokens}
     max_concurrency: {concurrency}
+    max_attempts: {max_attempts}
     backoff_s: 0.01
     options: {options}
 prices:
@@ -131,6 +132,7 @@ class Scenario:
     fault_every: int = 0
     latency_ms: float = 0.0
     repeat: int = 4
+    max_attempts: int = 5
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ def _write_study(tmp_path: Path, scenario: Scenario, url: str, text: str, prompt
             system=json.dumps(text[:40], ensure_ascii=False),
             prompt=json.dumps(prompt, ensure_ascii=False),
             agents=scenario.agents,
+            max_attempts=scenario.max_attempts,
         ),
         encoding="utf-8",
     )
@@ -314,6 +317,18 @@ def test_random_prompts_scripts_and_concurrency_never_pass_the_limit(
     assert run.outcome.status == "complete" or run.outcome.exit_code == COST_LIMIT_EXIT
 
 
+def test_a_last_attempt_that_may_have_been_billed_counts_against_the_limit(
+    tmp_path: Path,
+) -> None:
+    """With one attempt a call, every other request answered with a 500 (billed by the
+    server): no retry follows, and the failed attempt still counts at its bound."""
+    scenario = Scenario("ascii", fault_every=2, concurrency=4, max_attempts=1, agents=20)
+    run = replay(tmp_path, scenario)
+    assert run.outcome.exit_code == COST_LIMIT_EXIT, run.outcome.message
+    assert run.worst <= scenario.limit, run.worst
+    assert run.outcome.summary["cost"]["unconfirmed_usd"] > 0
+
+
 def test_attempts_that_may_have_been_billed_still_count_after_a_resume(tmp_path: Path) -> None:
     scenario = Scenario("cjk", fault_every=2, concurrency=2)
     text = SCRIPTS["cjk"] * scenario.repeat
@@ -355,6 +370,7 @@ def test_a_cost_limit_on_a_priced_role_without_max_tokens_is_refused_naming_the_
                 system='"decide"',
                 prompt='"Evacuate or stay?"',
                 agents=1,
+                max_attempts=1,
             ),
             encoding="utf-8",
         )
