@@ -85,12 +85,16 @@ def design_units(rows: pd.DataFrame, kind: str) -> pd.Series:
 
 
 def _without(agent_id: str, condition: str) -> str:
-    """The agent id without the ``condition/`` component (the first one, after the population
-    and model prefixes)."""
-    at = agent_id.find(f"{condition}/") if condition else -1
-    if at < 0 or (at > 0 and agent_id[at - 1] != "/"):
+    """The agent id without its ``condition`` component(s): the first run of whole
+    ``/``-separated components equal to it (after the population and model prefixes), so a
+    prefix that merely contains the condition's text is never cut."""
+    if not condition:
         return agent_id
-    return agent_id[:at] + agent_id[at + len(condition) + 1 :]
+    parts, width = agent_id.split("/"), condition.count("/") + 1
+    for at in range(len(parts) - width + 1):
+        if "/".join(parts[at : at + width]) == condition:
+            return "/".join(parts[:at] + parts[at + width :])
+    return agent_id
 
 
 def unit_label(kind: str | None, n_units: int | None) -> str:

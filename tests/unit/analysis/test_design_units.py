@@ -34,9 +34,16 @@ def test_a_persona_is_its_id_without_condition_and_replicate() -> None:
                 "scenario=b,pc=x/gender=female/03/r4",
                 "gpt/scenario=a,pc=x/gender=female/03/r1",
                 "pool1/gpt/default/gender=male/00/r0",
+                "xdefault/default/gender=male/01/r0",
             ],
-            "condition": ["scenario=a,pc=x", "scenario=b,pc=x", "scenario=a,pc=x", "default"],
-            "persona_name": ["Ann", "Ann", "Ann", None],
+            "condition": [
+                "scenario=a,pc=x",
+                "scenario=b,pc=x",
+                "scenario=a,pc=x",
+                "default",
+                "default",
+            ],
+            "persona_name": ["Ann", "Ann", "Ann", None, None],
         }
     )
     assert design_units(rows, "persona").tolist() == [
@@ -44,6 +51,7 @@ def test_a_persona_is_its_id_without_condition_and_replicate() -> None:
         "gender=female/03",
         "gpt/gender=female/03",
         "pool1/gpt/gender=male/00",
+        "xdefault/gender=male/01",  # a prefix holding the condition's text is kept
     ]
     names = design_units(rows, "name")
     assert names.iloc[:3].tolist() == ["Ann"] * 3 and pd.isna(names.iloc[3])
