@@ -156,6 +156,8 @@ _active: list[tuple[EgressPolicy, Notify | None]] = []
 _REAL_CONNECT = socket.socket.connect
 _REAL_CONNECT_EX = socket.socket.connect_ex
 _REAL_GETADDRINFO = socket.getaddrinfo
+_REAL_SENDTO = socket.socket.sendto
+_REAL_SENDMSG = socket.socket.sendmsg
 _INET = (socket.AF_INET, socket.AF_INET6)
 
 
@@ -168,6 +170,9 @@ def guarding(policy: EgressPolicy, notify: Notify | None = None) -> Iterator[Egr
         if not _active:
             socket.socket.connect = _connect  # type: ignore[method-assign]
             socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
+            # A datagram needs no connect: its address is checked as it is sent.
+            socket.socket.sendto = _sendto  # type: ignore[method-assign, assignment]
+            socket.socket.sendmsg = _sendmsg  # type: ignore[method-assign]
             socket.getaddrinfo = _getaddrinfo
         _active.append(token)
     try:
@@ -177,6 +182,7 @@ def guarding(policy: EgressPolicy, notify: Notify | None = None) -> Iterator[Egr
             _active.remove(token)
             if not _active:
                 del socket.socket.connect, socket.socket.connect_ex
+                del socket.socket.sendto, socket.socket.sendmsg
                 socket.getaddrinfo = _REAL_GETADDRINFO
 
 
@@ -188,6 +194,16 @@ def _connect(sock: socket.socket, address: Any) -> None:
 def _connect_ex(sock: socket.socket, address: Any) -> int:
     _check_address(sock, address)
     return _REAL_CONNECT_EX(sock, address)
+
+
+def _sendto(sock: socket.socket, data: Any, *args: Any) -> int:
+    _check_address(sock, args[-1] if args else None)  # sendto(data[, flags], address)
+    return _REAL_SENDTO(sock, data, *args)
+
+
+def _sendmsg(sock: socket.socket, buffers: Any, *args: Any) -> int:
+    _check_address(sock, args[2] if len(args) > 2 else None)  # (ancdata, flags, address)
+    return _REAL_SENDMSG(sock, buffers, *args)
 
 
 def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:

@@ -377,6 +377,26 @@ def test_the_socket_guard_refuses_loopback_unless_allowed_and_is_gone_after(
     _wait_for(lambda: listener.count == 3)
 
 
+def test_the_socket_guard_holds_datagrams_too() -> None:
+    """A datagram needs no connect: sendto and sendmsg are checked as they send."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.settimeout(0.3)
+        port = listener.getsockname()[1]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            with guarding(EgressPolicy([entry("127.0.0.1:1")])):
+                with pytest.raises(EgressRefused, match=f"127.0.0.1:{port}"):
+                    sender.sendto(b"sk-secret", ("127.0.0.1", port))
+                with pytest.raises(EgressRefused):
+                    sender.sendto(b"sk-secret", 0, ("127.0.0.1", port))
+                with pytest.raises(EgressRefused):
+                    sender.sendmsg([b"sk-secret"], [], 0, ("127.0.0.1", port))
+            with pytest.raises(TimeoutError):
+                listener.recv(64)  # nothing arrived
+            sender.sendto(b"after", ("127.0.0.1", port))  # the guard is gone with its run
+            assert listener.recv(64) == b"after"
+
+
 def _wait_for(condition: Any) -> None:
     import time
 
