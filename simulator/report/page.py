@@ -272,6 +272,20 @@ def _pools(summary: dict[str, Any]) -> list[tuple[str, int]]:
     ]
 
 
+def _kind_html(kind: Any, analysis: dict[str, Any], section: HtmlSection) -> None:
+    """The kind's rendering of its summary; a summary an older biasim wrote (a key this kind
+    now reads is missing: ``biasim audit`` redraws a run's page from it) is said to be one,
+    with the command that writes it again, instead of failing the whole page."""
+    try:
+        kind.html(analysis, section)
+    except KeyError as exc:
+        section.parts.clear()
+        section.paragraph(
+            f"This analysis's summary was written by an older version of biasim (it has no "
+            f"{exc}); run `biasim analyze RUN_DIR` to compute it again and redraw this section."
+        )
+
+
 def _audits(summary: dict[str, Any]) -> dict[str, Any]:
     """The audits attached to the run, by where their tables are; a summary written before
     audits had a directory each holds one, under ``audit``, whose tables are in ``audit/``."""
@@ -346,7 +360,7 @@ def _analysis_sections(
         kind = get_kind(analysis["kind"])
         mine = {k: v for k, v in figures.items() if _belongs(k, analysis["name"])}
         section = HtmlSection(f"{kind.title}: {analysis['name']}", ("analyses", i), mine, source)
-        kind.html(analysis, section)
+        _kind_html(kind, analysis, section)
         own_tables = {k: v for k, v in tables.items() if _belongs(k, analysis["name"])}
         _written_outputs(section, mine, own_tables)
         placed |= set(mine) | set(own_tables)

@@ -129,3 +129,21 @@ def test_an_audit_attached_before_audits_had_directories_stays_in_the_report(
     page = (run / "report.html").read_text()
     assert "<h2>Bias audit (NYC Local Law 144): audit</h2>" in page
     assert _html_values(page, "audit", "n_assessed") == [str(old["n_assessed"])]
+
+
+def test_auditing_a_run_whose_summary_an_older_biasim_wrote_redraws_its_page(
+    policy_run, tmp_path, cli
+) -> None:
+    """`audit` redraws the page from the run's summary; a section whose summary lacks what the
+    kind reads now says so, instead of a traceback for the whole command."""
+    run = Path(shutil.copytree(policy_run, tmp_path / "run"))
+    summary = json.loads((run / "summary.json").read_text())
+    policies = next(a for a in summary["analyses"] if a["kind"] == "policy_effect")
+    for part in policies["by_group"].values():
+        del part["tests"]  # the shape before the joint policy test
+    (run / "summary.json").write_text(json.dumps(summary))
+    result = cli.invoke(app, ["audit", str(run)])
+    assert result.exit_code == 0, result.output
+    page = " ".join((run / "report.html").read_text().split())
+    assert "written by an older version of biasim (it has no &#x27;tests&#x27;)" in page
+    assert "<h2>Bias audit (NYC Local Law 144): audit/policies</h2>" in page
