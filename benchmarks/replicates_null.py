@@ -90,7 +90,8 @@ def repeated_rate(folder: Path, repeats: int, agents: int) -> dict[str, float]:
     hits: dict[str, list[bool]] = {}
     for i in range(repeats):
         analysis = run_once(path, folder / f"repeat-{i}", seed=50_000 + i)
-        for test, p in get_kind(analysis["kind"]).power_tests(analysis).items():
+        for test, tested in get_kind(analysis["kind"]).power_tests(analysis).items():
+            p = tested.p
             hits.setdefault(test, []).append(p is not None and not math.isnan(p) and p < 0.05)
     return {test: sum(v) / len(v) for test, v in hits.items()}
 

@@ -1008,6 +1008,7 @@ def disparity_report(
     Returns:
         ``rates`` (``acceptance_rates``), ``population_rate``, ``n_valid``, ``n_excluded``,
         ``dpd``, ``dpd_p_value``, ``dpd_threshold`` and ``dpd_test`` (which null),
+        ``test_unit`` and ``test_units`` (what every test relabels, and how many answered),
         ``impact_ratios``, ``p_any_flag_by_chance``, ``min_ratio_p05``, ``flag_chance_unit``
         (what the flag chances resample: ``unit_col``'s units via :func:`unit_flag_chance`, or
         ``answer``: binomial draws), ``permutation``,
@@ -1044,6 +1045,7 @@ def disparity_report(
     }
     if answered.empty:
         return _nothing_to_test(report, notes)
+    report.update(_tested_units(asked))
     if len(answered) >= 2:
         _dpd_test(report, notes, asked, answered, alpha, n_simulations, seed)
     report.update(_impact_ratio_summary(rates, threshold, n_simulations, seed, asked))
@@ -1100,6 +1102,18 @@ def _nothing_to_test(
         permutation=empty,
     )
     return report
+
+
+def _tested_units(asked: _Asked) -> dict[str, str | int]:
+    """The unit every test of the report relabels and how many of them gave a valid answer:
+    the names (``unit_col``) or, without one, each answer (``email``)."""
+    df, outcome = asked.df, asked.df[asked.outcome_col]
+    valid = outcome.notna() & ~outcome.isin(list(asked.common["invalid"]))
+    if asked.common["valid"]:
+        valid &= df[asked.common["valid"]].astype("boolean").fillna(False)
+    if asked.unit_col is None:
+        return {"test_unit": "email", "test_units": int(valid.sum())}
+    return {"test_unit": asked.unit_col, "test_units": int(df.loc[valid, asked.unit_col].nunique())}
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,7 @@ def excess_dpd_test(
         )
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
         row.update(n_cases_implicit=len(imp[0]), n_cases_explicit=len(exp[0]))
+        row.update(_units_relabelled(unit_parts.get(key), implicit_cases, group_col))
         excess_imp = excess_exp = difference = p_value = np.nan
         if len(imp[0]) and len(exp[0]):
             chance_imp, chance_exp = imp[1].mean(axis=1), exp[1].mean(axis=1)
@@ -250,5 +251,20 @@ def excess_dpd_test(
         "excess_difference",
         "p_excess",
         "significant_excess",
+        "unit",
+        "n_units",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _units_relabelled(
+    units: pd.DataFrame | None, case_cols: Sequence[str], group_col: str
+) -> dict[str, object]:
+    """The unit the implicit side's null relabels (its column) and how many units answered,
+    across the cases of one ``by`` value; ``decision`` when every answer is its own unit (the
+    count is then not known here: NA)."""
+    if units is None:
+        return {"unit": "decision", "n_units": pd.NA}
+    unit_cols = [c for c in units.columns if c not in {*case_cols, group_col, "n_rows", "n", "k"}]
+    answered = units[units["n"] > 0]
+    return {"unit": "+".join(unit_cols), "n_units": len(answered.drop_duplicates(unit_cols))}

@@ -234,7 +234,8 @@ def stage_table(
         group's entrants at the first stage), ``impact_ratio`` (rate over the stage's highest
         rate; 1 when every rate is 0), ``four_fifths`` (ratio below ``threshold``), and, the same
         on every row of a stage, ``dpd``, ``test``, ``n_permutations`` (0 unless permuted),
-        ``p_value`` and ``p_adjusted``.
+        ``unit`` and ``n_units`` (what the test relabels: ``pool``, ``pair`` or ``candidate``,
+        and how many), ``p_value`` and ``p_adjusted``.
 
     Raises:
         ValueError: A column is missing, a stage is not listed, a group, candidate or advanced
@@ -288,6 +289,8 @@ def _stage_table(pipe: _Pipeline, candidates: pd.DataFrame, opts: _StageOptions)
     dpd = np.full(n_s, np.nan)
     p_value = np.full(n_s, np.nan)
     tests = np.full(n_s, "none", dtype=object)
+    unit = np.full(n_s, "none", dtype=object)
+    n_units = np.zeros(n_s, dtype=np.int64)
     used = np.zeros(n_s, dtype=np.int64)
     for s in range(n_s):
         present = np.flatnonzero(pipe.entered[s] > 0)
@@ -296,7 +299,7 @@ def _stage_table(pipe: _Pipeline, candidates: pd.DataFrame, opts: _StageOptions)
         dpd[s] = dpd_from_counts(pipe.passed[s, present], pipe.entered[s, present])
         if present.size < 2:
             continue
-        p_value[s], tests[s], used[s] = _stage_test(
+        p_value[s], tests[s], used[s], (unit[s], n_units[s]) = _stage_test(
             pipe,
             candidates,
             s,
@@ -312,6 +315,7 @@ def _stage_table(pipe: _Pipeline, candidates: pd.DataFrame, opts: _StageOptions)
     out = _rates_table(pipe, rates, pipe.group)
     out["four_fifths"] = (out["impact_ratio"] < opts.threshold - _TOL).to_numpy(dtype=bool)
     out["dpd"], out["test"], out["n_permutations"] = dpd[si], tests[si], used[si]
+    out["unit"], out["n_units"] = unit[si], n_units[si]
     out["p_value"], out["p_adjusted"] = p_value[si], adjusted[si]
     return out
 
@@ -352,9 +356,10 @@ def _stage_test(
     method: str,
     n_permutations: int,
     rng: np.random.Generator,
-) -> tuple[float, str, int]:
+) -> tuple[float, str, int, tuple[str, int]]:
     """The p-value of stage ``s``'s DPD (``observed``, among the groups ``present``), the
-    test's name and the permutations it drew (see :func:`stage_table`)."""
+    test's name, the permutations it drew and its unit (what it relabels, how many: see
+    :func:`stage_table`)."""
     rows = pipe.stage == s
     local = np.searchsorted(present, pipe.g[rows])
     if paired:
@@ -362,13 +367,15 @@ def _stage_test(
             local, pipe, candidates, rows, pipe.entered[s, present], n_permutations, rng
         )
         p = (1 + np.count_nonzero(null >= observed - _TOL)) / (1 + n_permutations)
-        return p, "concordant_pairs", n_permutations
+        pairs = ("pair", int(pd.unique(pipe.cluster[rows]).size))
+        return p, "concordant_pairs", n_permutations, pairs
     pooled = _pooled(pipe.cluster[rows])
     if method == "auto" and present.size == 2 and not pooled.any():
         from scipy import stats  # here: most pipelines pool, and it takes most of a second
 
         a, b = pipe.passed[s, present], pipe.entered[s, present]
-        return stats.fisher_exact(np.column_stack([a, b - a])).pvalue, "fisher_exact", 0
+        p = stats.fisher_exact(np.column_stack([a, b - a])).pvalue
+        return p, "fisher_exact", 0, ("candidate", int(rows.sum()))
     block = np.zeros(pooled.size, dtype=np.int64)
     # Pool ids count from 1; block 0 holds every candidate judged alone.
     block[pooled] = pd.factorize(pipe.cluster[rows][pooled])[0] + 1
@@ -381,7 +388,11 @@ def _stage_test(
         rng,
     )
     p = (1 + np.count_nonzero(null >= observed - _TOL)) / (1 + n_permutations)
-    return p, "permutation_within_pool" if pooled.any() else "permutation", n_permutations
+    if not pooled.any():
+        return p, "permutation", n_permutations, ("candidate", int(rows.sum()))
+    # Labels move within a pool only: the pools (each candidate judged alone is its own).
+    blocks = int(pd.unique(pipe.cluster[rows][pooled]).size) + int((~pooled).sum())
+    return p, "permutation_within_pool", n_permutations, ("pool", blocks)
 
 
 def _pair_swap_dpd(
@@ -792,8 +803,9 @@ def first_position_test(
 
     Returns:
         One row per (``size``, ``k``), sorted: ``n_evaluations``, ``first_chosen``, ``share``,
-        ``chance``, ``p_value`` (two-sided, :func:`binomial_p`), ``p_adjusted`` and
-        ``n_excluded`` (evaluations without a row for position 1, left out of the test).
+        ``chance``, ``p_value`` (two-sided, :func:`binomial_p`), ``unit`` (``evaluation``: each
+        is one trial) and ``n_units``, ``p_adjusted`` and ``n_excluded`` (evaluations without
+        a row for position 1, left out of the test).
     """
     data = _checked(readings)
     formats = data.groupby("evaluation")[["size", "k"]].first()
@@ -814,6 +826,8 @@ def first_position_test(
                 "share": hits / n if n else np.nan,
                 "chance": chance,
                 "p_value": float(p),
+                "unit": "evaluation",
+                "n_units": n,
                 "n_excluded": len(part) - n,
             }
         )

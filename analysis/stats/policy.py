@@ -243,7 +243,8 @@ def policy_tests(
 
     Returns:
         One row per policy other than ``baseline``, in the order given: ``group``,
-        ``baseline``, ``policy``, ``clusters``, ``df``, ``statistic``, ``n_permutations``,
+        ``baseline``, ``policy``, ``unit`` (``cluster``: the pairs swapped) and ``n_units``
+        (clusters), ``df``, ``statistic``, ``n_permutations``,
         ``p_value`` and ``p_adjusted`` (``adjust`` across the policies).
     """
     if n_permutations < 1:
@@ -262,7 +263,8 @@ def policy_tests(
                 "group": group,
                 "baseline": baseline,
                 "policy": policy,
-                "clusters": len(counts.clusters),
+                "unit": "cluster",
+                "n_units": len(counts.clusters),
                 "df": rank,
                 "statistic": observed,
                 "n_permutations": n_permutations,
@@ -275,7 +277,8 @@ def policy_tests(
             "group",
             "baseline",
             "policy",
-            "clusters",
+            "unit",
+            "n_units",
             "df",
             "statistic",
             "n_permutations",

@@ -16,7 +16,9 @@ and :func:`unit_label` is what every printed test states beside its p-value:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -143,3 +145,52 @@ def smallest_p(units_per_group: Sequence[int] | np.ndarray) -> float:
     sizes = np.asarray(units_per_group, dtype=float)
     log_ways = log_factorial(sizes.sum()) - log_factorial(sizes).sum()
     return float(min(1.0, np.exp(-log_ways)))
+
+
+@dataclass(frozen=True)
+class Tested:
+    """One test as ``biasim power`` and the report read it: its p-value and the unit its null
+    reshuffled, taken from the row the test wrote (so power states the unit the test used).
+
+    Attributes:
+        p: The p-value (adjusted where the kind adjusts); None when the test did not run.
+        unit: The unit of exchangeability: the results column whose values are the units
+            (``persona_id``, ``persona_name``, ``cluster``), or what each unit is where no
+            column holds it (``letter``, ``answer``: every row its own unit).
+        n_units: How many units the test's null reshuffled (all groups together); for a
+            family of tests (the smallest adjusted p over cases), the fewest in any of them.
+        n_units_high: For a family, the most units in any of its tests (None: one test).
+    """
+
+    p: float | None
+    unit: str | None = None
+    n_units: int | None = None
+    n_units_high: int | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any], p_key: str) -> Tested:
+        """The test whose p-value is ``row[p_key]``, with the row's ``unit`` and ``n_units``."""
+        n = row.get("n_units")
+        return cls(row.get(p_key), row.get("unit"), None if n is None else int(n))
+
+    @classmethod
+    def family(cls, p: float | None, rows: Sequence[Mapping[str, Any]]) -> Tested:
+        """A family test (e.g. Holm's smallest adjusted p) over ``rows``, each a test that
+        states its ``unit`` and ``n_units``; their units must be one column."""
+        units = {r.get("unit") for r in rows}
+        if len(units) != 1:
+            raise ValueError(f"one family of tests on several units: {sorted(map(str, units))}")
+        counts = [int(r["n_units"]) for r in rows if r.get("n_units") is not None]
+        low, high = (min(counts), max(counts)) if counts else (None, None)
+        return cls(p, units.pop(), low, high if high != low else None)
+
+    @property
+    def label(self) -> str:
+        """``persona_id, 60 units`` (what power prints beside the test)."""
+        if self.unit is None:
+            return "not stated"
+        if self.n_units is None:
+            return self.unit
+        if self.n_units_high is not None:
+            return f"{self.unit}, {self.n_units}-{self.n_units_high} units per test"
+        return f"{self.unit}, {self.n_units} units"

@@ -114,6 +114,7 @@ def style_tests(
         f"sd_{second}": float(b.std(ddof=1)) if len(b) > 1 else np.nan,
         f"n_{first}": len(a),
         f"n_{second}": len(b),
+        "n_letters": len(a) + len(b),
         "n_missing": int(len(part) - len(valid)),
         "t_student": float(student.statistic),
         "p_student": float(student.pvalue),

@@ -146,7 +146,7 @@ def _print_power(rows: list, effect: float, alpha: float, studies: int) -> None:
         title=f"Power (effect x{effect:g}) and false-positive rate (no effect) at alpha {alpha:g}, "
         f"{studies} studies each"
     )
-    for col in ("analysis", "test", "agents", "power", "false positives"):
+    for col in ("analysis", "test", "unit", "agents", "power", "false positives"):
         table.add_column(
             col,
             justify="right" if col in ("agents", "power", "false positives") else "left",
@@ -156,6 +156,7 @@ def _print_power(rows: list, effect: float, alpha: float, studies: int) -> None:
         table.add_row(
             row.analysis,
             row.test,
+            row.unit,
             str(row.agents),
             f"{row.power:.0%}" if row.effect_declared else "0 %: no effect declared",
             f"{row.false_positive_rate:.0%}",

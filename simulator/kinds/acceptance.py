@@ -6,7 +6,7 @@ differences."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from rich.console import Console
@@ -48,7 +48,11 @@ from biasim.simulator.kinds.sections.unit_models import (
     print_model_estimates,
 )
 
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
+
 columns = lazy_module("biasim.analysis.stats.columns")
+unit_stats = lazy_module("biasim.analysis.stats.units")
 
 pd = lazy_module("pandas")
 
@@ -82,6 +86,13 @@ class AcceptanceSpec(AnalysisSpec):
     unit: Literal["email", "name"] = Field(
         "name", description="Exchangeable unit of the permutation test."
     )
+
+    @property
+    def unit_column(self) -> str | None:
+        """The column whose values every test of the kind relabels whole (the name), or None
+        when each email is its own unit: derived here once, read by every test and bound."""
+        return "persona_name" if self.unit == "name" else None
+
     strata: str | None = Field(None, description="Factor tested separately, then combined.")
     breakdowns: list[str] = Field(
         default_factory=list, description="Columns giving one rate table each (Tables 1-4)."
@@ -373,19 +384,20 @@ class AcceptanceKind(AnalysisKind):
             rows,
             spec.groups,
             "outcome",
-            unit_col="persona_name" if spec.unit == "name" else None,
+            unit_col=spec.unit_column,
             n_permutations=spec.n_permutations,
             seed=ctx.study.seed,
         )
         section.tables[f"{name}_validity"] = validity
         section.tables[f"{name}_validity_pairwise"] = pairwise
-        unit_col = "persona_name" if spec.unit == "name" else None
+        unit_col = spec.unit_column
         labelled = rows.assign(
             _group=columns.join_columns(rows, spec.groups, ", "),
             _hit=rows["outcome"].map({"accept": True, "reject": False}).astype("boolean"),
         )
         # The name is the unit of the models whatever the tests' unit: its emails are not
-        # independent; the stratum (the role) is the crossed item.
+        # independent (a model cannot take each email as its own cluster); the stratum (the
+        # role) is the crossed item.
         add_model_estimates(
             section,
             ctx,
@@ -393,7 +405,7 @@ class AcceptanceKind(AnalysisKind):
             fit_cols=["model_label"],
             group_col="_group",
             hit_col="_hit",
-            unit_col="persona_name",
+            unit_col=unit_col or "persona_name",
             item_col=spec.strata,
         )
         add_exclusions(
@@ -428,6 +440,7 @@ class AcceptanceKind(AnalysisKind):
             target="accept",
             case_cols=["model_label", "attribute"],
             n_permutations=spec.n_permutations,
+            unit_col=spec.unit_column,
         )
 
     def _model(
@@ -477,7 +490,7 @@ class AcceptanceKind(AnalysisKind):
         """The disparity report of one model's outcomes, with (``bounds``) the readings that
         survive counting the excluded answers either way, and each group's rate over all its
         answers."""
-        unit_col = "persona_name" if spec.unit == "name" else None
+        unit_col = spec.unit_column
         report = disparity.disparity_report(
             part,
             spec.groups,
@@ -537,7 +550,7 @@ class AcceptanceKind(AnalysisKind):
                         spec.groups,
                         "outcome",
                         "accept",
-                        unit="name" if spec.unit == "name" else "email",
+                        unit=spec.unit,
                         unit_col="persona_name",
                         stratum_col=column,
                         n_permutations=spec.n_permutations,
@@ -577,7 +590,7 @@ class AcceptanceKind(AnalysisKind):
                         spec.groups,
                         "outcome",
                         "accept",
-                        unit_col="persona_name" if spec.unit == "name" else None,
+                        unit_col=spec.unit_column,
                         stratum_col=spec.strata,
                         n_permutations=spec.n_permutations,
                         seed=seed,
@@ -683,9 +696,11 @@ class AcceptanceKind(AnalysisKind):
             adjust=spec.adjust,
         )
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
-        tests: dict[str, float | None] = {
-            f"{c['model_label']}: expected acceptance DPD (judge log-probabilities)": c["p_value"]
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        tests = {
+            f"{c['model_label']}: expected acceptance DPD (judge log-probabilities)": (
+                unit_stats.Tested.of(c, "p_value")
+            )
             for c in (summary.get("expected") or {}).get("cases", [])
             if "p_value" in c
         }
@@ -693,10 +708,13 @@ class AcceptanceKind(AnalysisKind):
             at = f"{model}: " if len(summary["models"]) > 1 else ""
             adjusted = [r["p_adjusted"] for r in part.get("permutation") or []]
             name = "joint test" if part.get("test") == "joint" else "group test"
-            tests[f"{at}any group ({name}, {summary['adjust']})"] = (
-                min(adjusted) if adjusted else None
+            unit, n_units = part.get("test_unit"), part.get("test_units")
+            tests[f"{at}any group ({name}, {summary['adjust']})"] = unit_stats.Tested(
+                min(adjusted) if adjusted else None, unit, n_units
             )
-            tests[f"{at}DPD ({part.get('dpd_test', 'none')})"] = part.get("dpd_p_value")
+            tests[f"{at}DPD ({part.get('dpd_test', 'none')})"] = unit_stats.Tested(
+                part.get("dpd_p_value"), unit, n_units
+            )
         return tests
 
     def selections(

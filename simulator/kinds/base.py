@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console
 
+    from biasim.analysis.stats.units import Tested
     from biasim.simulator.common.html import HtmlSection
     from biasim.simulator.study.config import StudyConfig
 
@@ -221,8 +222,9 @@ class AnalysisKind:
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 section.table(value, key=key, title=key.replace("_", " "))
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
-        """The tests a reviewer reads first, as ``name -> p-value``, for ``biasim power``
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """The tests a reviewer reads first, as ``name -> Tested`` (the p-value and the unit
+        the test's null reshuffled, both from the row the test wrote), for ``biasim power``
         (default: none). Adjusted p-values where the kind adjusts."""
         return {}
 

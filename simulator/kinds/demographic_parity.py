@@ -10,7 +10,7 @@ from collections.abc import Callable
 from itertools import product
 from pathlib import Path
 from textwrap import shorten
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import yaml
@@ -67,6 +67,9 @@ from biasim.simulator.kinds.sections.unit_models import (
     print_model_estimates,
 )
 from biasim.simulator.study.fields import Strict
+
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
 
 excess_stats = lazy_module("biasim.analysis.stats.excess")
 terms = lazy_module("biasim.analysis.text.terms")
@@ -295,38 +298,45 @@ class DemographicParityKind(AnalysisKind):
             **{unit_stats.UNIT_COLUMNS[spec.unit]: unit_stats.design_units(rows, spec.unit)},
         )
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
-        tests: dict[str, float | None] = {}
-        by_model: dict[str, list[float]] = {}
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        tests: dict[str, Tested] = {}
+        by_model: dict[str, list[dict[str, Any]]] = {}
         for case in summary.get("cases", []):
             if case.get("p_value") is not None and not math.isnan(case["p_value"]):
-                by_model.setdefault(case.get("model_label") or "", []).append(case["p_value"])
+                by_model.setdefault(case.get("model_label") or "", []).append(case)
         several = len(by_model) > 1
-        for model, p in by_model.items():
+        for model, family in by_model.items():
             at = f"{model}: " if several else ""
             # Holm's smallest adjusted p: is any case's DPD significant over the family?
-            tests[f"{at}any case DPD (holm over {len(p)} cases)"] = min(1.0, min(p) * len(p))
+            p = min(1.0, min(c["p_value"] for c in family) * len(family))
+            name = f"{at}any case DPD (holm over {len(family)} cases)"
+            tests[name] = unit_stats.Tested.family(p, family)
         expected = [c for c in (summary.get("expected") or {}).get("cases", []) if "p_value" in c]
         for case in expected:
             at = f"{case.get('model_label')}: " if several else ""
             # Expected decisions from log-probabilities, against the sampled DPD above.
-            tests[f"{at}expected decisions DPD ({case.get('attribute')})"] = case["p_value"]
+            tests[f"{at}expected decisions DPD ({case.get('attribute')})"] = unit_stats.Tested.of(
+                case, "p_value"
+            )
         rows = summary.get("implicit_vs_explicit", [])
         for row in rows:
             at = f"{row['model_label']}: " if len(rows) > 1 else ""
-            tests[f"{at}implicit vs explicit beyond chance"] = row.get("p_excess")
-            tests[f"{at}implicit vs explicit, paper's t-test"] = row.get("p_value")
+            tests[f"{at}implicit vs explicit beyond chance"] = unit_stats.Tested.of(row, "p_excess")
+            # The paper's t-test compares case DPDs: each case is one draw.
+            cases = int(row.get("n_cases_implicit") or 0) + int(row.get("n_cases_explicit") or 0)
+            tests[f"{at}implicit vs explicit, paper's t-test"] = unit_stats.Tested(
+                row.get("p_value"), "case", cases
+            )
         levels = summary.get("condition_levels") or []
         every = " vs ".join(levels)
-        omnibus: dict[str, list[float]] = {}
+        omnibus: dict[str, list[dict[str, Any]]] = {}
         for row in summary.get("condition_differences", []):
             if row["compared"] == every and not math.isnan(row["p_adjusted"]):
-                omnibus.setdefault(row.get("model_label") or "", []).append(row["p_adjusted"])
-        for model, p in omnibus.items():
+                omnibus.setdefault(row.get("model_label") or "", []).append(row)
+        for model, family in omnibus.items():
             at = f"{model}: " if len(omnibus) > 1 else ""
-            tests[f"{at}DPD differs between {summary['condition_factor']} levels (any case)"] = min(
-                p
-            )
+            name = f"{at}DPD differs between {summary['condition_factor']} levels (any case)"
+            tests[name] = unit_stats.Tested.family(min(r["p_adjusted"] for r in family), family)
         return tests
 
     def audit_strata(self, spec: DecisionsSpec) -> list[str]:
@@ -356,7 +366,7 @@ class DemographicParityKind(AnalysisKind):
             case_cols,
             "value",
             units=units,
-            unit=spec.unit,
+            unit=unit_col,
             alpha=spec.alpha,
             n_simulations=spec.n_simulations,
             seed=study.seed,
@@ -572,7 +582,11 @@ class DemographicParityKind(AnalysisKind):
             alpha=spec.alpha,
             n_simulations=spec.n_simulations,
             seed=study.seed,
-            implicit_units=units,
+            implicit_units=(
+                units[units[spec.condition] == summary["implicit_condition"]]
+                if spec.condition and summary.get("implicit_condition") is not None
+                else units
+            ),
         )
         # Both tables count the cases; the t-test table's counts are kept.
         counts = ["n_cases_implicit", "n_cases_explicit"]

@@ -42,6 +42,7 @@ from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.fields import Strict
 
 weat = lazy_module("biasim.analysis.text.weat")
+units = lazy_module("biasim.analysis.stats.units")
 
 pd = lazy_module("pandas")
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from biasim.analysis.stats.units import Tested
     from biasim.simulator.common.html import HtmlSection
 
 # Lazy: it brings scipy.stats, which validating a study never needs.
@@ -626,23 +628,27 @@ class LettersKind(AnalysisKind):
         if summary.get("hallucination_note"):
             section.paragraph(f"Hallucination: {summary['hallucination_note']}.")
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per model and style dimension the paper's Student p (the unit p when letters share a
         unit; and the paired p with pairs), and each lexicon category's permutation p."""
         several = len(summary.get("letters", {})) > 1
-        out: dict[str, float | None] = {}
+        out: dict[str, Tested] = {}
         for r in summary.get("style", []):
             at = f"{r['model_label']}: " if several else ""
             if "p_unit" in r:
                 # Letters of one unit are not independent: Student's p would be anti-conservative.
-                out[f"{at}{r['dimension']} (unit {r['unit']})"] = r["p_unit"]
+                out[f"{at}{r['dimension']} (unit {r['unit']})"] = units.Tested.of(r, "p_unit")
             else:
-                out[f"{at}{r['dimension']} (Student)"] = r["p_student"]
+                out[f"{at}{r['dimension']} (Student)"] = units.Tested(
+                    r["p_student"], "letter", r.get("n_letters")
+                )
             if "p_paired" in r:
-                out[f"{at}{r['dimension']} (paired)"] = r["p_paired"]
+                out[f"{at}{r['dimension']} (paired)"] = units.Tested(
+                    r["p_paired"], "pair", r.get("n_pairs")
+                )
         for r in summary.get("lexicon", []):
             at = f"{r['model_label']}: " if several else ""
-            out[f"{at}lexicon {r['category']}"] = r["p_permutation"]
+            out[f"{at}lexicon {r['category']}"] = units.Tested.of(r, "p_permutation")
         return out
 
 

@@ -9,7 +9,7 @@ pairs and pools; flip rates and McNemar's test for counterfactual (name-swapped)
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -33,7 +33,11 @@ from biasim.simulator.kinds.base import (
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
+
 multiple = lazy_module("biasim.analysis.stats.multiple")
+unit_stats = lazy_module("biasim.analysis.stats.units")
 parity = lazy_module("biasim.analysis.stats.parity")
 
 pd = lazy_module("pandas")
@@ -160,15 +164,15 @@ class PipelineKind(AnalysisKind):
                 _add_counterfactual(section, ctx, spec, readings, name, reads.counterfactual)
         return section
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Each stage's DPD test per group (adjusted over the stages) and each stage's
         position effect: the tests the console prints."""
-        tests: dict[str, float | None] = {}
+        tests: dict[str, Tested] = {}
         for group, parts in summary.get("by_group", {}).items():
             for row in parts["stages"]:
-                tests[f"{row['stage']}: DPD by {group}"] = row.get("p_adjusted")
+                tests[f"{row['stage']}: DPD by {group}"] = unit_stats.Tested.of(row, "p_adjusted")
         for row in summary.get("position_effect", []):
-            tests[f"{row['stage']}: position effect"] = row.get("p_adjusted")
+            tests[f"{row['stage']}: position effect"] = unit_stats.Tested.of(row, "p_adjusted")
         return tests
 
     def selections(

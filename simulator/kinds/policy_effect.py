@@ -10,7 +10,7 @@ the policies, and per-group intervals of the change beside it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from rich.console import Console
@@ -41,7 +41,11 @@ from biasim.simulator.kinds.pipeline import (
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
 from biasim.simulator.study.policies import BASE, policy_names, policy_stage_name
 
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
+
 columns = lazy_module("biasim.analysis.stats.columns")
+unit_stats = lazy_module("biasim.analysis.stats.units")
 policy_stats = lazy_module("biasim.analysis.stats.policy")
 
 pd = lazy_module("pandas")
@@ -242,9 +246,11 @@ class PolicyEffectKind(AnalysisKind):
     def audit_strata(self, spec: PolicyEffectSpec) -> list[str]:
         return ["policy"]
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         return {
-            _test_name(row["policy"], row["baseline"], parts["label"]): row["p_adjusted"]
+            _test_name(row["policy"], row["baseline"], parts["label"]): unit_stats.Tested.of(
+                row, "p_adjusted"
+            )
             for parts in summary["by_group"].values()
             for row in parts["tests"]
         }
@@ -277,7 +283,7 @@ class PolicyEffectKind(AnalysisKind):
                 console.print(
                     f"  {test['policy']} vs {test['baseline']}, by {parts['label']}: joint "
                     f"paired p {format_p(test['p_value'])} (df {test['df']}, "
-                    f"{test['clusters']} pools), {summary['adjust']} across policies "
+                    f"{test['n_units']} pools), {summary['adjust']} across policies "
                     f"{format_p(test['p_adjusted'])}"
                 )
                 for row in parts["effects"]:
@@ -340,7 +346,7 @@ class PolicyEffectKind(AnalysisKind):
                 title=f"Policy tests by {parts['label']}, paired, joint across groups",
                 columns=[
                     Column("policy", "policy", "text"),
-                    Column("clusters", "pools", "int"),
+                    Column("n_units", "pools", "int"),
                     Column("df", "df", "int"),
                     Column("statistic", "statistic", ".2f"),
                     Column("p_value", "p", ".4f"),

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from biasim.analysis.stats.units import Tested
 from biasim.simulator.common.rundir import RESULTS_PARQUET
 from biasim.simulator.engine.runner import (
     PreparedRun,
@@ -58,6 +59,9 @@ class PowerRow:
         false_positive_rate: Share of studies without an effect where it was.
         effect_declared: False where the synthetic truth declares no effect for the test to
             find (``power`` is then NaN: its share of findings would be a false-positive rate).
+        unit: The unit the test's null reshuffled and how many, as the simulated studies' own
+            test rows state it (``AnalysisKind.power_tests``), e.g. ``persona_id, 60 units``;
+            a range where the simulated studies differed.
     """
 
     analysis: str
@@ -67,6 +71,7 @@ class PowerRow:
     power: float
     false_positive_rate: float
     effect_declared: bool = True
+    unit: str = "not stated"
 
 
 def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
@@ -152,8 +157,8 @@ class SimulatedStudy:
     per_call: bool = False
 
 
-#: A simulated study's findings: ``(analysis, test) -> significant``.
-Findings = dict[tuple[str, str], bool]
+#: A simulated study's findings: ``(analysis, test) -> (significant, unit as the test states it)``.
+Findings = dict[tuple[str, str], tuple[bool, Tested]]
 
 
 #: What a process keeps between its simulated studies: per design size, the rows of one
@@ -266,9 +271,10 @@ def _prepared_arm(job: SimulatedStudy, study: Study) -> PreparedRun:
 def _findings(summary: dict[str, Any], alpha: float) -> Findings:
     findings: Findings = {}
     for analysis in summary.get("analyses", []):
-        for test, p in get_kind(analysis["kind"]).power_tests(analysis).items():
+        for test, tested in get_kind(analysis["kind"]).power_tests(analysis).items():
+            p = tested.p
             hit = p is not None and not math.isnan(p) and p < alpha
-            findings[(analysis["name"], test)] = hit
+            findings[(analysis["name"], test)] = (hit, tested)
     return findings
 
 
@@ -314,6 +320,7 @@ def power(
             "to find"
         )
     found: dict[tuple[str, str, int, str], list[bool]] = {}
+    tested_units: dict[tuple[str, str, int], list[Tested]] = {}
     with tempfile.TemporaryDirectory(prefix="biasim-power-") as tmp:
         folder = Path(tmp)
         arms = {
@@ -328,8 +335,9 @@ def power(
         ]
         clock = Progress(len(jobs), progress)
         for job, findings in run_studies(simulate_study, jobs, study, workers, ray_address):
-            for (analysis, test), hit in findings.items():
+            for (analysis, test), (hit, tested) in findings.items():
                 found.setdefault((analysis, test, job.size, job.arm), []).append(hit)
+                tested_units.setdefault((analysis, test, job.size), []).append(tested)
             clock.done(f"agents {job.size}, {job.arm}, study {job.seed - seed + 1}/{studies}")
     inert = {
         (spec.name, test)
@@ -350,6 +358,27 @@ def power(
                 power=sum(with_effect) / len(with_effect) if with_effect and declared else math.nan,
                 false_positive_rate=sum(without) / len(without) if without else math.nan,
                 effect_declared=declared,
+                unit=unit_across(tested_units[(analysis, test, size)]),
             )
         )
     return rows
+
+
+def unit_across(tests: Sequence[Tested]) -> str:
+    """One test's unit over the simulated studies: ``persona_id, 60 units``, or the range of
+    counts (``58-60``) where refusals or draws changed it, or every unit named where two
+    studies' tests relabelled different units (a design that changes its unit with the draw)."""
+    named = sorted({t.unit for t in tests if t.unit is not None})
+    if not named:
+        return "not stated"
+    if len(named) > 1:
+        return " or ".join(named)
+    lows = [t.n_units for t in tests if t.n_units is not None]
+    highs = [t.n_units_high or t.n_units for t in tests if t.n_units is not None]
+    if not lows:
+        return named[0]
+    low, high = min(lows), max(highs)
+    per = " per test" if any(t.n_units_high is not None for t in tests) else ""
+    return (
+        f"{named[0]}, {low} units{per}" if low == high else f"{named[0]}, {low}-{high} units{per}"
+    )

@@ -252,13 +252,31 @@ def test_power_reads_the_letters_tests():
 
     summary = {
         "letters": {"m": 20},
-        "style": [{"model_label": "m", "dimension": "agentic", "p_student": 0.2, "p_paired": 0.01}],
-        "lexicon": [{"model_label": "m", "category": "agentic", "p_permutation": 0.03}],
+        "style": [
+            {
+                "model_label": "m",
+                "dimension": "agentic",
+                "p_student": 0.2,
+                "n_letters": 40,
+                "p_paired": 0.01,
+                "n_pairs": 20,
+            }
+        ],
+        "lexicon": [
+            {
+                "model_label": "m",
+                "category": "agentic",
+                "p_permutation": 0.03,
+                "unit": "pair_id",
+                "n_units": 20,
+            }
+        ],
     }
-    assert get_kind("letters").power_tests(summary) == {
-        "agentic (Student)": 0.2,
-        "agentic (paired)": 0.01,
-        "lexicon agentic": 0.03,
+    tests = get_kind("letters").power_tests(summary)
+    assert {name: (t.p, t.label) for name, t in tests.items()} == {
+        "agentic (Student)": (0.2, "letter, 40 units"),
+        "agentic (paired)": (0.01, "pair, 20 units"),
+        "lexicon agentic": (0.03, "pair_id, 20 units"),
     }
 
 

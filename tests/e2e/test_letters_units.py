@@ -139,7 +139,9 @@ def test_a_study_whose_names_repeat_tests_by_name(tmp_path) -> None:
     # `biasim power` reads the unit p, never Student's, when letters share a unit.
     tests = LettersKind().power_tests(letters)
     assert "agentic (unit name)" in tests and not any("Student" in k for k in tests)
-    assert tests["agentic (unit name)"] == style.set_index("dimension").loc["agentic", "p_unit"]
+    agentic = style.set_index("dimension").loc["agentic"]
+    assert tests["agentic (unit name)"].p == agentic["p_unit"]
+    assert tests["agentic (unit name)"].label == f"name, {agentic['n_units']} units"
     assert "unit: name (inferred: names repeat)" in (out / "report.html").read_text()
 
     out_letter = tmp_path / "run_letter"

@@ -162,7 +162,7 @@ def test_the_synthetic_backend_declares_its_probabilities_and_the_kind_analyses_
     by = expected.set_index("value")["mean_probability"]
     assert by["male"] == pytest.approx(0.4) and by["female"] == pytest.approx(0.7)
     (case,) = outcome.summary["analyses"][0]["expected"]["cases"]
-    assert case["dpd"] == pytest.approx(0.3) and case["units"] == 10
+    assert case["dpd"] == pytest.approx(0.3) and case["n_units"] == 10
     assert "DPD of expected decisions" in (out / "report.html").read_text()
     # Stored per call: a resume answers from the store with the same probabilities.
     again = execute(prepare(RunOptions(resume=out)))
@@ -287,7 +287,7 @@ def test_the_acceptance_kind_analyses_a_judges_probabilities(tmp_path: Path) -> 
     assert means[["White|male", "Black|male"]].tolist() == pytest.approx([0.3, 0.3])
     assert means[["White|female", "Black|female"]].tolist() == pytest.approx([0.6, 0.6])
     (case,) = outcome.summary["analyses"][0]["expected"]["cases"]
-    assert case["dpd"] == pytest.approx(0.3) and case["units"] == 12
+    assert case["dpd"] == pytest.approx(0.3) and case["n_units"] == 12
     assert "expected acceptance" in " ".join(
         get_kind("acceptance").power_tests(outcome.summary["analyses"][0])
     )

@@ -148,7 +148,8 @@ def test_the_report_tests_whether_the_dpd_differs_between_conditions(tmp_path: P
     # `biasim power` reads the omnibus test as the ablation's headline.
     power_tests = get_kind("demographic_parity").power_tests(analysis)
     headline = power_tests["DPD differs between persona_source levels (any case)"]
-    assert headline == pytest.approx(omnibus["p_adjusted"])
+    assert headline.p == pytest.approx(omnibus["p_adjusted"])
+    assert headline.label == "agent across conditions, 120 units"
     assert run.results is not None
     page = (out / "report.html").read_text()
     assert "Does the DPD differ between persona_source levels?" in page

@@ -68,6 +68,8 @@ def add_condition_differences(
         alpha=alpha,
         seed=study.seed,
     )
+    # The unit: an agent matched across the levels, whose condition labels are swapped.
+    tests = tests.assign(unit="agent across conditions", n_units=tests["n_matched"])
     section.tables[f"{ctx.name}_condition_differences"] = tests
     section.summary["condition_factor"] = condition
     section.summary["condition_levels"] = levels
@@ -79,6 +81,7 @@ def _shown(summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], li
     rows = summary["condition_differences"]
     levels = summary["condition_levels"]
     fixed = {"compared", "spread", "n", "n_matched", "p_value", "p_adjusted", "significant"}
+    fixed |= {"unit", "n_units"}
     fixed |= {f"dpd_{level}" for level in levels}
     keys = [c for c in rows[0] if c not in fixed and len({str(r[c]) for r in rows}) > 1]
     return rows, keys, levels

@@ -23,8 +23,10 @@ expected_stats = lazy_module("biasim.analysis.stats.expected")
 
 pd = lazy_module("pandas")
 
-#: The unit the test relabels, as the tables and reports name it.
-UNIT = "persona instance (persona name, or persona value and agent index; replicates pooled)"
+#: The unit the test relabels where the kind names no unit column, as the tables name it.
+UNIT = "persona instance"
+#: What :data:`UNIT` is, for the notes under the tables.
+UNIT_MEANS = "persona name, or persona value and agent index; replicates pooled"
 
 
 def is_logprob_stage(ctx: AnalysisContext, stage: str) -> bool:
@@ -56,7 +58,7 @@ def add_expected_decisions(
     kind's own unit column, where it derives one (else the persona instance)."""
     rows = rows.assign(_p=target_probability(rows, target))
     rows = rows[rows["_p"].notna()].copy()
-    unit = UNIT if unit_col is None else f"{unit_col} (replicates pooled)"
+    unit = UNIT if unit_col is None else unit_col
     if unit_col is not None:
         rows["_unit"] = rows[unit_col]
     else:
@@ -76,7 +78,8 @@ def add_expected_decisions(
                 {**at, "value": value, "n": int(row["size"]), "mean_probability": row["mean"]}
             )
         codes = pd.Categorical(units.index.get_level_values("value")).codes
-        case = {**at, "groups": len(means), "units": len(units), "unit": unit}
+        n_units = int(units.index.get_level_values("_unit").nunique())
+        case = {**at, "groups": len(means), "n_units": n_units, "unit": unit}
         if len(means) >= 2:
             test = expected_stats.expected_parity_test(
                 units["size"].to_numpy(),
@@ -107,6 +110,11 @@ def add_expected_decisions(
     add_discrim_eval(section, ctx, rows, case_cols)
 
 
+def _unit_means(expected: dict[str, Any]) -> str:
+    """What the expected-decision test's unit is, for the note under its table."""
+    return UNIT_MEANS if expected.get("unit", UNIT) == UNIT else "replicates pooled"
+
+
 def print_expected(summary: dict[str, Any], console: Console) -> None:
     """One line per case: the DPD of expected decisions and its p-value."""
     expected = summary.get("expected")
@@ -118,8 +126,8 @@ def print_expected(summary: dict[str, Any], console: Console) -> None:
         where = ", ".join(str(case.get(c)) for c in expected["case_columns"])
         console.print(
             f"expected decisions ({where}): DPD {case['dpd']:.3f} ({case['highest']} vs "
-            f"{case['lowest']}), permutation p = {case['p_value']:.3g} over {case['units']} "
-            "persona instances",
+            f"{case['lowest']}), permutation p = {case['p_value']:.3g} over {case['n_units']} "
+            f"units ({case['unit']}; replicates pooled)",
             highlight=False,
             soft_wrap=True,
         )
@@ -152,10 +160,10 @@ def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
             *text,
             Column("dpd", "DPD", ".3f"),
             Column("p_value", "p", ".3g"),
-            Column("units", "units", "int"),
+            Column("n_units", "units", "int"),
         ],
         note=f"Probabilities from the log-probabilities of the decision's first token. p: "
         f"permutation test relabelling whole units, the unit being the "
-        f"{expected.get('unit', UNIT)}.",
+        f"{expected.get('unit', UNIT)} ({_unit_means(expected)}).",
     )
     html_discrim_eval(summary, section)

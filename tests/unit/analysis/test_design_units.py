@@ -175,7 +175,7 @@ def test_every_route_of_a_decision_analysis_counts_the_same_units(tmp_path: Path
     personas = design_units(decided, "persona").nunique()
     assert personas == 15
     cases = pd.read_csv(out / "tables" / "parity_cases.csv")
-    assert set(cases["unit"]) == {"persona"} and set(cases["n_units"]) == {personas}
+    assert set(cases["unit"]) == {UNIT_COLUMNS["persona"]} and set(cases["n_units"]) == {personas}
     models = pd.read_csv(out / "tables" / "parity_model_estimates.csv")
     assert set(models["unit"]) == {UNIT_COLUMNS["persona"]}
     assert set(models["n_units"]) == {personas}
@@ -202,7 +202,7 @@ def test_seed_004_grid_counts_the_same_personas_in_its_cases_and_its_models(tmp_
     per_model = models.groupby(keys)["n_units"].agg(["min", "max"])
     assert (per_case["min"] == per_case["max"]).all() and len(per_model) == len(per_case)
     assert per_model["min"].equals(per_case["min"]) and per_model["max"].equals(per_case["max"])
-    assert set(models["unit"]) == {"persona_id"} and set(cases["unit"]) == {"persona"}
+    assert set(models["unit"]) == set(cases["unit"]) == {"persona_id"}
     results = pd.read_parquet(run / "results.parquet")
     decided = results[results["stage"] == "decide"]
     assert per_case["min"].groupby("attribute").first().to_dict() == {

@@ -123,7 +123,7 @@ def test_joint_pool_swap_p_matches_exact_enumeration() -> None:
     inverse = np.linalg.inv(changes[:, :2].T @ changes[:, :2])
     exact = _exact_joint_p(changes, lambda d: d[:2] @ inverse @ d[:2])
     row = table.iloc[0]
-    assert row["df"] == 2 and row["policy"] == "new" and row["clusters"] == 10
+    assert row["df"] == 2 and row["policy"] == "new" and row["n_units"] == 10
     assert row["p_value"] == pytest.approx(exact, abs=0.01)
 
 

@@ -79,8 +79,11 @@ ADDED_SUMMARY_KEYS = (
     "model_estimates_item",
 )
 #: Columns of the DPD case tables naming each test, its unit and whether it can reject
-#: (``tests/unit/analysis/test_unit_inference.py``); recorded columns keep their recorded values.
+#: (``tests/unit/analysis/test_unit_inference.py``), and of every test table naming its unit
+#: (``tests/e2e/test_units_agree.py``); recorded columns keep their recorded values.
 ADDED_COLUMNS = ("test", "unit", "n_units", "can_reject")
+#: What an acceptance model's part adds: the unit every test of it relabels, and how many.
+ADDED_PART_KEYS = ("test_unit", "test_units")
 #: Where names recur, each pair's validity test relabels whole names
 #: (``tests/unit/analysis/test_unit_inference.py``): the recorded email-level test is kept, renamed.
 RENAMED_VALIDITY = {"test_emails": "test", "statistic_emails": "statistic", "p_emails": "p_value"}
@@ -146,11 +149,17 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
         actual = pd.read_csv(run / "tables" / file, keep_default_na=False)
         if file.endswith("cases.csv"):
             actual = actual.drop(columns=[c for c in ADDED_COLUMNS if c in actual])
+        else:
+            actual = actual.drop(
+                columns=[c for c in ("unit", "n_units") if c in actual and c not in expected]
+            )
         if file.endswith("impact_ratios.csv"):
             actual, expected = _without_unit_flag_chance(actual, expected)
         if file.endswith("validity_pairwise.csv") and "p_emails" in actual:
             unit_test = ["test", "p_value", "p_holm", "statistic", "unit", "n_units_a", "n_units_b"]
-            actual = actual.drop(columns=unit_test).rename(columns=RENAMED_VALIDITY)
+            actual = actual.drop(columns=unit_test, errors="ignore").rename(
+                columns=RENAMED_VALIDITY
+            )
             actual = actual[[c for c in expected if c in actual]]
             expected = expected.drop(columns=["p_holm"])
         # Rows now follow the declared group order (issue 29), not the recording's sort: the
@@ -162,9 +171,12 @@ def test_kind_outputs_equal_the_recorded_ones(name: str, tmp_path: Path) -> None
     for analysis in analyses:
         for key in ADDED_SUMMARY_KEYS:
             analysis.pop(key, None)
-        for key in ("cases", "explicit_cases"):
+        for key in ("cases", "explicit_cases", "implicit_vs_explicit"):
             if key in analysis:
                 analysis[key] = _without_added(analysis[key])
+        for part in (analysis.get("models") or {}).values():
+            for key in ADDED_PART_KEYS:
+                part.pop(key, None)
         if isinstance(analysis.get("terms"), dict):
             # The unit-level rationale-term test, added beside the recorded token-level terms.
             analysis["terms"].pop("unit_test", None)
