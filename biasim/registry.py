@@ -176,6 +176,7 @@ SCORERS = Registry(
         "agency_lexicon": "biasim.analysis.text.style_scorers:AgencyLexiconScorer",
         "agency_trained": "biasim.analysis.text.style_scorers:AgencyTrainedScorer",
         "agency_finetuned": "biasim.analysis.studies.letters.agency_finetune:AgencyFinetunedScorer",
+        "column": "biasim.analysis.text.style_scorers:ColumnScores",
         "nli": "biasim.analysis.text.nli_scorer:NliScorer",
     },
     extras={
@@ -187,6 +188,7 @@ SCORERS = Registry(
             "agency_lexicon",
             "agency_trained",
             "agency_finetuned",
+            "column",
             "nli",
         )
     }

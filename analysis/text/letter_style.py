@@ -66,6 +66,17 @@ def style_shares(
     return sentence_shares([style_sentences(t, keep_empty) for t in texts], scorer, cache)
 
 
+def letter_shares(
+    frame: pd.DataFrame, text_col: str, scorer: TextScorer, cache: ScoreCache | None = None
+) -> tuple[pd.DataFrame, int]:
+    """Each letter's share: :func:`style_shares` of its text, or, for a scorer that reads
+    per-letter values from the letters' table (``scores_rows``, the ``column`` scorer), those
+    values (nothing scored now)."""
+    if getattr(scorer, "scores_rows", False):
+        return scorer.shares(frame), 0  # type: ignore[attr-defined]
+    return style_shares(frame[text_col].astype(str).tolist(), scorer, cache)
+
+
 def style_tests(
     frame: pd.DataFrame,
     value_col: str,

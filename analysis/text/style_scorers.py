@@ -15,6 +15,8 @@ label is read from). A document's style is the share of its sentences with label
   when positive, communal when negative, unscored on a tie.
 - ``agency_trained``: a TF-IDF logistic regression fitted on a labelled CSV (``text,label``,
   1 = agentic, the released agency dataset's format); ``value`` is P(agentic).
+- ``column``: no scoring: each letter's value read from a column of its table (the authors'
+  released per-letter classifier outputs).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ STYLE_COLUMNS = ("label", "value")
 NO_STEM = "no agentic or communal word"
 TIE = "as many agentic as communal words"
 NO_WORD = "no word"
+NO_VALUE = "no value"
 
 
 def _table(labels: Sequence[float], values: Sequence[float], excluded: list[str | None]):
@@ -339,3 +342,65 @@ class AgencyTrainedScorer:
             return _table([], [], [])
         p = self._model.predict_proba([t.lower() for t in texts])[:, 1]
         return _table((p > 0.5).astype(float), p, [None] * len(texts))
+
+
+class ColumnScores:
+    """Per-letter style values already in the letters' table (a CSV column, a recorded
+    variable), tested as the shares a sentence scorer would give.
+
+    The released ``clg_letters-eval.csv`` carries the authors' own classifier outputs per
+    letter (``per_pos``, ``per_for``, ``per_ac``); naming those columns runs the paper's Table 4
+    test on the paper's own scores. Such a scorer labels no sentence, so a dimension that uses
+    it has no classifier metrics (``labelled:``) and no hallucination share: both are refused
+    where they are asked for.
+
+    Args:
+        column: The column holding one number per letter.
+    """
+
+    name = "column"
+    version = "1"
+    columns = STYLE_COLUMNS
+    #: Scores whole letters from their row: :func:`analysis.letter_style.letter_shares`.
+    scores_rows = True
+
+    def __init__(self, column: str) -> None:
+        if not isinstance(column, str) or not column:
+            raise ValueError("scorer `column` needs option `column`: the column of the scores")
+        self.column = column
+
+    def params(self) -> dict[str, Any]:
+        """The column read."""
+        return {"column": self.column}
+
+    def score(self, texts: Sequence[str]) -> ScoreTable:
+        """Refused: these values belong to letters, not to any sentence."""
+        raise TypeError(
+            f"scorer `column` reads per-letter values from `{self.column}`; it labels no sentence"
+        )
+
+    def shares(self, frame: Any) -> Any:
+        """Each row's value as its ``share``, in :func:`letter_style.sentence_shares`' shape;
+        a blank or non-numeric cell is NaN with its reason (counted by the tests, not dropped).
+
+        Raises:
+            KeyError: ``frame`` has no such column.
+        """
+        import pandas as pd
+
+        raw = frame[self.column]
+        values = pd.to_numeric(raw, errors="coerce").astype(float)
+        blank = raw.isna() | (raw.astype(str).str.strip() == "")
+        reasons = [
+            None if np.isfinite(v) else NO_VALUE if b else f"`{self.column}` is not a finite number"
+            for v, b in zip(values, blank, strict=True)
+        ]
+        finite = values.where(np.isfinite(values))
+        return pd.DataFrame(
+            {
+                "share": finite.to_numpy(),
+                "n_sentences": np.nan,
+                "n_scored": np.nan,
+                "excluded": reasons,
+            }
+        )

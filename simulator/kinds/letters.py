@@ -221,6 +221,8 @@ class LettersKind(AnalysisKind):
                     ("style", dim, "scorer"),
                     f"unknown text scorer `{choice.scorer}` (known: {', '.join(scorer_names())})",
                 )
+            if choice.scorer == "column":
+                self._check_column_scorer(spec, facts, dim, choice)
             if choice.labelled is not None:
                 at = ("style", dim, "labelled")
                 if not self._study_file(facts, at, choice.labelled).is_file():
@@ -236,6 +238,30 @@ class LettersKind(AnalysisKind):
                 value = choice.options.get(key)
                 if isinstance(value, str):
                     self._check_model(facts, ("style", dim, "options", key), value, expects)
+
+    @staticmethod
+    def _check_column_scorer(
+        spec: LettersSpec, facts: StudyFacts, dim: str, choice: ScorerChoice
+    ) -> None:
+        """A ``column`` dimension reads a recorded column and asks nothing of sentences."""
+        column = choice.options.get("column")
+        if not isinstance(column, str):
+            facts.problem(
+                ("style", dim, "options"),
+                f"scorer `column` needs option `column`, a column name (got {column!r})",
+            )
+        else:
+            facts.need_column(column, ("style", dim, "options", "column"))
+        no_sentences = "scorer `column` reads one value per letter and labels no sentence, so "
+        if choice.labelled is not None:
+            facts.problem(
+                ("style", dim, "labelled"), no_sentences + "it has no precision or recall"
+            )
+        if spec.nli is not None:
+            facts.problem(
+                ("style", dim, "scorer"),
+                no_sentences + "the hallucinated part of a letter cannot be scored (`nli:`)",
+            )
 
     @staticmethod
     def _check_unit(spec: LettersSpec, facts: StudyFacts) -> None:

@@ -81,6 +81,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
             ]
         )
     _check_unit_column(path, frame, opts)
+    _check_score_columns(path, frame, opts)
     text = frame[opts.text_col].str.strip()
     if not (text != "").any():
         raise InputError(
@@ -155,6 +156,50 @@ def _check_unit_column(path: Path, frame: pd.DataFrame, opts: TextsOptions) -> N
                 )
             ]
         )
+
+
+def _check_score_columns(path: Path, frame: pd.DataFrame, opts: TextsOptions) -> None:
+    """Each ``column`` style dimension names a column of numbers (a blank cell is a letter
+    without a value, counted by the test), and asks for nothing that scores sentences.
+
+    Raises:
+        InputError: Naming ``--style`` and the dimension, or the file, line and column of a
+            value that is not a finite number.
+    """
+    import numpy as np
+
+    for dim, choice in style_choices(opts.style).items():
+        if choice.scorer != "column":
+            continue
+        column = choice.options.get("column")
+        if not isinstance(column, str) or column not in frame.columns:
+            raise _problem(
+                "--style",
+                f"{dim}: scorer `column` needs option `column` naming a column of {path.name} "
+                f"(got {column!r}; columns: {', '.join(frame.columns)})",
+            )
+        for asked, why in ((choice.labelled, "labelled:"), (opts.premise_col, "--premise-col")):
+            if asked:
+                raise _problem(
+                    "--style",
+                    f"{dim}: scorer `column` reads one value per text and labels no sentence, "
+                    f"so {why} cannot be measured with it; give that dimension a sentence scorer",
+                )
+        cells = frame[column].fillna("").astype(str).str.strip()
+        values = pd.to_numeric(cells.where(cells != ""), errors="coerce")
+        bad = frame.index[(cells != "") & ~np.isfinite(values.astype(float))]
+        if len(bad):
+            raise InputError(
+                [
+                    Problem(
+                        str(path),
+                        int(bad[0]) + 2,
+                        column,
+                        f"`{cells[bad[0]]}` is not a number (--style {dim}; "
+                        f"rows that are not: {len(bad)})",
+                    )
+                ]
+            )
 
 
 def _kth_pairs(frame: pd.DataFrame, pair_col: str, group_col: str) -> pd.Series:

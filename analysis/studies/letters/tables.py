@@ -16,7 +16,7 @@ from biasim.analysis.studies.letters.hallucination import (
     hallucination_shares,
     hallucination_tests,
 )
-from biasim.analysis.text.letter_style import style_shares, style_tests
+from biasim.analysis.text.letter_style import letter_shares, style_tests
 from biasim.analysis.text.lexicon import lexicon_odds_ratios
 from biasim.analysis.text.nli_scorer import NliScorer
 from biasim.analysis.text.salient_words import salient_words
@@ -70,7 +70,7 @@ def letter_tables(
         group_col: Column of the groups.
         groups: ``(first, second)``: odds ratios are first over second, tests first > second.
         lexicon: Category -> stems.
-        scorers: Style dimension -> sentence scorer.
+        scorers: Style dimension -> sentence scorer (or a ``column`` scorer reading ``frame``).
         nlp: spaCy pipeline for the salient words.
         pair_col: Column of counterfactual pairs, or None.
         id_cols: Columns copied into the per-letter shares table.
@@ -107,7 +107,7 @@ def letter_tables(
     shares = frame[list(dict.fromkeys(keep))].reset_index(drop=True)
     rows, scored_now = [], 0
     for dim, scorer in scorers.items():
-        doc, fresh = style_shares(texts.tolist(), scorer, cache)
+        doc, fresh = letter_shares(frame, text_col, scorer, cache)
         scored_now += fresh
         shares[dim] = doc["share"].to_numpy()
         shares[f"{dim}_excluded"] = doc["excluded"].to_numpy()
