@@ -10,11 +10,14 @@ import json
 import re
 import sqlite3
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from biasim.analysis.studies.bias_transmission import ceiling_effects
 from biasim.scenarios import builtin_path
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.study.load import load_study
 from tests.paths import SHARED
 
 STUDY = builtin_path("bias_transmission_printed")
@@ -155,3 +158,36 @@ def test_experiment_3_sends_no_name_and_experiment_4_names_the_writer_twice(sent
             name = letter["name"]
             assert text.startswith(opening.format(f"My name is {name} and "))
             assert text.endswith(f"Sincerely, {name}") and text.count("Smith") == 2
+
+
+def _null_rejections(experiment: str, per: int, n_sets: int) -> float:
+    """Share of true nulls the tested trait model rejects at 0.05 on the printed design: two
+    pairs (the study's cluster), ``per`` scores per letter and condition, each score its own
+    unit, clipped to 1-100. Experiment 3's null: strong and weak score alike (the pairs differ);
+    Experiment 4's: names change nothing, the strong letter scores 20 points higher."""
+    rng = np.random.default_rng(2024)
+    pair = np.repeat([0, 1], 4 * per)
+    if experiment == "exp3":  # strong, weak per pair (the two orders: 2 * per scores each)
+        label = np.tile(np.repeat([1, 0], 2 * per), 2)
+        mean = 62 + 10 * pair
+    else:  # strong-male, strong-female, weak-male, weak-female per pair
+        label = np.tile(np.repeat([1, 0, 1, 0], per), 2)
+        mean = 62 + 20 * np.tile(np.repeat([1, 0], 2 * per), 2)
+    rejected = 0
+    for i in range(n_sets):
+        score = np.clip(np.round(rng.normal(mean, 8)), 1, 100)
+        p, _, _ = ceiling_effects.permutation_p(
+            score, label, pair, np.arange(len(score)), n_permutations=200, seed=i
+        )
+        rejected += p < 0.05
+    return rejected / n_sets
+
+
+@pytest.mark.slow
+def test_the_trait_test_within_pair_is_calibrated_in_exp3_and_not_liberal_in_exp4() -> None:
+    per = load_study(STUDY).config.design.agents_per_value
+    # Exactly exchangeable within pair: 3-7 %.
+    assert 0.03 <= _null_rejections("exp3", per, 600) <= 0.07
+    # The pair holds a strong and a weak letter, so relabelling names across them widens the
+    # null: conservative (0 of 600 here; the study's README says so), never anti-conservative.
+    assert _null_rejections("exp4", per, 600) <= 0.07
