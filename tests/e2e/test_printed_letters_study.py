@@ -9,6 +9,7 @@ import csv
 import json
 import re
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ import pytest
 from biasim.analysis.studies.bias_transmission import ceiling_effects
 from biasim.scenarios import builtin_path
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.kinds import get_kind
 from biasim.simulator.study.load import load_study
 from tests.paths import SHARED
 
@@ -79,14 +81,21 @@ def _name(experiment: str, group: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def sent(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
-    """Every letter a synthetic run sent, with what the design says it is."""
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic run of the study, two evaluations per letter pair and showing."""
     out = tmp_path_factory.mktemp("printed") / "run"
     execute(
         prepare(
-            RunOptions(study="bias_transmission_printed", out=out, backend="synthetic", agents=1)
+            RunOptions(study="bias_transmission_printed", out=out, backend="synthetic", agents=2)
         )
     )
+    return out
+
+
+@pytest.fixture(scope="module")
+def sent(run_dir: Path) -> list[dict[str, str]]:
+    """Every letter the run sent, with what the design says it is."""
+    out = run_dir
     results = pd.read_parquet(out / "results.parquet").set_index(["unit_id", "stage"])
     with sqlite3.connect(out / "calls.sqlite") as db:
         calls = db.execute("SELECT unit_id, stage, request FROM calls WHERE reask = 0").fetchall()
@@ -191,3 +200,20 @@ def test_the_trait_test_within_pair_is_calibrated_in_exp3_and_not_liberal_in_exp
     # The pair holds a strong and a weak letter, so relabelling names across them widens the
     # null: conservative (0 of 600 here; the study's README says so), never anti-conservative.
     assert _null_rejections("exp4", per, 600) <= 0.07
+
+
+def test_power_reads_each_experiments_hire_test_and_any_trait_effect(run_dir: Path) -> None:
+    # `biasim power` counts these; before, the kind named none and power printed an empty table.
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    letters = next(a for a in summary["analyses"] if a["name"] == "letters")
+    tests = get_kind("letter_evaluation").power_tests(letters)
+    relative = pd.read_csv(run_dir / "tables" / "letters_relative.csv").set_index("experiment")
+    effects = pd.read_csv(run_dir / "tables" / "letters_effects.csv")
+    tested = effects[effects["model"] == "fractional_logit_perm"].groupby("experiment")["p_value"]
+    expected = {
+        f"{e}: {r['share_of']} hired (vs 0.5)": r["p_value"] for e, r in relative.iterrows()
+    }
+    for experiment, p in tested:
+        holm = min(1.0, p.min() * len(p))
+        expected[f"{experiment}: any trait effect (holm over {len(p)} fits)"] = holm
+    assert len(expected) == 4 and tests == pytest.approx(expected)
