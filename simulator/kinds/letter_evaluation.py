@@ -15,6 +15,7 @@ model on the logit, Table 8) at the paper's alpha, and scores excluded by reason
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -232,6 +233,24 @@ class LetterEvaluationKind(AnalysisKind):
                 )
                 + f"; letters without every member score: {lost}"
             )
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        """Per experiment the hire share's exact test against 0.5, and whether any trait moves:
+        Holm's smallest adjusted p over the tested model's permutation p of each trait (the
+        paper's beta regression is not calibrated near the ceiling)."""
+        by = summary.get("by")
+        out: dict[str, float | None] = {}
+        for row in summary.get("relative", []):
+            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = row["p_value"]
+        tested: dict[str, list[float]] = {}
+        for row in summary.get("effects", []):
+            if row["model"] == ceiling_effects.MODEL:
+                tested.setdefault(str(row[by]), []).append(row["p_value"])
+        for experiment, p in tested.items():
+            fitted = [v for v in p if v is not None and not math.isnan(v)]
+            name = f"{experiment}: any trait effect (holm over {len(p)} fits)"
+            out[name] = min(1.0, min(fitted) * len(p)) if fitted else None
+        return out
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         if summary.get("relative"):

@@ -278,6 +278,6 @@ def test_a_trait_type_member_that_is_not_scored_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert (
-        "bad.yaml:164: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
+        "bad.yaml:166: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
         in (done.stderr)
     )

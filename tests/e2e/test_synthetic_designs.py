@@ -85,6 +85,17 @@ def test_scaling_an_effect_interpolates_between_baseline_and_declared() -> None:
     assert scale_table(table, 1)["default"] == {"A": 0.5, "B": 0.5}
 
 
+def test_scaling_a_numeric_effect_moves_its_means_from_the_default_mean() -> None:
+    # A score declared by design value (the letters studies' 82 against 62): no effect is
+    # every value at the default mean (before, the null kept `mean` without its `by` and the
+    # whole power run was refused), half an effect is halfway.
+    table = SyntheticField(by="showing", mean={"strong": 82}, default_mean=62, sd=8)
+    assert scale_table(table, 0) == {"default_mean": 62.0, "sd": 8.0}
+    assert SyntheticField(**scale_table(table, 0)).mean == {}
+    assert scale_table(table, 0.5)["mean"] == {"strong": 72.0}
+    assert scale_table(table, 1)["mean"] == {"strong": 82.0}
+
+
 def test_power_finds_a_large_effect_and_not_a_missing_one(tmp_path: Path) -> None:
     data = study(
         {
