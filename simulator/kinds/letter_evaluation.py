@@ -16,7 +16,7 @@ model on the logit, Table 8) at the paper's alpha, and scores excluded by reason
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -37,6 +37,9 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
+
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
 
 parity = lazy_module("biasim.analysis.stats.parity")
 units = lazy_module("biasim.analysis.stats.units")
@@ -208,7 +211,7 @@ class LetterEvaluationKind(AnalysisKind):
                 console.print(
                     f"   {mark} {row[summary['by']]:<6} {row['trait']:<16} {row['term']} vs "
                     f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                    f"p {row['p_value']:.3g}, {units.unit_label(row['unit'], row['units'])}) / "
+                    f"p {row['p_value']:.3g}, {units.unit_label(row['unit'], row['n_units'])}) / "
                     f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
                 )
         warned = [r for r in summary.get("effects", []) if r.get("warning")]
@@ -234,22 +237,27 @@ class LetterEvaluationKind(AnalysisKind):
                 + f"; letters without every member score: {lost}"
             )
 
-    def power_tests(self, summary: dict[str, Any]) -> dict[str, float | None]:
-        """Per experiment the hire share's exact test against 0.5, and whether any trait moves:
-        Holm's smallest adjusted p over the tested model's permutation p of each trait (the
-        paper's beta regression is not calibrated near the ceiling)."""
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Per experiment the hire share's exact test against 0.5 (unit: answer), and whether
+        any trait moves: Holm's smallest adjusted p over the tested model's permutation p of
+        each trait, on the trait rows' unit (the paper's beta regression is not calibrated near
+        the ceiling)."""
         by = summary.get("by")
-        out: dict[str, float | None] = {}
+        out: dict[str, Tested] = {}
         for row in summary.get("relative", []):
-            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = row["p_value"]
-        tested: dict[str, list[float]] = {}
+            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = units.Tested(
+                row["p_value"], "answer", row.get("n")
+            )
+        tested: dict[str, list[dict[str, Any]]] = {}
         for row in summary.get("effects", []):
             if row["model"] == ceiling_effects.MODEL:
-                tested.setdefault(str(row[by]), []).append(row["p_value"])
-        for experiment, p in tested.items():
-            fitted = [v for v in p if v is not None and not math.isnan(v)]
-            name = f"{experiment}: any trait effect (holm over {len(p)} fits)"
-            out[name] = min(1.0, min(fitted) * len(p)) if fitted else None
+                tested.setdefault(str(row[by]), []).append(row)
+        for experiment, rows in tested.items():
+            fitted = [r["p_value"] for r in rows if r["p_value"] is not None]
+            fitted = [p for p in fitted if not math.isnan(p)]
+            name = f"{experiment}: any trait effect (holm over {len(rows)} fits)"
+            p = min(1.0, min(fitted) * len(rows)) if fitted else None
+            out[name] = units.Tested.family(p, rows)
         return out
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:

@@ -240,7 +240,7 @@ def _print_effects(summary: dict[str, Any], console: Console) -> None:
             console.print(
                 f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs {row['reference']}: "
                 f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g}, "
-                f"{units.unit_label(row['unit'], row['units'])}); paper's beta "
+                f"{units.unit_label(row['unit'], row['n_units'])}); paper's beta "
                 f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
             )
     if summary.get("effects"):

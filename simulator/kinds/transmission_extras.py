@@ -328,7 +328,7 @@ def print_lines(summary: dict[str, Any], console: Console) -> None:
             f"{change['share_redacted']:.3f} redacted: change {change['difference']:+.3f} "
             f"(95% CI {change['ci_low']:+.3f} to {change['ci_high']:+.3f}, p "
             f"{change['p_value']:.3g}; each {group} letter against itself, {change['letters']} "
-            f"letters; unit: job, {change['units']} units)"
+            f"letters; unit: job, {change['n_units']} units)"
         )
     if "rationale_terms_tested" in summary:
         found = ", ".join(

@@ -216,4 +216,8 @@ def test_power_reads_each_experiments_hire_test_and_any_trait_effect(run_dir: Pa
     for experiment, p in tested:
         holm = min(1.0, p.min() * len(p))
         expected[f"{experiment}: any trait effect (holm over {len(p)} fits)"] = holm
-    assert len(expected) == 4 and tests == pytest.approx(expected)
+    assert len(expected) == 4
+    assert {name: t.p for name, t in tests.items()} == pytest.approx(expected)
+    # Each states its unit: the answers of the hire test, the scores of the trait fits.
+    for name, t in tests.items():
+        assert t.unit == ("answer" if "hired" in name else "score") and t.n_units, name

@@ -121,7 +121,7 @@ def test_synthetic_run_recovers_no_outcome_bias_and_the_declared_guesses(run_dir
     # Table 8's tested model: letters permuted within job, each letter one unit.
     tested = effects[effects["model"] == "fractional_logit_perm"]
     assert len(tested) == 13 and set(tested["unit"]) == {"letter"}
-    assert (tested["units"] == 30 * 2 * AGENTS).all()
+    assert (tested["n_units"] == 30 * 2 * AGENTS).all()
     guesses = {(r["stage"], r["subset"]): r for r in summary["predictions"]}
     for (stage, subset), truth in {
         ("predict", "written by female"): 0.3,
@@ -316,7 +316,7 @@ def test_rationales_overall_scores_association_and_redaction_are_reported(run_di
     table = pd.read_csv(run_dir / "tables" / "transmission_weaker_than_association.csv")
     assert table.loc[table["item"] == "Carpenter", "association_share"].iloc[0] == 0.002
     change = summary["redaction_change"]
-    assert change["unit"] == "job" and change["units"] == 30
+    assert change["unit"] == "job" and change["n_units"] == 30
     assert change["letters"] == 30 * AGENTS and change["p_value"] > 0.001
 
 

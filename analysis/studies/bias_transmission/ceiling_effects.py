@@ -122,5 +122,5 @@ def tested_row(data: pd.DataFrame, *, n_permutations: int = 2000, seed: int = 0)
         "std_error": std_error,
         "statistic": statistic,
         "p_value": p,
-        "units": units,
+        "n_units": units,
     }

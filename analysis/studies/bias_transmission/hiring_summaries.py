@@ -84,7 +84,7 @@ def redaction_change(letter_shares: pd.DataFrame, named: str, redacted: str) -> 
         if len(both)
         else pd.Series(dtype=float)
     )
-    out = {"named": named, "redacted": redacted, "unit": "job", "units": len(per_job)}
+    out = {"named": named, "redacted": redacted, "unit": "job", "n_units": len(per_job)}
     out["letters"] = len(both)
     if len(per_job) < 2:
         nan = float("nan")

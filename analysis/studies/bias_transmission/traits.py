@@ -238,7 +238,7 @@ def group_effects(
         common["unit"] = unit or "score"
         rows += [{**common, **row} for row in _trait_fits(data, n_permutations, seed)]
     columns = ["trait", "model", "role", "term", "reference", "estimate", "std_error"]
-    columns += ["statistic", "p_value", "n", "unit", "units", "warning"]
+    columns += ["statistic", "p_value", "n", "unit", "n_units", "warning"]
     table = pd.DataFrame(rows, columns=columns)
     table["role"] = table["model"].map(ceiling_effects.ROLES)
     table["significant"] = table["p_value"] < alpha
@@ -266,7 +266,7 @@ def _tested(data: pd.DataFrame, n_permutations: int, seed: int) -> tuple[dict[st
     sizes = data.groupby("_x")["_u"].nunique()
     if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:
         empty = {"estimate": np.nan, "std_error": np.nan, "statistic": np.nan, "p_value": np.nan}
-        return {"model": ceiling_effects.MODEL, **empty, "units": data["_u"].nunique()}, (
+        return {"model": ceiling_effects.MODEL, **empty, "n_units": data["_u"].nunique()}, (
             "too few scores to fit (2 per group and 2 jobs at least)"
         )
     return ceiling_effects.tested_row(data, n_permutations=n_permutations, seed=seed), ""
@@ -274,7 +274,7 @@ def _tested(data: pd.DataFrame, n_permutations: int, seed: int) -> tuple[dict[st
 
 def _fit(model: str, data: pd.DataFrame) -> tuple[dict[str, Any], str]:
     """One model's row and a note on the fit (NaN and why when there is nothing to fit)."""
-    row: dict[str, Any] = {"model": model, "units": data["_u"].nunique()}
+    row: dict[str, Any] = {"model": model, "n_units": data["_u"].nunique()}
     empty = dict.fromkeys(("estimate", "std_error", "statistic", "p_value"), np.nan)
     sizes = data.groupby("_x").size()
     if len(sizes) < 2 or sizes.min() < 2 or data["_c"].nunique() < 2:

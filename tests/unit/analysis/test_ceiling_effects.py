@@ -75,7 +75,7 @@ def test_tested_estimate_is_statsmodels_fractional_logit_clustered_by_letter() -
         )
     assert row["estimate"] == pytest.approx(ref.params["male"], rel=1e-6)
     assert row["std_error"] == pytest.approx(ref.bse["male"], rel=1e-6)
-    assert row["unit"] == "letter" and row["units"] == 120 and row["n"] == 240
+    assert row["unit"] == "letter" and row["n_units"] == 120 and row["n"] == 240
     assert row["role"].startswith("tested")
     assert table.loc["beta_job_random", "role"].startswith("the paper's model")
     assert row["significant"] and row["estimate"] > 0  # 6 points, 120 letters, alpha 0.001

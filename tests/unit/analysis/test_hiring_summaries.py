@@ -67,7 +67,7 @@ def test_redaction_change_pairs_each_letter_with_itself_and_tests_over_jobs() ->
         }
     )
     change = redaction_change(shares, "named", "redacted")
-    assert change["letters"] == 3 and change["unit"] == "job" and change["units"] == 2
+    assert change["letters"] == 3 and change["unit"] == "job" and change["n_units"] == 2
     d = np.array([0.25, 1.0])  # job x: mean of 0.5 and 0; job y: 1
     assert change["difference"] == pytest.approx(d.mean())
     half = 12.706204736174698 * d.std(ddof=1) / np.sqrt(2)  # t(0.975, 1)
