@@ -1,4 +1,7 @@
-"""``biasim analyze``: a run directory again, or decisions or texts collected elsewhere."""
+"""``biasim analyze``: a run directory again (``run``), or decisions, letters, PRISM texts or
+LLM-IAT answers collected elsewhere (``decisions``, ``texts``, ``prism``, ``iat``), one
+subcommand each with only its own options. The old flag forms dispatch here through
+:mod:`biasim.simulator.cli.analyze_legacy`."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from biasim.simulator.cli.analyze_legacy import AnalyzeGroup
 from biasim.simulator.cli.common import (
     app,
     comma_list,
@@ -30,113 +34,117 @@ from biasim.simulator.common.csvlimits import (
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.tables import print_table
 
-# The options of `biasim analyze`, one constant each so its signature reads as the option list.
-_RUN_DIR_ARGUMENT = typer.Argument(help="A run directory (tables and figures are rewritten).")
+analyze_app = typer.Typer(
+    cls=AnalyzeGroup,
+    no_args_is_help=True,
+    help="Recompute a run's analyses from its results (no model call), or analyse decisions, "
+    "letters, PRISM texts or LLM-IAT answers collected elsewhere.",
+)
+app.add_typer(analyze_app, name="analyze")
+
+# The options of the `biasim analyze` subcommands, one constant each so every signature reads
+# as its option list; an option two subcommands share is one constant.
+_RUN_DIR_ARGUMENT = typer.Argument(
+    metavar="RUN_DIR", help="A run directory (tables and figures are rewritten)."
+)
+_DECISIONS_ARGUMENT = typer.Argument(
+    metavar="FILE.csv", help="A CSV of decisions made outside biasim (one row per decision)."
+)
+_TEXTS_ARGUMENT = typer.Argument(metavar="FILE.csv", help="A CSV of letters written elsewhere.")
+_PRISM_TEXTS_ARGUMENT = typer.Argument(
+    metavar="FILE.csv", help="A CSV of texts to score with PRISM."
+)
+_IAT_ARGUMENT = typer.Argument(
+    metavar="PATH",
+    help="LLM-IAT answers (CSVs or folders of CSVs) scored with --iat-stimuli; a CSV with "
+    "iat_bias and decision_bias gives the chained logit (Bai et al.).",
+)
 _JSON_OPTION = typer.Option("--json", help="Print JSON instead of tables.")
 _ACCEPT_EDITS_OPTION = typer.Option(
     "--accept-edits",
-    help="RUN_DIR: analyse results edited after the run (the manifest and report say so).",
+    help="Analyse results edited after the run (the manifest and report say so).",
 )
-_DECISIONS_OPTION = typer.Option(
-    help="A CSV of decisions made outside biasim (one row per decision)."
-)
-_GROUP_COLS_OPTION = typer.Option(help="With --decisions: comma-separated group columns.")
-_OUTCOME_COL_OPTION = typer.Option(help="With --decisions: the decision column.")
+_GROUP_COLS_OPTION = typer.Option(help="Comma-separated group columns (required).")
+_OUTCOME_COL_OPTION = typer.Option(help="The decision column (required).")
 _POSITIVE_OPTION = typer.Option(
-    help="With --decisions: the favourable value (default: 1 or true for a 0/1 or "
-    "true/false column, else accept)."
+    help="The favourable value (default: 1 or true for a 0/1 or true/false column, else accept)."
 )
 _NEGATIVE_OPTION = typer.Option(
-    help="With --decisions: comma-separated values meaning not selected (default: the "
-    "one value besides --positive and --invalid; any other value is an error)."
+    help="Comma-separated values meaning not selected (default: the one value besides "
+    "--positive and --invalid; any other value is an error)."
 )
 _INVALID_OPTION = typer.Option(
-    help="With --decisions: comma-separated values of unusable answers, excluded and "
-    "counted (default: invalid)."
+    help="Comma-separated values of unusable answers, excluded and counted (default: invalid)."
 )
 _MIN_GROUP_SHARE_OPTION = typer.Option(
     min=0.0,
     max=1.0,
-    help="With --decisions: leave groups under this share of the decided rows (e.g. "
-    "0.02) out of every test; they are reported as excluded.",
+    help="Leave groups under this share of the decided rows (e.g. 0.02) out of every test; "
+    "they are reported as excluded.",
 )
-_STRATUM_COL_OPTION = typer.Option(help="With --decisions: test within strata (e.g. job), combine.")
+_STRATUM_COL_OPTION = typer.Option(help="Test within strata (e.g. job), combine.")
 _UNIT_COL_OPTION = typer.Option(
-    help="With --decisions or --texts: exchangeable unit for permutations (e.g. the "
-    "name, or who wrote each letter)."
+    help="Exchangeable unit for permutations (e.g. the name, or who wrote each letter)."
 )
-_TEXTS_OPTION = typer.Option(
-    help="A CSV of texts written elsewhere (letters; with --masked-lm, PRISM)."
-)
-_TEXT_COL_OPTION = typer.Option(help="With --texts: the text column.")
-_GROUP_COL_OPTION = typer.Option(help="With --texts: the group column.")
-_COMPARE_OPTION = typer.Option(
-    help="With --texts: FIRST,SECOND groups (default: the column's two values)."
-)
-_PAIR_COL_OPTION = typer.Option(
-    help="With --texts: column of counterfactual pairs (adds paired tests)."
-)
-_LEXICON_OPTION = typer.Option(
-    help="With --texts: YAML/JSON category -> stems (default: agency stems)."
-)
-_STYLE_OPTION = typer.Option(
-    help="With --texts: YAML dimension -> {scorer, options} (default: offline)."
-)
+_TEXT_COL_OPTION = typer.Option(help="The text column.")
+_GROUP_COL_OPTION = typer.Option(help="The group column.")
+_COMPARE_OPTION = typer.Option(help="FIRST,SECOND groups (default: the column's two values).")
+_PAIR_COL_OPTION = typer.Option(help="Column of counterfactual pairs (adds paired tests).")
+_LEXICON_OPTION = typer.Option(help="YAML/JSON category -> stems (default: agency stems).")
+_STYLE_OPTION = typer.Option(help="YAML dimension -> {scorer, options} (default: offline).")
 _SUCCESS_FILTER_OPTION = typer.Option(
-    help="With --texts: drop failed generations (Appendix B): authors (their code: "
-    "' recommend ' with spaces; CBG), recommend (any 'recommend') or none (CLG, "
-    "the paper's 120 letters in full)."
+    help="Drop failed generations (Appendix B): authors (their code: ' recommend ' with "
+    "spaces; CBG), recommend (any 'recommend') or none (CLG, the paper's 120 letters in full)."
 )
 _AUTHORS_TOKENS_OPTION = typer.Option(
-    help="With --texts: count lexicon tokens as the authors' code (<return> kept)."
+    help="Count lexicon tokens as the authors' code (<return> kept)."
 )
-_PREMISE_COL_OPTION = typer.Option(
-    help="With --texts: column of the biographies (hallucination analysis)."
-)
+_PREMISE_COL_OPTION = typer.Option(help="Column of the biographies (hallucination analysis).")
 _NLI_OPTION = typer.Option(help="With --premise-col: NLI cross-encoder, hub id or local folder.")
 _WEAT_WORDS_OPTION = typer.Option(
-    help="With --texts: YAML `test: {group: [words]}` for WEAT, keyed by the compared "
-    "groups (default: Caliskan's sets keyed male/female)."
+    help="YAML `test: {group: [words]}` for WEAT, keyed by the compared groups (default: "
+    "Caliskan's sets keyed male/female)."
 )
-_OUT_OPTION = typer.Option(
-    help="With --decisions or --texts: directory for the tables (and figures)."
-)
+_OUT_OPTION = typer.Option(help="Directory for the tables (and figures).")
 _PERMUTATIONS_OPTION = typer.Option(min=1, max=10_000_000, help="Monte Carlo permutations.")
 _SEED_OPTION = typer.Option(min=0, max=2**63 - 1, help="Seed of every random draw.")
 _PAIRED_COLUMN_OPTION = typer.Option(
-    help="With --texts: the column of the text each one answers (e.g. the posting): "
-    "adds the posting -> application tables and figures."
+    help="The column of the text each one answers (e.g. the posting): adds the posting -> "
+    "application tables and figures."
 )
 _MASKED_LM_OPTION = typer.Option(
-    "--masked-lm", help="With --texts: the masked LM (local folder or hub id)."
+    "--masked-lm", help="The masked LM (local folder or hub id; required)."
 )
-_WORD_LISTS_OPTION = typer.Option(
-    help="With --texts: word lists JSON (default: the paper's example words)."
-)
-_ALPHA_OPTION = typer.Option(help="With --texts: top % of pooled probabilities kept.")
+_WORD_LISTS_OPTION = typer.Option(help="Word lists JSON (default: the paper's example words).")
+_ALPHA_OPTION = typer.Option(help="Top % of pooled probabilities kept.")
 _HUMAN_RATINGS_OPTION = typer.Option(
-    help="With --texts and --masked-lm: CSV of texts people rated (text, rating; higher "
-    "= more masculine): Spearman rho of each dimension with the ratings (Figure 4a)."
+    help="CSV of texts people rated (text, rating; higher = more masculine): Spearman rho of "
+    "each dimension with the ratings (Figure 4a)."
 )
-_IAT_OPTION = typer.Option(
-    help="LLM-IAT answers (CSV or folder of CSVs; repeatable) scored with --iat-stimuli; "
-    "a CSV with iat_bias and decision_bias gives the chained logit (Bai et al.)."
-)
-_IAT_STIMULI_OPTION = typer.Option(help="With --iat: Bai's stimuli CSV (dataset, A, B, C[, D]).")
+_IAT_STIMULI_OPTION = typer.Option(help="Bai's stimuli CSV (dataset, A, B, C[, D]).")
+_IAT_TEXT_COL_OPTION = typer.Option(help="The answer column.")
 _MAX_CELL_CHARS_OPTION = typer.Option(
-    min=1,
-    max=CELL_CHARS_CEILING,
-    help="With --decisions or --texts: longest cell read (characters).",
+    min=1, max=CELL_CHARS_CEILING, help="Longest cell read (characters)."
 )
-_MAX_GROUPS_OPTION = typer.Option(min=1, help="With --decisions or --texts: most distinct groups.")
-_MAX_ROWS_OPTION = typer.Option(min=1, help="With --decisions or --texts: most rows read.")
+_MAX_GROUPS_OPTION = typer.Option(min=1, help="Most distinct groups.")
+_MAX_ROWS_OPTION = typer.Option(min=1, help="Most rows read.")
 
 
-@app.command()
-def analyze(
-    run_dir: Annotated[Path | None, _RUN_DIR_ARGUMENT] = None,
+@analyze_app.command("run")
+def analyze_run(
+    run_dir: Annotated[Path, _RUN_DIR_ARGUMENT],
     as_json: Annotated[bool, _JSON_OPTION] = False,
-    decisions: Annotated[Path | None, _DECISIONS_OPTION] = None,
+    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
+) -> None:
+    """Recompute a run's analyses from its results (no model call).
+
+    Tables, figures, summary.json and report.html are written again."""
+    _reanalyze_run(run_dir, as_json, accept_edits)
+
+
+@analyze_app.command("decisions")
+def analyze_decisions(
+    decisions: Annotated[Path, _DECISIONS_ARGUMENT],
     group_cols: Annotated[str | None, _GROUP_COLS_OPTION] = None,
     outcome_col: Annotated[str | None, _OUTCOME_COL_OPTION] = None,
     positive: Annotated[str | None, _POSITIVE_OPTION] = None,
@@ -145,11 +153,39 @@ def analyze(
     min_group_share: Annotated[float, _MIN_GROUP_SHARE_OPTION] = 0.0,
     stratum_col: Annotated[str | None, _STRATUM_COL_OPTION] = None,
     unit_col: Annotated[str | None, _UNIT_COL_OPTION] = None,
-    texts: Annotated[Path | None, _TEXTS_OPTION] = None,
+    out: Annotated[Path | None, _OUT_OPTION] = None,
+    permutations: Annotated[int, _PERMUTATIONS_OPTION] = 5000,
+    seed: Annotated[int, _SEED_OPTION] = 0,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
+    max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
+) -> None:
+    """Decisions made elsewhere: disparities, impact ratios and refusals.
+
+    FILE.csv --group-cols a,b --outcome-col c; one row per decision."""
+    options = ExternalOptions(
+        group_cols=group_cols,
+        outcome_col=outcome_col,
+        positive=positive,
+        negative=negative,
+        invalid=invalid,
+        min_group_share=min_group_share,
+        stratum_col=stratum_col,
+        unit_col=unit_col,
+    )
+    limits = CsvLimits(max_cell_chars, max_groups, max_rows)
+    _analyze_external(decisions, options, out, permutations, seed, as_json, limits)
+
+
+@analyze_app.command("texts")
+def analyze_letter_texts(
+    texts: Annotated[Path, _TEXTS_ARGUMENT],
     text_col: Annotated[str | None, _TEXT_COL_OPTION] = None,
     group_col: Annotated[str | None, _GROUP_COL_OPTION] = None,
     compare: Annotated[str | None, _COMPARE_OPTION] = None,
     pair_col: Annotated[str | None, _PAIR_COL_OPTION] = None,
+    unit_col: Annotated[str | None, _UNIT_COL_OPTION] = None,
     lexicon: Annotated[Path | None, _LEXICON_OPTION] = None,
     style: Annotated[Path | None, _STYLE_OPTION] = None,
     success_filter: Annotated[str, _SUCCESS_FILTER_OPTION] = "none",
@@ -160,158 +196,90 @@ def analyze(
     out: Annotated[Path | None, _OUT_OPTION] = None,
     permutations: Annotated[int, _PERMUTATIONS_OPTION] = 5000,
     seed: Annotated[int, _SEED_OPTION] = 0,
-    paired_column: Annotated[str | None, _PAIRED_COLUMN_OPTION] = None,
-    masked_lm: Annotated[str | None, _MASKED_LM_OPTION] = None,
-    word_lists: Annotated[Path | None, _WORD_LISTS_OPTION] = None,
-    alpha: Annotated[float, _ALPHA_OPTION] = 23.0,
-    human_ratings: Annotated[Path | None, _HUMAN_RATINGS_OPTION] = None,
-    iat: Annotated[list[Path] | None, _IAT_OPTION] = None,
-    iat_stimuli: Annotated[Path | None, _IAT_STIMULI_OPTION] = None,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
     max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
     max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
-    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
-    """Recompute a run's analyses from its results (no model call), analyse external
-    decisions with --decisions FILE.csv --group-cols a,b --outcome-col c, texts with
-    --texts FILE.csv --text-col t --group-col g (letters' lexicon, words and style), or PRISM
-    scores of texts with --texts FILE.csv --masked-lm PATH [--paired-column posting], or
-    LLM-IAT answers with --iat PATH --iat-stimuli STIMULI.csv."""
-    # The first statement, so locals() is exactly the parameters (AnalyzeArgs names each).
-    given = AnalyzeArgs(**locals())
-    if given.iat:
-        _analyze_iat(_iat_request(given), given.as_json)
-    elif given.texts is not None and given.masked_lm is not None:
-        _analyze_texts(_prism_texts_request(given), given.as_json)
-    elif given.texts is not None:
-        _analyze_letter_texts(given.texts, _letter_texts_options(given), given.out, given.as_json)
-    elif given.decisions is not None:
-        _analyze_external(
-            given.decisions,
-            _external_options(given),
-            given.out,
-            given.permutations,
-            given.seed,
-            given.as_json,
-            given.limits,
-        )
-    elif given.run_dir is None:
-        fail_input(InputError("give a RUN_DIR, --decisions FILE.csv or --texts FILE.csv"))
-    else:
-        _reanalyze_run(given.run_dir, given.as_json, given.accept_edits)
+    """Letters written elsewhere: lexicon, word, WEAT and style analyses.
 
-
-@dataclass(frozen=True)
-class AnalyzeArgs:
-    """Every parameter of :func:`analyze`, as given on the command line."""
-
-    run_dir: Path | None
-    as_json: bool
-    decisions: Path | None
-    group_cols: str | None
-    outcome_col: str | None
-    positive: str | None
-    negative: str | None
-    invalid: str | None
-    min_group_share: float
-    stratum_col: str | None
-    unit_col: str | None
-    texts: Path | None
-    text_col: str | None
-    group_col: str | None
-    compare: str | None
-    pair_col: str | None
-    lexicon: Path | None
-    style: Path | None
-    success_filter: str
-    authors_tokens: bool
-    premise_col: str | None
-    nli: str | None
-    weat_words: Path | None
-    out: Path | None
-    permutations: int
-    seed: int
-    paired_column: str | None
-    masked_lm: str | None
-    word_lists: Path | None
-    alpha: float
-    human_ratings: Path | None
-    iat: list[Path] | None
-    iat_stimuli: Path | None
-    max_cell_chars: int
-    max_groups: int
-    max_rows: int
-    accept_edits: bool
-
-    @property
-    def limits(self) -> CsvLimits:
-        """How much of a CSV is read: --max-cell-chars, --max-groups and --max-rows."""
-        return CsvLimits(self.max_cell_chars, self.max_groups, self.max_rows)
-
-
-def _iat_request(given: AnalyzeArgs) -> Any:
-    """``--iat``: the answers, the stimuli and where the tables go."""
-    from biasim.simulator.tools.iat import IATRequest
-
-    return IATRequest(list(given.iat or ()), given.iat_stimuli, given.text_col, given.out)
-
-
-def _prism_texts_request(given: AnalyzeArgs) -> Any:
-    """``--texts`` with ``--masked-lm``: the PRISM scoring of the texts."""
-    from biasim.simulator.tools.prism_texts import TextsRequest
-
-    return TextsRequest(
-        given.texts,
-        given.text_col or "text",
-        given.paired_column,
-        given.masked_lm,
-        given.word_lists,
-        given.alpha,
-        given.out,
-        given.limits,
-        human_ratings=given.human_ratings,
-    )
-
-
-def _letter_texts_options(given: AnalyzeArgs) -> Any:
-    """``--texts`` without a masked LM: the letters' lexicon, word and style analyses."""
+    FILE.csv --text-col t --group-col g, as the letters study analyses its own letters."""
     from biasim.simulator.tools.texts import TextsOptions
 
-    return TextsOptions(
-        given.text_col,
-        given.group_col,
-        given.compare,
-        given.pair_col,
-        given.lexicon,
-        given.style,
-        given.success_filter,
-        given.authors_tokens,
-        given.premise_col,
-        given.nli,
-        given.permutations,
-        given.seed,
-        given.weat_words,
-        given.limits,
-        given.unit_col,
+    options = TextsOptions(
+        text_col,
+        group_col,
+        compare,
+        pair_col,
+        lexicon,
+        style,
+        success_filter,
+        authors_tokens,
+        premise_col,
+        nli,
+        permutations,
+        seed,
+        weat_words,
+        CsvLimits(max_cell_chars, max_groups, max_rows),
+        unit_col,
     )
+    _analyze_letter_texts(texts, options, out, as_json)
 
 
-def _external_options(given: AnalyzeArgs) -> ExternalOptions:
-    """``--decisions``: what is read from the CSV."""
-    return ExternalOptions(
-        group_cols=given.group_cols,
-        outcome_col=given.outcome_col,
-        positive=given.positive,
-        negative=given.negative,
-        invalid=given.invalid,
-        min_group_share=given.min_group_share,
-        stratum_col=given.stratum_col,
-        unit_col=given.unit_col,
+@analyze_app.command("prism")
+def analyze_prism(
+    texts: Annotated[Path, _PRISM_TEXTS_ARGUMENT],
+    masked_lm: Annotated[str, _MASKED_LM_OPTION],
+    text_col: Annotated[str, _TEXT_COL_OPTION] = "text",
+    paired_column: Annotated[str | None, _PAIRED_COLUMN_OPTION] = None,
+    word_lists: Annotated[Path | None, _WORD_LISTS_OPTION] = None,
+    alpha: Annotated[float, _ALPHA_OPTION] = 23.0,
+    human_ratings: Annotated[Path | None, _HUMAN_RATINGS_OPTION] = None,
+    out: Annotated[Path | None, _OUT_OPTION] = None,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+    max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
+    max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
+    max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
+) -> None:
+    """PRISM scores of texts written elsewhere, by a masked LM.
+
+    FILE.csv --masked-lm PATH; with --paired-column, the posting -> application tables and
+    figures."""
+    from biasim.simulator.tools.prism_texts import TextsRequest
+
+    request = TextsRequest(
+        texts,
+        text_col,
+        paired_column,
+        masked_lm,
+        word_lists,
+        alpha,
+        out,
+        CsvLimits(max_cell_chars, max_groups, max_rows),
+        human_ratings=human_ratings,
     )
+    _analyze_texts(request, as_json)
+
+
+@analyze_app.command("iat")
+def analyze_iat(
+    paths: Annotated[list[Path], _IAT_ARGUMENT],
+    iat_stimuli: Annotated[Path | None, _IAT_STIMULI_OPTION] = None,
+    text_col: Annotated[str | None, _IAT_TEXT_COL_OPTION] = None,
+    out: Annotated[Path | None, _OUT_OPTION] = None,
+    as_json: Annotated[bool, _JSON_OPTION] = False,
+) -> None:
+    """LLM-IAT answers collected elsewhere: D scores and the chained logit.
+
+    PATH... --iat-stimuli STIMULI.csv: D by stereotype (Bai et al.); a CSV with iat_bias and
+    decision_bias gives the chained logit."""
+    from biasim.simulator.tools.iat import IATRequest
+
+    _analyze_iat(IATRequest(list(paths), iat_stimuli, text_col, out), as_json)
 
 
 def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: bool) -> None:
-    """``analyze --texts`` without a masked LM: the letters' lexicon, word and style tables."""
+    """``analyze texts``: the letters' lexicon, word and style tables."""
     from biasim.analysis.text.letter_text import SUCCESS_RULES
     from biasim.simulator.kinds.letters import LettersKind
 
@@ -337,7 +305,7 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
 
 
 def _reanalyze_run(run_dir: Path, as_json: bool, accept_edits: bool) -> None:
-    """``analyze RUN_DIR``: the run's analyses recomputed from its results, printed."""
+    """``analyze run``: the run's analyses recomputed from its results, printed."""
     from biasim.simulator.engine.runner import reanalyze
     from biasim.simulator.report.outputs import print_report
 
@@ -361,7 +329,7 @@ def _reanalyze_run(run_dir: Path, as_json: bool, accept_edits: bool) -> None:
 
 @dataclass(frozen=True)
 class ExternalOptions:
-    """What ``analyze --decisions`` reads from the CSV, as given on the command line."""
+    """What ``analyze decisions`` reads from the CSV, as given on the command line."""
 
     group_cols: str | None
     outcome_col: str | None
@@ -595,7 +563,7 @@ def _print_external(
     options: ExternalOptions,
     positive_and_how: tuple[str, str],
 ) -> None:
-    """The tables, then the headline, validity and claims lines of ``analyze --decisions``."""
+    """The tables, then the headline, validity and claims lines of ``analyze decisions``."""
     positive, how = positive_and_how
     for name, table in tables.items():
         rich_table = Table(title=name)
@@ -642,7 +610,7 @@ def _print_external(
 
 
 def _analyze_texts(request: Any, as_json: bool) -> None:
-    """``analyze --texts``: check, score, print and (with --out) write tables and figures."""
+    """``analyze prism``: check, score, print and (with --out) write tables and figures."""
     from biasim.analysis.figures import save_figure
     from biasim.simulator.common.csvfiles import write_csv
     from biasim.simulator.tools.prism_texts import analyze_texts, read_texts
@@ -699,7 +667,7 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
 
 
 def _analyze_iat(request: Any, as_json: bool) -> None:
-    """``analyze --iat``: D scores by stereotype (strict and as the authors) and the logit."""
+    """``analyze iat``: D scores by stereotype (strict and as the authors) and the logit."""
     import pandas as pd
 
     from biasim.simulator.common.csvfiles import write_csv

@@ -76,6 +76,21 @@ def _option(param: typer.core.TyperOption) -> str:
     return f"| {names} | {_cell(helptext)} |"
 
 
+def _command(path: str, command: Any) -> list[str]:
+    """One command's section, then one per subcommand of a group (``biasim analyze run``)."""
+    lines = [f"## `{path}`", "", _cell(command.help or ""), ""]
+    arguments = [p for p in command.params if isinstance(p, typer.core.TyperArgument)]
+    if arguments:
+        names = (a.metavar or a.name.upper() for a in arguments)
+        lines += ["Arguments: " + ", ".join(f"`{n}`" for n in names), ""]
+    options = [p for p in command.params if isinstance(p, typer.core.TyperOption)]
+    if options:
+        lines += ["| option | what it does |", "|---|---|", *map(_option, options), ""]
+    for name, sub in getattr(command, "commands", {}).items():
+        lines += _command(f"{path} {name}", sub)
+    return lines
+
+
 def cli_page() -> str:
     """Every command of ``biasim`` with its arguments and options, from the commands."""
     group = typer.main.get_command(app)
@@ -86,13 +101,7 @@ def cli_page() -> str:
         "",
     ]
     for name, command in group.commands.items():
-        lines += [f"## `biasim {name}`", "", _cell(command.help or ""), ""]
-        arguments = [p.name for p in command.params if isinstance(p, typer.core.TyperArgument)]
-        if arguments:
-            lines += ["Arguments: " + ", ".join(f"`{a.upper()}`" for a in arguments), ""]
-        options = [p for p in command.params if isinstance(p, typer.core.TyperOption)]
-        if options:
-            lines += ["| option | what it does |", "|---|---|", *map(_option, options), ""]
+        lines += _command(f"biasim {name}", command)
     return HEADER + "\n".join(lines).rstrip() + "\n"
 
 

@@ -208,7 +208,7 @@ def _report_outcome(outcome: Any) -> None:
         err_console.print(
             styled("analysis failed", "red", f": {outcome.summary['analysis_error']}\n")
             + f"every answer is saved in {outcome.out}; redo the analysis with: "
-            f"biasim analyze {outcome.out}"
+            f"biasim analyze run {outcome.out}"
         )
     _print_accounting(outcome.summary)
     _print_errors(outcome.results)

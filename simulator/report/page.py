@@ -282,7 +282,7 @@ def _kind_html(kind: Any, analysis: dict[str, Any], section: HtmlSection) -> Non
         section.parts.clear()
         section.paragraph(
             f"This analysis's summary was written by an older version of biasim (it has no "
-            f"{exc}); run `biasim analyze RUN_DIR` to compute it again and redraw this section."
+            f"{exc}); run `biasim analyze run RUN_DIR` to compute it again and redraw this section."
         )
 
 

@@ -1,4 +1,4 @@
-"""``biasim analyze --iat``: LLM-IAT answers collected elsewhere, scored with Bai et al.'s stimuli,
+"""``biasim analyze iat``: LLM-IAT answers collected elsewhere, scored with Bai et al.'s stimuli,
 and their chained IAT -> decision logit.
 
 Each ``--iat`` path is a CSV or a folder of CSVs. A file with ``iat_bias`` and ``decision_bias``
@@ -34,7 +34,7 @@ CHAINED_COLUMNS = ("iat_bias", "decision_bias")
 
 @dataclass(frozen=True)
 class IATRequest:
-    """What ``analyze --iat`` was given."""
+    """What ``analyze iat`` was given."""
 
     paths: list[Path]
     stimuli: Path | None

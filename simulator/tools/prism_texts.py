@@ -1,4 +1,4 @@
-"""``biasim analyze --texts``: PRISM scores of any CSV of texts, and with a paired column (the
+"""``biasim analyze prism``: PRISM scores of any CSV of texts, and with a paired column (the
 text each one answers, e.g. a job posting) the posting -> application tables and figures.
 
 Everything is checked before the model loads: the file, its columns, the masked LM, the word
@@ -35,7 +35,7 @@ from biasim.simulator.kinds.sections.prism_validation import (
     read_ratings,
 )
 
-#: Prefix of the tables and figures ``analyze --texts`` writes.
+#: Prefix of the tables and figures ``analyze prism`` writes.
 NAME = "prism"
 
 HOW_TO = (
@@ -46,7 +46,7 @@ HOW_TO = (
 
 @dataclass(frozen=True)
 class TextsRequest:
-    """What ``analyze --texts`` was asked to do."""
+    """What ``analyze prism`` was asked to do."""
 
     path: Path
     column: str

@@ -1,4 +1,4 @@
-"""``biasim analyze --texts``: the letters analysis on a CSV of texts written elsewhere.
+"""``biasim analyze texts``: the letters analysis on a CSV of texts written elsewhere.
 
 Everything the user gives is checked before anything is scored: the file, its columns, the two
 compared groups, the pairs, the lexicon and the style scorers (models load here, so a path that
@@ -25,7 +25,7 @@ EMPTY = "empty text"
 
 @dataclass
 class TextsOptions:
-    """The command-line options of ``biasim analyze --texts``."""
+    """The command-line options of ``biasim analyze texts``."""
 
     text_col: str | None
     group_col: str | None

@@ -142,7 +142,7 @@ def test_a_failing_analysis_keeps_the_run_and_says_how_to_redo_it(
     assert result.exit_code == 1
     stderr = " ".join(result.stderr.split())  # rich wraps at the terminal width
     assert "analysis failed: ValueError: p-values must lie in [0, 1]" in stderr
-    assert f"biasim analyze {out}" in stderr
+    assert f"biasim analyze run {out}" in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["rows"] > 0
