@@ -261,3 +261,14 @@ def test_prism_old_and_new_forms_agree(cli, tmp_path):
         f"`biasim analyze --texts {path} --masked-lm M` is deprecated; "
         f"use `biasim analyze prism {path} --masked-lm M`",
     )
+
+
+def test_the_options_reference_has_a_section_per_subcommand():
+    from biasim.simulator.cli.reference_docs import cli_page
+
+    sections = cli_page().split("\n## ")
+    for name, own in OWN_OPTIONS.items():
+        (section,) = [s for s in sections if s.startswith(f"`biasim analyze {name}`")]
+        listed = {o for o in SIGNATURE.values() if f"| `{o}`" in section}
+        assert listed == {SIGNATURE[name]}, name
+        assert all(f"`{o}" in section for o in own), name
