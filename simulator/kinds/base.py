@@ -228,6 +228,12 @@ class AnalysisKind:
         (default: none). Adjusted p-values where the kind adjusts."""
         return {}
 
+    @classmethod
+    def has_power_tests(cls) -> bool:
+        """Whether the kind names any test for ``biasim power`` (it overrides
+        :meth:`power_tests`): a study whose analyses name none is refused before it runs."""
+        return cls.power_tests is not AnalysisKind.power_tests
+
     def power_no_effect(self, spec: Any, config: Any) -> set[str]:
         """Names of ``power_tests`` whose effect the study's synthetic truth cannot produce
         (e.g. a policy that changes only text the test double does not read), for ``biasim

@@ -11,7 +11,8 @@ by job category and by the writer's real group (Table 10).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -33,6 +34,9 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types, trait_types_field
 from biasim.simulator.study.fields import Strict
+
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
 
 parity = lazy_module("biasim.analysis.stats.parity")
 units = lazy_module("biasim.analysis.stats.units")
@@ -158,6 +162,33 @@ class TransmissionKind(AnalysisKind):
         if spec.probes:
             extras.probes(results, authors, spec, ctx, section)
         return section
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Per reading stage: whether any job's hires lean to one group (Holm over the jobs'
+        sign tests on pairs) and Applicant 1's share against 0.5 (calls); the change when
+        names are withheld (jobs); whether any trait moves (Holm over the tested model's
+        fits, on the trait rows' unit)."""
+        tests: dict[str, Tested] = {}
+        jobs: dict[str, list[dict[str, Any]]] = {}
+        for row in summary.get("hires_by_job", []):
+            if row.get("sign_p") is not None and not math.isnan(row["sign_p"]):
+                jobs.setdefault(str(row["stage"]), []).append(row)
+        for stage, rows in jobs.items():
+            p = min(1.0, min(r["sign_p"] for r in rows) * len(rows))
+            name = f"{stage}: any job's hires lean (holm over {len(rows)} jobs)"
+            tests[name] = units.Tested.family(p, rows)
+        for row in summary.get("position", []):
+            tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = units.Tested.of(row, "p_value")
+        change = summary.get("redaction_change")
+        if change and change.get("p_value") is not None:
+            tests["hires change when names are withheld"] = units.Tested.of(change, "p_value")
+        fits = [r for r in summary.get("effects", []) if r["model"] == ceiling_effects.MODEL]
+        fitted = [r["p_value"] for r in fits if r["p_value"] is not None]
+        fitted = [p for p in fitted if not math.isnan(p)]
+        if fitted:
+            name = f"any trait effect (holm over {len(fits)} fits)"
+            tests[name] = units.Tested.family(min(1.0, min(fitted) * len(fits)), fits)
+        return tests
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name, positive = summary.get("name"), summary["positive"]
