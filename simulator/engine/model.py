@@ -20,8 +20,9 @@ import mesa
 import orjson
 
 from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
+from biasim.agents.documents import Document
 from biasim.simulator.engine.dispatch import Call, Dispatcher, RunInterrupted
-from biasim.simulator.engine.matching import Document, form_evaluations
+from biasim.simulator.engine.matching import form_evaluations
 from biasim.simulator.engine.results import ResultsWriter
 from biasim.simulator.llm.logprobs import TOP_LOGPROBS
 from biasim.simulator.llm.runtime import BackendRuntime
