@@ -21,7 +21,8 @@ import orjson
 
 from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
 from biasim.agents.documents import Document
-from biasim.simulator.engine.dispatch import Call, Dispatcher, RunInterrupted
+from biasim.simulator.engine.calls import Call
+from biasim.simulator.engine.dispatch import Dispatcher, RunInterrupted
 from biasim.simulator.engine.matching import form_evaluations
 from biasim.simulator.engine.results import ResultsWriter
 from biasim.simulator.llm.logprobs import TOP_LOGPROBS
