@@ -29,10 +29,10 @@ from biasim.simulator.llm.logprobs import TOP_LOGPROBS
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import RoleConfig, StageConfig, StudyConfig
 from biasim.simulator.study.design import (
     MODEL_LABEL,
+    biography_view,
     expected_units,
     iter_design,
     iter_populations,
