@@ -1,8 +1,10 @@
 """The part of an ``analyses:`` entry the study knows before any kind is loaded.
 
 A kind's spec subclasses :class:`AnalysisSpec`; its check reads the study through
-:class:`StudyFacts`. Both live with the study, not with the kinds, so loading and checking a
-study finds a kind by name (:data:`biasim.registry.KINDS`) without importing the kinds' layer.
+:class:`~biasim.simulator.study.facts.StudyFacts`. Both live with the study, not with the kinds,
+so loading and checking a study finds a kind by name (:data:`biasim.registry.KINDS`) without
+importing the kinds' layer. The schema (:mod:`.config`) holds this spec, so it imports nothing
+above the schema.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ each policy into copies of every reading stage, named ``<stage>__<policy>``, tha
 documents the study's writing stages wrote once; each copy draws its pools as the stage it
 copies does (:attr:`StageConfig.policy_of`). So every policy reads the same applicants in the
 same pools (common random numbers), and the difference between policies is estimated paired.
-The study's own stages are the policy :data:`BASE`.
+The study's own stages are the policy :data:`BASE`. This module is the ``policies:`` section
+the schema holds; the copies are made in :mod:`.policy_copies`, above the schema.
 """
 
 from __future__ import annotations

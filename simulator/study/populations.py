@@ -4,7 +4,8 @@ A study may hold several populations of agents with different roles (applicants 
 screeners and managers who read what others wrote). A *reading* stage shows documents that
 another population wrote in an earlier stage, matched ``single``, ``pair`` or ``pool``; it may
 read only the candidates an earlier reading stage advanced (``after``), which makes the stages a
-pipeline. The stages form a directed acyclic graph (networkx), run in topological order.
+pipeline. The stages form a directed acyclic graph (networkx), run in topological order
+(:mod:`.stage_graph`, above the schema, which holds the sections defined here).
 """
 
 from __future__ import annotations
