@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.study.analysis_spec import AnalysisSpec, StudyFacts
+from biasim.simulator.study.analysis_spec import AnalysisSpec
+from biasim.simulator.study.facts import StudyFacts
 
 if TYPE_CHECKING:
     import pandas as pd
