@@ -223,6 +223,13 @@ def case_note(cases: list[dict[str, Any]]) -> str:
     return note
 
 
+def _extremes(case: dict[str, Any]) -> tuple[str, str]:
+    """The highest and lowest group of a case; a DPD of 0 has none (every rate is equal)."""
+    if case.get("dpd") == 0:
+        return "no difference", "-"
+    return fmt(case.get("max_group"), "text"), fmt(case.get("min_group"), "text")
+
+
 def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
     """One row per decision with ``attribute`` (the axis) and ``value`` columns."""
     if not separately:
@@ -780,8 +787,7 @@ class DemographicParityKind(AnalysisKind):
                 str(row["model_label"]),
                 *[str(row[c]) for c in case_cols],
                 f"{fmt(row['dpd'])}{mark}",
-                fmt(row.get("max_group"), "text"),
-                fmt(row.get("min_group"), "text"),
+                *_extremes(row),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
                 fmt(row["p_value"]) + ("" if row.get("can_reject", True) else " †"),
