@@ -55,6 +55,7 @@ from biasim.simulator.kinds.sections.exclusions import (
 )
 from biasim.simulator.kinds.sections.expected import (
     add_expected_decisions,
+    dpd_extremes,
     html_expected,
     is_logprob_stage,
     print_expected,
@@ -221,13 +222,6 @@ def case_note(cases: list[dict[str, Any]]) -> str:
     if any(row.get("can_reject") is False and row.get("test") for row in cases):
         note += " † = too few units for any data to reach p < alpha: the test cannot reject."
     return note
-
-
-def _extremes(case: dict[str, Any]) -> tuple[str, str]:
-    """The highest and lowest group of a case; a DPD of 0 has none (every rate is equal)."""
-    if case.get("dpd") == 0:
-        return "no difference", "-"
-    return fmt(case.get("max_group"), "text"), fmt(case.get("min_group"), "text")
 
 
 def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
@@ -787,7 +781,7 @@ class DemographicParityKind(AnalysisKind):
                 str(row["model_label"]),
                 *[str(row[c]) for c in case_cols],
                 f"{fmt(row['dpd'])}{mark}",
-                *_extremes(row),
+                *dpd_extremes(row["dpd"], row.get("max_group"), row.get("min_group")),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
                 fmt(row["p_value"]) + ("" if row.get("can_reject", True) else " †"),
