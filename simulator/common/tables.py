@@ -5,11 +5,12 @@ Rich squeezes a table wider than the terminal by cutting cells to ``0.…``, whi
 or a rate into a lie. :func:`print_table` instead tries, in order, until the table fits:
 
 1. the boxed grid, text wrapped at spaces, each column at least its longest word;
-2. a compact grid (no vertical rules): columns whose value is the same in every row move to one
-   line above it, headers wider than their values are abbreviated (a legend line says so), and
-   long words without a digit (labels, not numbers) may fold;
-3. the compact grid split into column groups, each repeating the table's key columns (its
-   leading columns of labels), so every group reads on its own.
+2. a compact grid (no vertical rules), columns whose value is the same in every row (of a
+   one-row table: its key columns) moved to one line below it;
+3. the same with headers wider than their values abbreviated (a legend line says so);
+4. the compact grid split into column groups, each repeating the table's key columns (its
+   leading columns of labels) so every group reads on its own; the keys' long labels (never
+   a number) fold when they leave too little room whole.
 
 Columns whose header starts with ``_`` are internal and never shown; rows a caller hides as
 saying nothing are counted in a one-line note.
@@ -107,7 +108,9 @@ def _print_compact(console: Console, table: Table, columns: list[Column]) -> Non
         legend = []
     if constant:
         every = "; ".join(f"{header} {value}" for header, value in constant)
-        console.print(f"every row: {every}", highlight=False)
+        console.print(
+            f"{'every row' if table.row_count > 1 else 'the row'}: {every}", highlight=False
+        )
     if legend:
         console.print("abbreviations: " + "; ".join(legend), highlight=False)
     if table.caption:
@@ -128,19 +131,19 @@ def _print_groups(console: Console, table: Table, columns: list[Column]) -> None
 def _split_constant(
     console: Console, columns: list[Column], rows: int
 ) -> tuple[list[Column], list[tuple[str, str]]]:
-    """The columns that vary, and (header, value) of those the same in every row (kept as
-    columns when they are all the table has)."""
-    if rows < 2:
-        return columns, []
-    values = [{_plain(console, cell) for cell in column.cells} for column in columns]
-    constant = [len(v) == 1 for v in values]
+    """The columns that vary, and (header, value) of those the same in every row: with one row,
+    its key columns (what names it). Kept as columns when they are all the table has."""
+    if rows == 1:
+        constant = [i < _key_count(console, columns) for i in range(len(columns))]
+    else:
+        constant = [len({_plain(console, cell) for cell in c.cells}) == 1 for c in columns]
     if all(constant):
         return columns, []
     return (
         [c for c, same in zip(columns, constant, strict=True) if not same],
         [
-            (_plain(console, c.header), next(iter(v)))
-            for c, v, same in zip(columns, values, constant, strict=True)
+            (_plain(console, c.header), _plain(console, next(iter(c.cells))))
+            for c, same in zip(columns, constant, strict=True)
             if same
         ],
     )

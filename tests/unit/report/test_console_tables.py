@@ -109,3 +109,17 @@ def test_hidden_rows_are_counted_in_one_note_line() -> None:
         "1 row not shown (kept in the CSV tables): not fitted",
     ]
     assert "not shown" not in _printed(table, 80, Hidden(0, "not fitted"))
+
+
+def test_a_one_row_table_names_its_row_on_one_line_when_narrow() -> None:
+    table = _table(
+        "dpd",
+        ("model", "attribute", "DPD", "threshold", "p"),
+        ("local:SmolLM2-135M-Instruct.Q4_1", "gender", "0.250", "0.500", "0.828"),
+    )
+    text = _printed(table, 40)
+    assert "the row: model local:SmolLM2-135M-Instruct.Q4_1; attribute gender" in " ".join(
+        text.split()
+    )
+    assert text.splitlines()[1].split() == ["DPD", "threshold", "p"]
+    assert text.splitlines()[3].split() == ["0.250", "0.500", "0.828"]
