@@ -30,6 +30,7 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types
+from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
 from biasim.simulator.kinds.transmission_spec import TransmissionSpec
 
 if TYPE_CHECKING:
@@ -200,20 +201,13 @@ class TransmissionKind(AnalysisKind):
 def _print_effects(summary: dict[str, Any], console: Console) -> None:
     """Table 8's rows: the tested model (letters permuted within job) with its mark, the paper's
     beta regression beside it."""
-    for key, suffix in (("effects", ""), ("type_effects", " traits")):
-        rows = summary.get(key, [])
-        paper = {r["trait"]: r for r in rows if r["model"] == "beta_job_random"}
-        for row in rows:
-            if row["model"] != ceiling_effects.MODEL:
-                continue
-            twin = paper.get(row["trait"], {"estimate": np.nan, "p_value": np.nan})
-            mark = "*" if row["significant"] else " "
-            console.print(
-                f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs {row['reference']}: "
-                f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g}, "
-                f"{units.unit_label(row['unit'], row['n_units'])}); paper's beta "
-                f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
-            )
+    for key, what in (("effects", "trait"), ("type_effects", "trait type")):
+        print_trait_effects(
+            summary.get(key, []),
+            [],
+            f"Effect on each {what}'s score (tested * | the paper's beta regression)",
+            console,
+        )
     if summary.get("effects"):
         console.print(
             "  (tested: fractional logit with job fixed effects, p from permuting gender across "
