@@ -27,11 +27,14 @@ test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not serial" --durations=60
 	$(BIN)/python -m pytest -q -m serial --durations=20
 
-# The fast tier while working: lint and the unit tests (no slow calibration, real model or browser),
-# on two workers as `make test`, then the unit tests that time things, serially.
+# The fast tier while working: lint, the import contract (import-linter, pyproject.toml's
+# [tool.importlinter]; `make test` checks it too, in tests/unit/architecture) and the unit tests
+# (no slow calibration, real model or browser), on two workers as `make test`, then the unit
+# tests that time things, serially.
 FAST := not slow and not model and not browser
 check: setup
 	$(BIN)/ruff check .
+	$(BIN)/python -m tests.lint_imports
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal tests/unit -m "$(FAST) and not serial"
 	$(BIN)/python -m pytest -q tests/unit -m "$(FAST) and serial"
 
@@ -44,6 +47,7 @@ bench: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/python -m tests.lint_imports
 
 clean:
 	rm -rf $(VENV) runs bench-results site

@@ -17,7 +17,7 @@ from biasim.simulator.study.design import AgentSpec, call_seed
 
 if TYPE_CHECKING:
     # The engine draws the evaluations and hands them to the readers; a reader never draws.
-    from biasim.simulator.engine.matching import Evaluation
+    from biasim.agents.documents import Evaluation
 
 #: The answer field in which pair and pool readers list the labels they pick.
 SELECTED = "selected"

@@ -194,3 +194,13 @@ SCORERS = Registry(
     }
     | {"prism": ("prism", ("torch", "transformers"))},
 )
+
+#: Prompts a study's templates call by name (``{{ email_judge_prompt(text) }}``): Jinja2 prompt
+#: sources, each defined once beside the study family that owns it. The templating layer offers
+#: every registered prompt as a function without importing the family (issue 45: no generic
+#: layer imports a family).
+PROMPTS = Registry(
+    "prompt",
+    "biasim.prompts",
+    {"email_judge_prompt": "biasim.analysis.studies.hiring_emails.judge_prompt:JUDGE_PROMPT"},
+)

@@ -159,7 +159,8 @@ class Tested:
             column holds it (``letter``, ``answer``: every row its own unit).
         n_units: How many units the test's null reshuffled (all groups together); for a
             family of tests (the smallest adjusted p over cases), the fewest in any of them.
-        n_units_high: For a family, the most units in any of its tests (None: one test).
+        n_units_high: For a family of several tests, the most units in any of them (None:
+            one test).
     """
 
     p: float | None
@@ -182,7 +183,7 @@ class Tested:
             raise ValueError(f"one family of tests on several units: {sorted(map(str, units))}")
         counts = [int(r["n_units"]) for r in rows if r.get("n_units") is not None]
         low, high = (min(counts), max(counts)) if counts else (None, None)
-        return cls(p, units.pop(), low, high if high != low else None)
+        return cls(p, units.pop(), low, high if len(rows) > 1 else None)
 
     @property
     def label(self) -> str:
@@ -192,5 +193,10 @@ class Tested:
         if self.n_units is None:
             return self.unit
         if self.n_units_high is not None:
-            return f"{self.unit}, {self.n_units}-{self.n_units_high} units per test"
+            counts = (
+                f"{self.n_units}"
+                if self.n_units_high == self.n_units
+                else (f"{self.n_units}-{self.n_units_high}")
+            )
+            return f"{self.unit}, {counts} units per test"
         return f"{self.unit}, {self.n_units} units"

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
@@ -29,7 +29,9 @@ from biasim.simulator.llm.runtime import BATCH_ID, BackendRuntime
 from biasim.simulator.llm.types import LLMResponse
 
 if TYPE_CHECKING:
-    from biasim.simulator.engine.dispatch import Call, Dispatcher
+    from biasim.simulator.common.interrupts import StopControl
+    from biasim.simulator.engine.calls import Call
+    from biasim.simulator.engine.store import CallStore
 
 #: The run directory's record of its batches.
 BATCHES = "batches.jsonl"
@@ -93,11 +95,38 @@ class BatchStopped(Exception):
     """The run is stopping while a batch is pending; it stays recorded for ``--resume``."""
 
 
+class BatchDispatcher(Protocol):
+    """What the batch path uses of the dispatcher (:class:`.dispatch.Dispatcher`, which imports
+    this module to send its batches): its store, ledger, stop requests and notices, and the
+    book-keeping of its cost limit."""
+
+    store: CallStore
+    ledger: BatchLedger
+    stop: StopControl
+    notify: Callable[[str], None]
+
+    def batch_bound(self, runtime: BackendRuntime, call: Call) -> float: ...
+
+    def reserve_now(self, total: float) -> None: ...
+
+    def fit_budget(
+        self, runtime: BackendRuntime, wanted: dict[str, Call], keys: list[str]
+    ) -> dict[str, float]: ...
+
+    async def release(self, bounds: list[float]) -> None: ...
+
+    async def batch_answer(
+        self, call: Call, key: str, response: LLMResponse, bound: float
+    ) -> LLMResponse: ...
+
+
 class BatchRefused(Exception):
     """A batch's results lie where biasim may not go; the run stops, the batch recorded."""
 
 
-async def answer_in_batches(dispatcher: Dispatcher, calls: list[Call]) -> dict[str, LLMResponse]:
+async def answer_in_batches(
+    dispatcher: BatchDispatcher, calls: list[Call]
+) -> dict[str, LLMResponse]:
     """Send the calls of batch roles that no store answers as batches; their answers by key.
 
     Raises:
@@ -122,7 +151,7 @@ async def answer_in_batches(dispatcher: Dispatcher, calls: list[Call]) -> dict[s
 
 
 async def _runtime_batches(
-    dispatcher: Dispatcher, runtime: BackendRuntime, wanted: dict[str, Call]
+    dispatcher: BatchDispatcher, runtime: BackendRuntime, wanted: dict[str, Call]
 ) -> dict[str, LLMResponse]:
     """Poll the recorded batches holding some of ``wanted``, submit the rest, and collect."""
     ledger = dispatcher.ledger
@@ -167,7 +196,7 @@ async def _runtime_batches(
 
 
 async def _collect(
-    dispatcher: Dispatcher,
+    dispatcher: BatchDispatcher,
     runtime: BackendRuntime,
     batch_id: str,
     keys: list[str],
@@ -201,7 +230,7 @@ async def _collect(
     return answers
 
 
-async def _wait(dispatcher: Dispatcher, runtime: BackendRuntime, batch_id: str) -> BatchState:
+async def _wait(dispatcher: BatchDispatcher, runtime: BackendRuntime, batch_id: str) -> BatchState:
     """Poll until the batch has ended; stop (leaving it recorded) when the run stops."""
     failures = 0
     while True:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from biasim.simulator.common.interrupts import CallNotIssued, StopControl
 from biasim.simulator.engine.batching import (
@@ -21,37 +21,18 @@ from biasim.simulator.engine.batching import (
     answer_in_batches,
 )
 from biasim.simulator.engine.budget import CostBudget, Reservation, cost_bound, usage_anomaly
+from biasim.simulator.engine.calls import Call
 from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.llm.errors import TransientError
 from biasim.simulator.llm.logprobs import option_probabilities
 from biasim.simulator.llm.retry import answer_in_place
 from biasim.simulator.llm.runtime import BackendRuntime
-from biasim.simulator.llm.structured import OutputSchema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 REASK_TEMPLATE = (
     "Your answer did not follow the required format: {error}. Reply again with only a JSON "
     "object that matches the required format."
 )
-
-
-@dataclass(slots=True)
-class Call:
-    """One unit's request for a stage."""
-
-    unit_id: str
-    stage: str
-    role: str
-    request: LLMRequest
-    schema: OutputSchema | None
-    runtime: BackendRuntime
-    reask: bool = True
-    #: For ``answer: logprobs``: the choice field and its options, read from the answer's
-    #: log-probabilities.
-    decision: tuple[str, tuple[str, ...]] | None = None
-    #: Units of work the answer settles: the agents that share this very request (progress
-    #: counts units, not calls); 0 for a formatter's call, whose unit its first call counts.
-    units: int = 1
 
 
 class RunAborted(RuntimeError):

@@ -20,17 +20,19 @@ import mesa
 import orjson
 
 from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
-from biasim.simulator.engine.dispatch import Call, Dispatcher, RunInterrupted
-from biasim.simulator.engine.matching import Document, form_evaluations
+from biasim.agents.documents import Document
+from biasim.simulator.engine.calls import Call
+from biasim.simulator.engine.dispatch import Dispatcher, RunInterrupted
+from biasim.simulator.engine.matching import form_evaluations
 from biasim.simulator.engine.results import ResultsWriter
 from biasim.simulator.llm.logprobs import TOP_LOGPROBS
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
-from biasim.simulator.study.biographies import biography_view
 from biasim.simulator.study.config import RoleConfig, StageConfig, StudyConfig
 from biasim.simulator.study.design import (
     MODEL_LABEL,
+    biography_view,
     expected_units,
     iter_design,
     iter_populations,

@@ -9,7 +9,8 @@ and two conditions side by side per item (Table 5).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from rich.console import Console
@@ -29,7 +30,11 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.sections import validity
 
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
+
 pd = lazy_module("pandas")
+unit_stats = lazy_module("biasim.analysis.stats.units")
 
 # Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
 association = lazy_module("biasim.analysis.studies.bias_transmission.association")
@@ -180,6 +185,11 @@ class AssociationKind(AnalysisKind):
         )
         return section
 
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Whether any item deviates from chance: Holm's smallest adjusted p over the items'
+        exact tests (whatever the study's own adjustment), on their unit (calls)."""
+        return items_deviate(summary.get("items", []))
+
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name, positive = summary.get("name"), summary["positive"]
         console.print(
@@ -322,3 +332,19 @@ def _records_table(
     for row in records:
         table.add_row(*[fmt(row[c]) if isinstance(row[c], float) else str(row[c]) for c in columns])
     print_table(console, table)
+
+
+def items_deviate(items: list[dict[str, Any]]) -> dict[str, Tested]:
+    """``biasim power``'s headline of an item table: any item off chance, Holm over the items
+    (per experiment where the table has one), on the items' unit."""
+    family: dict[str, list[dict[str, Any]]] = {}
+    for row in items:
+        if row.get("p_value") is not None and not math.isnan(row["p_value"]):
+            family.setdefault(str(row.get("experiment", "")), []).append(row)
+    tests: dict[str, Tested] = {}
+    for experiment, rows in family.items():
+        p = min(1.0, min(r["p_value"] for r in rows) * len(rows))
+        at = f"{experiment}: " if experiment else ""
+        name = f"{at}any item deviates from chance (holm over {len(rows)} items)"
+        tests[name] = unit_stats.Tested.family(p, rows)
+    return tests

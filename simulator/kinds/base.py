@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.study.analysis_spec import AnalysisSpec, StudyFacts
+from biasim.simulator.study.analysis_spec import AnalysisSpec
+from biasim.simulator.study.facts import StudyFacts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -227,6 +228,12 @@ class AnalysisKind:
         the test's null reshuffled, both from the row the test wrote), for ``biasim power``
         (default: none). Adjusted p-values where the kind adjusts."""
         return {}
+
+    @classmethod
+    def has_power_tests(cls) -> bool:
+        """Whether the kind names any test for ``biasim power`` (it overrides
+        :meth:`power_tests`): a study whose analyses name none is refused before it runs."""
+        return cls.power_tests is not AnalysisKind.power_tests
 
     def power_no_effect(self, spec: Any, config: Any) -> set[str]:
         """Names of ``power_tests`` whose effect the study's synthetic truth cannot produce

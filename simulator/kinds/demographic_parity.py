@@ -55,6 +55,7 @@ from biasim.simulator.kinds.sections.exclusions import (
 )
 from biasim.simulator.kinds.sections.expected import (
     add_expected_decisions,
+    dpd_extremes,
     html_expected,
     is_logprob_stage,
     print_expected,
@@ -780,8 +781,7 @@ class DemographicParityKind(AnalysisKind):
                 str(row["model_label"]),
                 *[str(row[c]) for c in case_cols],
                 f"{fmt(row['dpd'])}{mark}",
-                fmt(row.get("max_group"), "text"),
-                fmt(row.get("min_group"), "text"),
+                *dpd_extremes(row["dpd"], row.get("max_group"), row.get("min_group")),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
                 fmt(row["p_value"]) + ("" if row.get("can_reject", True) else " †"),

@@ -36,6 +36,7 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.sections import validity
+from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
@@ -197,23 +198,12 @@ class LetterEvaluationKind(AnalysisKind):
                 "paper's beta regression with a random job intercept (not calibrated near the "
                 "ceiling)"
             )
-            for row in summary["effects"]:
-                if row["model"] != ceiling_effects.MODEL:
-                    continue
-                twin = next(
-                    r
-                    for r in summary["effects"]
-                    if r["model"] == "beta_job_random"
-                    and r["trait"] == row["trait"]
-                    and r[summary["by"]] == row[summary["by"]]
-                )
-                mark = "*" if row["significant"] else " "
-                console.print(
-                    f"   {mark} {row[summary['by']]:<6} {row['trait']:<16} {row['term']} vs "
-                    f"{row['reference']}: {row['estimate']:+.4f} (se {row['std_error']:.4f}, "
-                    f"p {row['p_value']:.3g}, {units.unit_label(row['unit'], row['n_units'])}) / "
-                    f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
-                )
+            print_trait_effects(
+                summary["effects"],
+                [summary["by"]],
+                f"{name}: effect on each trait's logit (tested * | the paper's beta regression)",
+                console,
+            )
         warned = [r for r in summary.get("effects", []) if r.get("warning")]
         if warned:
             console.print(

@@ -10,7 +10,7 @@ hiring one person).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from rich.console import Console
@@ -19,7 +19,7 @@ from rich.text import Text
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.simulator.common.html import HtmlSection
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.kinds.association import _records_table
+from biasim.simulator.kinds.association import _records_table, items_deviate
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -29,6 +29,9 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.sections import validity
+
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
 
 pd = lazy_module("pandas")
 
@@ -158,6 +161,11 @@ class PicksKind(AnalysisKind):
                 interval="95% t CI, calls",
             )
         return section
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Whether any item deviates from chance: Holm's smallest adjusted p over the items'
+        exact tests (whatever the study's own adjustment), on their unit (calls)."""
+        return items_deviate(summary.get("items", []))
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name, positive = summary.get("name"), summary["positive"]

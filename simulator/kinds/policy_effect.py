@@ -39,7 +39,8 @@ from biasim.simulator.kinds.pipeline import (
     stage_picks,
 )
 from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
-from biasim.simulator.study.policies import BASE, policy_names, policy_stage_name
+from biasim.simulator.study.policies import BASE, policy_stage_name
+from biasim.simulator.study.policy_copies import policy_names
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested

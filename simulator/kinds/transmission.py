@@ -11,28 +11,30 @@ by job category and by the writer's real group (Table 10).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field
 from rich.console import Console
 from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
-from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS
 from biasim.simulator.common.html import HtmlSection
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds import transmission_extras as extras
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
-    AnalysisSpec,
     Section,
     StudyFacts,
     slug,
 )
-from biasim.simulator.kinds.letter_evaluation import check_trait_types, trait_types_field
-from biasim.simulator.study.fields import Strict
+from biasim.simulator.kinds.letter_evaluation import check_trait_types
+from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
+from biasim.simulator.kinds.transmission_spec import TransmissionSpec
+
+if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
 
 parity = lazy_module("biasim.analysis.stats.parity")
 units = lazy_module("biasim.analysis.stats.units")
@@ -45,63 +47,6 @@ ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling
 traits = lazy_module("biasim.analysis.studies.bias_transmission.traits")
 transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
 email_outcomes = lazy_module("biasim.analysis.studies.hiring_emails.email_outcomes")
-
-
-class AssociationShares(Strict):
-    """A CSV of each job's association share (the share of female names paired with it)."""
-
-    file: str = Field(
-        description="CSV file (relative paths: the study's folder, else a built-in data file "
-        "of scenarios/data, e.g. `bias_transmission_association_shares.csv`)."
-    )
-    item_column: str = Field("job", description="Column naming the job as `cluster` does.")
-    share_column: str = Field("association_share", description="Column of the share.")
-    source: str = Field("", description="Where the shares come from, printed beside them.")
-
-
-class TransmissionSpec(AnalysisSpec):
-    """Which stages wrote, compared, scored and guessed, and what groups the writers."""
-
-    kind: Literal["transmission"]
-    writing: str = Field(description="The stage whose letters the readers read.")
-    group: str = Field("gender", description="The writers' persona axis compared.")
-    positive: str = Field("female", description="The group whose share of hires is reported.")
-    reference: str = Field("female", description="The group the other is compared against.")
-    category: str | None = Field(
-        "dominance", description="Recorded variable grouping jobs (Table 4)."
-    )
-    cluster: str = Field("job", description="Recorded variable naming the job.")
-    relative: list[str] = Field(default_factory=list, description="Pair reading stages.")
-    absolute: str | None = Field(None, description="A single reading stage with the scores.")
-    traits: list[str] = Field(default_factory=lambda: list(DIMENSIONS))
-    trait_types: dict[str, list[str]] = trait_types_field()
-    describe: list[str] = Field(
-        default_factory=list,
-        description="Further recorded variables shown per job in the trait-type table "
-        "(e.g. `job_status`).",
-    )
-    predictions: dict[str, str] = Field(
-        default_factory=dict, description="Single reading stage -> its guessed-gender field."
-    )
-    predicted: str = Field("woman", description="The guess whose share is reported.")
-    rationale: str | None = Field(
-        None,
-        description='Answer field of the pair stages holding the rationale ("I would hire '
-        "Applicant ... because ...\"): Table 12, and its terms by the chosen letter's group.",
-    )
-    association: AssociationShares | None = Field(
-        None,
-        description="Each job's association share (e.g. Table 5's Experiment 1 column, or "
-        "`association_items.csv` of your own association run): the jobs whose hiring bias is "
-        'weaker than it (section 4.1\'s "11/30").',
-    )
-    probes: list[str] = Field(
-        default_factory=list,
-        description="Single reading stages with free-text answers (appendix A.4's probe "
-        "prompts): their terms by the writer's group, the letter as the unit.",
-    )
-    alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
-    n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of pairs.")
 
 
 class TransmissionKind(AnalysisKind):
@@ -158,6 +103,33 @@ class TransmissionKind(AnalysisKind):
         if spec.probes:
             extras.probes(results, authors, spec, ctx, section)
         return section
+
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Per reading stage: whether any job's hires lean to one group (Holm over the jobs'
+        sign tests on pairs) and Applicant 1's share against 0.5 (calls); the change when
+        names are withheld (jobs); whether any trait moves (Holm over the tested model's
+        fits, on the trait rows' unit)."""
+        tests: dict[str, Tested] = {}
+        jobs: dict[str, list[dict[str, Any]]] = {}
+        for row in summary.get("hires_by_job", []):
+            if row.get("sign_p") is not None and not math.isnan(row["sign_p"]):
+                jobs.setdefault(str(row["stage"]), []).append(row)
+        for stage, rows in jobs.items():
+            p = min(1.0, min(r["sign_p"] for r in rows) * len(rows))
+            name = f"{stage}: any job's hires lean (holm over {len(rows)} jobs)"
+            tests[name] = units.Tested.family(p, rows)
+        for row in summary.get("position", []):
+            tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = units.Tested.of(row, "p_value")
+        change = summary.get("redaction_change")
+        if change and change.get("p_value") is not None:
+            tests["hires change when names are withheld"] = units.Tested.of(change, "p_value")
+        fits = [r for r in summary.get("effects", []) if r["model"] == ceiling_effects.MODEL]
+        fitted = [r["p_value"] for r in fits if r["p_value"] is not None]
+        fitted = [p for p in fitted if not math.isnan(p)]
+        if fitted:
+            name = f"any trait effect (holm over {len(fits)} fits)"
+            tests[name] = units.Tested.family(min(1.0, min(fitted) * len(fits)), fits)
+        return tests
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         name, positive = summary.get("name"), summary["positive"]
@@ -229,20 +201,13 @@ class TransmissionKind(AnalysisKind):
 def _print_effects(summary: dict[str, Any], console: Console) -> None:
     """Table 8's rows: the tested model (letters permuted within job) with its mark, the paper's
     beta regression beside it."""
-    for key, suffix in (("effects", ""), ("type_effects", " traits")):
-        rows = summary.get(key, [])
-        paper = {r["trait"]: r for r in rows if r["model"] == "beta_job_random"}
-        for row in rows:
-            if row["model"] != ceiling_effects.MODEL:
-                continue
-            twin = paper.get(row["trait"], {"estimate": np.nan, "p_value": np.nan})
-            mark = "*" if row["significant"] else " "
-            console.print(
-                f"   {mark} {row['trait'] + suffix:<16} {row['term']} vs {row['reference']}: "
-                f"{row['estimate']:+.4f} (se {row['std_error']:.4f}, p {row['p_value']:.3g}, "
-                f"{units.unit_label(row['unit'], row['n_units'])}); paper's beta "
-                f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})"
-            )
+    for key, what in (("effects", "trait"), ("type_effects", "trait type")):
+        print_trait_effects(
+            summary.get(key, []),
+            [],
+            f"Effect on each {what}'s score (tested * | the paper's beta regression)",
+            console,
+        )
     if summary.get("effects"):
         console.print(
             "  (tested: fractional logit with job fixed effects, p from permuting gender across "

@@ -29,7 +29,7 @@ unit_terms = lazy_module("biasim.analysis.text.unit_terms")
 pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
-    from biasim.simulator.kinds.transmission import TransmissionSpec
+    from biasim.simulator.kinds.transmission_spec import TransmissionSpec
 
 # Lazy: it brings scipy.stats, which validating a study never needs.
 hiring_summaries = lazy_module("biasim.analysis.studies.bias_transmission.hiring_summaries")

@@ -1,23 +1,22 @@
 """The part of an ``analyses:`` entry the study knows before any kind is loaded.
 
 A kind's spec subclasses :class:`AnalysisSpec`; its check reads the study through
-:class:`StudyFacts`. Both live with the study, not with the kinds, so loading and checking a
-study finds a kind by name (:data:`biasim.registry.KINDS`) without importing the kinds' layer.
+:class:`~biasim.simulator.study.facts.StudyFacts`. Both live with the study, not with the kinds,
+so loading and checking a study finds a kind by name (:data:`biasim.registry.KINDS`) without
+importing the kinds' layer. The schema (:mod:`.config`) holds this spec, so it imports nothing
+above the schema.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.fields import Identifier, Strict
 
 if TYPE_CHECKING:
-    from biasim.simulator.common.yamlsource import FieldPath, SourceMap
-    from biasim.simulator.study.config import OutputField, StudyConfig
+    pass
 
 #: The kind of an ``analyses:`` entry that names none (the original decision-rate analysis).
 DEFAULT_KIND = "demographic_parity"
@@ -28,67 +27,3 @@ class AnalysisSpec(Strict):
 
     kind: str = Field(description="Analysis kind (see `biasim kinds`).")
     name: Identifier | None = Field(None, description="Name of the output tables and figures.")
-
-
-@dataclass
-class StudyFacts:
-    """What a kind checks its spec against, and where its problems are reported.
-
-    Attributes:
-        config: The study (without its analyses' typed specs checked yet).
-        smap: Source locations of the study file.
-        at: Path of this analysis in the study, e.g. ``("analyses", 0)``.
-        problems: Problems found so far; the helpers append to it.
-    """
-
-    config: StudyConfig
-    smap: SourceMap
-    at: FieldPath
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def axes(self) -> dict[str, list[str]]:
-        """Persona axes and their values."""
-        return self.config.personas.axes
-
-    @property
-    def stage_fields(self) -> dict[str, dict[str, OutputField]]:
-        """Stage name -> its output fields (empty for free-text stages, which give `text`)."""
-        return {stage.name: dict(stage.output or {}) for stage in self.config.stages}
-
-    @property
-    def columns(self) -> set[str]:
-        """Results columns a spec may name besides the persona axes: factors, recorded
-        variables and ``model_label``."""
-        design = self.config.design
-        return {*design.factors, *design.record, "model_label"}
-
-    def problem(self, path: FieldPath, message: str) -> None:
-        """Report ``message`` at ``path`` relative to this analysis."""
-        self.problems.append(self.smap.problem((*self.at, *path), message))
-
-    def need_stage(self, stage: str, path: FieldPath) -> bool:
-        """Report a stage the study does not have; True when it exists."""
-        if stage in self.stage_fields:
-            return True
-        self.problem(path, f"no stage named `{stage}`")
-        return False
-
-    def need_field(self, stage: str, name: str, path: FieldPath, stage_path: FieldPath) -> None:
-        """Report a stage that does not exist or has no output field ``name``."""
-        if not self.need_stage(stage, stage_path):
-            return
-        fields = self.stage_fields[stage] or {"text": None}
-        if name not in fields:
-            self.problem(path, f"stage `{stage}` has no output field `{name}`")
-
-    def need_column(self, name: str | None, path: FieldPath) -> None:
-        """Report a name that is not a design factor, recorded variable or ``model_label``."""
-        if name is not None and name not in self.columns:
-            self.problem(path, f"`{name}` is not a design factor or recorded variable")
-
-    def need_axes(self, axes: list[str], path: FieldPath) -> None:
-        """Report every name in ``axes`` that is not a persona axis."""
-        for axis in axes:
-            if axis not in self.axes:
-                self.problem(path, f"`{axis}` is not a persona axis")

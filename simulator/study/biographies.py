@@ -27,7 +27,6 @@ from biasim.simulator.study.fields import Identifier, Strict
 
 if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import FieldPath, SourceMap
-    from biasim.simulator.study.design import AgentSpec
 
 SECTION = "biographies"
 #: Columns a study's biography file needs: the CBG prompt names the writer's occupation.
@@ -85,14 +84,6 @@ class BiographiesConfig(Strict):
         """The biography of pair ``level`` for the persona axis value ``axis_value``."""
         code = next(c for c, v in self.values.items() if v == axis_value)
         return self._index[(level, code)]
-
-
-def biography_view(section: BiographiesConfig, spec: AgentSpec) -> dict[str, str]:
-    """What templates see as ``biography``: the row of the agent's pair and axis value, with
-    ``name`` (first and last) and ``pronoun`` (him / her, the paper's CBG prompt)."""
-    levels = dict(spec.levels)
-    axis_value = dict(spec.persona.attributes)[section.axis]
-    return section.row(levels[section.factor], axis_value)
 
 
 def read_biography_section(

@@ -15,7 +15,6 @@ from jinja2.exceptions import SecurityError
 from biasim.registry import BACKENDS, KINDS
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.common.yamlsource import FieldPath, SourceMap
-from biasim.simulator.study.analysis_spec import StudyFacts
 from biasim.simulator.study.columns import RESERVED as RESERVED_COLUMNS
 from biasim.simulator.study.config import (
     RESULT_COLUMNS,
@@ -28,10 +27,13 @@ from biasim.simulator.study.config import (
     SyntheticField,
     analysis_name,
 )
+from biasim.simulator.study.facts import StudyFacts
 from biasim.simulator.study.hints import nearest, synthetic_hint, undefined_message
-from biasim.simulator.study.pairing import check_pairing, draw_trial, pool
+from biasim.simulator.study.pairing import draw_trial, pool
+from biasim.simulator.study.pairing_checks import check_pairing
 from biasim.simulator.study.personas import ABLATION_FACTOR
-from biasim.simulator.study.populations import REDACTED, stage_population
+from biasim.simulator.study.populations import REDACTED
+from biasim.simulator.study.stage_graph import stage_population
 from biasim.simulator.study.templating import (
     RENDER_ERRORS,
     compile_expression,

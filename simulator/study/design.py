@@ -24,17 +24,11 @@ from biasim.personas import (
     iter_personas,
 )
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.study.biographies import biography_view
+from biasim.simulator.study.biographies import BiographiesConfig
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.persona_writer import persona_view
-from biasim.simulator.study.populations import (
-    pool_slices,
-    populations,
-    selects_from,
-    stage_order,
-    stage_population,
-    stratum_key,
-)
+from biasim.simulator.study.populations import pool_slices, selects_from, stratum_key
+from biasim.simulator.study.stage_graph import populations, stage_order, stage_population
 from biasim.simulator.study.templating import (
     compile_expression,
     reads_answers,
@@ -493,3 +487,11 @@ def _cut(docs: list[Author], reads: Any, k: int) -> list[list[Author]]:
     return [
         stratum[cut] for stratum in strata.values() for cut in pool_slices(len(stratum), reads.size)
     ]
+
+
+def biography_view(section: BiographiesConfig, spec: AgentSpec) -> dict[str, str]:
+    """What templates see as ``biography``: the row of the agent's pair and axis value, with
+    ``name`` (first and last) and ``pronoun`` (him / her, the paper's CBG prompt)."""
+    levels = dict(spec.levels)
+    axis_value = dict(spec.persona.attributes)[section.axis]
+    return section.row(levels[section.factor], axis_value)

@@ -27,7 +27,7 @@ from biasim.simulator.study.files import load_with_extends, read_data_files
 from biasim.simulator.study.hints import nearest, pattern_message
 from biasim.simulator.study.persona_writer import collapse_generated, expand_generated
 from biasim.simulator.study.pipeline_checks import check_policies
-from biasim.simulator.study.policies import expand_policies, locate_copies
+from biasim.simulator.study.policy_copies import expand_policies, locate_copies
 
 
 def study_json_schema() -> dict[str, Any]:

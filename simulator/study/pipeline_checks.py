@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.design import population_sizes
 from biasim.simulator.study.policies import BASE
-from biasim.simulator.study.populations import (
+from biasim.simulator.study.stage_graph import (
     populations,
     stage_graph,
     stage_order,

@@ -4,12 +4,12 @@ A study may hold several populations of agents with different roles (applicants 
 screeners and managers who read what others wrote). A *reading* stage shows documents that
 another population wrote in an earlier stage, matched ``single``, ``pair`` or ``pool``; it may
 read only the candidates an earlier reading stage advanced (``after``), which makes the stages a
-pipeline. The stages form a directed acyclic graph (networkx), run in topological order.
+pipeline. The stages form a directed acyclic graph (networkx), run in topological order
+(:mod:`.stage_graph`, above the schema, which holds the sections defined here).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -19,9 +19,7 @@ from biasim.simulator.study.fields import Identifier, Strict
 from biasim.simulator.study.personas import PersonaConfig
 
 if TYPE_CHECKING:
-    import networkx as nx
-
-    from biasim.simulator.study.config import StageConfig, StudyConfig
+    pass
 
 #: Agent classes a population can hold (``agents`` has one Mesa agent class per role).
 AgentRole = Literal[
@@ -130,79 +128,3 @@ def selects_from(k: int, shown: int) -> bool:
     """Whether an evaluation showing ``shown`` documents is a decision: picking ``k`` of ``k``
     or fewer is none (those documents are counted, not read)."""
     return shown > k
-
-
-def populations(config: StudyConfig) -> dict[str, PopulationConfig]:
-    """The study's populations (one implicit population of decision-makers when it has none)."""
-    if config.populations:
-        return dict(config.populations)
-    return {DEFAULT_POPULATION: PopulationConfig(agent="decision_maker", personas="study")}
-
-
-def stage_population(config: StudyConfig, stage: StageConfig) -> str:
-    """The population acting in ``stage`` (the first population when the stage names none)."""
-    return stage.population or next(iter(populations(config)))
-
-
-def is_pipeline(config: StudyConfig) -> bool:
-    """Whether agents read each other's work (the study declares populations)."""
-    return bool(config.populations)
-
-
-def stage_edges(config: StudyConfig) -> list[tuple[str, str, str]]:
-    """``(from, to, kind)``: from each stage to the next of the same population (an agent
-    acts in its stages in order) and from every stage a reading stage reads or follows."""
-    names = {stage.name for stage in config.stages}
-    edges: list[tuple[str, str, str]] = []
-    last: dict[str, str] = {}
-    for stage in config.stages:
-        population = stage_population(config, stage)
-        if population in last:
-            edges.append((last[population], stage.name, "sequence"))
-        last[population] = stage.name
-        if stage.reads is not None:
-            for upstream, kind in ((stage.reads.stage, "reads"), (stage.reads.after, "after")):
-                if upstream is not None and upstream in names:
-                    edges.append((upstream, stage.name, kind))
-    return edges
-
-
-def stage_graph(config: StudyConfig) -> nx.DiGraph:
-    """Stages as a graph whose edges are :func:`stage_edges` (for the checks' cycle search)."""
-    import networkx as nx  # only validation searches the graph; a run only orders it
-
-    graph = nx.DiGraph()
-    for index, stage in enumerate(config.stages):
-        graph.add_node(stage.name, index=index)
-    for upstream, stage, kind in stage_edges(config):
-        graph.add_edge(upstream, stage, kind=kind)
-    return graph
-
-
-def stage_order(config: StudyConfig) -> list[str]:
-    """Stage names in the order they run: topological, ties broken by declaration order.
-
-    Raises:
-        ValueError: The stages form a cycle (validation refuses such a study first).
-    """
-    index = {stage.name: i for i, stage in enumerate(config.stages)}
-    following: dict[str, set[str]] = {name: set() for name in index}
-    for upstream, stage, _ in stage_edges(config):
-        following[upstream].add(stage)
-    waiting = {name: 0 for name in index}
-    for targets in following.values():
-        for stage in targets:
-            waiting[stage] += 1
-    ready = [(i, name) for name, i in index.items() if not waiting[name]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, name = heapq.heappop(ready)
-        order.append(name)
-        for stage in following[name]:
-            waiting[stage] -= 1
-            if not waiting[stage]:
-                heapq.heappush(ready, (index[stage], stage))
-    if len(order) < len(index):
-        raise ValueError("the stages form a cycle")
-    return order

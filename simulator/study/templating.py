@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from functools import lru_cache
 from typing import Any
 
@@ -14,8 +14,8 @@ from jinja2.lexer import TokenStream
 from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from biasim.analysis.studies.hiring_emails.judge_prompt import JUDGE_PROMPT
 from biasim.analysis.text.redaction import redact_names
+from biasim.registry import PROMPTS
 from biasim.simulator.study import template_limits as limits
 from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE
 
@@ -222,16 +222,27 @@ def _redact_name(text: str, name: str | None) -> str:
     return redact_names([text], [name or ""])[0] if name else text
 
 
-def _email_judge_prompt(email: str) -> str:
-    # Compiled once: a study renders it for every agent (validate dry-renders them all).
-    return compile_template(JUDGE_PROMPT).render(email=email)
+def _registered_prompt(name: str) -> Callable[..., str]:
+    """A template function rendering the prompt registered as ``name`` (``registry.PROMPTS``),
+    loaded on its first call; positional arguments fill its variables in the order they first
+    appear in it (``email_judge_prompt(text)`` fills ``email``)."""
+
+    def render(*args: Any, **kwargs: Any) -> str:
+        source = PROMPTS.load(name)
+        found = re.findall(r"{{-?\s*([A-Za-z_]\w*)", source)
+        named = dict(zip(dict.fromkeys(found), args, strict=False))
+        # Compiled once: a study renders it for every agent (validate dry-renders them all).
+        return compile_template(source).render(**named, **kwargs)
+
+    return render
 
 
 # Pure helpers a study may call: `redact_name(text, persona.name)` hides the applicant's name
-# (whole word, possessives) before a judge reads an email; `email_judge_prompt(email)` is the
-# hiring-outcome judge's prompt, defined once beside the hiring-email classifiers (in a module of
-# its own: they bring scikit-learn).
-_ENV.globals.update(redact_name=_redact_name, email_judge_prompt=_email_judge_prompt)
+# (whole word, possessives) before a judge reads an email; each registered prompt (the
+# hiring-outcome judge's `email_judge_prompt(email)`, defined once beside the hiring-email
+# classifiers) by its name.
+_ENV.globals.update(redact_name=_redact_name)
+_ENV.globals.update({name: _registered_prompt(name) for name in PROMPTS.names()})
 _ENV.filters["with_article"] = _bounded_filter(with_article)
 
 

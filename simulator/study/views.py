@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from biasim.simulator.study.casting import cast
 from biasim.simulator.study.config import RoleConfig, StudyConfig
 from biasim.simulator.study.design import design_size, model_labels, population_sizes
-from biasim.simulator.study.populations import (
-    PopulationConfig,
+from biasim.simulator.study.populations import PopulationConfig
+from biasim.simulator.study.stage_graph import (
     is_pipeline,
     populations,
     stage_order,

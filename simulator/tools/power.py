@@ -323,6 +323,11 @@ def power(
             "the study declares no synthetic truth (roles.<role>.synthetic): there is no effect "
             "to find"
         )
+    untested = [s for s in study.config.analyses if not get_kind(s.kind).has_power_tests()]
+    if len(untested) == len(study.config.analyses):
+        what = ", ".join(sorted({s.kind for s in untested}))
+        what = f"its analyses (kind {what}) name no test power reads" if what else "no analyses"
+        raise ValueError(f"the study declares {what}: there is nothing to count")
     found: dict[tuple[str, str, int, str], list[bool]] = {}
     tested_units: dict[tuple[str, str, int], list[Tested]] = {}
     with tempfile.TemporaryDirectory(prefix="biasim-power-") as tmp:

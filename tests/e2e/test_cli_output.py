@@ -74,23 +74,6 @@ def test_table_wraps_text_but_never_splits_a_number() -> None:
     assert "┃" in text or "│" in text
 
 
-def test_too_wide_table_switches_to_one_block_per_row() -> None:
-    table = Table(title="rates")
-    for col in ("model", "attribute", "DPD", "threshold", "p"):
-        table.add_column(col, justify="right")
-    table.add_row("synthetic:synthetic-responder", "gender", "0.250", "0.500", "0.828")
-    buffer = io.StringIO()
-    print_table(Console(file=buffer, width=40, color_system=None), table)
-    assert buffer.getvalue().splitlines() == [
-        "rates",
-        "- model: synthetic:synthetic-responder",
-        "  attribute: gender",
-        "  DPD: 0.250",
-        "  threshold: 0.500",
-        "  p: 0.828",
-    ]
-
-
 def test_run_ends_with_where_everything_was_written(tmp_path: Path) -> None:
     study = write_study(tmp_path / "study.yaml", agents=4)
     out = tmp_path / "run"

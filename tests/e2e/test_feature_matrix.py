@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -138,6 +139,13 @@ def test_cell(runs: Runs, kind: str, tool: str) -> None:
             app, ["power", study, "--agents", size, "--studies", "2", "--out", str(target)]
         )
         _clean(result, f"{kind} power")
+        if result.exit_code == 0:
+            # A table with a row per test, each naming the unit its null reshuffled; a kind
+            # without a test power reads is refused before anything runs, not an empty table.
+            table = pd.read_csv(target / "power.csv")
+            assert len(table) and (table["unit"] != "not stated").all(), table.to_string()
+        else:
+            assert "nothing to count" in result.output or "synthetic truth" in result.output
     else:
         page = (out / "report.html").read_text(encoding="utf-8")
         assert KINDS.instance(kind).title.split(":")[0] in page

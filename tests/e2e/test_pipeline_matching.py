@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from biasim.agents.documents import Document
 from biasim.simulator.cli import app
-from biasim.simulator.engine.matching import REDACTED, Document, form_evaluations
+from biasim.simulator.engine.matching import REDACTED, form_evaluations
 from biasim.simulator.study.design import iter_populations
 from biasim.simulator.study.load import load_study
-from biasim.simulator.study.populations import ReadsConfig, stage_order
+from biasim.simulator.study.populations import ReadsConfig
+from biasim.simulator.study.stage_graph import stage_order
 from tests import pipeline_studies
 
 

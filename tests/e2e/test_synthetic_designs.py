@@ -136,6 +136,12 @@ def test_power_needs_a_declared_truth_and_good_options(tmp_path: Path) -> None:
 def test_power_says_whether_it_draws_whole_stages(tmp_path: Path) -> None:
     data = base_study()
     data["roles"]["decider"]["synthetic"] = {"decision": {"default": {"A": 0.3, "B": 0.7}}}
+    path = write(tmp_path / "bare.yaml", data)
+    result = CliRunner().invoke(app, ["power", str(path), "--agents", "2", "--studies", "2"])
+    # Nothing to count without an analysis: refused before anything runs.
+    assert result.exit_code == 2 and "nothing to count" in result.output
+    parity = {"kind": "demographic_parity", "stage": "decide", "field": "decision"}
+    data["analyses"] = [{**parity, "target": "A", "by": ["gender"]}]
     path = write(tmp_path / "drawn.yaml", data)
     result = CliRunner().invoke(app, ["power", str(path), "--agents", "2", "--studies", "2"])
     assert result.exit_code == 0, result.output

@@ -124,7 +124,8 @@ def share_table(
 
     Returns:
         Per group: ``n`` (pairings), ``n_<positive>``, ``share``, ``ci_low``, ``ci_high``,
-        ``p_value``, ``p_adjusted`` and ``deviates`` (``p_adjusted < alpha``).
+        ``p_value``, ``p_adjusted``, ``deviates`` (``p_adjusted < alpha``), ``unit``
+        (``call``) and ``n_units``.
     """
     by = list(by)
     paired = pairs[pairs["outcome"] == PAIRED]
@@ -146,6 +147,8 @@ def share_table(
     else:
         table["p_adjusted"] = adjust(table["p_value"].to_numpy(), method)
     table["deviates"] = table["p_adjusted"] < alpha
+    # Each call pairs every item once: an item's pairings are its calls, the test's units.
+    table["unit"], table["n_units"] = "call", table["n"]
     return table.rename(columns={"k": f"n_{positive}"})
 
 
@@ -261,7 +264,8 @@ def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) 
 
     Returns:
         Per group: ``pairs`` (with both showings answered), ``both_<positive>``, ``both_other``,
-        ``split`` and ``sign_p`` (exact, two-sided, against 0.5; NaN when no pair agreed).
+        ``split``, ``sign_p`` (exact, two-sided, against 0.5; NaN when no pair agreed),
+        ``unit`` (``pair``) and ``n_units``.
     """
     hits = picks.assign(_hit=(picks["value"] == positive).astype(int))
     per_pair = hits.groupby([*by, "pair"], sort=False)["_hit"].agg(["sum", "size"]).reset_index()
@@ -279,6 +283,7 @@ def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) 
     table.insert(len(by), "pairs", table[f"both_{positive}"] + table["both_other"] + table["split"])
     agreed = (table[f"both_{positive}"] + table["both_other"]).to_numpy()
     table["sign_p"] = chance_test(table[f"both_{positive}"].to_numpy(), agreed)
+    table["unit"], table["n_units"] = "pair", table["pairs"]
     return table
 
 

@@ -144,7 +144,7 @@ def share_table(
         t interval of the mean per-call share, clipped to [0, 1]: calls are the independent
         units), ``chance``
         (the share expected under the null), ``p_value`` (:func:`exact_test`), ``p_adjusted``
-        and ``deviates`` (``p_adjusted < alpha``).
+        , ``deviates`` (``p_adjusted < alpha``), ``unit`` (``call``) and ``n_units``.
     """
     by = list(by)
     usable = calls[calls["outcome"] == PICKED]
@@ -183,6 +183,8 @@ def share_table(
     else:
         table["p_adjusted"] = adjust(table["p_value"].to_numpy(), method)
     table["deviates"] = (table["p_adjusted"] < alpha).astype(bool)
+    # The exact test treats calls as independent: they are its units.
+    table["unit"], table["n_units"] = "call", table["calls"]
     return table
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 from rich.console import Console
 
-from biasim.simulator.common.html import Column, HtmlSection
+from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
 from biasim.simulator.kinds.sections.discrim_eval import (
@@ -115,6 +115,14 @@ def _unit_means(expected: dict[str, Any]) -> str:
     return UNIT_MEANS if expected.get("unit", UNIT) == UNIT else "replicates pooled"
 
 
+def dpd_extremes(dpd: Any, highest: Any, lowest: Any) -> tuple[str, str]:
+    """The highest and lowest group as the console names them; a DPD of 0 has none (every
+    group's rate is the same), so it says so instead of naming one group twice."""
+    if dpd == 0:
+        return "no difference", "-"
+    return fmt(highest, "text"), fmt(lowest, "text")
+
+
 def print_expected(summary: dict[str, Any], console: Console) -> None:
     """One line per case: the DPD of expected decisions and its p-value."""
     expected = summary.get("expected")
@@ -124,9 +132,11 @@ def print_expected(summary: dict[str, Any], console: Console) -> None:
         if "dpd" not in case:
             continue
         where = ", ".join(str(case.get(c)) for c in expected["case_columns"])
+        highest, lowest = dpd_extremes(case["dpd"], case["highest"], case["lowest"])
+        between = highest if case["dpd"] == 0 else f"{highest} vs {lowest}"
         console.print(
-            f"expected decisions ({where}): DPD {case['dpd']:.3f} ({case['highest']} vs "
-            f"{case['lowest']}), permutation p = {case['p_value']:.3g} over {case['n_units']} "
+            f"expected decisions ({where}): DPD {case['dpd']:.3f} ({between}), permutation "
+            f"p = {case['p_value']:.3g} over {case['n_units']} "
             f"units ({case['unit']}; replicates pooled)",
             highlight=False,
             soft_wrap=True,

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.tables import print_table
+from biasim.simulator.common.tables import Hidden, print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
 
 pd = lazy_module("pandas")
@@ -89,7 +89,8 @@ def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: 
     table = Table(title="Model-based estimates: odds ratio against the reference group")
     for col in (*keys, "model", "group", "vs", "OR", "95% CI", "p", "units", "converged"):
         table.add_column(col, justify="right")
-    for row in rows:
+    fitted = [row for row in rows if not _unfitted(row)]
+    for row in fitted:
         table.add_row(
             *[str(row[c]) for c in keys],
             "GEE" if row["model"].startswith("GEE") else "mixed",
@@ -101,8 +102,20 @@ def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: 
             f"{row['n_units']} {row['unit']}",
             "yes" if row["converged"] else f"no: {row['note']}",
         )
-    print_table(console, table)
-    console.print(NOTE)
+    print_table(console, table, _hidden_unfitted(rows))
+    if fitted:
+        console.print(NOTE)
+
+
+def _unfitted(row: dict[str, Any]) -> bool:
+    """A model that was not fitted (e.g. every unit answers alike): its row says nothing."""
+    return not row["converged"] and str(row.get("note") or "").startswith("not fitted")
+
+
+def _hidden_unfitted(rows: list[dict[str, Any]]) -> Hidden:
+    unfitted = [row for row in rows if _unfitted(row)]
+    reasons = sorted({str(row["note"]).removeprefix("not fitted: ") for row in unfitted})
+    return Hidden(len(unfitted), "the model was not fitted: " + "; ".join(reasons))
 
 
 def print_grades(rows: list[dict[str, Any]], console: Console) -> None:

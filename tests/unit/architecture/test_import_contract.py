@@ -1,197 +1,153 @@
 """The import contract: data flows one way, study -> engine -> LLM layer -> analysis -> report.
 
-The graph is read from the source (every ``import``, including those inside functions, except
-under ``if TYPE_CHECKING:``), so a lazy import cannot hide a circle or a call back up the layers.
-Plug-ins (kinds, backends, scorers) are found through :mod:`biasim.registry` by name, which is
-why the engine can run a kind without importing it.
+import-linter checks it (``[tool.importlinter]`` in pyproject.toml, run by
+``python -m tests.lint_imports``): layers and forbidden imports, each through chains of imports
+as well as directly, counting imports under ``if TYPE_CHECKING:`` and ``lazy_module("...")``
+strings. What it does not check is here: that every module has a layer, and that every folder
+of code is a package.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
+import grimp
 import pytest
 
+from tests.lint_imports import PACKAGE, add_lazy_imports, lazy_imports, mapped_folders
+from tests.lint_imports import source_modules as package_modules
 from tests.paths import ROOT
 
-FOLDERS = ("biasim", "simulator", "analysis", "agents", "personas", "scenarios")
 
-#: Lowest first. A module may import its own layer and the layers below, never one above.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("biasim.registry", "biasim.personas", "biasim.scenarios", "biasim.analysis"),
-    ("biasim.simulator.common",),
-    ("biasim.simulator.llm",),
-    ("biasim.simulator.study",),
-    ("biasim.agents",),
-    ("biasim.simulator.kinds",),
-    ("biasim.simulator.report",),
-    ("biasim.simulator.engine",),
-    ("biasim.simulator.tools", "biasim.simulator.api"),
-    ("biasim.simulator.cli", "biasim.simulator.__main__", "biasim.__main__", "biasim"),
-)
-#: Imports that break a rule of their own besides the layers: (importer prefix, imported
-#: prefix, the rule).
-FORBIDDEN = (
-    ("biasim.simulator.engine", "biasim.analysis.studies", "the engine imports no study's code"),
-    ("biasim.simulator.engine", "biasim.simulator.kinds", "the engine finds kinds by name"),
-    ("biasim.simulator.study", "biasim.simulator.kinds", "the study finds kinds by name"),
-    ("biasim.simulator.study.config", "biasim.simulator.study.checks", "schema imports no checks"),
-    ("biasim.simulator.study.config", "biasim.simulator.study.design", "schema imports no design"),
-    ("biasim.personas", "biasim.analysis", "personas are data"),
-)
-
-
-def module_name(path: Path) -> str:
-    """``simulator/study/config.py`` -> ``biasim.simulator.study.config``."""
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts if parts[0] == "biasim" else ["biasim", *parts])
-
-
-def source_modules() -> dict[str, Path]:
-    """Every module of the package, by its installed name."""
-    return {
-        module_name(p): p
-        for folder in FOLDERS
-        for p in sorted((ROOT / folder).rglob("*.py"))
-        if "__pycache__" not in p.parts
-    }
-
-
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that ``name`` imports at run time."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_lines(tree)
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        found.update(t for t in targets if t in known and t != name)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    modules = source_modules()
-    known = set(modules)
-    return {name: imports_of(name, path, known) for name, path in modules.items()}
-
-
-def layer_of(name: str) -> int:
-    best, depth = -1, -1
-    for index, prefixes in enumerate(LAYERS):
-        for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > depth:
-                best, depth = index, len(prefix)
-    return best
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
-@pytest.fixture(scope="module")
-def graph() -> dict[str, set[str]]:
-    return import_graph()
-
-
-def test_every_module_has_a_layer(graph: dict[str, set[str]]) -> None:
-    assert [name for name in graph if layer_of(name) < 0] == []
-
-
-def test_no_import_circles(graph: dict[str, set[str]]) -> None:
-    assert circles(graph) == []
-
-
-def test_no_import_runs_back_up_the_layers(graph: dict[str, set[str]]) -> None:
-    upward = sorted(
-        f"{src} -> {dst}"
-        for src, targets in graph.items()
-        for dst in targets
-        if layer_of(dst) > layer_of(src)
+def lint_imports(config: Path = ROOT / "pyproject.toml") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.lint_imports", "--config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert upward == []
 
 
-def test_no_forbidden_imports(graph: dict[str, set[str]]) -> None:
-    def under(name: str, prefix: str) -> bool:
-        return name == prefix or name.startswith(prefix + ".")
+def test_the_contract_is_kept() -> None:
+    done = lint_imports()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " 0 broken." in done.stdout
+    assert "Module-level import circles: 0" in done.stdout
+    # The view showed import-linter the whole package, not biasim/ alone.
+    assert f"Analyzed {len(package_modules())} files" in done.stdout
 
-    broken = sorted(
-        f"{src} -> {dst}: {rule}"
-        for src, targets in graph.items()
-        for dst in targets
-        for importer, imported, rule in FORBIDDEN
-        if under(src, importer) and under(dst, imported)
+
+#: Each is broken only by a chain of imports, a type-only import or a lazy_module string.
+BREACHES = """
+[tool.importlinter]
+root_packages = ["biasim"]
+
+[[tool.importlinter.contracts]]
+name = "through a chain"
+type = "forbidden"
+source_modules = ["biasim.__main__"]
+forbidden_modules = ["biasim.simulator.common"]
+
+[[tool.importlinter.contracts]]
+name = "type-only"
+type = "forbidden"
+source_modules = ["biasim.simulator.engine.batching"]
+forbidden_modules = ["biasim.simulator.engine.calls"]
+
+[[tool.importlinter.contracts]]
+name = "lazy"
+type = "forbidden"
+source_modules = ["biasim.simulator.kinds.acceptance"]
+forbidden_modules = ["biasim.analysis.stats.disparity"]
+"""
+
+
+def test_a_breach_through_a_chain_a_type_hint_or_a_lazy_import_fails(tmp_path: Path) -> None:
+    config = tmp_path / "contracts.toml"
+    config.write_text(BREACHES, encoding="utf-8")
+    done = lint_imports(config)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for name in ("through a chain", "type-only", "lazy"):
+        assert f"{name} BROKEN" in done.stdout
+    assert "Contracts: 0 kept, 3 broken." in done.stdout
+    # The lazy import is reported at its line.
+    source = (ROOT / "simulator/kinds/acceptance.py").read_text(encoding="utf-8").splitlines()
+    (line,) = [
+        i + 1 for i, text in enumerate(source) if '"biasim.analysis.stats.disparity"' in text
+    ]
+    assert f"acceptance -> biasim.analysis.stats.disparity (l.{line})" in done.stdout
+    # Without the type-only imports the type-only breach is gone: they are what broke it.
+    config.write_text(
+        BREACHES.replace(
+            "[tool.importlinter]", "[tool.importlinter]\nexclude_type_checking_imports = true"
+        ),
+        encoding="utf-8",
     )
-    assert broken == []
+    assert "type-only KEPT" in lint_imports(config).stdout
 
 
-def test_the_contract_catches_a_circle_and_an_upward_import() -> None:
-    """The checks themselves can fail: a made-up graph with both faults is caught."""
-    fake = {
-        "biasim.simulator.study.config": {"biasim.simulator.engine.model"},
-        "biasim.simulator.engine.model": {"biasim.simulator.study.config"},
+def test_a_lazy_import_of_no_module_or_by_a_computed_name_is_refused(tmp_path: Path) -> None:
+    graph = grimp.ImportGraph()
+    graph.add_module("biasim.x")
+    missing = tmp_path / "x.py"
+    missing.write_text('stats = lazy_module("biasim.nowhere")\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"names no module: biasim\.nowhere"):
+        add_lazy_imports(graph, {"biasim.x": missing})
+    computed = tmp_path / "y.py"
+    computed.write_text('name = "biasim.x"\nstats = lazy_module(name)\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"y\.py:2: lazy_module takes the module's name"):
+        list(lazy_imports({"biasim.y": computed}))
+
+
+def test_every_lazy_import_of_the_package_is_read() -> None:
+    found = {(src, dst) for src, dst, _, _ in lazy_imports(package_modules())}
+    assert ("biasim.simulator.kinds.acceptance", "biasim.analysis.stats.disparity") in found
+    assert all(dst.startswith(PACKAGE + ".") for _, dst in found)
+
+
+def contract_layers() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [
+        c["layers"] for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"
+    ]
+    return [name.strip() for layer in layers for name in layer.replace("|", ":").split(":")]
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new module is placed by the contract's layers, not by a catch-all. Above them stand
+    the package's root (``biasim/__init__.py``, the public API loaded on first use) and the
+    packages that hold layers (``biasim.simulator``), which import nothing."""
+    layers = contract_layers()
+    modules = package_modules()
+    placeless = {
+        name
+        for name in modules
+        if not any(name == top or name.startswith(top + ".") for top in layers)
     }
-    assert circles(fake) == [sorted(fake)]
-    assert layer_of("biasim.simulator.engine.model") > layer_of("biasim.simulator.study.config")
+    holders = {name for name in placeless if any(top.startswith(name + ".") for top in layers)}
+    assert placeless - holders == set()
+    importing = [
+        name
+        for name in holders - {PACKAGE}
+        if any(
+            isinstance(node, ast.Import | ast.ImportFrom)
+            for node in ast.walk(ast.parse(modules[name].read_text(encoding="utf-8")))
+        )
+    ]
+    assert importing == []
 
 
 def test_every_folder_of_code_is_a_package() -> None:
     """setup.py finds packages by their ``__init__.py``: a folder without one would be left out
     of the wheel (the CLI once failed from a wheel for this reason)."""
-    folders = {p.parent for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")}
+    folders = {
+        p.parent for folder in (PACKAGE, *mapped_folders()) for p in (ROOT / folder).rglob("*.py")
+    }
     assert (
         sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()) == []
     )

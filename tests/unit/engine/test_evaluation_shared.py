@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from biasim.agents.documents import Document, Evaluation
 from biasim.personas import Persona
-from biasim.simulator.engine.matching import Document, Evaluation, show
+from biasim.simulator.engine.matching import show
 from biasim.simulator.study.design import AgentSpec
 
 

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.engine import store_signing
-from biasim.simulator.engine.dispatch import Call, Dispatcher
+from biasim.simulator.engine.calls import Call
+from biasim.simulator.engine.dispatch import Dispatcher
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.engine.store import CallStore
 from biasim.simulator.llm.errors import TransientError

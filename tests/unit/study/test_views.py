@@ -10,7 +10,7 @@ from biasim.scenarios import builtin_path
 from biasim.simulator.study.casting import cast
 from biasim.simulator.study.design import design_size, iter_populations, model_labels
 from biasim.simulator.study.load import load_study
-from biasim.simulator.study.populations import (
+from biasim.simulator.study.stage_graph import (
     is_pipeline,
     populations,
     stage_order,

@@ -1,0 +1,54 @@
+"""Every built-in study's console report fits a default terminal and a wide one: tables as
+grids (wrapped, abbreviated or split into column groups), never a ``- key: value`` block per
+row, no internal (``_``) column, no line wider than the console."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from biasim.scenarios import builtin_studies
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
+from biasim.simulator.report.outputs import print_report
+
+#: Studies whose pools need more than one applicant per persona value.
+AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2}
+#: Studies that need data the user supplies (PRISM's masked LM): refused at validate.
+NEEDS_INPUT = {"ding2024_prism"}
+
+BLOCK = re.compile(r"^\s*- \w+:")
+RULE = re.compile(r"^[\s─━┡┩╇]+$")
+
+
+def _headers(text: str) -> list[str]:
+    """The header lines of every table printed: boxed (between ┃) or compact (above a rule)."""
+    lines = text.splitlines()
+    boxed = [line for line in lines if "┃" in line]
+    compact = [
+        lines[i - 1] for i, line in enumerate(lines) if i and "─" in line and RULE.match(line)
+    ]
+    return boxed + compact
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(builtin_studies()) - NEEDS_INPUT))
+def test_console_report_fits_80_and_200_columns(name: str, tmp_path: Path) -> None:
+    options = RunOptions(
+        study=name, out=tmp_path / "run", backend="synthetic", agents=AGENTS.get(name, 1)
+    )
+    summary = execute(prepare(options)).summary
+    for width in (80, 200):
+        buffer = io.StringIO()
+        print_report(summary, Console(file=buffer, width=width, color_system=None, markup=False))
+        text = buffer.getvalue()
+        lines = text.splitlines()
+        assert not [line for line in lines if BLOCK.match(line)], (name, width, text)
+        assert max(map(len, lines)) <= width, (name, width)
+        headers = _headers(text)
+        assert headers, (name, width)  # every report prints at least one table
+        for header in headers:
+            assert not re.search(r"(^|[\s┃│])_\w", header), (name, width, header)

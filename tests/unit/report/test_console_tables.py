@@ -1,0 +1,125 @@
+"""The one console table renderer: it fits any width by wrapping, abbreviating headers or
+splitting columns into groups that repeat the key columns, never by a block per row; it hides
+internal columns and counts the rows a caller hides."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rich.console import Console
+from rich.table import Table
+
+from biasim.simulator.common.tables import Hidden, print_table
+
+BLOCK = re.compile(r"^\s*- \w+:", re.MULTILINE)
+
+
+def _printed(table: Table, width: int, hidden: Hidden | None = None) -> str:
+    buffer = io.StringIO()
+    print_table(Console(file=buffer, width=width, color_system=None), table, hidden)
+    return buffer.getvalue()
+
+
+def _table(title: str, columns: tuple[str, ...], *rows: tuple[str, ...]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def test_a_long_text_cell_wraps_in_the_grid() -> None:
+    note = "a long explanation that can wrap over several lines of the cell"
+    text = _printed(_table("t", ("group", "note", "p"), ("non-binary", note, "0.0123456")), 40)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 40 and "┃" in text  # the boxed grid, whole
+    assert "0.0123456" in text and "non-binary" in text and "…" not in text
+    cells = " ".join(line.split("│")[2].strip() for line in lines if line.count("│") == 4)
+    assert cells == note and len(lines) > 6  # the note wrapped over rows, every word kept
+
+
+def test_a_wide_table_splits_into_groups_that_repeat_its_keys() -> None:
+    table = _table(
+        "rates",
+        ("model", "attribute", "DPD", "threshold", "p"),
+        ("synthetic:synthetic-responder", "gender", "0.250", "0.500", "0.828"),
+        ("gpt-4o", "race", "0.125", "0.400", "0.031"),
+    )
+    text = _printed(table, 40)
+    lines = text.splitlines()
+    assert not BLOCK.search(text) and max(map(len, lines)) <= 40
+    assert lines[0].strip() == "rates"
+    assert [line.strip() for line in lines if "(continued)" in line] == ["rates (continued)"] * 3
+    # Every group names its rows by the key column, whole; every value appears once.
+    headers = [line.split() for line in lines if line.split()[:1] == ["model"]]
+    assert [h[1:] for h in headers] == [["attribute"], ["DPD"], ["threshold"], ["p"]]
+    assert text.count("synthetic:synthetic-responder") == 4 and text.count("gpt-4o") == 4
+    for value in ("0.250", "0.500", "0.828", "0.125", "0.400", "0.031", "gender", "race"):
+        assert text.count(value) == 1, value
+
+
+def test_wide_headers_over_narrow_values_are_abbreviated_with_a_legend() -> None:
+    table = _table(
+        "t",
+        ("group", "threshold", "excluded", "significant"),
+        ("Black", "0.5", "1", "no"),
+        ("White", "0.4", "0", "yes"),
+    )
+    assert "threshold" in _printed(table, 80) and "abbreviations" not in _printed(table, 80)
+    text = _printed(table, 28)
+    assert text.splitlines()[1].split() == ["group", "thr.", "exc.", "sig."]
+    assert "abbreviations: thr. = threshold; exc. = excluded; sig. = significant" in " ".join(
+        text.split()
+    )
+    assert max(map(len, text.splitlines())) <= 28
+
+
+def test_a_column_the_same_in_every_row_moves_to_one_line_when_narrow() -> None:
+    table = _table(
+        "t",
+        ("model", "group", "rate", "p"),
+        ("synthetic:synthetic-responder", "female", "0.250", "0.500"),
+        ("synthetic:synthetic-responder", "male", "0.125", "0.400"),
+    )
+    assert _printed(table, 80).count("synthetic:synthetic-responder") == 2  # fits: as it is
+    text = _printed(table, 30)
+    assert "every row: model synthetic:synthetic-responder" in " ".join(text.split())
+    assert text.count("synthetic:synthetic-responder") == 1 and "female" in text
+
+
+def test_internal_columns_never_show() -> None:
+    table = _table("t", ("group", "_persona", "rate"), ("female", "p-17", "0.250"))
+    for width in (20, 80):
+        text = _printed(table, width)
+        assert "_persona" not in text and "p-17" not in text and "0.250" in text
+
+
+def test_hidden_rows_are_counted_in_one_note_line() -> None:
+    table = _table("estimates", ("group", "OR"), ("female", "1.20"))
+    text = _printed(table, 80, Hidden(2, "the model was not fitted: one outcome"))
+    assert text.splitlines()[-1] == (
+        "2 rows not shown (kept in the CSV tables): the model was not fitted: one outcome"
+    )
+    # Every row hidden: the title and the note, no empty grid.
+    empty = _printed(_table("estimates", ("group", "OR")), 80, Hidden(1, "not fitted"))
+    assert empty.splitlines() == [
+        "estimates",
+        "1 row not shown (kept in the CSV tables): not fitted",
+    ]
+    assert "not shown" not in _printed(table, 80, Hidden(0, "not fitted"))
+
+
+def test_a_one_row_table_names_its_row_on_one_line_when_narrow() -> None:
+    table = _table(
+        "dpd",
+        ("model", "attribute", "DPD", "threshold", "p"),
+        ("local:SmolLM2-135M-Instruct.Q4_1", "gender", "0.250", "0.500", "0.828"),
+    )
+    text = _printed(table, 40)
+    assert "the row: model local:SmolLM2-135M-Instruct.Q4_1; attribute gender" in " ".join(
+        text.split()
+    )
+    assert text.splitlines()[1].split() == ["DPD", "threshold", "p"]
+    assert text.splitlines()[3].split() == ["0.250", "0.500", "0.828"]
