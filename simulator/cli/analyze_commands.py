@@ -649,7 +649,7 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
                 rich_table.add_column(str(col), justify="right")
             for row in table.itertuples(index=False):
                 rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-            out_console.print(rich_table)
+            print_table(out_console, rich_table)
         from biasim.simulator.kinds.sections.prism_baseline import print_baselines
         from biasim.simulator.kinds.sections.prism_validation import print_validation
 
