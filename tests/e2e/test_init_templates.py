@@ -82,3 +82,19 @@ def test_one_unit_count_from_validate_to_the_report(tmp_path: Path, monkeypatch)
     assert "units: 40 of 80 (40 not run: a `when` was false)" in header
     page = (tmp_path / "run" / "report.html").read_text()
     assert "Units: 40 of 80 (40 not run: a `when` was false)" in page
+
+
+@pytest.mark.parametrize("template", FAST)
+def test_each_template_s_persona_sentence_reads_naturally(
+    template: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template's prompts say who the agent is in words ("You are a loan officer whose gender
+    identity is female."), never the default `axis: value` description ("You are gender:
+    female.")."""
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    runner.invoke(app, ["init", "s", "--template", template])
+    shown = runner.invoke(app, ["validate", "s.yaml", "--show-prompts"])
+    assert shown.exit_code == 0, shown.output
+    assert "You are a loan officer whose gender identity is female." in shown.stdout
+    assert "gender: female" not in shown.stdout and "gender: male" not in shown.stdout
