@@ -48,6 +48,8 @@ SIGNIFICANT_HATCH = "//"
 FUNNEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 # Line-end labels of a funnel are kept this far apart (axes fraction, about one 9 pt line).
 _LABEL_GAP = 0.055
+# A DPD bar lower than this (on the 0-1.2 axis, about a point high) is labelled, not drawn.
+_VISIBLE_DPD = 0.005
 # Percent labels on bar segments narrower than this would overlap the bar edges.
 _MIN_LABELLED_SHARE = 0.06
 # Percent labels are raised this far (in bar slots) above the interval line through the bar.
@@ -214,13 +216,14 @@ def plot_dpd_by_condition(
         significant = part["significant"].astype(bool).to_numpy()
         bars = ax.bar(x, part["dpd"].to_numpy(), width * 0.95, color=f"C{c}", label=str(condition))
         for bar, is_significant in zip(bars, significant, strict=True):
-            if math.isnan(bar.get_height()):
-                # No DPD (fewer than two values answered): say so instead of an empty slot.
+            if math.isnan(bar.get_height()) or abs(bar.get_height()) < _VISIBLE_DPD:
+                # No DPD (fewer than two values answered) or one too small to draw: say so
+                # instead of an empty slot.
                 ax.text(
                     bar.get_x() + bar.get_width() / 2,
                     0.01,
-                    "n/a",
-                    rotation=90,
+                    "n/a" if math.isnan(bar.get_height()) else f"{bar.get_height():.2g}",
+                    rotation=90 if math.isnan(bar.get_height()) else 0,
                     ha="center",
                     va="bottom",
                     fontsize=7,
@@ -254,7 +257,21 @@ def plot_dpd_by_condition(
     columns = _legend_columns(handles, fig.get_figwidth())
     fig.legend(handles=handles, loc="outside lower center", ncols=columns, frameon=False)
     ax.set_title(title or f"DPD by {_readable(condition_col)}")
+    _note_no_visible_bar(ax, cases["dpd"].to_numpy(dtype=float))
     return _finish(fig, path)
+
+
+def _note_no_visible_bar(ax: Axes, dpds: np.ndarray) -> None:
+    """When no DPD bar is tall enough to see, say in the axes why the plot looks empty."""
+    drawn = dpds[~np.isnan(dpds)]
+    if not drawn.size or (np.abs(drawn) >= _VISIBLE_DPD).any():
+        return
+    note = (
+        "no difference in any case: every DPD is 0"
+        if (drawn == 0).all()
+        else f"every DPD is below {_VISIBLE_DPD}: too small to draw as a bar"
+    )
+    ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=11)
 
 
 def plot_implicit_explicit(

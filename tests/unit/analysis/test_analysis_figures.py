@@ -194,6 +194,18 @@ def test_dpd_by_condition_bars_hatches_and_thresholds() -> None:
     assert np.array(drawn) == pytest.approx(np.array(expected))
 
 
+def test_dpd_by_condition_with_every_dpd_zero_says_so() -> None:
+    """A plot with no visible bar is not left blank: the axes say every DPD is 0 and each
+    empty slot reads its value."""
+    cases = _condition_cases().assign(dpd=0.0, significant=False)
+    (ax,) = plot_dpd_by_condition(cases, order=["none", "contextualized"]).axes
+    texts = [t.get_text() for t in ax.texts]
+    assert "no difference in any case: every DPD is 0" in texts
+    assert texts.count("0") == len(cases)
+    (ax,) = plot_dpd_by_condition(_condition_cases()).axes
+    assert not [t for t in ax.texts if "every DPD" in t.get_text()]
+
+
 def test_dpd_by_condition_rejects_several_models() -> None:
     cases = pd.concat([_condition_cases(), _condition_cases().assign(model_label="m2")])
     with pytest.raises(ValueError, match="one model"):
