@@ -491,52 +491,90 @@ def plot_model_grades(
     grades: pd.DataFrame,
     *,
     model_col: str = "model_label",
+    missing: Mapping[str, str] | None = None,
     title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
-    """Each model's log odds ratio of one contrast with its 95% interval (hollow) and its
-    empirical-Bayes shrunk value (filled), models sorted by the shrunk value, coloured by grade
-    (Kline, Rose & Walters style). One contrast: filter the grades table first.
+    """Each model's log odds ratio of one contrast with its 95% interval (hollow) and the same
+    estimate pulled toward the average over models (filled diamond: empirical-Bayes
+    shrinkage, more pull for an estimate with fewer answers), models sorted by the pulled
+    value, coloured by grade (Kline, Rose & Walters style); a model in ``missing`` gets a row
+    of its own reading "no estimate" and why. The legend sits under the axes, over no data.
+    One contrast: filter the grades table first.
 
     Args:
         grades: ``analysis.stats.grading.grade_models`` rows of one contrast.
         model_col: Column naming the model.
+        missing: Model -> why it has no estimate (e.g. not fitted, did not converge).
         title: Axes title.
         path: When given, the PNG is written there with ``save_figure``.
     """
     data = grades.sort_values("shrunk").reset_index(drop=True)
+    missing = dict(missing or {})
     colours = {"discriminates": "#b2182b", "suggestive": "#ef8a62", "no evidence": "#4d4d4d"}
-    fig = Figure(figsize=(6.5, 1.2 + 0.35 * len(data)), layout="constrained")
+    rows = len(missing) + len(data)
+    fig = Figure(figsize=(6.5, 1.9 + 0.35 * rows), layout="constrained")
     ax = fig.add_subplot()
-    y = np.arange(len(data))
+    # Models without an estimate take the bottom rows, each saying why in place of a marker.
+    for row, why in enumerate(missing.values()):
+        ax.text(
+            0.02,
+            row,
+            why,
+            transform=ax.get_yaxis_transform(),
+            va="center",
+            fontsize=8,
+            style="italic",
+            color="#4d4d4d",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+        )
+    y = np.arange(len(missing), rows)
     half = 1.959963984540054 * data["se"].to_numpy(dtype=float)
+    handles: list[Any] = []
     for grade, colour in colours.items():
         mask = (data["grade"] == grade).to_numpy()
         if not mask.any():
             continue
         estimate = data.loc[mask, "estimate"].to_numpy(dtype=float)
-        ax.errorbar(
-            estimate,
-            y[mask],
-            xerr=half[mask],
-            fmt="o",
-            mfc="white",
-            color=colour,
-            label=f"{grade} (estimate, 95% CI)",
+        handles.append(
+            ax.errorbar(
+                estimate,
+                y[mask],
+                xerr=half[mask],
+                fmt="o",
+                mfc="white",
+                color=colour,
+                label=f"{grade}: estimate, 95% CI",
+            )
         )
         ax.plot(data.loc[mask, "shrunk"], y[mask] + 0.2, "D", color=colour, ms=5)
     ax.axvline(0.0, color="black", lw=0.8)
-    ax.axvline(
-        float(data["common_mean"].iloc[0]),
-        color="grey",
-        ls="--",
-        lw=0.8,
-        label="common mean (diamonds: shrunk)",
-    )
-    ax.set_yticks(y, [str(m) for m in data[model_col]])
+    if len(data):
+        ax.axvline(float(data["common_mean"].iloc[0]), color="grey", ls="--", lw=0.8)
+    handles += [
+        Line2D(
+            [],
+            [],
+            color="grey",
+            marker="D",
+            ls="none",
+            ms=5,
+            label="estimate pulled toward the average (fewer answers, more pull)",
+        ),
+        Line2D([], [], color="grey", ls="--", lw=0.8, label="average over models"),
+    ]
+    labels = [*(f"{m} (no estimate)" for m in missing), *map(str, data[model_col])]
+    ax.set_yticks(range(rows), labels)
+    ax.set_ylim(-0.6, rows - 0.4)
     ax.set_xlabel("log odds ratio (group vs reference)")
     ax.set_title(title or "Models graded by their disparity")
-    ax.legend(fontsize="small", loc="best")
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        fontsize="small",
+        frameon=False,
+        ncols=_legend_columns(handles, fig.get_figwidth()),
+    )
     return _finish(fig, path)
 
 

@@ -23,6 +23,7 @@ from biasim.analysis.figures import (
     plot_decision_shares,
     plot_dpd_by_condition,
     plot_implicit_explicit,
+    plot_model_grades,
     save_figure,
 )
 from biasim.analysis.studies.letters.figures import plot_letters
@@ -497,3 +498,40 @@ def test_banner_sits_in_its_own_band_above_everything(make) -> None:
         assert not any(title_box.overlaps(a) for a in axes)
         others.append(title_box)
     assert not any(box.overlaps(other) for other in others)
+
+
+def _grades() -> pd.DataFrame:
+    # Five models; the two with the largest estimates sit at the right, where a legend
+    # placed "best" inside the axes lands on them.
+    rows = [
+        ("m1", -0.1, 0.2, "no evidence"),
+        ("m2", 0.0, 0.25, "no evidence"),
+        ("m3", 0.1, 0.2, "no evidence"),
+        ("m4", 1.2, 0.2, "discriminates"),
+        ("m5", 1.0, 0.3, "suggestive"),
+    ]
+    table = pd.DataFrame(rows, columns=["model_label", "estimate", "se", "grade"])
+    return table.assign(shrunk=table["estimate"] * 0.8, common_mean=0.3)
+
+
+def test_model_grades_legend_is_plain_and_outside_the_axes() -> None:
+    fig = plot_model_grades(_grades())
+    (ax,) = fig.axes
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    (legend,) = fig.legends
+    assert not ax.get_legend()
+    box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.y1 <= frame.y0 + 1, "the legend lies over the data"
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert "average over models" in labels
+    assert any(label.startswith("estimate pulled toward the average") for label in labels)
+    assert not [label for label in labels if "shrunk" in label or "common mean" in label]
+
+
+def test_model_grades_name_a_model_without_an_estimate() -> None:
+    fig = plot_model_grades(_grades(), missing={"m6": "did not converge"})
+    (ax,) = fig.axes
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks[0] == "m6 (no estimate)" and len(ticks) == 6
+    assert "did not converge" in [t.get_text() for t in ax.texts]
