@@ -279,6 +279,7 @@ def plot_implicit_explicit(
     *,
     model_col: str = "model_label",
     model_order: Sequence[str] | None = None,
+    t_test: str = "paper's t-test",
     path: str | Path | None = None,
 ) -> Figure:
     """Fig. 3: mean DPD over cases, implicit (simulation) against explicit (question), per model.
@@ -292,6 +293,7 @@ def plot_implicit_explicit(
         summary: Implicit/explicit summary, one row per model.
         model_col: Column naming the model.
         model_order: Models to draw, in this order (default: table order).
+        t_test: What the two-sample t-test is called (the seed paper's, in its own study).
         path: When given, the PNG is written there with ``save_figure``.
 
     Returns:
@@ -328,7 +330,7 @@ def plot_implicit_explicit(
         # The calibrated test leads; the paper's t-test of raw DPDs, whose chance levels differ
         # between the sides, is named as such.
         ticks = [
-            f"{m}\nbeyond chance: {_p_text(pe)}\npaper's t-test: {_p_text(p)}"
+            f"{m}\nbeyond chance: {_p_text(pe)}\n{t_test}: {_p_text(p)}"
             for m, pe, p in zip(models, table["p_excess"], table["p_value"], strict=True)
         ]
     else:
