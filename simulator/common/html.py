@@ -62,6 +62,15 @@ def fmt(value: Any, spec: str = ".3f") -> str:
     return str(value)
 
 
+def format_p(value: float | None) -> str:
+    """A p-value as a sentence or a cell prints it after ``p``: ``= 0.123``, ``< 0.001``
+    rather than a misleading ``= 0.000``, ``= -`` when there is none. The one formatter of
+    every p written into text."""
+    if value is not None and value == value and value < 0.001:
+        return "< 0.001"
+    return f"= {fmt(value)}"
+
+
 def from_paper(source: str | None, paper: str) -> bool:
     """Whether the study's ``source`` names ``paper`` (a built-in seed study, or one that
     extends it): only then do its captions use that paper's words."""

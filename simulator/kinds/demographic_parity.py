@@ -25,7 +25,7 @@ from biasim.analysis.text.term_sets import (
     load_term_sets,
     term_set_sources,
 )
-from biasim.simulator.common.html import Column, HtmlSection, cite, fmt, from_paper
+from biasim.simulator.common.html import Column, HtmlSection, cite, fmt, format_p, from_paper
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -822,7 +822,7 @@ class DemographicParityKind(AnalysisKind):
                 + f" ({row['model_label']}): DPD beyond chance "
                 f"{fmt(row.get('mean_excess_implicit'), '+.3f')} implicit vs "
                 f"{fmt(row.get('mean_excess_explicit'), '+.3f')} explicit, difference "
-                f"{fmt(row.get('excess_difference'), '+.3f')} (p = {fmt(row.get('p_excess'))}, "
+                f"{fmt(row.get('excess_difference'), '+.3f')} (p {format_p(row.get('p_excess'))}, "
                 f"joint-null bootstrap). {_t_test_name(summary.get('seed_paper'))} (raw DPDs, "
                 "not comparable: chance levels differ): implicit mean DPD "
                 f"{fmt(row['mean_dpd_implicit'])} (sd "
@@ -830,7 +830,7 @@ class DemographicParityKind(AnalysisKind):
                 f"{row['n_cases_implicit']} significant) vs explicit "
                 f"{fmt(row['mean_dpd_explicit'])} (sd {fmt(row['sd_dpd_explicit'])}, "
                 f"{row['n_significant_explicit']}/{row['n_cases_explicit']} significant); "
-                f"t = {fmt(row['t_statistic'], '.2f')}, p = {fmt(row['p_value'])}"
+                f"t = {fmt(row['t_statistic'], '.2f')}, p {format_p(row['p_value'])}"
             )
         if summary.get("condition_differences"):
             print_condition_differences(summary, console)
