@@ -48,6 +48,8 @@ SIGNIFICANT_HATCH = "//"
 FUNNEL_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 # Line-end labels of a funnel are kept this far apart (axes fraction, about one 9 pt line).
 _LABEL_GAP = 0.055
+# A DPD bar lower than this (on the 0-1.2 axis, about a point high) is labelled, not drawn.
+_VISIBLE_DPD = 0.005
 # Percent labels on bar segments narrower than this would overlap the bar edges.
 _MIN_LABELLED_SHARE = 0.06
 # Percent labels are raised this far (in bar slots) above the interval line through the bar.
@@ -214,13 +216,14 @@ def plot_dpd_by_condition(
         significant = part["significant"].astype(bool).to_numpy()
         bars = ax.bar(x, part["dpd"].to_numpy(), width * 0.95, color=f"C{c}", label=str(condition))
         for bar, is_significant in zip(bars, significant, strict=True):
-            if math.isnan(bar.get_height()):
-                # No DPD (fewer than two values answered): say so instead of an empty slot.
+            if math.isnan(bar.get_height()) or abs(bar.get_height()) < _VISIBLE_DPD:
+                # No DPD (fewer than two values answered) or one too small to draw: say so
+                # instead of an empty slot.
                 ax.text(
                     bar.get_x() + bar.get_width() / 2,
                     0.01,
-                    "n/a",
-                    rotation=90,
+                    "n/a" if math.isnan(bar.get_height()) else f"{bar.get_height():.2g}",
+                    rotation=90 if math.isnan(bar.get_height()) else 0,
                     ha="center",
                     va="bottom",
                     fontsize=7,
@@ -254,7 +257,21 @@ def plot_dpd_by_condition(
     columns = _legend_columns(handles, fig.get_figwidth())
     fig.legend(handles=handles, loc="outside lower center", ncols=columns, frameon=False)
     ax.set_title(title or f"DPD by {_readable(condition_col)}")
+    _note_no_visible_bar(ax, cases["dpd"].to_numpy(dtype=float))
     return _finish(fig, path)
+
+
+def _note_no_visible_bar(ax: Axes, dpds: np.ndarray) -> None:
+    """When no DPD bar is tall enough to see, say in the axes why the plot looks empty."""
+    drawn = dpds[~np.isnan(dpds)]
+    if not drawn.size or (np.abs(drawn) >= _VISIBLE_DPD).any():
+        return
+    note = (
+        "no difference in any case: every DPD is 0"
+        if (drawn == 0).all()
+        else f"every DPD is below {_VISIBLE_DPD}: too small to draw as a bar"
+    )
+    ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=11)
 
 
 def plot_implicit_explicit(
@@ -262,6 +279,7 @@ def plot_implicit_explicit(
     *,
     model_col: str = "model_label",
     model_order: Sequence[str] | None = None,
+    t_test: str = "paper's t-test",
     path: str | Path | None = None,
 ) -> Figure:
     """Fig. 3: mean DPD over cases, implicit (simulation) against explicit (question), per model.
@@ -275,6 +293,7 @@ def plot_implicit_explicit(
         summary: Implicit/explicit summary, one row per model.
         model_col: Column naming the model.
         model_order: Models to draw, in this order (default: table order).
+        t_test: What the two-sample t-test is called (the seed paper's, in its own study).
         path: When given, the PNG is written there with ``save_figure``.
 
     Returns:
@@ -311,7 +330,7 @@ def plot_implicit_explicit(
         # The calibrated test leads; the paper's t-test of raw DPDs, whose chance levels differ
         # between the sides, is named as such.
         ticks = [
-            f"{m}\nbeyond chance: {_p_text(pe)}\npaper's t-test: {_p_text(p)}"
+            f"{m}\nbeyond chance: {_p_text(pe)}\n{t_test}: {_p_text(p)}"
             for m, pe, p in zip(models, table["p_excess"], table["p_value"], strict=True)
         ]
     else:
@@ -474,52 +493,90 @@ def plot_model_grades(
     grades: pd.DataFrame,
     *,
     model_col: str = "model_label",
+    missing: Mapping[str, str] | None = None,
     title: str | None = None,
     path: str | Path | None = None,
 ) -> Figure:
-    """Each model's log odds ratio of one contrast with its 95% interval (hollow) and its
-    empirical-Bayes shrunk value (filled), models sorted by the shrunk value, coloured by grade
-    (Kline, Rose & Walters style). One contrast: filter the grades table first.
+    """Each model's log odds ratio of one contrast with its 95% interval (hollow) and the same
+    estimate pulled toward the average over models (filled diamond: empirical-Bayes
+    shrinkage, more pull for an estimate with fewer answers), models sorted by the pulled
+    value, coloured by grade (Kline, Rose & Walters style); a model in ``missing`` gets a row
+    of its own reading "no estimate" and why. The legend sits under the axes, over no data.
+    One contrast: filter the grades table first.
 
     Args:
         grades: ``analysis.stats.grading.grade_models`` rows of one contrast.
         model_col: Column naming the model.
+        missing: Model -> why it has no estimate (e.g. not fitted, did not converge).
         title: Axes title.
         path: When given, the PNG is written there with ``save_figure``.
     """
     data = grades.sort_values("shrunk").reset_index(drop=True)
+    missing = dict(missing or {})
     colours = {"discriminates": "#b2182b", "suggestive": "#ef8a62", "no evidence": "#4d4d4d"}
-    fig = Figure(figsize=(6.5, 1.2 + 0.35 * len(data)), layout="constrained")
+    rows = len(missing) + len(data)
+    fig = Figure(figsize=(6.5, 1.9 + 0.35 * rows), layout="constrained")
     ax = fig.add_subplot()
-    y = np.arange(len(data))
+    # Models without an estimate take the bottom rows, each saying why in place of a marker.
+    for row, why in enumerate(missing.values()):
+        ax.text(
+            0.02,
+            row,
+            why,
+            transform=ax.get_yaxis_transform(),
+            va="center",
+            fontsize=8,
+            style="italic",
+            color="#4d4d4d",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+        )
+    y = np.arange(len(missing), rows)
     half = 1.959963984540054 * data["se"].to_numpy(dtype=float)
+    handles: list[Any] = []
     for grade, colour in colours.items():
         mask = (data["grade"] == grade).to_numpy()
         if not mask.any():
             continue
         estimate = data.loc[mask, "estimate"].to_numpy(dtype=float)
-        ax.errorbar(
-            estimate,
-            y[mask],
-            xerr=half[mask],
-            fmt="o",
-            mfc="white",
-            color=colour,
-            label=f"{grade} (estimate, 95% CI)",
+        handles.append(
+            ax.errorbar(
+                estimate,
+                y[mask],
+                xerr=half[mask],
+                fmt="o",
+                mfc="white",
+                color=colour,
+                label=f"{grade}: estimate, 95% CI",
+            )
         )
         ax.plot(data.loc[mask, "shrunk"], y[mask] + 0.2, "D", color=colour, ms=5)
     ax.axvline(0.0, color="black", lw=0.8)
-    ax.axvline(
-        float(data["common_mean"].iloc[0]),
-        color="grey",
-        ls="--",
-        lw=0.8,
-        label="common mean (diamonds: shrunk)",
-    )
-    ax.set_yticks(y, [str(m) for m in data[model_col]])
+    if len(data):
+        ax.axvline(float(data["common_mean"].iloc[0]), color="grey", ls="--", lw=0.8)
+    handles += [
+        Line2D(
+            [],
+            [],
+            color="grey",
+            marker="D",
+            ls="none",
+            ms=5,
+            label="estimate pulled toward the average (fewer answers, more pull)",
+        ),
+        Line2D([], [], color="grey", ls="--", lw=0.8, label="average over models"),
+    ]
+    labels = [*(f"{m} (no estimate)" for m in missing), *map(str, data[model_col])]
+    ax.set_yticks(range(rows), labels)
+    ax.set_ylim(-0.6, rows - 0.4)
     ax.set_xlabel("log odds ratio (group vs reference)")
     ax.set_title(title or "Models graded by their disparity")
-    ax.legend(fontsize="small", loc="best")
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        fontsize="small",
+        frameon=False,
+        ncols=_legend_columns(handles, fig.get_figwidth()),
+    )
     return _finish(fig, path)
 
 

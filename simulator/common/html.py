@@ -62,10 +62,25 @@ def fmt(value: Any, spec: str = ".3f") -> str:
     return str(value)
 
 
+def format_p(value: float | None) -> str:
+    """A p-value as a sentence or a cell prints it after ``p``: ``= 0.123``, ``< 0.001``
+    rather than a misleading ``= 0.000``, ``= -`` when there is none. The one formatter of
+    every p written into text."""
+    if value is not None and value == value and value < 0.001:
+        return "< 0.001"
+    return f"= {fmt(value)}"
+
+
+def from_paper(source: str | None, paper: str) -> bool:
+    """Whether the study's ``source`` names ``paper`` (a built-in seed study, or one that
+    extends it): only then do its captions use that paper's words."""
+    return paper in (source or "")
+
+
 def cite(source: str | None, paper: str, where: str) -> str:
     """`` (paper, where)`` when the study's ``source`` names ``paper``, else empty: a user's
     own study is not that paper's figure."""
-    return f" ({paper}, {where})" if paper in (source or "") else ""
+    return f" ({paper}, {where})" if from_paper(source, paper) else ""
 
 
 @dataclass(frozen=True)
@@ -126,6 +141,10 @@ class HtmlSection:
     def cite(self, paper: str, where: str) -> str:
         """:func:`cite` for this section's study."""
         return cite(self.source, paper, where)
+
+    def from_paper(self, paper: str) -> bool:
+        """:func:`from_paper` for this section's study."""
+        return from_paper(self.source, paper)
 
     def heading(self, text: str) -> None:
         """A sub-heading."""

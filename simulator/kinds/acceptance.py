@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -760,7 +760,7 @@ class AcceptanceKind(AnalysisKind):
                 )
             print_table(console, table)
             console.print(
-                f"DPD {fmt(part.get('dpd'))} (parity p = {fmt(part.get('dpd_p_value'))}), "
+                f"DPD {fmt(part.get('dpd'))} (parity p {format_p(part.get('dpd_p_value'))}), "
                 f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
                 f"model fails four-fifths for some group: "
                 f"{fmt(part.get('p_any_flag_by_chance'), '.1%')} "

@@ -25,7 +25,7 @@ from biasim.analysis.text.term_sets import (
     load_term_sets,
     term_set_sources,
 )
-from biasim.simulator.common.html import Column, HtmlSection, cite, fmt
+from biasim.simulator.common.html import Column, HtmlSection, cite, fmt, format_p, from_paper
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -199,14 +199,15 @@ _DIFFERENCE_NOTE = (
 )
 
 
-def case_note(cases: list[dict[str, Any]]) -> str:
-    """What the case table's threshold and p mean, for the tests its cases used."""
+def case_note(cases: list[dict[str, Any]], seed_paper: bool) -> str:
+    """What the case table's threshold and p mean, for the tests its cases used (naming the
+    binomial one as the paper's only in the seed paper's own study)."""
     tests = {row.get("test") for row in cases}
     parts = []
     if case_stats.BINOMIAL_TEST in tests:
         parts.append(
-            "in binomial simulations at the pooled rate where each unit answered once (the "
-            "paper's test)"
+            "in binomial simulations at the pooled rate where each unit answered once"
+            + (" (the paper's test)" if seed_paper else "")
         )
     if case_stats.UNIT_TEST in tests:
         parts.append(
@@ -222,6 +223,16 @@ def case_note(cases: list[dict[str, Any]]) -> str:
     if any(row.get("can_reject") is False and row.get("test") for row in cases):
         note += " † = too few units for any data to reach p < alpha: the test cannot reject."
     return note
+
+
+def _t_test_name(seed_paper: bool | None) -> str:
+    """The two-sample t-test of raw DPDs: the paper's in its own study, else by what it is."""
+    return "Paper's t-test" if seed_paper else "T-test"
+
+
+def _in_words(seed_paper: bool, papers: str, own: str) -> str:
+    """A caption in the seed paper's words in its own study, else in words of what is drawn."""
+    return papers if seed_paper else own
 
 
 def _long(df: pd.DataFrame, axes: list[str], separately: bool) -> pd.DataFrame:
@@ -396,6 +407,8 @@ class DemographicParityKind(AnalysisKind):
             case_columns=case_cols,
             groups=rates.to_dict("records"),
             cases=cases.to_dict("records"),
+            # The console's captions use the seed paper's words only in its own study.
+            seed_paper=from_paper(study.source, PAPER),
         )
         panel_cases = [c for c in spec.cases if c != "model_label"]
         col_col = panel_cases[0] if panel_cases else "attribute"
@@ -594,7 +607,9 @@ class DemographicParityKind(AnalysisKind):
         comparison = comparison.merge(excess.drop(columns=counts), on="model_label", how="left")
         section.tables[f"{name}_implicit_vs_explicit"] = comparison
         section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
-            comparison, model_order=ctx.models_in(comparison) or None
+            comparison,
+            model_order=ctx.models_in(comparison) or None,
+            t_test=_t_test_name(from_paper(study.source, PAPER)).lower(),
         )
         summary["explicit_cases"] = x_cases.to_dict("records")
         summary["implicit_vs_explicit"] = comparison.to_dict("records")
@@ -722,7 +737,11 @@ class DemographicParityKind(AnalysisKind):
                 orders=orders,
                 targets=targets,
                 ylabel="DPD in the rate of naming each attribute",
-                title="Explicit bias (question answering) across models"
+                title=_in_words(
+                    from_paper(ctx.study.source, PAPER),
+                    "Explicit bias (question answering) across models",
+                    "DPD of the answers to the direct question across models",
+                )
                 + cite(ctx.study.source, PAPER, "Fig. 11"),
             )
         section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
@@ -732,9 +751,13 @@ class DemographicParityKind(AnalysisKind):
             order=models,
             orders=orders,
             targets=targets,
-            title="Implicit bias (agent decisions"
-            + (f", {technique}" if technique else "")
-            + ") across models"
+            title=_in_words(
+                from_paper(ctx.study.source, PAPER),
+                f"Implicit bias (agent decisions{f', {technique}' if technique else ''}) "
+                "across models",
+                f"DPD of the agents' decisions{f' ({technique})' if technique else ''} "
+                "across models",
+            )
             + cite(ctx.study.source, PAPER, "Fig. 12"),
         )
         answered = rows[rows["_hit"].notna()]
@@ -789,7 +812,7 @@ class DemographicParityKind(AnalysisKind):
                 str(row["n_excluded"]),
             )
         print_table(console, table)
-        console.print(case_note(cases))
+        console.print(case_note(cases, bool(summary.get("seed_paper"))))
         print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
         print_model_estimates(summary.get("model_estimates", []), _fit_keys(summary), console)
         print_grades(summary.get("model_grades", []), console)
@@ -799,14 +822,15 @@ class DemographicParityKind(AnalysisKind):
                 + f" ({row['model_label']}): DPD beyond chance "
                 f"{fmt(row.get('mean_excess_implicit'), '+.3f')} implicit vs "
                 f"{fmt(row.get('mean_excess_explicit'), '+.3f')} explicit, difference "
-                f"{fmt(row.get('excess_difference'), '+.3f')} (p = {fmt(row.get('p_excess'))}, "
-                "joint-null bootstrap). Paper's test (raw DPDs, not comparable: chance levels "
-                f"differ): implicit mean DPD {fmt(row['mean_dpd_implicit'])} (sd "
+                f"{fmt(row.get('excess_difference'), '+.3f')} (p {format_p(row.get('p_excess'))}, "
+                f"joint-null bootstrap). {_t_test_name(summary.get('seed_paper'))} (raw DPDs, "
+                "not comparable: chance levels differ): implicit mean DPD "
+                f"{fmt(row['mean_dpd_implicit'])} (sd "
                 f"{fmt(row['sd_dpd_implicit'])}, {row['n_significant_implicit']}/"
                 f"{row['n_cases_implicit']} significant) vs explicit "
                 f"{fmt(row['mean_dpd_explicit'])} (sd {fmt(row['sd_dpd_explicit'])}, "
                 f"{row['n_significant_explicit']}/{row['n_cases_explicit']} significant); "
-                f"t = {fmt(row['t_statistic'], '.2f')}, p = {fmt(row['p_value'])}"
+                f"t = {fmt(row['t_statistic'], '.2f')}, p {format_p(row['p_value'])}"
             )
         if summary.get("condition_differences"):
             print_condition_differences(summary, console)
@@ -882,7 +906,7 @@ def _html_case_tables(summary: dict[str, Any], section: HtmlSection, case_cols: 
             Column("unit", "unit"),
             Column("n_units", "units", "int"),
         ],
-        note=case_note(summary["cases"]),
+        note=case_note(summary["cases"], section.from_paper(PAPER)),
     )
     section.table(
         summary["groups"],
@@ -940,13 +964,24 @@ def _html_explicit(summary: dict[str, Any], section: HtmlSection, case_cols: lis
             ],
             note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no "
             "bias, given each case's totals), implicit against explicit, tested by a "
-            "bootstrap under the joint null (calibrated). t and p: the paper's two-sample "
-            "t-test of raw DPDs (seed 004, 5.1; sd with ddof 0 as the paper), shown for "
-            "comparison only: raw DPDs differ by chance with group count and size.",
+            "bootstrap under the joint null (calibrated). t and p: "
+            + (
+                "the paper's two-sample t-test of raw DPDs (seed 004, 5.1; sd with ddof 0 as "
+                "the paper)"
+                if section.from_paper(PAPER)
+                else "a two-sample t-test of raw DPDs (sd with ddof 0)"
+            )
+            + ", shown for comparison only: raw DPDs differ by chance with group count and "
+            "size.",
         )
         section.figure(
             slug(prefix, "implicit_vs_explicit"),
-            "Implicit vs explicit bias per model" + section.cite(PAPER, "Fig. 3"),
+            _in_words(
+                section.from_paper(PAPER),
+                "Implicit vs explicit bias per model",
+                "Mean DPD per model: agents' decisions vs the direct question",
+            )
+            + section.cite(PAPER, "Fig. 3"),
         )
 
 
@@ -966,11 +1001,21 @@ def _html_model_differences(
         )
         section.figure(
             slug(prefix, "explicit_by_model"),
-            "Explicit bias per case across models" + section.cite(PAPER, "Fig. 11"),
+            _in_words(
+                section.from_paper(PAPER),
+                "Explicit bias per case across models",
+                "DPD of the answers to the direct question per case across models",
+            )
+            + section.cite(PAPER, "Fig. 11"),
         )
         section.figure(
             slug(prefix, "implicit_by_model"),
-            "Implicit bias per case across models" + section.cite(PAPER, "Fig. 12"),
+            _in_words(
+                section.from_paper(PAPER),
+                "Implicit bias per case across models",
+                "DPD of the agents' decisions per case across models",
+            )
+            + section.cite(PAPER, "Fig. 12"),
         )
 
 

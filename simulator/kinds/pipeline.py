@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
@@ -778,10 +778,3 @@ def _marked(codes: np.ndarray, size: int) -> np.ndarray:
     mask = np.zeros(size, dtype=bool)
     mask[codes] = True
     return mask
-
-
-def format_p(value: float | None) -> str:
-    """``= p`` as printed, or ``< 0.001`` rather than a misleading ``= 0.000``."""
-    if value is not None and value == value and value < 0.001:
-        return "< 0.001"
-    return f"= {fmt(value)}"

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
@@ -33,7 +33,6 @@ from biasim.simulator.kinds.pipeline import (
     audited,
     authors_table,
     candidates_table,
-    format_p,
     readings_table,
     stage_chain,
     stage_picks,

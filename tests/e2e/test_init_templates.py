@@ -82,3 +82,42 @@ def test_one_unit_count_from_validate_to_the_report(tmp_path: Path, monkeypatch)
     assert "units: 40 of 80 (40 not run: a `when` was false)" in header
     page = (tmp_path / "run" / "report.html").read_text()
     assert "Units: 40 of 80 (40 not run: a `when` was false)" in page
+
+
+@pytest.mark.parametrize("template", FAST)
+def test_each_template_s_persona_sentence_reads_naturally(
+    template: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template's prompts say who the agent is in words ("You are a loan officer whose gender
+    identity is female."), never the default `axis: value` description ("You are gender:
+    female.")."""
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    runner.invoke(app, ["init", "s", "--template", template])
+    shown = runner.invoke(app, ["validate", "s.yaml", "--show-prompts"])
+    assert shown.exit_code == 0, shown.output
+    assert "You are a loan officer whose gender identity is female." in shown.stdout
+    assert "gender: female" not in shown.stdout and "gender: male" not in shown.stdout
+
+
+def test_a_users_own_study_is_not_captioned_in_a_seed_paper_s_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The explicit template's study is the user's own: its console and page call the tests by
+    what they are; the seed study of that kind keeps the paper's words."""
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    runner.invoke(app, ["init", "mine", "--template", "explicit"])
+    ran = runner.invoke(app, ["run", "mine.yaml", "--backend", "synthetic", "--out", "run"])
+    assert ran.exit_code == 0, ran.output
+    page = (tmp_path / "run" / "report.html").read_text()
+    for shown in (" ".join(ran.stdout.split()), page):
+        assert "paper's" not in shown.lower() and "Implicit bias" not in shown
+    assert "T-test (raw DPDs" in " ".join(ran.stdout.split())
+    assert "a two-sample t-test of raw DPDs" in page
+    seed = runner.invoke(
+        app,
+        ["run", "emergency_response", "--backend", "synthetic", "--agents", "2", "--out", "seed"],
+    )
+    assert seed.exit_code == 0, seed.output
+    assert "(the paper's test)" in " ".join(seed.stdout.split())

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
@@ -103,4 +103,4 @@ def html_exclusions(section: HtmlSection, rows: list[dict[str, Any]], keys: list
 
 
 def _with_p(row: dict[str, Any], scenario: str) -> str:
-    return f"{fmt(row[f'dpd_{scenario}'])} (p {fmt(row[f'p_{scenario}'])})"
+    return f"{fmt(row[f'dpd_{scenario}'])} (p {format_p(row[f'p_{scenario}'])})"

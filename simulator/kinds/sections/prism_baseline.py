@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.simulator.common.html import fmt
+from biasim.simulator.common.html import fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 
@@ -59,8 +59,10 @@ def reading(row: Mapping[str, Any]) -> str:
         f"{fmt(row['baseline'])} (95 % null {fmt(row['low'])} to {fmt(row['high'])})"
     )
     if row["verdict"] in ("masculine", "feminine"):
-        return f"{where}: {row['verdict']} beyond the baseline (p {fmt(row['p'])})"
-    return f"{where}: within the baseline, not called masculine or feminine (p {fmt(row['p'])})"
+        return f"{where}: {row['verdict']} beyond the baseline (p {format_p(row['p'])})"
+    return (
+        f"{where}: within the baseline, not called masculine or feminine (p {format_p(row['p'])})"
+    )
 
 
 def warnings(baselines: pd.DataFrame, word_lists: pd.DataFrame) -> list[str]:

@@ -71,15 +71,33 @@ GRADES_NOTE = (
 def _add_grades(section: Section, ctx: AnalysisContext, table: pd.DataFrame, keys: list[str]):
     """Grade the models by their GEE estimates, contrast by contrast (``<name>_model_grades``,
     ``model_grades`` and one figure per contrast)."""
-    gee = table[table["model"].str.startswith("GEE") & table["converged"].astype(bool)]
-    grades = grading.grade_models(gee, contrast_cols=[*keys, "group", "reference"])
+    every = table[table["model"].str.startswith("GEE")]
+    contrast = [*keys, "group", "reference"]
+    grades = grading.grade_models(every[every["converged"].astype(bool)], contrast_cols=contrast)
     section.tables[f"{ctx.name}_model_grades"] = grades
     section.summary["model_grades"] = grades.to_dict("records")
-    for key, part in grades.groupby([*keys, "group", "reference"], sort=True):
+    for key, part in grades.groupby(contrast, sort=True):
         label = " / ".join(map(str, key[:-2])) + (": " if key[:-2] else "")
         section.figures[slug(ctx.name, "model_grades", *map(str, key))] = figures.plot_model_grades(
-            part, title=f"{label}{key[-2]} vs {key[-1]}"
+            part,
+            missing=_ungraded(every, contrast, key, part),
+            title=f"{label}{key[-2]} vs {key[-1]}",
         )
+
+
+def _ungraded(
+    every: pd.DataFrame, contrast: list[str], key: tuple, graded: pd.DataFrame
+) -> dict[str, str]:
+    """Model -> why it has no grade in this contrast (its figure names it, not drops it)."""
+    rows = every[(every[contrast] == pd.Series(key, index=contrast)).all(axis=1)]
+    rows = rows[~rows["model_label"].isin(graded["model_label"])]
+    return {str(row.model_label): _why_ungraded(row) for row in rows.itertuples()}
+
+
+def _why_ungraded(row: Any) -> str:
+    if isinstance(row.note, str) and row.note:
+        return row.note
+    return "did not converge" if not row.converged else "no standard error"
 
 
 def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: Console) -> None:

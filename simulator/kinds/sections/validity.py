@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import Section, slug
 
@@ -158,6 +158,4 @@ _COLUMNS = {
 
 
 def _p(value: float | None) -> str:
-    if value is None or value != value:
-        return "not tested"
-    return "< 0.001" if value < 0.001 else f"= {value:.3f}"
+    return "not tested" if value is None or value != value else format_p(value)

@@ -23,6 +23,7 @@ from biasim.analysis.figures import (
     plot_decision_shares,
     plot_dpd_by_condition,
     plot_implicit_explicit,
+    plot_model_grades,
     save_figure,
 )
 from biasim.analysis.studies.letters.figures import plot_letters
@@ -192,6 +193,18 @@ def test_dpd_by_condition_bars_hatches_and_thresholds() -> None:
     drawn = sorted(((seg[0][0] + seg[1][0]) / 2, seg[0][1]) for seg in ticks)
     expected = sorted(zip(none_x + ctx_x, [0.10, 0.12, 0.11, 0.12, 0.13], strict=True))
     assert np.array(drawn) == pytest.approx(np.array(expected))
+
+
+def test_dpd_by_condition_with_every_dpd_zero_says_so() -> None:
+    """A plot with no visible bar is not left blank: the axes say every DPD is 0 and each
+    empty slot reads its value."""
+    cases = _condition_cases().assign(dpd=0.0, significant=False)
+    (ax,) = plot_dpd_by_condition(cases, order=["none", "contextualized"]).axes
+    texts = [t.get_text() for t in ax.texts]
+    assert "no difference in any case: every DPD is 0" in texts
+    assert texts.count("0") == len(cases)
+    (ax,) = plot_dpd_by_condition(_condition_cases()).axes
+    assert not [t for t in ax.texts if "every DPD" in t.get_text()]
 
 
 def test_dpd_by_condition_rejects_several_models() -> None:
@@ -485,3 +498,40 @@ def test_banner_sits_in_its_own_band_above_everything(make) -> None:
         assert not any(title_box.overlaps(a) for a in axes)
         others.append(title_box)
     assert not any(box.overlaps(other) for other in others)
+
+
+def _grades() -> pd.DataFrame:
+    # Five models; the two with the largest estimates sit at the right, where a legend
+    # placed "best" inside the axes lands on them.
+    rows = [
+        ("m1", -0.1, 0.2, "no evidence"),
+        ("m2", 0.0, 0.25, "no evidence"),
+        ("m3", 0.1, 0.2, "no evidence"),
+        ("m4", 1.2, 0.2, "discriminates"),
+        ("m5", 1.0, 0.3, "suggestive"),
+    ]
+    table = pd.DataFrame(rows, columns=["model_label", "estimate", "se", "grade"])
+    return table.assign(shrunk=table["estimate"] * 0.8, common_mean=0.3)
+
+
+def test_model_grades_legend_is_plain_and_outside_the_axes() -> None:
+    fig = plot_model_grades(_grades())
+    (ax,) = fig.axes
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    (legend,) = fig.legends
+    assert not ax.get_legend()
+    box, frame = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.y1 <= frame.y0 + 1, "the legend lies over the data"
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert "average over models" in labels
+    assert any(label.startswith("estimate pulled toward the average") for label in labels)
+    assert not [label for label in labels if "shrunk" in label or "common mean" in label]
+
+
+def test_model_grades_name_a_model_without_an_estimate() -> None:
+    fig = plot_model_grades(_grades(), missing={"m6": "did not converge"})
+    (ax,) = fig.axes
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks[0] == "m6 (no estimate)" and len(ticks) == 6
+    assert "did not converge" in [t.get_text() for t in ax.texts]
