@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import Hidden, print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
@@ -109,16 +109,19 @@ def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: 
         table.add_column(col, justify="right")
     fitted = [row for row in rows if not _unfitted(row)]
     for row in fitted:
+        # An estimate that did not converge (e.g. separation) is not to be read: its numbers
+        # (an odds ratio of 10^8, p 0.000) are left out of the console, kept in the CSV.
+        read = bool(row["converged"])
         table.add_row(
             *[str(row[c]) for c in keys],
             "GEE" if row["model"].startswith("GEE") else "mixed",
             str(row["group"]),
             str(row["reference"]),
-            fmt(row["odds_ratio"], ".2f"),
-            f"[{fmt(row['or_low'], '.2f')}, {fmt(row['or_high'], '.2f')}]",
-            fmt(row["p_value"]),
+            fmt(row["odds_ratio"], ".2f") if read else "-",
+            f"[{fmt(row['or_low'], '.2f')}, {fmt(row['or_high'], '.2f')}]" if read else "-",
+            format_p(row["p_value"]).removeprefix("= ") if read else "-",
             f"{row['n_units']} {row['unit']}",
-            "yes" if row["converged"] else f"no: {row['note']}",
+            "yes" if read else f"no: {row['note']}",
         )
     print_table(console, table, _hidden_unfitted(rows))
     if fitted:

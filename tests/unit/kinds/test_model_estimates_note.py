@@ -67,7 +67,9 @@ def test_unfitted_models_say_nothing_and_are_counted_in_one_line():
     print_model_estimates(rows, [], Console(file=out, width=200))
     text = out.getvalue()
     grid = [line for line in text.splitlines() if "│" in line]
-    assert len(grid) == 1 and "separation" in grid[0] and "3.50" in grid[0]
+    # The fit that warned stays, without numbers that are not to be read (kept in the CSV).
+    assert len(grid) == 1 and "separation" in grid[0] and "3.50" not in grid[0]
+    assert "0.410" not in grid[0] and "-" in grid[0]
     assert text.count("one group or one outcome") == 1
     assert (
         "2 rows not shown (kept in the CSV tables): the model was not fitted: one group or one "
@@ -78,6 +80,14 @@ def test_unfitted_models_say_nothing_and_are_counted_in_one_line():
     print_model_estimates(rows[1:], [], Console(file=out, width=200))
     assert out.getvalue().splitlines()[1].startswith("2 rows not shown")
     assert "Odds ratio of each group" not in out.getvalue()
+
+
+def test_a_tiny_p_of_a_converged_model_reads_below_0_001():
+    out = io.StringIO()
+    row = {**_row("GEE logistic", True, "", 2.0), "p_value": 1e-9}
+    print_model_estimates([row], [], Console(file=out, width=200))
+    grid = next(line for line in out.getvalue().splitlines() if "│" in line)
+    assert "< 0.001" in grid and "0.000" not in grid
 
 
 def test_a_dpd_of_zero_names_no_highest_and_lowest_group():
