@@ -113,6 +113,11 @@ def test_http_tool_run_lands_in_the_store_and_the_ll144_audit(tmp_path, cli, mon
         result = cli.invoke(app, args)
         assert result.exit_code == 0, result.output + result.stderr
         assert server.count == 120 and server.seen_keys == {KEY}
+        # A rerun replaying this run's store (a CI rerun) asks the tool nothing.
+        replay = [*args[:-1], str(tmp_path / "replayed"), "--replay", str(run)]
+        replayed = cli.invoke(app, replay)
+        assert replayed.exit_code == 0, replayed.output + replayed.stderr
+        assert server.count == 120
 
     results = pd.read_parquet(run / "results.parquet")
     assert (results["status"] == "answered").all() and len(results) == 120
