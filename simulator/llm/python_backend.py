@@ -6,17 +6,23 @@ The function is called with the call's inputs as keywords, ``document``, ``syste
 like the ``http`` backend's reply. It runs in a worker thread, so a slow model does not hold
 the event loop; an exception it raises is a recorded per-call error, not a crashed run.
 
-The module is imported when the role is checked: a module that cannot be imported, or a name
-that is not a function in it, is exit 2 naming ``options.function``. The identity (the cache
-key and the manifest) names the function and a digest of its module's source, so editing the
-model's code asks every call again on resume or replay; a model read from a file the module
-loads is not covered: name its version in ``model:``.
+A study naming a function names code to run, so the run needs the user's trust in its module
+(``--trust-backend python:MODULE``, or ``trust_backends`` in the user's config file), as a
+backend that cannot declare where it connects does. Validation checks the option without
+running anything (a malformed target or a module not on the Python path is exit 2 naming
+``options.function``); the module is imported when the run builds its backends, after the
+trust check, where an import that fails or a name that is no function is exit 2 too.
+
+The identity (the cache key and the manifest) names the function and a digest of its module's
+source, so editing the model's code asks every call again on resume or replay; a model read
+from a file the module loads is not covered: name its version in ``model:``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import inspect
 import re
 from collections.abc import Callable
@@ -31,48 +37,63 @@ from biasim.simulator.llm.decision_tools import (
     tool_answer,
     tool_inputs,
 )
-from biasim.simulator.llm.egress import NO_EGRESS, Egress
+from biasim.simulator.llm.egress import Egress
 from biasim.simulator.llm.errors import BackendConfigError, FatalBackendError
 from biasim.simulator.llm.http_common import check_options, clip_message, option_str
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 
 _OPTIONS = {"function", "response"}
 _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_FIELD = "options.function"
 
 
-def load_function(options: dict[str, Any]) -> Callable[..., Any]:
-    """The ``function`` option imported.
+def function_target(options: dict[str, Any]) -> str:
+    """The ``function`` option, checked without running any code: a ``module:function`` whose
+    top-level package is on the Python path (importing it would run it, which waits for the
+    user's trust).
 
     Raises:
-        BackendConfigError: Malformed, not importable, or not a callable; names the reason.
+        BackendConfigError: Malformed, or no such module; names ``options.function``.
     """
     target = option_str(options, "function")
-    field = "options.function"
     if target is None or not _TARGET.fullmatch(target):
         raise BackendConfigError(
             "the python backend needs `function: module:function` (e.g. `mymodels.screen:score`)",
-            field=field,
+            field=_FIELD,
         )
+    top = target.partition(":")[0].partition(".")[0]
+    if importlib.util.find_spec(top) is None:
+        raise BackendConfigError(
+            f"cannot import `{target}`: no module `{top}` on the Python path (install the "
+            "package, or add its folder to PYTHONPATH)",
+            field=_FIELD,
+        )
+    return target
+
+
+def load_function(target: str) -> Callable[..., Any]:
+    """``target`` imported (the module's code runs).
+
+    Raises:
+        BackendConfigError: Not importable, or not a callable; names the reason.
+    """
+    module, _, name = target.partition(":")
     try:
         function = load_target(target)
     except ModuleNotFoundError as exc:
         raise BackendConfigError(
-            f"cannot import `{target}`: no module `{exc.name}` on the Python path "
-            "(install the package, or add its folder to PYTHONPATH)",
-            field=field,
+            f"cannot import `{target}`: no module `{exc.name}` on the Python path",
+            field=_FIELD,
         ) from None
     except AttributeError:
-        module = target.partition(":")[0]
-        raise BackendConfigError(
-            f"module `{module}` has no `{target.partition(':')[2]}`", field=field
-        ) from None
+        raise BackendConfigError(f"module `{module}` has no `{name}`", field=_FIELD) from None
     except Exception as exc:  # the user's module failed while importing
         raise BackendConfigError(
             f"importing `{target}` failed: {type(exc).__name__}: {clip_message(str(exc))}",
-            field=field,
+            field=_FIELD,
         ) from None
     if not callable(function):
-        raise BackendConfigError(f"`{target}` is not a function", field=field)
+        raise BackendConfigError(f"`{target}` is not a function", field=_FIELD)
     return function
 
 
@@ -114,8 +135,8 @@ class PythonBackend:
     def __init__(self, role: Any) -> None:
         options = dict(role.options)
         check_options(options, _OPTIONS, self.name)
-        self.target = str(options["function"]).strip() if "function" in options else ""
-        self._function = load_function(options)
+        self.target = function_target(options)
+        self._function = load_function(self.target)
         self._takes = _inputs_taken(self._function)
         self.mapping = parse_mapping(options.get("response"), "options.response")
         self.model = str(role.model or self.target)
@@ -123,12 +144,14 @@ class PythonBackend:
 
     @classmethod
     def egress(cls, role: Any) -> Egress:
-        """Nothing leaves the process; the options are checked (the module imported)."""
+        """The options checked, nothing imported: the function is code the study names, which
+        may do anything (read keys, open sockets the run's guard then refuses), so it runs only
+        once the user trusts its module (``--trust-backend python:MODULE``)."""
         options = dict(role.options)
         check_options(options, _OPTIONS, cls.name)
-        load_function(options)
+        target = function_target(options)
         parse_mapping(options.get("response"), "options.response")
-        return NO_EGRESS
+        return Egress(undeclared=f"python:{target.partition(':')[0]}")
 
     def identity(self) -> dict[str, Any]:
         """The function, its module's source digest, the mapping and ``model``."""

@@ -299,7 +299,12 @@ def test_sklearn_model_in_process_is_audited_with_the_same_tables(tmp_path, cli,
     study = tmp_path / "inhouse.yaml"
     study.write_text(study_text("", role=PYTHON_ROLE))
     run = tmp_path / "run"
-    result = cli.invoke(app, ["run", str(study), "--out", str(run)])
+    untrusted = cli.invoke(app, ["run", str(study), "--out", str(run)])
+    assert untrusted.exit_code == 2 and not run.exists()
+    assert "--trust-backend python:inhouse_screen_model" in untrusted.stderr
+    assert "inhouse_screen_model" not in sys.modules  # its code did not run
+    trust = ["--trust-backend", "python:inhouse_screen_model"]
+    result = cli.invoke(app, ["run", str(study), "--out", str(run), *trust])
     assert result.exit_code == 0, result.output + result.stderr
 
     import inhouse_screen_model as model  # the module the run imported
@@ -328,23 +333,49 @@ def test_sklearn_model_in_process_is_audited_with_the_same_tables(tmp_path, cli,
     ("function", "message"),
     [
         ("no_such_module_xyz:screen", "no module `no_such_module_xyz` on the Python path"),
-        ("inhouse_broken:screen", "importing `inhouse_broken:screen` failed: ZeroDivisionError"),
-        ("inhouse_broken_ok:missing", "module `inhouse_broken_ok` has no `missing`"),
         ("not a target", "needs `function: module:function`"),
     ],
 )
-def test_python_module_errors_are_exit_2_at_validate(tmp_path, cli, monkeypatch, function, message):
-    (tmp_path / "inhouse_broken.py").write_text("x = 1 / 0\n")
-    (tmp_path / "inhouse_broken_ok.py").write_text("def screen(document):\n    return {}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+def test_python_target_errors_are_exit_2_at_validate(tmp_path, cli, function, message):
     study = tmp_path / "inhouse.yaml"
-    role = PYTHON_ROLE.replace("inhouse_screen_model:screen", function)
-    study.write_text(study_text("", role=role))
+    study.write_text(
+        study_text("", role=PYTHON_ROLE.replace("inhouse_screen_model:screen", function))
+    )
     result = cli.invoke(app, ["validate", str(study)])
     assert result.exit_code == 2, result.output
     line = next(i for i, t in enumerate(study.read_text().splitlines(), 1) if "function:" in t)
     assert f"inhouse.yaml:{line}: roles.screener.options.function: " in result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        ("inhouse_broken:screen", "importing `inhouse_broken:screen` failed: ZeroDivisionError"),
+        ("inhouse_ok:missing", "module `inhouse_ok` has no `missing`"),
+    ],
+)
+def test_python_import_errors_are_exit_2_before_any_call(
+    tmp_path, cli, monkeypatch, function, message
+):
+    (tmp_path / "inhouse_broken.py").write_text("x = 1 / 0\n")
+    (tmp_path / "inhouse_ok.py").write_text("def screen(document):\n    return {}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    study = tmp_path / "inhouse.yaml"
+    study.write_text(
+        study_text("", role=PYTHON_ROLE.replace("inhouse_screen_model:screen", function))
+    )
+    assert cli.invoke(app, ["validate", str(study)]).exit_code == 0  # no code runs to validate
+    run = tmp_path / "run"
+    module = function.partition(":")[0]
+    result = cli.invoke(
+        app, ["run", str(study), "--out", str(run), "--trust-backend", f"python:{module}"]
+    )
+    assert result.exit_code == 2, result.output
+    line = next(i for i, t in enumerate(study.read_text().splitlines(), 1) if "function:" in t)
+    assert f"inhouse.yaml:{line}: roles.screener.options.function: " in result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not run.exists()
 
 
 def test_a_function_that_raises_is_a_recorded_error_per_call(tmp_path, cli, monkeypatch):
@@ -363,7 +394,8 @@ def test_a_function_that_raises_is_a_recorded_error_per_call(tmp_path, cli, monk
         )
     )
     run = tmp_path / "run"
-    result = cli.invoke(app, ["run", str(study), "--out", str(run)])
+    trust = ["--trust-backend", "python:inhouse_partial"]
+    result = cli.invoke(app, ["run", str(study), "--out", str(run), *trust])
     assert "Traceback" not in result.output + result.stderr
     results = pd.read_parquet(run / "results.parquet").set_index("gender")
     assert (results.loc["male", "status"] == "answered").all()
