@@ -15,6 +15,7 @@ the registered factory (``simulator.study.tool_backends``) hands its compiler in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -180,6 +181,9 @@ class HttpBackend:
             "body": self.body_source,
             "response": mapping_identity(self.mapping),
             "headers": sorted(self._headers),
+            # The shown URL drops its query, whose values may be private: a digest of the
+            # whole URL keeps `?version=2` and `?version=3` apart in the cache.
+            "url_sha256": hashlib.sha256(self.url.encode()).hexdigest()[:16],
         }
 
     async def generate(self, request: LLMRequest) -> LLMResponse:

@@ -103,6 +103,7 @@ def test_the_cache_key_covers_url_body_and_mapping_never_the_key(monkeypatch) ->
     assert key(HttpToolBackend(role())) == key(first)  # another key asks the same tool
     for changed in (
         role(url="http://127.0.0.1:9/score2"),
+        role(url="http://127.0.0.1:9/score?version=3"),
         role(body='{"doc": {{ document | tojson }}}'),
         role(response={"score": "$.t"}),
     ):
