@@ -335,3 +335,101 @@ def similarity_test(
 def as_tested(row: Mapping[str, object]) -> Tested:
     """The test a metrics row states, as ``biasim power`` and the report read it."""
     return Tested.of(row, "p_value")
+
+
+@dataclass
+class CounterfactualTables:
+    """What an analysis of counterfactual responses writes.
+
+    Attributes:
+        scores: One row per response (:func:`score_responses`).
+        comparisons: One row per two responses of a pair (:func:`counterfactual_comparisons`).
+        metrics: One row per (metric, statistic, values): the estimate, its p and unit.
+    """
+
+    scores: pd.DataFrame
+    comparisons: pd.DataFrame
+    metrics: pd.DataFrame
+
+
+def counterfactual_tables(
+    df: pd.DataFrame,
+    cols: CounterfactualColumns,
+    scorers: Mapping[str, TextScorer],
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+    n_permutations: int = 1999,
+    seed: int = 0,
+    cache: ScoreCache | None = None,
+) -> CounterfactualTables:
+    """Every metric here on one table of responses.
+
+    Each scorer's ``value`` column (its first column when it has none) gets the distribution
+    tests and the strict parity; the weak parity is taken on its ``label`` column (the share
+    it labels positive, threshold 0.5) where it has one. Each similarity measure gets its mean
+    across swap values (LangFair's counterfactual similarity) and the within-minus-across test.
+    """
+    scores = score_responses(df, cols, scorers, cache)
+    rows = []
+    for name, scorer in scorers.items():
+        value = "value" if "value" in scorer.columns else scorer.columns[0]
+        tests = swap_score_tests(
+            scores, cols, f"{name}_{value}", 0.5, n_permutations=n_permutations, seed=seed
+        )
+        rows.append(tests[tests["statistic"] != "weak_parity"])
+        if "label" in scorer.columns:
+            tests = swap_score_tests(
+                scores, cols, f"{name}_label", 0.5, n_permutations=n_permutations, seed=seed
+            )
+            rows.append(tests[tests["statistic"] == "weak_parity"])
+    comparisons = counterfactual_comparisons(df, cols, embed=embed)
+    for measure in [c for c in ("rouge_l", "bleu", "cosine") if c in comparisons]:
+        rows.append(_similarity_rows(df, comparisons, cols, measure, n_permutations, seed))
+    metrics = pd.concat(rows, ignore_index=True)
+    return CounterfactualTables(scores, comparisons, metrics)
+
+
+def _similarity_rows(
+    df: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    cols: CounterfactualColumns,
+    measure: str,
+    n_permutations: int,
+    seed: int,
+) -> pd.DataFrame:
+    """A similarity test as two metrics rows: the mean across values, and the test."""
+    test = similarity_test(df, comparisons, cols, measure, n_permutations, seed)
+    unmasked = (
+        None
+        if cols.name
+        else "names not masked: a text naming its own name differs by the swap itself"
+    )
+    note = "; ".join(n for n in (test["note"], unmasked) if n) or None
+    base = {
+        "metric": measure,
+        "value_a": "",
+        "value_b": "",
+        "unit": test["unit"],
+        "n_units": test["n_units"],
+        "n_responses": len(df),
+        "n_excluded": 0,
+    }
+    return pd.DataFrame(
+        [
+            {
+                **base,
+                "statistic": "mean_across",
+                "estimate": test["mean_across"],
+                "p_value": None,
+                "note": unmasked,
+                "unit": None,
+                "n_units": None,
+            },
+            {
+                **base,
+                "statistic": "within_minus_across",
+                "estimate": test["estimate"],
+                "p_value": test["p_value"],
+                "note": note,
+            },
+        ]
+    )
