@@ -8,6 +8,11 @@ independently across pairs, and the pair is the unit of exchangeability. A write
 its own (each pair has one writer), so writer effects and names shared across pairs are kept as
 the design made them. Every pair keeps its count of each label, so group sizes are fixed.
 
+This yields each relabelling's labels rather than per-group sums
+(``permutation.block_permutation_sums``, the engine of statistics that are functions of group
+sums): the Wasserstein distance and the quantiles of a score distribution need to know which
+responses each relabelling puts under each value.
+
 Monte Carlo p-values are ``(1 + b) / (1 + B)`` (``parity.resampling_p_value``).
 """
 
