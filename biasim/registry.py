@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 
@@ -28,7 +29,7 @@ class UnknownPlugin(KeyError):
         self.name = name
 
     def __str__(self) -> str:
-        known = ", ".join(self.registry.names())
+        known = ", ".join(self.registry.names()) or "none is installed"
         return f"unknown {self.registry.what} `{self.name}`; known: {known}"
 
 
@@ -62,16 +63,21 @@ class Registry:
     extras: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     _extra: dict[str, Any] = field(default_factory=dict)
     _instances: dict[str, Any] = field(default_factory=dict)
+    #: Counts the calls of :meth:`register` and :meth:`unregister`: a user that copies the
+    #: names (the templating layer's prompt functions) knows when to copy them again.
+    changes: int = 0
 
     def register(self, name: str, target: Any) -> None:
         """Register ``target`` (a class, callable, instance or ``"module:attr"`` path)."""
         self._extra[name] = target
         self._instances.pop(name, None)
+        self.changes += 1
 
     def unregister(self, name: str) -> None:
         """Remove a plug-in registered with :meth:`register` (tests)."""
         self._extra.pop(name, None)
         self._instances.pop(name, None)
+        self.changes += 1
 
     def _plugins(self) -> dict[str, Any]:
         return {ep.name: ep for ep in entry_points(group=self.group)}
@@ -204,3 +210,53 @@ PROMPTS = Registry(
     "biasim.prompts",
     {"email_judge_prompt": "biasim.analysis.studies.hiring_emails.judge_prompt:JUDGE_PROMPT"},
 )
+
+#: Commands a study family adds to the ``biasim`` command line (``biasim NAME ...``): a
+#: ``typer.Typer`` by ``"module:attr"`` path, registered by the family's ``register()``.
+COMMANDS = Registry("command", "biasim.commands", {})
+
+#: Study families (``family: NAME`` in a study file): each a package whose ``register()``
+#: registers its kinds, scorers, prompts and command in the registries above
+#: (docs/extending/families.md). Third-party packages add one through the ``biasim.families``
+#: entry-point group; a family is loaded when a study naming it is loaded, or by the command
+#: line at start (a ``register()`` registers paths, so it imports nothing heavy).
+def _builtin_families() -> dict[str, str]:
+    """Each package in ``biasim.families`` is the built-in family named after its folder, so a
+    new one needs no line here. Found on disk: the package is imported only when loaded."""
+    spec = importlib.util.find_spec("biasim.families")
+    folders = (spec.submodule_search_locations or []) if spec else []
+    return {
+        path.name: f"biasim.families.{path.name}:register"
+        for folder in folders
+        for path in sorted(Path(folder).iterdir())
+        if (path / "__init__.py").is_file()
+    }
+
+
+FAMILIES = Registry("study family", "biasim.families", _builtin_families())
+
+_loaded_families: set[str] = set()
+
+
+def load_family(name: str) -> None:
+    """Call the ``register()`` of the family ``name`` once per process.
+
+    Raises:
+        UnknownPlugin: No family of that name is registered or installed.
+    """
+    if name in _loaded_families:
+        return
+    FAMILIES.load(name)()
+    _loaded_families.add(name)
+
+
+def load_families() -> list[str]:
+    """Load every available family (the command line, ``biasim kinds``, the study schema);
+    the names of those that failed to load, each with its reason, for the caller to report."""
+    failed = []
+    for name in FAMILIES.names():
+        try:
+            load_family(name)
+        except Exception as exc:  # a broken plug-in is reported, never a traceback
+            failed.append(f"study family `{name}` not loaded: {type(exc).__name__}: {exc}")
+    return failed

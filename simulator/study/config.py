@@ -494,6 +494,13 @@ class StudyConfig(Strict):
     name: Identifier
     description: str
     source: str | None = Field(None, description="Citation of the stimuli (seed paper, appendix).")
+    # Left out of the dump when absent, so the record of a study without one is unchanged.
+    family: Identifier | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="The study family whose kinds, prompts and command this study uses; "
+        "loaded with the study (docs/extending/families.md).",
+    )
     seed: Seed = 0
     vars: dict[Identifier, str] = Field(
         default_factory=dict, description="Literal texts available to every template by name."
