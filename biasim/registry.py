@@ -215,16 +215,19 @@ PROMPTS = Registry(
 #: ``typer.Typer`` by ``"module:attr"`` path, registered by the family's ``register()``.
 COMMANDS = Registry("command", "biasim.commands", {})
 
+
 #: Study families (``family: NAME`` in a study file): each a package whose ``register()``
 #: registers its kinds, scorers, prompts and command in the registries above
 #: (docs/extending/families.md). Third-party packages add one through the ``biasim.families``
 #: entry-point group; a family is loaded when a study naming it is loaded, or by the command
 #: line at start (a ``register()`` registers paths, so it imports nothing heavy).
-def _builtin_families() -> dict[str, str]:
-    """Each package in ``biasim.families`` is the built-in family named after its folder, so a
-    new one needs no line here. Found on disk: the package is imported only when loaded."""
-    spec = importlib.util.find_spec("biasim.families")
-    folders = (spec.submodule_search_locations or []) if spec else []
+def builtin_families(folders: list[str] | None = None) -> dict[str, str]:
+    """Each package in ``biasim.families`` (or ``folders``) is the built-in family named after
+    its folder, so a new one needs no line here. Found on disk: a family's package is imported
+    only when it is loaded."""
+    if folders is None:
+        spec = importlib.util.find_spec("biasim.families")
+        folders = list(spec.submodule_search_locations or []) if spec else []
     return {
         path.name: f"biasim.families.{path.name}:register"
         for folder in folders
@@ -233,7 +236,7 @@ def _builtin_families() -> dict[str, str]:
     }
 
 
-FAMILIES = Registry("study family", "biasim.families", _builtin_families())
+FAMILIES = Registry("study family", "biasim.families", builtin_families())
 
 _loaded_families: set[str] = set()
 

@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from biasim.registry import FAMILIES, KINDS, PROMPTS, UnknownPlugin, load_family
+from biasim.registry import (
+    FAMILIES,
+    KINDS,
+    PROMPTS,
+    UnknownPlugin,
+    builtin_families,
+    load_family,
+)
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.study import templating
 from biasim.simulator.tools.authoring import family_files, write_family
@@ -182,6 +189,15 @@ def test_a_family_that_fails_to_register_is_a_problem_at_its_field(tmp_path) -> 
         assert "broken_family_rate_gap" not in KINDS
     finally:
         FAMILIES.unregister("broken_family")
+
+
+def test_a_built_in_family_is_a_package_in_families_found_by_its_folder(tmp_path) -> None:
+    (tmp_path / "toyfam").mkdir()
+    (tmp_path / "toyfam" / "__init__.py").write_text("def register():\n    pass\n")
+    (tmp_path / "data").mkdir()  # not a package: not a family
+    assert builtin_families([str(tmp_path)]) == {"toyfam": "biasim.families.toyfam:register"}
+    shipped = {p.name for p in (ROOT / "families").iterdir() if (p / "__init__.py").is_file()}
+    assert set(FAMILIES.builtin) == shipped
 
 
 def test_no_generic_layer_imports_a_family() -> None:
