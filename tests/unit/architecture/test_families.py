@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -211,3 +212,34 @@ def test_no_generic_layer_imports_a_family() -> None:
     assert layers[0] == "biasim.families"
     generic = {".".join(name.split(".")[:2]) for name in layers[1:]} - {"biasim.__main__"}
     assert generic <= set(rule["source_modules"])
+
+
+def test_a_family_breaking_its_contracts_fails_the_lint(tmp_path) -> None:
+    """The family contracts are checked on a checkout holding a family whose statistics import
+    the engine and which a generic module imports: both break, by name."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    for name in ("biasim", *CHECKOUT[1:-1], "setup.py"):
+        (root / name).symlink_to(ROOT / name)
+    (root / "scenarios").unlink()
+    shutil.copytree(ROOT / "scenarios", root / "scenarios", ignore=shutil.ignore_patterns("data"))
+    (root / "scenarios" / "uses_a_family.py").write_text("from biasim.families.toy import stats\n")
+    family = root / "families" / "toy"
+    family.mkdir(parents=True)
+    (root / "families" / "__init__.py").write_text("")
+    (family / "__init__.py").write_text("")
+    (family / "stats.py").write_text("from biasim.simulator.engine import runner\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.lint_imports", "--root", str(root)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())
+    assert "(biasim.registry.FAMILIES) BROKEN" in out
+    assert "never import the simulator or the agents BROKEN" in out
+    assert "Contracts: 7 kept, 3 broken." in out  # the third: the layers
+    assert "biasim.scenarios.uses_a_family -> biasim.families.toy.stats (l.1)" in out
+    assert "biasim.families.toy.stats -> biasim.simulator.engine.runner (l.1)" in out
