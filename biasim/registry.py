@@ -216,11 +216,6 @@ PROMPTS = Registry(
 COMMANDS = Registry("command", "biasim.commands", {})
 
 
-#: Study families (``family: NAME`` in a study file): each a package whose ``register()``
-#: registers its kinds, scorers, prompts and command in the registries above
-#: (docs/extending/families.md). Third-party packages add one through the ``biasim.families``
-#: entry-point group; a family is loaded when a study naming it is loaded, or by the command
-#: line at start (a ``register()`` registers paths, so it imports nothing heavy).
 def builtin_families(folders: list[str] | None = None) -> dict[str, str]:
     """Each package in ``biasim.families`` (or ``folders``) is the built-in family named after
     its folder, so a new one needs no line here. Found on disk: a family's package is imported
@@ -236,6 +231,11 @@ def builtin_families(folders: list[str] | None = None) -> dict[str, str]:
     }
 
 
+#: Study families (``family: NAME`` in a study file): each a package whose ``register()``
+#: registers its kinds, scorers, prompts and command in the registries above
+#: (docs/extending/families.md). Third-party packages add one through the ``biasim.families``
+#: entry-point group; a family is loaded when a study naming it is loaded, or by the command
+#: line at start (a ``register()`` registers paths, so it imports nothing heavy).
 FAMILIES = Registry("study family", "biasim.families", builtin_families())
 
 _loaded_families: set[str] = set()

@@ -30,9 +30,14 @@ def add_family_commands() -> None:
     from biasim.registry import COMMANDS, load_families
 
     problems = load_families()
-    known = {group.name for group in app.registered_groups}
+    taken = {group.name for group in app.registered_groups} | {
+        command.name or command.callback.__name__.replace("_", "-")
+        for command in app.registered_commands
+        if command.callback is not None
+    }
     for name in COMMANDS.names():
-        if name in known:
+        if name in taken:
+            problems.append(f"command `{name}` not added: `biasim {name}` is a built-in command")
             continue
         try:
             app.add_typer(COMMANDS.load(name), name=name)

@@ -243,3 +243,23 @@ def test_a_family_breaking_its_contracts_fails_the_lint(tmp_path) -> None:
     assert "Contracts: 7 kept, 3 broken." in out  # the third: the layers
     assert "biasim.scenarios.uses_a_family -> biasim.families.toy.stats (l.1)" in out
     assert "biasim.families.toy.stats -> biasim.simulator.engine.runner (l.1)" in out
+
+
+def test_a_family_command_never_replaces_a_built_in_one_and_a_broken_one_is_a_warning(
+    capsys,
+) -> None:
+    from biasim.registry import COMMANDS
+    from biasim.simulator.cli import add_family_commands, app
+
+    before = list(app.registered_groups)
+    COMMANDS.register("run", f"{__name__}:SKELETON")
+    COMMANDS.register("toy_broken", "no_such_module_here:app")
+    try:
+        add_family_commands()
+    finally:
+        COMMANDS.unregister("run")
+        COMMANDS.unregister("toy_broken")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning command `run` not added: `biasim run` is a built-in command" in err
+    assert "command `toy_broken` not loaded: ModuleNotFoundError" in err
+    assert app.registered_groups == before
