@@ -252,8 +252,9 @@ def _offer_registered_prompts() -> None:
     when it is compiled, so the compiled ones are dropped when the registry changed."""
     if PROMPTS.changes == _offered_at[0]:
         return
+    names = PROMPTS.names()  # first: listing them registers the families' prompts
     _offered_at[0] = PROMPTS.changes
-    _ENV.globals.update({name: _registered_prompt(name) for name in PROMPTS.names()})
+    _ENV.globals.update({name: _registered_prompt(name) for name in names})
     _compile.cache_clear()
     _parse.cache_clear()
 

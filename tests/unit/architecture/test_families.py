@@ -263,3 +263,34 @@ def test_a_family_command_never_replaces_a_built_in_one_and_a_broken_one_is_a_wa
     assert "warning command `run` not added: `biasim run` is a built-in command" in err
     assert "command `toy_broken` not loaded: ModuleNotFoundError" in err
     assert app.registered_groups == before
+
+
+class NeedsAnExtra:
+    """A family's kind whose extra is not installed (never imported: refused before)."""
+
+
+def test_seed_001_is_a_family_whose_register_adds_its_kind_and_prompt() -> None:
+    from biasim.simulator.study.load import load_study
+
+    assert "acceptance" not in KINDS.builtin and "email_judge_prompt" not in PROMPTS.builtin
+    assert "hiring_emails" in FAMILIES.builtin
+    # Found by name without naming the family: a run recorded before stays readable.
+    assert type(KINDS.instance("acceptance")).__module__ == (
+        "biasim.families.hiring_emails.acceptance"
+    )
+    # The judge variant inherits `family:` and renders the family's prompt when validated.
+    study = load_study("an2024_hiring_judge")
+    assert study.config.family == "hiring_emails"
+    assert any("Labels:" in text for _, text in study.rendered)
+
+
+def test_a_family_kind_that_needs_a_missing_extra_is_refused_with_the_install_line() -> None:
+    from biasim.registry import MissingExtra
+
+    KINDS.register("toy_needs", f"{__name__}:NeedsAnExtra", extra=("toy", ("no_such_mod_45",)))
+    try:
+        with pytest.raises(MissingExtra, match=r"pip install 'biasim\[toy\]'"):
+            KINDS.load("toy_needs")
+    finally:
+        KINDS.unregister("toy_needs")
+    assert KINDS.missing_extra("toy_needs") is None

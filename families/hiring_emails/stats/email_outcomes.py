@@ -14,7 +14,7 @@ Here are four ways to label an email, each usable alone and comparable with the 
 - :class:`RuleClassifier`: ordered, documented regular-expression rules; ``explain`` says which
   rule decided.
 - :class:`SvmClassifier`: TF-IDF (word 1-2 grams, sublinear tf) + ``LinearSVC``, as in the paper.
-- :data:`.judge_prompt.JUDGE_PROMPT`: a Jinja2 prompt for a language-model judge that answers
+- :data:`..judge_prompt.JUDGE_PROMPT`: a Jinja2 prompt for a language-model judge that answers
   JSON.
 
 and two ways to check labels: :func:`classification_report` (Table 5, run on hand labels of a
