@@ -261,8 +261,9 @@ def builtin_families(folders: list[str] | None = None) -> dict[str, str]:
 #: Study families (``family: NAME`` in a study file): each a package whose ``register()``
 #: registers its kinds, scorers, prompts and command in the registries above
 #: (docs/extending/families.md). Third-party packages add one through the ``biasim.families``
-#: entry-point group; a family is loaded when a study naming it is loaded, or by the command
-#: line at start (a ``register()`` registers paths, so it imports nothing heavy).
+#: entry-point group. Every family is loaded once, the first time a registry of the plug-ins
+#: families add is listed or looked up in vain (a ``register()`` registers paths, so it imports
+#: nothing heavy); a study naming its family loads it first, so a failure is located there.
 FAMILIES = Registry("study family", "biasim.families", builtin_families())
 
 _loaded_families: set[str] = set()
