@@ -164,6 +164,16 @@ BACKENDS = Registry(
     },
 )
 
+#: Audit formats (``biasim audit --format NAME``): presets of the tables a rule asks for.
+AUDIT_FORMATS = Registry(
+    "audit format",
+    "biasim.audit_formats",
+    {
+        "ll144": "biasim.analysis.audit.presets:LL144",
+        "eeoc": "biasim.analysis.audit.presets:EEOC",
+    },
+)
+
 #: Sentence and text scorers of the letters and PRISM analyses: factories ``f(**options)``.
 SCORERS = Registry(
     "text scorer",

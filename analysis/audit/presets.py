@@ -1,0 +1,142 @@
+"""Audit formats (``biasim audit --format NAME``): which rule an audit answers, the tables it
+adds to the selection (or scoring) rate tables every format shares, the sections it cites and
+what the data cannot show. Each preset is registered by name in
+:data:`biasim.registry.AUDIT_FORMATS`; the audit tool and the report read only what a preset
+puts into the audit, so neither imports a preset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from biasim.analysis.audit.eeoc import eeoc_columns
+
+#: What no outcome table shows, whatever the rule: said by every preset.
+NOT_SHOWN = (
+    "Whether the tool is job-related and consistent with business necessity, or valid for the "
+    "job: the tables show who was selected, not whether the selection measures what the job "
+    "needs, nor why any difference arises."
+)
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """What a preset needs to know about the data beside the tables.
+
+    Attributes:
+        by: The stratum columns leading every table.
+        categories: Per table key, its category column(s).
+        repeated: Applicants decided more than once within a stratum (0 in a decisions file,
+            whose rows are taken as one applicant each).
+        unit_note: How the data defines an applicant, for the tests' unit.
+    """
+
+    by: list[str]
+    categories: dict[str, list[str]]
+    repeated: int = 0
+    unit_note: str = ""
+
+
+@dataclass(frozen=True)
+class AuditPreset:
+    """One audit format.
+
+    Attributes:
+        name: The ``--format`` name.
+        label: Short name for table titles (``LL144``).
+        title: The report section's title.
+        cites: ``(what, section)`` pairs: which section of the rule each table answers.
+        cannot_show: Plain statements of what the data cannot show.
+        columns: Columns the preset adds, as ``(key, label, spec)`` for the renderers (spec as
+            :func:`biasim.simulator.common.html.fmt`, or ``ci`` with the upper key after it).
+        needs_selection: Whether the rule is about selections (a score alone is refused).
+    """
+
+    name: str
+    label: str
+    title: str
+    cites: tuple[tuple[str, str], ...]
+    cannot_show: tuple[str, ...] = (NOT_SHOWN,)
+    columns: tuple[tuple[str, ...], ...] = ()
+    needs_selection: bool = False
+
+    def extend(
+        self, tables: dict[str, pd.DataFrame], context: AuditContext
+    ) -> tuple[dict[str, pd.DataFrame], list[str]]:
+        """The tables with this preset's columns, and notes on reading them."""
+        return tables, []
+
+
+class EEOCPreset(AuditPreset):
+    """The Uniform Guidelines' adverse-impact reading (29 CFR 1607.4(D))."""
+
+    def extend(
+        self, tables: dict[str, pd.DataFrame], context: AuditContext
+    ) -> tuple[dict[str, pd.DataFrame], list[str]]:
+        out = {
+            key: eeoc_columns(table, context.by, context.categories[key])
+            for key, table in tables.items()
+        }
+        notes = [
+            "Fisher's exact test and the two-standard-deviation z compare each category with "
+            "the highest-rate category of its table; unit of exchangeability: the applicant "
+            f"({context.unit_note}). With more than two categories the reference is chosen by "
+            "the data and the p-values are not corrected for that choice or for the number of "
+            "categories."
+        ]
+        if context.repeated:
+            for table in out.values():
+                table["fisher_p"] = float("nan")
+                table["two_sd_z"] = float("nan")
+            notes.append(
+                f"{context.repeated} applicant(s) were decided more than once within a stratum: "
+                "their decisions are not independent, so no Fisher p or z is given (they would "
+                "be too small); the rates, ratios and shortfalls stand."
+            )
+        return out, notes
+
+
+def _ci(key: str) -> tuple[str, ...]:
+    return (f"{key}_ci_low", "impact ratio 95% CI", "ci", f"{key}_ci_high")
+
+
+LL144 = AuditPreset(
+    name="ll144",
+    label="LL144",
+    title="Bias audit (NYC Local Law 144)",
+    cites=(
+        ("selection or scoring rates and impact ratios per category", "6 RCNY 5-301(a), (b)"),
+        ("intersectional categories; categories under 2% of the data", "6 RCNY 5-301(a), (d)"),
+    ),
+)
+
+EEOC = EEOCPreset(
+    name="eeoc",
+    label="EEOC",
+    title="Adverse impact (EEOC Uniform Guidelines, 29 CFR 1607.4(D))",
+    cites=(
+        ("impact ratio against the highest-rate group; the four-fifths rule", "29 CFR 1607.4(D)"),
+        (
+            "statistical significance (Fisher, two standard deviations), practical significance "
+            "(shortfall, one-person flip)",
+            "29 CFR 1607.4(D), second and third sentences",
+        ),
+        ("selection rates by sex and race/ethnicity", "29 CFR 1607.4(A), (B); 1607.16(R)"),
+    ),
+    cannot_show=(
+        NOT_SHOWN.replace("the job needs,", "the job needs (validity, 29 CFR 1607.5 and 1607.14),"),
+        "Whether applicants were discouraged from applying, or whether the applicant pool is "
+        "atypical (29 CFR 1607.4(D)): the data hold only those decided.",
+    ),
+    columns=(
+        ("reference", "reference group", "text"),
+        _ci("impact_ratio"),
+        ("two_sd_z", "z (SDs)", ".2f"),
+        ("fisher_p", "Fisher p", ".3g"),
+        ("shortfall", "shortfall", "int"),
+        ("flip_changes_conclusion", "one-person flip", "text"),
+    ),
+    needs_selection=True,
+)
