@@ -1,5 +1,5 @@
-"""Commands around studies: ``power`` (planning), ``compare`` (runs) and ``audit`` (a rule's
-bias-audit tables)."""
+"""Commands around studies: ``power`` (planning), ``compare`` (runs), ``audit`` (a rule's
+bias-audit tables) and ``gate`` (rules over an audit, for CI)."""
 
 from __future__ import annotations
 
@@ -445,3 +445,76 @@ def _print_audit(result: dict) -> None:
         if line:
             out_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
+
+_GATE_SOURCE_ARGUMENT = typer.Argument(help="A finished run directory or a decisions CSV.")
+_GATE_RULE_OPTION = typer.Option(
+    "--rule",
+    help="A rule every audit row must meet, e.g. 'impact_ratio.ci_high >= 0.8' (repeatable; "
+    "the run's study `gates:` are added).",
+)
+_GATE_FORMAT_OPTION = typer.Option("--format", help="Audit format whose rows the rules read.")
+_GATE_JUNIT_OPTION = typer.Option("--junit", help="Write the verdicts as JUnit XML here.")
+_GATE_MARKDOWN_OPTION = typer.Option("--markdown", help="Write a Markdown summary here.")
+
+
+@app.command()
+def gate(
+    source: Annotated[Path, _GATE_SOURCE_ARGUMENT],
+    rule: Annotated[list[str] | None, _GATE_RULE_OPTION] = None,
+    audit_format: Annotated[str, _GATE_FORMAT_OPTION] = "eeoc",
+    junit: Annotated[Path | None, _GATE_JUNIT_OPTION] = None,
+    markdown: Annotated[Path | None, _GATE_MARKDOWN_OPTION] = None,
+    sex_col: Annotated[str | None, _AUDIT_SEX_COL_OPTION] = None,
+    race_col: Annotated[str | None, _AUDIT_RACE_COL_OPTION] = None,
+    selected_col: Annotated[str | None, _AUDIT_SELECTED_COL_OPTION] = None,
+    outcome_col: Annotated[str | None, _AUDIT_OUTCOME_COL_OPTION] = None,
+    positive: Annotated[str | None, _AUDIT_POSITIVE_OPTION] = None,
+    by: Annotated[str | None, _AUDIT_BY_OPTION] = None,
+    exclude_small: Annotated[bool, _AUDIT_EXCLUDE_SMALL_OPTION] = False,
+    analysis: Annotated[str | None, _AUDIT_ANALYSIS_OPTION] = None,
+    stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
+    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
+) -> None:
+    """Check rules on a bias audit, for CI: exit 1 when a rule fails, 2 on bad input; JUnit
+    XML and a Markdown summary on request. Writes nothing into the run."""
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.tools.audit import AuditOptions
+    from biasim.simulator.tools.gate import (
+        gate_rules,
+        run_gate,
+        verdict_line,
+        write_junit,
+        write_markdown,
+    )
+
+    problems = _audit_source_problems(source, audit_format)
+    for flag, path in (("--junit", junit), ("--markdown", markdown)):
+        if path is not None and not path.parent.is_dir():
+            problems.append(Problem(flag, None, "", f"no directory {path.parent} to write into"))
+    if problems:
+        fail_input(InputError(problems))
+    options = AuditOptions(
+        sex_col=sex_col,
+        race_col=race_col,
+        selected_col=selected_col,
+        outcome_col=outcome_col,
+        positive=positive,
+        by=[c.strip() for c in (by or "").split(",") if c.strip()],
+        exclude_small=exclude_small,
+        analysis=analysis,
+        stage=stage,
+        accept_edits=accept_edits,
+        audit_format=audit_format,
+    )
+    try:
+        report = run_gate(source, gate_rules(source, rule or [], options), options)
+    except InputError as exc:
+        fail_input(exc)
+    for result in report.results:
+        out_console.print(verdict_line(result), highlight=False, markup=False, soft_wrap=True)
+    for path, write in ((junit, write_junit), (markdown, write_markdown)):
+        if path is not None:
+            write(report, path)
+            out_console.print(f"wrote {path}", highlight=False)
+    if not report.passed:
+        raise typer.Exit(1)
