@@ -31,12 +31,15 @@ class AuditContext:
         repeated: Applicants decided more than once within a stratum (0 in a decisions file,
             whose rows are taken as one applicant each).
         unit_note: How the data defines an applicant, for the tests' unit.
+        names: ``(distinct names, applicants)`` of a run whose applicants carry names; None
+            for a decisions file.
     """
 
     by: list[str]
     categories: dict[str, list[str]]
     repeated: int = 0
     unit_note: str = ""
+    names: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,13 @@ class EEOCPreset(AuditPreset):
             "the data and the p-values are not corrected for that choice or for the number of "
             "categories."
         ]
+        if context.names and context.names[0] < context.names[1]:
+            notes.append(
+                f"The {context.names[1]} applicants carry {context.names[0]} distinct names, and "
+                "the tests treat applicants as independent: a tool that reacts to one name "
+                "moves all its applicants at once, so the p-values speak of these names, not of "
+                "the groups' names in general (for that they would be too small)."
+            )
         if context.repeated:
             for table in out.values():
                 table["fisher_p"] = float("nan")

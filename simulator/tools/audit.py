@@ -340,6 +340,9 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         },
         repeated=_repeated(frame, options.by),
         unit_note="a simulated applicant of the run" if is_run else "one row of the file",
+        names=(about["n_distinct_names"], _individuals(frame, audit.n_assessed))
+        if is_run
+        else None,
     )
     tables, notes = preset.extend(audit.tables, context)
     return {

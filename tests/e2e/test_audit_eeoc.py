@@ -71,6 +71,10 @@ def test_eeoc_of_a_run_counts_the_same_rates_as_ll144(tmp_path, cli) -> None:
     pd.testing.assert_frame_equal(ll144, eeoc[ll144.columns])
     audit = json.loads((tmp_path / "eeoc" / "audit.json").read_text())
     assert "a simulated applicant of the run" in audit["notes"][0]
+    # Applicants share a few names: the note says what the applicant-level p speaks of.
+    names = f"applicants carry {audit['n_distinct_names']} distinct names"
+    assert audit["n_distinct_names"] < audit["n_individuals"]
+    assert any(names in note for note in audit["notes"])
     summary = json.loads((run / "summary.json").read_text())
     assert {a["format"] for a in summary["audits"].values()} == {"ll144", "eeoc"}
     assert "EEOC Uniform Guidelines" in (run / "report.html").read_text()
