@@ -171,6 +171,9 @@ AUDIT_FORMATS = Registry(
     {
         "ll144": "biasim.analysis.audit.presets:LL144",
         "eeoc": "biasim.analysis.audit.presets:EEOC",
+        "colorado": "biasim.analysis.audit.presets:COLORADO",
+        "california": "biasim.analysis.audit.presets:CALIFORNIA",
+        "eu-ai-act": "biasim.analysis.audit.presets:EU_AI_ACT",
     },
 )
 

@@ -55,6 +55,9 @@ class AuditPreset:
         columns: Columns the preset adds, as ``(key, label, spec)`` for the renderers (spec as
             :func:`biasim.simulator.common.html.fmt`, or ``ci`` with the upper key after it).
         needs_selection: Whether the rule is about selections (a score alone is refused).
+        assessment: The fields of the impact assessment or technical file the rule asks for,
+            as ``(field, section, fact)``: ``fact`` names what the audit fills it with (a key
+            of :func:`assessment_rows`' facts), None where only the deployer can.
     """
 
     name: str
@@ -64,6 +67,7 @@ class AuditPreset:
     cannot_show: tuple[str, ...] = (NOT_SHOWN,)
     columns: tuple[tuple[str, ...], ...] = ()
     needs_selection: bool = False
+    assessment: tuple[tuple[str, str, str | None], ...] = ()
 
     def extend(
         self, tables: dict[str, pd.DataFrame], context: AuditContext
@@ -149,4 +153,124 @@ EEOC = EEOCPreset(
         ("flip_changes_conclusion", "one-person flip", "text"),
     ),
     needs_selection=True,
+)
+
+
+def assessment_rows(preset: AuditPreset, facts: dict[str, str]) -> list[dict[str, str | None]]:
+    """The preset's assessment fields, each with the audit's fact or None (the deployer's).
+
+    Args:
+        preset: The audit format.
+        facts: What the audit can state: ``system``, ``dates``, ``data``, ``groups``,
+            ``metrics`` and ``results``.
+    """
+    return [
+        {"field": name, "section": section, "value": facts.get(fact) if fact else None}
+        for name, section, fact in preset.assessment
+    ]
+
+
+COLORADO = EEOCPreset(
+    name="colorado",
+    label="Colorado",
+    title="Impact assessment (Colorado AI Act, SB 24-205, C.R.S. 6-1-1701 to 6-1-1707)",
+    cites=(
+        (
+            "analysis of known or foreseeable risks of algorithmic discrimination: outcome rates "
+            "and impact ratios by group",
+            "C.R.S. 6-1-1703(3)(b)(II)",
+        ),
+        (
+            "metrics used to evaluate the system and its known limitations",
+            "C.R.S. 6-1-1703(3)(b)(V)",
+        ),
+    ),
+    cannot_show=(
+        *EEOC.cannot_show,
+        "The system's purpose, benefits, transparency measures, post-deployment monitoring and "
+        "the deployer's risk-management program (C.R.S. 6-1-1703(2), (3)(b)(I), (VI), (VII)).",
+    ),
+    columns=EEOC.columns,
+    needs_selection=True,
+    assessment=(
+        ("purpose, intended uses, deployment context, benefits", "6-1-1703(3)(b)(I)", None),
+        ("risks of algorithmic discrimination found", "6-1-1703(3)(b)(II)", "results"),
+        ("steps taken to mitigate those risks", "6-1-1703(3)(b)(II)", None),
+        ("categories of data processed as inputs and outputs", "6-1-1703(3)(b)(III)", "data"),
+        ("metrics used to evaluate performance", "6-1-1703(3)(b)(V)", "metrics"),
+        ("groups examined", "6-1-1703(3)(b)(II)", "groups"),
+        ("system assessed and when", "6-1-1703(3)(a)", "system"),
+        ("period of the data", "6-1-1703(3)(a)", "dates"),
+        ("transparency measures", "6-1-1703(3)(b)(VI)", None),
+        ("post-deployment monitoring and user safeguards", "6-1-1703(3)(b)(VII)", None),
+    ),
+)
+
+CALIFORNIA = EEOCPreset(
+    name="california",
+    label="California",
+    title="Anti-bias testing (California FEHA regulations on automated-decision systems, "
+    "Cal. Code Regs. tit. 2, 11008 ff.)",
+    cites=(
+        (
+            "anti-bias testing: its results and scope are evidence relevant to a claim or defense",
+            "Cal. Code Regs. tit. 2, 11009(f)",
+        ),
+        ("adverse impact under the Uniform Guidelines the regulations adopt", "tit. 2, 11017(e)"),
+        ("automated-decision system data kept four years", "tit. 2, 11013(c)"),
+    ),
+    cannot_show=(
+        *EEOC.cannot_show,
+        "Whether a less discriminatory alternative would serve the employer's goals as well, "
+        "and whether the system screens out applicants needing an accommodation (disability).",
+    ),
+    columns=EEOC.columns,
+    needs_selection=True,
+    assessment=(
+        ("system tested and when (the test's recency)", "11009(f)", "system"),
+        ("scope of the test: groups examined", "11009(f)", "groups"),
+        ("results of the test", "11009(f)", "results"),
+        ("metrics", "11009(f)", "metrics"),
+        ("data tested (inputs and outputs)", "11013(c)", "data"),
+        ("period of the data", "11013(c)", "dates"),
+        ("response to the results", "11009(f)", None),
+        ("records kept four years, and where", "11013(c)", None),
+    ),
+)
+
+EU_AI_ACT = EEOCPreset(
+    name="eu-ai-act",
+    label="EU AI Act",
+    title="Bias examination of a high-risk hiring system (Regulation (EU) 2024/1689, Annex III "
+    "point 4(a))",
+    cites=(
+        (
+            "examination of possible biases affecting fundamental rights or leading to "
+            "discrimination",
+            "Art. 10(2)(f)-(g)",
+        ),
+        (
+            "validation and testing: metrics of potentially discriminatory impacts",
+            "Annex IV point 2(g)",
+        ),
+        ("accuracy, robustness, known limitations", "Art. 15; Annex IV point 3"),
+    ),
+    cannot_show=(
+        *EEOC.cannot_show,
+        "The risk-management system, data governance of the training data, human oversight "
+        "and the deployer's information to workers (Art. 9, 10(2)(a)-(e), 14, 26(7)).",
+    ),
+    columns=EEOC.columns,
+    needs_selection=True,
+    assessment=(
+        ("intended purpose", "Annex IV point 1(a)", None),
+        ("system tested", "Annex IV point 2(g)", "system"),
+        ("test data and their characteristics", "Annex IV point 2(g)", "data"),
+        ("groups examined for bias", "Art. 10(2)(f)", "groups"),
+        ("metrics of discriminatory impact", "Annex IV point 2(g)", "metrics"),
+        ("test results", "Annex IV point 2(g)", "results"),
+        ("dates of the test data", "Annex IV point 2(g)", "dates"),
+        ("measures to detect, prevent and mitigate the biases found", "Art. 10(2)(g)", None),
+        ("human oversight measures", "Art. 14; Annex IV point 2(e)", None),
+    ),
 )

@@ -408,7 +408,12 @@ def _cell(value: Any, spec: str | None) -> str:
 
 
 def _print_audit(result: dict) -> None:
-    from biasim.simulator.report.audit_section import headcount, merged_note, preset_lines
+    from biasim.simulator.report.audit_section import (
+        assessment_lines,
+        headcount,
+        merged_note,
+        preset_lines,
+    )
 
     rate = result["metric"]
     for key, frame in result["_frames"].items():
@@ -441,7 +446,7 @@ def _print_audit(result: dict) -> None:
         highlight=False,
     )
     note = merged_note(result)
-    for line in [note, *result["notes"], *preset_lines(result)]:
+    for line in [note, *result["notes"], *assessment_lines(result), *preset_lines(result)]:
         if line:
             out_console.print(line, highlight=False, markup=False, soft_wrap=True)
 

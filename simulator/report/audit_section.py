@@ -65,6 +65,18 @@ def _no_outcome(audit: dict[str, Any]) -> list[tuple[str, str | None]]:
     ]
 
 
+#: An impact-assessment field no decision table fills.
+DEPLOYER = "to be completed by the deployer (not in these data)"
+
+
+def assessment_lines(audit: dict[str, Any]) -> list[str]:
+    """The impact-assessment fields of the audit's preset, filled or left to the deployer."""
+    return [
+        f"Assessment - {row['field']} ({row['section']}): {row['value'] or DEPLOYER}"
+        for row in audit.get("assessment", [])
+    ]
+
+
 def preset_lines(audit: dict[str, Any]) -> list[str]:
     """The sections of the rule each table answers and what the data cannot show, as the
     audit's preset states them (none for an audit written before presets)."""
@@ -175,6 +187,13 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
             '<p class="muted">Unknown category (not in this table): '
             + section.number(("unknown", key), audit["unknown"].get(key), "int")
             + "</p>"
+        )
+    if audit.get("assessment"):
+        section.table(
+            [{**row, "value": row["value"] or DEPLOYER} for row in audit["assessment"]],
+            key=("assessment",),
+            title="Impact assessment fields",
+            columns=[Column("field"), Column("section"), Column("value", "from this audit")],
         )
     for line in [*audit.get("notes", []), *preset_lines(audit)]:
         section.paragraph(line)

@@ -23,7 +23,7 @@ from biasim.analysis.audit.ll144 import (
     date_range,
     ll144_tables,
 )
-from biasim.analysis.audit.presets import AuditContext, AuditPreset
+from biasim.analysis.audit.presets import AuditContext, AuditPreset, assessment_rows
 from biasim.registry import AUDIT_FORMATS
 from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
 from biasim.simulator.common.csvlimits import CsvLimits
@@ -327,25 +327,11 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         )
     except ValueError as exc:
         raise InputError([Problem(str(source), None, "", str(exc))]) from None
-    context = AuditContext(
-        by=list(options.by),
-        categories={
-            key: cols
-            for key, cols in {
-                SEX: [sex],
-                RACE_ETHNICITY: [race],
-                INTERSECTIONAL: [sex, race],
-            }.items()
-            if key in audit.tables
-        },
-        repeated=_repeated(frame, options.by),
-        unit_note="a simulated applicant of the run" if is_run else "one row of the file",
-        names=(about["n_distinct_names"], _individuals(frame, audit.n_assessed))
-        if is_run
-        else None,
-    )
+    context = _context(frame, about, options, (sex, race), audit)
     tables, notes = preset.extend(audit.tables, context)
+    facts = _facts(about, context, tables, options) if preset.assessment else {}
     return {
+        "assessment": assessment_rows(preset, facts),
         "format": preset.name,
         "label": preset.label,
         "title": preset.title,
@@ -361,6 +347,74 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
             "by": options.by,
         },
     }
+
+
+def _context(
+    frame: pd.DataFrame, about: dict[str, Any], options: AuditOptions, columns, audit
+) -> AuditContext:
+    """What a preset needs beside the tables: strata, category columns, the applicants."""
+    sex, race = columns
+    is_run = "n_distinct_names" in about
+    categories = {SEX: [sex], RACE_ETHNICITY: [race], INTERSECTIONAL: [sex, race]}
+    return AuditContext(
+        by=list(options.by),
+        categories={key: cols for key, cols in categories.items() if key in audit.tables},
+        repeated=_repeated(frame, options.by),
+        unit_note="a simulated applicant of the run" if is_run else "one row of the file",
+        names=(about["n_distinct_names"], _individuals(frame, audit.n_assessed))
+        if is_run
+        else None,
+    )
+
+
+def _facts(
+    about: dict[str, Any],
+    context: AuditContext,
+    tables: dict[str, pd.DataFrame],
+    options: AuditOptions,
+) -> dict[str, str]:
+    """What the audit can state in an impact assessment, each in one sentence."""
+    dates = about.get("date_range")
+    groups = "; ".join(
+        f"{key.replace('_', '/')}: "
+        + ", ".join(dict.fromkeys(" x ".join(map(str, r)) for r in t[cols].itertuples(index=False)))
+        for key, t in tables.items()
+        if (cols := context.categories[key])
+    )
+    outcome = options.selected_col or options.outcome_col or "selected"
+    columns = dict.fromkeys(c for cols in context.categories.values() for c in cols)
+    return {
+        "system": about["description"],
+        "dates": f"{dates[0]} to {dates[1]} ({about['date_basis']})" if dates else "not given",
+        "data": f"{about['kind']}: one decision per applicant; inputs the applicant's "
+        f"category columns ({', '.join(columns)}); "
+        f"output the decision ({outcome})",
+        "groups": groups + (f"; separately by {', '.join(context.by)}" if context.by else ""),
+        "metrics": "selection rate, impact ratio against the highest-rate group with its 95 % "
+        "interval, two-standard-deviation z, Fisher's exact p (unit: the applicant), shortfall "
+        "and one-person flip (29 CFR 1607.4(D))",
+        "results": _lowest_ratio(tables),
+    }
+
+
+def _lowest_ratio(tables: dict[str, pd.DataFrame]) -> str:
+    """The lowest impact ratio of an EEOC-style audit, its interval and how many rows are
+    under 4/5."""
+    rows = pd.concat([t.assign(_table=k) for k, t in tables.items()], ignore_index=True)
+    rows = rows[rows["impact_ratio"].notna()]
+    if rows.empty:
+        return "no impact ratio could be computed (no category had a selection)"
+    low = rows.loc[rows["impact_ratio"].idxmin()]
+    interval = ""
+    if pd.notna(low["impact_ratio_ci_high"]):
+        interval = f" [95 % CI {low['impact_ratio_ci_low']:.3f}, {low['impact_ratio_ci_high']:.3f}]"
+    table = low["_table"].replace("_", "/")
+    return (
+        f"lowest impact ratio {low['impact_ratio']:.3f}{interval} in the {table} table "
+        f"(reference {low['reference']}); {int((rows['impact_ratio'] < 0.8).sum())} of "
+        f"{len(rows)} ratios under 4/5, {int((rows['impact_ratio_ci_high'] < 0.8).sum())} with "
+        "the whole interval under 4/5"
+    )
 
 
 def _tables_record(

@@ -63,7 +63,7 @@ def test_eeoc_of_a_run_counts_the_same_rates_as_ll144(tmp_path, cli) -> None:
     study.write_text(text)
     run = tmp_path / "run"
     assert cli.invoke(app, ["run", str(study), "--out", str(run)]).exit_code == 0
-    for fmt in ("ll144", "eeoc"):
+    for fmt in ("ll144", "eeoc", "eu-ai-act"):
         result = cli.invoke(app, ["audit", str(run), "--format", fmt, "--out", str(tmp_path / fmt)])
         assert result.exit_code == 0, result.output
     ll144 = pd.read_csv(tmp_path / "ll144" / "ll144_race_ethnicity.csv")
@@ -76,5 +76,32 @@ def test_eeoc_of_a_run_counts_the_same_rates_as_ll144(tmp_path, cli) -> None:
     assert audit["n_distinct_names"] < audit["n_individuals"]
     assert any(names in note for note in audit["notes"])
     summary = json.loads((run / "summary.json").read_text())
-    assert {a["format"] for a in summary["audits"].values()} == {"ll144", "eeoc"}
+    assert {a["format"] for a in summary["audits"].values()} == {"ll144", "eeoc", "eu-ai-act"}
     assert "EEOC Uniform Guidelines" in (run / "report.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "section"),
+    [
+        ("colorado", "C.R.S. 6-1-1703(3)(b)(II)"),
+        ("california", "Cal. Code Regs. tit. 2, 11009(f)"),
+        ("eu-ai-act", "Art. 10(2)(f)-(g)"),
+    ],
+)
+def test_impact_assessment_presets_fill_what_the_data_can(tmp_path, cli, fmt, section) -> None:
+    out = tmp_path / fmt
+    args = ["audit", _csv(tmp_path), "--format", fmt, "--selected-col", "hired"]
+    result = cli.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    sex = pd.read_csv(out / f"{fmt}_sex.csv").set_index("sex")
+    assert sex.loc["F", "shortfall"] == 4  # the EEOC columns, one definition
+    audit = json.loads((out / "audit.json").read_text())
+    assert any(cited == section for _, cited in audit["cites"])
+    filled = {row["field"]: row["value"] for row in audit["assessment"]}
+    results = [v for k, v in filled.items() if v and "lowest impact ratio 0.600" in v]
+    assert len(results) == 1 and "sex table (reference M)" in results[0]
+    assert None in filled.values()  # what only the deployer can write is left to them
+    assert any("sex: F, M" in (v or "") for v in filled.values())
+    page = (out / "report.html").read_text()
+    assert "Impact assessment fields" in page and "to be completed by the deployer" in page
+    assert "to be completed by the deployer" in result.stdout
