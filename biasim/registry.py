@@ -195,6 +195,19 @@ BACKENDS = Registry(
     },
 )
 
+#: Audit formats (``biasim audit --format NAME``): presets of the tables a rule asks for.
+AUDIT_FORMATS = Registry(
+    "audit format",
+    "biasim.audit_formats",
+    {
+        "ll144": "biasim.analysis.audit.presets:LL144",
+        "eeoc": "biasim.analysis.audit.presets:EEOC",
+        "colorado": "biasim.analysis.audit.presets:COLORADO",
+        "california": "biasim.analysis.audit.presets:CALIFORNIA",
+        "eu-ai-act": "biasim.analysis.audit.presets:EU_AI_ACT",
+    },
+)
+
 #: Sentence and text scorers of the letters and PRISM analyses: factories ``f(**options)``.
 SCORERS = Registry(
     "text scorer",
