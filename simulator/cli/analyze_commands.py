@@ -90,6 +90,10 @@ _TEXT_COL_OPTION = typer.Option(help="The text column.")
 _GROUP_COL_OPTION = typer.Option(help="The group column.")
 _COMPARE_OPTION = typer.Option(help="FIRST,SECOND groups (default: the column's two values).")
 _PAIR_COL_OPTION = typer.Option(help="Column of counterfactual pairs (adds paired tests).")
+_COUNTERFACTUAL_OPTION = typer.Option(
+    help="With --pair-col: counterfactual text metrics (sentiment parity, similarity, score "
+    "distributions; unit: the pair) and per-response scores."
+)
 _LEXICON_OPTION = typer.Option(help="YAML/JSON category -> stems (default: agency stems).")
 _STYLE_OPTION = typer.Option(help="YAML dimension -> {scorer, options} (default: offline).")
 _SUCCESS_FILTER_OPTION = typer.Option(
@@ -200,6 +204,7 @@ def analyze_letter_texts(
     max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
     max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
+    counterfactual: Annotated[bool, _COUNTERFACTUAL_OPTION] = False,
 ) -> None:
     """Letters written elsewhere: lexicon, word, WEAT and style analyses.
 
@@ -222,6 +227,7 @@ def analyze_letter_texts(
         weat_words,
         CsvLimits(max_cell_chars, max_groups, max_rows),
         unit_col,
+        counterfactual,
     )
     _analyze_letter_texts(texts, options, out, as_json)
 
@@ -300,6 +306,10 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
         LettersKind().print(summary, out_console)
+        if summary.get("counterfactual"):
+            from biasim.simulator.tools.texts import counterfactual_console_table
+
+            print_table(out_console, counterfactual_console_table(summary["counterfactual"]))
         if out is not None:
             out_console.print(f"wrote tables and a figure under {out}")
 

@@ -4,7 +4,7 @@ plug-in registers renders by its name with its variables filled in order."""
 
 from __future__ import annotations
 
-from biasim.analysis.studies.hiring_emails.judge_prompt import JUDGE_PROMPT
+from biasim.families.hiring_emails.judge_prompt import JUDGE_PROMPT
 from biasim.registry import PROMPTS
 from biasim.simulator.study import templating
 
