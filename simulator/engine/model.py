@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import mesa
@@ -460,8 +461,7 @@ class StudyModel(mesa.Model):
             documents = [d for d in documents if d.author.agent_id in passed]
         matching = form_evaluations(
             reads,
-            # A policy's copy of a stage draws the same pools as the stage: common random numbers.
-            config.policy_of[0] if config.policy_of else plan.name,
+            self._pool_label(plan.name),
             documents,
             k=plan.select or 0,
             seed=self.study.seed,
@@ -475,6 +475,16 @@ class StudyModel(mesa.Model):
             readers[i % len(readers)].read(evaluation)  # type: ignore[attr-defined]
             for i, evaluation in enumerate(matching.evaluations)
         ]
+
+    def write_tables(self, out: Path) -> None:
+        """The tables the model keeps besides the results, into run directory ``out`` (none
+        for a single round; a market writes its per-cycle composition)."""
+
+    def _pool_label(self, stage: str) -> str:
+        """What seeds ``stage``'s pools and prefixes their ids."""
+        config = self.stage_configs[stage]
+        # A policy's copy of a stage draws the same pools as the stage: common random numbers.
+        return config.policy_of[0] if config.policy_of else stage
 
     def _names(self) -> Any:
         from biasim.personas import build_personas

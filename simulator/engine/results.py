@@ -70,6 +70,8 @@ def result_schema(study: StudyConfig) -> pa.Schema:
     columns += [(v, pa.string()) for v in study.design.record]
     if study.populations:
         columns += [(c, pa.string()) for c in PIPELINE_COLUMNS]
+    if study.cycles is not None:
+        columns.append(("cycle", pa.int64()))
     if any(stage.pairing is not None for stage in study.stages):
         columns += [(c, pa.string()) for c in PAIRING_COLUMNS]
     axes = dict.fromkeys(study.personas.axes)

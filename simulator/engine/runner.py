@@ -204,6 +204,12 @@ def prepare(options: RunOptions) -> PreparedRun:
                 )
             ),
         )
+        if study.config.cycles is not None:
+            raise InputError(
+                f"{run_dir}: a market study (`cycles:`) cannot be resumed yet (issue 46): run it "
+                "again; its answers so far are in the call store, but mid-cycle resume is not "
+                "checked to equal an uninterrupted run"
+            )
         out = run_dir
     else:
         if options.study is None:
@@ -612,6 +618,7 @@ def _run_study(
         end = _SessionEnd(status, message, failure, time.perf_counter() - t0, stage_seconds)
         writer.close()
         results = writer.results()
+        model.write_tables(out)
         # The tables' digests are recorded as soon as they are written: a session killed
         # during its analysis must not leave tables that read as edited after the run.
         record_digests(out, manifest)
@@ -805,7 +812,12 @@ def _run_parts(
     writer = ResultsWriter(
         out / RESULTS_PARQUET, out / RESULTS_CSV, result_schema(prepared.study.config)
     )
-    model = StudyModel(
+    model_class = StudyModel
+    if prepared.study.config.cycles is not None:
+        from biasim.simulator.engine.market import MarketModel
+
+        model_class = MarketModel
+    model = model_class(
         prepared.study.config, prepared.runtimes, dispatcher, loop, writer, prepared.views
     )
     return store, dispatcher, writer, model

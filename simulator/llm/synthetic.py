@@ -140,7 +140,7 @@ class SyntheticBackend:
         else:
             attributes = dict(request.attributes)
             answer = {
-                name: self._pick(name, prop, request.shown, seed)
+                name: self._pick(name, prop, request.shown, seed, attributes)
                 if prop.get("type") == "array"
                 else self._draw(name, prop, attributes, uniform(seed, salt))
                 for salt, (name, prop) in enumerate(schema.get("properties", {}).items())
@@ -255,21 +255,32 @@ class SyntheticBackend:
         return [targets[j]["name"] for j in order]
 
     def _pick(
-        self, name: str, prop: dict[str, Any], shown: tuple[Any, ...], seed: int
+        self,
+        name: str,
+        prop: dict[str, Any],
+        shown: tuple[Any, ...],
+        seed: int,
+        reader: dict[str, str],
     ) -> list[int]:
         """The labels a reader picks: ``minItems`` of the shown documents without replacement,
-        with probability proportional to the declared weights (the Gumbel top-k draw)."""
+        with probability proportional to the declared weights (the Gumbel top-k draw); a
+        declared ``in_group`` multiplies the weight of authors who share the ``reader``'s own
+        value of ``by``."""
         spec = self._fields.get(name)
         count = int(prop.get("minItems", 1))
         size = int(prop["items"]["maximum"])
         by = spec.by if spec is not None else None
         positions = spec.positions if spec is not None else None
+        in_group = spec.in_group if spec is not None else None
+        own = reader.get(by) if in_group is not None and isinstance(by, str) else None
         keys = []
         for i in range(size):
             weight = 1.0
             if by and i < len(shown):
                 shown_value = next((v for a, v in shown[i] if a == by), "")
                 weight *= spec.weights.get(shown_value, 1.0)
+                if own is not None and shown_value == own:
+                    weight *= in_group
             if positions and i < len(positions):
                 weight *= positions[i]
             # 1 - u lies in (0, 1]: the logarithms are finite.
@@ -331,6 +342,7 @@ def _declared(spec: Any) -> dict[str, Any]:
     dumped = spec.model_dump(mode="json")
     for key in (
         "weights",
+        "in_group",
         "positions",
         "unit",
         "unit_sd",

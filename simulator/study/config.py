@@ -28,6 +28,7 @@ from biasim.simulator.study.columns import (
     PIPELINE_COLUMNS,
 )
 from biasim.simulator.study.fields import LABEL_PATTERN, Identifier, LevelName, Strict
+from biasim.simulator.study.market import MAX_CYCLES, MarketConfig
 from biasim.simulator.study.pairing import PairingConfig
 from biasim.simulator.study.personas import PersonaConfig
 from biasim.simulator.study.policies import PolicyConfig
@@ -56,6 +57,14 @@ class SyntheticField(Strict):
         description="For `selected` (pair and pool readers): axis value -> weight of a shown "
         "document whose author has it (1 when unlisted); the k picked are drawn without "
         "replacement with probability proportional to weight.",
+    )
+    in_group: float | None = Field(
+        None,
+        gt=0,
+        le=1000,
+        description="For `selected`: weight multiplier of a shown document whose author shares "
+        "the reader's own value of `by` (declared in-group preference: a reader drawn from a "
+        "workforce favours its own group, so hiring can feed back on itself).",
     )
     positions: list[float] | None = Field(
         None,
@@ -89,6 +98,8 @@ class SyntheticField(Strict):
             raise ValueError("weights must be positive")
         if self.weights and not self.by:
             raise ValueError("`by` must name the persona axis the weights are keyed on")
+        if self.in_group is not None and not isinstance(self.by, str):
+            raise ValueError("`in_group` needs `by`: the persona axis reader and author share")
         tables = list(self.probabilities.values()) + ([self.default] if self.default else [])
         for table in tables:
             if any(p < 0 for p in table.values()) or abs(sum(table.values()) - 1.0) > 1e-6:
@@ -96,7 +107,7 @@ class SyntheticField(Strict):
         if self.probabilities and not self.by:
             raise ValueError("`by` must name the persona axis the probabilities are keyed on")
         if isinstance(self.by, list):
-            if not self.by or self.weights:
+            if not self.by or self.weights or self.in_group is not None:
                 raise ValueError("a list `by` needs at least one name and keys probabilities only")
             for key in self.probabilities:
                 if len(key.split("|")) != len(self.by):
@@ -520,6 +531,20 @@ class StudyConfig(Strict):
         description="Pipeline policies: name -> the reading-stage settings it changes. Every "
         "policy reads the same documents in the same pools (the study's stages are policy "
         "`base`).",
+    )
+    # Left out of the dump when absent, so a single-round study's record is unchanged.
+    cycles: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_CYCLES,
+        exclude_if=lambda value: value is None,
+        description="A labour market: the pipeline runs this many cycles (with `market:`).",
+    )
+    market: MarketConfig | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="The market the cycles run in: applicants, openings, workforce, readers "
+        "drawn from it, attrition (docs/guides/labor-market.md).",
     )
     design: DesignConfig
     biographies: BiographiesConfig | None = Field(

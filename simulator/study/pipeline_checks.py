@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.design import population_sizes
+from biasim.simulator.study.market_checks import check_market
 from biasim.simulator.study.policies import BASE
 from biasim.simulator.study.stage_graph import (
     populations,
@@ -29,6 +30,8 @@ def check_pipeline(config: StudyConfig, smap: SourceMap) -> list[Problem]:
     sizes = population_sizes(config) if not problems else {}
     for i, stage in enumerate(config.stages):
         problems.extend(_stage_problems(config, smap, i, stage, stages, sizes))
+    if not problems:
+        problems.extend(check_market(config, smap, sizes))
     cycle = _stage_cycle(config)
     if cycle:
         head = cycle[0][1]

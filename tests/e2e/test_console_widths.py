@@ -16,7 +16,8 @@ from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.report.outputs import print_report
 
 #: Studies whose pools need more than one applicant per persona value.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2}
+#: market_small draws a workforce of 8 from the population: 4 per gender at least.
+AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
 #: Studies that need data the user supplies (PRISM's masked LM): refused at validate.
 NEEDS_INPUT = {"ding2024_prism"}
 

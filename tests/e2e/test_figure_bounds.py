@@ -38,7 +38,8 @@ BUILTIN = sorted(
 
 #: Agents per value where one is too few for the design (a screener's pool of 8 letters).
 #: Studies whose pools need more than one applicant per persona value.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2}
+#: market_small draws a workforce of 8 from the population: 4 per gender at least.
+AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
 #: Studies that need data the user supplies (PRISM's masked LM): refused at validate.
 NEEDS_INPUT = {"ding2024_prism"}
 

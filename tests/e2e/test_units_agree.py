@@ -24,7 +24,8 @@ from biasim.simulator.kinds import get_kind
 from biasim.simulator.tools.power import power
 
 #: Studies whose pools need more than one applicant per persona value.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2}
+#: market_small draws a workforce of 8 from the population: 4 per gender at least.
+AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
 #: Needs a masked LM the user supplies: refused at validate.
 NEEDS_INPUT = {"ding2024_prism"}
 

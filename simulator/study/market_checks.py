@@ -1,0 +1,75 @@
+"""Checks of ``cycles:`` and ``market:`` against the populations and stages (located)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from biasim.simulator.common.errors import Problem
+from biasim.simulator.study.stage_graph import stage_population
+
+if TYPE_CHECKING:
+    from biasim.simulator.common.yamlsource import SourceMap
+    from biasim.simulator.study.config import StudyConfig
+
+
+def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) -> list[Problem]:
+    """What a market needs from the study: a pipeline without policies, an applicant
+    population that writes with the study's personas, reader populations without personas of
+    their own, and draws no larger than the population they come from."""
+    if (config.cycles is None) != (config.market is None):
+        where = "cycles" if config.market is None else "market"
+        return [smap.problem((where,), "`cycles:` and `market:` are declared together")]
+    market = config.market
+    if market is None:
+        return []
+    if not config.populations:
+        return [smap.problem(("market",), "a market needs a pipeline study (`populations:`)")]
+    problems = []
+    if config.policies:
+        problems.append(
+            smap.problem(
+                ("policies",),
+                "policies in a market study are not supported yet (issue 46, a later step): "
+                "run each policy as its own study with the same seed; the applicant draws and "
+                "attrition are common random numbers",
+            )
+        )
+    pops = config.populations
+    acting = {stage.name: stage_population(config, stage) for stage in config.stages}
+    writers = {acting[s.name] for s in config.stages if s.reads is None}
+    readers = {acting[s.name] for s in config.stages if s.reads is not None}
+    source = market.applicants.population
+    if source not in pops or pops[source].personas != "study" or source not in writers:
+        problems.append(
+            smap.problem(
+                ("market", "applicants", "population"),
+                f"`{source}` must be a population with `personas: study` that writes in a stage",
+            )
+        )
+    else:
+        for path, count in (
+            (("market", "applicants", "per_cycle"), market.applicants.per_cycle),
+            (("market", "workforce"), market.workforce),
+        ):
+            if count > sizes.get(source, 0):
+                problems.append(
+                    smap.problem(
+                        path,
+                        f"{count:,} is more than the {sizes.get(source, 0):,} agents of "
+                        f"`{source}` it is drawn from",
+                    )
+                )
+    for i, name in enumerate(market.readers):
+        if name not in readers or pops[name].personas is not None:
+            problems.append(
+                smap.problem(
+                    ("market", "readers", i),
+                    f"`{name}` must be a population that reads in a stage and has no personas of "
+                    "its own (its readers take the personas of employees)",
+                )
+            )
+    if market.by not in config.personas.axes:
+        problems.append(
+            smap.problem(("market", "by"), f"`{market.by}` is not a persona axis of the study")
+        )
+    return problems
