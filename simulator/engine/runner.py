@@ -204,12 +204,6 @@ def prepare(options: RunOptions) -> PreparedRun:
                 )
             ),
         )
-        if study.config.cycles is not None:
-            raise InputError(
-                f"{run_dir}: a market study (`cycles:`) cannot be resumed yet (issue 46): run it "
-                "again; its answers so far are in the call store, but mid-cycle resume is not "
-                "checked to equal an uninterrupted run"
-            )
         out = run_dir
     else:
         if options.study is None:

@@ -104,13 +104,6 @@ def test_validation_refuses_what_a_market_cannot_do(
     assert field in text and reason in text, text
 
 
-def test_resume_of_a_market_run_is_refused_with_the_reason(cli, tmp_path: Path) -> None:
-    out = run(cli, tmp_path, MARKET)
-    result = cli.invoke(app, ["run", "--resume", str(out)])
-    assert result.exit_code == 2
-    assert "cannot be resumed yet" in " ".join(result.output.split())
-
-
 def cycle_draws(out: Path) -> tuple[dict[int, list[str]], pd.DataFrame]:
     """Per cycle, the applicants drawn (unit ids); and the composition table."""
     results = pd.read_parquet(out / "results.parquet")

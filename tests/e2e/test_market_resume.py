@@ -1,0 +1,64 @@
+"""A market run killed mid-cycle resumes where it stopped: nothing asked twice, and the result
+equals an uninterrupted run of the same study (every market draw is keyed by seed and cycle,
+and each cycle's calls replay from the store)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests import pipeline_studies
+from tests.e2e.test_kill_resume import answered_count
+from tests.market_studies import market
+
+BIASIM = [sys.executable, "-m", "biasim"]
+COLUMNS = ["unit_id", "cycle", "stage", "gender", "persona_name", "selected", "reads"]
+
+
+@pytest.mark.slow
+def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    data = market(cycles=8)
+    for role in data["roles"].values():
+        role["options"] = {"latency_ms": 60}
+    study = pipeline_studies.write(tmp_path / "market.yaml", data)
+    whole, out = tmp_path / "whole", tmp_path / "run"
+    subprocess.run(
+        [*BIASIM, "run", str(study), "--out", str(whole)],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    proc = subprocess.Popen(
+        [*BIASIM, "run", str(study), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while answered_count(out / "calls.sqlite") < 10:  # cycle 4 of 8 (3 calls a cycle)
+        assert proc.poll() is None, "run finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = answered_count(out / "calls.sqlite")
+    assert 10 <= before < 24
+    done = subprocess.run(
+        [*BIASIM, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"new calls: {24 - before}" in " ".join(done.stdout.split())
+    with sqlite3.connect(out / "calls.sqlite") as conn:
+        total, distinct = conn.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM calls").fetchone()
+    assert total == distinct == 24  # no call was asked twice
+    resumed = pd.read_parquet(out / "results.parquet")[COLUMNS]
+    expected = pd.read_parquet(whole / "results.parquet")[COLUMNS]
+    pd.testing.assert_frame_equal(resumed, expected)
+    assert (out / "market.csv").read_bytes() == (whole / "market.csv").read_bytes()
