@@ -29,7 +29,7 @@ from biasim.simulator.common.csvfiles import write_csv
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
-from biasim.simulator.study.design import AgentSpec, expected_units, population_specs
+from biasim.simulator.study.design import AgentSpec, population_specs
 from biasim.simulator.study.market import MarketConfig
 from biasim.simulator.study.stage_graph import populations
 
@@ -95,17 +95,6 @@ class MarketModel(StudyModel):
     def workforce(self) -> mesa.agent.AgentSet:
         """The employees now (a Mesa AgentSet, in the order they joined)."""
         return self.agents_by_type.get(Employee) or mesa.agent.AgentSet([], random=self.random)
-
-    @property
-    def total_units(self) -> int:
-        """An estimate for the progress bar: a single round's units scaled to the applicants
-        of a cycle, times the cycles."""
-        if self._expected is None:
-            share = self.market.applicants.per_cycle / max(len(self._pool), 1)
-            self._expected = max(round(expected_units(self.study) * share), 1) * (
-                self.study.cycles or 1
-            )
-        return self._expected
 
     def _next_wave(self) -> None:
         """Close the cycle that ended (hires, attrition) and open the next one."""

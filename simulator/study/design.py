@@ -380,8 +380,12 @@ def expected_units(study: StudyConfig) -> int:
 
 def expected_stage_units(study: StudyConfig) -> dict[str, int]:
     """Per stage of a study with populations, in pipeline order, its units if every answer
-    is valid (every writer advances as far as a reading lets any)."""
+    is valid (every writer advances as far as a reading lets any); in a market, over all its
+    cycles (each cycle's applicants are its draw, not the whole population)."""
     sizes = population_sizes(study)
+    market, cycles = study.market, study.cycles or 1
+    if market is not None:
+        sizes[market.applicants.population] = market.applicants.per_cycle
     docs: dict[str, int] = {}
     advanced: dict[str, int] = {}
     pools: dict[str, int] = {}
@@ -410,7 +414,7 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
             advanced[name] = units * (stage.select or 1)
         pools[name] = units
         units_of[name] = units
-    return units_of
+    return {name: units * cycles for name, units in units_of.items()}
 
 
 #: A document as pool sizes see it: its author's design levels and persona attributes.

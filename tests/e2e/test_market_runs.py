@@ -128,3 +128,13 @@ def test_two_designs_with_one_seed_share_their_random_numbers(cli, tmp_path: Pat
     assert table_a.loc[1, first].equals(table_b.loc[1, first])
     # The designs decide differently somewhere: the test compares two designs, not one.
     assert not table_a["hires"].equals(table_b["hires"])
+
+
+def test_estimate_counts_every_cycles_calls(cli, tmp_path: Path) -> None:
+    """6 cycles of 2 letters and 1 reading: 18 calls (not the 40 letters of the population)."""
+    path = pipeline_studies.write(tmp_path / "market.yaml", MARKET)
+    result = cli.invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "up to 18 new calls" in " ".join(result.output.split())
+    out = run(cli, tmp_path, MARKET)
+    assert len(pd.read_parquet(out / "results.parquet")) == 18
