@@ -80,7 +80,7 @@ def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
     if effect == 0:
         # No effect at all: every value answers as unlisted values do (the table's default, or
         # uniform over the field's own choices, which only the backend knows).
-        for key in ("probabilities", "weights", "positions", "mean", "by"):
+        for key in ("probabilities", "weights", "in_group", "positions", "mean", "by"):
             declared.pop(key, None)
         return declared
     choices = sorted(
@@ -107,6 +107,8 @@ def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
         declared["weights"] = {v: w**effect for v, w in table.weights.items()}
     if table.positions:
         declared["positions"] = [w**effect for w in table.positions]
+    if table.in_group is not None:
+        declared["in_group"] = table.in_group**effect
     if table.mean and table.default_mean is not None:
         # A numeric answer's listed means move from the default mean toward their declared ones.
         low = table.default_mean

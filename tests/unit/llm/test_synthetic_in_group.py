@@ -73,3 +73,12 @@ def test_in_group_needs_one_axis() -> None:
 def test_an_undeclared_in_group_leaves_the_identity_as_it_was() -> None:
     role = SimpleNamespace(options={}, model=None, synthetic={"selected": SyntheticField()})
     assert "in_group" not in orjson.dumps(SyntheticBackend(role).identity()).decode()
+
+
+def test_power_scales_the_in_group_preference_and_its_null_has_none() -> None:
+    from biasim.simulator.tools.power import scale_table
+
+    table = SyntheticField(by="gender", in_group=4.0)
+    assert scale_table(table, 0) == {}
+    assert scale_table(table, 0.5)["in_group"] == pytest.approx(2.0)
+    assert scale_table(table, 1)["in_group"] == pytest.approx(4.0)
