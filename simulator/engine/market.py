@@ -37,8 +37,17 @@ from biasim.simulator.study.stage_graph import populations
 MARKET_CSV = "market.csv"
 #: Its columns: per cycle and group, who applied, who decided (the cycle's readers, drawn from
 #: the workforce at its start), who was hired, who left, and who works there at the end of the
-#: cycle (after attrition and hiring).
-COMPOSITION_COLUMNS = ("cycle", "group", "applicants", "readers", "hires", "left", "workforce")
+#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed).
+COMPOSITION_COLUMNS = (
+    "cycle",
+    "group",
+    "applicants",
+    "readers",
+    "hires",
+    "left",
+    "workforce",
+    "tenure",
+)
 
 
 def market_rng(seed: int, what: str, cycle: int) -> random.Random:
@@ -71,10 +80,11 @@ class CycleComposition:
     hires: Counter[str]
     left: Counter[str]
     workforce: Counter[str]
+    tenure: Counter[str]
 
     def counts(self) -> tuple[Counter[str], ...]:
         """The counts in the order of :data:`COMPOSITION_COLUMNS` (after cycle and group)."""
-        return (self.applicants, self.readers, self.hires, self.left, self.workforce)
+        return (self.applicants, self.readers, self.hires, self.left, self.workforce, self.tenure)
 
 
 class MarketModel(StudyModel):
@@ -114,8 +124,8 @@ class MarketModel(StudyModel):
         for i in sorted(rng.sample(range(len(self._pool)), self.market.workforce)):
             Employee(self, self._pool[i], joined=0)
         empty: Counter[str] = Counter()
-        staff = Counter(self._group(e.spec.persona) for e in self.workforce)
-        self.compositions.append(CycleComposition(0, empty, empty, empty, empty, staff))
+        staff, tenure = self._staff()
+        self.compositions.append(CycleComposition(0, empty, empty, empty, empty, staff, tenure))
 
     def _open_cycle(self) -> None:
         gc.unfreeze()
@@ -191,6 +201,7 @@ class MarketModel(StudyModel):
         hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
         for spec in hires:
             Employee(self, spec, joined=self.cycle)
+        staff_now, tenure_now = self._staff()
         self.compositions.append(
             CycleComposition(
                 cycle=self.cycle,
@@ -198,9 +209,20 @@ class MarketModel(StudyModel):
                 readers=self._readers,
                 hires=Counter(self._group(s.persona) for s in hires),
                 left=left,
-                workforce=Counter(self._group(e.spec.persona) for e in self.workforce),
+                workforce=staff_now,
+                tenure=tenure_now,
             )
         )
+
+    def _staff(self) -> tuple[Counter[str], Counter[str]]:
+        """Per group: employees now, and their cycles worked summed."""
+        staff: Counter[str] = Counter()
+        tenure: Counter[str] = Counter()
+        for employee in self.workforce:
+            group = self._group(employee.spec.persona)
+            staff[group] += 1
+            tenure[group] += employee.tenure
+        return staff, tenure
 
     def _group(self, persona: Any) -> str:
         return dict(persona.attributes).get(self.market.by, "")

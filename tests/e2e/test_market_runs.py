@@ -26,10 +26,10 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
     assert sorted(results["cycle"].unique()) == list(range(1, 7))
     assert (results.groupby("cycle")["stage"].value_counts().unstack() == [2, 1]).all().all()
     table = pd.read_csv(out / "market.csv")
-    columns = ["applicants", "readers", "hires", "left", "workforce"]
+    columns = ["applicants", "readers", "hires", "left", "workforce", "tenure"]
     assert list(table.columns) == ["cycle", "group", *columns]
     per_cycle = table.groupby("cycle")[columns].sum()
-    assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4]
+    assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4, 0]
     # One leaves and one is hired every cycle: the workforce keeps its size.
     later = per_cycle.loc[1:]
     assert (later[["applicants", "readers", "hires", "left"]] == [2, 1, 1, 1]).all().all()
@@ -138,3 +138,11 @@ def test_estimate_counts_every_cycles_calls(cli, tmp_path: Path) -> None:
     assert "up to 18 new calls" in " ".join(result.output.split())
     out = run(cli, tmp_path, MARKET)
     assert len(pd.read_parquet(out / "results.parquet")) == 18
+
+
+def test_tenure_counts_the_cycles_each_employee_worked(cli, tmp_path: Path) -> None:
+    """Nobody leaves: after 6 cycles the 4 initial employees worked 6 cycles each and the hire
+    of cycle c worked 6 - c, 24 + 15 = 39 in all, over a workforce of 10."""
+    out = run(cli, tmp_path, market(market={"attrition": {"rate": 0.0}}))
+    last = pd.read_csv(out / "market.csv").query("cycle == 6")
+    assert last["workforce"].sum() == 10 and last["tenure"].sum() == 39
