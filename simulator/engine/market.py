@@ -26,6 +26,7 @@ import pandas as pd
 
 from biasim.agents import AGENT_CLASSES, Reading
 from biasim.simulator.common.csvfiles import write_csv
+from biasim.simulator.engine.dispatch import RunAborted
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
@@ -154,7 +155,12 @@ class MarketModel(StudyModel):
         readers of ``population``: each reader takes the employee's persona."""
         staff = list(self.workforce)
         if not staff:
-            raise RuntimeError(f"cycle {self.cycle}: no employee is left to read in {population}")
+            # Only when hires failed (every answer of a cycle invalid, under a raised
+            # --max-error-rate): the run stops with what it answered, as on too many failures.
+            raise RunAborted(
+                f"cycle {self.cycle}: the workforce is empty (no hire joined), so no employee "
+                f"can read in `{population}`"
+            )
         rng = market_rng(self.study.seed, f"readers/{population}", self.cycle)
         if count <= len(staff):
             chosen = rng.sample(range(len(staff)), count)

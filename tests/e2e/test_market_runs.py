@@ -146,3 +146,16 @@ def test_tenure_counts_the_cycles_each_employee_worked(cli, tmp_path: Path) -> N
     out = run(cli, tmp_path, market(market={"attrition": {"rate": 0.0}}))
     last = pd.read_csv(out / "market.csv").query("cycle == 6")
     assert last["workforce"].sum() == 10 and last["tenure"].sum() == 39
+
+
+def test_a_market_whose_workforce_empties_stops_with_the_reason(cli, tmp_path: Path) -> None:
+    """Every reading fails (a declared fault) and the error-rate guard is lifted: nobody is
+    hired, the one employee leaves, and cycle 2 has no reader: a clear stop, no traceback."""
+    data = market(market={"workforce": 1})
+    data["roles"]["manager"]["options"] = {"fail_rate": 1.0}
+    path = pipeline_studies.write(tmp_path / "empty.yaml", data)
+    out = tmp_path / "empty"
+    result = cli.invoke(app, ["run", str(path), "--out", str(out), "--max-error-rate", "1"])
+    text = " ".join(result.output.split())
+    assert result.exit_code not in (0, 1) and "Traceback" not in text
+    assert "cycle 2: the workforce is empty" in text, text
