@@ -185,6 +185,43 @@ class AssociationKind(AnalysisKind):
         )
         return section
 
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        rows = {"type": "array", "items": {"type": "object"}}
+        return {
+            "type": "object",
+            "required": ["positive", "alpha", "adjust", "items", "item_status", "unused_lines"],
+            "properties": {
+                "positive": {"type": "string", "description": "The target value counted."},
+                "alpha": {"type": "number", "description": "Level of the test against chance."},
+                "adjust": {"enum": ["none", "holm", "bh"], "description": "Its adjustment."},
+                "items": {
+                    **rows,
+                    "items": {
+                        "type": "object",
+                        "required": ["item", "n", "share", "p_value", "deviates", "unit"],
+                    },
+                    "description": "Share of pairings with `positive` per item (and level of "
+                    "`by`): Wilson interval, exact binomial test against chance, its unit.",
+                },
+                "item_status": {**rows, "description": "Items per outcome of their pairing."},
+                "unused_lines": {**rows, "description": "Answer lines that were no pair, why."},
+                "validity": {"type": "object", "description": "Valid answers per group."},
+                "deviates_from_chance": {**rows, "description": "Items deviating, per level."},
+                "position": {**rows, "description": "Share when named first vs second."},
+                "categories": {**rows, "description": "Share per category of items."},
+                "comparison": {**rows, "description": "Two levels of `by` per item."},
+                "compare": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "The levels compared, first minus second.",
+                },
+                "note": {"type": "string", "description": "Why there is no share."},
+            },
+        }
+
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Whether any item deviates from chance: Holm's smallest adjusted p over the items'
         exact tests (whatever the study's own adjustment), on their unit (calls)."""

@@ -223,6 +223,14 @@ class AnalysisKind:
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 section.table(value, key=key, title=key.replace("_", " "))
 
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        """This kind's part of ``summary.json``'s JSON Schema: what its entry in ``analyses``
+        holds besides ``kind`` and ``name`` (which every entry has). The default accepts any
+        object; a kind that declares its fields here gets them checked wherever a summary is
+        validated and listed in ``docs/reference/summary.md``."""
+        return {"type": "object"}
+
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """The tests a reviewer reads first, as ``name -> Tested`` (the p-value and the unit
         the test's null reshuffled, both from the row the test wrote), for ``biasim power``

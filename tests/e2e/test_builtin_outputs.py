@@ -1,0 +1,58 @@
+"""What every built-in study writes, run once on the synthetic responder (tests/builtin_runs.py):
+its ``summary.json`` validates against the versioned schema in the docs, and so do the summaries
+``compare``, ``audit`` and ``analyze`` write."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from biasim.simulator.cli import app
+from tests.builtin_runs import STUDIES, BuiltinRuns
+from tests.paths import ROOT
+
+SCHEMA = ROOT / "docs" / "reference" / "summary.schema.json"
+
+
+@pytest.fixture(scope="module")
+def builtin_runs(tmp_path_factory: pytest.TempPathFactory) -> BuiltinRuns:
+    return BuiltinRuns(tmp_path_factory.mktemp("builtin_runs"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STUDIES)
+def test_summary_validates_against_the_docs_schema(name: str, builtin_runs: BuiltinRuns) -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    summary = json.loads((builtin_runs(name) / "summary.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(summary)
+    assert summary["schema_version"] == int(schema["$id"].rsplit(":", 1)[1])
+    assert [a["kind"] for a in summary["analyses"]], name
+
+
+@pytest.mark.slow
+def test_compare_audit_and_analyze_write_summaries_that_validate(
+    builtin_runs: BuiltinRuns, tmp_path: Path, cli
+) -> None:
+    """The other routes that write a summary: ``compare`` (its own fields), ``audit`` (attached
+    to the run) and ``analyze`` (rewritten from the stored results)."""
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    first, second = tmp_path / "a", tmp_path / "b"
+    for copy in (first, second):
+        shutil.copytree(builtin_runs("emergency_response"), copy)
+    routes = [
+        (["compare", str(first), str(second), "--out", str(tmp_path / "cmp")], tmp_path / "cmp"),
+        (["audit", str(first), "--format", "ll144"], first),
+        (["analyze", str(first)], first),
+    ]
+    for args, out in routes:
+        result = cli.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        validator.validate(summary)
+        assert summary["analyses"], args
+    assert "compared_runs" in json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    assert "audits" in summary  # analyze keeps the audit
