@@ -253,9 +253,14 @@ def summary_page() -> str:
         "version (with the kinds of any plug-in).",
         "",
         "```python",
-        "import json, jsonschema",
-        "jsonschema.validate(json.load(open('runs/x/summary.json')), "
-        "json.load(open('summary.schema.json')))",
+        "import json",
+        "from pathlib import Path",
+        "",
+        "import jsonschema",
+        "",
+        'summary = json.loads(Path("runs/x/summary.json").read_text())',
+        'schema = json.loads(Path("summary.schema.json").read_text())',
+        "jsonschema.Draft202012Validator(schema).validate(summary)",
         "```",
         "",
         "A field not listed here is not written: the schema admits no other at the top level. "
