@@ -1,6 +1,10 @@
 """What every built-in study writes, run once on the synthetic responder (tests/builtin_runs.py):
 its ``summary.json`` validates against the versioned schema in the docs, and so do the summaries
-``compare``, ``audit`` and ``analyze`` write."""
+``compare``, ``audit`` and ``analyze`` write; its tables equal the golden recordings
+(``tests/golden``: ``make golden`` rewrites them deliberately).
+
+The studies are parametrized at module scope, so pytest runs a study's tests one after the other
+and each study runs once."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 
 from biasim.simulator.cli import app
 from tests.builtin_runs import STUDIES, BuiltinRuns
+from tests.golden import changes, golden_path, run_text
 from tests.paths import ROOT
 
 SCHEMA = ROOT / "docs" / "reference" / "summary.schema.json"
@@ -24,13 +29,22 @@ def builtin_runs(tmp_path_factory: pytest.TempPathFactory) -> BuiltinRuns:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", STUDIES)
+@pytest.mark.parametrize("name", STUDIES, scope="module")
 def test_summary_validates_against_the_docs_schema(name: str, builtin_runs: BuiltinRuns) -> None:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     summary = json.loads((builtin_runs(name) / "summary.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(summary)
     assert summary["schema_version"] == int(schema["$id"].rsplit(":", 1)[1])
     assert [a["kind"] for a in summary["analyses"]], name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STUDIES, scope="module")
+def test_tables_equal_the_golden_recording(name: str, builtin_runs: BuiltinRuns) -> None:
+    path = golden_path(name)
+    assert path.is_file(), f"no recording of {name}: run make golden"
+    found = changes(path.read_text(encoding="utf-8"), run_text(builtin_runs(name)))
+    assert not found, f"{name}'s tables changed (make golden, if meant):\n" + "\n".join(found)
 
 
 @pytest.mark.slow
