@@ -27,6 +27,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections import validity
 
@@ -187,30 +188,28 @@ class AssociationKind(AnalysisKind):
 
     @classmethod
     def summary_schema(cls) -> dict[str, Any]:
-        rows = {"type": "array", "items": {"type": "object"}}
         return {
             "type": "object",
-            "required": ["positive", "alpha", "adjust", "items", "item_status", "unused_lines"],
+            "required": [
+                *["positive", "alpha", "adjust", "items", "item_status", "unused_lines"],
+                "validity",
+            ],
             "properties": {
                 "positive": {"type": "string", "description": "The target value counted."},
                 "alpha": {"type": "number", "description": "Level of the test against chance."},
                 "adjust": {"enum": ["none", "holm", "bh"], "description": "Its adjustment."},
-                "items": {
-                    **rows,
-                    "items": {
-                        "type": "object",
-                        "required": ["item", "n", "share", "p_value", "deviates", "unit"],
-                    },
-                    "description": "Share of pairings with `positive` per item (and level of "
-                    "`by`): Wilson interval, exact binomial test against chance, its unit.",
-                },
-                "item_status": {**rows, "description": "Items per outcome of their pairing."},
-                "unused_lines": {**rows, "description": "Answer lines that were no pair, why."},
-                "validity": {"type": "object", "description": "Valid answers per group."},
-                "deviates_from_chance": {**rows, "description": "Items deviating, per level."},
-                "position": {**rows, "description": "Share when named first vs second."},
-                "categories": {**rows, "description": "Share per category of items."},
-                "comparison": {**rows, "description": "Two levels of `by` per item."},
+                "items": summary_table(
+                    "Share of pairings with `positive` per item (and level of `by`): Wilson "
+                    "interval, exact binomial test against chance, its unit.",
+                    required=["item", "n", "share", "p_value", "deviates", "unit"],
+                ),
+                "item_status": summary_table("Items per outcome of their pairing."),
+                "unused_lines": summary_table("Answer lines that were no pair, and why."),
+                "validity": validity.SUMMARY_SCHEMA,
+                "deviates_from_chance": summary_table("Items deviating, per level."),
+                "position": summary_table("Share when named first vs second."),
+                "categories": summary_table("Share per category of items."),
+                "comparison": summary_table("Two levels of `by` per item."),
                 "compare": {
                     "type": "array",
                     "items": {"type": "string"},

@@ -140,6 +140,13 @@ def without_model(rows: pd.DataFrame, id_col: str) -> pd.Series:
     return stripped
 
 
+def summary_table(description: str, **row: Any) -> dict[str, Any]:
+    """The JSON Schema of a table in a summary (a list of rows, each an object of column ->
+    value; ``row`` adds schema keywords for each row, e.g. ``required``), for
+    :meth:`AnalysisKind.summary_schema`."""
+    return {"type": "array", "items": {"type": "object", **row}, "description": description}
+
+
 @dataclass
 class Section:
     """What one analysis produced.

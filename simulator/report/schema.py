@@ -19,13 +19,9 @@ from typing import Any
 
 from biasim.simulator.common.rundir import SUMMARY_SCHEMA_VERSION
 from biasim.simulator.kinds import get_kind, kind_names
+from biasim.simulator.kinds.base import summary_table
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-
-
-def _records(description: str) -> dict[str, Any]:
-    """A table as JSON: a list of rows, each an object of column -> value."""
-    return {"type": "array", "items": {"type": "object"}, "description": description}
 
 
 _COUNT = {"type": "integer", "minimum": 0}
@@ -65,7 +61,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     },
     "outcomes_by_group": {
         "type": "object",
-        "additionalProperties": _records("rows"),
+        "additionalProperties": summary_table("rows"),
         "description": "Persona axis -> unit outcomes (counts and rates per status) per value "
         "of the axis (and per model when there are several).",
     },
@@ -129,7 +125,7 @@ FIELDS: dict[str, dict[str, Any]] = {
         "required": ["total_usd", "by_role", "limit_usd"],
         "properties": {
             "total_usd": {"type": ["number", "null"]},
-            "by_role": _records("rows"),
+            "by_role": summary_table("rows"),
             "limit_usd": {"type": ["number", "null"]},
             "unconfirmed_usd": {"type": "number"},
         },

@@ -59,6 +59,17 @@ VALID: dict[str, Any] = {
             ],
             "item_status": [],
             "unused_lines": [],
+            "validity": {
+                "first_named": [
+                    {
+                        "value": "female",
+                        "n_rows": 2,
+                        "n_valid": 2,
+                        "validity_rate": 1.0,
+                        "validity_p_value": None,
+                    }
+                ]
+            },
         },
     ],
     "status": "complete",
@@ -104,6 +115,10 @@ def test_a_valid_summary_passes() -> None:
         (lambda s: s["analyses"][0].pop("kind"), "'kind' is a required property"),
         (lambda s: s["analyses"][1].pop("items"), "'items' is a required property"),
         (lambda s: s["analyses"][1].update(adjust="sidak"), "'sidak' is not one of"),
+        (
+            lambda s: s["analyses"][1]["validity"]["first_named"][0].pop("n_valid"),
+            "'n_valid' is a required property",
+        ),
         (lambda s: s["cost"].update(total_usd="free"), "'free' is not of type"),
         (lambda s: s.update(status="done"), "'done' is not one of"),
     ],
