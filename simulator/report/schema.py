@@ -235,6 +235,13 @@ def _table(part: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: What the page says of a kind computed per run.
+PER_RUN = (
+    "With several models (or compared runs) these fields are under `models`: model label -> "
+    "this object, with its `name` and `model`."
+)
+
+
 def summary_page() -> str:
     """``docs/reference/summary.md``: every field of ``summary.json`` from the schema."""
     schema = summary_schema()
@@ -278,6 +285,9 @@ def summary_page() -> str:
     for name in kind_names():
         part = schema["$defs"][f"kind_{name}"]
         lines += [f"### `{name}`", ""]
+        if "anyOf" in part:  # computed per run (sections/per_run.py)
+            lines += [PER_RUN, ""]
+            part = part["anyOf"][0]
         lines += _table(part) if part.get("properties") else ["Any object (not declared yet)."]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -164,3 +164,35 @@ def test_every_writer_stamps_the_version(tmp_path: Path) -> None:
     write_summary(tmp_path, summary)
     written = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert written["schema_version"] == summary["schema_version"] == SUMMARY_SCHEMA_VERSION
+
+
+def _policy_run(**extra: Any) -> dict[str, Any]:
+    """A ``policy_effect`` entry of one run (its groups left empty)."""
+    return {
+        "policies": ["base", "blind"],
+        "descriptions": {"base": "as declared", "blind": "names withheld"},
+        "baseline": "base",
+        "stages": ["screen"],
+        "groups": [],
+        "adjust": "holm",
+        "applicants": 8,
+        "clusters": 2,
+        "excluded": [],
+        "by_group": {},
+        **extra,
+    }
+
+
+def test_a_kind_computed_per_run_validates_each_run_under_models() -> None:
+    one = {"kind": "policy_effect", "name": "policies", **_policy_run()}
+    several = {
+        "kind": "policy_effect",
+        "name": "policies",
+        "models": {m: _policy_run(name=f"policies_{m}", model=m) for m in ("a", "b")},
+    }
+    for entry in (one, several):
+        assert _errors(_changed(lambda s, e=entry: s["analyses"].append(e))) == []
+    del several["models"]["b"]["clusters"]
+    assert _errors(_changed(lambda s: s["analyses"].append(several)))
+    del one["clusters"]
+    assert _errors(_changed(lambda s: s["analyses"].append(one)))
