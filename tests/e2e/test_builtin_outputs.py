@@ -51,22 +51,31 @@ def test_tables_equal_the_golden_recording(name: str, builtin_runs: BuiltinRuns)
 def test_compare_audit_and_analyze_write_summaries_that_validate(
     builtin_runs: BuiltinRuns, tmp_path: Path, cli
 ) -> None:
-    """The other routes that write a summary: ``compare`` (its own fields), ``audit`` (attached
-    to the run) and ``analyze`` (rewritten from the stored results)."""
+    """The other routes that write a summary: ``compare`` (its own fields; a pipeline kind's
+    part per run, under ``models``), ``audit`` (attached to the run) and ``analyze``
+    (rewritten from the stored results)."""
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
-    first, second = tmp_path / "a", tmp_path / "b"
-    for copy in (first, second):
-        shutil.copytree(builtin_runs("emergency_response"), copy)
+    copies = {}
+    for study in ("emergency_response", "hiring_pipeline"):
+        copies[study] = [tmp_path / study / side for side in ("a", "b")]
+        for copy in copies[study]:
+            shutil.copytree(builtin_runs(study), copy)
+    first = copies["emergency_response"][0]
     routes = [
-        (["compare", str(first), str(second), "--out", str(tmp_path / "cmp")], tmp_path / "cmp"),
-        (["audit", str(first), "--format", "ll144"], first),
-        (["analyze", str(first)], first),
+        *[
+            (["compare", *map(str, runs), "--out", str(tmp_path / study / "cmp")], study)
+            for study, runs in copies.items()
+        ],
+        (["audit", str(first), "--format", "ll144"], "emergency_response"),
+        (["analyze", str(first)], "emergency_response"),
     ]
-    for args, out in routes:
+    for args, study in routes:
         result = cli.invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
+        out = tmp_path / study / "cmp" if args[0] == "compare" else first
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
         validator.validate(summary)
         assert summary["analyses"], args
-    assert "compared_runs" in json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    compared = json.loads((tmp_path / "hiring_pipeline" / "cmp" / "summary.json").read_text())
+    assert "compared_runs" in compared and "models" in compared["analyses"][0]
     assert "audits" in summary  # analyze keeps the audit
