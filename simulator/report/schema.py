@@ -219,7 +219,7 @@ def _type(prop: dict[str, Any]) -> str:
     kind = prop.get("type", "any")
     if kind == "array":
         items = prop.get("items", {})
-        return "table" if items == {"type": "object"} else f"list of {_type(items)}"
+        return "table" if items.get("type") == "object" else f"list of {_type(items)}"
     if kind == "object" and isinstance(prop.get("additionalProperties"), dict):
         return f"map to {_type(prop['additionalProperties'])}"
     return " or ".join(kind) if isinstance(kind, list) else str(kind)
