@@ -34,6 +34,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
@@ -226,6 +227,34 @@ class LetterEvaluationKind(AnalysisKind):
                 )
                 + f"; letters without every member score: {lost}"
             )
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        column = {"type": ["string", "null"]}
+        return {
+            "type": "object",
+            "required": ["alpha", "by", "cluster"],
+            "properties": {
+                "alpha": {"type": "number", "description": "Level of the tests."},
+                "by": {**column, "description": "Design factor analysed apart (experiments)."},
+                "cluster": {**column, "description": "Column the tests permute within (jobs)."},
+                "relative": summary_table(
+                    "Pairwise choices per level of `by`: share, interval, test, ties.",
+                    required=["n", "share", "p_value"],
+                ),
+                "relative_by_job": summary_table("The same per value of `cluster`."),
+                "validity": validity.SUMMARY_SCHEMA,
+                "effects": summary_table("Each trait's effect, its model and test (Table 8)."),
+                "trait_means": summary_table("Trait means per group (Table 6)."),
+                "scores_excluded": summary_table("Scores left out, by reason."),
+                "trait_types": summary_table("Trait types per job (Table 9)."),
+                "trait_type_members": {
+                    "type": ["object", "null"],
+                    "description": "Trait type -> its traits.",
+                },
+                "trait_types_excluded": summary_table("Trait types left out, by reason."),
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per experiment the hire share's exact test against 0.5 (unit: answer), and whether
