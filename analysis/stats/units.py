@@ -170,9 +170,10 @@ class Tested:
 
     @classmethod
     def of(cls, row: Mapping[str, Any], p_key: str) -> Tested:
-        """The test whose p-value is ``row[p_key]``, with the row's ``unit`` and ``n_units``."""
+        """The test whose p-value is ``row[p_key]``, with the row's ``unit`` and ``n_units``
+        (not known: None, NaN or NA, as ``excess_dpd_test`` writes without unit tables)."""
         n = row.get("n_units")
-        return cls(row.get(p_key), row.get("unit"), None if n is None else int(n))
+        return cls(row.get(p_key), row.get("unit"), None if n is None or pd.isna(n) else int(n))
 
     @classmethod
     def family(cls, p: float | None, rows: Sequence[Mapping[str, Any]]) -> Tested:
