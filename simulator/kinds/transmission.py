@@ -117,7 +117,7 @@ class TransmissionKind(AnalysisKind):
         for stage, rows in jobs.items():
             p = min(1.0, min(r["sign_p"] for r in rows) * len(rows))
             name = f"{stage}: any job's hires lean (holm over {len(rows)} jobs)"
-            tests[name] = units.Tested.family(p, rows)
+            tests[name] = units.Tested.family(p, rows, "sign_p")
         for row in summary.get("position", []):
             tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = units.Tested.of(row, "p_value")
         change = summary.get("redaction_change")
