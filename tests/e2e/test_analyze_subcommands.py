@@ -333,3 +333,24 @@ def test_two_analyses_at_once_are_refused_naming_both(cli, tmp_path, monkeypatch
         assert result.exit_code == 2, (args, result.output)
         assert message in " ".join(result.stderr.split()), (args, result.stderr)
         assert "Traceback" not in result.output and not (tmp_path / "out").exists()
+
+
+def test_shared_options_are_one_group_each_and_reach_the_command_as_one_object(cli, tmp_path):
+    """--out/--json, --permutations/--seed and the CSV bounds are declared once (an option
+    group): every subcommand that has one shows it alike, and its values arrive together."""
+    from biasim.simulator.cli.analyze_commands import _DRAWS, _LIMITS, _OUTPUT, Draws
+    from biasim.simulator.cli.option_groups import with_groups
+
+    shown: dict[str, set] = {}
+    for command in _subcommands().values():
+        for p in command.params:
+            if p.name in {o.name for g in (_DRAWS, _LIMITS, _OUTPUT) for o in g.options}:
+                shown.setdefault(p.name, set()).add((tuple(p.opts), p.help, p.default))
+    assert len(shown) == 7 and all(len(v) == 1 for v in shown.values()), shown
+
+    got = []
+    toy = typer.Typer()
+    toy.command()(with_groups(_DRAWS)(lambda name, *, draws: got.append((name, draws))))
+    assert cli.invoke(toy, ["x", "--seed", "3"]).exit_code == 0
+    assert got == [("x", Draws(5000, 3))]
+    assert "--permutations" in cli.invoke(toy, ["--help"]).output
