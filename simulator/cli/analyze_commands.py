@@ -91,6 +91,10 @@ _TEXT_COL_OPTION = typer.Option(help="The text column.")
 _GROUP_COL_OPTION = typer.Option(help="The group column.")
 _COMPARE_OPTION = typer.Option(help="FIRST,SECOND groups (default: the column's two values).")
 _PAIR_COL_OPTION = typer.Option(help="Column of counterfactual pairs (adds paired tests).")
+_COUNTERFACTUAL_OPTION = typer.Option(
+    help="With --pair-col: counterfactual text metrics (sentiment parity, similarity, score "
+    "distributions; unit: the pair) and per-response scores."
+)
 _LEXICON_OPTION = typer.Option(help="YAML/JSON category -> stems (default: agency stems).")
 _STYLE_OPTION = typer.Option(help="YAML dimension -> {scorer, options} (default: offline).")
 _SUCCESS_FILTER_OPTION = typer.Option(
@@ -236,6 +240,7 @@ def analyze_letter_texts(
     premise_col: Annotated[str | None, _PREMISE_COL_OPTION] = None,
     nli: Annotated[str | None, _NLI_OPTION] = None,
     weat_words: Annotated[Path | None, _WEAT_WORDS_OPTION] = None,
+    counterfactual: Annotated[bool, _COUNTERFACTUAL_OPTION] = False,
     *,
     draws: Draws,
     output: Output,
@@ -262,6 +267,7 @@ def analyze_letter_texts(
         weat_words,
         limits,
         unit_col,
+        counterfactual,
     )
     _analyze_letter_texts(texts, options, output.out, output.as_json)
 
@@ -340,6 +346,10 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
         LettersKind().print(summary, out_console)
+        if summary.get("counterfactual"):
+            from biasim.simulator.tools.texts import counterfactual_console_table
+
+            print_table(out_console, counterfactual_console_table(summary["counterfactual"]))
         if out is not None:
             out_console.print(f"wrote tables and a figure under {out}")
 

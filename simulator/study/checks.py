@@ -57,6 +57,7 @@ def check_study(
     known_backends = BACKENDS.names()
     if check_backends:
         problems += _unknown_backend_problems(config, smap, known_backends)
+        problems += _backend_option_problems(config, smap)
     problems += _credential_urls(config, smap)
     problems += _synthetic_key_problems(config, smap)
     problems += _reserved_name_problems(config, smap)
@@ -124,6 +125,19 @@ def _unknown_backend_problems(
         elif why := BACKENDS.missing_extra(role.backend):
             add(smap.problem(("roles", name, "backend"), why))
     return problems
+
+
+def _backend_option_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Options a backend's declaration refuses (an http tool's header holding a value instead
+    of a variable name, a python backend's module that does not import): found when the
+    study is checked, not when the run builds its backends."""
+    from biasim.simulator.llm.allowlist import declarations
+
+    return [
+        smap.problem((*item.path, *(item.error.field or "backend").split(".")), str(item.error))
+        for item in declarations(config)
+        if item.error is not None
+    ]
 
 
 def _synthetic_key_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:

@@ -261,23 +261,46 @@ def _registered_prompt(name: str) -> Callable[..., str]:
 # hiring-outcome judge's `email_judge_prompt(email)`, defined once beside the hiring-email
 # classifiers) by its name.
 _ENV.globals.update(redact_name=_redact_name)
-_ENV.globals.update({name: _registered_prompt(name) for name in PROMPTS.names()})
 _ENV.filters["with_article"] = _bounded_filter(with_article)
+_offered_at = [-1]  # PROMPTS.changes when the prompts were last offered
 
 
-@lru_cache(maxsize=4096)
+def _offer_registered_prompts() -> None:
+    """Offer every prompt registered so far: a study family registers its prompts when a
+    study naming it is loaded, after this module is imported. A template copies the globals
+    when it is compiled, so the compiled ones are dropped when the registry changed."""
+    if PROMPTS.changes == _offered_at[0]:
+        return
+    names = PROMPTS.names()  # first: listing them registers the families' prompts
+    _offered_at[0] = PROMPTS.changes
+    _ENV.globals.update({name: _registered_prompt(name) for name in names})
+    _compile.cache_clear()
+    _parse.cache_clear()
+
+
 def compile_template(source: str) -> Template:
     """Compile ``source`` once; identical templates share one compiled object.
 
     Raises:
         jinja2.TemplateSyntaxError: With ``lineno`` relative to the template text.
     """
+    _offer_registered_prompts()
+    return _compile(source)
+
+
+@lru_cache(maxsize=4096)
+def _compile(source: str) -> Template:
     return _ENV.from_string(source)
 
 
-@lru_cache(maxsize=256)
 def parse_template(source: str) -> nodes.Template:
     """The template's syntax tree (to tell an author what a failing expression reads)."""
+    _offer_registered_prompts()
+    return _parse(source)
+
+
+@lru_cache(maxsize=256)
+def _parse(source: str) -> nodes.Template:
     return _ENV.parse(source)
 
 

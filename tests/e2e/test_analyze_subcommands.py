@@ -41,6 +41,7 @@ OWN_OPTIONS = {
         "--group-col",
         "--compare",
         "--pair-col",
+        "--counterfactual",
         "--unit-col",
         "--lexicon",
         "--style",

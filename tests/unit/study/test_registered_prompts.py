@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from biasim.analysis.studies.hiring_emails.judge_prompt import JUDGE_PROMPT
+from biasim.families.hiring_emails.judge_prompt import JUDGE_PROMPT
 from biasim.registry import PROMPTS, Prompt
 from biasim.simulator.cli import app
 from biasim.simulator.study import templating

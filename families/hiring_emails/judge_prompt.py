@@ -1,6 +1,6 @@
 """The prompt of a language-model judge that labels a hiring-decision email accept / reject /
-invalid (the label definitions of :mod:`.email_outcomes`), apart from that module because a study
-renders it when it is only read (``biasim validate``), and the classifiers there bring
+invalid (the label definitions of :mod:`.stats.email_outcomes`), apart from that module because
+a study renders it when it is only read (``biasim validate``), and the classifiers there bring
 scikit-learn, scipy.stats and statsmodels."""
 
 from __future__ import annotations
