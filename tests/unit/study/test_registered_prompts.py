@@ -31,14 +31,14 @@ BARE = "Hello {{ who }}"
 
 @pytest.fixture
 def greeting() -> Iterator[None]:
+    # Registering is enough: templates are offered the registry's prompts when it changes.
     PROMPTS.register("greeting", f"{__name__}:GREETING")
-    templating._ENV.globals["greeting"] = templating._registered_prompt("greeting")
     try:
         yield
     finally:
         PROMPTS.unregister("greeting")
-        del templating._ENV.globals["greeting"]
-        templating.compile_template.cache_clear()
+        templating._ENV.globals.pop("greeting", None)
+        templating._compile.cache_clear()
 
 
 def test_the_judge_prompt_renders_through_the_registry() -> None:
