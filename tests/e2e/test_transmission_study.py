@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from biasim.analysis.studies.bias_transmission.association import consistent_pair_test
-from biasim.analysis.studies.hiring_emails.email_outcomes import names_after_redaction
+from biasim.analysis.text.redaction import names_after_redaction
 from biasim.scenarios import builtin_path
 
 STUDY = builtin_path("bias_transmission_pipeline")
