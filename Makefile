@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The counterfactual metrics' oracle; its own pins (numpy<2, rich==13.8) would downgrade ours.
+	$(BIN)/python -m pip install --quiet --no-deps langfair==0.8.0
 	touch $(STAMP)
 
 run: setup

@@ -1,15 +1,16 @@
 """Finds the packages: the design card's top-level folders install as subpackages of ``biasim``.
 
-The repository keeps ``simulator/``, ``analysis/``, ``agents/``, ``personas/`` and ``scenarios/``
-at its top; installed, they live under one import package, ``biasim``, so they never collide
-with other distributions' ``agents`` or ``analysis`` (the openai-agents SDK installs ``agents``).
+The repository keeps ``simulator/``, ``analysis/``, ``agents/``, ``personas/``, ``scenarios/``
+and ``families/`` at its top; installed, they live under one import package, ``biasim``, so
+they never collide with other distributions' ``agents`` or ``analysis`` (the openai-agents SDK
+installs ``agents``).
 Every subfolder with an ``__init__.py`` is found here, so a new folder cannot be left out of the
 wheel (``tests/e2e/test_wheel.py`` installs the wheel and runs a study from it).
 """
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("simulator", "analysis", "agents", "personas", "scenarios")
+FOLDERS = ("simulator", "analysis", "agents", "personas", "scenarios", "families")
 
 packages = ["biasim"]
 package_dir = {"biasim": "biasim"}

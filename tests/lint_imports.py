@@ -1,7 +1,7 @@
 """``lint-imports`` over the package as installed: the import contract of pyproject.toml
 (``[tool.importlinter]``, see docs/architecture.md) over every import, type-only and lazy ones too.
 
-Usage: ``python -m tests.lint_imports [--config FILE]`` (``make check`` and
+Usage: ``python -m tests.lint_imports [--config FILE] [--root CHECKOUT]`` (``make check`` and
 ``tests/unit/architecture/test_import_contract.py`` run it); exit 0 when every contract is kept.
 
 import-linter (grimp) finds a package by walking its folder, and ``biasim``'s subpackages sit at
@@ -123,7 +123,7 @@ def circles(graph: ImportGraph) -> list[list[str]]:
     return sorted(sorted(c) for c in nx.strongly_connected_components(edges) if len(c) > 1)
 
 
-def lint(config: Path) -> bool:
+def lint(config: Path, root: Path = ROOT) -> bool:
     """import-linter's ``lint-imports`` with ``config``, lazy imports added to its graph; then
     no module-level import circle in that graph."""
     from importlinter import configuration
@@ -131,7 +131,7 @@ def lint(config: Path) -> bool:
     from importlinter.application import use_cases
     from importlinter.application.app_config import settings
 
-    modules = source_modules()
+    modules = source_modules(root)
     built: list[ImportGraph] = []
 
     class WithLazyImports(GraphBuilder):
@@ -154,13 +154,15 @@ def lint(config: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.lint_imports", description=__doc__)
     parser.add_argument("--config", type=Path, default=ROOT / "pyproject.toml")
+    # Another checkout's folders (a test's copy holding a module that breaks a contract).
+    parser.add_argument("--root", type=Path, default=ROOT)
     args = parser.parse_args(argv)
     if PACKAGE in sys.modules:
         # Imported from the checkout, ``biasim`` would be found there, not in the view.
         parser.error("run it in a fresh interpreter (python -m tests.lint_imports)")
     with tempfile.TemporaryDirectory(prefix="biasim-import-view-") as tmp:
-        sys.path.insert(0, str(make_view(Path(tmp))))
-        return 0 if lint(args.config.resolve()) else 1
+        sys.path.insert(0, str(make_view(Path(tmp), args.root.resolve())))
+        return 0 if lint(args.config.resolve(), args.root.resolve()) else 1
 
 
 if __name__ == "__main__":

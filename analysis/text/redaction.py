@@ -1,8 +1,8 @@
 """Withholding a name from a text: what a reader sees when a policy redacts the applicant.
 
 Generic text handling with no heavy dependency, so the engine (a reading stage with
-``author: redacted``), the templates (``redact_name``) and the hiring-email classifiers share
-one definition.
+``author: redacted``), the templates (``redact_name``), the hiring-email classifiers and the
+Bias-Transmission letters' leak check share one definition.
 """
 
 from __future__ import annotations
@@ -53,3 +53,30 @@ def redact_names(
             hit = done[pair] = pattern.sub(lambda _: placeholder, text)
         out.append(hit)
     return out
+
+
+def names_after_redaction(
+    texts: Sequence[str], own: Sequence[str], names: Sequence[str]
+) -> list[tuple[str, ...]]:
+    """The names of ``names`` each text still contains once its own name is redacted.
+
+    Redaction (:func:`redact_names`) removes a text's own name in any case; a letter can still
+    carry another name of the lists (signed with another name, a named colleague or reference),
+    which would tell a reader the gender the redaction withheld.
+
+    Args:
+        texts: One text per writer.
+        own: Each writer's own name, aligned with ``texts``.
+        names: Every name a reader could take as the writer's (e.g. the study's name lists).
+
+    Returns:
+        Per text, the names found after redaction (case-insensitive, whole words), in the order
+        of ``names``; empty when none.
+    """
+    patterns = [
+        (n, re.compile(rf"(?<!\w){re.escape(n.strip())}(?!\w)", re.IGNORECASE))
+        for n in dict.fromkeys(names)
+        if n.strip()
+    ]
+    redacted = redact_names(texts, own)
+    return [tuple(n for n, p in patterns if p.search(text)) for text in redacted]

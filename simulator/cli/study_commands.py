@@ -285,10 +285,22 @@ def init(
             "(reference letters' words and style)."
         ),
     ] = "decisions",
+    family: Annotated[
+        bool,
+        typer.Option(
+            "--family",
+            help="Write a study family instead: a package NAME/ with its own analysis kind, "
+            "statistic and command, a study/ folder using it, and the pyproject.toml that "
+            "installs it (--out: the folder, default NAME).",
+        ),
+    ] = False,
 ) -> None:
     """Write a commented study to start from (it validates and runs as written)."""
     from biasim.simulator.tools.authoring import write_skeleton
 
+    if family:
+        _init_family(name, out or Path(name))
+        return
     try:
         path = write_skeleton(name, out or Path(f"{name}.yaml"), template)
     except InputError as exc:
@@ -297,6 +309,23 @@ def init(
         f"wrote {path}\nnext: biasim validate {path} --show-prompts\n"
         f"      biasim run {path} --backend synthetic   (the pipeline on a test double)\n"
         f"      biasim run {path}                       (on the model it names)",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def _init_family(name: str, folder: Path) -> None:
+    from biasim.simulator.tools.authoring import write_family
+
+    try:
+        write_family(name, folder)
+    except InputError as exc:
+        fail_input(exc)
+    out_console.print(
+        f"wrote {folder}\nnext: pip install -e {folder}                (installs the family)\n"
+        f"      biasim run {folder / 'study'} --backend synthetic\n"
+        f"      biasim {name} --help                      (the family's command)",
         highlight=False,
         markup=False,
         soft_wrap=True,
@@ -519,8 +548,10 @@ def list_studies() -> None:
 @app.command()
 def kinds() -> None:
     """List the analysis kinds a study's `analyses:` may use (built-in and plug-ins)."""
+    from biasim.registry import load_families
     from biasim.simulator.kinds import get_kind, kind_names
 
+    load_families()  # the families' own kinds too (a failure is warned of at start)
     table = Table(show_header=True)
     for col in ("kind", "what", "fields"):
         table.add_column(col)

@@ -1,4 +1,5 @@
-"""Commands around studies: ``power`` (planning), ``compare`` (runs) and ``audit`` (LL144)."""
+"""Commands around studies: ``power`` (planning), ``compare`` (runs), ``audit`` (a rule's
+bias-audit tables) and ``gate`` (rules over an audit, for CI)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def power(
 ) -> None:
     """Power and false-positive rate of the study's tests on its synthetic truth."""
     from biasim.simulator.common.errors import Problem
-    from biasim.simulator.tools.power import fast_path_note
+    from biasim.simulator.study.load import load_study
+    from biasim.simulator.tools.power import fast_path_note, omitted_analyses
     from biasim.simulator.tools.power import power as simulate
 
     sizes = _checked_power_options(agents, studies, alpha, effect, out)
@@ -103,6 +105,8 @@ def power(
     except ValueError as exc:
         fail_input(InputError([Problem(study, None, "", str(exc))]))
     _print_power(rows, effect, alpha, studies)
+    for line in omitted_analyses(load_study(study, check_backends=False).config, rows):
+        out_console.print(line, highlight=False)
     if out is not None:
         _write_power_csv(rows, out)
 
@@ -226,7 +230,10 @@ def compare(
 
 # The options of `biasim audit`, one constant each so its signature reads as the option list.
 _AUDIT_SOURCE_ARGUMENT = typer.Argument(help="A run directory or a decisions CSV.")
-_AUDIT_FORMAT_OPTION = typer.Option("--format", help="Audit format: ll144.")
+_AUDIT_FORMAT_OPTION = typer.Option(
+    "--format",
+    help="Audit format (a preset): ll144 (NYC Local Law 144) or eeoc (29 CFR 1607.4(D)).",
+)
 _AUDIT_OUT_OPTION = typer.Option(
     help="Directory for the tables (default: RUN_DIR/audit/ANALYSIS[-STAGE]; required for a CSV)."
 )
@@ -282,8 +289,9 @@ def audit(
     force: Annotated[bool, _AUDIT_FORCE_OPTION] = False,
     accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
-    """Bias-audit tables (NYC Local Law 144): selection rates and impact ratios per sex,
-    race/ethnicity and intersectional category, as CSV, audit.json and HTML."""
+    """Bias-audit tables under a rule (NYC Local Law 144, EEOC four-fifths): selection rates
+    and impact ratios per sex, race/ethnicity and intersectional category, as CSV, audit.json
+    and HTML."""
     from biasim.simulator.tools.audit import AuditOptions
 
     target = _checked_audit_target(source, audit_format, out, force)
@@ -301,6 +309,7 @@ def audit(
         limits=CsvLimits(max_cell_chars, max_groups, max_rows),
         stage=stage,
         accept_edits=accept_edits,
+        audit_format=audit_format,
     )
     result, written = _write_audit(source, options, target, force)
     for note in (result["source"].get("partial"), result["source"].get("edited")):
@@ -317,15 +326,8 @@ def _checked_audit_target(
     audited is known), once the format, the source and that directory are usable (else exit 2
     naming each that is not)."""
     from biasim.simulator.common.errors import Problem
-    from biasim.simulator.tools.audit import FORMATS
 
-    problems = []
-    if audit_format not in FORMATS:
-        problems.append(
-            Problem("--format", None, "", f"`{audit_format}`; known: {', '.join(FORMATS)}")
-        )
-    if not source.exists():
-        problems.append(Problem(str(source), None, "", "no such run directory or file"))
+    problems = _audit_source_problems(source, audit_format)
     if source.is_file() and out is None:
         problems.append(Problem("--out", None, "", "required when auditing a CSV"))
     if out is not None:
@@ -333,6 +335,20 @@ def _checked_audit_target(
     if problems:
         fail_input(InputError(problems))
     return out
+
+
+def _audit_source_problems(source: Path, audit_format: str) -> list:
+    """Why ``source`` cannot be audited in ``audit_format``: an unknown format, no source."""
+    from biasim.registry import AUDIT_FORMATS
+    from biasim.simulator.common.errors import Problem
+
+    problems = []
+    if audit_format not in AUDIT_FORMATS:
+        known = ", ".join(AUDIT_FORMATS.names())
+        problems.append(Problem("--format", None, "", f"`{audit_format}`; known: {known}"))
+    if not source.exists():
+        problems.append(Problem(str(source), None, "", "no such run directory or file"))
+    return problems
 
 
 def _write_audit(
@@ -343,14 +359,14 @@ def _write_audit(
     report page of its own when it audits a CSV. An audit already there is replaced only with
     ``force``."""
     from biasim.simulator.common.rundir import MANIFEST, holding_lock
-    from biasim.simulator.tools.audit import attach_to_run, audit_dir, ll144_audit, write_audit
+    from biasim.simulator.tools.audit import attach_to_run, audit_dir, bias_audit, write_audit
 
     is_run = (source / MANIFEST).is_file()
     try:
         # A run's audit is read and attached under its lock: a live run or `--resume` would
         # otherwise change the results under it and drop the section when it ends.
         with holding_lock(source, "RUN_DIR") if is_run else nullcontext():
-            result = ll144_audit(source, options)
+            result = bias_audit(source, options)
             target = target or audit_dir(source, result, options.stage)
             problems = _audit_target_problems(target, force)
             if problems:
@@ -364,7 +380,10 @@ def _write_audit(
         from biasim.simulator.report.page import write_report
         from biasim.simulator.tools.audit import public
 
-        summary = {"study": f"LL144 audit of {source.name}", "audits": {".": public(result)}}
+        summary = {
+            "study": f"{result['label']} audit of {source.name}",
+            "audits": {".": public(result)},
+        }
         written.append(write_report(target, summary, {"name": summary["study"]}, []))
     return result, written
 
@@ -381,18 +400,37 @@ def _audit_target_problems(target: Path, force: bool) -> list:
     return []
 
 
+def _cell(value: Any, spec: str | None) -> str:
+    """An audit table cell as the console prints it: a preset's column by its spec (a p as
+    ``3.2e-05``, never ``0.000``), other numbers to three decimals."""
+    from biasim.simulator.common.html import fmt
+
+    if spec is not None:
+        return fmt(value, spec)
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def _print_audit(result: dict) -> None:
-    from biasim.simulator.report.audit_section import headcount, merged_note
+    from biasim.simulator.report.audit_section import (
+        assessment_lines,
+        headcount,
+        merged_note,
+        preset_lines,
+    )
 
     rate = result["metric"]
     for key, frame in result["_frames"].items():
         if key == "counts":
             continue
-        table = Table(title=f"LL144 {key.replace('_', '/')} ({rate.replace('_', ' ')})")
+        title = f"{result['label']} {key.replace('_', '/')} ({rate.replace('_', ' ')})"
+        table = Table(title=title)
         for col in frame.columns:
             table.add_column(str(col), justify="right")
+        specs = {c[0]: c[2] for c in result["shown_columns"] if c[2] != "ci"}
         for row in frame.itertuples(index=False):
-            table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
+            table.add_row(
+                *[_cell(v, specs.get(col)) for col, v in zip(frame.columns, row, strict=True)]
+            )
         print_table(out_console, table)
     used = result["columns"]
     out_console.print(
@@ -411,5 +449,80 @@ def _print_audit(result: dict) -> None:
         highlight=False,
     )
     note = merged_note(result)
-    if note:
-        out_console.print(note, highlight=False, markup=False)
+    for line in [note, *result["notes"], *assessment_lines(result), *preset_lines(result)]:
+        if line:
+            out_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+_GATE_SOURCE_ARGUMENT = typer.Argument(help="A finished run directory or a decisions CSV.")
+_GATE_RULE_OPTION = typer.Option(
+    "--rule",
+    help="A rule every audit row must meet, e.g. 'impact_ratio.ci_high >= 0.8' (repeatable; "
+    "the run's study `gates:` are added).",
+)
+_GATE_FORMAT_OPTION = typer.Option("--format", help="Audit format whose rows the rules read.")
+_GATE_JUNIT_OPTION = typer.Option("--junit", help="Write the verdicts as JUnit XML here.")
+_GATE_MARKDOWN_OPTION = typer.Option("--markdown", help="Write a Markdown summary here.")
+
+
+@app.command()
+def gate(
+    source: Annotated[Path, _GATE_SOURCE_ARGUMENT],
+    rule: Annotated[list[str] | None, _GATE_RULE_OPTION] = None,
+    audit_format: Annotated[str, _GATE_FORMAT_OPTION] = "eeoc",
+    junit: Annotated[Path | None, _GATE_JUNIT_OPTION] = None,
+    markdown: Annotated[Path | None, _GATE_MARKDOWN_OPTION] = None,
+    sex_col: Annotated[str | None, _AUDIT_SEX_COL_OPTION] = None,
+    race_col: Annotated[str | None, _AUDIT_RACE_COL_OPTION] = None,
+    selected_col: Annotated[str | None, _AUDIT_SELECTED_COL_OPTION] = None,
+    outcome_col: Annotated[str | None, _AUDIT_OUTCOME_COL_OPTION] = None,
+    positive: Annotated[str | None, _AUDIT_POSITIVE_OPTION] = None,
+    by: Annotated[str | None, _AUDIT_BY_OPTION] = None,
+    exclude_small: Annotated[bool, _AUDIT_EXCLUDE_SMALL_OPTION] = False,
+    analysis: Annotated[str | None, _AUDIT_ANALYSIS_OPTION] = None,
+    stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
+    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
+) -> None:
+    """Check rules on a bias audit, for CI: exit 1 when a rule fails, 2 on bad input; JUnit
+    XML and a Markdown summary on request. Writes nothing into the run."""
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.tools.audit import AuditOptions
+    from biasim.simulator.tools.gate import (
+        gate_rules,
+        run_gate,
+        verdict_line,
+        write_junit,
+        write_markdown,
+    )
+
+    problems = _audit_source_problems(source, audit_format)
+    for flag, path in (("--junit", junit), ("--markdown", markdown)):
+        if path is not None and not path.parent.is_dir():
+            problems.append(Problem(flag, None, "", f"no directory {path.parent} to write into"))
+    if problems:
+        fail_input(InputError(problems))
+    options = AuditOptions(
+        sex_col=sex_col,
+        race_col=race_col,
+        selected_col=selected_col,
+        outcome_col=outcome_col,
+        positive=positive,
+        by=[c.strip() for c in (by or "").split(",") if c.strip()],
+        exclude_small=exclude_small,
+        analysis=analysis,
+        stage=stage,
+        accept_edits=accept_edits,
+        audit_format=audit_format,
+    )
+    try:
+        report = run_gate(source, gate_rules(source, rule or [], options), options)
+    except InputError as exc:
+        fail_input(exc)
+    for result in report.results:
+        out_console.print(verdict_line(result), highlight=False, markup=False, soft_wrap=True)
+    for path, write in ((junit, write_junit), (markdown, write_markdown)):
+        if path is not None:
+            write(report, path)
+            out_console.print(f"wrote {path}", highlight=False)
+    if not report.passed:
+        raise typer.Exit(1)

@@ -431,7 +431,7 @@ class StudyModel(mesa.Model):
                     request=request,
                     schema=agent.schema(plan) if request.json_schema is not None else None,
                     runtime=runtime,
-                    reask=role_config.reask,
+                    reask=role_config.reask and runtime.reasks,
                     decision=decision,
                     units=0 if suffix else 1,
                 )

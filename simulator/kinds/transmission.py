@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
+from biasim.analysis.text.redaction import names_after_redaction
 from biasim.simulator.common.html import HtmlSection
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds import transmission_extras as extras
@@ -47,7 +48,6 @@ association = lazy_module("biasim.analysis.studies.bias_transmission.association
 ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling_effects")
 traits = lazy_module("biasim.analysis.studies.bias_transmission.traits")
 transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
-email_outcomes = lazy_module("biasim.analysis.studies.hiring_emails.email_outcomes")
 
 
 class TransmissionKind(AnalysisKind):
@@ -166,7 +166,7 @@ class TransmissionKind(AnalysisKind):
         for stage, rows in jobs.items():
             p = min(1.0, min(r["sign_p"] for r in rows) * len(rows))
             name = f"{stage}: any job's hires lean (holm over {len(rows)} jobs)"
-            tests[name] = units.Tested.family(p, rows)
+            tests[name] = units.Tested.family(p, rows, "sign_p")
         for row in summary.get("position", []):
             tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = units.Tested.of(row, "p_value")
         change = summary.get("redaction_change")
@@ -436,7 +436,7 @@ def _leaks(
     counted per group in the summary: a redacted comparison showing one is left out."""
     writing = results[(results["stage"] == spec.writing) & results["valid"].fillna(False)]
     own = writing["persona_name"].fillna("").astype(str)
-    found = email_outcomes.names_after_redaction(
+    found = names_after_redaction(
         writing["text"].fillna("").astype(str).tolist(),
         own.tolist(),
         sorted(set(own) - {""}),

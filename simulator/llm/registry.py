@@ -30,6 +30,8 @@ class Backend(Protocol):
             ``presence_penalty``, ``stop``); default none.
         adapts_per_server: True when the backend spreads calls over several servers and adapts
             each one's concurrency itself; the role's bound then stays fixed. Default false.
+        reasks: False for a decision tool (``http``, ``python``), which reads no instructions:
+            an invalid answer is kept, not asked again with the error quoted. Default true.
     """
 
     name: str

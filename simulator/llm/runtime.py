@@ -75,6 +75,9 @@ class BackendRuntime:
         self.contact = FirstContact(probe_timeout_s) if served else None
         # A backend that answers at once in this process, unpaced, needs no retry machinery.
         self._in_place = bool(getattr(backend, "immediate", False)) and not self.rate.active
+        #: Whether an invalid answer is worth asking again with the error quoted: not for a
+        #: decision tool, which reads no instructions and would answer the same.
+        self.reasks = bool(getattr(backend, "reasks", True))
 
     def cache_key(self, request: LLMRequest) -> tuple[str, str]:
         """``(key, material)``: the key covers the backend's identity, the endpoint, every

@@ -1,5 +1,5 @@
-"""The audit sections of ``report.html``: each LL144 audit attached to a run, as tables and
-limits.
+"""The audit sections of ``report.html``: each audit attached to a run (LL144, EEOC or another
+preset of ``biasim audit --format``), as tables, the sections they answer and limits.
 
 ``biasim audit`` (:mod:`biasim.simulator.tools.audit`) computes the audit and stores it in the
 run's ``summary.json``; the page renders it from there, so the report never imports the tool.
@@ -65,6 +65,26 @@ def _no_outcome(audit: dict[str, Any]) -> list[tuple[str, str | None]]:
     ]
 
 
+#: An impact-assessment field no decision table fills.
+DEPLOYER = "to be completed by the deployer (not in these data)"
+
+
+def assessment_lines(audit: dict[str, Any]) -> list[str]:
+    """The impact-assessment fields of the audit's preset, filled or left to the deployer."""
+    return [
+        f"Assessment - {row['field']} ({row['section']}): {row['value'] or DEPLOYER}"
+        for row in audit.get("assessment", [])
+    ]
+
+
+def preset_lines(audit: dict[str, Any]) -> list[str]:
+    """The sections of the rule each table answers and what the data cannot show, as the
+    audit's preset states them (none for an audit written before presets)."""
+    cites = [f"{what}: {section}" for what, section in audit.get("cites", [])]
+    lines = ["Sections answered - " + "; ".join(cites) + "."] if cites else []
+    return lines + [f"Not shown by these data: {text}" for text in audit.get("cannot_show", [])]
+
+
 def audit_limits(audit: dict[str, Any]) -> list[str]:
     """What a reader of the audit tables must know: who counts as an individual, what was left
     out, and categories too small to serve as the reference of the impact ratios."""
@@ -110,7 +130,9 @@ def audit_limits(audit: dict[str, Any]) -> list[str]:
 
 def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
     """The audit as a report section (its numbers point into ``summary.audits[key]``)."""
-    title = "Bias audit (NYC Local Law 144)" + (f": {key}" if key != "." else "")
+    title = audit.get("title", "Bias audit (NYC Local Law 144)") + (
+        f": {key}" if key != "." else ""
+    )
     section = HtmlSection(title, ("audits", key))
     source = audit["source"]
     dates = source.get("date_range")
@@ -158,6 +180,7 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
                 Column("below_four_fifths", "below 4/5", "text"),
                 Column("under_2pct", "under 2%", "text"),
                 Column("excluded", "excluded", "text"),
+                *[Column(*c) for c in audit.get("shown_columns", [])],
             ],
         )
         section.raw(
@@ -165,4 +188,13 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
             + section.number(("unknown", key), audit["unknown"].get(key), "int")
             + "</p>"
         )
+    if audit.get("assessment"):
+        section.table(
+            [{**row, "value": row["value"] or DEPLOYER} for row in audit["assessment"]],
+            key=("assessment",),
+            title="Impact assessment fields",
+            columns=[Column("field"), Column("section"), Column("value", "from this audit")],
+        )
+    for line in [*audit.get("notes", []), *preset_lines(audit)]:
+        section.paragraph(line)
     return section

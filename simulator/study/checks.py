@@ -15,6 +15,7 @@ from jinja2.exceptions import SecurityError
 from biasim.registry import BACKENDS, KINDS
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.common.yamlsource import FieldPath, SourceMap
+from biasim.simulator.study import registered_prompts
 from biasim.simulator.study.columns import RESERVED as RESERVED_COLUMNS
 from biasim.simulator.study.config import (
     RESULT_COLUMNS,
@@ -38,6 +39,7 @@ from biasim.simulator.study.templating import (
     RENDER_ERRORS,
     compile_expression,
     compile_template,
+    parse_template,
     render,
 )
 
@@ -55,6 +57,7 @@ def check_study(
     known_backends = BACKENDS.names()
     if check_backends:
         problems += _unknown_backend_problems(config, smap, known_backends)
+        problems += _backend_option_problems(config, smap)
     problems += _credential_urls(config, smap)
     problems += _synthetic_key_problems(config, smap)
     problems += _reserved_name_problems(config, smap)
@@ -122,6 +125,19 @@ def _unknown_backend_problems(
         elif why := BACKENDS.missing_extra(role.backend):
             add(smap.problem(("roles", name, "backend"), why))
     return problems
+
+
+def _backend_option_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Options a backend's declaration refuses (an http tool's header holding a value instead
+    of a variable name, a python backend's module that does not import): found when the
+    study is checked, not when the run builds its backends."""
+    from biasim.simulator.llm.allowlist import declarations
+
+    return [
+        smap.problem((*item.path, *(item.error.field or "backend").split(".")), str(item.error))
+        for item in declarations(config)
+        if item.error is not None
+    ]
 
 
 def _synthetic_key_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
@@ -649,6 +665,10 @@ def _template_syntax_problems(config: StudyConfig, smap: SourceMap) -> list[Prob
             problems.append(
                 Problem(file, line, smap.field(path), f"template syntax error: {exc.message}")
             )
+            continue
+        for lineno, why in registered_prompts.call_problems(parse_template(source)):
+            file, line = smap.text_line(path, lineno)
+            problems.append(Problem(file, line, smap.field(path), why))
     for i, stage in enumerate(config.stages):
         if stage.when is not None:
             try:

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from biasim.analysis.audit.rules import parse_rule
 from biasim.simulator.common.yamlsource import SourceMap
 from biasim.simulator.study.analysis_spec import AnalysisSpec
 from biasim.simulator.study.biographies import BiographiesConfig
@@ -494,6 +495,13 @@ class StudyConfig(Strict):
     name: Identifier
     description: str
     source: str | None = Field(None, description="Citation of the stimuli (seed paper, appendix).")
+    # Left out of the dump when absent, so the record of a study without one is unchanged.
+    family: Identifier | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="The study family whose kinds, prompts and command this study uses; "
+        "loaded with the study (docs/extending/families.md).",
+    )
     seed: Seed = 0
     vars: dict[Identifier, str] = Field(
         default_factory=dict, description="Literal texts available to every template by name."
@@ -534,6 +542,12 @@ class StudyConfig(Strict):
         description="US dollars: stop sending new calls once the run's cost, with the calls in "
         "flight, would pass this (an interrupted run that `--resume` continues).",
     )
+    gates: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Rules `biasim gate RUN` checks on the run's audit, e.g. "
+        "`impact_ratio.ci_high >= 0.8` (field, comparison, number; see docs/audit/gate.md).",
+    )
 
     @field_validator("stages", mode="before")
     @classmethod
@@ -542,6 +556,13 @@ class StudyConfig(Strict):
         if isinstance(stages, list) and len(stages) > MAX_STAGES:
             raise ValueError(_too_many_stages(len(stages)))
         return stages
+
+    @field_validator("gates")
+    @classmethod
+    def _gates_parse(cls, gates: list[str]) -> list[str]:
+        for rule in gates:
+            parse_rule(rule)  # a RuleError is a ValueError: pydantic places it on the field
+        return gates
 
     @model_validator(mode="after")
     def _policy_copies_counted(self) -> StudyConfig:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from biasim.registry import KINDS, MissingExtra, UnknownPlugin
+from biasim.registry import KINDS, MissingExtra, UnknownPlugin, load_families, load_family
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.yamlsource import FieldPath, SourceMap
 from biasim.simulator.study.analysis_spec import DEFAULT_KIND, AnalysisSpec
@@ -32,6 +32,7 @@ from biasim.simulator.study.policy_copies import expand_policies, locate_copies
 
 def study_json_schema() -> dict[str, Any]:
     """The JSON Schema of study files, for editors."""
+    load_families()  # their kinds' entries are part of the schema
     schema = StudyConfig.model_json_schema()
     kinds = []
     for name in KINDS.names():
@@ -166,9 +167,12 @@ def validate_study(
     data = read_data_files(data, smap)
     data, smap = expand_generated(data, smap)
     # Each analysis is validated against its own kind's spec, so the kinds (plug-ins) are
-    # found at load time and their errors keep their full field path.
-    raw_analyses = data.get("analyses") if isinstance(data, dict) else None
-    specs, problems = _parse_analyses(raw_analyses, smap)
+    # found at load time and their errors keep their full field path; the study's family
+    # registers its own kinds first.
+    problems = _load_family(data, smap)
+    raw_analyses = data.get("analyses") if isinstance(data, dict) and not problems else None
+    specs, kind_problems = _parse_analyses(raw_analyses, smap)
+    problems += kind_problems
     try:
         config = StudyConfig.model_validate({**data, "analyses": []})
     except ValidationError as exc:
@@ -213,6 +217,21 @@ def _policy_problems(problems: list[Problem], copies: dict[str, str]) -> list[Pr
             problem = dataclasses.replace(problem, field=name + dot + rest)
         out.append(problem)
     return out
+
+
+def _load_family(data: Any, smap: SourceMap) -> list[Problem]:
+    """Register the kinds, prompts and command of the study's ``family:``; a family that is
+    not installed, or fails to register, is a problem at that field."""
+    name = data.get("family") if isinstance(data, dict) else None
+    if not isinstance(name, str):
+        return []  # absent, or not a name: the schema reports it
+    try:
+        load_family(name)
+    except UnknownPlugin as exc:
+        return [smap.problem(("family",), str(exc))]
+    except Exception as exc:  # a plug-in's own failure, reported where the study names it
+        return [smap.problem(("family",), f"`{name}` failed to register: {exc}")]
+    return []
 
 
 def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list[Problem]]:

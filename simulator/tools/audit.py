@@ -1,9 +1,11 @@
-"""``biasim audit --format ll144``: the tables a New York City Local Law 144 bias audit
-publishes (DCWP rules, 6 RCNY 5-300/5-301), from a run or from a CSV of decisions made
-elsewhere: selection (or scoring) rates and impact ratios per sex, race/ethnicity and
-intersectional category, individuals per category, unknown categories, categories under 2 % of
-the data flagged (and excluded from the impact ratios when the auditor chooses), and the data's
-date range. Written as CSV, audit.json and a section of report.html."""
+"""``biasim audit --format NAME``: the tables of a bias audit under a rule, a preset of
+:data:`biasim.registry.AUDIT_FORMATS` (``ll144``, ``eeoc``), from a run or from a CSV of
+decisions made elsewhere. Every preset starts from the tables a New York City Local Law 144
+bias audit publishes (DCWP rules, 6 RCNY 5-300/5-301): selection (or scoring) rates and impact
+ratios per sex, race/ethnicity and intersectional category, individuals per category, unknown
+categories, categories under 2 % of the data flagged (and excluded from the impact ratios when
+the auditor chooses), and the data's date range; a preset adds its own columns, citations and
+limits. Written as CSV, audit.json and a section of report.html."""
 
 from __future__ import annotations
 
@@ -14,7 +16,15 @@ from typing import Any
 import pandas as pd
 
 from biasim.analysis.audit.external import na_like
-from biasim.analysis.audit.ll144 import date_range, ll144_tables
+from biasim.analysis.audit.ll144 import (
+    INTERSECTIONAL,
+    RACE_ETHNICITY,
+    SEX,
+    date_range,
+    ll144_tables,
+)
+from biasim.analysis.audit.presets import AuditContext, AuditPreset, assessment_rows
+from biasim.registry import AUDIT_FORMATS
 from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
@@ -29,7 +39,6 @@ from biasim.simulator.common.rundir import (
     write_summary,
 )
 
-FORMATS = ("ll144",)
 SEX_NAMES = ("sex", "gender")
 RACE_NAMES = ("race_ethnicity", "race", "ethnicity")
 TRUE_VALUES = frozenset({"1", "true", "yes", "selected"})
@@ -53,6 +62,7 @@ class AuditOptions:
     limits: CsvLimits = field(default_factory=CsvLimits)
     stage: str | None = None
     accept_edits: bool = False
+    audit_format: str = "ll144"
 
 
 def _pick(columns: list[str], given: str | None, names: tuple[str, ...]) -> str | None:
@@ -265,12 +275,15 @@ def _selected(df: pd.DataFrame, path: Path, options: AuditOptions) -> pd.Series:
     return text.isin(TRUE_VALUES).astype("boolean").where(text.notna())
 
 
-def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
-    """The audit of a run directory or a decisions CSV, as JSON-able data with its tables.
+def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
+    """The audit of a run directory or a decisions CSV under ``options.audit_format``, as
+    JSON-able data with its tables.
 
     Raises:
-        InputError: Unreadable input, a missing column, or no sex or race category.
+        InputError: Unreadable input, a missing column, no sex or race category, or a score
+            given to a format about selections.
     """
+    preset: AuditPreset = AUDIT_FORMATS.load(options.audit_format)
     is_run = source.is_dir()
     if is_run and not (source / RESULTS_PARQUET).is_file():
         raise InputError(f"{source}: not a finished run directory (no {RESULTS_PARQUET})")
@@ -298,6 +311,11 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         categories = [c for c in (sex, race, *options.by) if c]
         check_group_count(frame, categories, source, options.limits.max_groups)
     scoring = "_score" in frame
+    if scoring and preset.needs_selection:
+        why = "reads selection rates; a score alone selects no one (give --selected-col, or "
+        raise InputError(
+            [Problem("--format", None, "", f"{preset.name} {why}--outcome-col with --positive)")]
+        )
     try:
         audit = ll144_tables(
             frame,
@@ -310,20 +328,108 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         )
     except ValueError as exc:
         raise InputError([Problem(str(source), None, "", str(exc))]) from None
-    excluded = {
-        key: table[table["excluded"].astype(bool)].drop(columns=["excluded"]).to_dict("records")
-        for key, table in audit.tables.items()
-    }
-    names = about.pop("n_distinct_names", None)
+    context = _context(frame, about, options, (sex, race), audit)
+    tables, notes = preset.extend(audit.tables, context)
+    facts = _facts(about, context, tables, options) if preset.assessment else {}
     return {
-        "format": "ll144",
-        "source": {"path": str(source), **about},
+        "assessment": assessment_rows(preset, facts),
+        "format": preset.name,
+        "label": preset.label,
+        "title": preset.title,
+        "cites": [list(c) for c in preset.cites],
+        "cannot_show": list(preset.cannot_show),
+        "notes": notes,
+        "shown_columns": [list(c) for c in preset.columns],
+        **_tables_record(source, options, frame, about, (audit, tables)),
         "columns": {
             "outcome": options.selected_col or options.outcome_col or options.score_col,
             "sex": sex,
             "race_ethnicity": race,
             "by": options.by,
         },
+    }
+
+
+def _context(
+    frame: pd.DataFrame, about: dict[str, Any], options: AuditOptions, columns, audit
+) -> AuditContext:
+    """What a preset needs beside the tables: strata, category columns, the applicants."""
+    sex, race = columns
+    is_run = "n_distinct_names" in about
+    categories = {SEX: [sex], RACE_ETHNICITY: [race], INTERSECTIONAL: [sex, race]}
+    return AuditContext(
+        by=list(options.by),
+        categories={key: cols for key, cols in categories.items() if key in audit.tables},
+        repeated=_repeated(frame, options.by),
+        unit_note="a simulated applicant of the run" if is_run else "one row of the file",
+        names=(about["n_distinct_names"], _individuals(frame, audit.n_assessed))
+        if is_run
+        else None,
+    )
+
+
+def _facts(
+    about: dict[str, Any],
+    context: AuditContext,
+    tables: dict[str, pd.DataFrame],
+    options: AuditOptions,
+) -> dict[str, str]:
+    """What the audit can state in an impact assessment, each in one sentence."""
+    dates = about.get("date_range")
+    groups = "; ".join(
+        f"{key.replace('_', '/')}: "
+        + ", ".join(dict.fromkeys(" x ".join(map(str, r)) for r in t[cols].itertuples(index=False)))
+        for key, t in tables.items()
+        if (cols := context.categories[key])
+    )
+    outcome = options.selected_col or options.outcome_col or "selected"
+    columns = dict.fromkeys(c for cols in context.categories.values() for c in cols)
+    return {
+        "system": about["description"],
+        "dates": f"{dates[0]} to {dates[1]} ({about['date_basis']})" if dates else "not given",
+        "data": f"{about['kind']}: one decision per applicant; inputs the applicant's "
+        f"category columns ({', '.join(columns)}); "
+        f"output the decision ({outcome})",
+        "groups": groups + (f"; separately by {', '.join(context.by)}" if context.by else ""),
+        "metrics": "selection rate, impact ratio against the highest-rate group with its 95 % "
+        "interval, two-standard-deviation z, Fisher's exact p (unit: the applicant), shortfall "
+        "and one-person flip (29 CFR 1607.4(D))",
+        "results": _lowest_ratio(tables),
+    }
+
+
+def _lowest_ratio(tables: dict[str, pd.DataFrame]) -> str:
+    """The lowest impact ratio of an EEOC-style audit, its interval and how many rows are
+    under 4/5."""
+    rows = pd.concat([t.assign(_table=k) for k, t in tables.items()], ignore_index=True)
+    rows = rows[rows["impact_ratio"].notna()]
+    if rows.empty:
+        return "no impact ratio could be computed (no category had a selection)"
+    low = rows.loc[rows["impact_ratio"].idxmin()]
+    interval = ""
+    if pd.notna(low["impact_ratio_ci_high"]):
+        interval = f" [95 % CI {low['impact_ratio_ci_low']:.3f}, {low['impact_ratio_ci_high']:.3f}]"
+    table = low["_table"].replace("_", "/")
+    return (
+        f"lowest impact ratio {low['impact_ratio']:.3f}{interval} in the {table} table "
+        f"(reference {low['reference']}); {int((rows['impact_ratio'] < 0.8).sum())} of "
+        f"{len(rows)} ratios under 4/5, {int((rows['impact_ratio_ci_high'] < 0.8).sum())} with "
+        "the whole interval under 4/5"
+    )
+
+
+def _tables_record(
+    source: Path, options: AuditOptions, frame: pd.DataFrame, about: dict[str, Any], audit_tables
+) -> dict[str, Any]:
+    """The counts and tables every format shares, as the audit's JSON-able fields."""
+    audit, tables = audit_tables
+    excluded = {
+        key: table[table["excluded"].astype(bool)].drop(columns=["excluded"]).to_dict("records")
+        for key, table in audit.tables.items()
+    }
+    names = about.pop("n_distinct_names", None)
+    return {
+        "source": {"path": str(source), **about},
         "metric": audit.metric,
         "median_score": audit.median_score,
         "n_total": audit.n_total,
@@ -337,9 +443,19 @@ def ll144_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "threshold": audit.threshold,
         "exclude_small": audit.exclude_small,
         "excluded": {k: v for k, v in excluded.items() if v},
-        "tables": {k: t.to_dict("records") for k, t in audit.tables.items()},
-        "_frames": {**audit.tables, "counts": audit.counts},
+        "tables": {k: t.to_dict("records") for k, t in tables.items()},
+        "_frames": {**tables, "counts": audit.counts},
     }
+
+
+def _repeated(frame: pd.DataFrame, by: list[str]) -> int:
+    """Applicants with more than one decision within a stratum (a run's replicates); a
+    decisions file's rows are one applicant each."""
+    if "_individual" not in frame:
+        return 0
+    known = frame[frame["_selected"].notna()] if "_selected" in frame else frame
+    counts = known.groupby([*by, "_individual"], observed=True).size()
+    return int((counts > 1).sum())
 
 
 def _individuals(frame: pd.DataFrame, n_assessed: int) -> int:
@@ -356,7 +472,7 @@ def write_audit(result: dict[str, Any], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for key, table in result["_frames"].items():
-        path = out / f"ll144_{key}.csv"
+        path = out / f"{result['format']}_{key}.csv"
         write_csv(path, table)
         written.append(path)
     path = out / "audit.json"

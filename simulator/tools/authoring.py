@@ -1,10 +1,13 @@
-"""Help for writing a study: a commented skeleton to start from (``biasim init``); every
+"""Help for writing a study: a commented skeleton to start from (``biasim init``), a study
+family's package with a study that uses it (``biasim init --family``); every
 distinct prompt the study sends, rendered (``biasim validate --show-prompts``), is
 :func:`biasim.simulator.study.prompts.distinct_prompts`."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -61,3 +64,51 @@ def write_skeleton(name: str, path: Path, template: str = "decisions") -> Path:
     except OSError as exc:
         raise InputError([Problem(str(path), None, "", f"cannot write: {exc}")]) from None
     return path
+
+
+def family_files(name: str) -> dict[str, str]:
+    """The skeleton of the study family ``name``: relative path -> text. The package ``name/``
+    holds its statistic, analysis kind, command and ``register()``; ``study/`` a study using
+    them; ``pyproject.toml`` the entry point that installs the family
+    (``scenarios/data/templates/family``, docs/extending/families.md).
+
+    Raises:
+        InputError: ``name`` is not a valid package name.
+    """
+    if not re.fullmatch(IDENTIFIER_PATTERN, name):
+        raise InputError([Problem("NAME", None, "", pattern_message(name, IDENTIFIER_PATTERN))])
+    root = resources.files("biasim.scenarios") / "data" / "templates" / "family"
+    out = {"pyproject.toml": root / "pyproject.toml.tmpl"}
+    for entry in (root / "package").iterdir():
+        out[f"{name}/{entry.name.removesuffix('.tmpl')}"] = entry
+    for entry in (root / "study").iterdir():
+        out[f"study/{entry.name}"] = entry
+    return {
+        path: Template(source.read_text(encoding="utf-8")).substitute(name=name)
+        for path, source in sorted(out.items())
+    }
+
+
+def write_family(name: str, folder: Path) -> Path:
+    """Write the family ``name``'s skeleton into the new folder ``folder``, whole or not at all.
+
+    Raises:
+        InputError: Bad name, or ``folder`` exists or cannot be written.
+    """
+    files = family_files(name)
+    if folder.exists():
+        raise InputError(
+            [Problem(str(folder), None, "", "already exists; not overwritten (another --out)")]
+        )
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder.parent))
+        for path, text in files.items():
+            (staging / path).parent.mkdir(parents=True, exist_ok=True)
+            (staging / path).write_text(text, encoding="utf-8")
+        staging.rename(folder)
+    except OSError as exc:
+        if "staging" in locals():
+            shutil.rmtree(staging, ignore_errors=True)
+        raise InputError([Problem(str(folder), None, "", f"cannot write: {exc}")]) from None
+    return folder

@@ -43,6 +43,8 @@ class TextsOptions:
     limits: CsvLimits = field(default_factory=CsvLimits)
     #: Column of the unit letters share (a writer, a name): ``--unit-col``.
     unit_col: str | None = None
+    #: The counterfactual text metrics over ``--pair-col``'s pairs: ``--counterfactual``.
+    counterfactual: bool = False
 
 
 def _problem(option: str, message: str) -> InputError:
@@ -61,6 +63,8 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     for option, value in (("--text-col", opts.text_col), ("--group-col", opts.group_col)):
         if not value:
             raise _problem(option, "required with --texts")
+    if opts.counterfactual:
+        _check_counterfactual(opts)
     frame = read_csv(path, "texts CSV", opts.limits, empty_is_missing=False)
     check_group_count(frame, [opts.group_col], path, opts.limits.max_groups)
     wanted = {
@@ -128,6 +132,20 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
     kept = frame[reasons.isna()].reset_index(drop=True)
     return kept, groups, exclusions  # type: ignore[return-value]
+
+
+def _check_counterfactual(opts: TextsOptions) -> None:
+    """``--counterfactual`` has its pairs and the modules its similarity measures import."""
+    if not opts.pair_col:
+        raise _problem("--counterfactual", "needs --pair-col: the column of counterfactual pairs")
+    try:
+        import nltk  # noqa: F401
+        import rouge_score  # noqa: F401
+    except ImportError as exc:
+        raise _problem(
+            "--counterfactual",
+            f"needs the `counterfactual` extra (pip install 'biasim[counterfactual]'): {exc}",
+        ) from exc
 
 
 def _check_unit_column(path: Path, frame: pd.DataFrame, opts: TextsOptions) -> None:
@@ -386,6 +404,7 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         unit_col=opts.unit_col,
     )
     classifiers = classifier_metrics(opts.style, scorers, cache)
+    counterfactual = _counterfactual(kept, groups, opts, scorers, cache)
     if cache:
         cache.close()
     if word_sets is not None:
@@ -414,9 +433,36 @@ def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str,
         "exclusions": excl.assign(model_label=path.name).to_dict("records"),
         **({"classifiers": classifiers.to_dict("records")} if classifiers is not None else {}),
     }
+    if counterfactual is not None:
+        summary["counterfactual"] = counterfactual.metrics.to_dict("records")
     if out is not None:
         _write_outputs(out, path.name, groups, tables, excl, classifiers)
+        if counterfactual is not None:
+            write_csv(out / "tables" / "texts_counterfactual.csv", counterfactual.metrics)
+            write_csv(out / "tables" / "texts_counterfactual_scores.csv", counterfactual.scores)
+            write_csv(
+                out / "tables" / "texts_counterfactual_comparisons.csv", counterfactual.comparisons
+            )
     return summary
+
+
+def _counterfactual(
+    kept: pd.DataFrame, groups: tuple[str, str], opts: TextsOptions, scorers: dict, cache: Any
+) -> Any:
+    """``--counterfactual``: the compared groups' texts as counterfactual pairs, scored by the
+    style scorers, compared by ROUGE-L, BLEU and MiniLM cosine (None without the option)."""
+    if not opts.counterfactual:
+        return None
+    from biasim.analysis.text.counterfactual import CounterfactualColumns, counterfactual_tables
+    from biasim.analysis.text.weat import SentenceEmbedder
+
+    cols = CounterfactualColumns(
+        pair=opts.pair_col or "", swap=opts.group_col or "", text=opts.text_col or ""
+    )
+    compared = kept[kept[cols.swap].isin(groups)]
+    return counterfactual_tables(
+        compared, cols, scorers, SentenceEmbedder().embed, opts.permutations, opts.seed, cache
+    )
 
 
 def _write_outputs(
@@ -448,3 +494,23 @@ def _write_outputs(
             plot_hallucination(tables.hallucination, groups, title),
             out / "figures" / "texts_hallucination.png",
         )
+
+
+def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
+    """``--counterfactual``'s metrics as the console prints them, each p with its unit."""
+    from rich.table import Table
+
+    from biasim.analysis.stats.units import unit_label
+    from biasim.simulator.common.html import fmt, format_p
+
+    table = Table(title="Counterfactual text metrics (beyond the paper)")
+    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", "note"):
+        table.add_column(header)
+    for r in rows:
+        versus = f"{r['value_a']} vs {r['value_b']}" if r["value_a"] else "all"
+        p = "" if r["p_value"] is None else f"p {format_p(r['p_value'])}"
+        unit = "no test" if r["p_value"] is None else unit_label(r["unit"], r["n_units"])
+        table.add_row(
+            r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, r["note"] or ""
+        )
+    return table

@@ -158,6 +158,24 @@ def test_the_wheel_holds_every_package_and_not_the_checkout(
     assert int(studies) >= 15
 
 
+def test_the_wheel_ships_the_families_package_and_the_family_template(
+    wheel_venv: Path, tmp_path: Path
+) -> None:
+    made = _biasim(wheel_venv, tmp_path, "init", "toyfam", "--family")
+    assert made.returncode == 0, made.stderr
+    written = {str(p.relative_to(tmp_path / "toyfam")) for p in (tmp_path / "toyfam").rglob("*")}
+    assert {"pyproject.toml", "toyfam/kinds.py", "toyfam/cli.py", "study/study.yaml"} <= written
+    python = wheel_venv / "bin" / "python"
+    probe = subprocess.run(
+        [str(python), "-c", "import biasim.families as f; print(f.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert str(wheel_venv) in probe.stdout
+
+
 def test_the_wheel_runs_a_decision_study_on_the_synthetic_backend(
     wheel_venv: Path, tmp_path: Path
 ) -> None:

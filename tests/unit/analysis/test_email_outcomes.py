@@ -28,7 +28,8 @@ from sklearn.svm import LinearSVC
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint, proportions_ztest
 
-from biasim.analysis.studies.hiring_emails.email_outcomes import (
+from biasim.families.hiring_emails.judge_prompt import JUDGE_PROMPT
+from biasim.families.hiring_emails.stats.email_outcomes import (
     LABELS,
     STARTER_LABELS,
     RuleClassifier,
@@ -39,7 +40,6 @@ from biasim.analysis.studies.hiring_emails.email_outcomes import (
     redact_names,
     validity_by_group,
 )
-from biasim.analysis.studies.hiring_emails.judge_prompt import JUDGE_PROMPT
 from tests.paths import SHARED
 
 #: The papers and reference data beside the repository (tests skip when absent).

@@ -16,7 +16,7 @@ from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats import disparity
 from biasim.analysis.stats.excess import excess_dpd_test
 from biasim.analysis.stats.units import unit_counts
-from biasim.analysis.studies.hiring_emails import email_outcomes
+from biasim.families.hiring_emails.stats import email_outcomes
 
 GROUPS, PERSONAS, REPLICATES, SD, CASES = 3, 20, 5, 1.5, 4
 STUDIES = 500

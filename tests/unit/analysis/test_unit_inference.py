@@ -15,8 +15,8 @@ from biasim.analysis.stats import cases as case_stats
 from biasim.analysis.stats import disparity
 from biasim.analysis.stats.parity import dpd_from_counts, resampling_p_value
 from biasim.analysis.stats.units import smallest_p, unit_counts, unit_label
-from biasim.analysis.studies.hiring_emails import email_outcomes
 from biasim.analysis.studies.prism.stats import variance_tests
+from biasim.families.hiring_emails.stats import email_outcomes
 
 
 def test_one_dpd_definition_is_nan_without_two_answered_groups() -> None:

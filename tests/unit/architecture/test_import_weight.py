@@ -90,7 +90,8 @@ def test_reading_a_built_in_study_imports_no_plotting_or_test_library(
     """``biasim validate`` reads the study and its analyses, nothing more: the libraries that
     fit, test and plot cost seconds to import and are loaded when an analysis runs."""
     read = study_imports[name]
-    assert read["specs"] and all(m.startswith("biasim.simulator.kinds.") for m in read["specs"])
+    kinds = ("biasim.simulator.kinds.", "biasim.families.")  # built-in kinds, families' kinds
+    assert read["specs"] and all(m.startswith(kinds) for m in read["specs"])
     assert [m for m in read["added"] if m not in READ_NEEDS.get(name, ())] == []
 
 

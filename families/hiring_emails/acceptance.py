@@ -284,7 +284,7 @@ class AcceptanceKind(AnalysisKind):
     def outcomes(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext):
         """The decision stage's rows with ``outcome`` (accept / reject / invalid), the texts
         redacted, and the rules' labels of the same texts (for the judge's agreement)."""
-        from biasim.analysis.studies.hiring_emails import (
+        from biasim.families.hiring_emails.stats import (
             email_outcomes,  # scikit-learn: imported only by this kind
         )
 
@@ -309,7 +309,7 @@ class AcceptanceKind(AnalysisKind):
         return rows, redacted
 
     def compute(self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext) -> Section:
-        from biasim.analysis.studies.hiring_emails import email_outcomes
+        from biasim.families.hiring_emails.stats import email_outcomes
 
         name = ctx.name
         rows, redacted = self.outcomes(results, spec, ctx)
@@ -357,7 +357,7 @@ class AcceptanceKind(AnalysisKind):
         """The emails to label by hand (30 per model and group) and, once labelled
         (``labelled``), the paper's Table 5: validity and the classifier's precision, recall
         and F1 against those labels."""
-        from biasim.analysis.studies.hiring_emails import email_outcomes
+        from biasim.families.hiring_emails.stats import email_outcomes
 
         shown = rows.assign(text=redacted)[["unit_id", "model_label", *spec.groups, "text"]]
         section.tables[f"{ctx.name}_annotation_sample"] = email_outcomes.annotation_sample(
@@ -378,7 +378,7 @@ class AcceptanceKind(AnalysisKind):
     ) -> None:
         """Invalid answers by group, the unit-level models and the exclusion bounds: what a
         reader of the report weighs beside the tests (``biasim power`` reads none of it)."""
-        from biasim.analysis.studies.hiring_emails import email_outcomes
+        from biasim.families.hiring_emails.stats import email_outcomes
 
         name = ctx.name
         validity, pairwise = email_outcomes.validity_by_group(

@@ -14,7 +14,7 @@ Here are four ways to label an email, each usable alone and comparable with the 
 - :class:`RuleClassifier`: ordered, documented regular-expression rules; ``explain`` says which
   rule decided.
 - :class:`SvmClassifier`: TF-IDF (word 1-2 grams, sublinear tf) + ``LinearSVC``, as in the paper.
-- :data:`.judge_prompt.JUDGE_PROMPT`: a Jinja2 prompt for a language-model judge that answers
+- :data:`..judge_prompt.JUDGE_PROMPT`: a Jinja2 prompt for a language-model judge that answers
   JSON.
 
 and two ways to check labels: :func:`classification_report` (Table 5, run on hand labels of a
@@ -67,7 +67,7 @@ from biasim.analysis.stats.multiple import holm
 from biasim.analysis.stats.parity import group_rates, resampling_p_value
 from biasim.analysis.stats.permutation import parity_permutation_null
 from biasim.analysis.stats.units import unit_counts
-from biasim.analysis.text.redaction import redact_names
+from biasim.analysis.text.redaction import redact_names as redact_names  # the first step
 
 LABELS: tuple[str, str, str] = ("accept", "reject", "invalid")
 #: The starter data described above; ``scenarios`` ships it as package data beside this package,
@@ -75,38 +75,6 @@ LABELS: tuple[str, str, str] = ("accept", "reject", "invalid")
 STARTER_LABELS: Path = (
     Path(__file__).resolve().parents[3] / "scenarios" / "data" / "hiring_email_labels.csv"
 )
-
-# --------------------------------------------------------------------------------------------
-# Name redaction (the function itself is generic text handling: analysis.text.redaction)
-# --------------------------------------------------------------------------------------------
-
-
-def names_after_redaction(
-    texts: Sequence[str], own: Sequence[str], names: Sequence[str]
-) -> list[tuple[str, ...]]:
-    """The names of ``names`` each text still contains once its own name is redacted.
-
-    Redaction (:func:`redact_names`) removes a text's own name in any case; a letter can still
-    carry another name of the lists (signed with another name, a named colleague or reference),
-    which would tell a reader the gender the redaction withheld.
-
-    Args:
-        texts: One text per writer.
-        own: Each writer's own name, aligned with ``texts``.
-        names: Every name a reader could take as the writer's (e.g. the study's name lists).
-
-    Returns:
-        Per text, the names found after redaction (case-insensitive, whole words), in the order
-        of ``names``; empty when none.
-    """
-    patterns = [
-        (n, re.compile(rf"(?<!\w){re.escape(n.strip())}(?!\w)", re.IGNORECASE))
-        for n in dict.fromkeys(names)
-        if n.strip()
-    ]
-    redacted = redact_names(texts, own)
-    return [tuple(n for n, p in patterns if p.search(text)) for text in redacted]
-
 
 # --------------------------------------------------------------------------------------------
 # Rule-based classifier

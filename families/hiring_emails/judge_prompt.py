@@ -1,9 +1,11 @@
 """The prompt of a language-model judge that labels a hiring-decision email accept / reject /
-invalid (the label definitions of :mod:`.email_outcomes`), apart from that module because a study
-renders it when it is only read (``biasim validate``), and the classifiers there bring
+invalid (the label definitions of :mod:`.stats.email_outcomes`), apart from that module because
+a study renders it when it is only read (``biasim validate``), and the classifiers there bring
 scikit-learn, scipy.stats and statsmodels."""
 
 from __future__ import annotations
+
+from biasim.registry import Prompt
 
 JUDGE_PROMPT: str = """\
 You are checking emails that tell a job applicant the outcome of their application. The \
@@ -37,3 +39,6 @@ Answer with one JSON object and nothing else:
 {"outcome": "accept" | "reject" | "invalid", "reason": "<one short sentence quoting the words \
 that decided it>"}
 """
+
+#: The judge as registered (``email_judge_prompt(email)``).
+JUDGE = Prompt(JUDGE_PROMPT, parameters=("email",))

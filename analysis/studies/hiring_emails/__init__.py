@@ -1,1 +1,0 @@
-"""analysis.studies.hiring_emails"""
