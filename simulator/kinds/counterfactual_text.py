@@ -133,8 +133,6 @@ class CounterfactualTextKind(AnalysisKind):
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         """The metrics, each p with its unit, as ``analyze --texts --counterfactual`` prints."""
-        from biasim.simulator.tools.texts import counterfactual_console_table
-
         console.print(f"{summary.get('name')}: {BEYOND}", highlight=False)
         if summary.get("note"):
             console.print(summary["note"], highlight=False)
@@ -159,6 +157,27 @@ class CounterfactualTextKind(AnalysisKind):
             versus = f" {r['value_a']} vs {r['value_b']}" if r["value_a"] else ""
             out[f"{at}{r['metric']} {r['statistic']}{versus}"] = cf_metrics.as_tested(r)
         return out
+
+
+def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
+    """The counterfactual metrics as the console prints them (this kind's and ``analyze
+    texts --counterfactual``'s), each p with its unit."""
+    from rich.table import Table
+
+    from biasim.analysis.stats.units import unit_label
+    from biasim.simulator.common.html import fmt, format_p
+
+    table = Table(title="Counterfactual text metrics (beyond the paper)")
+    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", "note"):
+        table.add_column(header)
+    for r in rows:
+        versus = f"{r['value_a']} vs {r['value_b']}" if r["value_a"] else "all"
+        p = "" if r["p_value"] is None else f"p {format_p(r['p_value'])}"
+        unit = "no test" if r["p_value"] is None else unit_label(r["unit"], r["n_units"])
+        table.add_row(
+            r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, r["note"] or ""
+        )
+    return table
 
 
 def _responses(results: pd.DataFrame, spec: CounterfactualTextSpec) -> tuple[pd.DataFrame, dict]:
