@@ -441,6 +441,11 @@ def _facts(
     )
     outcome = options.selected_col or options.outcome_col or "selected"
     columns = dict.fromkeys(c for cols in context.categories.values() for c in cols)
+    metrics = (
+        "selection rate, impact ratio against the highest-rate group with its 95 % "
+        "interval, two-standard-deviation z, Fisher's exact p (unit: the applicant), shortfall "
+        "and one-person flip (29 CFR 1607.4(D))"
+    )
     return {
         "system": about["description"],
         "dates": f"{dates[0]} to {dates[1]} ({about['date_basis']})" if dates else "not given",
@@ -448,11 +453,16 @@ def _facts(
         f"category columns ({', '.join(columns)}); "
         f"output the decision ({outcome})",
         "groups": groups + (f"; separately by {', '.join(context.by)}" if context.by else ""),
-        "metrics": "selection rate, impact ratio against the highest-rate group with its 95 % "
-        "interval, two-standard-deviation z, Fisher's exact p (unit: the applicant), shortfall "
-        "and one-person flip (29 CFR 1607.4(D))",
+        "metrics": metrics,
         "results": _lowest_ratio(tables),
-    }
+    } | ({"metrics": metrics + _SCORE_METRICS} if options.score_col else {})
+
+
+#: The score measures an assessment lists when the audit read the tool's score.
+_SCORE_METRICS = (
+    "; of the tool's score: mean and median rank position, top-decile rate with its Wilson "
+    "interval, Mann-Whitney p (unit: the applicant), impact ratio across cut-offs"
+)
 
 
 def _lowest_ratio(tables: dict[str, pd.DataFrame]) -> str:

@@ -82,3 +82,26 @@ def test_a_score_column_that_is_no_number_is_exit_2(scored_run, cli) -> None:
     assert result.exit_code == 2, result.output
     assert "--score-col" in result.stderr and "`decision` is no numeric output" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_applicants_scored_twice_get_no_rank_test_and_the_audit_says_why() -> None:
+    from biasim.analysis.audit.presets import AuditContext
+    from biasim.simulator.tools.audit import _score_tables
+
+    frame = pd.DataFrame(
+        {"gender": ["female", "male"] * 20, "_score": [float(i) for i in range(40)]}
+    )
+    once = AuditContext(by=[], categories={"sex": ["gender"]}, unit_note="a row")
+    tables, _ = _score_tables(frame, once)
+    assert tables["positions_sex"]["mann_whitney_p"].notna().all()
+    twice = AuditContext(by=[], categories={"sex": ["gender"]}, repeated=20, unit_note="a row")
+    tables, notes = _score_tables(frame, twice)
+    assert tables["positions_sex"]["mann_whitney_p"].isna().all()
+    assert tables["positions_sex"]["top_k_rate"].notna().all()  # the measures stand
+    assert "20 applicant(s) were scored more than once" in notes[-1]
+
+
+def test_an_impact_assessment_lists_the_score_measures(scored_run, cli) -> None:
+    _, audit = _audit(cli, scored_run, "colorado", "--score-col", "score")
+    [metrics] = [row["value"] for row in audit["assessment"] if row["field"].startswith("metrics")]
+    assert "Mann-Whitney" in metrics and "Fisher" in metrics
