@@ -134,6 +134,7 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
         f": {key}" if key != "." else ""
     )
     section = HtmlSection(title, ("audits", key))
+    where = key  # the loops below reuse `key` for table keys
     source = audit["source"]
     dates = source.get("date_range")
     section.paragraph(
@@ -188,7 +189,7 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
             + section.number(("unknown", key), audit["unknown"].get(key), "int")
             + "</p>"
         )
-    _score_html(section, audit, by)
+    _score_html(section, audit, by, where)
     if audit.get("assessment"):
         section.table(
             [{**row, "value": row["value"] or DEPLOYER} for row in audit["assessment"]],
@@ -207,8 +208,9 @@ _SCORE_TITLES = {
 }
 
 
-def _score_html(section: HtmlSection, audit: dict[str, Any], by: list[str]) -> None:
-    """The score tables of an audit of a tool that scores (``--score-col``)."""
+def _score_html(section: HtmlSection, audit: dict[str, Any], by: list[str], where: str) -> None:
+    """The score tables of an audit of a tool that scores (``--score-col``); the sweep's
+    figure is named where the audit wrote it."""
     for name, rows in (audit.get("score_tables") or {}).items():
         kind, key = name.split("_", 1)
         category = audit["columns"][key]
@@ -238,3 +240,6 @@ def _score_html(section: HtmlSection, audit: dict[str, Any], by: list[str]) -> N
             title=f"{_SCORE_TITLES[kind]} ({category})",
             columns=[*[Column(c) for c in [*by, category]], *columns],
         )
+        if kind == "sweep":
+            figure = f"{where.rstrip('/')}/{audit['format']}_{name}.png".removeprefix("./")
+            section.paragraph(f"Figure of this sweep: {figure}.", muted=True)

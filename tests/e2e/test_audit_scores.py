@@ -72,6 +72,7 @@ def test_eeoc_keeps_the_decisions_and_adds_the_score_tables(scored_run, cli) -> 
     assert (out / "eeoc_sweep_sex.png").read_bytes()[:4] == b"\x89PNG"
     report = (scored_run / "report.html").read_text()
     assert "Threshold sweep: impact ratio at each cut-off (gender)" in report
+    assert "Figure of this sweep: audit/eeoc-scores/eeoc_sweep_sex.png." in report
     assert any("Mann-Whitney" in note for note in audit["notes"])
 
 
