@@ -219,3 +219,22 @@ def test_a_sklearn_model_gives_the_same_tables_and_every_preset_renders(tmp_path
     sex = pd.read_csv(tmp_path / "eeoc-run" / "eeoc_sex.csv").set_index("gender")
     assert sex.loc["female", "impact_ratio"] == pytest.approx(0.5)
     assert files_holding(tmp_path, KEY) == []
+
+
+def test_the_demo_without_its_key_or_on_a_taken_port_is_exit_2(cli, monkeypatch) -> None:
+    import socket
+
+    monkeypatch.delenv("AEDT_DEMO_KEY", raising=False)
+    unset = cli.invoke(app, ["vendor-demo", "--serve-s", "0"])
+    assert unset.exit_code == 2 and "--key-env" in unset.stderr
+    assert "AEDT_DEMO_KEY is not set" in unset.stderr
+    monkeypatch.setenv("AEDT_DEMO_KEY", KEY)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        busy = cli.invoke(app, ["vendor-demo", "--port", port, "--serve-s", "0"])
+    assert busy.exit_code == 2 and f"cannot listen on {port}" in busy.stderr
+    served = cli.invoke(app, ["vendor-demo", "--port", "0", "--serve-s", "0"])
+    assert served.exit_code == 0 and "AEDT_VENDOR_URL=http://127.0.0.1:" in served.output
+    assert KEY not in served.output + served.stderr
