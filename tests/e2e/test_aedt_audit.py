@@ -43,6 +43,7 @@ EEOC_FILES = {
         "sweep_race_ethnicity.png",
     )
 } | {"audit.json"}
+MODULE = "aedt_inhouse_model"
 MARKER = "<!-- walk-through: tests/e2e/test_aedt_audit.py runs these lines as written -->"
 
 
@@ -187,17 +188,23 @@ def test_the_studys_gate_passes_a_fair_demo_in_93_of_100_seeds(tmp_path) -> None
 # --- the same tables from an in-house model; every preset for a run and a CSV ----------------
 
 
-def test_a_sklearn_model_gives_the_same_tables_and_every_preset_renders(tmp_path, cli, monkeypatch):
-    (tmp_path / "inhouse_screen_model.py").write_text(SKLEARN_MODEL)
+def test_a_sklearn_model_gives_the_same_tables_and_every_preset_renders(
+    tmp_path, cli, monkeypatch, request
+):
+    # A module name of its own: the decision-tools test checks that its module is not
+    # imported before it trusts it, whichever test runs first in a worker.
+    (tmp_path / f"{MODULE}.py").write_text(SKLEARN_MODEL)
     monkeypatch.syspath_prepend(str(tmp_path))
+    request.addfinalizer(lambda: sys.modules.pop(MODULE, None))
     text = builtin_path("aedt_audit").read_text()
     role = re.search(r"  screener:\n(.*?)\npersonas:", text, re.S)
     assert role is not None
-    python_role = "".join(f"    {line}\n" for line in PYTHON_ROLE.splitlines())
+    role_text = PYTHON_ROLE.replace("inhouse_screen_model", MODULE)
+    python_role = "".join(f"    {line}\n" for line in role_text.splitlines())
     study = tmp_path / "inhouse.yaml"
     study.write_text(text.replace(role.group(1), python_role.rstrip()))
     run = tmp_path / "run"
-    trust = ["--trust-backend", "python:inhouse_screen_model"]
+    trust = ["--trust-backend", f"python:{MODULE}"]
     ran = cli.invoke(app, ["run", str(study), "--out", str(run), *trust])
     assert ran.exit_code == 0, ran.output + ran.stderr
 
