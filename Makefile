@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # "Illegal instruction", these flags build a portable AVX2 binary.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: setup run test check bench docs lint clean
+.PHONY: setup run test check bench docs lint golden clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,11 @@ check: setup
 docs: setup
 	$(BIN)/python -m biasim.simulator.cli.reference_docs
 	$(BIN)/mkdocs build --strict
+
+# Rewrite the golden tables (tests/golden) after a deliberate change to what a study writes;
+# prints what changed, table by table (tests/e2e/test_builtin_outputs.py compares them).
+golden: setup
+	$(BIN)/python -m tests.golden --update
 
 bench: setup
 	$(BIN)/python -m benchmarks

@@ -243,10 +243,26 @@ SCORERS = Registry(
     from_families=True,
 )
 
-#: Prompts a study's templates call by name (``{{ email_judge_prompt(text) }}``): Jinja2 prompt
-#: sources, each defined once beside the study family that owns it. The templating layer offers
-#: every registered prompt as a function without importing the family (issue 45: no generic
-#: layer imports a family).
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt registered in :data:`PROMPTS`.
+
+    Attributes:
+        source: The Jinja2 template.
+        parameters: The names of the variables a call fills, in the order its positional
+            arguments fill them. Declared, not read off the template: the first ``{{ }}`` of a
+            template may be a loop variable or a global, not an argument.
+    """
+
+    source: str
+    parameters: tuple[str, ...]
+
+
+#: Prompts a study's templates call by name (``{{ email_judge_prompt(text) }}``): each a
+#: :class:`Prompt`, defined once beside the study family that owns it. The templating layer
+#: offers every registered prompt as a function without importing the family (issue 45: no
+#: generic layer imports a family).
 PROMPTS = Registry(
     "prompt",
     "biasim.prompts",

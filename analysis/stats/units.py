@@ -170,20 +170,26 @@ class Tested:
 
     @classmethod
     def of(cls, row: Mapping[str, Any], p_key: str) -> Tested:
-        """The test whose p-value is ``row[p_key]``, with the row's ``unit`` and ``n_units``."""
+        """The test whose p-value is ``row[p_key]``, with the row's ``unit`` and ``n_units``
+        (not known: None, NaN or NA, as ``excess_dpd_test`` writes without unit tables)."""
         n = row.get("n_units")
-        return cls(row.get(p_key), row.get("unit"), None if n is None else int(n))
+        return cls(row.get(p_key), row.get("unit"), None if _missing(n) else int(n))
 
     @classmethod
-    def family(cls, p: float | None, rows: Sequence[Mapping[str, Any]]) -> Tested:
+    def family(
+        cls, p: float | None, rows: Sequence[Mapping[str, Any]], p_key: str = "p_value"
+    ) -> Tested:
         """A family test (e.g. Holm's smallest adjusted p) over ``rows``, each a test that
-        states its ``unit`` and ``n_units``; their units must be one column."""
-        units = {r.get("unit") for r in rows}
+        states its ``unit`` and ``n_units``; their units must be one column. Only the rows
+        whose test ran (``row[p_key]`` a number) count toward the units: a fit refused with
+        NaN reshuffled nothing, and counting it widened the family's range."""
+        ran = [r for r in rows if not _missing(r.get(p_key))] or list(rows)
+        units = {r.get("unit") for r in ran}
         if len(units) != 1:
             raise ValueError(f"one family of tests on several units: {sorted(map(str, units))}")
-        counts = [int(r["n_units"]) for r in rows if r.get("n_units") is not None]
+        counts = [int(r["n_units"]) for r in ran if not _missing(r.get("n_units"))]
         low, high = (min(counts), max(counts)) if counts else (None, None)
-        return cls(p, units.pop(), low, high if len(rows) > 1 else None)
+        return cls(p, units.pop(), low, high if len(ran) > 1 else None)
 
     @property
     def label(self) -> str:
@@ -200,3 +206,8 @@ class Tested:
             )
             return f"{self.unit}, {counts} units per test"
         return f"{self.unit}, {self.n_units} units"
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN or NA: a count or p-value a test did not produce."""
+    return value is None or bool(pd.isna(value))

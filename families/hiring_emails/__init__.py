@@ -15,6 +15,4 @@ def register() -> None:
         "biasim.families.hiring_emails.acceptance:AcceptanceKind",
         extra=("hiring", ("sklearn",)),
     )
-    PROMPTS.register(
-        "email_judge_prompt", "biasim.families.hiring_emails.judge_prompt:JUDGE_PROMPT"
-    )
+    PROMPTS.register("email_judge_prompt", "biasim.families.hiring_emails.judge_prompt:JUDGE")

@@ -23,6 +23,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections.differences import (
     add_model_differences,
@@ -695,6 +696,54 @@ class AcceptanceKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
         )
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        number = {"type": ["number", "null"]}
+        model = {
+            "type": "object",
+            "required": ["test", "rates", "impact_ratios", "permutation", "reference"],
+            "properties": {
+                "n_valid": {"type": "integer", "minimum": 0},
+                "dpd": number,
+                "dpd_p_value": number,
+                "test_unit": {"type": "string"},
+                "test_units": {"type": "integer", "minimum": 0},
+                "test": {"enum": ["joint", "pooled"]},
+                "rates": summary_table("rows"),
+                "impact_ratios": summary_table("rows"),
+                "permutation": {"type": ["array", "null"], "items": {"type": "object"}},
+                "reference": {"type": ["array", "null"], "items": {"type": "object"}},
+                "table1": summary_table("rows"),
+            },
+        }
+        return {
+            "type": "object",
+            "required": ["stage", "classifier", "groups", "adjust", "models"],
+            "properties": {
+                "stage": {"type": "string", "description": "The stage whose emails are read."},
+                "classifier": {"type": "string", "description": "How outcomes are labelled."},
+                "groups": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Persona columns compared.",
+                },
+                "adjust": {"type": "string", "description": "Adjustment of the tests."},
+                "models": {
+                    "type": "object",
+                    "additionalProperties": model,
+                    "description": "Model label -> acceptance rates, impact ratios, the DPD and "
+                    "its test with the unit it relabels.",
+                },
+                "judge_rules_agreement": {
+                    **number,
+                    "description": "Share of emails the judge and the rules label alike.",
+                },
+                "judge_rules_kappa": {**number, "description": "Cohen's kappa of the same."},
+                "exclusions": summary_table("Invalid answers per model and group, tested."),
+                "model_estimates": summary_table("The GEE's estimates, clustered on names."),
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         tests = {

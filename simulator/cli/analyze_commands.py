@@ -24,6 +24,7 @@ from biasim.simulator.cli.common import (
     print_written,
     styled,
 )
+from biasim.simulator.cli.option_groups import GroupOption, OptionGroup, with_groups
 from biasim.simulator.common.csvlimits import (
     CELL_CHARS_CEILING,
     DEFAULT_MAX_CELL_CHARS,
@@ -134,6 +135,50 @@ _MAX_GROUPS_OPTION = typer.Option(min=1, help="Most distinct groups.")
 _MAX_ROWS_OPTION = typer.Option(min=1, help="Most rows read.")
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a subcommand writes its tables (``--out``) and whether it prints JSON."""
+
+    out: Path | None
+    as_json: bool
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The Monte Carlo permutations of a subcommand's tests and their seed."""
+
+    permutations: int
+    seed: int
+
+
+# The options several subcommands share, declared once (`with_groups` adds them to each).
+_OUTPUT = OptionGroup(
+    "output",
+    Output,
+    (
+        GroupOption("out", Path | None, _OUT_OPTION, None),
+        GroupOption("as_json", bool, _JSON_OPTION, False),
+    ),
+)
+_DRAWS = OptionGroup(
+    "draws",
+    Draws,
+    (
+        GroupOption("permutations", int, _PERMUTATIONS_OPTION, 5000),
+        GroupOption("seed", int, _SEED_OPTION, 0),
+    ),
+)
+_LIMITS = OptionGroup(
+    "limits",
+    CsvLimits,
+    (
+        GroupOption("max_cell_chars", int, _MAX_CELL_CHARS_OPTION, DEFAULT_MAX_CELL_CHARS),
+        GroupOption("max_groups", int, _MAX_GROUPS_OPTION, DEFAULT_MAX_GROUPS),
+        GroupOption("max_rows", int, _MAX_ROWS_OPTION, DEFAULT_MAX_ROWS),
+    ),
+)
+
+
 @analyze_app.command("run")
 def analyze_run(
     run_dir: Annotated[Path, _RUN_DIR_ARGUMENT],
@@ -147,6 +192,7 @@ def analyze_run(
 
 
 @analyze_app.command("decisions")
+@with_groups(_DRAWS, _OUTPUT, _LIMITS)
 def analyze_decisions(
     decisions: Annotated[Path, _DECISIONS_ARGUMENT],
     group_cols: Annotated[str | None, _GROUP_COLS_OPTION] = None,
@@ -157,13 +203,10 @@ def analyze_decisions(
     min_group_share: Annotated[float, _MIN_GROUP_SHARE_OPTION] = 0.0,
     stratum_col: Annotated[str | None, _STRATUM_COL_OPTION] = None,
     unit_col: Annotated[str | None, _UNIT_COL_OPTION] = None,
-    out: Annotated[Path | None, _OUT_OPTION] = None,
-    permutations: Annotated[int, _PERMUTATIONS_OPTION] = 5000,
-    seed: Annotated[int, _SEED_OPTION] = 0,
-    as_json: Annotated[bool, _JSON_OPTION] = False,
-    max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
-    max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
-    max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
+    *,
+    draws: Draws,
+    output: Output,
+    limits: CsvLimits,
 ) -> None:
     """Decisions made elsewhere: disparities, impact ratios and refusals.
 
@@ -178,11 +221,11 @@ def analyze_decisions(
         stratum_col=stratum_col,
         unit_col=unit_col,
     )
-    limits = CsvLimits(max_cell_chars, max_groups, max_rows)
-    _analyze_external(decisions, options, out, permutations, seed, as_json, limits)
+    _analyze_external(decisions, options, draws, output, limits)
 
 
 @analyze_app.command("texts")
+@with_groups(_DRAWS, _OUTPUT, _LIMITS)
 def analyze_letter_texts(
     texts: Annotated[Path, _TEXTS_ARGUMENT],
     text_col: Annotated[str | None, _TEXT_COL_OPTION] = None,
@@ -197,14 +240,11 @@ def analyze_letter_texts(
     premise_col: Annotated[str | None, _PREMISE_COL_OPTION] = None,
     nli: Annotated[str | None, _NLI_OPTION] = None,
     weat_words: Annotated[Path | None, _WEAT_WORDS_OPTION] = None,
-    out: Annotated[Path | None, _OUT_OPTION] = None,
-    permutations: Annotated[int, _PERMUTATIONS_OPTION] = 5000,
-    seed: Annotated[int, _SEED_OPTION] = 0,
-    as_json: Annotated[bool, _JSON_OPTION] = False,
-    max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
-    max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
-    max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
     counterfactual: Annotated[bool, _COUNTERFACTUAL_OPTION] = False,
+    *,
+    draws: Draws,
+    output: Output,
+    limits: CsvLimits,
 ) -> None:
     """Letters written elsewhere: lexicon, word, WEAT and style analyses.
 
@@ -222,17 +262,18 @@ def analyze_letter_texts(
         authors_tokens,
         premise_col,
         nli,
-        permutations,
-        seed,
+        draws.permutations,
+        draws.seed,
         weat_words,
-        CsvLimits(max_cell_chars, max_groups, max_rows),
+        limits,
         unit_col,
         counterfactual,
     )
-    _analyze_letter_texts(texts, options, out, as_json)
+    _analyze_letter_texts(texts, options, output.out, output.as_json)
 
 
 @analyze_app.command("prism")
+@with_groups(_OUTPUT, _LIMITS)
 def analyze_prism(
     texts: Annotated[Path, _PRISM_TEXTS_ARGUMENT],
     masked_lm: Annotated[str, _MASKED_LM_OPTION],
@@ -241,11 +282,9 @@ def analyze_prism(
     word_lists: Annotated[Path | None, _WORD_LISTS_OPTION] = None,
     alpha: Annotated[float, _ALPHA_OPTION] = 23.0,
     human_ratings: Annotated[Path | None, _HUMAN_RATINGS_OPTION] = None,
-    out: Annotated[Path | None, _OUT_OPTION] = None,
-    as_json: Annotated[bool, _JSON_OPTION] = False,
-    max_cell_chars: Annotated[int, _MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
-    max_groups: Annotated[int, _MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
-    max_rows: Annotated[int, _MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
+    *,
+    output: Output,
+    limits: CsvLimits,
 ) -> None:
     """PRISM scores of texts written elsewhere, by a masked LM.
 
@@ -260,20 +299,21 @@ def analyze_prism(
         masked_lm,
         word_lists,
         alpha,
-        out,
-        CsvLimits(max_cell_chars, max_groups, max_rows),
+        output.out,
+        limits,
         human_ratings=human_ratings,
     )
-    _analyze_texts(request, as_json)
+    _analyze_texts(request, output.as_json)
 
 
 @analyze_app.command("iat")
+@with_groups(_OUTPUT)
 def analyze_iat(
     paths: Annotated[list[Path], _IAT_ARGUMENT],
     iat_stimuli: Annotated[Path | None, _IAT_STIMULI_OPTION] = None,
     text_col: Annotated[str | None, _IAT_TEXT_COL_OPTION] = None,
-    out: Annotated[Path | None, _OUT_OPTION] = None,
-    as_json: Annotated[bool, _JSON_OPTION] = False,
+    *,
+    output: Output,
 ) -> None:
     """LLM-IAT answers collected elsewhere: D scores and the chained logit.
 
@@ -281,7 +321,7 @@ def analyze_iat(
     decision_bias gives the chained logit."""
     from biasim.simulator.tools.iat import IATRequest
 
-    _analyze_iat(IATRequest(list(paths), iat_stimuli, text_col, out), as_json)
+    _analyze_iat(IATRequest(list(paths), iat_stimuli, text_col, output.out), output.as_json)
 
 
 def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: bool) -> None:
@@ -352,15 +392,11 @@ class ExternalOptions:
 
 
 def _analyze_external(
-    path: Path,
-    options: ExternalOptions,
-    out: Path | None,
-    permutations: int,
-    seed: int,
-    as_json: bool,
-    limits: CsvLimits,
+    path: Path, options: ExternalOptions, draws: Draws, output: Output, limits: CsvLimits
 ) -> None:
     from biasim.analysis.stats.disparity import INVALID
+
+    out = output.out
 
     df, groups = _read_external_decisions(path, options, limits)
     outcome_col = options.outcome_col
@@ -376,7 +412,7 @@ def _analyze_external(
         if reason:
             fail_input(InputError([Problem("--out", None, "", reason)]))
     tables, scalars = _external_report(
-        checked, groups, options, (positive, how), invalid, permutations, seed
+        checked, groups, options, (positive, how), invalid, draws.permutations, draws.seed
     )
     if out is not None:
         from biasim.simulator.common.csvfiles import write_csv
@@ -384,7 +420,7 @@ def _analyze_external(
         out.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
             write_csv(out / f"{name}.csv", table)
-    if as_json:
+    if output.as_json:
         payload = {**scalars, **{k: v.to_dict("records") for k, v in tables.items()}}
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return

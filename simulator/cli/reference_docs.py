@@ -1,5 +1,6 @@
 """The reference pages of the docs, generated from the code so they cannot drift from it:
-the study file's fields (from the schema) and the command line (from the commands themselves).
+the study file's fields (from the schema), the command line (from the commands themselves) and
+``summary.json``'s schema and fields (``simulator.report.schema``).
 
 ``python -m biasim.simulator.cli.reference_docs`` rewrites them; ``--check`` exits 1 when a
 checked-in page differs (the test suite runs it).
@@ -15,6 +16,7 @@ import typer.core
 import typer.main
 
 from biasim.simulator.cli import app
+from biasim.simulator.report.schema import schema_text, summary_page
 from biasim.simulator.study.load import study_json_schema
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "reference"
@@ -105,7 +107,16 @@ def cli_page() -> str:
     return HEADER + "\n".join(lines).rstrip() + "\n"
 
 
-PAGES = {"study-file.md": study_schema_page, "cli-options.md": cli_page}
+def summary_md() -> str:
+    return HEADER + summary_page()
+
+
+PAGES = {
+    "study-file.md": study_schema_page,
+    "cli-options.md": cli_page,
+    "summary.md": summary_md,
+    "summary.schema.json": schema_text,
+}
 
 
 def main(argv: list[str]) -> int:

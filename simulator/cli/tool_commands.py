@@ -72,7 +72,8 @@ def power(
 ) -> None:
     """Power and false-positive rate of the study's tests on its synthetic truth."""
     from biasim.simulator.common.errors import Problem
-    from biasim.simulator.tools.power import fast_path_note
+    from biasim.simulator.study.load import load_study
+    from biasim.simulator.tools.power import fast_path_note, omitted_analyses
     from biasim.simulator.tools.power import power as simulate
 
     sizes = _checked_power_options(agents, studies, alpha, effect, out)
@@ -104,6 +105,8 @@ def power(
     except ValueError as exc:
         fail_input(InputError([Problem(study, None, "", str(exc))]))
     _print_power(rows, effect, alpha, studies)
+    for line in omitted_analyses(load_study(study, check_backends=False).config, rows):
+        out_console.print(line, highlight=False)
     if out is not None:
         _write_power_csv(rows, out)
 

@@ -18,6 +18,9 @@ CALLS = "calls.sqlite"
 RESULTS_PARQUET = "results.parquet"
 RESULTS_CSV = "results.csv"
 SUMMARY = "summary.json"
+#: The version of summary.json's shape (docs/reference/summary.schema.json): raised when a field
+#: changes meaning or type, or a required one goes, so a reader can tell which shape it holds.
+SUMMARY_SCHEMA_VERSION = 1
 
 
 def _default_mode() -> int:
@@ -58,6 +61,13 @@ def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically; missing numbers (NaN) are written as null."""
     text = json.dumps(_finite(data), indent=2, default=str, allow_nan=False)
     write_atomic(path, lambda tmp: tmp.write_text(text + "\n"))
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """``summary.json`` in ``run_dir``, stamped with :data:`SUMMARY_SCHEMA_VERSION` (also in
+    ``summary``, which callers return): every route that writes one goes through here."""
+    summary["schema_version"] = SUMMARY_SCHEMA_VERSION
+    write_json(run_dir / SUMMARY, summary)
 
 
 def read_json(path: Path) -> Any:

@@ -13,7 +13,8 @@ or a rate into a lie. :func:`print_table` instead tries, in order, until the tab
    a number) fold when they leave too little room whole.
 
 Columns whose header starts with ``_`` are internal and never shown; rows a caller hides as
-saying nothing are counted in a one-line note.
+saying nothing are counted and named in a one-line note, and a table with nothing to show (no
+rows, or only empty or internal columns) prints its title and one line that says so.
 """
 
 from __future__ import annotations
@@ -40,14 +41,45 @@ _ABBREVIATION_FLOOR = 4
 
 @dataclass(frozen=True)
 class Hidden:
-    """Rows a table leaves out because they say nothing, and why: printed as one note line."""
+    """Rows a table leaves out because they say nothing, and why: printed as one note line (two
+    when the reason leaves no room on it for the rows' names).
 
-    count: int
+    Attributes:
+        rows: Each hidden row by its key columns (``"gender female vs male"``), so a reader
+            knows which rows the CSV holds that the console does not show.
+        why: Why they say nothing.
+    """
+
+    rows: tuple[str, ...]
     why: str
 
-    def note(self) -> str:
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+    def note(self, width: int) -> str:
+        """The note, the rows named as far as ``width`` allows (then ``and N more``)."""
         rows = "row" if self.count == 1 else "rows"
-        return f"{self.count} {rows} not shown (kept in the CSV tables): {self.why}"
+        head = f"{self.count} {rows} not shown (kept in the CSV tables): {self.why}"
+        room = width - len(head) - len(" (rows: )")
+        if len(_listed(self.rows, 0)) <= room:
+            return f"{head} (rows: {_listed(self.rows, room)})"
+        # A long reason: the names on a line of their own, which they fit.
+        return f"{head}\n  rows: {_listed(self.rows, width - len('  rows: '))}"
+
+
+def _listed(names: Sequence[str], room: int) -> str:
+    """``names`` joined, the last ones cut to ``and N more`` to fit ``room`` (one at least)."""
+    shown, used = 0, -2
+    for name in names:
+        rest = len(names) - shown - 1
+        more = len(f" and {rest} more") if rest else 0
+        if shown and used + 2 + len(name) + more > room:
+            break
+        used += 2 + len(name)
+        shown += 1
+    rest = len(names) - shown
+    return "; ".join(names[:shown]) + (f" and {rest} more" if rest else "")
 
 
 @dataclass(frozen=True)
@@ -61,13 +93,24 @@ class _Shape:
 def print_table(console: Console, table: Table, hidden: Hidden | None = None) -> None:
     """Print ``table`` whole, fitted to the console (see the module's docstring)."""
     columns = [c for c in table.columns if not _plain(console, c.header).startswith("_")]
-    if not table.row_count or not columns:
+    hidden = hidden if hidden is not None and hidden.count else None
+    if not table.row_count or not any(_plain(console, x).strip() for c in columns for x in c.cells):
+        # Nothing to grid: the title, and one line that says why (the hidden rows', or this).
         if table.title:
             console.print(_text(console, table.title), style="table.title")
+        if hidden is None:
+            console.print(_empty_note(table.row_count, len(table.columns)), highlight=False)
     elif not _print_fitted(console, _with(table, columns)):
         _print_compact(console, table, columns)
-    if hidden is not None and hidden.count:
-        console.print(hidden.note(), highlight=False)
+    if hidden is not None:
+        console.print(hidden.note(console.options.max_width), highlight=False)
+
+
+def _empty_note(rows: int, columns: int) -> str:
+    if not rows:
+        return "(no rows)"
+    shown = "every column is empty or internal" if columns else "it has no columns"
+    return f"({rows} {'row' if rows == 1 else 'rows'} not shown: {shown}; see the CSV tables)"
 
 
 def _print_fitted(console: Console, table: Table, folding: int = 0) -> bool:

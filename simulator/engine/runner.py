@@ -45,6 +45,7 @@ from biasim.simulator.common.rundir import (
     read_manifest,
     read_run_json,
     write_json,
+    write_summary,
 )
 from biasim.simulator.common.yamlsource import SourceMap
 from biasim.simulator.engine.batching import BATCHES, BatchLedger
@@ -633,7 +634,7 @@ def _run_study(
         summary = _session_summary(analysis, prepared, model, end, ledger)
         if not prepared.options.throwaway:
             _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
-        write_json(out / SUMMARY, summary)
+        write_summary(out, summary)
         _record_session(prepared, manifest, model, results, summary, end, ledger)
     status, message = end.status, end.message
     return RunOutcome(
@@ -952,7 +953,7 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
         if note:
             summary[name] = note
     _write_page(run_dir, summary, redact_study(study.resolved), manifest)
-    write_json(run_dir / SUMMARY, summary)
+    write_summary(run_dir, summary)
     return summary
 
 

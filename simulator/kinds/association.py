@@ -27,6 +27,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections import validity
 
@@ -184,6 +185,41 @@ class AssociationKind(AnalysisKind):
             positive=positive,
         )
         return section
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": [
+                *["positive", "alpha", "adjust", "items", "item_status", "unused_lines"],
+                "validity",
+            ],
+            "properties": {
+                "positive": {"type": "string", "description": "The target value counted."},
+                "alpha": {"type": "number", "description": "Level of the test against chance."},
+                "adjust": {"enum": ["none", "holm", "bh"], "description": "Its adjustment."},
+                "items": summary_table(
+                    "Share of pairings with `positive` per item (and level of `by`): Wilson "
+                    "interval, exact binomial test against chance, its unit.",
+                    required=["item", "n", "share", "p_value", "deviates", "unit"],
+                ),
+                "item_status": summary_table("Items per outcome of their pairing."),
+                "unused_lines": summary_table("Answer lines that were no pair, and why."),
+                "validity": validity.SUMMARY_SCHEMA,
+                "deviates_from_chance": summary_table("Items deviating, per level."),
+                "position": summary_table("Share when named first vs second."),
+                "categories": summary_table("Share per category of items."),
+                "comparison": summary_table("Two levels of `by` per item."),
+                "compare": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "The levels compared, first minus second.",
+                },
+                "note": {"type": "string", "description": "Why there is no share."},
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Whether any item deviates from chance: Holm's smallest adjusted p over the items'

@@ -140,6 +140,13 @@ def without_model(rows: pd.DataFrame, id_col: str) -> pd.Series:
     return stripped
 
 
+def summary_table(description: str, **row: Any) -> dict[str, Any]:
+    """The JSON Schema of a table in a summary (a list of rows, each an object of column ->
+    value; ``row`` adds schema keywords for each row, e.g. ``required``), for
+    :meth:`AnalysisKind.summary_schema`."""
+    return {"type": "array", "items": {"type": "object", **row}, "description": description}
+
+
 @dataclass
 class Section:
     """What one analysis produced.
@@ -222,6 +229,14 @@ class AnalysisKind:
         for key, value in summary.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 section.table(value, key=key, title=key.replace("_", " "))
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        """This kind's part of ``summary.json``'s JSON Schema: what its entry in ``analyses``
+        holds besides ``kind`` and ``name`` (which every entry has). The default accepts any
+        object; a kind that declares its fields here gets them checked wherever a summary is
+        validated and listed in ``docs/reference/summary.md``."""
+        return {"type": "object"}
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """The tests a reviewer reads first, as ``name -> Tested`` (the p-value and the unit

@@ -519,6 +519,8 @@ class DemographicParityKind(AnalysisKind):
             ctx,
             rows,
             condition=spec.condition,
+            unit_col=unit_stats.UNIT_COLUMNS[spec.unit],
+            whole_units=spec.unit == "name",
             case_cols=["model_label", *spec.cases, "attribute"],
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
@@ -834,6 +836,10 @@ class DemographicParityKind(AnalysisKind):
             )
         if summary.get("condition_differences"):
             print_condition_differences(summary, console)
+        if summary.get("condition_differences_refused"):
+            console.print(
+                f"  condition differences not tested: {summary['condition_differences_refused']}"
+            )
         differences = summary.get("model_differences") or []
         if differences:
             print_differences(
@@ -865,6 +871,10 @@ class DemographicParityKind(AnalysisKind):
                 section.figure(name, "DPD by persona condition" + section.cite(PAPER, "Fig. 5"))
         if summary.get("condition_differences"):
             html_condition_differences(summary, section)
+        if summary.get("condition_differences_refused"):
+            section.paragraph(
+                f"Condition differences not tested: {summary['condition_differences_refused']}"
+            )
         _html_explicit(summary, section, case_cols)
         _html_model_differences(summary, section, case_cols)
         if summary.get("terms"):

@@ -4,7 +4,8 @@ Experiments 3-4).
 A relative evaluation shows two letters and the reader hires Applicant 1 or 2; the study records
 what each shown letter is (``first_is``, ``second_is``: strong / weak, male / female), so the
 kind reports per experiment the share of hires going to one of them (e.g. the strong letter, or
-the woman's) with the exact test against 0.5, per job and overall, and the share going to
+the woman's) with a sign test against 0.5 over pairs (a pair's readings, both orders and every
+reader, are one unit), per job and overall, and the share going to
 Applicant 1 (the position effect). With a third answer, "both equally qualified" (supplemental
 experiment 8), how often it was given is reported per experiment and job beside the share among
 the decided pairs. An absolute evaluation scores one letter on the 13 dimensions;
@@ -34,6 +35,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
@@ -42,6 +44,7 @@ from biasim.simulator.study.fields import Strict
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
 
+multiple = lazy_module("biasim.analysis.stats.multiple")
 parity = lazy_module("biasim.analysis.stats.parity")
 units = lazy_module("biasim.analysis.stats.units")
 
@@ -116,6 +119,13 @@ class LetterEvaluationSpec(AnalysisSpec):
     )
     alpha: float = Field(0.001, gt=0, lt=1, description="Level of every test (the paper's).")
     trait_types: dict[str, list[str]] = trait_types_field()
+    pair: list[str] = Field(
+        default_factory=list,
+        description="Design factors or recorded variables that, with `by` and `cluster`, tell "
+        "one pair of letters from another whatever order they are shown in. A pair's readings "
+        "(both orders, every reader) are one unit of the hire test: they lean together when "
+        "the letters differ in quality. Empty: each job's readings are one pair.",
+    )
 
 
 class LetterEvaluationKind(AnalysisKind):
@@ -161,6 +171,8 @@ class LetterEvaluationKind(AnalysisKind):
                     spec.absolute.stage, trait, ("absolute", "traits", j), ("absolute",)
                 )
             check_trait_types(spec.trait_types, spec.absolute.traits, facts)
+        for j, name in enumerate(spec.pair):
+            facts.need_column(name, ("pair", j))
 
     def compute(
         self, results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext
@@ -179,7 +191,9 @@ class LetterEvaluationKind(AnalysisKind):
             console.print(
                 f"  {row[summary['by']]}: {row['share_of']} hired in {row['share']:.3f} of "
                 f"{row['n']} (95% CI {row['ci_low']:.3f}-{row['ci_high']:.3f}, p = "
-                f"{row['p_value']:.3g} vs 0.5); Applicant 1 hired in {row['first_share']:.3f} "
+                f"{row['p_value']:.3g} vs 0.5, sign test over the {row['n_units']} of "
+                f"{row['pairs']} pairs that lean; unit: pair); Applicant 1 hired in "
+                f"{row['first_share']:.3f} "
                 f"(p = {row['first_p']:.3g}), where position alone gives {row['share_of']} "
                 f"{row['position_share']:.3f}; excluded {row['excluded']}"
             )
@@ -227,17 +241,43 @@ class LetterEvaluationKind(AnalysisKind):
                 + f"; letters without every member score: {lost}"
             )
 
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        column = {"type": ["string", "null"]}
+        return {
+            "type": "object",
+            "required": ["alpha", "by", "cluster"],
+            "properties": {
+                "alpha": {"type": "number", "description": "Level of the tests."},
+                "by": {**column, "description": "Design factor analysed apart (experiments)."},
+                "cluster": {**column, "description": "Column the tests permute within (jobs)."},
+                "relative": summary_table(
+                    "Pairwise choices per level of `by`: share, interval, test, ties.",
+                    required=["n", "share", "p_value"],
+                ),
+                "relative_by_job": summary_table("The same per value of `cluster`."),
+                "validity": validity.SUMMARY_SCHEMA,
+                "effects": summary_table("Each trait's effect, its model and test (Table 8)."),
+                "trait_means": summary_table("Trait means per group (Table 6)."),
+                "scores_excluded": summary_table("Scores left out, by reason."),
+                "trait_types": summary_table("Trait types per job (Table 9)."),
+                "trait_type_members": {
+                    "type": ["object", "null"],
+                    "description": "Trait type -> its traits.",
+                },
+                "trait_types_excluded": summary_table("Trait types left out, by reason."),
+            },
+        }
+
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
-        """Per experiment the hire share's exact test against 0.5 (unit: answer), and whether
+        """Per experiment the hire share's sign test against 0.5 over pairs, and whether
         any trait moves: Holm's smallest adjusted p over the tested model's permutation p of
         each trait, on the trait rows' unit (the paper's beta regression is not calibrated near
         the ceiling)."""
         by = summary.get("by")
         out: dict[str, Tested] = {}
         for row in summary.get("relative", []):
-            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = units.Tested(
-                row["p_value"], "answer", row.get("n")
-            )
+            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = units.Tested.of(row, "p_value")
         tested: dict[str, list[dict[str, Any]]] = {}
         for row in summary.get("effects", []):
             if row["model"] == ceiling_effects.MODEL:
@@ -299,6 +339,7 @@ def _relative(
         jobs = association.share_table(
             part, [spec.by, spec.cluster], compared.share_of, alpha=spec.alpha, method="holm"
         )
+        share, jobs = _pair_tests(part, share, jobs, spec, compared.share_of)
         record = share.iloc[0].to_dict()
         here = rows[spec.by] == experiment
         first_share = float(first["share"].iloc[0])
@@ -324,6 +365,46 @@ def _relative(
     section.summary["relative_by_job"] = jobs_table.to_dict("records")
     section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
     section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+
+
+def _pair_tests(
+    part: pd.DataFrame,
+    share: pd.DataFrame,
+    jobs: pd.DataFrame,
+    spec: LetterEvaluationSpec,
+    positive: str,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The share tables with their tests replaced by the sign test over pairs, overall and per
+    job (Holm across the jobs). A binomial test on answers took every reading as independent:
+    under a null with letter quality varying (sd 3 on the logit) it rejected 8 % of data sets
+    with both orders shown and 30 % with 3 readers per order."""
+    keys = [spec.by, spec.cluster, *spec.pair]
+    picks = part.assign(
+        pair=part[keys].astype(str).agg("\x1f".join, axis=1),
+        position=np.where(part["first"] == "first", 1, 2),
+    )
+    tested = ["pairs", "sign_p", "unit", "n_units", "smallest_p"]
+    out = []
+    for table, by in ((share, [spec.by]), (jobs, [spec.by, spec.cluster])):
+        signs = association.consistent_pair_test(picks, by, positive)
+        merged = table.drop(columns=["unit", "n_units"]).merge(
+            signs[[*by, *tested]], on=by, how="left"
+        )
+        merged["p_value"] = merged.pop("sign_p")
+        merged["p_adjusted"] = merged.groupby(by[:-1] or (lambda _: 0), sort=False)[
+            "p_value"
+        ].transform(_holm_tested)
+        merged["deviates"] = merged["p_adjusted"] < spec.alpha
+        out.append(merged)
+    return out[0], out[1]
+
+
+def _holm_tested(p: pd.Series) -> np.ndarray:
+    """Holm over the tests that ran (a job with no leaning pair has no test: NaN)."""
+    out = p.to_numpy(dtype=float).copy()
+    ran = ~np.isnan(out)
+    out[ran] = multiple.holm(out[ran])
+    return out
 
 
 def _position_share(part: pd.DataFrame, share_of: str, first_share: float) -> float:

@@ -33,6 +33,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     model_problem,
     resolve_data_path,
+    summary_table,
 )
 from biasim.simulator.kinds.sections.classifier_metrics import (
     add_classifier_metrics,
@@ -653,6 +654,47 @@ class LettersKind(AnalysisKind):
                 section.paragraph(f"{summary[key]}.")
         if summary.get("hallucination_note"):
             section.paragraph(f"Hallucination: {summary['hallucination_note']}.")
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        text = {"type": "string"}
+        return {
+            "type": "object",
+            "required": ["groups", "letters", "scored_now", "unit_note", "exclusions"],
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "items": text,
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "The two groups compared (`compare`).",
+                },
+                "letters": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                    "description": "Model label -> letters kept and analysed.",
+                },
+                "scored_now": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Letters scored in this analysis (not read from the cache).",
+                },
+                "unit_note": {
+                    "type": ["string", "null"],
+                    "description": "The unit the tests relabel, in words.",
+                },
+                "exclusions": summary_table("Letters left out, by reason."),
+                "style": summary_table("Style scores by group, with their test and unit."),
+                "lexicon": summary_table("Lexicon shares by group, with their test and unit."),
+                "hallucination": summary_table("Biography claims the letters contradict."),
+                "weat": summary_table("WEAT on the salient words, with its test."),
+                "classifiers": summary_table("The style classifiers' own metrics."),
+                "note": {**text, "description": "Why nothing was analysed."},
+                "hallucination_note": {**text, "description": "Why no hallucination check."},
+                "weat_note": {**text, "description": "Why no WEAT."},
+                "classifiers_note": {**text, "description": "Why no classifier metrics."},
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per model and style dimension the paper's Student p (the unit p when letters share a

@@ -27,6 +27,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections import validity
 
@@ -161,6 +162,40 @@ class PicksKind(AnalysisKind):
                 interval="95% t CI, calls",
             )
         return section
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        count = {"type": "integer", "minimum": 0}
+        return {
+            "type": "object",
+            "required": [
+                *["positive", "k", "shown", "alpha", "adjust", "items"],
+                *["deviates_from_chance", "outcomes", "validity"],
+            ],
+            "properties": {
+                "positive": {"type": "string", "description": "The target value counted."},
+                "k": {**count, "description": "Names picked per call."},
+                "shown": {**count, "description": "Names shown per call."},
+                "alpha": {"type": "number", "description": "Level of the test against chance."},
+                "adjust": {"enum": ["none", "holm", "bh"], "description": "Its adjustment."},
+                "items": summary_table(
+                    "Share of picks with `positive` per item: interval, test against chance.",
+                    required=["item", "share", "p_value", "deviates"],
+                ),
+                "deviates_from_chance": {
+                    "type": "object",
+                    "required": ["deviate", "items"],
+                    "properties": {"deviate": count, "items": count},
+                    "description": "Items deviating from chance, of all items.",
+                },
+                "outcomes": summary_table("Calls per outcome of their picks."),
+                "validity": validity.SUMMARY_SCHEMA,
+                "categories": summary_table("Share per category of items."),
+                "comparison": summary_table("Categories against one pick of two."),
+                "compare_with": {"type": "string", "description": "That pairing stage."},
+                "note": {"type": "string", "description": "Why no comparison is made."},
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Whether any item deviates from chance: Holm's smallest adjusted p over the items'

@@ -29,9 +29,15 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
+from biasim.simulator.kinds.sections.per_run import (
+    compute_per_run,
+    html_per_run,
+    per_run_schema,
+    print_per_run,
+)
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -163,6 +169,60 @@ class PipelineKind(AnalysisKind):
             if reads.counterfactual is not None:
                 _add_counterfactual(section, ctx, spec, readings, name, reads.counterfactual)
         return section
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        count = {"type": "integer", "minimum": 0}
+        texts = {"type": "array", "items": {"type": "string"}}
+        per_group = {
+            "type": "object",
+            "required": ["stages", "compounding"],
+            "properties": {
+                "stages": summary_table(
+                    "Per stage: who entered and advanced, the rate, its test and unit.",
+                    required=["stage", "unit"],
+                ),
+                "compounding": summary_table("Stage ratios multiplied into the end-to-end one."),
+            },
+        }
+        return per_run_schema(
+            {
+                "type": "object",
+                "required": [
+                    *["writing_stage", "stages", "groups", "adjust", "applications"],
+                    *["documents_failed", "exclusions", "clusters", "by_group"],
+                    *["position_effect", "choice_rates", "counterfactual"],
+                ],
+                "properties": {
+                    "writing_stage": {"type": "string", "description": "The stage that writes."},
+                    "stages": {**texts, "description": "The reading stages of the chain."},
+                    "groups": {**texts, "description": "Persona columns compared."},
+                    "adjust": {"type": "string", "description": "Adjustment across stages."},
+                    "applications": {**count, "description": "Documents written."},
+                    "documents_failed": {**count, "description": "Documents that failed."},
+                    "exclusions": summary_table("Candidates left out, by stage and reason."),
+                    "clusters": {
+                        "type": ["integer", "null"],
+                        "description": "First-stage pools (the tests' unit); null without a chain.",
+                    },
+                    "by_group": {
+                        "type": "object",
+                        "additionalProperties": per_group,
+                        "description": "Persona column -> the funnel and its compounding.",
+                    },
+                    "validity": validity.SUMMARY_SCHEMA,
+                    "position_effect": summary_table("The first position's test, per stage."),
+                    "choice_rates": {
+                        "type": "object",
+                        "description": "Stage -> each group's choice rate against chance.",
+                    },
+                    "counterfactual": {
+                        "type": "object",
+                        "description": "Counterfactual stage -> its axis and paired readings.",
+                    },
+                },
+            }
+        )
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Each stage's DPD test per group (adjusted over the stages) and each stage's

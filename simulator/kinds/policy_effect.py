@@ -28,6 +28,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.pipeline import (
     audited,
@@ -37,7 +38,12 @@ from biasim.simulator.kinds.pipeline import (
     stage_chain,
     stage_picks,
 )
-from biasim.simulator.kinds.sections.per_run import compute_per_run, html_per_run, print_per_run
+from biasim.simulator.kinds.sections.per_run import (
+    compute_per_run,
+    html_per_run,
+    per_run_schema,
+    print_per_run,
+)
 from biasim.simulator.study.policies import BASE, policy_stage_name
 from biasim.simulator.study.policy_copies import policy_names
 
@@ -245,6 +251,55 @@ class PolicyEffectKind(AnalysisKind):
 
     def audit_strata(self, spec: PolicyEffectSpec) -> list[str]:
         return ["policy"]
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        count = {"type": "integer", "minimum": 0}
+        texts = {"type": "array", "items": {"type": "string"}}
+        per_group = {
+            "type": "object",
+            "required": ["label", "rates", "effects", "tests"],
+            "properties": {
+                "label": {"type": "string"},
+                "rates": summary_table("End-to-end hire rates per group and policy."),
+                "effects": summary_table("Each policy minus the baseline, per group."),
+                "tests": summary_table(
+                    "Paired tests against the baseline, with the unit they swap.",
+                    required=["p_value", "unit", "n_units"],
+                ),
+            },
+        }
+        one_run = {
+            "type": "object",
+            "required": [
+                *["policies", "descriptions", "baseline", "stages", "groups", "adjust"],
+                *["applicants", "clusters", "excluded", "by_group"],
+            ],
+            "properties": {
+                "policies": {**texts, "description": "The policies, `base` first."},
+                "descriptions": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Policy -> what it changes.",
+                },
+                "baseline": {
+                    "type": "string",
+                    "description": "The policy others are read against.",
+                },
+                "stages": {**texts, "description": "The reading stages, in order."},
+                "groups": {**texts, "description": "Persona columns compared."},
+                "adjust": {"type": "string", "description": "Adjustment across policies."},
+                "applicants": {**count, "description": "Applicants read under the policies."},
+                "clusters": {**count, "description": "First-stage pools (the test's unit)."},
+                "excluded": summary_table("Applicants left out, by reason."),
+                "by_group": {
+                    "type": "object",
+                    "additionalProperties": per_group,
+                    "description": "Persona column -> rates, effects and tests.",
+                },
+            },
+        }
+        return per_run_schema(one_run)
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         return {

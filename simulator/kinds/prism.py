@@ -31,6 +31,7 @@ from biasim.simulator.kinds.base import (
     model_problem,
     resolve_data_path,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.sections.prism_baseline import model_baselines, print_baselines
 from biasim.simulator.kinds.sections.prism_validation import (
@@ -229,6 +230,42 @@ class PrismKind(AnalysisKind):
             ratings = read_ratings(ctx.resolve(spec.human_ratings))
             add_validation(section, ctx.name, [(p.masked_lm, p.scorer) for p in parts], ratings)
         return section
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        count = {"type": "integer", "minimum": 0}
+        tables = {
+            "word_list_sizes": "Words per list, after the vocabulary filter.",
+            "exclusions": "Applications left out, by model and reason.",
+            "summary": "Score means per dimension, posting and application.",
+            "arrows": "Posting-to-application shifts drawn in the scatter.",
+            "fit": "Regression of application on posting scores, per dimension.",
+            "shift": "Paired test of the shift, on one pair per posting.",
+            "variance": "Variance of postings vs applications.",
+            "model_comparison": "Models compared, each scored with its own masked LM.",
+        }
+        return {
+            "type": "object",
+            "required": [
+                *["masked_lm", "word_lists", "alpha", "applications", "postings"],
+                *["exclusions", "summary", "fit", "shift", "variance"],
+            ],
+            "properties": {
+                "masked_lm": {"type": "string", "description": "The masked LM(s) scoring."},
+                "word_lists": {"type": "string", "description": "Where the word lists are."},
+                "alpha": {"type": "number", "description": "Level of the tests."},
+                "masked_lm_by_model": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "Model label -> the masked LM that scored its texts.",
+                },
+                "applications": {**count, "description": "Applications scored."},
+                "postings": {**count, "description": "Postings with one pair each."},
+                "texts_scored_now": {**count, "description": "Texts not read from the cache."},
+                "excluded_applications": {**count, "description": "Applications left out."},
+                **{key: summary_table(what) for key, what in tables.items()},
+            },
+        }
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         """The tables (every list of records), then both figures of each model."""

@@ -29,6 +29,7 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types
 from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
@@ -104,6 +105,54 @@ class TransmissionKind(AnalysisKind):
             extras.probes(results, authors, spec, ctx, section)
         return section
 
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        count = {"type": "integer", "minimum": 0}
+        tables = {
+            "excluded": "Letters and answers left out, by stage and reason.",
+            "hires_by_category": "Share of comparisons won by `positive`, per category.",
+            "hires_by_job": "The same per job, with its test.",
+            "deviating_jobs": "Jobs deviating from chance, per stage.",
+            "position": "Share won by the letter shown first.",
+            "rationale_terms": "Rationale terms used more by one group (significant ones).",
+            "weaker_than_association": "Jobs whose hiring share is weaker than association's.",
+            "effects": "Each trait's effect, its model and test.",
+            "trait_means": "Trait means per job and group.",
+            "overall_scores": "Scores per group over every letter.",
+            "type_effects": "Each trait type's effect.",
+            "trait_types": "Trait types per job.",
+            "predictions": "Share of letters whose author is predicted `predicted`.",
+            "probe_terms": "Probe answer terms used more by one group.",
+            "redaction_leaks": "Redacted letters that still name the author.",
+        }
+        return {
+            "type": "object",
+            "required": ["positive", "alpha", "category", "letters"],
+            "properties": {
+                "positive": {"type": ["string", "null"], "description": "The value counted."},
+                "alpha": {"type": "number", "description": "Level of the tests."},
+                "category": {"type": ["string", "null"], "description": "Job grouping column."},
+                "letters": {**count, "description": "Letters written."},
+                "letters_failed": {**count, "description": "Letters that failed."},
+                "letters_truncated": {**count, "description": "Letters cut at `max_tokens`."},
+                **{key: summary_table(what) for key, what in tables.items()},
+                "redaction_change": {"type": "object", "description": "Named vs redacted."},
+                "rationale_terms_tested": {**count, "description": "Terms tested."},
+                "association_source": {"type": "string", "description": "What is compared."},
+                "trait_type_members": {
+                    "type": ["object", "null"],
+                    "description": "Trait type -> its traits.",
+                },
+                "predicted": {"type": "string", "description": "The prediction counted."},
+                "probes": {"type": "array", "description": "The probe stages."},
+                "notes": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "What could not be computed, and why.",
+                },
+            },
+        }
+
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per reading stage: whether any job's hires lean to one group (Holm over the jobs'
         sign tests on pairs) and Applicant 1's share against 0.5 (calls); the change when
@@ -117,7 +166,7 @@ class TransmissionKind(AnalysisKind):
         for stage, rows in jobs.items():
             p = min(1.0, min(r["sign_p"] for r in rows) * len(rows))
             name = f"{stage}: any job's hires lean (holm over {len(rows)} jobs)"
-            tests[name] = units.Tested.family(p, rows)
+            tests[name] = units.Tested.family(p, rows, "sign_p")
         for row in summary.get("position", []):
             tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = units.Tested.of(row, "p_value")
         change = summary.get("redaction_change")

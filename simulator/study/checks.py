@@ -15,6 +15,7 @@ from jinja2.exceptions import SecurityError
 from biasim.registry import BACKENDS, KINDS
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.common.yamlsource import FieldPath, SourceMap
+from biasim.simulator.study import registered_prompts
 from biasim.simulator.study.columns import RESERVED as RESERVED_COLUMNS
 from biasim.simulator.study.config import (
     RESULT_COLUMNS,
@@ -38,6 +39,7 @@ from biasim.simulator.study.templating import (
     RENDER_ERRORS,
     compile_expression,
     compile_template,
+    parse_template,
     render,
 )
 
@@ -663,6 +665,10 @@ def _template_syntax_problems(config: StudyConfig, smap: SourceMap) -> list[Prob
             problems.append(
                 Problem(file, line, smap.field(path), f"template syntax error: {exc.message}")
             )
+            continue
+        for lineno, why in registered_prompts.call_problems(parse_template(source)):
+            file, line = smap.text_line(path, lineno)
+            problems.append(Problem(file, line, smap.field(path), why))
     for i, stage in enumerate(config.stages):
         if stage.when is not None:
             try:

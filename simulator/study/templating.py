@@ -8,7 +8,15 @@ from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, UndefinedError, meta, nodes, pass_context
+from jinja2 import (
+    StrictUndefined,
+    Template,
+    TemplateSyntaxError,
+    UndefinedError,
+    meta,
+    nodes,
+    pass_context,
+)
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.lexer import TokenStream
 from jinja2.runtime import Macro
@@ -16,6 +24,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from biasim.analysis.text.redaction import redact_names
 from biasim.registry import PROMPTS
+from biasim.simulator.study import registered_prompts
 from biasim.simulator.study import template_limits as limits
 from biasim.simulator.study.template_limits import MAX_TEMPLATE_SIZE
 
@@ -98,6 +107,7 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
+        _refuse_repeated_keywords(tree, name, filename)
         for loop in tree.find_all(nodes.For):
             step = nodes.Filter(nodes.Const(None), _STEP_FILTER, [], [], None, None)
             loop.body.insert(0, nodes.ExprStmt(step).set_lineno(loop.lineno))
@@ -140,6 +150,17 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
         result = super().call(__context, __obj, *args, **kwargs)
         limits.check_size(result, "the result of a call")
         return result
+
+
+def _refuse_repeated_keywords(tree: nodes.Template, name: str | None, filename: str | None) -> None:
+    """Jinja parses ``f(a=1, a=2)``; the Python it compiles to does not, and that error names
+    a line of generated code. Refuse it here, at the template's line."""
+    for node in tree.find_all((nodes.Call, nodes.Filter, nodes.Test)):
+        keys = [k.key for k in node.kwargs]
+        if repeated := sorted({k for k in keys if keys.count(k) > 1}):
+            raise TemplateSyntaxError(
+                f"keyword argument `{repeated[0]}` given twice", node.lineno, name, filename
+            )
 
 
 def _materialised(value: Any) -> Any:
@@ -224,15 +245,13 @@ def _redact_name(text: str, name: str | None) -> str:
 
 def _registered_prompt(name: str) -> Callable[..., str]:
     """A template function rendering the prompt registered as ``name`` (``registry.PROMPTS``),
-    loaded on its first call; positional arguments fill its variables in the order they first
-    appear in it (``email_judge_prompt(text)`` fills ``email``)."""
+    loaded on its first call; positional arguments fill its declared parameters in order
+    (``email_judge_prompt(text)`` fills ``email``), keywords by name."""
 
     def render(*args: Any, **kwargs: Any) -> str:
-        source = PROMPTS.load(name)
-        found = re.findall(r"{{-?\s*([A-Za-z_]\w*)", source)
-        named = dict(zip(dict.fromkeys(found), args, strict=False))
+        source, variables = registered_prompts.bind(name, args, kwargs)
         # Compiled once: a study renders it for every agent (validate dry-renders them all).
-        return compile_template(source).render(**named, **kwargs)
+        return compile_template(source).render(**variables)
 
     return render
 

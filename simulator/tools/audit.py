@@ -37,6 +37,7 @@ from biasim.simulator.common.rundir import (
     read_manifest,
     read_run_json,
     write_json,
+    write_summary,
 )
 
 SEX_NAMES = ("sex", "gender")
@@ -586,5 +587,5 @@ def attach_to_run(run_dir: Path, result: dict[str, Any], target: Path) -> Path:
         manifest["study"],
         [{"label": "", "path": str(run_dir), "manifest": manifest}],
     )
-    write_json(run_dir / SUMMARY, summary)
+    write_summary(run_dir, summary)
     return page

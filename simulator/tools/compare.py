@@ -15,11 +15,10 @@ import pandas as pd
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.results_digests import edits_note
 from biasim.simulator.common.rundir import (
-    SUMMARY,
     check_writable,
     holding_lock,
     read_manifest,
-    write_json,
+    write_summary,
 )
 from biasim.simulator.engine.runner import check_run_dir, load_run, study_folder
 from biasim.simulator.report.outputs import Evidence, analyze, write_evidence
@@ -291,5 +290,5 @@ def compare_runs(
         for run in runs
     ]
     write_report(out, summary, first, pages)
-    write_json(out / SUMMARY, summary)
+    write_summary(out, summary)
     return evidence, runs, differences

@@ -39,7 +39,7 @@ from biasim.simulator.engine.runner import (
 )
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.outputs import analyze
-from biasim.simulator.study.config import Study, SyntheticField
+from biasim.simulator.study.config import Study, StudyConfig, SyntheticField, analysis_name
 from biasim.simulator.study.load import load_study
 from biasim.simulator.study.options import StudyOptions, command_line_overrides
 from biasim.simulator.tools.power_draws import draw_results, fast_path_problem, template_problem
@@ -324,7 +324,7 @@ def power(
             "to find"
         )
     untested = [s for s in study.config.analyses if not get_kind(s.kind).has_power_tests()]
-    if len(untested) == len(study.config.analyses):
+    if len(untested) == len(study.config.analyses):  # some omitted: `omitted_analyses` says
         what = ", ".join(sorted({s.kind for s in untested}))
         what = f"its analyses (kind {what}) name no test power reads" if what else "no analyses"
         raise ValueError(f"the study declares {what}: there is nothing to count")
@@ -371,6 +371,24 @@ def power(
             )
         )
     return rows
+
+
+def omitted_analyses(config: StudyConfig, rows: Sequence[PowerRow]) -> list[str]:
+    """One line per analysis of the study that the power table leaves out, saying why: its
+    kind names no test power reads (e.g. ``prism``), or no simulated study gave it one."""
+    counted = {row.analysis for row in rows}
+    lines = []
+    for index, spec in enumerate(config.analyses):
+        name = analysis_name(spec, index)
+        if name in counted:
+            continue
+        why = (
+            "its tests ran in no simulated study"
+            if get_kind(spec.kind).has_power_tests()
+            else f"kind {spec.kind} names no test power reads"
+        )
+        lines.append(f"not counted: analysis {name} ({why})")
+    return lines
 
 
 def unit_across(tests: Sequence[Tested]) -> str:

@@ -12,7 +12,7 @@ import pytest
 import typer.main
 
 from biasim.simulator.cli import app
-from biasim.simulator.cli.analyze_legacy import rewrite
+from biasim.simulator.cli.analyze_legacy import rewrite, run_dir_named_like
 from tests.conftest import write_study
 from tests.optional import requires
 
@@ -273,3 +273,85 @@ def test_the_options_reference_has_a_section_per_subcommand():
         listed = {o for o in SIGNATURE.values() if f"| `{o}`" in section}
         assert listed == {SIGNATURE[name]}, name
         assert all(f"`{o}" in section for o in own), name
+
+
+def test_a_run_directory_named_like_a_subcommand_is_still_analysed(cli, tmp_path, monkeypatch):
+    """The old release read `analyze run` as the run directory `./run`: it still does, with
+    the deprecation line naming the new form; given the subcommand's own positional, it is
+    the subcommand."""
+    monkeypatch.chdir(tmp_path)
+    made = cli.invoke(
+        app, ["run", str(write_study(tmp_path / "s.yaml", agents=10)), "--out", "run"]
+    )
+    assert made.exit_code == 0, made.output
+    new = cli.invoke(app, ["analyze", "run", "./run", "--json"])
+    old = cli.invoke(app, ["analyze", "run", "--json"])
+    assert old.exit_code == new.exit_code == 0, old.output
+    assert old.stdout == new.stdout and old.stdout.lstrip().startswith("{")
+    lines = [line for line in old.stderr.splitlines() if "deprecated" in line]
+    assert lines == [
+        "deprecated: `biasim analyze run` is deprecated; use `biasim analyze run ./run`"
+    ]
+    assert "deprecated" not in new.stderr
+    commands = _subcommands()
+    (tmp_path / "decisions").mkdir()
+    assert rewrite_named(["decisions", "--json"], commands) == ["run", "./decisions", "--json"]
+    assert rewrite_named(["decisions", "d.csv", "--group-cols", "g"], commands) is None
+    assert rewrite_named(["texts", "--json"], commands) is None  # no directory `texts`
+
+
+def rewrite_named(args: list[str], commands: dict) -> list[str] | None:
+    call = run_dir_named_like(args, commands)
+    return None if call is None else call.args
+
+
+def test_two_analyses_at_once_are_refused_naming_both(cli, tmp_path, monkeypatch):
+    """The old release ran one of them (--iat, then --texts, then --decisions, then the run)
+    and silently ignored the other: now exit 2, both options and their new forms named, and
+    nothing written."""
+    monkeypatch.chdir(tmp_path)
+    path = _decisions(tmp_path)
+    (tmp_path / "run").mkdir()
+    common = ["--group-cols", "grp", "--outcome-col", "ok", "--out", "out"]
+    cases = {
+        ("runs/x", "--decisions", str(path)): (
+            "--decisions and RUN_DIR ask for different analyses; give one: "
+            f"`biasim analyze decisions {path}` or `biasim analyze run runs/x`"
+        ),
+        ("--decisions", str(path), "--texts", "t.csv"): (
+            "--texts and --decisions ask for different analyses; give one: "
+            f"`biasim analyze texts t.csv` or `biasim analyze decisions {path}`"
+        ),
+        ("--decisions", str(path), "--texts=t.csv", "--masked-lm", "m"): (
+            f"`biasim analyze prism t.csv --masked-lm M` or `biasim analyze decisions {path}`"
+        ),
+        ("run", "--decisions", str(path)): (
+            f"give one: `biasim analyze decisions {path}` or `biasim analyze run ./run`"
+        ),
+    }
+    for args, message in cases.items():
+        result = cli.invoke(app, ["analyze", *args, *common])
+        assert result.exit_code == 2, (args, result.output)
+        assert message in " ".join(result.stderr.split()), (args, result.stderr)
+        assert "Traceback" not in result.output and not (tmp_path / "out").exists()
+
+
+def test_shared_options_are_one_group_each_and_reach_the_command_as_one_object(cli, tmp_path):
+    """--out/--json, --permutations/--seed and the CSV bounds are declared once (an option
+    group): every subcommand that has one shows it alike, and its values arrive together."""
+    from biasim.simulator.cli.analyze_commands import _DRAWS, _LIMITS, _OUTPUT, Draws
+    from biasim.simulator.cli.option_groups import with_groups
+
+    shown: dict[str, set] = {}
+    for command in _subcommands().values():
+        for p in command.params:
+            if p.name in {o.name for g in (_DRAWS, _LIMITS, _OUTPUT) for o in g.options}:
+                shown.setdefault(p.name, set()).add((tuple(p.opts), p.help, p.default))
+    assert len(shown) == 7 and all(len(v) == 1 for v in shown.values()), shown
+
+    got = []
+    toy = typer.Typer()
+    toy.command()(with_groups(_DRAWS)(lambda name, *, draws: got.append((name, draws))))
+    assert cli.invoke(toy, ["x", "--seed", "3"]).exit_code == 0
+    assert got == [("x", Draws(5000, 3))]
+    assert "--permutations" in cli.invoke(toy, ["--help"]).output

@@ -25,8 +25,7 @@ from biasim.analysis.studies.bias_transmission.iat_responses import (
 from biasim.simulator.cli import app
 from tests.paths import SHARED
 
-_SHARED = SHARED if SHARED.exists() else Path("/work/shared")  # a worktree beside the checkout
-REFERENCE = _SHARED / "reference" / "llm-implicit-bias"
+REFERENCE = SHARED / "reference" / "llm-implicit-bias"
 STIMULI = REFERENCE / "stimuli" / "iat_stimuli_synonym.csv"
 GPT4O = REFERENCE / "data" / "result_gpt4o"
 CHAINED = REFERENCE / "data" / "result_chained.csv"

@@ -276,8 +276,9 @@ def test_a_trait_type_member_that_is_not_scored_exits_2(tmp_path: Path) -> None:
     done = subprocess.run(
         [*BIASIM, "validate", str(study)], capture_output=True, text=True, check=False
     )
+    line = text.splitlines().index("    trait_types: {warmth: [friendliness, kindness]}") + 1
     assert done.returncode == 2
     assert (
-        "bad.yaml:166: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
+        f"bad.yaml:{line}: analyses[0].trait_types.warmth[1]: `kindness` is not one of the traits"
         in (done.stderr)
     )

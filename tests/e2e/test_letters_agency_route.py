@@ -17,8 +17,7 @@ from biasim.simulator.cli import app
 from tests.optional import requires
 from tests.paths import SHARED
 
-_SHARED = SHARED if SHARED.exists() else Path("/work/shared")  # a worktree beside the checkout
-REF = _SHARED / "reference" / "biases-llm-reference-letters"
+REF = SHARED / "reference" / "biases-llm-reference-letters"
 AGENCY = REF / "agency_classifier" / "agency_dataset"
 CLG_EVAL = REF / "evaluated_letters" / "chatgpt" / "clg" / "clg_letters-eval.csv"
 

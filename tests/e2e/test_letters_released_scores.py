@@ -17,8 +17,7 @@ from biasim.scenarios import builtin_path
 from biasim.simulator.cli import app
 from tests.paths import SHARED
 
-_SHARED = SHARED if SHARED.exists() else Path("/work/shared")  # a worktree beside the checkout
-REF = _SHARED / "reference" / "biases-llm-reference-letters"
+REF = SHARED / "reference" / "biases-llm-reference-letters"
 CLG_EVAL = REF / "evaluated_letters" / "chatgpt" / "clg" / "clg_letters-eval.csv"
 needs_reference = pytest.mark.skipif(not CLG_EVAL.exists(), reason="Wan et al. data absent")
 

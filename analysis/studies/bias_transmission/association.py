@@ -250,29 +250,48 @@ def compare_shares(
 
 
 def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) -> pd.DataFrame:
-    """The test of a group's hires when every pair was shown in both orders: a sign test on the
-    pairs hired alike in both orders (``positive`` both times against the other both times);
-    pairs split 1-1 follow the position and say nothing about the group.
+    """The test of a group's hires when every pair was shown in both orders: a sign test over
+    pairs, each pair's readings (both orders, every reader) one unit.
 
-    Each showing is not an independent decision: when letters differ in quality both showings
-    of a pair agree, which a binomial test on all showings ignores.
+    A pair leans to ``positive`` when its share of ``positive`` hires when shown first plus its
+    share when shown second exceeds 1, to the other when below 1; a pair at exactly 1 (e.g. one
+    reading per order, hired by position: split 1-1) says nothing about the group. Pairs seen
+    in one order only do not enter: a position preference alone would lean them. With one
+    reading per order this is the sign test on the pairs hired alike in both orders.
+
+    Readings are not independent decisions: when letters differ in quality every reading of a
+    pair leans the same way, which a binomial test on all readings ignores (it rejected a true
+    null in 30 % of simulated studies with 3 readers per order).
 
     Args:
-        picks: One row per showing: ``pair``, ``value`` (the hired author's group) and ``by``.
+        picks: One row per reading: ``pair``, ``value`` (the hired author's group),
+            ``position`` (1 or 2: where the hired letter was shown) and ``by``.
         by: Group columns (e.g. the stage and the job).
         positive: The group whose hires are counted.
 
     Returns:
-        Per group: ``pairs`` (with both showings answered), ``both_<positive>``, ``both_other``,
-        ``split``, ``sign_p`` (exact, two-sided, against 0.5; NaN when no pair agreed),
-        ``unit`` (``pair``) and ``n_units``.
+        Per group: ``pairs`` (shown in both orders), ``both_<positive>`` (leaning to it),
+        ``both_other``, ``split``, ``sign_p`` (exact, two-sided, against 0.5; NaN when no pair
+        leaned), ``unit`` (``pair``), ``n_units`` (the pairs that lean: those the test uses)
+        and ``smallest_p`` (the smallest p that many units can give).
     """
-    hits = picks.assign(_hit=(picks["value"] == positive).astype(int))
-    per_pair = hits.groupby([*by, "pair"], sort=False)["_hit"].agg(["sum", "size"]).reset_index()
-    per_pair = per_pair[per_pair["size"] == 2]
+    hit = picks["value"] == positive
+    first = hit == (picks["position"].astype(int) == 1)  # was ``positive`` shown first?
+    counts = (
+        picks.assign(_hit=hit.astype(int), _first=first)
+        .groupby([*by, "pair", "_first"], sort=False)["_hit"]
+        .agg(["sum", "size"])
+        .unstack("_first", fill_value=0)
+        .reindex(columns=pd.MultiIndex.from_product([["sum", "size"], [True, False]]))
+        .fillna(0)
+    )
+    k1, k2 = counts[("sum", True)], counts[("sum", False)]
+    n1, n2 = counts[("size", True)], counts[("size", False)]
+    lean = np.sign(k1 * n2 + k2 * n1 - n1 * n2)  # k1/n1 + k2/n2 - 1, in integers
+    per_pair = pd.DataFrame({"_lean": lean})[(n1 > 0) & (n2 > 0)].reset_index()
     table = (
         per_pair.assign(
-            _pos=per_pair["sum"] == 2, _neg=per_pair["sum"] == 0, _split=per_pair["sum"] == 1
+            _pos=per_pair["_lean"] > 0, _neg=per_pair["_lean"] < 0, _split=per_pair["_lean"] == 0
         )
         .groupby(list(by), sort=False)[["_pos", "_neg", "_split"]]
         .sum()
@@ -283,7 +302,9 @@ def consistent_pair_test(picks: pd.DataFrame, by: Sequence[str], positive: str) 
     table.insert(len(by), "pairs", table[f"both_{positive}"] + table["both_other"] + table["split"])
     agreed = (table[f"both_{positive}"] + table["both_other"]).to_numpy()
     table["sign_p"] = chance_test(table[f"both_{positive}"].to_numpy(), agreed)
-    table["unit"], table["n_units"] = "pair", table["pairs"]
+    # A split pair is not in the test: the units are the pairs that lean.
+    table["unit"], table["n_units"] = "pair", agreed
+    table["smallest_p"] = np.where(agreed > 0, np.minimum(1.0, 2.0 * 0.5**agreed), np.nan)
     return table
 
 

@@ -21,9 +21,10 @@ conditions = lazy_module("biasim.analysis.stats.conditions")
 
 _NOTE = (
     "spread = largest - smallest DPD over the conditions compared. p = permutation test: each "
-    "agent's condition labels (same persona, index, design cell and model; its replicates "
-    "together) are relabelled among its answers, under the null that the condition does not "
-    "change how an agent answers; p adj. over every case and comparison (* = significant)."
+    "unit's condition labels (the analysis's unit: a persona with its replicates, or a name "
+    "with every persona drawn with it) are relabelled among its answers, under the null that "
+    "the condition does not change how a unit answers; p adj. over every case and comparison "
+    "(* = significant)."
 )
 
 
@@ -33,6 +34,8 @@ def add_condition_differences(
     rows: pd.DataFrame,
     *,
     condition: str,
+    unit_col: str,
+    whole_units: bool,
     case_cols: list[str],
     n_permutations: int,
     adjust: str,
@@ -40,36 +43,42 @@ def add_condition_differences(
 ) -> None:
     """Test every case for a difference in DPD between the levels of ``condition`` (all at
     once, then each pair) and put the table and its records into ``section``
-    (``<name>_condition_differences``). ``rows``: the kind's decisions (``value``, ``_hit``)."""
+    (``<name>_condition_differences``). ``rows``: the kind's decisions (``value``, ``_hit``)
+    with ``unit_col``, the unit every test of the kind reads (``units.design_units``): the
+    persona without its condition and replicate, whose answers' condition labels are
+    relabelled among themselves, or (``whole_units``) the name shared by every persona drawn
+    with it, whose conditions are relabelled whole (its personas differ, so its answers are
+    not exchangeable)."""
     study = ctx.study
-    answered = rows[rows["_hit"].notna()]
+    answered = rows[rows["_hit"].notna() & rows[unit_col].notna()]
     present = set(answered[condition])
     levels = [level for level in study.design.factors[condition] if level in present]
     if len(levels) < 2:
         return
-    # An agent across conditions: everything that places it in the design but the condition
-    # and the replicate.
-    keys = [
-        c
-        for c in ("model_label", *study.design.factors, *study.personas.axes, "agent_index")
-        if c != condition and c in answered
-    ]
-    agent = answered.groupby(keys, dropna=False, sort=False).ngroup()
+    in_groups = answered.groupby([*case_cols, unit_col], sort=False)["value"].nunique()
+    if (in_groups > 1).any():
+        section.summary["condition_differences_refused"] = (
+            f"a {unit_col} answers in more than one group of a case (e.g. "
+            f"{in_groups[in_groups > 1].index[0][-1]}): its condition labels cannot be "
+            "relabelled without moving answers between groups"
+        )
+        return
     tests = conditions.condition_difference_tests(
-        answered.assign(_hit=answered["_hit"].astype(bool), _agent=agent),
+        answered.assign(_hit=answered["_hit"].astype(bool)),
         condition_col=condition,
         conditions=levels,
         case_cols=case_cols,
         group_col="value",
         outcome_col="_hit",
-        match_col="_agent",
+        match_col=unit_col,
+        whole_units=whole_units,
         n_permutations=n_permutations,
         adjust=adjust,
         alpha=alpha,
         seed=study.seed,
     )
-    # The unit: an agent matched across the levels, whose condition labels are swapped.
-    tests = tests.assign(unit="agent across conditions", n_units=tests["n_matched"])
+    # The unit: the kind's, matched across the levels, whose condition labels are relabelled.
+    tests = tests.assign(unit=unit_col, n_units=tests["n_matched"])
     section.tables[f"{ctx.name}_condition_differences"] = tests
     section.summary["condition_factor"] = condition
     section.summary["condition_levels"] = levels

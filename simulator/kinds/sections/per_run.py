@@ -42,6 +42,18 @@ def compute_per_run(
     return section
 
 
+def per_run_schema(one_run: dict[str, Any]) -> dict[str, Any]:
+    """A kind's part of the summary schema when it is computed per run: ``one_run``'s shape,
+    or ``models`` (label -> that shape, with the run's ``name`` and ``model``)."""
+    run = {**one_run, "required": [*one_run.get("required", ()), "name", "model"]}
+    several = {
+        "type": "object",
+        "required": ["models"],
+        "properties": {"models": {"type": "object", "additionalProperties": run}},
+    }
+    return {"anyOf": [one_run, several], "properties": one_run.get("properties", {})}
+
+
 def print_per_run(
     show: Callable[[dict[str, Any], Console], None], summary: dict[str, Any], console: Console
 ) -> bool:

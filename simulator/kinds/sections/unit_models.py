@@ -114,7 +114,7 @@ def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: 
         read = bool(row["converged"])
         table.add_row(
             *[str(row[c]) for c in keys],
-            "GEE" if row["model"].startswith("GEE") else "mixed",
+            _model_name(row["model"]),
             str(row["group"]),
             str(row["reference"]),
             fmt(row["odds_ratio"], ".2f") if read else "-",
@@ -123,7 +123,7 @@ def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: 
             f"{row['n_units']} {row['unit']}",
             "yes" if read else f"no: {row['note']}",
         )
-    print_table(console, table, _hidden_unfitted(rows))
+    print_table(console, table, _hidden_unfitted(rows, keys))
     if fitted:
         console.print(NOTE)
 
@@ -133,10 +133,21 @@ def _unfitted(row: dict[str, Any]) -> bool:
     return not row["converged"] and str(row.get("note") or "").startswith("not fitted")
 
 
-def _hidden_unfitted(rows: list[dict[str, Any]]) -> Hidden:
+def _hidden_unfitted(rows: list[dict[str, Any]], keys: list[str]) -> Hidden:
+    """The unfitted models, each named by the table's key columns (model, group vs reference)."""
     unfitted = [row for row in rows if _unfitted(row)]
     reasons = sorted({str(row["note"]).removeprefix("not fitted: ") for row in unfitted})
-    return Hidden(len(unfitted), "the model was not fitted: " + "; ".join(reasons))
+    names = tuple(
+        " ".join([*(str(row[k]) for k in keys), _model_name(row["model"])])
+        + f" {row['group']} vs {row['reference']}"
+        for row in unfitted
+    )
+    return Hidden(names, "the model was not fitted: " + "; ".join(reasons))
+
+
+def _model_name(model: str) -> str:
+    """The model as the table's ``model`` column shows it."""
+    return "GEE" if model.startswith("GEE") else "mixed"
 
 
 def print_grades(rows: list[dict[str, Any]], console: Console) -> None:

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.kinds.base import Section, slug
+from biasim.simulator.kinds.base import Section, slug, summary_table
 
 refusals = lazy_module("biasim.analysis.stats.refusals")
 
@@ -76,6 +76,17 @@ def add_validity(section: Section, name: str, key: str, table: pd.DataFrame) -> 
     """``<name>_validity[_<key>]`` in the tables and ``validity[key]`` in the summary."""
     section.tables[slug(name, "validity", key)] = table
     section.summary.setdefault("validity", {})[key] = table.to_dict("records")
+
+
+#: ``validity`` in a kind's part of the summary schema: by what the groups are (``first_named``)
+#: -> the share of valid answers per group and stratum, with the gap's test and its unit.
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": summary_table(
+        "rows", required=["value", "n_rows", "n_valid", "validity_rate", "validity_p_value"]
+    ),
+    "description": "Valid answers per group, by what the groups are, with the gap's test.",
+}
 
 
 #: The summary key of the calls' validity: each call shows every target value, so the value

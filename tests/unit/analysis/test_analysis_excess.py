@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from biasim.analysis.stats import units
 from biasim.analysis.stats.cases import case_parity, explicit_parity, implicit_vs_explicit
 from biasim.analysis.stats.excess import excess_dpd_test
+from biasim.simulator.kinds import get_kind
 
 #: Seed 004's grid: four scenarios x three sociodemographic attributes (values per attribute).
 ATTRIBUTES = {"gender": 3, "race": 5, "ideology": 3}
@@ -117,3 +119,19 @@ def test_headline_is_calibrated_where_the_papers_t_test_is_not(agents: int) -> N
     assert 0.03 <= np.mean(excess) <= 0.07
     if agents <= 20:
         assert np.mean(paper) > 0.5
+
+
+def test_power_reads_the_test_run_without_unit_tables() -> None:
+    """Called through the API without unit tables, the test writes its unit count as NA (not
+    known there); power's reading of the row states the unit without a count, not a crash."""
+    rates, answers = no_bias_study(np.random.default_rng(3), agents=20)
+    row = excess_dpd_test(rates, answers, CASES, CASES, n_simulations=199).iloc[0]
+    assert row["unit"] == "decision" and pd.isna(row["n_units"])
+    tested = units.Tested.of(row, "p_excess")  # the row as the API returns it: NA
+    assert (tested.p, tested.unit, tested.n_units) == (row["p_excess"], "decision", None)
+    assert tested.label == "decision"
+    # A left merge (the kind's comparison table) turns it into NaN.
+    assert units.Tested.of({**row.to_dict(), "n_units": float("nan")}, "p_excess") == tested
+    summary = {"implicit_vs_explicit": [row.to_dict()]}
+    power = get_kind("demographic_parity").power_tests(summary)
+    assert power["implicit vs explicit beyond chance"] == tested

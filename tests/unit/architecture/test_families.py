@@ -22,6 +22,7 @@ from biasim.registry import (
     FAMILIES,
     KINDS,
     PROMPTS,
+    Prompt,
     UnknownPlugin,
     builtin_families,
     load_family,
@@ -142,7 +143,7 @@ def test_the_template_refuses_a_bad_name_or_an_existing_folder_and_writes_nothin
     assert "family: toyfam" in family_files("toyfam")["study/study.yaml"]
 
 
-FAKE_PROMPT = "Rate this: {{ text }}"
+FAKE_PROMPT = Prompt("Rate this: {{ text }}", parameters=("text",))
 
 
 @pytest.fixture

@@ -142,3 +142,31 @@ def test_a_kind_from_an_installed_entry_point(tmp_path, monkeypatch) -> None:
     kind = get_kind("answer_length_ep")
     assert kind.name == "answer_length_ep" and kind.spec is AnswerLengthSpec
     monkeypatch.delitem(sys.modules, "toy_lengths", raising=False)
+
+
+def test_power_names_an_analysis_it_cannot_count(toy_kind, tmp_path, cli) -> None:
+    # A study mixing a kind without tests (like prism) with a tested one: power counts the
+    # tested one and says, by name, which analysis it left out and why.
+    study = write_study(tmp_path / "s.yaml", agents=4)
+    study.write_text(study.read_text() + STUDY_TAIL)
+    args = ["power", str(study), "--agents", "2", "--studies", "2", "--workers", "1"]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "analysis1" in result.stdout  # the tested analysis's rows
+    line = "not counted: analysis lengths (kind answer_length names no test power reads)"
+    assert line in " ".join(result.stdout.split())
+    assert "not counted: analysis analysis1" not in result.stdout
+
+
+def test_a_family_counts_the_units_of_the_tests_that_ran() -> None:
+    from biasim.analysis.stats.units import Tested
+
+    rows = [
+        {"p_value": 0.2, "unit": "letter", "n_units": 40},
+        {"p_value": 0.03, "unit": "letter", "n_units": 38},
+        {"p_value": float("nan"), "unit": "letter", "n_units": 2},  # refused: never ran
+        {"p_value": None, "unit": "letter", "n_units": 0},
+    ]
+    family = Tested.family(0.12, rows)
+    assert (family.n_units, family.n_units_high) == (38, 40)
+    assert family.label == "letter, 38-40 units per test"

@@ -73,7 +73,7 @@ def test_unfitted_models_say_nothing_and_are_counted_in_one_line():
     assert text.count("one group or one outcome") == 1
     assert (
         "2 rows not shown (kept in the CSV tables): the model was not fitted: one group or one "
-        "outcome" in text
+        "outcome (rows: mixed B vs A; mixed B vs A)" in text
     )
     # None fitted: the title and the count, not the note that explains the fitted models.
     out = io.StringIO()

@@ -96,19 +96,55 @@ def test_internal_columns_never_show() -> None:
         assert "_persona" not in text and "p-17" not in text and "0.250" in text
 
 
-def test_hidden_rows_are_counted_in_one_note_line() -> None:
+def test_hidden_rows_are_counted_and_named_in_one_note_line() -> None:
     table = _table("estimates", ("group", "OR"), ("female", "1.20"))
-    text = _printed(table, 80, Hidden(2, "the model was not fitted: one outcome"))
+    hidden = Hidden(("GEE male vs female", "mixed male vs female"), "not fitted: one outcome")
+    text = _printed(table, 120, hidden)
     assert text.splitlines()[-1] == (
-        "2 rows not shown (kept in the CSV tables): the model was not fitted: one outcome"
+        "2 rows not shown (kept in the CSV tables): not fitted: one outcome "
+        "(rows: GEE male vs female; mixed male vs female)"
     )
     # Every row hidden: the title and the note, no empty grid.
-    empty = _printed(_table("estimates", ("group", "OR")), 80, Hidden(1, "not fitted"))
+    empty = _printed(_table("estimates", ("group", "OR")), 80, Hidden(("B vs A",), "not fitted"))
     assert empty.splitlines() == [
         "estimates",
-        "1 row not shown (kept in the CSV tables): not fitted",
+        "1 row not shown (kept in the CSV tables): not fitted (rows: B vs A)",
     ]
-    assert "not shown" not in _printed(table, 80, Hidden(0, "not fitted"))
+    assert "not shown" not in _printed(table, 80, Hidden((), "not fitted"))
+
+
+def test_many_hidden_rows_are_named_as_far_as_the_width_allows() -> None:
+    table = _table("estimates", ("group", "OR"), ("female", "1.20"))
+    names = tuple(f"model-{i} B vs A" for i in range(40))
+    for width in (100, 140):
+        (note,) = [
+            ln
+            for ln in _printed(table, width, Hidden(names, "not fitted")).splitlines()
+            if "not shown" in ln
+        ]
+        assert len(note) <= width
+        listed = note.split("(rows: ")[1].removesuffix(")")
+        shown = listed.split(" and ")[0].split("; ")
+        assert shown == list(names[: len(shown)]) and 1 <= len(shown) < 40
+        assert listed.endswith(f" and {40 - len(shown)} more")
+    # A long reason wraps; the names fit a line of their own.
+    text = _printed(table, 60, Hidden(names, "the model was not fitted: " + "x " * 40))
+    last = text.splitlines()[-1]
+    assert last.startswith("  rows: model-0 B vs A; model-1 B vs A") and len(last) <= 60
+    assert last.endswith(" more")
+
+
+def test_a_table_with_nothing_to_show_prints_one_line_that_says_so() -> None:
+    assert _printed(_table("rates", ("group", "p")), 80).splitlines() == ["rates", "(no rows)"]
+    internal = _table("rates", ("_persona", "_seed"), ("p-1", "3"), ("p-2", "4"))
+    assert _printed(internal, 80).splitlines() == [
+        "rates",
+        "(2 rows not shown: every column is empty or internal; see the CSV tables)",
+    ]
+    blank = _table("", ("group", "p"), ("", " "))
+    assert _printed(blank, 80).splitlines() == [
+        "(1 row not shown: every column is empty or internal; see the CSV tables)"
+    ]
 
 
 def test_a_one_row_table_names_its_row_on_one_line_when_narrow() -> None:

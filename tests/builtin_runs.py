@@ -1,0 +1,39 @@
+"""Every built-in study run once per test session on the synthetic responder, at the smallest
+size its design allows: the summary-schema and golden-table tests read the same run folders
+instead of each running all studies again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from biasim.scenarios import builtin_studies
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
+
+#: Studies whose pools need more than one applicant per persona value.
+AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2}
+#: Needs a masked LM the user supplies: refused at validate (tests/e2e/test_prism_study.py
+#: runs it with a tiny BERT).
+NEEDS_INPUT = {"ding2024_prism"}
+#: The built-in studies these runs cover.
+STUDIES = sorted(set(builtin_studies()) - NEEDS_INPUT)
+
+
+def run_builtin(name: str, out: Path) -> Path:
+    """Run the built-in study ``name`` into ``out`` (its seed fixed by the study file)."""
+    options = RunOptions(study=name, out=out, backend="synthetic", agents=AGENTS.get(name, 1))
+    outcome = execute(prepare(options))
+    assert outcome.status == "complete", (name, outcome.message)
+    return out
+
+
+class BuiltinRuns:
+    """Run folders by study name, each run on first request."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.done: dict[str, Path] = {}
+
+    def __call__(self, name: str) -> Path:
+        if name not in self.done:
+            self.done[name] = run_builtin(name, self.root / name)
+        return self.done[name]
