@@ -168,9 +168,11 @@ KINDS = Registry(
         "picks": "biasim.simulator.kinds.picks:PicksKind",
         "letter_evaluation": "biasim.simulator.kinds.letter_evaluation:LetterEvaluationKind",
         "transmission": "biasim.simulator.kinds.transmission:TransmissionKind",
+        "counterfactual_text": "biasim.simulator.kinds.counterfactual_text:CounterfactualTextKind",
     },
     extras={
         "letters": ("letters", ("torch", "transformers", "spacy", "vaderSentiment")),
+        "counterfactual_text": ("counterfactual", ("rouge_score", "nltk")),
         "prism": ("prism", ("torch", "transformers")),
     },
     from_families=True,

@@ -9,13 +9,14 @@ from __future__ import annotations
 from biasim.simulator.cli import study_commands
 
 # isort: split
-from biasim.simulator.cli import analyze_commands, estimate_commands, tool_commands
+from biasim.simulator.cli import analyze_commands, demo_commands, estimate_commands, tool_commands
 from biasim.simulator.cli.common import app, err_console, styled
 
 __all__ = [
     "add_family_commands",
     "analyze_commands",
     "app",
+    "demo_commands",
     "estimate_commands",
     "main",
     "study_commands",

@@ -347,7 +347,7 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
     else:
         LettersKind().print(summary, out_console)
         if summary.get("counterfactual"):
-            from biasim.simulator.tools.texts import counterfactual_console_table
+            from biasim.simulator.kinds.counterfactual_text import counterfactual_console_table
 
             print_table(out_console, counterfactual_console_table(summary["counterfactual"]))
         if out is not None:

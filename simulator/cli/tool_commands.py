@@ -243,7 +243,9 @@ _AUDIT_RACE_COL_OPTION = typer.Option(help="Race/ethnicity category column.")
 _AUDIT_SELECTED_COL_OPTION = typer.Option(help="CSV: selected flag (1/0, true/false, yes/no).")
 _AUDIT_OUTCOME_COL_OPTION = typer.Option(help="CSV: decision column, with --positive.")
 _AUDIT_POSITIVE_OPTION = typer.Option(help="CSV: the selected decision.")
-_AUDIT_SCORE_COL_OPTION = typer.Option(help="CSV: a score (scoring rate = share above the median).")
+_AUDIT_SCORE_COL_OPTION = typer.Option(
+    help="A score, from a CSV or a run (scoring rate = share above the median; rank tables)."
+)
 _AUDIT_DATE_COL_OPTION = typer.Option(help="CSV: date of each decision.")
 _AUDIT_BY_OPTION = typer.Option(help="Comma-separated columns audited separately (e.g. job).")
 _AUDIT_EXCLUDE_SMALL_OPTION = typer.Option(
@@ -422,7 +424,8 @@ def _print_audit(result: dict) -> None:
     for key, frame in result["_frames"].items():
         if key == "counts":
             continue
-        title = f"{result['label']} {key.replace('_', '/')} ({rate.replace('_', ' ')})"
+        what = f" ({rate.replace('_', ' ')})" if key in result["tables"] else ""
+        title = f"{result['label']} {key.replace('_', '/')}{what}"
         table = Table(title=title)
         for col in frame.columns:
             table.add_column(str(col), justify="right")

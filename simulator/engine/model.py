@@ -22,6 +22,7 @@ import orjson
 
 from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAgent, StagePlan
 from biasim.agents.documents import Document
+from biasim.agents.twins import CounterfactualTwin
 from biasim.simulator.engine.calls import Call
 from biasim.simulator.engine.dispatch import Dispatcher, RunInterrupted
 from biasim.simulator.engine.matching import form_evaluations
@@ -30,7 +31,9 @@ from biasim.simulator.llm.logprobs import TOP_LOGPROBS
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import output_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
+from biasim.simulator.study import counterfactual as cf_columns
 from biasim.simulator.study.config import RoleConfig, StageConfig, StudyConfig
+from biasim.simulator.study.counterfactual import twins
 from biasim.simulator.study.design import (
     MODEL_LABEL,
     biography_view,
@@ -41,6 +44,7 @@ from biasim.simulator.study.design import (
 )
 from biasim.simulator.study.logprob_checks import decision_field
 from biasim.simulator.study.persona_writer import persona_name
+from biasim.simulator.study.stage_graph import stage_personas
 from biasim.simulator.study.templating import compile_expression, reads_answers
 from biasim.simulator.study.views import StudyViews, study_views
 
@@ -301,6 +305,8 @@ class StudyModel(mesa.Model):
         else:
             agents = self.members[self.views.stage_population[config.name]]
         acting = [a for a in agents if isinstance(a, Reading) or a.takes_part(plan)]
+        if config.counterfactual is not None:
+            acting = self._with_twins(acting, config)
         stopped: RunInterrupted | None = None
         try:
             responses = self._loop.run_until_complete(self._answer(plan, acting))
@@ -319,14 +325,30 @@ class StudyModel(mesa.Model):
         for agent, response in zip(acting, responses, strict=True):
             agent.observe(plan, response)
             row = self._row(agent, plan, response)
-            if self.pipeline:
+            if self.pipeline and not isinstance(agent, CounterfactualTwin):
+                # Readers read the agents' documents; a twin's is a result only.
                 self._record(agent, plan, response, row)
+            if config.counterfactual is not None:
+                _mark_set(row, agent, plan, config.counterfactual.axis)
             rows.append(row)
         self.writer.write(rows)
         if stopped is not None:
             raise stopped
         self.units_done += len(agents)
         self.stage_index += 1
+
+    def _with_twins(self, acting: list[Any], stage: StageConfig) -> list[Any]:
+        """Each acting agent followed by its counterfactual twins (see :mod:`agents.twins`)."""
+        from biasim.simulator.study.templating import render
+
+        cf, personas = stage.counterfactual, stage_personas(self.study, stage)
+        assert cf is not None and personas is not None  # validation refuses a stage without
+        out: list[Any] = []
+        for agent in acting:
+            out.append(agent)
+            for value, persona in twins(agent.spec.persona, agent.spec.index, cf, personas, render):
+                out.append(CounterfactualTwin(agent, persona, value))
+        return out
 
     async def _answer(self, plan: StagePlan, agents: list[Any]) -> list[LLMResponse | None]:
         """Answers for ``agents`` (``None`` where an earlier stage failed)."""
@@ -434,7 +456,8 @@ class StudyModel(mesa.Model):
                     runtime=runtime,
                     reask=role_config.reask and runtime.reasks,
                     decision=decision,
-                    units=0 if suffix else 1,
+                    # A twin's call is part of its agent's unit of work, not a unit of its own.
+                    units=0 if suffix or isinstance(agent, CounterfactualTwin) else 1,
                 )
             )
         try:
@@ -595,6 +618,16 @@ class StudyModel(mesa.Model):
             probabilities = response.probabilities
             row["probabilities"] = orjson.dumps(probabilities).decode() if probabilities else None
         return row
+
+
+def _mark_set(row: dict[str, Any], agent: Any, plan: StagePlan, axis: str) -> None:
+    """A counterfactual stage's row: its set (the agent's unit), the value it carries and the
+    writer (the role and the model playing it)."""
+    twin = isinstance(agent, CounterfactualTwin)
+    row[cf_columns.SET] = (agent.original if twin else agent).unit(plan)
+    # With `swap: name` a twin keeps the attributes: the value is the one its name stands for.
+    row[cf_columns.SWAP] = agent.swap_value if twin else dict(agent.spec.persona.attributes)[axis]
+    row[cf_columns.WRITER] = f"{plan.role}:{row[MODEL_LABEL]}"
 
 
 @contextmanager

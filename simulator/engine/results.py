@@ -21,6 +21,7 @@ from biasim.simulator.common.csvfiles import csv_safe_table
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.columns import (
     CALL_COLUMNS,
+    COUNTERFACTUAL_COLUMNS,
     ID_COLUMNS,
     PAIRING_COLUMNS,
     PIPELINE_COLUMNS,
@@ -74,6 +75,8 @@ def result_schema(study: StudyConfig) -> pa.Schema:
         columns.append(("cycle", pa.int64()))
     if any(stage.pairing is not None for stage in study.stages):
         columns += [(c, pa.string()) for c in PAIRING_COLUMNS]
+    if any(stage.counterfactual is not None for stage in study.stages):
+        columns += [(c, pa.string()) for c in COUNTERFACTUAL_COLUMNS]
     axes = dict.fromkeys(study.personas.axes)
     for pop in (study.populations or {}).values():
         if pop.personas is not None and pop.personas != "study":

@@ -105,18 +105,35 @@ def _env_and_scheme(source: Mapping[str, Any], at: str) -> tuple[Any, str | None
 
 
 def tool_url(options: Mapping[str, Any]) -> str:
-    """The ``url`` option, checked: an http(s) URL without credentials.
+    """The ``url`` option, checked: an http(s) URL without credentials, written in the study or
+    ``{env: VAR, default: URL}``: the value of ``VAR`` when set (a tool whose address is known
+    only where it runs, such as a loopback server on a free port), else ``default``.
 
     Raises:
         BackendConfigError: Absent, or not such a URL.
     """
-    url = option_str(options, "url")
+    url = _env_url(options["url"]) if isinstance(options.get("url"), Mapping) else None
+    url = url or option_str(options, "url")
     if url is None or not re.match(r"https?://[^/\s@]+", url):
         raise BackendConfigError(
             "the http backend needs `url`, the tool's http(s) endpoint "
             "(e.g. http://127.0.0.1:8080/score)",
             field="options.url",
         )
+    return url
+
+
+def _env_url(source: Mapping[str, Any]) -> str:
+    """The URL of ``{env: VAR, default: URL}``."""
+    env, default = source.get("env"), source.get("default")
+    if set(source) - {"env", "default"} or not isinstance(env, str) or not _ENV_NAME.fullmatch(env):
+        raise BackendConfigError(
+            "write a URL, or {env: VARIABLE, default: URL} with an upper-case variable name",
+            field="options.url",
+        )
+    url = os.environ.get(env) or default
+    if not isinstance(url, str) or not url:
+        raise BackendConfigError(f"{env} is not set and there is no `default`", field="options.url")
     return url
 
 

@@ -134,6 +134,7 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
         f": {key}" if key != "." else ""
     )
     section = HtmlSection(title, ("audits", key))
+    where = key  # the loops below reuse `key` for table keys
     source = audit["source"]
     dates = source.get("date_range")
     section.paragraph(
@@ -188,6 +189,7 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
             + section.number(("unknown", key), audit["unknown"].get(key), "int")
             + "</p>"
         )
+    _score_html(section, audit, by, where)
     if audit.get("assessment"):
         section.table(
             [{**row, "value": row["value"] or DEPLOYER} for row in audit["assessment"]],
@@ -198,3 +200,46 @@ def audit_html(audit: dict[str, Any], key: str) -> HtmlSection:
     for line in [*audit.get("notes", []), *preset_lines(audit)]:
         section.paragraph(line)
     return section
+
+
+_SCORE_TITLES = {
+    "positions": "Ranking by score: positions, top-k rate, Mann-Whitney test",
+    "sweep": "Threshold sweep: impact ratio at each cut-off",
+}
+
+
+def _score_html(section: HtmlSection, audit: dict[str, Any], by: list[str], where: str) -> None:
+    """The score tables of an audit of a tool that scores (``--score-col``); the sweep's
+    figure is named where the audit wrote it."""
+    for name, rows in (audit.get("score_tables") or {}).items():
+        kind, key = name.split("_", 1)
+        category = audit["columns"][key]
+        if kind == "positions":
+            columns = [
+                Column("n", "individuals", "int"),
+                Column("mean_position", "mean position", ".1f"),
+                Column("median_position", "median position", ".1f"),
+                Column("mean_score", "mean score", ".3g"),
+                Column("top_k", "k", "int"),
+                Column("top_k_rate", "top-k rate", ".3f"),
+                Column("top_k_rate_ci_low", "top-k rate 95% CI", "ci", "top_k_rate_ci_high"),
+                Column("mann_whitney_p", "Mann-Whitney p", ".3g"),
+            ]
+        else:
+            columns = [
+                Column("cutoff", "cut-off", ".3g"),
+                Column("n", "individuals", "int"),
+                Column("n_selected", "selected", "int"),
+                Column("selection_rate", "selection rate", ".3f"),
+                Column("impact_ratio", "impact ratio", ".3f"),
+                Column("impact_ratio_ci_low", "impact ratio 95% CI", "ci", "impact_ratio_ci_high"),
+            ]
+        section.table(
+            rows,
+            key=("score_tables", name),
+            title=f"{_SCORE_TITLES[kind]} ({category})",
+            columns=[*[Column(c) for c in [*by, category]], *columns],
+        )
+        if kind == "sweep":
+            figure = f"{where.rstrip('/')}/{audit['format']}_{name}.png".removeprefix("./")
+            section.paragraph(f"Figure of this sweep: {figure}.", muted=True)

@@ -28,6 +28,7 @@ from biasim.simulator.study.config import (
     SyntheticField,
     analysis_name,
 )
+from biasim.simulator.study.counterfactual_checks import check_counterfactual
 from biasim.simulator.study.facts import StudyFacts
 from biasim.simulator.study.hints import nearest, synthetic_hint, undefined_message
 from biasim.simulator.study.pairing import draw_trial, pool
@@ -69,6 +70,8 @@ def check_study(
     for i, stage in enumerate(config.stages):
         if stage.pairing is not None:
             problems.extend(check_pairing(config, stage, ("stages", i), smap))
+        if stage.counterfactual is not None:
+            problems.extend(check_counterfactual(config, stage, ("stages", i), smap))
 
     problems += _analysis_problems(config, smap)
 

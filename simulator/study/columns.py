@@ -40,6 +40,9 @@ PIPELINE_COLUMNS = (
 )
 #: Columns of word-pairing stages: what each call showed, in the order shown.
 PAIRING_COLUMNS = ("targets", "target_values", "items")
+#: Columns of a counterfactual stage's rows (:mod:`.counterfactual`): the set, the value each
+#: call carries and the writer.
+COUNTERFACTUAL_COLUMNS = ("cf_set", "cf_swap", "cf_writer")
 #: Names a study may not use for axes, variables or output fields: results columns and the
 #: names templates already give a meaning to.
 RESERVED = frozenset(
@@ -48,6 +51,7 @@ RESERVED = frozenset(
         *CALL_COLUMNS,
         *PIPELINE_COLUMNS,
         *PAIRING_COLUMNS,
+        *COUNTERFACTUAL_COLUMNS,
         "persona",
         "outputs",
         "vars",

@@ -27,6 +27,7 @@ from biasim.simulator.study.columns import (
     PAIRING_COLUMNS,
     PIPELINE_COLUMNS,
 )
+from biasim.simulator.study.counterfactual import CounterfactualConfig
 from biasim.simulator.study.fields import LABEL_PATTERN, Identifier, LevelName, Strict
 from biasim.simulator.study.market import MAX_CYCLES, MarketConfig
 from biasim.simulator.study.pairing import PairingConfig
@@ -421,6 +422,13 @@ class StageConfig(Strict):
         None,
         description="A word-pairing stage (free text): each call shows two targets in random "
         "order and the items shuffled; templates see `targets` and `items`.",
+    )
+    counterfactual: CounterfactualConfig | None = Field(
+        None,
+        description="Ask every call again once per other value of a persona axis, with only "
+        "that value (`swap: gender`) or only the name (`swap: name, within: race`) swapped: "
+        "same agent, seed and prompt. Rows record the set (`cf_set`), the value (`cf_swap`) "
+        "and the writer (`cf_writer`); the `counterfactual_text` analysis compares them.",
     )
     answer: Literal["sampled", "logprobs"] = Field(
         "sampled",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from biasim.simulator.study.columns import COUNTERFACTUAL_COLUMNS
+
 if TYPE_CHECKING:
     from biasim.simulator.common.errors import Problem
     from biasim.simulator.common.yamlsource import FieldPath, SourceMap
@@ -45,9 +47,15 @@ class StudyFacts:
     @property
     def columns(self) -> set[str]:
         """Results columns a spec may name besides the persona axes: factors, recorded
-        variables and ``model_label``."""
+        variables, ``model_label`` and, with a counterfactual stage, its set columns."""
         design = self.config.design
-        return {*design.factors, *design.record, "model_label"}
+        sets = any(stage.counterfactual is not None for stage in self.config.stages)
+        return {
+            *design.factors,
+            *design.record,
+            "model_label",
+            *(COUNTERFACTUAL_COLUMNS if sets else ()),
+        }
 
     def problem(self, path: FieldPath, message: str) -> None:
         """Report ``message`` at ``path`` relative to this analysis."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from biasim.simulator.study.config import StageConfig, StudyConfig
+    from biasim.simulator.study.personas import PersonaConfig
 
 
 def populations(config: StudyConfig) -> dict[str, PopulationConfig]:
@@ -26,6 +27,19 @@ def populations(config: StudyConfig) -> dict[str, PopulationConfig]:
 def stage_population(config: StudyConfig, stage: StageConfig) -> str:
     """The population acting in ``stage`` (the first population when the stage names none)."""
     return stage.population or next(iter(populations(config)))
+
+
+def stage_personas(config: StudyConfig, stage: StageConfig) -> PersonaConfig | None:
+    """The persona settings of the agents acting in ``stage``: the study's, or its population's
+    own (None: a population without personas)."""
+    personas = populations(config)[stage_population(config, stage)].personas
+    return config.personas if personas == "study" else personas
+
+
+def calls_per_agent(config: StudyConfig, stage: StageConfig) -> int:
+    """Calls ``stage`` sends per acting agent: its own and one per counterfactual twin."""
+    cf, personas = stage.counterfactual, stage_personas(config, stage)
+    return 1 if cf is None or personas is None else len(personas.axes.get(cf.axis, [None]))
 
 
 def is_pipeline(config: StudyConfig) -> bool:

@@ -24,6 +24,7 @@ from biasim.analysis.audit.ll144 import (
     ll144_tables,
 )
 from biasim.analysis.audit.presets import AuditContext, AuditPreset, assessment_rows
+from biasim.analysis.audit.scores import rank_positions, sweep_figure, threshold_sweep
 from biasim.registry import AUDIT_FORMATS
 from biasim.simulator.common.csvfiles import check_group_count, read_csv, write_csv
 from biasim.simulator.common.csvlimits import CsvLimits
@@ -145,7 +146,30 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
         options.by = ["model_label", *options.by]
     # An individual is a simulated person, whatever number of policies read its document.
     individual = frame["agent_id"].astype(str)
-    return frame.assign(_selected=frame["selected"], _individual=individual), source
+    frame = frame.assign(_selected=frame["selected"], _individual=individual)
+    if options.score_col:
+        frame = frame.assign(_score=_run_scores(frame, run_dir, options.score_col))
+    return frame, source
+
+
+def _run_scores(frame: pd.DataFrame, run_dir: Path, column: str) -> pd.Series:
+    """The tool's score of each decision audited (``--score-col`` on a run): a numeric output
+    field of the stage; NaN where the answer was invalid, as its decision is."""
+    numeric = column in frame and pd.api.types.is_numeric_dtype(frame[column])
+    if not numeric:
+        have = [c for c in frame.columns if pd.api.types.is_float_dtype(frame[c])]
+        raise InputError(
+            [
+                Problem(
+                    "--score-col",
+                    None,
+                    "",
+                    f"`{column}` is no numeric output of the decisions audited in {run_dir}"
+                    f"; numeric columns: {', '.join(have) or 'none'}",
+                )
+            ]
+        )
+    return frame[column].astype(float).where(frame["_selected"].notna())
 
 
 def _which_policies(config: Any, frame: pd.DataFrame) -> str:
@@ -310,7 +334,9 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
     if not is_run:
         categories = [c for c in (sex, race, *options.by) if c]
         check_group_count(frame, categories, source, options.limits.max_groups)
-    scoring = "_score" in frame
+    # A run whose tool scores and decides is audited on its decisions where the rule reads
+    # selections, on its scores otherwise; the score tables are added either way.
+    scoring = "_score" in frame and not (preset.needs_selection and "_selected" in frame)
     if scoring and preset.needs_selection:
         why = "reads selection rates; a score alone selects no one (give --selected-col, or "
         raise InputError(
@@ -330,6 +356,7 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         raise InputError([Problem(str(source), None, "", str(exc))]) from None
     context = _context(frame, about, options, (sex, race), audit)
     tables, notes = preset.extend(audit.tables, context)
+    score_frames, score_notes = _score_tables(frame, context) if "_score" in frame else ({}, [])
     facts = _facts(about, context, tables, options) if preset.assessment else {}
     return {
         "assessment": assessment_rows(preset, facts),
@@ -338,9 +365,10 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
         "title": preset.title,
         "cites": [list(c) for c in preset.cites],
         "cannot_show": list(preset.cannot_show),
-        "notes": notes,
+        "notes": [*notes, *score_notes],
+        "score_tables": {k: t.to_dict("records") for k, t in score_frames.items()},
         "shown_columns": [list(c) for c in preset.columns],
-        **_tables_record(source, options, frame, about, (audit, tables)),
+        **_tables_record(source, options, frame, about, (audit, tables, score_frames)),
         "columns": {
             "outcome": options.selected_col or options.outcome_col or options.score_col,
             "sex": sex,
@@ -348,6 +376,36 @@ def bias_audit(source: Path, options: AuditOptions) -> dict[str, Any]:
             "by": options.by,
         },
     }
+
+
+def _score_tables(
+    frame: pd.DataFrame, context: AuditContext
+) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Rank positions, top-k rates and the threshold sweep per sex and race/ethnicity column,
+    and what a reader must know about them."""
+    known = frame[frame["_score"].notna()]
+    out = {}
+    for key in (SEX, RACE_ETHNICITY):
+        if key in context.categories:
+            [column] = context.categories[key]
+            out[f"positions_{key}"] = rank_positions(known, "_score", column, by=context.by)
+            out[f"sweep_{key}"] = threshold_sweep(known, "_score", column, by=context.by)
+    notes = [
+        "Scores: position 1 is the highest score of the stratum (ties share their mean "
+        "position); the top k is the best tenth, and the rate's interval is Wilson's. The "
+        "Mann-Whitney p compares a category's scores with everyone else's in the stratum; unit "
+        f"of exchangeability: the applicant ({context.unit_note}). The threshold sweep selects "
+        "at or above each decile of the scores, with the impact ratio's 95 % interval (Katz)."
+    ]
+    if context.repeated:
+        for name, table in out.items():
+            if name.startswith("positions_"):
+                table["mann_whitney_p"] = float("nan")
+        notes.append(
+            f"{context.repeated} applicant(s) were scored more than once within a stratum: no "
+            "Mann-Whitney p is given (it would be too small)."
+        )
+    return out, notes
 
 
 def _context(
@@ -384,6 +442,11 @@ def _facts(
     )
     outcome = options.selected_col or options.outcome_col or "selected"
     columns = dict.fromkeys(c for cols in context.categories.values() for c in cols)
+    metrics = (
+        "selection rate, impact ratio against the highest-rate group with its 95 % "
+        "interval, two-standard-deviation z, Fisher's exact p (unit: the applicant), shortfall "
+        "and one-person flip (29 CFR 1607.4(D))"
+    )
     return {
         "system": about["description"],
         "dates": f"{dates[0]} to {dates[1]} ({about['date_basis']})" if dates else "not given",
@@ -391,11 +454,16 @@ def _facts(
         f"category columns ({', '.join(columns)}); "
         f"output the decision ({outcome})",
         "groups": groups + (f"; separately by {', '.join(context.by)}" if context.by else ""),
-        "metrics": "selection rate, impact ratio against the highest-rate group with its 95 % "
-        "interval, two-standard-deviation z, Fisher's exact p (unit: the applicant), shortfall "
-        "and one-person flip (29 CFR 1607.4(D))",
+        "metrics": metrics,
         "results": _lowest_ratio(tables),
-    }
+    } | ({"metrics": metrics + _SCORE_METRICS} if options.score_col else {})
+
+
+#: The score measures an assessment lists when the audit read the tool's score.
+_SCORE_METRICS = (
+    "; of the tool's score: mean and median rank position, top-decile rate with its Wilson "
+    "interval, Mann-Whitney p (unit: the applicant), impact ratio across cut-offs"
+)
 
 
 def _lowest_ratio(tables: dict[str, pd.DataFrame]) -> str:
@@ -422,7 +490,7 @@ def _tables_record(
     source: Path, options: AuditOptions, frame: pd.DataFrame, about: dict[str, Any], audit_tables
 ) -> dict[str, Any]:
     """The counts and tables every format shares, as the audit's JSON-able fields."""
-    audit, tables = audit_tables
+    audit, tables, score_frames = audit_tables
     excluded = {
         key: table[table["excluded"].astype(bool)].drop(columns=["excluded"]).to_dict("records")
         for key, table in audit.tables.items()
@@ -444,7 +512,7 @@ def _tables_record(
         "exclude_small": audit.exclude_small,
         "excluded": {k: v for k, v in excluded.items() if v},
         "tables": {k: t.to_dict("records") for k, t in tables.items()},
-        "_frames": {**tables, "counts": audit.counts},
+        "_frames": {**tables, "counts": audit.counts, **score_frames},
     }
 
 
@@ -475,6 +543,11 @@ def write_audit(result: dict[str, Any], out: Path) -> list[Path]:
         path = out / f"{result['format']}_{key}.csv"
         write_csv(path, table)
         written.append(path)
+    for key, table in result["_frames"].items():
+        if key.startswith("sweep_") and not table.empty:
+            path = out / f"{result['format']}_{key}.png"
+            column = result["columns"][key.removeprefix("sweep_")]
+            written.append(sweep_figure(table, column, path, f"Threshold sweep by {column}"))
     path = out / "audit.json"
     write_json(path, public(result))
     return [*written, path]

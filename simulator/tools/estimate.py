@@ -30,6 +30,7 @@ from biasim.simulator.study.checks import dry_render
 from biasim.simulator.study.config import RoleConfig, StageConfig, Study, StudyConfig
 from biasim.simulator.study.design import expected_stage_units, when_counts
 from biasim.simulator.study.prices import role_price
+from biasim.simulator.study.stage_graph import calls_per_agent
 from biasim.simulator.study.views import StudyViews, study_views
 
 #: Output tokens assumed for a role without ``max_tokens``.
@@ -361,7 +362,10 @@ def _stage_calls(
     if views.pipeline:
         units = expected_stage_units(config)
         return {
-            s.name: (units[s.name], s.reads is not None or s.when is not None)
+            s.name: (
+                units[s.name] * calls_per_agent(config, s),
+                s.reads is not None or s.when is not None,
+            )
             for s in config.stages
         }
     agents = views.agents_total
@@ -374,11 +378,12 @@ def _stage_calls(
         asked_once = labels > 1 and "" in views.casting[stage.role]
         if asked_once:
             calls //= labels  # one model plays the role for every label: asked once
+        twins = calls_per_agent(config, stage)
         if stage.name in counted and not stage.shared_across and not asked_once:
             # Its `when` reads no answer: the agents it selects are counted, not bounded.
-            out[stage.name] = (counted[stage.name], False)
+            out[stage.name] = (counted[stage.name] * twins, False)
         else:
-            out[stage.name] = (calls, stage.when is not None)
+            out[stage.name] = (calls * twins, stage.when is not None)
     return out
 
 

@@ -494,23 +494,3 @@ def _write_outputs(
             plot_hallucination(tables.hallucination, groups, title),
             out / "figures" / "texts_hallucination.png",
         )
-
-
-def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
-    """``--counterfactual``'s metrics as the console prints them, each p with its unit."""
-    from rich.table import Table
-
-    from biasim.analysis.stats.units import unit_label
-    from biasim.simulator.common.html import fmt, format_p
-
-    table = Table(title="Counterfactual text metrics (beyond the paper)")
-    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", "note"):
-        table.add_column(header)
-    for r in rows:
-        versus = f"{r['value_a']} vs {r['value_b']}" if r["value_a"] else "all"
-        p = "" if r["p_value"] is None else f"p {format_p(r['p_value'])}"
-        unit = "no test" if r["p_value"] is None else unit_label(r["unit"], r["n_units"])
-        table.add_row(
-            r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, r["note"] or ""
-        )
-    return table

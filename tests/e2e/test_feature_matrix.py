@@ -36,6 +36,7 @@ STUDIES: dict[str, tuple[str, bool]] = {
     "picks": ("bias_transmission_supplemental", True),
     "letter_evaluation": ("bias_transmission_letters", True),
     "letters": ("wan2023_letters", True),
+    "counterfactual_text": ("wan2023_letters_counterfactual", True),
     "transmission": ("bias_transmission_pipeline", True),
 }
 TOOLS = ("run", "analyze", "compare", "audit", "power", "report")

@@ -3,6 +3,7 @@ cache key (URL, body and mapping; header names, never their values)."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -108,3 +109,22 @@ def test_the_cache_key_covers_url_body_and_mapping_never_the_key(monkeypatch) ->
         role(response={"score": "$.t"}),
     ):
         assert key(HttpToolBackend(changed)) != key(first)
+
+
+def test_a_url_from_the_environment_or_its_default(monkeypatch) -> None:
+    from biasim.simulator.llm.http_backend import tool_url
+
+    option = {"url": {"env": "TOOL_URL", "default": "http://127.0.0.1:8765/v1/score"}}
+    monkeypatch.delenv("TOOL_URL", raising=False)
+    assert tool_url(option) == "http://127.0.0.1:8765/v1/score"
+    monkeypatch.setenv("TOOL_URL", "http://127.0.0.1:40001/v1/score")
+    assert tool_url(option) == "http://127.0.0.1:40001/v1/score"
+    monkeypatch.setenv("TOOL_URL", "ftp://elsewhere")
+    for bad, reason in (
+        (option, "needs `url`"),  # the variable's value is checked as a written URL is
+        ({"url": {"env": "lower"}}, "upper-case variable name"),
+        ({"url": {"env": "UNSET_TOOL_URL_X"}}, "UNSET_TOOL_URL_X is not set"),
+    ):
+        with pytest.raises(BackendConfigError, match=re.escape(reason)) as err:
+            tool_url(bad)
+        assert err.value.field == "options.url"
