@@ -14,12 +14,7 @@ from rich.console import Console
 from biasim.scenarios import builtin_studies
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.report.outputs import print_report
-
-#: Studies whose pools need more than one applicant per persona value.
-#: market_small draws a workforce of 8 from the population: 4 per gender at least.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
-#: Studies that need data the user supplies (PRISM's masked LM): refused at validate.
-NEEDS_INPUT = {"ding2024_prism"}
+from tests.builtin_runs import AGENTS, NEEDS_INPUT
 
 BLOCK = re.compile(r"^\s*- \w+:")
 RULE = re.compile(r"^[\s─━┡┩╇]+$")

@@ -17,6 +17,7 @@ from biasim.simulator.common.errors import InputError
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.report.outputs import SYNTHETIC_NOTE, analyze, write_evidence
 from biasim.simulator.study.load import load_study
+from tests.builtin_runs import AGENTS, NEEDS_INPUT
 from tests.figure_bounds import clipped
 from tests.golden_studies import GOLDEN_DIR
 
@@ -34,14 +35,6 @@ BUILTIN = sorted(
     for p in builtin_path("emergency_response").parent.parent.iterdir()
     if (p / "study.yaml").is_file() and _draws_its_own_figures(p / "study.yaml")
 )
-
-
-#: Agents per value where one is too few for the design (a screener's pool of 8 letters).
-#: Studies whose pools need more than one applicant per persona value.
-#: market_small draws a workforce of 8 from the population: 4 per gender at least.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
-#: Studies that need data the user supplies (PRISM's masked LM): refused at validate.
-NEEDS_INPUT = {"ding2024_prism"}
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,7 @@ from biasim.simulator.engine import runner
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.study.options import StudyOptions, load_options_study
 from biasim.simulator.study.prompts import distinct_prompts
-
-#: Studies whose pools need more than one applicant per persona value.
-#: market_small draws a workforce of 8 from the population: 4 per gender at least.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
-#: Studies that need data the user supplies (PRISM's masked LM): refused at validate.
-NEEDS_INPUT = {"ding2024_prism"}
+from tests.builtin_runs import AGENTS, NEEDS_INPUT
 
 #: Stand-ins the shown prompts hold for what only the run knows (documents, names, answers).
 PLACEHOLDER = re.compile(

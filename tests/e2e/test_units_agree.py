@@ -22,12 +22,7 @@ from biasim.scenarios import builtin_studies
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.tools.power import power
-
-#: Studies whose pools need more than one applicant per persona value.
-#: market_small draws a workforce of 8 from the population: 4 per gender at least.
-AGENTS = {"hiring_pipeline": 2, "hiring_policies": 2, "market_small": 4}
-#: Needs a masked LM the user supplies: refused at validate.
-NEEDS_INPUT = {"ding2024_prism"}
+from tests.builtin_runs import AGENTS, NEEDS_INPUT
 
 
 def _run(name: str, out: Path) -> tuple[dict[str, Any], pd.DataFrame]:
