@@ -805,7 +805,7 @@ class AcceptanceKind(AnalysisKind):
                     f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
                     fmt(row.get("rate_all")),
                     f"{fmt(ratio.get('impact_ratio'), '.2f')}{flag}",
-                    fmt(test.get("p_adjusted")),
+                    fmt(test.get("p_adjusted"), "p"),
                 )
             print_table(console, table)
             console.print(
@@ -832,8 +832,8 @@ class AcceptanceKind(AnalysisKind):
                         *[str(row[g]) for g in groups],
                         fmt(row["rate"]),
                         fmt(row["d"], "+.3f"),
-                        fmt(row["p_two_sided"]),
-                        fmt(row["p_adjusted"]),
+                        fmt(row["p_two_sided"], "p"),
+                        fmt(row["p_adjusted"], "p"),
                     )
                 print_table(console, versus)
         if summary.get("table5"):
@@ -945,8 +945,8 @@ def _html_model_tables(
         *text,
         Column("rate", "rate", ".3f"),
         Column("d", "d", "+.3f"),
-        Column("p_two_sided", "p", ".3f"),
-        Column("p_adjusted", f"p ({summary['adjust']})", ".3f"),
+        Column("p_two_sided", "p", "p"),
+        Column("p_adjusted", f"p ({summary['adjust']})", "p"),
     ]
     if part.get("permutation"):
         section.table(

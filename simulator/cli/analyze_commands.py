@@ -33,6 +33,7 @@ from biasim.simulator.common.csvlimits import (
     CsvLimits,
 )
 from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.html import format_p
 from biasim.simulator.common.tables import print_table
 
 analyze_app = typer.Typer(
@@ -628,7 +629,7 @@ def _print_external(
         f"({scalars['negative_from']}); rows {checked.n_total}: used {checked.n_used}, "
         f"excluded {scalars['n_excluded']}"
         + (f" ({reasons})" if reasons else "")
-        + f"; DPD {scalars.get('dpd', nan):.4f} (p = {scalars.get('dpd_p_value', nan):.4f}); "
+        + f"; DPD {scalars.get('dpd', nan):.4f} (p {format_p(scalars.get('dpd_p_value'))}); "
         f"chance an unbiased decision-maker fails four-fifths for some group: "
         f"{scalars.get('p_any_flag_by_chance', float('nan')):.1%} "
         f"({flag_chance_basis(scalars.get('flag_chance_unit'))})",
@@ -636,7 +637,7 @@ def _print_external(
     )
     out_console.print(
         f"valid answers by group differ by {scalars['validity_gap']:.4f} "
-        f"(p = {scalars['validity_p_value']:.4f}; {scalars['validity_test']}); "
+        f"(p {format_p(scalars['validity_p_value'])}; {scalars['validity_test']}); "
         f"{scalars['bounds_note']}",
         highlight=False,
     )
@@ -751,7 +752,7 @@ def _analyze_iat(request: Any, as_json: bool) -> None:
         out_console.print(
             f"chained logit decision_bias ~ 1 + iat_bias: intercept {logit.intercept:.4f} "
             f"(se {logit.intercept_se:.3f}), slope {logit.slope:.4f} (se {logit.slope_se:.3f}, "
-            f"p = {logit.slope_p:.3g}), N = {logit.n} of {result.chained_rows} rows",
+            f"p {format_p(logit.slope_p)}), N = {logit.n} of {result.chained_rows} rows",
             highlight=False,
         )
 

@@ -13,6 +13,7 @@ import datetime as dt
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,8 @@ def fmt(value: Any, spec: str = ".3f") -> str:
 
     Args:
         value: The value.
-        spec: A format spec (``.3f``, ``.1%``), ``int`` or ``text``.
+        spec: A format spec (``.3f``, ``.1%``), ``int``, ``text`` or ``p`` (a p-value: ``.3f``,
+            or ``< 0.001`` rather than a misleading ``0.000``, as :func:`format_p` writes it).
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -57,18 +59,28 @@ def fmt(value: Any, spec: str = ".3f") -> str:
         return str(value)
     if spec == "int":
         return f"{int(value):,}"
+    if spec == "p" and isinstance(value, int | float):
+        return "< 0.001" if value < 0.001 else format(value, ".3f")
     if isinstance(value, int | float):
         return format(value, spec)
     return str(value)
+
+
+#: A p-value's column or key: ``p``, ``p_value``, ``p_adjusted``, ``sign_p``...
+_P_KEY = re.compile(r"^(p|p_[a-z_]+|[a-z_]+_p|[a-z_]*p_value)$")
+
+
+def number_spec(column: str) -> str:
+    """The format of a generic table's number column: ``p`` for a p-value's, else ``.3f``."""
+    return "p" if _P_KEY.match(column) else ".3f"
 
 
 def format_p(value: float | None) -> str:
     """A p-value as a sentence or a cell prints it after ``p``: ``= 0.123``, ``< 0.001``
     rather than a misleading ``= 0.000``, ``= -`` when there is none. The one formatter of
     every p written into text."""
-    if value is not None and value == value and value < 0.001:
-        return "< 0.001"
-    return f"= {fmt(value)}"
+    cell = fmt(value, "p")
+    return cell if cell.startswith("<") else f"= {cell}"
 
 
 def from_paper(source: str | None, paper: str) -> bool:
@@ -186,7 +198,8 @@ class HtmlSection:
         if columns is None:
             first = records[0] if records else {}
             columns = [
-                Column(k, spec=".3f" if isinstance(v, float) else "text") for k, v in first.items()
+                Column(k, spec=number_spec(k) if isinstance(v, float) else "text")
+                for k, v in first.items()
             ]
         base = (*self.path, *_parts(key))
         head = "".join(

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from biasim.simulator.common.html import HtmlSection, fmt
+from biasim.simulator.common.html import HtmlSection, fmt, format_p, number_spec
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -264,7 +264,8 @@ class AssociationKind(AnalysisKind):
             where = ", ".join(str(row[k]) for k in row if k not in _POSITION_STATS)
             console.print(
                 f"  {where or 'all'}: naming a {positive} target first changes its share by "
-                f"{row['effect']:+.3f} (position effect; Welch p = {row['p_value']:.3g} over calls)"
+                f"{fmt(row['effect'], '+.3f')} (position effect; Welch p "
+                f"{format_p(row['p_value'])} over calls)"
             )
         if summary.get("comparison"):
             first, second = summary["compare"]
@@ -366,7 +367,12 @@ def _records_table(
     for column in columns:
         table.add_column(column, justify="right")
     for row in records:
-        table.add_row(*[fmt(row[c]) if isinstance(row[c], float) else str(row[c]) for c in columns])
+        table.add_row(
+            *[
+                fmt(row[c], number_spec(c)) if isinstance(row[c], float) else str(row[c])
+                for c in columns
+            ]
+        )
     print_table(console, table)
 
 

@@ -202,7 +202,7 @@ class AnalysisKind:
         from rich.table import Table
         from rich.text import Text
 
-        from biasim.simulator.common.html import fmt
+        from biasim.simulator.common.html import fmt, number_spec
 
         scalars = {
             k: v
@@ -219,7 +219,10 @@ class AnalysisKind:
                     table.add_column(str(column), justify="right")
                 for row in value:
                     table.add_row(
-                        *[fmt(v) if isinstance(v, float) else str(v) for v in row.values()]
+                        *[
+                            fmt(v, number_spec(k)) if isinstance(v, float) else str(v)
+                            for k, v in row.items()
+                        ]
                     )
                 print_table(console, table)
 

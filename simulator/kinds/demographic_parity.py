@@ -809,7 +809,7 @@ class DemographicParityKind(AnalysisKind):
                 *dpd_extremes(row["dpd"], row.get("max_group"), row.get("min_group")),
                 fmt(row["threshold"]),
                 fmt(row["chance_dpd"]),
-                fmt(row["p_value"]) + ("" if row.get("can_reject", True) else " †"),
+                fmt(row["p_value"], "p") + ("" if row.get("can_reject", True) else " †"),
                 unit_stats.unit_label(row.get("unit"), row.get("n_units")).removeprefix("unit: "),
                 str(row["n_excluded"]),
             )
@@ -911,7 +911,7 @@ def _html_case_tables(summary: dict[str, Any], section: HtmlSection, case_cols: 
             Column("min_group", "lowest rate"),
             Column("threshold", "threshold", ".3f"),
             Column("chance_dpd", "by chance", ".3f"),
-            Column("p_value", "p", ".3f"),
+            Column("p_value", "p", "p"),
             Column("test", "test"),
             Column("unit", "unit"),
             Column("n_units", "units", "int"),
@@ -948,7 +948,7 @@ def _html_explicit(summary: dict[str, Any], section: HtmlSection, case_cols: lis
                 Column("n_valid", "answers", "int"),
                 Column("dpd", "DPD", ".3f", star="significant"),
                 Column("threshold", "threshold", ".3f"),
-                Column("p_value", "p", ".3f"),
+                Column("p_value", "p", "p"),
             ],
         )
     if summary.get("implicit_vs_explicit"):
@@ -968,9 +968,9 @@ def _html_explicit(summary: dict[str, Any], section: HtmlSection, case_cols: lis
                 Column("n_cases_explicit", "cases", "int"),
                 Column("mean_excess_implicit", "implicit beyond chance", "+.3f"),
                 Column("mean_excess_explicit", "explicit beyond chance", "+.3f"),
-                Column("p_excess", "p (beyond chance)", ".3f"),
+                Column("p_excess", "p (beyond chance)", "p"),
                 Column("t_statistic", "t", ".2f"),
-                Column("p_value", "p", ".3f"),
+                Column("p_value", "p", "p"),
             ],
             note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no "
             "bias, given each case's totals), implicit against explicit, tested by a "

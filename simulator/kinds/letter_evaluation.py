@@ -26,7 +26,7 @@ from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
-from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.html import HtmlSection, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -190,11 +190,11 @@ class LetterEvaluationKind(AnalysisKind):
         for row in summary.get("relative", []):
             console.print(
                 f"  {row[summary['by']]}: {row['share_of']} hired in {row['share']:.3f} of "
-                f"{row['n']} (95% CI {row['ci_low']:.3f}-{row['ci_high']:.3f}, p = "
-                f"{row['p_value']:.3g} vs 0.5, sign test over the {row['n_units']} of "
+                f"{row['n']} (95% CI {row['ci_low']:.3f}-{row['ci_high']:.3f}, p "
+                f"{format_p(row['p_value'])} vs 0.5, sign test over the {row['n_units']} of "
                 f"{row['pairs']} pairs that lean; unit: pair); Applicant 1 hired in "
                 f"{row['first_share']:.3f} "
-                f"(p = {row['first_p']:.3g}), where position alone gives {row['share_of']} "
+                f"(p {format_p(row['first_p'])}), where position alone gives {row['share_of']} "
                 f"{row['position_share']:.3f}; excluded {row['excluded']}"
             )
             if "ties" in row:

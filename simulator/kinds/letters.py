@@ -510,10 +510,10 @@ class LettersKind(AnalysisKind):
                 fmt(r[f"mean_{first}"]),
                 fmt(r[f"mean_{second}"]),
                 fmt(r["t_student"]),
-                fmt(r["p_student"]),
-                fmt(r["p_welch"]),
-                *([fmt(r.get("p_paired"))] if paired else []),
-                *([fmt(r.get("p_unit"))] if by_unit else []),
+                fmt(r["p_student"], "p"),
+                fmt(r["p_welch"], "p"),
+                *([fmt(r.get("p_paired"), "p")] if paired else []),
+                *([fmt(r.get("p_unit"), "p")] if by_unit else []),
             )
         print_table(console, table)
         self._print_unit(summary, "style", console)
@@ -532,7 +532,7 @@ class LettersKind(AnalysisKind):
                 str(r[f"hits_{second}"]),
                 fmt(r["odds_ratio"]),
                 f"{fmt(r['ci_low'])}-{fmt(r['ci_high'])}",
-                fmt(r["p_permutation"]),
+                fmt(r["p_permutation"], "p"),
             )
         print_table(console, table)
         self._print_unit(summary, "lexicon", console)
@@ -602,7 +602,7 @@ class LettersKind(AnalysisKind):
                 r["test"],
                 str(r["n_words"]),
                 fmt(r["effect_size"]),
-                fmt(r["p_value"]) if not r.get("excluded") else str(r["excluded"]),
+                fmt(r["p_value"], "p") if not r.get("excluded") else str(r["excluded"]),
             )
         print_table(console, table)
 
@@ -641,8 +641,8 @@ class LettersKind(AnalysisKind):
                 fmt(r["mean_hallucinated"]),
                 fmt(r["mean_full"]),
                 str(r["letters"]),
-                fmt(r["p_student"]),
-                fmt(r["p_paired"]),
+                fmt(r["p_student"], "p"),
+                fmt(r["p_paired"], "p"),
             )
         print_table(console, table)
 

@@ -496,8 +496,8 @@ def _html_stages(
             Column("four_fifths", "below 4/5", "text"),
             Column("dpd", "DPD", ".3f"),
             Column("test", "test", "text"),
-            Column("p_value", "p", ".4f"),
-            Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+            Column("p_value", "p", "p"),
+            Column("p_adjusted", f"p ({summary['adjust']})", "p"),
             Column("cumulative_rate", "cumulative", ".3f"),
         ],
         note=_STAGE_NOTE.format(
@@ -547,8 +547,8 @@ def _html_position_effects(summary: dict[str, Any], section: HtmlSection) -> Non
             Column("first_chosen", "first picked", "int"),
             Column("share", "share", ".3f"),
             Column("chance", "chance", ".3f"),
-            Column("p_value", "p (exact binomial)", ".4f"),
-            Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+            Column("p_value", "p (exact binomial)", "p"),
+            Column("p_adjusted", f"p ({summary['adjust']})", "p"),
         ],
     )
 
@@ -589,8 +589,8 @@ def _html_counterfactual(summary: dict[str, Any], section: HtmlSection) -> None:
                 Column("only_a", "only as A", "int"),
                 Column("only_b", "only as B", "int"),
                 Column("flip_rate", "flip rate", ".3f"),
-                Column("p_value", "McNemar exact p", ".4f"),
-                Column("p_adjusted", f"p ({summary['adjust']})", ".4f"),
+                Column("p_value", "McNemar exact p", "p"),
+                Column("p_adjusted", f"p ({summary['adjust']})", "p"),
                 Column("excluded", "excluded", "int"),
             ],
         )

@@ -404,8 +404,8 @@ class PolicyEffectKind(AnalysisKind):
                     Column("n_units", "pools", "int"),
                     Column("df", "df", "int"),
                     Column("statistic", "statistic", ".2f"),
-                    Column("p_value", "p", ".4f"),
-                    Column("p_adjusted", f"p ({summary['adjust']}, across policies)", ".4f"),
+                    Column("p_value", "p", "p"),
+                    Column("p_adjusted", f"p ({summary['adjust']}, across policies)", "p"),
                 ],
                 note=_TEST_NOTE.format(baseline=summary["baseline"], adjust=summary["adjust"]),
             )

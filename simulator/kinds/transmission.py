@@ -20,7 +20,7 @@ from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.text.redaction import names_after_redaction
-from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.html import HtmlSection, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds import transmission_extras as extras
 from biasim.simulator.kinds.base import (
@@ -195,7 +195,7 @@ class TransmissionKind(AnalysisKind):
         for row in summary.get("position", []):
             console.print(
                 f"  {row['stage']}: Applicant 1 hired in {row['share']:.3f} of {row['n']} "
-                f"(position effect; p = {row['p_value']:.3g} vs 0.5, each pair in both orders)"
+                f"(position effect; p {format_p(row['p_value'])} vs 0.5, each pair in both orders)"
             )
         for note in summary.get("notes", []):
             console.print(f"  {note}")

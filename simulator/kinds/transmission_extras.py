@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from biasim.simulator.common.html import fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -327,8 +328,8 @@ def print_lines(summary: dict[str, Any], console: Console) -> None:
             f"  {group} letters hired {change['share_named']:.3f} with names, "
             f"{change['share_redacted']:.3f} redacted: change {change['difference']:+.3f} "
             f"(95% CI {change['ci_low']:+.3f} to {change['ci_high']:+.3f}, p "
-            f"{change['p_value']:.3g}; each {group} letter against itself, {change['letters']} "
-            f"letters; unit: job, {change['n_units']} units)"
+            f"{fmt(change['p_value'], 'p')}; each {group} letter against itself, "
+            f"{change['letters']} letters; unit: job, {change['n_units']} units)"
         )
     if "rationale_terms_tested" in summary:
         found = ", ".join(

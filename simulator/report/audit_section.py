@@ -223,7 +223,7 @@ def _score_html(section: HtmlSection, audit: dict[str, Any], by: list[str], wher
                 Column("top_k", "k", "int"),
                 Column("top_k_rate", "top-k rate", ".3f"),
                 Column("top_k_rate_ci_low", "top-k rate 95% CI", "ci", "top_k_rate_ci_high"),
-                Column("mann_whitney_p", "Mann-Whitney p", ".3g"),
+                Column("mann_whitney_p", "Mann-Whitney p", "p"),
             ]
         else:
             columns = [

@@ -108,8 +108,8 @@ def print_condition_differences(summary: dict[str, Any], console: Console) -> No
             "all" if row["compared"].count(" vs ") > 1 else row["compared"],
             *[fmt(row.get(f"dpd_{lv}")) for lv in levels],
             fmt(row["spread"]),
-            fmt(row["p_value"]),
-            fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
+            fmt(row["p_value"], "p"),
+            fmt(row["p_adjusted"], "p") + ("*" if row["significant"] else ""),
         )
     print_table(console, table)
     console.print(_NOTE)
@@ -128,8 +128,8 @@ def html_condition_differences(summary: dict[str, Any], section: HtmlSection) ->
             *[Column(f"dpd_{lv}", f"DPD {lv}", ".3f") for lv in levels],
             Column("spread", "spread", ".3f"),
             Column("n_matched", "matched agents", "int"),
-            Column("p_value", "p", ".3f"),
-            Column("p_adjusted", "p adj.", ".3f", star="significant"),
+            Column("p_value", "p", "p"),
+            Column("p_adjusted", "p adj.", "p", star="significant"),
         ],
         note=_NOTE,
     )

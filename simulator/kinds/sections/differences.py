@@ -64,8 +64,8 @@ def print_differences(
             str(row["model_b"]),
             fmt(row["dpd_a"]),
             fmt(row["dpd_b"]),
-            fmt(row["p_value"]),
-            fmt(row["p_adjusted"]) + ("*" if row["significant"] else ""),
+            fmt(row["p_value"], "p"),
+            fmt(row["p_adjusted"], "p") + ("*" if row["significant"] else ""),
         )
     print_table(console, table)
     console.print(note)
@@ -86,8 +86,8 @@ def html_differences(
             Column("dpd_a", "DPD A", ".3f"),
             Column("dpd_b", "DPD B", ".3f"),
             Column("n_matched", "matched prompts", "int"),
-            Column("p_value", "p", ".3f"),
-            Column("p_adjusted", "p adj.", ".3f", star="significant"),
+            Column("p_value", "p", "p"),
+            Column("p_adjusted", "p adj.", "p", star="significant"),
         ],
         note=note,
     )

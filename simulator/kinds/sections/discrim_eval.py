@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from biasim.simulator.common.html import Column, HtmlSection
+from biasim.simulator.common.html import Column, HtmlSection, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
 
@@ -86,7 +86,7 @@ def print_discrim_eval(summary: dict[str, Any], console: Console) -> None:
             text = (
                 f"{head}log-odds {row['estimate']:+.3f} [{row['ci_low']:.3f}, "
                 f"{row['ci_high']:.3f}]"
-                + (f", p = {p:.3g}" if p is not None else "")
+                + (f", p {format_p(p)}" if p is not None else "")
                 + f" over {row['n_units']} scenarios"
                 + (f" ({row['note']})" if row.get("note") else "")
             )
@@ -109,7 +109,7 @@ def html_discrim_eval(summary: dict[str, Any], section: HtmlSection) -> None:
             Column("estimate", "log-odds difference", ".3f"),
             Column("ci_low", "95% CI low", ".3f"),
             Column("ci_high", "95% CI high", ".3f"),
-            Column("p_value", "p", ".3g"),
+            Column("p_value", "p", "p"),
             Column("n_units", "scenarios", "int"),
             Column("note", "note"),
         ],

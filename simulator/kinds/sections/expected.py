@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 from rich.console import Console
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
 from biasim.simulator.kinds.sections.discrim_eval import (
@@ -136,7 +136,7 @@ def print_expected(summary: dict[str, Any], console: Console) -> None:
         between = highest if case["dpd"] == 0 else f"{highest} vs {lowest}"
         console.print(
             f"expected decisions ({where}): DPD {case['dpd']:.3f} ({between}), permutation "
-            f"p = {case['p_value']:.3g} over {case['n_units']} "
+            f"p {format_p(case['p_value'])} over {case['n_units']} "
             f"units ({case['unit']}; replicates pooled)",
             highlight=False,
             soft_wrap=True,
@@ -169,7 +169,7 @@ def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
         columns=[
             *text,
             Column("dpd", "DPD", ".3f"),
-            Column("p_value", "p", ".3g"),
+            Column("p_value", "p", "p"),
             Column("n_units", "units", "int"),
         ],
         note=f"Probabilities from the log-probabilities of the decision's first token. p: "

@@ -109,7 +109,7 @@ def print_baselines(summary: dict[str, Any], console: Console) -> None:
             fmt(row["observed"]),
             fmt(row["baseline"]),
             f"{row['low']:.2f}..{row['high']:.2f}",
-            fmt(row["p"]),
+            fmt(row["p"], "p"),
             row["verdict"] if row["verdict"] != "within the baseline" else "within",
         )
     print_table(console, table)

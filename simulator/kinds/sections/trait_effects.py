@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from biasim.simulator.common.html import fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 
@@ -39,9 +40,9 @@ def print_trait_effects(
             str(row["reference"]),
             f"{row['estimate']:+.4f}" + ("*" if row["significant"] else ""),
             f"{row['std_error']:.4f}",
-            f"{row['p_value']:.3g}",
+            fmt(row["p_value"], "p"),
             units.unit_label(row["unit"], row["n_units"]).removeprefix("unit: "),
-            "-" if twin is None else f"{twin['estimate']:+.4f} (p {twin['p_value']:.3g})",
+            "-" if twin is None else f"{twin['estimate']:+.4f} (p {format_p(twin['p_value'])})",
         )
     print_table(console, table)
 

@@ -236,7 +236,7 @@ def html_model_estimates(section: HtmlSection, rows: list[dict[str, Any]], keys:
             Column("reference", "reference", "text"),
             Column("odds_ratio", "odds ratio", ".2f"),
             Column("or_low", "95% CI", "ci", upper="or_high"),
-            Column("p_value", "p", ".3f"),
+            Column("p_value", "p", "p"),
             Column("n_units", "units", "int"),
             Column("converged", "converged", "text"),
             Column("note", "note", "text"),

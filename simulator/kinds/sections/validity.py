@@ -147,7 +147,7 @@ def html_validity(summary: dict[str, Any], section: HtmlSection) -> None:
                 Column("validity_rate", "valid share", ".3f"),
                 Column("ci_low", "95% CI", "ci", upper="ci_high"),
                 Column("validity_gap", "gap", ".3f"),
-                Column("validity_p_value", "p", ".4f"),
+                Column("validity_p_value", "p", "p"),
                 Column("validity_test", "test (unit)", "text"),
             ],
             note=NOTE,
