@@ -148,7 +148,7 @@ EEOC = EEOCPreset(
         ("reference", "reference group", "text"),
         _ci("impact_ratio"),
         ("two_sd_z", "z (SDs)", ".2f"),
-        ("fisher_p", "Fisher p", ".3g"),
+        ("fisher_p", "Fisher p", "p"),
         ("shortfall", "shortfall", "int"),
         ("flip_changes_conclusion", "one-person flip", "text"),
     ),

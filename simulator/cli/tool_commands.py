@@ -402,14 +402,14 @@ def _audit_target_problems(target: Path, force: bool) -> list:
     return []
 
 
-def _cell(value: Any, spec: str | None) -> str:
-    """An audit table cell as the console prints it: a preset's column by its spec (a p as
-    ``3.2e-05``, never ``0.000``), other numbers to three decimals."""
-    from biasim.simulator.common.html import fmt
+def _cell(value: Any, spec: str | None, column: str) -> str:
+    """An audit table cell as the console prints it: a preset's column by its spec, any p as
+    the one p format (``< 0.001``, never ``0.000``), other numbers to three decimals."""
+    from biasim.simulator.common.html import fmt, number_spec
 
     if spec is not None:
         return fmt(value, spec)
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    return fmt(value, number_spec(column)) if isinstance(value, float) else str(value)
 
 
 def _print_audit(result: dict) -> None:
@@ -432,7 +432,10 @@ def _print_audit(result: dict) -> None:
         specs = {c[0]: c[2] for c in result["shown_columns"] if c[2] != "ci"}
         for row in frame.itertuples(index=False):
             table.add_row(
-                *[_cell(v, specs.get(col)) for col, v in zip(frame.columns, row, strict=True)]
+                *[
+                    _cell(v, specs.get(col), str(col))
+                    for col, v in zip(frame.columns, row, strict=True)
+                ]
             )
         print_table(out_console, table)
     used = result["columns"]

@@ -50,3 +50,16 @@ def test_no_builtin_output_prints_p_zero(study: str, tmp_path: Path) -> None:
     page = re.sub(r"<[^>]+>", " ", (out / "report.html").read_text())
     for shown in (ran.stdout, page):
         assert not ZERO_P.search(" ".join(shown.split()))
+
+
+def test_audit_cells_print_a_tiny_p_as_below_a_thousandth() -> None:
+    """The audit's console cells: a preset's p column (spec ``p``) and a p column it gives no
+    spec (the score tables' Mann-Whitney p) both read ``< 0.001``, not ``1.85e-07`` or ``0.000``."""
+    from biasim.analysis.audit.presets import EEOC
+    from biasim.simulator.cli.tool_commands import _cell
+
+    specs = {c[0]: c[2] for c in EEOC.columns}
+    assert _cell(1.85e-07, specs["fisher_p"], "fisher_p") == "< 0.001"
+    assert _cell(1.85e-07, None, "mann_whitney_p") == "< 0.001"
+    assert _cell(0.7271, None, "mann_whitney_p") == "0.727"
+    assert _cell(0.5, None, "impact_ratio") == "0.500"
