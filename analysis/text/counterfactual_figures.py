@@ -23,6 +23,12 @@ def plot_swap_scores(scores: pd.DataFrame, swap: str, columns: Sequence[str], ti
         ax.boxplot(data, showmeans=True)
         ax.set_xticks(range(1, len(values) + 1))
         ax.set_xticklabels([f"{v}\n(n={len(d)})" for v, d in zip(values, data, strict=True)])
-        ax.set_title(column)
+        # The scores table names a scorer's value `<scorer>_value`; the panel names the scorer.
+        ax.set_title(column.removesuffix("_value"))
     fig.suptitle(title)
+    # matplotlib's box marks, said once for readers who do not know them.
+    fig.supxlabel(
+        "box: middle half of the texts' scores; line: median; triangle: mean; circles: outliers",
+        fontsize="small",
+    )
     return fig
