@@ -391,9 +391,9 @@ def json_path_get(data: Any, path: str) -> Any:
 
 @dataclass(frozen=True)
 class _Shown:
-    """A parsed displayed value: missing, a boolean, or a number with its precision."""
+    """A parsed displayed value: missing, a boolean, a number with its precision, or a bound."""
 
-    kind: str  # "missing", "bool" or "number"
+    kind: str  # "missing", "bool", "number" or "below" (a bound: "< 0.001")
     value: float | bool | None = None
     half_unit: float = 0.0  # half a unit of the last displayed digit
     percent: bool = False
@@ -411,6 +411,10 @@ def _parse_shown(text: str, *, raw: bool = False) -> _Shown | None:
         return _Shown("missing")
     if lowered in ({"true", "false"} if raw else {"yes", "no"}):
         return _Shown("bool", lowered in {"true", "yes"})
+    if not raw and text.startswith("< "):
+        # A bound, as the one p format writes a tiny p: "< 0.001".
+        bound = _parse_shown(text[2:].strip(), raw=False)
+        return _Shown("below", bound.value) if bound and bound.kind == "number" else None
     match = _NUMBER.fullmatch(text)
     if match is None or not (match["int"] or match["frac"]):
         return None
@@ -435,6 +439,8 @@ def _mismatch(shown: _Shown | None, expected: Any) -> str | None:
         return "boolean on one side only"
     if not isinstance(expected, int | float):
         return f"expected a number, the summary holds a {type(expected).__name__}"
+    if shown.kind == "below":
+        return None if expected < shown.value else "shown as below a bound it is not below"
     target = expected * 100 if shown.percent else expected
     assert isinstance(shown.value, float)
     # The relative slack absorbs binary rounding (0.125 is shown "0.13" or "0.12").
