@@ -381,11 +381,13 @@ def expected_units(study: StudyConfig) -> int:
 def expected_stage_units(study: StudyConfig) -> dict[str, int]:
     """Per stage of a study with populations, in pipeline order, its units if every answer
     is valid (every writer advances as far as a reading lets any); in a market, over all its
-    cycles (each cycle's applicants are its draw, not the whole population)."""
+    cycles of every replicate market (each cycle's applicants are its draw, not the whole
+    population)."""
     sizes = population_sizes(study)
     market, cycles = study.market, study.cycles or 1
     if market is not None:
         sizes[market.applicants.population] = market.applicants.per_cycle
+        cycles *= market.replicates
     docs: dict[str, int] = {}
     advanced: dict[str, int] = {}
     pools: dict[str, int] = {}
