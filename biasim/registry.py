@@ -161,6 +161,7 @@ KINDS = Registry(
     {
         "demographic_parity": "biasim.simulator.kinds.demographic_parity:DemographicParityKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
+        "market": "biasim.simulator.kinds.market:MarketKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
         "prism": "biasim.simulator.kinds.prism:PrismKind",
