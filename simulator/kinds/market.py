@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
 
 market_stats = lazy_module("biasim.analysis.stats.market")
+# Lazy: matplotlib, which validating a study never needs.
+market_figures = lazy_module("biasim.analysis.market_figures")
 unit_stats = lazy_module("biasim.analysis.stats.units")
 pandas = lazy_module("pandas")
 
@@ -118,7 +120,10 @@ class MarketKind(AnalysisKind):
         }
         if replicates > 1:
             tables[slug(ctx.name, "drift")] = drift
-        return Section(summary=summary, tables=tables)
+        section = Section(summary=summary, tables=tables)
+        if not ctx.power_only:
+            section.figures = _figures(ctx.name, table, trajectory, summary, population)
+        return section
 
     @classmethod
     def summary_schema(cls) -> dict[str, Any]:
@@ -210,6 +215,18 @@ class MarketKind(AnalysisKind):
             ],
             note=_RATIO_NOTE,
         )
+        section.figure(
+            slug(summary["name"], "trajectories"),
+            f"Share of hires, workforce and decision-makers per cycle, one line per "
+            f"{summary['by']} (the mean over replicate markets); band: "
+            + (interval if summary["replicates"] > 1 else "none, " + _ONE_MARKET)
+            + "; dotted: the group's share of the applicant population",
+        )
+        section.figure(
+            slug(summary["name"], "funnel"),
+            f"Applicants (light) and hires (dark, of them) per cycle and {summary['by']}, "
+            "summed over replicate markets",
+        )
         for line in _parity_lines(summary) + _drift_lines(summary):
             section.paragraph(line)
         if summary["drift"]:
@@ -246,6 +263,26 @@ def population_shares(study: Any) -> dict[str, float]:
     counts = Counter(dict(spec.persona.attributes).get(market.by) for spec in pool)
     total = sum(counts.values())
     return {str(v): counts[v] / total for v in study.personas.axes[market.by]}
+
+
+def _figures(
+    name: str,
+    table: pd.DataFrame,
+    trajectory: pd.DataFrame,
+    summary: dict[str, Any],
+    population: dict[str, float],
+) -> dict[str, Any]:
+    """The trajectories with their bands and the funnel per cycle."""
+    by, replicates = summary["by"], summary["replicates"]
+    band = summary["interval"].split(" (unit")[0] if replicates > 1 else "none: " + _ONE_MARKET
+    return {
+        slug(name, "trajectories"): market_figures.plot_market_trajectories(
+            trajectory, by, band, population
+        ),
+        slug(name, "funnel"): market_figures.plot_market_funnel(
+            market_stats.funnel(table), by, replicates
+        ),
+    }
 
 
 def _unavailable(study: Any, why: str) -> dict[str, Any]:

@@ -70,16 +70,21 @@ def test_replicate_markets_give_shares_with_intervals_and_a_drift_test(cli, tmp_
     page = (out / "report.html").read_text()
     assert "Composition per cycle by gender" in page and "t interval" in page
     assert (out / "tables" / "composition_trajectory.csv").is_file()
+    for figure in ("composition_trajectories.png", "composition_funnel.png"):
+        assert (out / "figures" / figure).is_file()
+    assert "band: 95% t interval of the mean share over the 5 replicate markets" in page
 
 
 def test_one_market_prints_its_trajectory_without_intervals_and_says_why(
     cli, tmp_path: Path
 ) -> None:
-    _, summary = run(cli, tmp_path, 1)
+    out, summary = run(cli, tmp_path, 1)
     part = section(summary)
     assert part["drift"] == [] and all(r["ci_low"] is None for r in part["trajectory"])
     text = " ".join(console_text(summary).split())
     assert "one replicate market: the trajectory is one draw" in text
+    page = " ".join((out / "report.html").read_text().split())
+    assert "band: none, one replicate market" in page
     assert "drift: no test with one replicate market" in text
     assert get_kind("market").power_tests(part) == {}
 
