@@ -138,6 +138,7 @@ class ParitySummary:
     replicates: int
     reached: int
     at_start: int
+    at_end: int
     median_cycle: float | None
     last_cycle: int | None
 
@@ -147,14 +148,16 @@ class ParitySummary:
 
 def summarise_parity(cycles: pd.DataFrame, tolerance: float) -> ParitySummary:
     """:func:`parity_cycles` summarised: markets at parity by the last cycle, those already at
-    parity at the start (cycle 0), and the median and latest first cycle among those reaching
-    it (None when none did)."""
+    parity at the start (cycle 0), those at parity at the last cycle (a market can reach parity
+    and leave it), and the median and latest first cycle among those reaching it (None when
+    none did)."""
     reached = cycles["parity_cycle"].dropna().astype(int)
     return ParitySummary(
         tolerance=tolerance,
         replicates=len(cycles),
         reached=len(reached),
         at_start=int((reached == 0).sum()),
+        at_end=int((cycles["last_gap"] <= tolerance + 1e-12).sum()),
         median_cycle=float(reached.median()) if len(reached) else None,
         last_cycle=int(reached.max()) if len(reached) else None,
     )

@@ -371,8 +371,8 @@ def _parity_lines(summary: dict[str, Any]) -> list[str]:
     )
     return [
         f"parity (every group's workforce share within {parity['tolerance']:g} of the "
-        f"population's): {parity['reached']} of {parity['replicates']} markets by the last "
-        f"cycle ({parity['at_start']} at the start); {reached}"
+        f"population's): {parity['reached']} of {parity['replicates']} markets at some cycle "
+        f"({parity['at_start']} at the start, {parity['at_end']} at the last cycle); {reached}"
     ]
 
 

@@ -427,7 +427,8 @@ def pool_sizes(study: StudyConfig) -> dict[str, tuple[int, ...]]:
     """Per reading stage of a study with populations, the distinct numbers of documents its
     evaluations show if every answer is valid, cut as the engine's matching cuts them: a
     stratum's last pool holds what is left, a carried pool what its ``after`` stage advanced,
-    and a pool that cannot select is not read. The prompts shown render one per size."""
+    and a pool that cannot select is not read; in a market, a cycle's draw of applicants. The
+    prompts shown render one per size."""
     writers: dict[str, list[Author]] = {}
     #: Reading stage -> its evaluations, each the authors shown (the first ``k`` advance).
     readings: dict[str, list[list[Author]]] = {}
@@ -436,7 +437,12 @@ def pool_sizes(study: StudyConfig) -> dict[str, tuple[int, ...]]:
         stage = next(s for s in study.stages if s.name == name)
         reads = stage.reads
         if reads is None:
-            writers[name] = _authors(study, stage_population(study, stage))
+            population = stage_population(study, stage)
+            writers[name] = _authors(study, population)
+            market = study.market
+            if market is not None and population == market.applicants.population:
+                # Each cycle reads its own draw of applicants, not the whole population.
+                writers[name] = writers[name][: market.applicants.per_cycle]
             continue
         k = stage.select or (1 if reads.matching == "pair" else 0)
         # The first `k` shown advance: the dry render's placeholder answer picks them.

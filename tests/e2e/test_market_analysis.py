@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -17,6 +18,7 @@ from biasim.simulator.kinds import get_kind
 from biasim.simulator.report import schema as summary_schema
 from biasim.simulator.report.outputs import print_report
 from tests import pipeline_studies
+from tests.builtin_runs import run_builtin
 from tests.market_studies import market
 
 ANALYSES = [
@@ -111,3 +113,34 @@ def test_validate_refuses_the_kind_without_a_market(cli, tmp_path: Path) -> None
     result = cli.invoke(app, ["validate", str(path)])
     assert result.exit_code == 2
     assert "declares no `cycles:` and `market:`" in " ".join(result.output.split())
+
+
+def test_the_labor_market_study_prints_composition_with_intervals_and_its_figures(
+    tmp_path: Path, cli
+) -> None:
+    """`biasim run labor_market --backend synthetic` (its smallest size): per-cycle composition
+    with intervals over its 20 markets, the drift its truth declares, the figures and the
+    report section; `analyze run` recomputes it, `compare` says why it cannot."""
+    out = run_builtin("labor_market", tmp_path / "run")
+    summary = json.loads((out / "summary.json").read_text())
+    part = section(summary)
+    assert (part["replicates"], part["cycles"]) == (20, 10)
+    text = " ".join(console_text(summary).split())
+    assert "composition: share per cycle by gender" in text
+    assert "over the 20 replicate markets" in text
+    # Managers who favour men (2 to 1) move the workforce to men: the drift test sees it.
+    drift = {row["group"]: row for row in part["drift"]}
+    assert drift["male"]["change"] > 0 and drift["male"]["p_value"] < 0.05
+    for figure in ("composition_trajectories.png", "composition_funnel.png"):
+        assert (out / "figures" / figure).is_file()
+    for side in ("a", "b"):
+        shutil.copytree(out, tmp_path / side)
+    compared = cli.invoke(
+        app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]
+    )
+    assert compared.exit_code == 0, compared.output
+    assert "not computed: no market.csv" in " ".join(compared.output.split())
+    again = cli.invoke(app, ["analyze", "run", str(tmp_path / "a")])
+    assert again.exit_code == 0, again.output
+    redone = section(json.loads((tmp_path / "a" / "summary.json").read_text()))
+    assert redone["trajectory"] == part["trajectory"]

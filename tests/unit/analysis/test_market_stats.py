@@ -90,6 +90,8 @@ def test_time_to_parity_is_the_first_cycle_within_tolerance() -> None:
     assert (ms.parity_cycles(TWO, {"f": 0.5, "m": 0.5}, 0.25)["parity_cycle"] == 0).all()
     summary = ms.summarise_parity(cycles.reset_index(), 0.05)
     assert (summary.reached, summary.at_start, summary.median_cycle) == (1, 1, 0.0)
+    assert summary.at_end == 0  # market 0 left parity (3 of 4 women by cycle 1): gap 0.25
+    assert cycles.loc[0, "last_gap"] == pytest.approx(0.25)
 
 
 def test_drift_is_a_t_test_of_the_markets_changes() -> None:
