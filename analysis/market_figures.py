@@ -154,6 +154,6 @@ def plot_market_funnel(
         Patch(facecolor="#444444", alpha=0.3, label="light: applied"),
         Patch(facecolor="#444444", label="dark: hired (of them)"),
     ]
-    fig.legend(handles=handles, title=by, frameon=False, fontsize=9, loc="outside right upper")
+    fig.legend(handles=handles, title=by, frameon=False, fontsize=9, loc="outside right center")
     ax.set_title(f"Applicants and hires per cycle, by {by}")
     return _finish(fig, path)

@@ -5,10 +5,13 @@ nothing a reader needs falls off the canvas."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 
 from biasim.analysis import market_figures
+from biasim.analysis.figures import add_banner
 from biasim.analysis.stats import market as ms
+from biasim.simulator.report.outputs import SYNTHETIC_NOTE
 from tests.figure_bounds import clipped
 from tests.unit.analysis.test_market_stats import TWO
 
@@ -58,3 +61,18 @@ def test_the_funnel_bars_are_the_applicants_and_hires() -> None:
     assert heights == expected
     assert ax.get_ylabel() == "people, summed over 2 markets"
     assert clipped(fig) == []
+
+
+def test_the_synthetic_banner_covers_no_legend() -> None:
+    """The banner a synthetic run adds sits in a band of its own, above each figure's legend."""
+    figures = [
+        market_figures.plot_market_trajectories(ms.trajectory(TWO), "sex", "interval"),
+        market_figures.plot_market_funnel(ms.funnel(TWO), "sex", 2),
+    ]
+    for fig in figures:
+        add_banner(fig, SYNTHETIC_NOTE)
+        FigureCanvasAgg(fig).draw()
+        banner = fig.texts[-1].get_window_extent()
+        for legend in fig.legends:
+            assert not banner.overlaps(legend.get_window_extent())
+        assert clipped(fig) == []
