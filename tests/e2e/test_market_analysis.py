@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jsonschema
 import pandas as pd
+import pytest
 from rich.console import Console
 
 from biasim.simulator.cli import app
@@ -144,3 +145,17 @@ def test_the_labor_market_study_prints_composition_with_intervals_and_its_figure
     assert again.exit_code == 0, again.output
     redone = section(json.loads((tmp_path / "a" / "summary.json").read_text()))
     assert redone["trajectory"] == part["trajectory"]
+
+
+@pytest.mark.slow
+def test_power_counts_the_drift_tests_over_replicate_markets(cli, tmp_path: Path) -> None:
+    """`biasim power` on a market study: each simulated study is a whole run of replicate
+    markets (through the engine), and its tests are the drift tests, unit the replicate."""
+    data = market(cycles=3, market={"replicates": 4}, analyses=ANALYSES[:1])
+    path = pipeline_studies.write(tmp_path / "power.yaml", data)
+    args = ["power", str(path), "--agents", "20", "--studies", "3", "--workers", "1"]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│ composition")]
+    assert len(rows) == 2  # a row per group's drift test, its unit the replicate market
+    assert all("drift of" in row and "replicate, 4" in row for row in rows)
