@@ -22,14 +22,15 @@ from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import (
+    counterfactual,
+    figures,
+    multiple,
+    parity,
+    pd,
+    pipeline_stats,
+    unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import (
@@ -41,19 +42,11 @@ from biasim.simulator.kinds.sections.per_run import (
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
-multiple = lazy_module("biasim.analysis.stats.multiple")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-parity = lazy_module("biasim.analysis.stats.parity")
 
-pd = lazy_module("pandas")
 pa = lazy_module("pyarrow")
 pc = lazy_module("pyarrow.compute")
-
-# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
-counterfactual = lazy_module("biasim.analysis.stats.counterfactual")
-figures = lazy_module("biasim.analysis.figures")
-pipeline = lazy_module("biasim.analysis.stats.pipeline")
 
 
 class PipelineSpec(AnalysisSpec):
@@ -313,7 +306,7 @@ def _add_group_stages(
     funnel of one group axis, added to ``section``; their records for the summary."""
     # Every writer's group is reported, also where no evaluation of a stage was valid.
     known = sorted(set(authors[group].unique()))
-    table, compound = pipeline.stage_and_compounding_tables(
+    table, compound = pipeline_stats.stage_and_compounding_tables(
         candidates,
         chain,
         group,
@@ -352,13 +345,14 @@ def _add_position_effects(
     summary["choice_rates"] = {}
     for stage, shown in chosen.groupby("stage", sort=False):
         # Per stage: two stages may show the same format to different readers.
-        rows = pipeline.CheckedReadings.of(shown, spec.groups)
-        positions = pipeline.position_table(rows).assign(stage=stage)
+        rows = pipeline_stats.CheckedReadings.of(shown, spec.groups)
+        positions = pipeline_stats.position_table(rows).assign(stage=stage)
         section.tables[slug(ctx.name, "positions", stage)] = positions
-        first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)
+        first = pipeline_stats.first_position_test(rows, adjust="none").assign(stage=stage)
         summary["position_effect"] += first.to_dict("records")
         summary["choice_rates"][stage] = {
-            group: pipeline.choice_rates(rows, group).to_dict("records") for group in spec.groups
+            group: pipeline_stats.choice_rates(rows, group).to_dict("records")
+            for group in spec.groups
         }
     if summary["position_effect"]:
         p = np.array([r["p_value"] for r in summary["position_effect"]])

@@ -18,18 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import columns, figures, pd, policy_stats, unit_stats
 from biasim.simulator.kinds.pipeline import (
     audited,
     authors_table,
@@ -49,14 +41,8 @@ from biasim.simulator.study.policy_copies import policy_names
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
-columns = lazy_module("biasim.analysis.stats.columns")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-policy_stats = lazy_module("biasim.analysis.stats.policy")
-
-pd = lazy_module("pandas")
-
-figures = lazy_module("biasim.analysis.figures")
 
 #: Name of the intersectional group column (its values join the axes' values with `|`).
 JOINED = "_x_"

@@ -12,10 +12,8 @@ from typing import Any
 from rich.console import Console
 
 from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import pd
 
 # The frame type as a string: reading it would import pandas when a study is validated.
 Compute = Callable[["pd.DataFrame", Any, AnalysisContext], Section]
