@@ -39,6 +39,7 @@ from biasim.simulator.kinds.sections.per_run import (
     per_run_schema,
     print_per_run,
 )
+from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -58,11 +59,9 @@ class PipelineSpec(AnalysisSpec):
         description="Reading stages in pipeline order, each `after` the one before; a "
         "counterfactual stage may be listed anywhere (it gets its paired test instead).",
     )
-    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
+    groups: list[str] = groups_field()
     n_permutations: int = Field(2000, ge=100, description="Permutations per stage test.")
-    adjust: Literal["holm", "bh", "none"] = Field(
-        "holm", description="Adjustment of the stage tests across stages."
-    )
+    adjust: Adjustment = Field("holm", description="Adjustment of the stage tests across stages.")
 
 
 _STAGE_NOTE = (

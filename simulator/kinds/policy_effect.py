@@ -36,6 +36,7 @@ from biasim.simulator.kinds.sections.per_run import (
     per_run_schema,
     print_per_run,
 )
+from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.policies import BASE, policy_stage_name
 from biasim.simulator.study.policy_copies import policy_names
 
@@ -55,14 +56,14 @@ class PolicyEffectSpec(AnalysisSpec):
     stages: list[str] = Field(
         min_length=1, description="The study's reading stages in pipeline order (policy base)."
     )
-    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
+    groups: list[str] = groups_field()
     intersectional: bool = Field(
         True, description="Also the groups crossed (e.g. race x gender), when there are two+."
     )
     baseline: str = Field(BASE, description="The policy every other is compared with.")
     n_permutations: int = Field(2000, ge=100, description="Pool swaps per joint paired test.")
     n_boot: int = Field(1000, ge=100, description="Cluster-bootstrap draws per interval.")
-    adjust: Literal["holm", "bh", "none"] = Field(
+    adjust: Adjustment = Field(
         "holm",
         description="Adjustment of the joint tests across the policies compared with the "
         "baseline (one family per grouping).",
