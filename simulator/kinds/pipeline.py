@@ -22,7 +22,7 @@ from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.base import AnalysisSpec, Section, slug, summary_table
 from biasim.simulator.kinds.lazy import (
     counterfactual,
     figures,
@@ -33,12 +33,7 @@ from biasim.simulator.kinds.lazy import (
     unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.per_run import (
-    compute_per_run,
-    html_per_run,
-    per_run_schema,
-    print_per_run,
-)
+from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 
 if TYPE_CHECKING:
@@ -79,7 +74,7 @@ _COMPOUND_NOTE = (
 )
 
 
-class PipelineKind(AnalysisKind):
+class PipelineKind(PerRunKind):
     """Selection through the stages of a pipeline, by group."""
 
     name = "pipeline"
@@ -113,10 +108,9 @@ class PipelineKind(AnalysisKind):
         if len(written) > 1:
             facts.problem(("stages",), f"the stages read different documents: {sorted(written)}")
 
-    def compute(self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext) -> Section:
-        split = compute_per_run(self.compute, results, spec, ctx)
-        if split is not None:
-            return split
+    def compute_run(
+        self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext
+    ) -> Section:
         stages = {s.name: s for s in ctx.study.stages}
         writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
         authors = authors_table(results, writing, spec.groups)
@@ -163,7 +157,7 @@ class PipelineKind(AnalysisKind):
         return section
 
     @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
+    def run_schema(cls) -> dict[str, Any]:
         count = {"type": "integer", "minimum": 0}
         texts = {"type": "array", "items": {"type": "string"}}
         per_group = {
@@ -177,44 +171,42 @@ class PipelineKind(AnalysisKind):
                 "compounding": summary_table("Stage ratios multiplied into the end-to-end one."),
             },
         }
-        return per_run_schema(
-            {
-                "type": "object",
-                "required": [
-                    *["writing_stage", "stages", "groups", "adjust", "applications"],
-                    *["documents_failed", "exclusions", "clusters", "by_group"],
-                    *["position_effect", "choice_rates", "counterfactual"],
-                ],
-                "properties": {
-                    "writing_stage": {"type": "string", "description": "The stage that writes."},
-                    "stages": {**texts, "description": "The reading stages of the chain."},
-                    "groups": {**texts, "description": "Persona columns compared."},
-                    "adjust": {"type": "string", "description": "Adjustment across stages."},
-                    "applications": {**count, "description": "Documents written."},
-                    "documents_failed": {**count, "description": "Documents that failed."},
-                    "exclusions": summary_table("Candidates left out, by stage and reason."),
-                    "clusters": {
-                        "type": ["integer", "null"],
-                        "description": "First-stage pools (the tests' unit); null without a chain.",
-                    },
-                    "by_group": {
-                        "type": "object",
-                        "additionalProperties": per_group,
-                        "description": "Persona column -> the funnel and its compounding.",
-                    },
-                    "validity": validity.SUMMARY_SCHEMA,
-                    "position_effect": summary_table("The first position's test, per stage."),
-                    "choice_rates": {
-                        "type": "object",
-                        "description": "Stage -> each group's choice rate against chance.",
-                    },
-                    "counterfactual": {
-                        "type": "object",
-                        "description": "Counterfactual stage -> its axis and paired readings.",
-                    },
+        return {
+            "type": "object",
+            "required": [
+                *["writing_stage", "stages", "groups", "adjust", "applications"],
+                *["documents_failed", "exclusions", "clusters", "by_group"],
+                *["position_effect", "choice_rates", "counterfactual"],
+            ],
+            "properties": {
+                "writing_stage": {"type": "string", "description": "The stage that writes."},
+                "stages": {**texts, "description": "The reading stages of the chain."},
+                "groups": {**texts, "description": "Persona columns compared."},
+                "adjust": {"type": "string", "description": "Adjustment across stages."},
+                "applications": {**count, "description": "Documents written."},
+                "documents_failed": {**count, "description": "Documents that failed."},
+                "exclusions": summary_table("Candidates left out, by stage and reason."),
+                "clusters": {
+                    "type": ["integer", "null"],
+                    "description": "First-stage pools (the tests' unit); null without a chain.",
                 },
-            }
-        )
+                "by_group": {
+                    "type": "object",
+                    "additionalProperties": per_group,
+                    "description": "Persona column -> the funnel and its compounding.",
+                },
+                "validity": validity.SUMMARY_SCHEMA,
+                "position_effect": summary_table("The first position's test, per stage."),
+                "choice_rates": {
+                    "type": "object",
+                    "description": "Stage -> each group's choice rate against chance.",
+                },
+                "counterfactual": {
+                    "type": "object",
+                    "description": "Counterfactual stage -> its axis and paired readings.",
+                },
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Each stage's DPD test per group (adjusted over the stages) and each stage's
@@ -243,9 +235,7 @@ class PipelineKind(AnalysisKind):
         chain = stage_chain(ctx, stage, spec.stages)
         return audited(results, ctx, chain, spec.groups, entrants_only=True)
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        if print_per_run(self.print, summary, console):
-            return
+    def print_run(self, summary: dict[str, Any], console: Console) -> None:
         console.print(
             Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "
             f"({summary['documents_failed']} failed to write)"
@@ -269,9 +259,7 @@ class PipelineKind(AnalysisKind):
                 )
             )
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if html_per_run(self.html, summary, section):
-            return
+    def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
         section.paragraph(
             f"{summary['applications']} applications ({summary['documents_failed']} failed to "
             f"write); stages {' → '.join(summary['stages'])}."

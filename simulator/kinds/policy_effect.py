@@ -20,7 +20,7 @@ from rich.text import Text
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.base import AnalysisSpec, Section, slug, summary_table
 from biasim.simulator.kinds.lazy import columns, figures, pd, policy_stats, unit_stats
 from biasim.simulator.kinds.pipeline import (
     audited,
@@ -30,12 +30,7 @@ from biasim.simulator.kinds.pipeline import (
     stage_chain,
     stage_picks,
 )
-from biasim.simulator.kinds.sections.per_run import (
-    compute_per_run,
-    html_per_run,
-    per_run_schema,
-    print_per_run,
-)
+from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.policies import BASE, policy_stage_name
 from biasim.simulator.study.policy_copies import policy_names
@@ -95,7 +90,7 @@ _EFFECT_NOTE = (
 )
 
 
-class PolicyEffectKind(AnalysisKind):
+class PolicyEffectKind(PerRunKind):
     """End-to-end selection by group under each policy, and each policy's paired effect."""
 
     name = "policy_effect"
@@ -137,12 +132,9 @@ class PolicyEffectKind(AnalysisKind):
                 )
             previous = name
 
-    def compute(
+    def compute_run(
         self, results: pd.DataFrame, spec: PolicyEffectSpec, ctx: AnalysisContext
     ) -> Section:
-        split = compute_per_run(self.compute, results, spec, ctx)
-        if split is not None:
-            return split
         outcomes, excluded = policy_outcomes(results, spec, ctx)
         policies = policy_names(ctx.study)
         groups = _group_columns(spec)
@@ -240,7 +232,7 @@ class PolicyEffectKind(AnalysisKind):
         return ["policy"]
 
     @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
+    def run_schema(cls) -> dict[str, Any]:
         count = {"type": "integer", "minimum": 0}
         texts = {"type": "array", "items": {"type": "string"}}
         per_group = {
@@ -286,7 +278,7 @@ class PolicyEffectKind(AnalysisKind):
                 },
             },
         }
-        return per_run_schema(one_run)
+        return one_run
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         return {
@@ -311,9 +303,7 @@ class PolicyEffectKind(AnalysisKind):
             for group in _group_columns(spec)
         }
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        if print_per_run(self.print, summary, console):
-            return
+    def print_run(self, summary: dict[str, Any], console: Console) -> None:
         console.print(
             Text(str(summary["name"]), style="bold")
             + f": {summary['applicants']} applicants in {summary['clusters']} pools, read under "
@@ -349,9 +339,7 @@ class PolicyEffectKind(AnalysisKind):
                 + "; ".join(f"{e['count']} {e['reason']}" for e in summary["excluded"])
             )
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if html_per_run(self.html, summary, section):
-            return
+    def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
         section.paragraph(
             f"{summary['applicants']} applicants in {summary['clusters']} first-stage pools, "
             "each read under every policy: "
