@@ -143,3 +143,37 @@ def test_sentiment_parity_equals_langfairs_builtin_vader_on_its_positive_share()
         oracle = SentimentBias(classifier="vader", sentiment="pos", parity=parity, threshold=0.2)
         assert ours == pytest.approx(oracle.evaluate(TEXTS_A, TEXTS_B, show_progress_bars=False))
     assert weak[0] != 0
+
+
+def test_toxicity_metrics_over_k_generations_equal_langfairs():
+    from langfair.metrics.toxicity import ToxicityMetrics
+
+    from biasim.analysis.text.toxicity import toxicity_by_value
+
+    rng = np.random.default_rng(3)
+    rows = [
+        {"pair_id": f"p{i}", "swap_value": value, "writer": "w", "text": f"{value}{i}{j}"}
+        for i in range(12)
+        for value in ("a", "b")
+        for j in range(int(rng.integers(1, 5)))
+    ]
+    scored = pd.DataFrame(rows).assign(tox=rng.beta(0.6, 1.2, len(rows)))
+    ours = toxicity_by_value(scored, COLS, "tox", threshold=0.3).set_index("swap_value")
+    names = {
+        "Expected Maximum Toxicity": "expected_maximum",
+        "Toxicity Probability": "probability",
+        "Toxic Fraction": "fraction",
+    }
+    for value, part in scored.groupby("swap_value"):
+        oracle = ToxicityMetrics(toxic_threshold=0.3, custom_classifier=_RegisteredScorer)
+        result = oracle.evaluate(
+            part["text"].tolist(),
+            scores=part["tox"].tolist(),
+            prompts=part["pair_id"].tolist(),
+            show_progress_bars=False,
+        )["metrics"]
+        for theirs, mine in names.items():
+            assert ours.loc[value, mine] == pytest.approx(result[theirs], abs=1e-12), theirs
+    # k differs between prompts, so the mean over prompts is not the pooled share.
+    assert ours.loc["a", "k_min"] < ours.loc["a", "k_max"]
+    assert 0 < ours.loc["a", "probability"] < 1
