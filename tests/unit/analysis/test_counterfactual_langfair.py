@@ -221,7 +221,8 @@ def test_stereotype_association_and_cooccurrence_bias_equal_langfairs(stopwords_
     )
 
     words = load_stereotype_words(target=target)
-    texts = STEREOTYPE_TEXTS + [
+    texts = [
+        *STEREOTYPE_TEXTS,
         "She is a nurse, and her sister is a teacher. The engineer met her.",
         "He is an engineer, and his uncle is a lawyer. The nurse met him.",
     ]

@@ -107,9 +107,7 @@ def test_association_test_rejects_3_to_7_percent_when_content_ignores_the_swap()
     rng = np.random.default_rng(47)
     n = 200
     p = [
-        association_test(simulated_letters(rng), COLS, WORDS, n_permutations=199, seed=i)[
-            "p_value"
-        ]
+        association_test(simulated_letters(rng), COLS, WORDS, n_permutations=199, seed=i)["p_value"]
         for i in range(n)
     ]
     rate = float(np.mean(np.array(p) < 0.05))
