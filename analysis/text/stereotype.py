@@ -16,8 +16,7 @@ them, and a test of the association with the counterfactual set as the unit.
 
 Both are sums over responses before a ratio, so each response contributes counts
 (:func:`association_counts`, :func:`cooccurrence_counts`) and a corpus's score is a function of
-their sum. Word lists: a study's file, or biasim's copy of LangFair's defaults
-(analysis/data/stereotype_words.yaml).
+their sum. Word lists: :mod:`analysis.text.stereotype_words`.
 
 **The test.** In a counterfactual design the group words of a response follow its swap value
 (her / his), while under the null the rest of the text does not depend on it. So the null
@@ -35,73 +34,21 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from biasim.analysis.stats.parity import resampling_p_value
 from biasim.analysis.stats.swap_permutation import unreachable_note, within_pair_labels
 from biasim.analysis.text.counterfactual import CounterfactualColumns, checked_responses
 from biasim.analysis.text.similarity import word_tokens
+from biasim.analysis.text.stereotype_words import StereotypeWords
 
 #: Why the co-occurrence score has no p.
 NO_COBS_TEST = (
     "no test: the score weighs word distances within a text, which a permutation of content "
     "between the texts of a set cannot rebuild"
 )
-
-
-@dataclass(frozen=True)
-class StereotypeWords:
-    """The word lists of both scores.
-
-    Attributes:
-        groups: Demographic group -> its words (the co-occurrence score takes exactly two).
-        targets: The target (stereotype) words.
-        stop_words: Words the co-occurrence score leaves out of its reference words.
-        source: Where the lists came from, as the tables name it.
-    """
-
-    groups: dict[str, list[str]]
-    targets: list[str]
-    stop_words: frozenset[str]
-    source: str
-
-
-def load_stereotype_words(
-    path: str | Path | None = None, target: str = "adjective"
-) -> StereotypeWords:
-    """The lists of a YAML file (``groups``, ``targets``: name -> words, ``stop_words``); None
-    reads biasim's copy of LangFair's defaults.
-
-    Raises:
-        ValueError: A key is missing or not a list of words, or ``target`` is not a target list.
-    """
-    if path is None:
-        text = resources.files("biasim.analysis").joinpath("data/stereotype_words.yaml").read_text()
-        source = f"LangFair 0.8 defaults (gender words, {target}s)"
-    else:
-        text, source = Path(path).read_text(encoding="utf-8"), f"{path} ({target})"
-    data = yaml.safe_load(text) or {}
-    groups, targets = data.get("groups"), (data.get("targets") or {}).get(target)
-    if not isinstance(groups, dict) or len(groups) < 2:
-        raise ValueError(f"{source}: `groups` must map two or more groups to their words")
-    for name, words in [
-        *groups.items(),
-        ("targets." + target, targets),
-        ("stop_words", data.get("stop_words", [])),
-    ]:
-        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-            raise ValueError(f"{source}: `{name}` must be a list of words")
-    return StereotypeWords(
-        {str(g): list(w) for g, w in groups.items()},
-        list(targets),
-        frozenset(data.get("stop_words", [])),
-        source,
-    )
 
 
 def association_counts(

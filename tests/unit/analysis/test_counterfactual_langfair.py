@@ -195,7 +195,7 @@ def stopwords_corpus(tmp_path, monkeypatch, punkt_tables):
     them; biasim's copy of the same list stands in where they are not installed."""
     import nltk
 
-    from biasim.analysis.text.stereotype import load_stereotype_words
+    from biasim.analysis.text.stereotype_words import load_stereotype_words
 
     try:
         nltk.data.find("corpora/stopwords")
@@ -214,11 +214,8 @@ def test_stereotype_association_and_cooccurrence_bias_equal_langfairs(stopwords_
         StereotypicalAssociations,
     )
 
-    from biasim.analysis.text.stereotype import (
-        cooccurrence_bias,
-        load_stereotype_words,
-        stereotypical_associations,
-    )
+    from biasim.analysis.text.stereotype import cooccurrence_bias, stereotypical_associations
+    from biasim.analysis.text.stereotype_words import load_stereotype_words
 
     words = load_stereotype_words(target=target)
     texts = [

@@ -11,13 +11,12 @@ import pytest
 from biasim.analysis.text.counterfactual import CounterfactualColumns
 from biasim.analysis.text.stereotype import (
     NO_COBS_TEST,
-    StereotypeWords,
     association_test,
     cooccurrence_bias,
-    load_stereotype_words,
     stereotype_tables,
     stereotypical_associations,
 )
+from biasim.analysis.text.stereotype_words import StereotypeWords, load_stereotype_words
 
 COLS = CounterfactualColumns(writer="writer")
 WORDS = StereotypeWords(
