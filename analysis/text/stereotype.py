@@ -97,6 +97,10 @@ def _clean_tokens(text: str) -> list[str]:
     return out
 
 
+#: Why the co-occurrence score has no value.
+NO_COBS_BOTH = "no score: no target word co-occurs with both groups' words"
+
+
 @dataclass
 class CooccurrenceCounts:
     """What one corpus adds up to for the co-occurrence score.
@@ -235,7 +239,7 @@ def stereotype_tables(
                 "unit": None,
                 "n_units": None,
                 "n_responses": len(responses),
-                "note": NO_COBS_TEST,
+                "note": NO_COBS_TEST if cobs is not None else f"{NO_COBS_BOTH}; {NO_COBS_TEST}",
             },
         ]
     ).assign(words=words.source)
