@@ -164,7 +164,11 @@ def toxicity_by_value(
         starts = np.flatnonzero(np.r_[True, np.diff(pair[order]) != 0])
         x = valid[score].to_numpy(dtype=float)[order]
         k = np.bincount(pair)
-        metrics = prompt_metrics(x, np.ones((1, len(x)), dtype=bool), starts, threshold)
+        metrics = (
+            prompt_metrics(x, np.ones((1, len(x)), dtype=bool), starts, threshold)
+            if len(x)
+            else {m: [np.nan] for m in METRICS}
+        )
         rows.append(
             {
                 "metric": score,
@@ -173,7 +177,7 @@ def toxicity_by_value(
                 "k_min": int(k.min()) if len(k) else 0,
                 "k_max": int(k.max()) if len(k) else 0,
                 "n_excluded": len(part) - len(valid),
-                **{m: float(v[0]) if len(x) else np.nan for m, v in metrics.items()},
+                **{m: float(v[0]) for m, v in metrics.items()},
             }
         )
     return pd.DataFrame(rows)

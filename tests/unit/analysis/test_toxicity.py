@@ -65,6 +65,8 @@ def test_metrics_are_the_mean_over_prompts_of_max_any_and_share_above_the_thresh
         2,
     )
     assert table.loc["b", "n_excluded"] == 1
+    unscored = toxicity_by_value(scored.assign(tox=np.nan), COLS, "tox").set_index("swap_value")
+    assert unscored["expected_maximum"].isna().all() and (unscored["n_prompts"] == 0).all()
 
 
 def test_tests_name_the_set_unit_and_detect_a_swap_that_raises_toxicity():
