@@ -32,7 +32,7 @@ from biasim.simulator.engine.dispatch import RunAborted
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
-from biasim.simulator.study.design import AgentSpec, population_specs
+from biasim.simulator.study.design import AgentSpec, population_member, population_specs
 from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, MarketConfig
 from biasim.simulator.study.stage_graph import populations
 
@@ -185,21 +185,8 @@ class MarketModel(StudyModel):
         specs = []
         for j, i in enumerate(chosen):
             persona = staff[i].spec.persona
-            slot = f"{persona.key}/{j:03d}/r0"
-            specs.append(
-                AgentSpec(
-                    agent_id=f"{population}/{self._tag}/{slot}",
-                    condition="default",
-                    levels=(),
-                    variables=(),
-                    model_label="",
-                    persona=persona,
-                    index=j,
-                    replicate=self.replicate,
-                    slot=slot,
-                    population=population,
-                )
-            )
+            member = population_member(population, persona, j, 3, f"{population}/{self._tag}")
+            specs.append(replace(member, replicate=self.replicate))
             self._readers[self._group(persona)] += 1
         return specs
 
