@@ -7,8 +7,18 @@ hires (up to the openings) join the workforce, and applies attrition.
 
 Every draw of the market (the initial workforce, each cycle's applicants, readers and
 leavers) comes from a generator seeded by the study seed, what is drawn and the cycle only:
-two studies that differ in their readers' behaviour (a policy run as its own study) draw the
-same applicants and the same attrition numbers with the same seed (common random numbers).
+two studies that differ in their readers' behaviour draw the same applicants and the same
+attrition numbers with the same seed (common random numbers).
+
+A study's policies run in the same model, each as its own trajectory: its own workforce, its
+readers drawn from it and its hires from its copies of the reading stages, which read the
+letters every trajectory shares (the applicants are drawn once a cycle). Each trajectory draws
+its readers and leavers from a fresh generator of the same key, and indexes the draws by
+seniority (an employee's place in the order of joining): the i-th longest-serving employee
+reads, or leaves, in one trajectory exactly when the i-th does in another. Every trajectory
+hires as many as it loses while its readers answer, so an employee both trajectories hold
+sits at the same place in both, and takes the same draws; the places where they differ hold
+the two trajectories' different hires, paired with each other (docs/guides/labor-market.md).
 """
 
 from __future__ import annotations
@@ -32,13 +42,16 @@ from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_specs
 from biasim.simulator.study.market import MarketConfig
+from biasim.simulator.study.policies import BASE, policy_stage_name
+from biasim.simulator.study.policy_copies import policy_names
 from biasim.simulator.study.stage_graph import populations
 
 #: The per-cycle composition table a market run writes beside its results.
 MARKET_CSV = "market.csv"
 #: Its columns: per cycle and group, who applied, who decided (the cycle's readers, drawn from
 #: the workforce at its start), who was hired, who left, and who works there at the end of the
-#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed).
+#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); and the
+#: policy whose trajectory the row is (``base``: the study's own stages).
 COMPOSITION_COLUMNS = (
     "cycle",
     "group",
@@ -48,6 +61,7 @@ COMPOSITION_COLUMNS = (
     "left",
     "workforce",
     "tenure",
+    "policy",
 )
 
 
@@ -60,10 +74,12 @@ def market_rng(seed: int, what: str, cycle: int) -> random.Random:
 class Employee(mesa.Agent):
     """A member of the workforce: the applicant hired, the cycle they joined (0: initial)."""
 
-    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int) -> None:
+    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int, policy: str) -> None:
         super().__init__(model)
         self.spec = spec
         self.joined = joined
+        #: The trajectory (policy) this employee works in.
+        self.policy = policy
 
     @property
     def tenure(self) -> int:
@@ -88,6 +104,18 @@ class CycleComposition:
         return (self.applicants, self.readers, self.hires, self.left, self.workforce, self.tenure)
 
 
+@dataclass
+class Trajectory:
+    """One policy's market: its employees in the order they joined (the seniority the
+    draws index), the cycle's readers per reader population, and its closed cycles."""
+
+    policy: str
+    staff: list[Employee]
+    readers: dict[str, list[Any]]
+    decided: Counter[str]
+    compositions: list[CycleComposition]
+
+
 class MarketModel(StudyModel):
     """:class:`StudyModel` over ``study.cycles`` cycles; a cycle's stages are its steps."""
 
@@ -95,17 +123,24 @@ class MarketModel(StudyModel):
         assert study.market is not None and study.cycles is not None
         self.market: MarketConfig = study.market
         self.cycle = 0
-        self.compositions: list[CycleComposition] = []
+        #: Policy -> its trajectory (the base first), all on the same random numbers.
+        self.trajectories = {
+            policy: Trajectory(policy, [], {}, Counter(), []) for policy in policy_names(study)
+        }
         self._pool = population_specs(study, study.market.applicants.population)
         self._applied: dict[str, AgentSpec] = {}
-        self._readers: Counter[str] = Counter()
         self._exclusions: dict[str, Counter[str]] = {}
         super().__init__(study, *args, **kwargs)
 
     @property
+    def compositions(self) -> list[CycleComposition]:
+        """The base trajectory's closed cycles."""
+        return self.trajectories[BASE].compositions
+
+    @property
     def workforce(self) -> mesa.agent.AgentSet:
-        """The employees now (a Mesa AgentSet, in the order they joined)."""
-        return self.agents_by_type.get(Employee) or mesa.agent.AgentSet([], random=self.random)
+        """The base trajectory's employees now (a Mesa AgentSet, in the order they joined)."""
+        return mesa.agent.AgentSet(self.trajectories[BASE].staff, random=self.random)
 
     def _next_wave(self) -> None:
         """Close the cycle that ended (hires, attrition) and open the next one."""
@@ -122,11 +157,14 @@ class MarketModel(StudyModel):
 
     def _hire_initial(self) -> None:
         rng = market_rng(self.study.seed, "workforce", 0)
-        for i in sorted(rng.sample(range(len(self._pool)), self.market.workforce)):
-            Employee(self, self._pool[i], joined=0)
+        drawn = sorted(rng.sample(range(len(self._pool)), self.market.workforce))
         empty: Counter[str] = Counter()
-        staff, tenure = self._staff()
-        self.compositions.append(CycleComposition(0, empty, empty, empty, empty, staff, tenure))
+        for trajectory in self.trajectories.values():
+            trajectory.staff = [Employee(self, self._pool[i], 0, trajectory.policy) for i in drawn]
+            staff, tenure = self._staff(trajectory)
+            trajectory.compositions.append(
+                CycleComposition(0, empty, empty, empty, empty, staff, tenure)
+            )
 
     def _open_cycle(self) -> None:
         gc.unfreeze()
@@ -139,27 +177,34 @@ class MarketModel(StudyModel):
         drawn = sorted(rng.sample(range(len(self._pool)), self.market.applicants.per_cycle))
         applied = [_in_cycle(self._pool[i], cycle) for i in drawn]
         self._applied = {spec.agent_id: spec for spec in applied}
-        self._readers = Counter()
+        for trajectory in self.trajectories.values():
+            trajectory.decided = Counter()
         for name, pop in populations(self.study).items():
             cls = AGENT_CLASSES[pop.agent]
+            if name in self.market.readers:
+                for trajectory in self.trajectories.values():
+                    specs = self._draw_readers(trajectory, name, pop.count)
+                    trajectory.readers[name] = [cls(self, spec, self.study) for spec in specs]
+                self.members[name] = self.trajectories[BASE].readers[name]
+                continue
             if name == source:
                 specs = applied
-            elif name in self.market.readers:
-                specs = self._draw_readers(name, pop.count)
             else:
                 specs = [_in_cycle(s, cycle) for s in population_specs(self.study, name)]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
 
-    def _draw_readers(self, population: str, count: int) -> list[AgentSpec]:
-        """``count`` employees (without replacement while there are enough) as this cycle's
-        readers of ``population``: each reader takes the employee's persona."""
-        staff = list(self.workforce)
+    def _draw_readers(self, trajectory: Trajectory, population: str, count: int) -> list[AgentSpec]:
+        """``count`` employees of ``trajectory`` (without replacement while there are enough)
+        as this cycle's readers of ``population``: each reader takes the employee's persona.
+        Every trajectory draws the same seniority places (a fresh generator of one key)."""
+        staff = trajectory.staff
         if not staff:
             # Only when hires failed (every answer of a cycle invalid, under a raised
             # --max-error-rate): the run stops with what it answered, as on too many failures.
+            where = "" if trajectory.policy == BASE else f" of policy `{trajectory.policy}`"
             raise RunAborted(
-                f"cycle {self.cycle}: the workforce is empty (no hire joined), so no employee "
-                f"can read in `{population}`"
+                f"cycle {self.cycle}: the workforce{where} is empty (no hire joined), so no "
+                f"employee can read in `{population}`"
             )
         rng = market_rng(self.study.seed, f"readers/{population}", self.cycle)
         if count <= len(staff):
@@ -184,15 +229,42 @@ class MarketModel(StudyModel):
                     population=population,
                 )
             )
-            self._readers[self._group(persona)] += 1
+            trajectory.decided[self._group(persona)] += 1
         return specs
 
     def _close_cycle(self) -> None:
-        """Attrition (the leavers' places are the openings), then the hires join (up to the
-        openings, in the order the last reading stage formed its evaluations); the cycle's
-        composition is recorded."""
+        """Per trajectory: attrition (the leavers' places are the openings), then the hires
+        join (up to the openings, in the order its last reading stage formed its
+        evaluations); the cycle's composition is recorded."""
+        base_stages = [p.name for p in self.plans if self.stage_configs[p.name].policy_of is None]
+        hiring = [n for n in base_stages if self.stage_configs[n].reads is not None][-1]
+        applicants = Counter(self._group(s.persona) for s in self._applied.values())
+        for trajectory in self.trajectories.values():
+            left = self._attrition(trajectory)
+            stage = policy_stage_name(hiring, trajectory.policy)
+            advanced = [a for authors in self.advanced.get(stage, {}).values() for a in authors]
+            hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
+            trajectory.staff += [
+                Employee(self, spec, self.cycle, trajectory.policy) for spec in hires
+            ]
+            staff_now, tenure_now = self._staff(trajectory)
+            trajectory.compositions.append(
+                CycleComposition(
+                    cycle=self.cycle,
+                    applicants=applicants,
+                    readers=trajectory.decided,
+                    hires=Counter(self._group(s.persona) for s in hires),
+                    left=left,
+                    workforce=staff_now,
+                    tenure=tenure_now,
+                )
+            )
+
+    def _attrition(self, trajectory: Trajectory) -> Counter[str]:
+        """Remove the cycle's leavers from ``trajectory`` (every trajectory draws the same
+        seniority places); per group, how many left."""
         rule = self.market.attrition
-        staff = list(self.workforce)
+        staff = trajectory.staff
         rng = market_rng(self.study.seed, "attrition", self.cycle)
         if rule.leavers is not None:
             leaving = rng.sample(range(len(staff)), min(rule.leavers, len(staff)))
@@ -202,29 +274,15 @@ class MarketModel(StudyModel):
         left = Counter(self._group(staff[i].spec.persona) for i in leaving)
         for i in leaving:
             staff[i].remove()
-        hiring = [p.name for p in self.plans if self.stage_configs[p.name].reads is not None][-1]
-        advanced = [a for authors in self.advanced.get(hiring, {}).values() for a in authors]
-        hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
-        for spec in hires:
-            Employee(self, spec, joined=self.cycle)
-        staff_now, tenure_now = self._staff()
-        self.compositions.append(
-            CycleComposition(
-                cycle=self.cycle,
-                applicants=Counter(self._group(s.persona) for s in self._applied.values()),
-                readers=self._readers,
-                hires=Counter(self._group(s.persona) for s in hires),
-                left=left,
-                workforce=staff_now,
-                tenure=tenure_now,
-            )
-        )
+        gone = set(leaving)
+        trajectory.staff = [e for i, e in enumerate(staff) if i not in gone]
+        return left
 
-    def _staff(self) -> tuple[Counter[str], Counter[str]]:
-        """Per group: employees now, and their cycles worked summed."""
+    def _staff(self, trajectory: Trajectory) -> tuple[Counter[str], Counter[str]]:
+        """Per group: ``trajectory``'s employees now, and their cycles worked summed."""
         staff: Counter[str] = Counter()
         tenure: Counter[str] = Counter()
-        for employee in self.workforce:
+        for employee in trajectory.staff:
             group = self._group(employee.spec.persona)
             staff[group] += 1
             tenure[group] += employee.tenure
@@ -238,6 +296,12 @@ class MarketModel(StudyModel):
         return f"c{self.cycle:03d}/{super()._pool_label(stage)}"
 
     def _readings(self, plan: Any) -> list[Reading]:
+        config = self.stage_configs[plan.name]
+        population = self.views.stage_population[plan.name]
+        if population in self.market.readers:
+            # A policy's copy of a stage is read by that policy's workforce.
+            policy = config.policy_of[1] if config.policy_of else BASE
+            self.members[population] = self.trajectories[policy].readers[population]
         readings = super()._readings(plan)
         # The exclusions are counted over every cycle, not the last one's.
         total = self._exclusions.setdefault(plan.name, Counter())
@@ -255,11 +319,13 @@ class MarketModel(StudyModel):
         return row
 
     def write_tables(self, out: Path) -> None:
-        """The per-cycle composition table (every closed cycle), one row per cycle and group."""
+        """The per-cycle composition table (every closed cycle), one row per cycle and group,
+        of every policy's trajectory (the base first)."""
         groups = list(self.study.personas.axes[self.market.by])
         rows = [
-            [c.cycle, group, *(n[group] for n in c.counts())]
-            for c in self.compositions
+            [c.cycle, group, *(n[group] for n in c.counts()), trajectory.policy]
+            for trajectory in self.trajectories.values()
+            for c in trajectory.compositions
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 
 
 def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) -> list[Problem]:
-    """What a market needs from the study: a pipeline without policies, an applicant
-    population that writes with the study's personas, reader populations without personas of
-    their own, and draws no larger than the population they come from."""
+    """What a market needs from the study: a pipeline (its policies run as trajectories of
+    their own), an applicant population that writes with the study's personas, reader
+    populations without personas of their own, and draws no larger than the population they
+    come from."""
     if (config.cycles is None) != (config.market is None):
         where = "cycles" if config.market is None else "market"
         return [smap.problem((where,), "`cycles:` and `market:` are declared together")]
@@ -25,15 +26,6 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
     if not config.populations:
         return [smap.problem(("market",), "a market needs a pipeline study (`populations:`)")]
     problems = []
-    if config.policies:
-        problems.append(
-            smap.problem(
-                ("policies",),
-                "policies in a market study are not supported yet (issue 46, a later step): "
-                "run each policy as its own study with the same seed; the applicant draws and "
-                "attrition are common random numbers",
-            )
-        )
     pops = config.populations
     acting = {stage.name: stage_population(config, stage) for stage in config.stages}
     writers = {acting[s.name] for s in config.stages if s.reads is None}

@@ -27,7 +27,8 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
     assert (results.groupby("cycle")["stage"].value_counts().unstack() == [2, 1]).all().all()
     table = pd.read_csv(out / "market.csv")
     columns = ["applicants", "readers", "hires", "left", "workforce", "tenure"]
-    assert list(table.columns) == ["cycle", "group", *columns]
+    assert list(table.columns) == ["cycle", "group", *columns, "policy"]
+    assert (table["policy"] == "base").all()
     per_cycle = table.groupby("cycle")[columns].sum()
     assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4, 0]
     # One leaves and one is hired every cycle: the workforce keeps its size.
@@ -84,11 +85,6 @@ def test_a_single_round_study_records_no_cycles(cli, tmp_path: Path) -> None:
         ({"market": {"workforce": 41}}, "market.workforce", "more than the 40 agents"),
         ({"market": {"by": "race"}}, "market.by", "not a persona axis"),
         ({"market": {"attrition": {"rate": 0.1, "leavers": 1}}}, "attrition", "declare one of"),
-        (
-            {"policies": {"named": {"stages": {"offer": {"author": "redacted"}}}}},
-            "policies",
-            "run each",
-        ),
     ],
 )
 def test_validation_refuses_what_a_market_cannot_do(
