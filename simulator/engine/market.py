@@ -27,7 +27,7 @@ import gc
 import hashlib
 import random
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,18 @@ import pandas as pd
 from biasim.agents import AGENT_CLASSES, Reading
 from biasim.simulator.common.csvfiles import write_csv
 from biasim.simulator.engine.dispatch import RunAborted
+from biasim.simulator.engine.matching import form_evaluations
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_specs
-from biasim.simulator.study.market import MarketConfig
+from biasim.simulator.study.market import (
+    SWITCHES,
+    MarketConfig,
+    switch_label,
+    switch_policy,
+    switch_subsets,
+)
 from biasim.simulator.study.policies import BASE, policy_stage_name
 from biasim.simulator.study.policy_copies import policy_names
 from biasim.simulator.study.stage_graph import populations
@@ -50,8 +57,9 @@ from biasim.simulator.study.stage_graph import populations
 MARKET_CSV = "market.csv"
 #: Its columns: per cycle and group, who applied, who decided (the cycle's readers, drawn from
 #: the workforce at its start), who was hired, who left, and who works there at the end of the
-#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); and the
-#: policy whose trajectory the row is (``base``: the study's own stages).
+#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); the
+#: policy whose trajectory the row is (``base``: the study's own stages), and the mechanisms
+#: a decomposition switched off in it (``none``, or e.g. ``readers|attrition``).
 COMPOSITION_COLUMNS = (
     "cycle",
     "group",
@@ -62,6 +70,7 @@ COMPOSITION_COLUMNS = (
     "workforce",
     "tenure",
     "policy",
+    "off",
 )
 
 
@@ -74,12 +83,12 @@ def market_rng(seed: int, what: str, cycle: int) -> random.Random:
 class Employee(mesa.Agent):
     """A member of the workforce: the applicant hired, the cycle they joined (0: initial)."""
 
-    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int, policy: str) -> None:
+    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int, trajectory: str) -> None:
         super().__init__(model)
         self.spec = spec
         self.joined = joined
-        #: The trajectory (policy) this employee works in.
-        self.policy = policy
+        #: The trajectory this employee works in (its key in ``model.trajectories``).
+        self.trajectory = trajectory
 
     @property
     def tenure(self) -> int:
@@ -106,14 +115,30 @@ class CycleComposition:
 
 @dataclass
 class Trajectory:
-    """One policy's market: its employees in the order they joined (the seniority the
-    draws index), the cycle's readers per reader population, and its closed cycles."""
+    """One market on the common random numbers: a policy, or the base with mechanisms
+    switched off; its employees in the order they joined (the seniority the draws index), the
+    cycle's readers per reader population, and its closed cycles."""
 
+    #: Its key in ``MarketModel.trajectories``: the policy, or ``off_<switches>``.
+    key: str
     policy: str
-    staff: list[Employee]
-    readers: dict[str, list[Any]]
-    decided: Counter[str]
-    compositions: list[CycleComposition]
+    off: frozenset[str]
+    #: The policy whose stage copies it reads with; None when its readers are switched off.
+    reads_as: str | None
+    staff: list[Employee] = field(default_factory=list)
+    readers: dict[str, list[Any]] = field(default_factory=dict)
+    decided: Counter[str] = field(default_factory=Counter)
+    compositions: list[CycleComposition] = field(default_factory=list)
+
+
+def trajectories(study: StudyConfig) -> list[Trajectory]:
+    """The base, each policy, then each subset of the switches a decomposition turns off."""
+    assert study.market is not None
+    found = [Trajectory(p, p, frozenset(), p) for p in policy_names(study)]
+    for off in switch_subsets(study.market):
+        key = "off_" + "_".join(k for k in SWITCHES if k in off)
+        found.append(Trajectory(key, BASE, off, switch_policy(off)))
+    return found
 
 
 class MarketModel(StudyModel):
@@ -123,10 +148,10 @@ class MarketModel(StudyModel):
         assert study.market is not None and study.cycles is not None
         self.market: MarketConfig = study.market
         self.cycle = 0
-        #: Policy -> its trajectory (the base first), all on the same random numbers.
-        self.trajectories = {
-            policy: Trajectory(policy, [], {}, Counter(), []) for policy in policy_names(study)
-        }
+        #: Key -> trajectory (the base first), all on the same random numbers.
+        self.trajectories = {t.key: t for t in trajectories(study)}
+        #: The policy a stage copy reads as -> the trajectory whose workforce reads it.
+        self._reading = {t.reads_as: t for t in self.trajectories.values() if t.reads_as}
         self._pool = population_specs(study, study.market.applicants.population)
         self._applied: dict[str, AgentSpec] = {}
         self._exclusions: dict[str, Counter[str]] = {}
@@ -160,7 +185,7 @@ class MarketModel(StudyModel):
         drawn = sorted(rng.sample(range(len(self._pool)), self.market.workforce))
         empty: Counter[str] = Counter()
         for trajectory in self.trajectories.values():
-            trajectory.staff = [Employee(self, self._pool[i], 0, trajectory.policy) for i in drawn]
+            trajectory.staff = [Employee(self, self._pool[i], 0, trajectory.key) for i in drawn]
             staff, tenure = self._staff(trajectory)
             trajectory.compositions.append(
                 CycleComposition(0, empty, empty, empty, empty, staff, tenure)
@@ -182,7 +207,7 @@ class MarketModel(StudyModel):
         for name, pop in populations(self.study).items():
             cls = AGENT_CLASSES[pop.agent]
             if name in self.market.readers:
-                for trajectory in self.trajectories.values():
+                for trajectory in self._reading.values():
                     specs = self._draw_readers(trajectory, name, pop.count)
                     trajectory.readers[name] = [cls(self, spec, self.study) for spec in specs]
                 self.members[name] = self.trajectories[BASE].readers[name]
@@ -201,7 +226,7 @@ class MarketModel(StudyModel):
         if not staff:
             # Only when hires failed (every answer of a cycle invalid, under a raised
             # --max-error-rate): the run stops with what it answered, as on too many failures.
-            where = "" if trajectory.policy == BASE else f" of policy `{trajectory.policy}`"
+            where = "" if trajectory.key == BASE else f" of trajectory `{trajectory.key}`"
             raise RunAborted(
                 f"cycle {self.cycle}: the workforce{where} is empty (no hire joined), so no "
                 f"employee can read in `{population}`"
@@ -240,13 +265,14 @@ class MarketModel(StudyModel):
         hiring = [n for n in base_stages if self.stage_configs[n].reads is not None][-1]
         applicants = Counter(self._group(s.persona) for s in self._applied.values())
         for trajectory in self.trajectories.values():
-            left = self._attrition(trajectory)
-            stage = policy_stage_name(hiring, trajectory.policy)
-            advanced = [a for authors in self.advanced.get(stage, {}).values() for a in authors]
+            left = Counter() if "attrition" in trajectory.off else self._attrition(trajectory)
+            if trajectory.reads_as is None:
+                picked = self._random_picks(hiring)
+            else:
+                picked = self.advanced.get(policy_stage_name(hiring, trajectory.reads_as), {})
+            advanced = [a for authors in picked.values() for a in authors]
             hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
-            trajectory.staff += [
-                Employee(self, spec, self.cycle, trajectory.policy) for spec in hires
-            ]
+            trajectory.staff += [Employee(self, spec, self.cycle, trajectory.key) for spec in hires]
             staff_now, tenure_now = self._staff(trajectory)
             trajectory.compositions.append(
                 CycleComposition(
@@ -259,6 +285,40 @@ class MarketModel(StudyModel):
                     tenure=tenure_now,
                 )
             )
+
+    def _random_picks(self, hiring: str) -> dict[str, list[str]]:
+        """The readers switched off: every reading stage's evaluations formed as the stage
+        forms them (same pools), each picking as many as its reader would, uniformly at random
+        (no call); per pool of ``hiring``, the authors it advanced. It mirrors the documents
+        ``StudyModel._readings`` passes on, since no reader acts here."""
+        advanced: dict[str, dict[str, list[str]]] = {}
+        for plan in self.plans:
+            config = self.stage_configs[plan.name]
+            reads = config.reads
+            if reads is None or config.policy_of is not None:
+                continue
+            documents = self.documents.get(reads.stage, [])
+            before = advanced.get(reads.after or "", {})
+            if reads.after is not None:
+                passed = {author for authors in before.values() for author in authors}
+                documents = [d for d in documents if d.author.agent_id in passed]
+            matching = form_evaluations(
+                reads,
+                self._pool_label(plan.name),
+                documents,
+                k=plan.select or 0,
+                seed=self.study.seed,
+                axes=self.study.personas.axes,
+                carried=before if reads.draw == "carry" else None,
+            )
+            rng = market_rng(self.study.seed, f"pick/{plan.name}", self.cycle)
+            stage = advanced.setdefault(plan.name, {})
+            for evaluation in matching.evaluations:
+                shown = evaluation.shown
+                for i in sorted(rng.sample(range(len(shown)), min(evaluation.k, len(shown)))):
+                    author = shown[i].document.author.agent_id
+                    stage.setdefault(evaluation.cluster, []).append(author)
+        return advanced.get(hiring, {})
 
     def _attrition(self, trajectory: Trajectory) -> Counter[str]:
         """Remove the cycle's leavers from ``trajectory`` (every trajectory draws the same
@@ -301,7 +361,7 @@ class MarketModel(StudyModel):
         if population in self.market.readers:
             # A policy's copy of a stage is read by that policy's workforce.
             policy = config.policy_of[1] if config.policy_of else BASE
-            self.members[population] = self.trajectories[policy].readers[population]
+            self.members[population] = self._reading[policy].readers[population]
         readings = super()._readings(plan)
         # The exclusions are counted over every cycle, not the last one's.
         total = self._exclusions.setdefault(plan.name, Counter())
@@ -323,9 +383,9 @@ class MarketModel(StudyModel):
         of every policy's trajectory (the base first)."""
         groups = list(self.study.personas.axes[self.market.by])
         rows = [
-            [c.cycle, group, *(n[group] for n in c.counts()), trajectory.policy]
-            for trajectory in self.trajectories.values()
-            for c in trajectory.compositions
+            [c.cycle, group, *(n[group] for n in c.counts()), t.policy, switch_label(t.off)]
+            for t in self.trajectories.values()
+            for c in t.compositions
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))

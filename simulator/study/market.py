@@ -8,14 +8,25 @@ schema so that a study declaring them is refused with the reason, not with "unkn
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from biasim.simulator.study.fields import Identifier, Strict
 
 #: Most cycles a study may run (each cycle is a whole pipeline round).
 MAX_CYCLES = 200
+#: The mechanisms ``decompose`` may switch off, and what switching each off means (one entry
+#: per mechanism: the engine's switch of the same name implements it).
+SWITCHES = {
+    "readers": "the readers' picks are replaced by a uniform random pick of as many in each "
+    "evaluation (no call): no reader preference of any kind, on any backend",
+    "attrition": "nobody leaves: the workforce only grows by its hires (attrition at random "
+    "regardless of group is what the market already does, so it would remove nothing)",
+}
+#: Most switches a decomposition runs: every subset is a trajectory (2 ** n of them).
+MAX_SWITCHES = 3
 #: Why the parts of issue 46 not built yet are refused.
 _NOT_YET = "is not supported yet in market studies (issue 46 adds it in a later step)"
 
@@ -64,8 +75,27 @@ class MarketConfig(Strict):
         "workforce, decision-makers)."
     )
     attrition: Attrition
+    decompose: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_SWITCHES,
+        description="Mechanisms to switch off, each subset on the same random numbers as the "
+        "base, to decompose the drift of the workforce: "
+        + "; ".join(f"`{k}`: {v}" for k, v in SWITCHES.items()),
+    )
     referrals: Any = Field(None, description=f"Referral hiring {_NOT_YET}.")
     committees: Any = Field(None, description=f"Reader committees {_NOT_YET}.")
+
+    @field_validator("decompose")
+    @classmethod
+    def _known_switches(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in SWITCHES:
+                raise ValueError(
+                    f"no switch `{name}`; switches: {', '.join(f'`{k}`' for k in SWITCHES)}"
+                )
+        if len(set(value)) < len(value):
+            raise ValueError("each switch once")
+        return value
 
     @model_validator(mode="after")
     def _refuse_later_parts(self) -> MarketConfig:
@@ -73,3 +103,27 @@ class MarketConfig(Strict):
             if getattr(self, name) is not None:
                 raise ValueError(f"`{name}`: {what} {_NOT_YET}")
         return self
+
+
+def switch_subsets(market: MarketConfig) -> list[frozenset[str]]:
+    """Every non-empty subset of the switches ``decompose`` names (by size, then as declared):
+    the trajectories a decomposition runs besides the base."""
+    names = market.decompose
+    return [
+        frozenset(chosen)
+        for size in range(1, len(names) + 1)
+        for chosen in itertools.combinations(names, size)
+    ]
+
+
+def switch_label(off: frozenset[str]) -> str:
+    """How ``market.csv`` names the switches off in a trajectory (``none``: all on)."""
+    return "|".join(k for k in SWITCHES if k in off) or "none"
+
+
+def switch_policy(off: frozenset[str]) -> str | None:
+    """The stage copies a trajectory with ``off`` reads with (``off_<switches>``), or None
+    when its readers are switched off (nobody reads: a random pick)."""
+    if "readers" in off:
+        return None
+    return "off_" + "_".join(k for k in SWITCHES if k in off)

@@ -27,8 +27,8 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
     assert (results.groupby("cycle")["stage"].value_counts().unstack() == [2, 1]).all().all()
     table = pd.read_csv(out / "market.csv")
     columns = ["applicants", "readers", "hires", "left", "workforce", "tenure"]
-    assert list(table.columns) == ["cycle", "group", *columns, "policy"]
-    assert (table["policy"] == "base").all()
+    assert list(table.columns) == ["cycle", "group", *columns, "policy", "off"]
+    assert (table["policy"] == "base").all() and (table["off"] == "none").all()
     per_cycle = table.groupby("cycle")[columns].sum()
     assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4, 0]
     # One leaves and one is hired every cycle: the workforce keeps its size.
