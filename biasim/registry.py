@@ -162,6 +162,7 @@ KINDS = Registry(
         "demographic_parity": "biasim.simulator.kinds.demographic_parity:DemographicParityKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
+        "market_effects": "biasim.simulator.kinds.market_effects:MarketEffectsKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
         "prism": "biasim.simulator.kinds.prism:PrismKind",
         "association": "biasim.simulator.kinds.association:AssociationKind",

@@ -123,3 +123,48 @@ def test_switching_off_readers_that_pick_no_number_is_refused(cli, tmp_path: Pat
     data["market"]["decompose"] = ["attrition"]
     path = pipeline_studies.write(tmp_path / "single.yaml", data)
     assert cli.invoke(app, ["validate", str(path)]).exit_code == 0
+
+
+def test_the_market_effects_analysis_prints_reports_and_writes_its_tables(
+    cli, tmp_path: Path
+) -> None:
+    data = market(
+        market={"decompose": SWITCHES},
+        policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
+        analyses=[{"kind": "market_effects", "name": "effects"}],
+    )
+    path = pipeline_studies.write(tmp_path / "fx.yaml", data)
+    out = tmp_path / "fx"
+    result = cli.invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if "market effects over cycles" in line)
+    shown = "\n".join(lines[start : start + 12])
+    assert "redacted vs base: no test (one replicate market: one unit)" in shown, shown
+    assert "attrition off removes" in shown and "Shapley" in shown, shown
+    assert all(len(line) <= 80 for line in lines[start : start + 12]), shown
+    tables = {
+        name: pd.read_csv(out / "tables" / f"effects_{name}.csv")
+        for name in ("effects", "decomposition")
+    }
+    # What the console shows at the last cycle is the table's row.
+    table = pd.read_csv(out / "market.csv")
+    last = table.query("cycle == 6 and group == 'female' and off == 'none'").set_index("policy")
+    share = last["workforce"] / 4
+    row = tables["effects"].query("cycle == 6 and group == 'female'").iloc[0]
+    assert np.isclose(row["workforce_share_change"], share["redacted"] - share["base"])
+    assert f"{share['base']:.3f} -> {share['redacted']:.3f}" in shown
+    assert set(tables["decomposition"]["switch"]) == set(SWITCHES)
+    assert "Market effects" in (out / "report.html").read_text(encoding="utf-8")
+    again = cli.invoke(app, ["analyze", str(out)])
+    assert again.exit_code == 0, again.output
+    assert "market effects over cycles" in again.output
+
+
+def test_market_effects_needs_a_market_with_something_to_compare(cli, tmp_path: Path) -> None:
+    data = market(analyses=[{"kind": "market_effects"}])
+    path = pipeline_studies.write(tmp_path / "none.yaml", data)
+    result = cli.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "no `policies:` and no `market.decompose`" in " ".join(
+        result.output.split()
+    ), result.output
