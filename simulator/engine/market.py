@@ -43,6 +43,7 @@ from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_specs
 from biasim.simulator.study.market import (
+    MARKET_CSV,
     SWITCHES,
     MarketConfig,
     switch_label,
@@ -53,10 +54,9 @@ from biasim.simulator.study.policies import BASE, policy_stage_name
 from biasim.simulator.study.policy_copies import policy_names
 from biasim.simulator.study.stage_graph import populations
 
-#: The per-cycle composition table a market run writes beside its results.
-MARKET_CSV = "market.csv"
-#: Its columns: per cycle and group, who applied, who decided (the cycle's readers, drawn from
-#: the workforce at its start), who was hired, who left, and who works there at the end of the
+#: The columns of the per-cycle composition table (:data:`MARKET_CSV`): per cycle and group,
+#: who applied, who decided (the cycle's readers, drawn from the workforce at its start), who
+#: was hired, who left, and who works there at the end of the
 #: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); the
 #: policy whose trajectory the row is (``base``: the study's own stages), and the mechanisms
 #: a decomposition switched off in it (``none``, or e.g. ``readers|attrition``).

@@ -27,6 +27,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     summary_table,
 )
+from biasim.simulator.study.market import MARKET_CSV
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,8 +73,6 @@ class MarketEffectsKind(AnalysisKind):
     def compute(
         self, results: pd.DataFrame, spec: MarketEffectsSpec, ctx: AnalysisContext
     ) -> Section:
-        from biasim.simulator.engine.market import MARKET_CSV
-
         path = ctx.out_dir / MARKET_CSV if ctx.out_dir is not None else None
         if path is None or not path.is_file():
             return Section({"note": NO_TABLE, "effects": [], "tests": [], "decomposition": []})

@@ -15,6 +15,9 @@ from pydantic import Field, field_validator, model_validator
 
 from biasim.simulator.study.fields import Identifier, Strict
 
+#: The per-cycle composition table a market run writes beside its results (the engine writes
+#: it, analyses read it: named here, where both may look).
+MARKET_CSV = "market.csv"
 #: Most cycles a study may run (each cycle is a whole pipeline round).
 MAX_CYCLES = 200
 #: The mechanisms ``decompose`` may switch off, and what switching each off means (one entry
