@@ -163,6 +163,7 @@ KINDS = Registry(
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
         "market": "biasim.simulator.kinds.market:MarketKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
+        "market_effects": "biasim.simulator.kinds.market_effects:MarketEffectsKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
         "prism": "biasim.simulator.kinds.prism:PrismKind",
         "association": "biasim.simulator.kinds.association:AssociationKind",

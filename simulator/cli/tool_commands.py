@@ -203,13 +203,25 @@ def compare(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
+    designs: Annotated[
+        bool,
+        typer.Option(
+            "--designs",
+            help="Two runs of one process under two designs (pool size, stages, readers): "
+            "each group's end-to-end rate side by side, tested unpaired (unit: first pool).",
+        ),
+    ] = False,
 ) -> None:
     """Combine runs of the same study on different models into one report: the models side by
-    side, cross-model figures, tests of model differences, report.html."""
+    side, cross-model figures, tests of model differences, report.html. With --designs, two
+    runs whose process differs, compared unpaired."""
     from biasim.simulator.report.outputs import print_report
     from biasim.simulator.tools.compare import compare_runs
 
     target = out or Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    if designs:
+        _compare_designs(runs, target, label, accept_edits, as_json)
+        return
     try:
         evidence, _, differences = compare_runs(
             runs, target, labels=label, force=force, accept_edits=accept_edits
@@ -228,6 +240,27 @@ def compare(
         f"models in order: {', '.join(evidence.summary['model_labels'])}", highlight=False
     )
     print_written(target, evidence.summary)
+
+
+def _compare_designs(
+    runs: list[Path], target: Path, label: list[str] | None, accept_edits: bool, as_json: bool
+) -> None:
+    from biasim.simulator.tools.compare_designs import (
+        DESIGNS_CSV,
+        compare_designs,
+        design_lines,
+    )
+
+    try:
+        comparison = compare_designs(runs, target, labels=label, accept_edits=accept_edits)
+    except InputError as exc:
+        fail_input(exc)
+    if as_json:
+        sys.stdout.write((target / "summary.json").read_text(encoding="utf-8"))
+        return
+    for line in design_lines(comparison):
+        out_console.print(line, highlight=False)
+    out_console.print(f"table: {target / DESIGNS_CSV}", highlight=False)
 
 
 # The options of `biasim audit`, one constant each so its signature reads as the option list.

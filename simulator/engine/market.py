@@ -7,10 +7,24 @@ hires (up to the openings) join the workforce, and applies attrition.
 
 Every draw of the market (the initial workforce, each cycle's applicants, readers and
 leavers) comes from a generator seeded by the study seed, what is drawn, the cycle and the
-replicate market only: two studies that differ in their readers' behaviour (a policy run as its
-own study) draw the same applicants and the same attrition numbers with the same seed (common
-random numbers). ``market.replicates`` runs that many independent markets one after the other
-in the same model; replicate 0 draws exactly what a single market draws.
+replicate market only: two studies that differ in their readers' behaviour draw the same
+applicants and the same attrition numbers with the same seed (common random numbers).
+``market.replicates`` runs that many independent markets one after the other in the same
+model; replicate 0 draws exactly what a single market draws.
+
+A study's policies run in the same model, each as its own trajectory: its own workforce, its
+readers drawn from it and its hires from its copies of the reading stages, which read the
+letters every trajectory shares (the applicants are drawn once a cycle). Each trajectory draws
+its readers and leavers from a fresh generator of the same key, and indexes the draws by
+seniority (an employee's place in the order of joining): the i-th longest-serving employee
+reads, or leaves, in one trajectory exactly when the i-th does in another. Every trajectory
+hires as many as it loses while its readers answer, so an employee both trajectories hold
+sits at the same place in both, and takes the same draws; the places where they differ hold
+the two trajectories' different hires, paired with each other (docs/guides/labor-market.md).
+
+Replicates are the outer loop: each replicate market draws its initial workforce, and every
+trajectory of it starts from that workforce and draws on that replicate's keys, so the pairs
+of trajectories are paired within a replicate and independent across replicates.
 """
 
 from __future__ import annotations
@@ -19,7 +33,7 @@ import gc
 import hashlib
 import random
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +43,22 @@ import pandas as pd
 from biasim.agents import AGENT_CLASSES, Reading
 from biasim.simulator.common.csvfiles import write_csv
 from biasim.simulator.engine.dispatch import RunAborted
+from biasim.simulator.engine.matching import form_evaluations
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_member, population_specs
-from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, MarketConfig
+from biasim.simulator.study.market import (
+    COMPOSITION_COLUMNS,
+    MARKET_CSV,
+    SWITCHES,
+    MarketConfig,
+    switch_label,
+    switch_policy,
+    switch_subsets,
+)
+from biasim.simulator.study.policies import BASE, policy_stage_name
+from biasim.simulator.study.policy_copies import policy_names
 from biasim.simulator.study.stage_graph import populations
 
 
@@ -49,10 +74,12 @@ def market_rng(seed: int, what: str, cycle: int, replicate: int = 0) -> random.R
 class Employee(mesa.Agent):
     """A member of the workforce: the applicant hired, the cycle they joined (0: initial)."""
 
-    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int) -> None:
+    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int, trajectory: str) -> None:
         super().__init__(model)
         self.spec = spec
         self.joined = joined
+        #: The trajectory this employee works in (its key in ``model.trajectories``).
+        self.trajectory = trajectory
 
     @property
     def tenure(self) -> int:
@@ -79,6 +106,34 @@ class CycleComposition:
         return (self.applicants, self.readers, self.hires, self.left, self.workforce, self.tenure)
 
 
+@dataclass
+class Trajectory:
+    """One market on the common random numbers: a policy, or the base with mechanisms
+    switched off; its employees in the order they joined (the seniority the draws index), the
+    cycle's readers per reader population, and its closed cycles (of every replicate market)."""
+
+    #: Its key in ``MarketModel.trajectories``: the policy, or ``off_<switches>``.
+    key: str
+    policy: str
+    off: frozenset[str]
+    #: The policy whose stage copies it reads with; None when its readers are switched off.
+    reads_as: str | None
+    staff: list[Employee] = field(default_factory=list)
+    readers: dict[str, list[Any]] = field(default_factory=dict)
+    decided: Counter[str] = field(default_factory=Counter)
+    compositions: list[CycleComposition] = field(default_factory=list)
+
+
+def trajectories(study: StudyConfig) -> list[Trajectory]:
+    """The base, each policy, then each subset of the switches a decomposition turns off."""
+    assert study.market is not None
+    found = [Trajectory(p, p, frozenset(), p) for p in policy_names(study)]
+    for off in switch_subsets(study.market):
+        key = "off_" + "_".join(k for k in SWITCHES if k in off)
+        found.append(Trajectory(key, BASE, off, switch_policy(off)))
+    return found
+
+
 class MarketModel(StudyModel):
     """:class:`StudyModel` over ``study.cycles`` cycles; a cycle's stages are its steps."""
 
@@ -88,17 +143,24 @@ class MarketModel(StudyModel):
         self.cycle = 0
         #: The replicate market now running (0 .. market.replicates - 1).
         self.replicate = 0
-        self.compositions: list[CycleComposition] = []
+        #: Key -> trajectory (the base first), all on the same random numbers.
+        self.trajectories = {t.key: t for t in trajectories(study)}
+        #: The policy a stage copy reads as -> the trajectory whose workforce reads it.
+        self._reading = {t.reads_as: t for t in self.trajectories.values() if t.reads_as}
         self._pool = population_specs(study, study.market.applicants.population)
         self._applied: dict[str, AgentSpec] = {}
-        self._readers: Counter[str] = Counter()
         self._exclusions: dict[str, Counter[str]] = {}
         super().__init__(study, *args, **kwargs)
 
     @property
+    def compositions(self) -> list[CycleComposition]:
+        """The base trajectory's closed cycles (of every replicate market so far)."""
+        return self.trajectories[BASE].compositions
+
+    @property
     def workforce(self) -> mesa.agent.AgentSet:
-        """The employees now (a Mesa AgentSet, in the order they joined)."""
-        return self.agents_by_type.get(Employee) or mesa.agent.AgentSet([], random=self.random)
+        """The base trajectory's employees now (a Mesa AgentSet, in the order they joined)."""
+        return mesa.agent.AgentSet(self.trajectories[BASE].staff, random=self.random)
 
     def _next_wave(self) -> None:
         """Close the cycle that ended (hires, attrition) and open the next one."""
@@ -116,9 +178,12 @@ class MarketModel(StudyModel):
         self._open_cycle()
 
     def _next_replicate(self) -> None:
-        """Start the next replicate market afresh: nothing of the last one's workforce stays."""
-        for employee in list(self.workforce):
-            employee.remove()
+        """Start the next replicate market afresh: nothing of the last one's workforces
+        stays; every trajectory starts again from the new replicate's initial workforce."""
+        for trajectory in self.trajectories.values():
+            for employee in trajectory.staff:
+                employee.remove()
+            trajectory.staff, trajectory.readers = [], {}
         self.replicate += 1
         self.cycle = 0
         self._hire_initial()
@@ -133,13 +198,14 @@ class MarketModel(StudyModel):
 
     def _hire_initial(self) -> None:
         rng = market_rng(self.study.seed, "workforce", 0, self.replicate)
-        for i in sorted(rng.sample(range(len(self._pool)), self.market.workforce)):
-            Employee(self, self._pool[i], joined=0)
+        drawn = sorted(rng.sample(range(len(self._pool)), self.market.workforce))
         empty: Counter[str] = Counter()
-        staff, tenure = self._staff()
-        self.compositions.append(
-            CycleComposition(self.replicate, 0, empty, empty, empty, empty, staff, tenure)
-        )
+        for trajectory in self.trajectories.values():
+            trajectory.staff = [Employee(self, self._pool[i], 0, trajectory.key) for i in drawn]
+            staff, tenure = self._staff(trajectory)
+            trajectory.compositions.append(
+                CycleComposition(self.replicate, 0, empty, empty, empty, empty, staff, tenure)
+            )
 
     def _open_cycle(self) -> None:
         gc.unfreeze()
@@ -152,13 +218,18 @@ class MarketModel(StudyModel):
         drawn = sorted(rng.sample(range(len(self._pool)), self.market.applicants.per_cycle))
         applied = [_in_cycle(self._pool[i], self._tag, self.replicate) for i in drawn]
         self._applied = {spec.agent_id: spec for spec in applied}
-        self._readers = Counter()
+        for trajectory in self.trajectories.values():
+            trajectory.decided = Counter()
         for name, pop in populations(self.study).items():
             cls = AGENT_CLASSES[pop.agent]
+            if name in self.market.readers:
+                for trajectory in self._reading.values():
+                    specs = self._draw_readers(trajectory, name, pop.count)
+                    trajectory.readers[name] = [cls(self, spec, self.study) for spec in specs]
+                self.members[name] = self.trajectories[BASE].readers[name]
+                continue
             if name == source:
                 specs = applied
-            elif name in self.market.readers:
-                specs = self._draw_readers(name, pop.count)
             else:
                 specs = [
                     _in_cycle(s, self._tag, self.replicate)
@@ -166,16 +237,18 @@ class MarketModel(StudyModel):
                 ]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
 
-    def _draw_readers(self, population: str, count: int) -> list[AgentSpec]:
-        """``count`` employees (without replacement while there are enough) as this cycle's
-        readers of ``population``: each reader takes the employee's persona."""
-        staff = list(self.workforce)
+    def _draw_readers(self, trajectory: Trajectory, population: str, count: int) -> list[AgentSpec]:
+        """``count`` employees of ``trajectory`` (without replacement while there are enough)
+        as this cycle's readers of ``population``: each reader takes the employee's persona.
+        Every trajectory draws the same seniority places (a fresh generator of one key)."""
+        staff = trajectory.staff
         if not staff:
             # Only when hires failed (every answer of a cycle invalid, under a raised
             # --max-error-rate): the run stops with what it answered, as on too many failures.
+            where = "" if trajectory.key == BASE else f" of trajectory `{trajectory.key}`"
             raise RunAborted(
-                f"cycle {self.cycle}: the workforce is empty (no hire joined), so no employee "
-                f"can read in `{population}`"
+                f"cycle {self.cycle}: the workforce{where} is empty (no hire joined), so no "
+                f"employee can read in `{population}`"
             )
         rng = market_rng(self.study.seed, f"readers/{population}", self.cycle, self.replicate)
         if count <= len(staff):
@@ -187,15 +260,78 @@ class MarketModel(StudyModel):
             persona = staff[i].spec.persona
             member = population_member(population, persona, j, 3, f"{population}/{self._tag}")
             specs.append(replace(member, replicate=self.replicate))
-            self._readers[self._group(persona)] += 1
+            trajectory.decided[self._group(persona)] += 1
         return specs
 
     def _close_cycle(self) -> None:
-        """Attrition (the leavers' places are the openings), then the hires join (up to the
-        openings, in the order the last reading stage formed its evaluations); the cycle's
-        composition is recorded."""
+        """Per trajectory: attrition (the leavers' places are the openings), then the hires
+        join (up to the openings, in the order its last reading stage formed its
+        evaluations); the cycle's composition is recorded."""
+        base_stages = [p.name for p in self.plans if self.stage_configs[p.name].policy_of is None]
+        hiring = [n for n in base_stages if self.stage_configs[n].reads is not None][-1]
+        applicants = Counter(self._group(s.persona) for s in self._applied.values())
+        for trajectory in self.trajectories.values():
+            left = Counter() if "attrition" in trajectory.off else self._attrition(trajectory)
+            if trajectory.reads_as is None:
+                picked = self._random_picks(hiring)
+            else:
+                picked = self.advanced.get(policy_stage_name(hiring, trajectory.reads_as), {})
+            advanced = [a for authors in picked.values() for a in authors]
+            hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
+            trajectory.staff += [Employee(self, spec, self.cycle, trajectory.key) for spec in hires]
+            staff_now, tenure_now = self._staff(trajectory)
+            trajectory.compositions.append(
+                CycleComposition(
+                    replicate=self.replicate,
+                    cycle=self.cycle,
+                    applicants=applicants,
+                    readers=trajectory.decided,
+                    hires=Counter(self._group(s.persona) for s in hires),
+                    left=left,
+                    workforce=staff_now,
+                    tenure=tenure_now,
+                )
+            )
+
+    def _random_picks(self, hiring: str) -> dict[str, list[str]]:
+        """The readers switched off: every reading stage's evaluations formed as the stage
+        forms them (same pools), each picking as many as its reader would, uniformly at random
+        (no call); per pool of ``hiring``, the authors it advanced. It mirrors the documents
+        ``StudyModel._readings`` passes on, since no reader acts here."""
+        advanced: dict[str, dict[str, list[str]]] = {}
+        for plan in self.plans:
+            config = self.stage_configs[plan.name]
+            reads = config.reads
+            if reads is None or config.policy_of is not None:
+                continue
+            documents = self.documents.get(reads.stage, [])
+            before = advanced.get(reads.after or "", {})
+            if reads.after is not None:
+                passed = {author for authors in before.values() for author in authors}
+                documents = [d for d in documents if d.author.agent_id in passed]
+            matching = form_evaluations(
+                reads,
+                self._pool_label(plan.name),
+                documents,
+                k=plan.select or 0,
+                seed=self.study.seed,
+                axes=self.study.personas.axes,
+                carried=before if reads.draw == "carry" else None,
+            )
+            rng = market_rng(self.study.seed, f"pick/{plan.name}", self.cycle, self.replicate)
+            stage = advanced.setdefault(plan.name, {})
+            for evaluation in matching.evaluations:
+                shown = evaluation.shown
+                for i in sorted(rng.sample(range(len(shown)), min(evaluation.k, len(shown)))):
+                    author = shown[i].document.author.agent_id
+                    stage.setdefault(evaluation.cluster, []).append(author)
+        return advanced.get(hiring, {})
+
+    def _attrition(self, trajectory: Trajectory) -> Counter[str]:
+        """Remove the cycle's leavers from ``trajectory`` (every trajectory draws the same
+        seniority places); per group, how many left."""
         rule = self.market.attrition
-        staff = list(self.workforce)
+        staff = trajectory.staff
         rng = market_rng(self.study.seed, "attrition", self.cycle, self.replicate)
         if rule.leavers is not None:
             leaving = rng.sample(range(len(staff)), min(rule.leavers, len(staff)))
@@ -205,30 +341,15 @@ class MarketModel(StudyModel):
         left = Counter(self._group(staff[i].spec.persona) for i in leaving)
         for i in leaving:
             staff[i].remove()
-        hiring = [p.name for p in self.plans if self.stage_configs[p.name].reads is not None][-1]
-        advanced = [a for authors in self.advanced.get(hiring, {}).values() for a in authors]
-        hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
-        for spec in hires:
-            Employee(self, spec, joined=self.cycle)
-        staff_now, tenure_now = self._staff()
-        self.compositions.append(
-            CycleComposition(
-                replicate=self.replicate,
-                cycle=self.cycle,
-                applicants=Counter(self._group(s.persona) for s in self._applied.values()),
-                readers=self._readers,
-                hires=Counter(self._group(s.persona) for s in hires),
-                left=left,
-                workforce=staff_now,
-                tenure=tenure_now,
-            )
-        )
+        gone = set(leaving)
+        trajectory.staff = [e for i, e in enumerate(staff) if i not in gone]
+        return left
 
-    def _staff(self) -> tuple[Counter[str], Counter[str]]:
-        """Per group: employees now, and their cycles worked summed."""
+    def _staff(self, trajectory: Trajectory) -> tuple[Counter[str], Counter[str]]:
+        """Per group: ``trajectory``'s employees now, and their cycles worked summed."""
         staff: Counter[str] = Counter()
         tenure: Counter[str] = Counter()
-        for employee in self.workforce:
+        for employee in trajectory.staff:
             group = self._group(employee.spec.persona)
             staff[group] += 1
             tenure[group] += employee.tenure
@@ -242,6 +363,12 @@ class MarketModel(StudyModel):
         return f"{self._tag}/{super()._pool_label(stage)}"
 
     def _readings(self, plan: Any) -> list[Reading]:
+        config = self.stage_configs[plan.name]
+        population = self.views.stage_population[plan.name]
+        if population in self.market.readers:
+            # A policy's copy of a stage is read by that policy's workforce.
+            policy = config.policy_of[1] if config.policy_of else BASE
+            self.members[population] = self._reading[policy].readers[population]
         readings = super()._readings(plan)
         # The exclusions are counted over every cycle, not the last one's.
         total = self._exclusions.setdefault(plan.name, Counter())
@@ -262,11 +389,19 @@ class MarketModel(StudyModel):
 
     def write_tables(self, out: Path) -> None:
         """The per-cycle composition table (every closed cycle), one row per replicate market,
-        cycle and group."""
+        cycle and group of every trajectory (the base first, each over every replicate)."""
         groups = list(self.study.personas.axes[self.market.by])
         rows = [
-            [c.replicate, c.cycle, group, *(n[group] for n in c.counts())]
-            for c in self.compositions
+            [
+                c.replicate,
+                c.cycle,
+                group,
+                *(n[group] for n in c.counts()),
+                t.policy,
+                switch_label(t.off),
+            ]
+            for t in self.trajectories.values()
+            for c in t.compositions
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))

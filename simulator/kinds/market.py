@@ -6,6 +6,8 @@ one row per replicate market, cycle and group) through the plain functions of
 decision-makers with t intervals over replicate markets; the per-cycle and cumulative impact
 ratios of hiring; the time to parity with the population; and a test of drift of the
 workforce's composition. The unit of every interval and test is the replicate market.
+It shows the study's own market only (rows with ``policy`` = ``base`` and ``off`` = ``none``):
+each policy's and each switched-off trajectory is read against it by ``market_effects``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from biasim.simulator.kinds.base import (
     slug,
     summary_table,
 )
-from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV
+from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, NO_SWITCH
+from biasim.simulator.study.policies import BASE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,6 +96,10 @@ class MarketKind(AnalysisKind):
         table = pandas.read_csv(path)
         if list(table.columns) != list(COMPOSITION_COLUMNS):
             return Section(summary=_unavailable(study, f"{MARKET_CSV} has other columns"))
+        # The study's own market: policies' and switched-off trajectories are market_effects'.
+        table = table[(table["policy"] == BASE) & (table["off"] == NO_SWITCH)].drop(
+            columns=["policy", "off"]
+        )
         table["group"] = table["group"].astype(str)
         population = population_shares(study)
         trajectory = market_stats.trajectory(table, spec.confidence)

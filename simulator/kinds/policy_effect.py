@@ -106,6 +106,15 @@ class PolicyEffectKind(PerRunKind):
                 "the study declares no `policies:`; compare two runs with `biasim compare`",
             )
             return
+        if config.cycles is not None:
+            facts.problem(
+                ("kind",),
+                "in a market each policy's pools are read by its own workforce, so a pool's "
+                "readings under two policies are not exchangeable and a pool is no unit; a "
+                "policy's effect over cycles is tested over replicate markets "
+                "(docs/guides/labor-market.md)",
+            )
+            return
         if spec.baseline not in policy_names(config):
             facts.problem(
                 ("baseline",),

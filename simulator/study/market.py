@@ -8,22 +8,26 @@ schema so that a study declaring them is refused with the reason, not with "unkn
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from biasim.simulator.study.fields import Identifier, Strict
 
+#: The per-cycle composition table a market run writes beside its results (the engine writes
+#: it, analyses read it: named here, where both may look).
+MARKET_CSV = "market.csv"
 #: Most cycles a study may run (each cycle is a whole pipeline round).
 MAX_CYCLES = 200
 #: Most replicate markets one run may hold (each is ``cycles`` whole pipeline rounds).
 MAX_REPLICATES = 1_000
-#: The per-cycle composition table a market run writes beside its results.
-MARKET_CSV = "market.csv"
-#: Its columns: per replicate market, cycle and group, who applied, who decided (the cycle's
-#: readers, drawn from the workforce at its start), who was hired, who left, and who works
-#: there at the end of the cycle (after attrition and hiring), with its total tenure (cycles
-#: worked, summed). Cycle 0 is each replicate's initial workforce.
+#: The columns of :data:`MARKET_CSV`: per replicate market, cycle and group, who applied, who
+#: decided (the cycle's readers, drawn from the workforce at its start), who was hired, who
+#: left, and who works there at the end of the cycle (after attrition and hiring), with its
+#: total tenure (cycles worked, summed); the policy whose trajectory the row is (``base``: the
+#: study's own stages), and the mechanisms a decomposition switched off in it (``none``, or
+#: e.g. ``readers|attrition``). Cycle 0 is each replicate's initial workforce.
 COMPOSITION_COLUMNS = (
     "replicate",
     "cycle",
@@ -34,7 +38,21 @@ COMPOSITION_COLUMNS = (
     "left",
     "workforce",
     "tenure",
+    "policy",
+    "off",
 )
+#: The ``off`` value of a trajectory with every mechanism on (the base's and each policy's).
+NO_SWITCH = "none"
+#: The mechanisms ``decompose`` may switch off, and what switching each off means (one entry
+#: per mechanism: the engine's switch of the same name implements it).
+SWITCHES = {
+    "readers": "the readers' picks are replaced by a uniform random pick of as many in each "
+    "evaluation (no call): no reader preference of any kind, on any backend",
+    "attrition": "nobody leaves: the workforce only grows by its hires (attrition at random "
+    "regardless of group is what the market already does, so it would remove nothing)",
+}
+#: Most switches a decomposition runs: every subset is a trajectory (2 ** n of them).
+MAX_SWITCHES = 3
 #: Why the parts of issue 46 not built yet are refused.
 _NOT_YET = "is not supported yet in market studies (issue 46 adds it in a later step)"
 
@@ -89,11 +107,32 @@ class MarketConfig(Strict):
         le=MAX_REPLICATES,
         description="Independent markets run over the same cycles, each with its own draws "
         "(initial workforce, applicants, readers, leavers) keyed by the study seed and its "
-        "index; replicate 0 draws what a single market draws. The analyses' intervals and "
-        "tests take the replicate market as their unit.",
+        "index; replicate 0 draws what a single market draws. Each policy's and "
+        "decomposition's trajectory runs in every replicate from that replicate's initial "
+        "workforce on its draws. The analyses' intervals and tests take the replicate market "
+        "as their unit.",
+    )
+    decompose: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_SWITCHES,
+        description="Mechanisms to switch off, each subset on the same random numbers as the "
+        "base, to decompose the drift of the workforce: "
+        + "; ".join(f"`{k}`: {v}" for k, v in SWITCHES.items()),
     )
     referrals: Any = Field(None, description=f"Referral hiring {_NOT_YET}.")
     committees: Any = Field(None, description=f"Reader committees {_NOT_YET}.")
+
+    @field_validator("decompose")
+    @classmethod
+    def _known_switches(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in SWITCHES:
+                raise ValueError(
+                    f"no switch `{name}`; switches: {', '.join(f'`{k}`' for k in SWITCHES)}"
+                )
+        if len(set(value)) < len(value):
+            raise ValueError("each switch once")
+        return value
 
     @model_validator(mode="after")
     def _refuse_later_parts(self) -> MarketConfig:
@@ -101,3 +140,27 @@ class MarketConfig(Strict):
             if getattr(self, name) is not None:
                 raise ValueError(f"`{name}`: {what} {_NOT_YET}")
         return self
+
+
+def switch_subsets(market: MarketConfig) -> list[frozenset[str]]:
+    """Every non-empty subset of the switches ``decompose`` names (by size, then as declared):
+    the trajectories a decomposition runs besides the base."""
+    names = market.decompose
+    return [
+        frozenset(chosen)
+        for size in range(1, len(names) + 1)
+        for chosen in itertools.combinations(names, size)
+    ]
+
+
+def switch_label(off: frozenset[str]) -> str:
+    """How ``market.csv`` names the switches off in a trajectory (``none``: all on)."""
+    return "|".join(k for k in SWITCHES if k in off) or NO_SWITCH
+
+
+def switch_policy(off: frozenset[str]) -> str | None:
+    """The stage copies a trajectory with ``off`` reads with (``off_<switches>``), or None
+    when its readers are switched off (nobody reads: a random pick)."""
+    if "readers" in off:
+        return None
+    return "off_" + "_".join(k for k in SWITCHES if k in off)

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 
 
 def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) -> list[Problem]:
-    """What a market needs from the study: a pipeline without policies, an applicant
-    population that writes with the study's personas, reader populations without personas of
-    their own, and draws no larger than the population they come from."""
+    """What a market needs from the study: a pipeline (its policies run as trajectories of
+    their own), an applicant population that writes with the study's personas, reader
+    populations without personas of their own, and draws no larger than the population they
+    come from."""
     if (config.cycles is None) != (config.market is None):
         where = "cycles" if config.market is None else "market"
         return [smap.problem((where,), "`cycles:` and `market:` are declared together")]
@@ -25,15 +26,6 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
     if not config.populations:
         return [smap.problem(("market",), "a market needs a pipeline study (`populations:`)")]
     problems = []
-    if config.policies:
-        problems.append(
-            smap.problem(
-                ("policies",),
-                "policies in a market study are not supported yet (issue 46, a later step): "
-                "run each policy as its own study with the same seed; the applicant draws and "
-                "attrition are common random numbers",
-            )
-        )
     pops = config.populations
     acting = {stage.name: stage_population(config, stage) for stage in config.stages}
     writers = {acting[s.name] for s in config.stages if s.reads is None}
@@ -68,8 +60,40 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
                     "its own (its readers take the personas of employees)",
                 )
             )
+    problems.extend(_decompose_problems(config, smap))
     if market.by not in config.personas.axes:
         problems.append(
             smap.problem(("market", "by"), f"`{market.by}` is not a persona axis of the study")
         )
+    return problems
+
+
+def _decompose_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """A decomposition's trajectories are named ``off_<switches>``, and a random pick needs a
+    number to pick in every reading stage."""
+    market = config.market
+    assert market is not None
+    if not market.decompose:
+        return []
+    problems = [
+        smap.problem(("policies", name), "names starting `off_` are a decomposition's trajectories")
+        for name in config.policies or {}
+        if name.startswith("off_")
+    ]
+    if "readers" in market.decompose:
+        for i, stage in enumerate(config.stages):
+            reads = stage.reads
+            if (
+                stage.policy_of is None
+                and reads is not None
+                and (reads.matching == "single" or reads.counterfactual is not None)
+            ):
+                problems.append(
+                    smap.problem(
+                        ("market", "decompose"),
+                        f"switching the readers off picks at random as many as a reader picks; "
+                        f"stage `{stage.name}` (stages[{i}]) reads one document at a time or "
+                        "under swapped names, so it picks no number",
+                    )
+                )
     return problems

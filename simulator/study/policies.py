@@ -28,9 +28,13 @@ BASE = "base"
 CHANGEABLE = ("author", "select", "prompt", "system", "advance")
 _WHY_NOT = {
     "size": "a different pool size draws different pools, so no pool is read under both "
-    "policies and the paired comparison has no shared unit; run it as a second study",
-    "reads": "a policy changes `author` of what a stage reads, not which documents it reads",
-    "population": "a policy keeps the readers; declare another population in a second study",
+    "policies and the paired comparison has no shared unit; run it as a second study and "
+    "compare the two designs unpaired with `biasim compare --designs`",
+    "reads": "a policy changes `author` of what a stage reads, not which documents it reads; "
+    "a design that reads others is a second study, compared unpaired with `biasim compare "
+    "--designs`",
+    "population": "a policy keeps the readers; declare another population in a second study "
+    "and compare the two designs with `biasim compare --designs`",
     "role": "a policy keeps the role (and so the model); compare models with `biasim compare`",
     "output": "the answer fields stay the same, so every policy's answers are read alike",
 }
@@ -38,7 +42,9 @@ _WHY_NOT = {
 #: reason is not the generic one).
 _NOT_YET = {
     "reader": "an added reader (a second reading of the same pool whose picks combine with the "
-    "first's by a stated rule) is not implemented: the engine reads each pool once per policy",
+    "first's by a stated rule) is not implemented: the engine reads each pool once per policy; "
+    "a design with other readers is a second study, compared unpaired with `biasim compare "
+    "--designs`",
     "four_fifths": "a per-stage four-fifths rule (a corrective selection across pools so each "
     "group's stage rate is at least 0.8 of the highest) is not implemented: the engine decides "
     "each pool on its own reading",

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from biasim.simulator.study.policies import BASE, PolicyStage, policy_stage_name
+from biasim.simulator.study.market import switch_policy, switch_subsets
+from biasim.simulator.study.policies import BASE, PolicyConfig, PolicyStage, policy_stage_name
 
 if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import SourceMap
@@ -20,13 +21,29 @@ def policy_names(config: StudyConfig) -> list[str]:
     return [BASE, *(config.policies or {})]
 
 
+def switch_policies(config: StudyConfig) -> dict[str, PolicyConfig]:
+    """A market decomposition's trajectories whose readers read: each reads with copies of the
+    reading stages that change nothing (``off_attrition``), by its own workforce."""
+    first = next((s.name for s in config.stages if s.reads is not None), None)
+    if config.market is None or first is None:
+        return {}
+    names = (switch_policy(off) for off in switch_subsets(config.market))
+    return {
+        name: PolicyConfig(description="a decomposition trajectory", stages={first: PolicyStage()})
+        for name in names
+        if name is not None
+    }
+
+
 def expand_policies(config: StudyConfig) -> StudyConfig:
-    """The study with one copy of every reading stage per policy, its changes applied."""
-    if not config.policies:
+    """The study with one copy of every reading stage per policy (and per decomposition
+    trajectory whose readers read), its changes applied."""
+    every = {**(config.policies or {}), **switch_policies(config)}
+    if not every:
         return config
     readers = [s for s in config.stages if s.reads is not None]
     copies: list[StageConfig] = []
-    for policy, spec in config.policies.items():
+    for policy, spec in every.items():
         for stage in readers:
             copies.append(_copy(stage, policy, spec.stages.get(stage.name)))
     return config.model_copy(update={"stages": [*config.stages, *copies]})

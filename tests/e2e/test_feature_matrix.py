@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from biasim.registry import KINDS
 from biasim.simulator.cli import app
-from tests import pipeline_studies
+from tests import market_studies, pipeline_studies
 
 POLICIES = {"redacted": {"stages": {"screen": {"author": "redacted"}}}}
 EFFECT = {
@@ -30,6 +30,7 @@ STUDIES: dict[str, tuple[str, bool]] = {
     "demographic_parity": ("emergency_response", False),
     "pipeline": ("tiny", False),
     "policy_effect": ("tiny", False),
+    "market_effects": ("tiny", False),
     "prism": ("ding2024_prism", False),  # refused at validate: it needs a masked LM
     "acceptance": ("an2024_hiring", True),
     "association": ("bias_transmission_association", True),
@@ -63,6 +64,12 @@ def _study(kind: str, folder: Path) -> tuple[str, list[str]]:
     if name != "tiny":
         return name, ["--agents", "1"]
     data = pipeline_studies.study()
+    if kind == "market_effects":
+        data = market_studies.market(
+            market={"decompose": ["readers", "attrition"]},
+            policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
+            analyses=[{"kind": "market_effects"}],
+        )
     if kind == "policy_effect":
         data["policies"] = POLICIES
         data["analyses"] = [EFFECT]

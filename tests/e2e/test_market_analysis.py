@@ -159,3 +159,26 @@ def test_power_counts_the_drift_tests_over_replicate_markets(cli, tmp_path: Path
     rows = [line for line in result.output.splitlines() if line.startswith("│ composition")]
     assert len(rows) == 2  # a row per group's drift test, its unit the replicate market
     assert all("drift of" in row and "replicate, 4" in row for row in rows)
+
+
+def test_the_market_kind_shows_the_base_market_of_a_run_with_trajectories(
+    cli, tmp_path: Path
+) -> None:
+    """With policies and a decomposition, market.csv holds every trajectory of every
+    replicate; the `market` kind reads the base's (policy base, nothing off) and gives the
+    numbers of the same run without them."""
+    _, plain = run(cli, tmp_path, 3)
+    data = market(
+        market={"replicates": 3, "decompose": ["attrition"]},
+        policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
+        analyses=[ANALYSES[0]],
+    )
+    path = pipeline_studies.write(tmp_path / "more.yaml", data)
+    out = tmp_path / "more"
+    result = cli.invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "market.csv")
+    assert len(table.groupby(["policy", "off"])) == 3
+    more = section(json.loads((out / "summary.json").read_text()))
+    for key in ("replicates", "trajectory", "impact_ratios", "parity", "drift"):
+        assert more[key] == section(plain)[key], key

@@ -25,17 +25,30 @@ COLUMNS = ["unit_id", "replicate", "cycle", "stage", "gender", "persona_name", "
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("cycles", "replicates", "kill_at", "stop"),
+    ("cycles", "replicates", "policies", "kill_at", "stop"),
     # 3 calls a cycle, 24 in all: stopped in cycle 4 of 8 by a kill or by Ctrl-C (SIGINT: the
     # run saves what it has and exits), or killed in the second replicate market (its cycle 1
-    # or 2 of 4), which must start from its own workforce again on resume.
-    [(8, 1, 10, signal.SIGKILL), (8, 1, 10, signal.SIGINT), (4, 2, 14, signal.SIGKILL)],
-    ids=["SIGKILL", "SIGINT", "second-market"],
+    # or 2 of 4), which must start from its own workforce again on resume; with a policy (4
+    # calls a cycle, 32 in all), both trajectories of the second market must.
+    [
+        (8, 1, {}, 10, signal.SIGKILL),
+        (8, 1, {}, 10, signal.SIGINT),
+        (4, 2, {}, 14, signal.SIGKILL),
+        (4, 2, {"redacted": {"stages": {"offer": {"author": "redacted"}}}}, 19, signal.SIGKILL),
+    ],
+    ids=["SIGKILL", "SIGINT", "second-market", "second-market-policy"],
 )
 def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
-    tmp_path: Path, cycles: int, replicates: int, kill_at: int, stop: signal.Signals
+    tmp_path: Path,
+    cycles: int,
+    replicates: int,
+    policies: dict,
+    kill_at: int,
+    stop: signal.Signals,
 ) -> None:
-    data = market(cycles=cycles, market={"replicates": replicates})
+    extra = {"policies": policies} if policies else {}
+    data = market(cycles=cycles, market={"replicates": replicates}, **extra)
+    calls = cycles * replicates * (3 + len(policies))
     for role in data["roles"].values():
         role["options"] = {"latency_ms": 60}
     study = pipeline_studies.write(tmp_path / "market.yaml", data)
@@ -59,15 +72,15 @@ def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
     os.kill(proc.pid, stop)  # SIGINT: Ctrl-C, the run saves what it has and exits
     proc.wait(timeout=60)
     before = answered_count(out / "calls.sqlite")
-    assert kill_at <= before < 24
+    assert kill_at <= before < calls
     done = subprocess.run(
         [*BIASIM, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert f"new calls: {24 - before}" in " ".join(done.stdout.split())
+    assert f"new calls: {calls - before}" in " ".join(done.stdout.split())
     with sqlite3.connect(out / "calls.sqlite") as conn:
         total, distinct = conn.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM calls").fetchone()
-    assert total == distinct == 24  # no call was asked twice
+    assert total == distinct == calls  # no call was asked twice
     resumed = pd.read_parquet(out / "results.parquet")[COLUMNS]
     expected = pd.read_parquet(whole / "results.parquet")[COLUMNS]
     pd.testing.assert_frame_equal(resumed, expected)

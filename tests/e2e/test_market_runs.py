@@ -27,8 +27,9 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
     assert (results.groupby("cycle")["stage"].value_counts().unstack() == [2, 1]).all().all()
     table = pd.read_csv(out / "market.csv")
     columns = ["applicants", "readers", "hires", "left", "workforce", "tenure"]
-    assert list(table.columns) == ["replicate", "cycle", "group", *columns]
+    assert list(table.columns) == ["replicate", "cycle", "group", *columns, "policy", "off"]
     assert (table["replicate"] == 0).all() and (results["replicate"] == 0).all()
+    assert (table["policy"] == "base").all() and (table["off"] == "none").all()
     per_cycle = table.groupby("cycle")[columns].sum()
     assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4, 0]
     # One leaves and one is hired every cycle: the workforce keeps its size.
@@ -91,11 +92,6 @@ def test_a_single_round_study_records_no_cycles(cli, tmp_path: Path) -> None:
             "has no replicates",
         ),
         ({"market": {"replicates": 0}}, "market.replicates", "greater than or equal to 1"),
-        (
-            {"policies": {"named": {"stages": {"offer": {"author": "redacted"}}}}},
-            "policies",
-            "run each",
-        ),
     ],
 )
 def test_validation_refuses_what_a_market_cannot_do(
