@@ -5,10 +5,16 @@ from the current workforce (so the decision-makers' personas change as hiring do
 pipeline's stages (one model step each, as in a single round), lets the last reading stage's
 hires (up to the openings) join the workforce, and applies attrition.
 
-Every draw of the market (the initial workforce, each cycle's applicants, readers and
-leavers) comes from a generator seeded by the study seed, what is drawn and the cycle only:
-two studies that differ in their readers' behaviour (a policy run as its own study) draw the
-same applicants and the same attrition numbers with the same seed (common random numbers).
+With a ``network`` the people of the applicants' population form a social graph (built once);
+with ``referrals`` a share of each cycle's applicants is referred by employees over it, and
+with ``reapply`` rejected applicants may apply again, their history in the template context.
+
+Every draw of the market (the initial workforce, the graph, each cycle's applicants, referrals,
+reapplications, readers and leavers) comes from a generator seeded by the study seed, what is
+drawn and the cycle only: two studies that differ in their readers' behaviour (a policy run as
+its own study) draw the same applicants and the same attrition numbers with the same seed
+(common random numbers). The population part of a cycle's applicants is the first of the
+population draw a market without referrals makes, so switching referrals off keeps it.
 """
 
 from __future__ import annotations
@@ -28,21 +34,25 @@ from biasim.agents import AGENT_CLASSES, Reading
 from biasim.simulator.common.csvfiles import write_csv
 from biasim.simulator.engine.dispatch import RunAborted
 from biasim.simulator.engine.model import StudyModel
+from biasim.simulator.engine.referrals import draw_reapplicants, draw_referrals, homophily_graph
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_specs
-from biasim.simulator.study.market import MarketConfig
+from biasim.simulator.study.market import History, MarketConfig, applicant_context
 from biasim.simulator.study.stage_graph import populations
 
 #: The per-cycle composition table a market run writes beside its results.
 MARKET_CSV = "market.csv"
-#: Its columns: per cycle and group, who applied, who decided (the cycle's readers, drawn from
-#: the workforce at its start), who was hired, who left, and who works there at the end of the
+#: Its columns: per cycle and group, who applied (and of them, who was referred by an employee
+#: and who applied again after a rejection), who decided (the cycle's readers, drawn from the
+#: workforce at its start), who was hired, who left, and who works there at the end of the
 #: cycle (after attrition and hiring), with its total tenure (cycles worked, summed).
 COMPOSITION_COLUMNS = (
     "cycle",
     "group",
     "applicants",
+    "referred",
+    "reapplied",
     "readers",
     "hires",
     "left",
@@ -58,12 +68,14 @@ def market_rng(seed: int, what: str, cycle: int) -> random.Random:
 
 
 class Employee(mesa.Agent):
-    """A member of the workforce: the applicant hired, the cycle they joined (0: initial)."""
+    """A member of the workforce: the applicant hired, the cycle they joined (0: initial), and
+    which person of the applicants' population they are (their node in the social graph)."""
 
-    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int) -> None:
+    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int, person: int) -> None:
         super().__init__(model)
         self.spec = spec
         self.joined = joined
+        self.person = person
 
     @property
     def tenure(self) -> int:
@@ -72,11 +84,23 @@ class Employee(mesa.Agent):
 
 
 @dataclass(frozen=True)
+class Entry:
+    """How a person came to apply in a cycle: drawn from the population, referred by an
+    employee (``referrer``, a person), or applying again after a rejection."""
+
+    person: int
+    how: str
+    referrer: int | None = None
+
+
+@dataclass(frozen=True)
 class CycleComposition:
     """One closed cycle: group -> count of applicants, readers, hires, leavers, workforce."""
 
     cycle: int
     applicants: Counter[str]
+    referred: Counter[str]
+    reapplied: Counter[str]
     readers: Counter[str]
     hires: Counter[str]
     left: Counter[str]
@@ -85,7 +109,16 @@ class CycleComposition:
 
     def counts(self) -> tuple[Counter[str], ...]:
         """The counts in the order of :data:`COMPOSITION_COLUMNS` (after cycle and group)."""
-        return (self.applicants, self.readers, self.hires, self.left, self.workforce, self.tenure)
+        return (
+            self.applicants,
+            self.referred,
+            self.reapplied,
+            self.readers,
+            self.hires,
+            self.left,
+            self.workforce,
+            self.tenure,
+        )
 
 
 class MarketModel(StudyModel):
@@ -98,6 +131,22 @@ class MarketModel(StudyModel):
         self.compositions: list[CycleComposition] = []
         self._pool = population_specs(study, study.market.applicants.population)
         self._applied: dict[str, AgentSpec] = {}
+        #: This cycle's applicants (agent id) -> how they came to apply.
+        self._entries: dict[str, Entry] = {}
+        #: Person -> their applications before the current cycle.
+        self._history: dict[int, History] = {}
+        #: People rejected in an earlier cycle and not hired since, in the order first rejected.
+        self._rejected: dict[int, None] = {}
+        network = study.market.network
+        self.graph = (
+            homophily_graph(
+                [self._group(s.persona, network.by) for s in self._pool],
+                network,
+                market_rng(study.seed, "network", 0),
+            )
+            if network is not None
+            else None
+        )
         self._readers: Counter[str] = Counter()
         self._exclusions: dict[str, Counter[str]] = {}
         super().__init__(study, *args, **kwargs)
@@ -123,32 +172,69 @@ class MarketModel(StudyModel):
     def _hire_initial(self) -> None:
         rng = market_rng(self.study.seed, "workforce", 0)
         for i in sorted(rng.sample(range(len(self._pool)), self.market.workforce)):
-            Employee(self, self._pool[i], joined=0)
+            Employee(self, self._pool[i], joined=0, person=i)
         empty: Counter[str] = Counter()
         staff, tenure = self._staff()
-        self.compositions.append(CycleComposition(0, empty, empty, empty, empty, staff, tenure))
+        self.compositions.append(
+            CycleComposition(0, empty, empty, empty, empty, empty, empty, staff, tenure)
+        )
 
     def _open_cycle(self) -> None:
         gc.unfreeze()
         for agent in [a for a in self.agents if not isinstance(a, Employee)]:
             agent.remove()
         self.documents, self.advanced, self.members = {}, {}, {}
-        seed, cycle = self.study.seed, self.cycle
+        cycle = self.cycle
         source = self.market.applicants.population
-        rng = market_rng(seed, "applicants", cycle)
-        drawn = sorted(rng.sample(range(len(self._pool)), self.market.applicants.per_cycle))
-        applied = [_in_cycle(self._pool[i], cycle) for i in drawn]
+        entries = self._draw_applicants()
+        applied = [_in_cycle(self._pool[e.person], cycle) for e in entries]
         self._applied = {spec.agent_id: spec for spec in applied}
+        self._entries = {spec.agent_id: e for spec, e in zip(applied, entries, strict=True)}
         self._readers = Counter()
         for name, pop in populations(self.study).items():
             cls = AGENT_CLASSES[pop.agent]
             if name == source:
-                specs = applied
-            elif name in self.market.readers:
+                self.members[name] = [self._applicant(cls, spec) for spec in applied]
+                continue
+            if name in self.market.readers:
                 specs = self._draw_readers(name, pop.count)
             else:
                 specs = [_in_cycle(s, cycle) for s in population_specs(self.study, name)]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
+
+    def _draw_applicants(self) -> list[Entry]:
+        """This cycle's applicants (by person): the referred share first, then earlier
+        rejected applicants who apply again, then the first of the population draw (the whole
+        draw without referrals and reapplications), in person order."""
+        seed, cycle, market = self.study.seed, self.cycle, self.market
+        per_cycle = market.applicants.per_cycle
+        drawn = market_rng(seed, "applicants", cycle).sample(range(len(self._pool)), per_cycle)
+        employed = [e.person for e in self.workforce]
+        entries: list[Entry] = []
+        if market.referrals is not None and self.graph is not None:
+            wanted = round(market.referrals.share * per_cycle)
+            rng = market_rng(seed, "referrals", cycle)
+            found = draw_referrals(self.graph, employed, set(), wanted, rng)
+            entries += [Entry(r.person, "referral", r.referrer) for r in found]
+        if market.reapply is not None:
+            taken = {e.person for e in entries} | set(employed)
+            rng = market_rng(seed, "reapply", cycle)
+            again = draw_reapplicants(list(self._rejected), taken, market.reapply.probability, rng)
+            entries += [Entry(p, "reapply") for p in again[: per_cycle - len(entries)]]
+        taken = {e.person for e in entries}
+        rest = [Entry(p, "population") for p in drawn if p not in taken]
+        entries += rest[: per_cycle - len(entries)]
+        return sorted(entries, key=lambda e: e.person)
+
+    def _applicant(self, cls: Any, spec: AgentSpec) -> Any:
+        """An applicant agent with its market context: its history and its referrer."""
+        agent = cls(self, spec, self.study)
+        entry = self._entries[spec.agent_id]
+        history = self._history.get(entry.person, History())
+        referrer = self._pool[entry.referrer].persona if entry.referrer is not None else None
+        agent.extra_context = applicant_context(history, referrer)
+        agent.extra_key = (history, entry.referrer)
+        return agent
 
     def _draw_readers(self, population: str, count: int) -> list[AgentSpec]:
         """``count`` employees (without replacement while there are enough) as this cycle's
@@ -206,12 +292,20 @@ class MarketModel(StudyModel):
         advanced = [a for authors in self.advanced.get(hiring, {}).values() for a in authors]
         hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
         for spec in hires:
-            Employee(self, spec, joined=self.cycle)
+            Employee(self, spec, joined=self.cycle, person=self._entries[spec.agent_id].person)
+        self._remember(hires)
         staff_now, tenure_now = self._staff()
+        groups = {a: self._group(s.persona) for a, s in self._applied.items()}
+        came = {
+            how: Counter(groups[a] for a, e in self._entries.items() if e.how == how)
+            for how in ("referral", "reapply")
+        }
         self.compositions.append(
             CycleComposition(
                 cycle=self.cycle,
-                applicants=Counter(self._group(s.persona) for s in self._applied.values()),
+                applicants=Counter(groups.values()),
+                referred=came["referral"],
+                reapplied=came["reapply"],
                 readers=self._readers,
                 hires=Counter(self._group(s.persona) for s in hires),
                 left=left,
@@ -219,6 +313,22 @@ class MarketModel(StudyModel):
                 tenure=tenure_now,
             )
         )
+
+    def _remember(self, hires: list[AgentSpec]) -> None:
+        """Each applicant's history gains this cycle; those not hired are rejected (and may
+        reapply), those hired leave the rejected."""
+        hired = {self._entries[s.agent_id].person for s in hires}
+        for entry in self._entries.values():
+            person = entry.person
+            before = self._history.get(person, History())
+            rejected = person not in hired
+            self._history[person] = History(
+                (*before.cycles, self.cycle), before.rejections + rejected
+            )
+            if rejected:
+                self._rejected.setdefault(person, None)
+            else:
+                self._rejected.pop(person, None)
 
     def _staff(self) -> tuple[Counter[str], Counter[str]]:
         """Per group: employees now, and their cycles worked summed."""
@@ -230,8 +340,8 @@ class MarketModel(StudyModel):
             tenure[group] += employee.tenure
         return staff, tenure
 
-    def _group(self, persona: Any) -> str:
-        return dict(persona.attributes).get(self.market.by, "")
+    def _group(self, persona: Any, by: str | None = None) -> str:
+        return dict(persona.attributes).get(by or self.market.by, "")
 
     def _pool_label(self, stage: str) -> str:
         # Each cycle's pools are drawn afresh, and their ids (in unit ids) name the cycle.
@@ -248,11 +358,31 @@ class MarketModel(StudyModel):
     def _row(self, agent: Any, plan: Any, response: LLMResponse | None) -> dict[str, Any]:
         row = super()._row(agent, plan, response)
         row["cycle"] = self.cycle
+        entry = self._entries.get(agent.spec.agent_id)
+        if entry is not None and not isinstance(agent, Reading):
+            row.update(self._entry_columns(entry))
         if isinstance(agent, Reading):
             # Pools of different cycles are different clusters (analyses cluster on them).
             for column in ("evaluation", "cluster"):
                 row[column] = f"c{self.cycle:03d}/{row[column]}"
         return row
+
+    def _entry_columns(self, entry: Entry) -> dict[str, Any]:
+        """An applicant's row: who referred them (the referrer's id in the applicants'
+        population), with referrals; whether they applied again and their history, with
+        reapplication."""
+        columns: dict[str, Any] = {}
+        if self.market.referrals is not None:
+            referrer = entry.referrer
+            columns["referred_by"] = None if referrer is None else self._pool[referrer].agent_id
+        if self.market.reapply is not None:
+            history = self._history.get(entry.person, History())
+            columns.update(
+                reapplied=entry.how == "reapply",
+                applications_before=len(history.cycles),
+                rejections_before=history.rejections,
+            )
+        return columns
 
     def write_tables(self, out: Path) -> None:
         """The per-cycle composition table (every closed cycle), one row per cycle and group."""

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from math import ceil, floor
 from typing import TYPE_CHECKING
+
+from jinja2 import TemplateSyntaxError
 
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.stage_graph import stage_population
+from biasim.simulator.study.templating import template_variables
 
 if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import SourceMap
@@ -72,4 +77,78 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
         problems.append(
             smap.problem(("market", "by"), f"`{market.by}` is not a persona axis of the study")
         )
+    problems += _letters_problems(config, smap)
+    if not problems:
+        problems += _network_problems(config, smap)
     return problems
+
+
+def _network_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Whether every person can make the declared links: ``degree`` is split into up to
+    ``ceil(homophily * degree)`` links within the own group and up to ``degree - floor(...)``
+    to the others, without repeats or self-links."""
+    from biasim.simulator.study.design import population_specs
+
+    network = config.market.network if config.market is not None else None
+    if network is None:
+        return []
+    if network.by not in config.personas.axes:
+        return [smap.problem(("market", "network", "by"), f"`{network.by}` is not a persona axis")]
+    people = population_specs(config, config.market.applicants.population)  # type: ignore[union-attr]
+    groups = Counter(dict(s.persona.attributes).get(network.by, "") for s in people)
+    own_links = ceil(network.homophily * network.degree)
+    other_links = network.degree - floor(network.homophily * network.degree)
+    for group, size in sorted(groups.items()):
+        if size - 1 < own_links:
+            return [
+                smap.problem(
+                    ("market", "network", "degree"),
+                    f"a person of `{group}` links to up to {own_links} others of their own group "
+                    f"(homophily x degree), but `{group}` has {size} people",
+                )
+            ]
+        if other_links and len(people) - size < other_links:
+            return [
+                smap.problem(
+                    ("market", "network", "homophily"),
+                    f"a person of `{group}` links to up to {other_links} people of other groups, "
+                    f"but there are {len(people) - size}: raise `homophily` or lower `degree`",
+                )
+            ]
+    return []
+
+
+def _letters_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """``referrals.letters`` must be a writing stage of the applicants whose prompt names
+    ``referrer`` (the referring employee writes it in their own voice)."""
+    market = config.market
+    letters = market.referrals.letters if market and market.referrals else None
+    if letters is None:
+        return []
+    at = ("market", "referrals", "letters")
+    stage = next((s for s in config.stages if s.name == letters), None)
+    source = market.applicants.population  # type: ignore[union-attr]
+    if stage is None or stage.reads is not None or stage_population(config, stage) != source:
+        return [
+            smap.problem(
+                at,
+                f"`{letters}` must be a writing stage of `{source}` (one letter per applicant) "
+                "for a referring employee to write",
+            )
+        ]
+    named: set[str] = set()
+    for part in (stage.system, stage.prompt):
+        try:
+            named |= template_variables(part) if part else set()
+        except TemplateSyntaxError:
+            return []  # reported with its line by the template checks
+    if "referrer" not in named:
+        return [
+            smap.problem(
+                at,
+                f"stage `{letters}` never names `referrer` in its prompt or system: a referred "
+                "applicant's letter is written in the referrer's voice (e.g. `{% if referrer %}"
+                "You are {{ referrer.name }}, ...{% endif %}`)",
+            )
+        ]
+    return []

@@ -1,0 +1,78 @@
+"""Referral hiring in a market: applicants referred by employees over the social graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from biasim.simulator.engine.market import market_rng
+from biasim.simulator.engine.referrals import homophily_graph
+from biasim.simulator.study.design import population_specs
+from biasim.simulator.study.load import load_study
+from tests.e2e.test_market_runs import run
+from tests.market_studies import market, referral_market
+
+
+def person_of(unit_or_agent: str) -> str:
+    """``applicants/c003/<rest>[/stage]`` -> ``applicants/<rest>``: the person of the population."""
+    population, _cycle, rest = unit_or_agent.split("/", 2)
+    return f"{population}/{rest}"
+
+
+def graph_and_people(study_path: Path, seed: int) -> tuple:
+    """The social graph a run with ``seed`` built (rebuilt here from the seed) and the index
+    of each person of the applicants' population."""
+    study = load_study(study_path).config
+    people = population_specs(study, "applicants")
+    network = study.market.network
+    groups = [dict(p.persona.attributes)[network.by] for p in people]
+    graph = homophily_graph(groups, network, market_rng(seed, "network", 0))
+    return graph, {p.agent_id: i for i, p in enumerate(people)}
+
+
+def test_referred_applicants_come_over_the_graph_from_employees(cli, tmp_path: Path) -> None:
+    out = run(cli, tmp_path, referral_market(cycles=8), "ref")
+    results = pd.read_parquet(out / "results.parquet")
+    letters = results[results["stage"] == "apply"]
+    referred = letters.dropna(subset=["referred_by"])
+    # Half of each cycle's 2 applicants is referred.
+    assert referred.groupby("cycle").size().tolist() == [1] * 8
+    graph, index = graph_and_people(tmp_path / "ref.yaml", 3)
+    offers = results[results["stage"] == "offer"]
+    hired = {
+        cycle: person_of(row["reads"].split("|")[int(row["selected"]) - 1].removesuffix("/apply"))
+        for cycle, row in offers.set_index("cycle").iterrows()
+    }
+    initial = {list(index)[i] for i in market_rng(3, "workforce", 0).sample(range(len(index)), 4)}
+    for _, row in referred.iterrows():
+        referrer, person = row["referred_by"], person_of(row["agent_id"])
+        # The referrer knows the person, and is an employee: an initial one or an earlier hire.
+        assert graph.has_edge(index[referrer], index[person])
+        earlier = {hired[c] for c in hired if c < row["cycle"]}
+        assert referrer in initial | earlier
+    # Hires join with their links: some referrer was hired during the run.
+    assert set(referred["referred_by"]) - initial
+    # The rows that are not referred carry no referrer, and market.csv counts the referred.
+    table = pd.read_csv(out / "market.csv").set_index(["cycle", "group"])
+    counted = referred.groupby(["cycle", "gender"]).size()
+    for (cycle, group), n in table["referred"].items():
+        assert n == counted.get((cycle, group), 0)
+
+
+def test_switching_referrals_off_keeps_the_population_draws(cli, tmp_path: Path) -> None:
+    """Common random numbers: the applicants a cycle draws from the population with referrals
+    on are drawn in that cycle with referrals off too (the first of the same draw)."""
+    on = pd.read_parquet(run(cli, tmp_path, referral_market(cycles=8), "on") / "results.parquet")
+    off = pd.read_parquet(run(cli, tmp_path, market(cycles=8), "off") / "results.parquet")
+    assert "referred_by" not in off.columns
+    drawn_off = {
+        c: set(rows["agent_id"]) for c, rows in off[off["stage"] == "apply"].groupby("cycle")
+    }
+    population = on[(on["stage"] == "apply") & on["referred_by"].isna()]
+    for cycle, rows in population.groupby("cycle"):
+        assert set(rows["agent_id"]) <= drawn_off[cycle]
+    # Referrals bring people the population draw did not: the designs differ.
+    referred = on[(on["stage"] == "apply") & on["referred_by"].notna()]
+    pairs = zip(referred["agent_id"], referred["cycle"], strict=True)
+    assert any(agent not in drawn_off[cycle] for agent, cycle in pairs)
