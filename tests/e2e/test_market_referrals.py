@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
 
+from biasim.simulator.cli import app
 from biasim.simulator.engine.market import market_rng
 from biasim.simulator.engine.referrals import homophily_graph
 from biasim.simulator.study.design import population_specs
 from biasim.simulator.study.load import load_study
+from tests import pipeline_studies
 from tests.e2e.test_market_runs import run
 from tests.market_studies import market, referral_market
 
@@ -76,3 +80,59 @@ def test_switching_referrals_off_keeps_the_population_draws(cli, tmp_path: Path)
     referred = on[(on["stage"] == "apply") & on["referred_by"].notna()]
     pairs = zip(referred["agent_id"], referred["cycle"], strict=True)
     assert any(agent not in drawn_off[cycle] for agent, cycle in pairs)
+
+
+#: A reference letter that a referred applicant's referrer writes in their own voice.
+LETTER = {
+    "name": "reference",
+    "population": "applicants",
+    "role": "applicant",
+    "prompt": "{% if referrer %}You are {{ referrer.name }}, a {{ referrer.description }} "
+    "employee who referred {{ persona.name }}. Write in your own voice. {% endif %}"
+    "Write a reference letter for {{ persona.name }}.",
+}
+
+
+def letters_market(**referrals: object) -> dict:
+    data = referral_market(cycles=6)
+    data["stages"].insert(1, dict(LETTER))
+    data["market"]["referrals"] = {"share": 0.5, "letters": "reference", **referrals}
+    return data
+
+
+def test_a_referred_applicants_letter_is_written_by_the_referrer(cli, tmp_path: Path) -> None:
+    out = run(cli, tmp_path, letters_market(), "letters")
+    results = pd.read_parquet(out / "results.parquet")
+    with sqlite3.connect(out / "calls.sqlite") as conn:
+        prompts = {
+            unit: json.loads(request)["messages"][-1]["content"]
+            for unit, request in conn.execute(
+                "SELECT unit_id, request FROM calls WHERE stage = 'reference'"
+            )
+        }
+    letters = results[results["stage"] == "reference"]
+    assert len(letters) == 12 and letters["referred_by"].notna().sum() == 6
+    people = population_specs(load_study(tmp_path / "letters.yaml").config, "applicants")
+    personas = {p.agent_id: p.persona for p in people}
+    for _, row in letters.iterrows():
+        prompt = prompts[row["unit_id"]]
+        if pd.isna(row["referred_by"]):
+            assert prompt.startswith("Write a reference letter for")
+            continue
+        # The referrer's persona (name and description) opens the prompt.
+        referrer = personas[row["referred_by"]]
+        assert prompt.startswith(
+            f"You are {referrer.name}, a {referrer.description} employee who referred "
+            f"{row['persona_name']}."
+        )
+
+
+def test_a_letters_stage_that_breaks_without_a_referrer_is_refused(cli, tmp_path: Path) -> None:
+    """`referrer` is none for applicants nobody referred: validation renders both cases."""
+    data = letters_market()
+    data["stages"][1]["prompt"] = "You are {{ referrer.name }}. Write for {{ persona.name }}."
+    path = pipeline_studies.write(tmp_path / "bad.yaml", data)
+    result = cli.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "stages[1].prompt" in text and "`referrer` is none here" in text, text
