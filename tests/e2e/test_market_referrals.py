@@ -6,16 +6,19 @@ import json
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from biasim.simulator.cli import app
 from biasim.simulator.engine.market import market_rng
 from biasim.simulator.engine.referrals import homophily_graph
+from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.study.design import population_specs
 from biasim.simulator.study.load import load_study
 from tests import pipeline_studies
 from tests.e2e.test_market_runs import run
-from tests.market_studies import market, referral_market
+from tests.market_studies import NETWORK, market, referral_market
 
 
 def person_of(unit_or_agent: str) -> str:
@@ -136,3 +139,70 @@ def test_a_letters_stage_that_breaks_without_a_referrer_is_refused(cli, tmp_path
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "stages[1].prompt" in text and "`referrer` is none here" in text, text
+
+
+def final_imbalance(data: dict, tmp_path: Path, seed: int) -> float:
+    """|share of women - 0.5| in the workforce at the end of a run of ``data`` with ``seed``."""
+    path = pipeline_studies.write(tmp_path / f"{data['name']}.yaml", data)
+    out = tmp_path / f"{data['name']}-{seed}"
+    execute(prepare(RunOptions(study=str(path), out=out, seed=seed, throwaway=True)))
+    table = pd.read_csv(out / "market.csv")
+    last = table[table["cycle"] == table["cycle"].max()].set_index("group")["workforce"]
+    return abs(last["female"] / last.sum() - 0.5)
+
+
+@pytest.mark.slow
+def test_referrals_over_a_homophilous_graph_make_the_workforce_drift_faster(
+    tmp_path: Path,
+) -> None:
+    """Managers favour their own group 3 to 1 in both designs; with referrals over a graph of
+    homophily 1 every applicant is also of a current employee's group. Paired on the seeds
+    (common random numbers), the workforce ends further from balance with referrals, by more
+    than 2 standard errors of the paired differences (a market whose referrals ignored the
+    graph, or brought no one, would not)."""
+    network = {**NETWORK, "homophily": 1.0}
+    with_referrals = referral_market(1.0, name="on", market={"network": network})
+    without = market(name="off")
+    seeds = range(24)
+    diffs = np.array(
+        [
+            final_imbalance(with_referrals, tmp_path, s) - final_imbalance(without, tmp_path, s)
+            for s in seeds
+        ]
+    )
+    se = diffs.std(ddof=1) / np.sqrt(len(diffs))
+    assert diffs.mean() > 2 * se, (diffs.mean(), se)
+
+
+@pytest.mark.slow
+def test_referred_applicants_share_the_referrers_group_at_the_graphs_rate(
+    tmp_path: Path,
+) -> None:
+    """Each employee knows 8 people, 6 of their own group: a referred applicant is of the
+    referrer's group with probability 6/8 (up to the few neighbours who are employees or
+    already applying, out of 200 people), so the observed share is 0.75 within 4 standard
+    errors of a proportion of the referrals."""
+    data = referral_market(
+        0.5,
+        cycles=12,
+        market={
+            "network": {**NETWORK, "degree": 8},
+            "applicants": {"population": "applicants", "per_cycle": 4},
+        },
+        design={"agents_per_value": 100},
+    )
+    path = pipeline_studies.write(tmp_path / "share.yaml", data)
+    people = population_specs(load_study(path).config, "applicants")
+    group = {p.agent_id: dict(p.persona.attributes)["gender"] for p in people}
+    same = []
+    for seed in range(10):
+        out = tmp_path / f"share-{seed}"
+        execute(prepare(RunOptions(study=str(path), out=out, seed=seed, throwaway=True)))
+        rows = pd.read_parquet(out / "results.parquet").query("stage == 'apply'")
+        referred = rows.dropna(subset=["referred_by"])
+        same += [
+            group[r] == g for r, g in zip(referred["referred_by"], referred["gender"], strict=True)
+        ]
+    assert len(same) == 10 * 12 * 2
+    share = np.mean(same)
+    assert abs(share - 0.75) < 4 * np.sqrt(0.75 * 0.25 / len(same)), share
