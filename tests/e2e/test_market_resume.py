@@ -17,15 +17,30 @@ import pytest
 
 from tests import pipeline_studies
 from tests.e2e.test_kill_resume import answered_count
-from tests.market_studies import market
+from tests.market_studies import market, referral_market
 
 BIASIM = [sys.executable, "-m", "biasim"]
 COLUMNS = ["unit_id", "cycle", "stage", "gender", "persona_name", "selected", "reads"]
+#: With referrals and reapplication the graph, the referrers and the histories are rebuilt on
+#: resume from the seed and the replayed cycles: their columns must match too.
+REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejections_before"]
 
 
 @pytest.mark.slow
-def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
-    data = market(cycles=8)
+@pytest.mark.parametrize(
+    ("data", "columns"),
+    [
+        (market(cycles=8), COLUMNS),
+        (
+            referral_market(0.5, cycles=8, market={"reapply": {"probability": 0.5}}),
+            COLUMNS + REFERRAL_COLUMNS,
+        ),
+    ],
+    ids=["plain", "referrals"],
+)
+def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, data: dict, columns: list[str]
+) -> None:
     for role in data["roles"].values():
         role["options"] = {"latency_ms": 60}
     study = pipeline_studies.write(tmp_path / "market.yaml", data)
@@ -58,7 +73,9 @@ def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path:
     with sqlite3.connect(out / "calls.sqlite") as conn:
         total, distinct = conn.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM calls").fetchone()
     assert total == distinct == 24  # no call was asked twice
-    resumed = pd.read_parquet(out / "results.parquet")[COLUMNS]
-    expected = pd.read_parquet(whole / "results.parquet")[COLUMNS]
+    resumed = pd.read_parquet(out / "results.parquet")[columns]
+    expected = pd.read_parquet(whole / "results.parquet")[columns]
+    if "referred_by" in columns:  # the run referred and reapplied before and after the kill
+        assert expected["referred_by"].notna().sum() == 8 and expected["reapplied"].any()
     pd.testing.assert_frame_equal(resumed, expected)
     assert (out / "market.csv").read_bytes() == (whole / "market.csv").read_bytes()
