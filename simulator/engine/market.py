@@ -95,7 +95,8 @@ class Entry:
 
 @dataclass(frozen=True)
 class CycleComposition:
-    """One closed cycle: group -> count of applicants, readers, hires, leavers, workforce."""
+    """One closed cycle: group -> count of applicants (referred, reapplied), readers, hires,
+    leavers, workforce and its tenure."""
 
     cycle: int
     applicants: Counter[str]

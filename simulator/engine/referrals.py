@@ -31,8 +31,7 @@ def homophily_graph(
         members.setdefault(group, []).append(i)
     others = {g: [i for i, h in enumerate(groups) if h != g] for g in members}
     exact = network.homophily * network.degree
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(len(groups)))
+    edges: list[tuple[int, int]] = []
     for i, group in enumerate(groups):
         own_count = floor(exact) + (rng.random() < exact - floor(exact))
         own_count = min(own_count, len(members[group]) - 1)
@@ -40,7 +39,10 @@ def homophily_graph(
         drawn = rng.sample(members[group], min(own_count + 1, len(members[group])))
         own = [j for j in drawn if j != i][:own_count]
         other = rng.sample(others[group], network.degree - own_count)
-        graph.add_edges_from((i, j) for j in (*own, *other))
+        edges += [(i, j) for j in (*own, *other)]
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(groups)))
+    graph.add_edges_from(edges)  # at once: a call per person costs more than the draws
     return graph
 
 

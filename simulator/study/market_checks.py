@@ -79,11 +79,15 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
         )
     problems += _letters_problems(config, smap)
     if not problems:
-        problems += _network_problems(config, smap)
+        problems += _network_problems(config, smap, sizes)
     return problems
 
 
-def _network_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+#: Most links a market's social graph may hold (a networkx graph: about 150 bytes a link).
+MAX_LINKS = 2_000_000
+
+
+def _network_problems(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) -> list[Problem]:
     """Whether every person can make the declared links: ``degree`` is split into up to
     ``ceil(homophily * degree)`` links within the own group and up to ``degree - floor(...)``
     to the others, without repeats or self-links."""
@@ -94,7 +98,16 @@ def _network_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
         return []
     if network.by not in config.personas.axes:
         return [smap.problem(("market", "network", "by"), f"`{network.by}` is not a persona axis")]
-    people = population_specs(config, config.market.applicants.population)  # type: ignore[union-attr]
+    source = config.market.applicants.population  # type: ignore[union-attr]
+    if sizes.get(source, 0) * network.degree > MAX_LINKS:
+        return [
+            smap.problem(
+                ("market", "network", "degree"),
+                f"{sizes[source]:,} people x {network.degree} links is more than the "
+                f"{MAX_LINKS:,} links a run's social graph may hold (memory)",
+            )
+        ]
+    people = population_specs(config, source)
     groups = Counter(dict(s.persona.attributes).get(network.by, "") for s in people)
     own_links = ceil(network.homophily * network.degree)
     other_links = network.degree - floor(network.homophily * network.degree)

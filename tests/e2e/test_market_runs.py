@@ -87,6 +87,14 @@ def test_a_single_round_study_records_no_cycles(cli, tmp_path: Path) -> None:
             "but there are 20",
         ),
         ({"market": {"network": {**NETWORK, "by": "race"}}}, "market.network.by", "not a persona"),
+        (
+            {
+                "market": {"network": {**NETWORK, "degree": 19}},
+                "design": {"agents_per_value": 60_000},
+            },
+            "market.network.degree",
+            "more than the 2,000,000 links",
+        ),
         ({"market": {"network": {**NETWORK, "homophily": 1.5}}}, "market.network.homophily", "1"),
         ({"market": {"referrals": {"share": 0.5}}}, "market", "declare `network:`"),
         (
