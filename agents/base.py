@@ -85,6 +85,10 @@ class LLMAgent(mesa.Agent):
         self.study = study
         self.outputs: dict[str, dict[str, Any]] = {}
         self.failed_stage: str | None = None
+        #: Template variables the model gives beyond the design (a market applicant's
+        #: ``applicant`` and ``referrer``), and a hashable key of them for the render cache.
+        self.extra_context: dict[str, Any] = {}
+        self.extra_key: tuple[Any, ...] = ()
 
     @property
     def persona(self) -> Persona:
@@ -103,10 +107,13 @@ class LLMAgent(mesa.Agent):
             spec.persona,
             spec.replicate,
             _freeze(self.outputs),
+            self.extra_key,
         )
 
     def _context(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         context = template_context(self.study, self.spec, self.outputs)
+        if self.extra_context:
+            context = {**context, **self.extra_context}
         return {**context, **extra} if extra else context
 
     def takes_part(self, stage: StagePlan) -> bool:

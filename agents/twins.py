@@ -35,6 +35,8 @@ class CounterfactualTwin(LLMAgent):
         self.study = original.study
         self.outputs = original.outputs
         self.failed_stage = original.failed_stage
+        self.extra_context = original.extra_context
+        self.extra_key = original.extra_key
 
     def unit(self, stage: StagePlan) -> str:
         """The agent's unit with the swapped value: its own entry in the call store."""

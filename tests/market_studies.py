@@ -69,3 +69,15 @@ def market(**changes: Any) -> dict[str, Any]:
         else:
             data[key] = value
     return data
+
+
+#: A social graph by gender: each person knows 4 others, 3 of their own gender.
+NETWORK: dict[str, Any] = {"model": "homophily", "degree": 4, "homophily": 0.75, "by": "gender"}
+
+
+def referral_market(share: float = 0.5, **changes: Any) -> dict[str, Any]:
+    """:func:`market` whose applicants are referred over :data:`NETWORK` at ``share``."""
+    data = market(**changes)
+    data["market"].setdefault("network", dict(NETWORK))
+    data["market"].setdefault("referrals", {"share": share})
+    return data

@@ -5,12 +5,21 @@ from the current workforce (so the decision-makers' personas change as hiring do
 pipeline's stages (one model step each, as in a single round), lets the last reading stage's
 hires (up to the openings) join the workforce, and applies attrition.
 
-Every draw of the market (the initial workforce, each cycle's applicants, readers and
-leavers) comes from a generator seeded by the study seed, what is drawn, the cycle and the
-replicate market only: two studies that differ in their readers' behaviour draw the same
-applicants and the same attrition numbers with the same seed (common random numbers).
+With a ``network`` the people of the applicants' population form a social graph (one per
+replicate market); with ``referrals`` a share of each cycle's applicants is referred by
+employees over it, and with ``reapply`` rejected applicants may apply again, their history in
+the template context. Both come only in a market whose one trajectory is the base (validation
+refuses them beside policies or a decomposition, whose trajectories share the applicants).
+
+Every draw of the market (the initial workforce, the graph, each cycle's applicants,
+referrals, reapplications, readers and leavers) comes from a generator seeded by the study
+seed, what is drawn, the cycle and the replicate market only: two studies that differ in their
+readers' behaviour draw the same applicants and the same attrition numbers with the same seed
+(common random numbers).
 ``market.replicates`` runs that many independent markets one after the other in the same
-model; replicate 0 draws exactly what a single market draws.
+model; replicate 0 draws exactly what a single market draws. The population part of a
+cycle's applicants is the first of the population draw a market without referrals makes, so
+switching referrals off keeps it.
 
 A study's policies run in the same model, each as its own trajectory: its own workforce, its
 readers drawn from it and its hires from its copies of the reading stages, which read the
@@ -38,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import mesa
+import networkx as nx
 import pandas as pd
 
 from biasim.agents import AGENT_CLASSES, Reading
@@ -45,6 +55,7 @@ from biasim.simulator.common.csvfiles import write_csv
 from biasim.simulator.engine.dispatch import RunAborted
 from biasim.simulator.engine.matching import form_evaluations
 from biasim.simulator.engine.model import StudyModel
+from biasim.simulator.engine.referrals import draw_reapplicants, draw_referrals, homophily_graph
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_member, population_specs
@@ -52,7 +63,9 @@ from biasim.simulator.study.market import (
     COMPOSITION_COLUMNS,
     MARKET_CSV,
     SWITCHES,
+    History,
     MarketConfig,
+    applicant_context,
     switch_label,
     switch_policy,
     switch_subsets,
@@ -72,12 +85,16 @@ def market_rng(seed: int, what: str, cycle: int, replicate: int = 0) -> random.R
 
 
 class Employee(mesa.Agent):
-    """A member of the workforce: the applicant hired, the cycle they joined (0: initial)."""
+    """A member of the workforce: the applicant hired, the cycle they joined (0: initial),
+    which person of the applicants' population they are (their node in the social graph)."""
 
-    def __init__(self, model: MarketModel, spec: AgentSpec, joined: int, trajectory: str) -> None:
+    def __init__(
+        self, model: MarketModel, spec: AgentSpec, joined: int, person: int, trajectory: str
+    ) -> None:
         super().__init__(model)
         self.spec = spec
         self.joined = joined
+        self.person = person
         #: The trajectory this employee works in (its key in ``model.trajectories``).
         self.trajectory = trajectory
 
@@ -88,12 +105,25 @@ class Employee(mesa.Agent):
 
 
 @dataclass(frozen=True)
+class Entry:
+    """How a person came to apply in a cycle: drawn from the population, referred by an
+    employee (``referrer``, a person), or applying again after a rejection."""
+
+    person: int
+    how: str
+    referrer: int | None = None
+
+
+@dataclass(frozen=True)
 class CycleComposition:
-    """One closed cycle: group -> count of applicants, readers, hires, leavers, workforce."""
+    """One closed cycle: group -> count of applicants (referred, reapplied), readers, hires,
+    leavers, workforce and its tenure."""
 
     replicate: int
     cycle: int
     applicants: Counter[str]
+    referred: Counter[str]
+    reapplied: Counter[str]
     readers: Counter[str]
     hires: Counter[str]
     left: Counter[str]
@@ -103,7 +133,16 @@ class CycleComposition:
     def counts(self) -> tuple[Counter[str], ...]:
         """The counts in the order of :data:`COMPOSITION_COLUMNS` (after replicate, cycle and
         group)."""
-        return (self.applicants, self.readers, self.hires, self.left, self.workforce, self.tenure)
+        return (
+            self.applicants,
+            self.referred,
+            self.reapplied,
+            self.readers,
+            self.hires,
+            self.left,
+            self.workforce,
+            self.tenure,
+        )
 
 
 @dataclass
@@ -149,6 +188,15 @@ class MarketModel(StudyModel):
         self._reading = {t.reads_as: t for t in self.trajectories.values() if t.reads_as}
         self._pool = population_specs(study, study.market.applicants.population)
         self._applied: dict[str, AgentSpec] = {}
+        # Referrals and reapplication run with the base as the only trajectory (validation
+        # refuses them beside policies or a decomposition), so their state is the model's.
+        #: This cycle's applicants (agent id) -> how they came to apply.
+        self._entries: dict[str, Entry] = {}
+        #: Person -> their applications before the current cycle (in this replicate market).
+        self._history: dict[int, History] = {}
+        #: People rejected in an earlier cycle and not hired since, in the order first rejected.
+        self._rejected: dict[int, None] = {}
+        self.graph: nx.DiGraph | None = None
         self._exclusions: dict[str, Counter[str]] = {}
         super().__init__(study, *args, **kwargs)
 
@@ -186,6 +234,7 @@ class MarketModel(StudyModel):
             trajectory.staff, trajectory.readers = [], {}
         self.replicate += 1
         self.cycle = 0
+        self._history, self._rejected = {}, {}
         self._hire_initial()
 
     @property
@@ -201,23 +250,36 @@ class MarketModel(StudyModel):
         drawn = sorted(rng.sample(range(len(self._pool)), self.market.workforce))
         empty: Counter[str] = Counter()
         for trajectory in self.trajectories.values():
-            trajectory.staff = [Employee(self, self._pool[i], 0, trajectory.key) for i in drawn]
+            trajectory.staff = [Employee(self, self._pool[i], 0, i, trajectory.key) for i in drawn]
             staff, tenure = self._staff(trajectory)
             trajectory.compositions.append(
-                CycleComposition(self.replicate, 0, empty, empty, empty, empty, staff, tenure)
+                CycleComposition(self.replicate, 0, *[empty] * 6, staff, tenure)
             )
+        self.graph = self._social_graph()
+
+    def _social_graph(self) -> nx.DiGraph | None:
+        """The replicate market's social graph over the applicants' population (drawn with the
+        replicate's key: each replicate is a market of its own, its graph included; replicate
+        0's is a single market's)."""
+        network = self.market.network
+        if network is None:
+            return None
+        return homophily_graph(
+            [self._group(s.persona, network.by) for s in self._pool],
+            network,
+            market_rng(self.study.seed, "network", 0, self.replicate),
+        )
 
     def _open_cycle(self) -> None:
         gc.unfreeze()
         for agent in [a for a in self.agents if not isinstance(a, Employee)]:
             agent.remove()
         self.documents, self.advanced, self.members = {}, {}, {}
-        seed, cycle = self.study.seed, self.cycle
         source = self.market.applicants.population
-        rng = market_rng(seed, "applicants", cycle, self.replicate)
-        drawn = sorted(rng.sample(range(len(self._pool)), self.market.applicants.per_cycle))
-        applied = [_in_cycle(self._pool[i], self._tag, self.replicate) for i in drawn]
+        entries = self._draw_applicants()
+        applied = [_in_cycle(self._pool[e.person], self._tag, self.replicate) for e in entries]
         self._applied = {spec.agent_id: spec for spec in applied}
+        self._entries = {spec.agent_id: e for spec, e in zip(applied, entries, strict=True)}
         for trajectory in self.trajectories.values():
             trajectory.decided = Counter()
         for name, pop in populations(self.study).items():
@@ -229,13 +291,47 @@ class MarketModel(StudyModel):
                 self.members[name] = self.trajectories[BASE].readers[name]
                 continue
             if name == source:
-                specs = applied
-            else:
-                specs = [
-                    _in_cycle(s, self._tag, self.replicate)
-                    for s in population_specs(self.study, name)
-                ]
+                self.members[name] = [self._applicant(cls, spec) for spec in applied]
+                continue
+            specs = [
+                _in_cycle(s, self._tag, self.replicate) for s in population_specs(self.study, name)
+            ]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
+
+    def _draw_applicants(self) -> list[Entry]:
+        """This cycle's applicants (by person): the referred share first, then earlier
+        rejected applicants who apply again, then the first of the population draw (the whole
+        draw without referrals and reapplications), in person order."""
+        seed, cycle, market, replicate = self.study.seed, self.cycle, self.market, self.replicate
+        per_cycle = market.applicants.per_cycle
+        rng = market_rng(seed, "applicants", cycle, replicate)
+        drawn = rng.sample(range(len(self._pool)), per_cycle)
+        employed = [e.person for e in self.workforce]
+        entries: list[Entry] = []
+        if market.referrals is not None and self.graph is not None:
+            wanted = round(market.referrals.share * per_cycle)
+            rng = market_rng(seed, "referrals", cycle, replicate)
+            found = draw_referrals(self.graph, employed, set(), wanted, rng)
+            entries += [Entry(r.person, "referral", r.referrer) for r in found]
+        if market.reapply is not None:
+            taken = {e.person for e in entries} | set(employed)
+            rng = market_rng(seed, "reapply", cycle, replicate)
+            again = draw_reapplicants(list(self._rejected), taken, market.reapply.probability, rng)
+            entries += [Entry(p, "reapply") for p in again[: per_cycle - len(entries)]]
+        taken = {e.person for e in entries}
+        rest = [Entry(p, "population") for p in drawn if p not in taken]
+        entries += rest[: per_cycle - len(entries)]
+        return sorted(entries, key=lambda e: e.person)
+
+    def _applicant(self, cls: Any, spec: AgentSpec) -> Any:
+        """An applicant agent with its market context: its history and its referrer."""
+        agent = cls(self, spec, self.study)
+        entry = self._entries[spec.agent_id]
+        history = self._history.get(entry.person, History())
+        referrer = self._pool[entry.referrer].persona if entry.referrer is not None else None
+        agent.extra_context = applicant_context(history, referrer)
+        agent.extra_key = (history, entry.referrer)
+        return agent
 
     def _draw_readers(self, trajectory: Trajectory, population: str, count: int) -> list[AgentSpec]:
         """``count`` employees of ``trajectory`` (without replacement while there are enough)
@@ -269,7 +365,12 @@ class MarketModel(StudyModel):
         evaluations); the cycle's composition is recorded."""
         base_stages = [p.name for p in self.plans if self.stage_configs[p.name].policy_of is None]
         hiring = [n for n in base_stages if self.stage_configs[n].reads is not None][-1]
-        applicants = Counter(self._group(s.persona) for s in self._applied.values())
+        groups = {a: self._group(s.persona) for a, s in self._applied.items()}
+        applicants = Counter(groups.values())
+        came = {
+            how: Counter(groups[a] for a, e in self._entries.items() if e.how == how)
+            for how in ("referral", "reapply")
+        }
         for trajectory in self.trajectories.values():
             left = Counter() if "attrition" in trajectory.off else self._attrition(trajectory)
             if trajectory.reads_as is None:
@@ -278,13 +379,22 @@ class MarketModel(StudyModel):
                 picked = self.advanced.get(policy_stage_name(hiring, trajectory.reads_as), {})
             advanced = [a for authors in picked.values() for a in authors]
             hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
-            trajectory.staff += [Employee(self, spec, self.cycle, trajectory.key) for spec in hires]
+            trajectory.staff += [
+                Employee(
+                    self, spec, self.cycle, self._entries[spec.agent_id].person, trajectory.key
+                )
+                for spec in hires
+            ]
+            if trajectory.key == BASE:
+                self._remember(hires)
             staff_now, tenure_now = self._staff(trajectory)
             trajectory.compositions.append(
                 CycleComposition(
                     replicate=self.replicate,
                     cycle=self.cycle,
                     applicants=applicants,
+                    referred=came["referral"],
+                    reapplied=came["reapply"],
                     readers=trajectory.decided,
                     hires=Counter(self._group(s.persona) for s in hires),
                     left=left,
@@ -292,6 +402,22 @@ class MarketModel(StudyModel):
                     tenure=tenure_now,
                 )
             )
+
+    def _remember(self, hires: list[AgentSpec]) -> None:
+        """Each applicant's history gains this cycle; those not hired are rejected (and may
+        reapply), those hired leave the rejected."""
+        hired = {self._entries[s.agent_id].person for s in hires}
+        for entry in self._entries.values():
+            person = entry.person
+            before = self._history.get(person, History())
+            rejected = person not in hired
+            self._history[person] = History(
+                (*before.cycles, self.cycle), before.rejections + rejected
+            )
+            if rejected:
+                self._rejected.setdefault(person, None)
+            else:
+                self._rejected.pop(person, None)
 
     def _random_picks(self, hiring: str) -> dict[str, list[str]]:
         """The readers switched off: every reading stage's evaluations formed as the stage
@@ -355,8 +481,8 @@ class MarketModel(StudyModel):
             tenure[group] += employee.tenure
         return staff, tenure
 
-    def _group(self, persona: Any) -> str:
-        return dict(persona.attributes).get(self.market.by, "")
+    def _group(self, persona: Any, by: str | None = None) -> str:
+        return dict(persona.attributes).get(by or self.market.by, "")
 
     def _pool_label(self, stage: str) -> str:
         # Each cycle's pools are drawn afresh, and their ids (in unit ids) name the cycle.
@@ -380,12 +506,32 @@ class MarketModel(StudyModel):
         row = super()._row(agent, plan, response)
         row["cycle"] = self.cycle
         row["replicate"] = self.replicate
+        entry = self._entries.get(agent.spec.agent_id)
+        if entry is not None and not isinstance(agent, Reading):
+            row.update(self._entry_columns(entry))
         if isinstance(agent, Reading):
             # Pools of different cycles (and replicate markets) are different clusters
             # (analyses cluster on them).
             for column in ("evaluation", "cluster"):
                 row[column] = f"{self._tag}/{row[column]}"
         return row
+
+    def _entry_columns(self, entry: Entry) -> dict[str, Any]:
+        """An applicant's row: who referred them (the referrer's id in the applicants'
+        population), with referrals; whether they applied again and their history, with
+        reapplication."""
+        columns: dict[str, Any] = {}
+        if self.market.referrals is not None:
+            referrer = entry.referrer
+            columns["referred_by"] = None if referrer is None else self._pool[referrer].agent_id
+        if self.market.reapply is not None:
+            history = self._history.get(entry.person, History())
+            columns.update(
+                reapplied=entry.how == "reapply",
+                applications_before=len(history.cycles),
+                rejections_before=history.rejections,
+            )
+        return columns
 
     def write_tables(self, out: Path) -> None:
         """The per-cycle composition table (every closed cycle), one row per replicate market,

@@ -27,6 +27,7 @@ from biasim.simulator.study.columns import (
     PIPELINE_COLUMNS,
 )
 from biasim.simulator.study.config import OutputField, StudyConfig
+from biasim.simulator.study.market import applicant_columns
 
 _ARROW_TYPES = {
     "choice": pa.string(),
@@ -71,8 +72,9 @@ def result_schema(study: StudyConfig) -> pa.Schema:
     columns += [(v, pa.string()) for v in study.design.record]
     if study.populations:
         columns += [(c, pa.string()) for c in PIPELINE_COLUMNS]
-    if study.cycles is not None:
+    if study.market is not None:
         columns.append(("cycle", pa.int64()))
+        columns += [(c, _ARROW_TYPES[t]) for c, t in applicant_columns(study.market).items()]
     if any(stage.pairing is not None for stage in study.stages):
         columns += [(c, pa.string()) for c in PAIRING_COLUMNS]
     if any(stage.counterfactual is not None for stage in study.stages):

@@ -589,8 +589,10 @@ def _check_templates(
     label = model_labels(config)[0]
     readers = _reader_specs(config)
     sizes = pool_sizes(config) if config.populations else {}
-    for branch, chosen, persona in itertools.product(
-        _answer_branches(config), variations, personas
+    # A market's applicants render once as referred (their referrer a persona) and once not.
+    referred_variants = (False, True) if config.market is not None else (False,)
+    for branch, chosen, persona, referred in itertools.product(
+        _answer_branches(config), variations, personas, referred_variants
     ):
         levels = tuple(chosen.items())
         variables = tuple(item for f, lv in levels for item in factors[f][lv].items())
@@ -600,7 +602,7 @@ def _check_templates(
         # A branch changes one stage's answer: the stages up to it render as without it.
         branched = _stage_index(config, branch[0]) if branch is not None else -1
         for i, stage in enumerate(config.stages):
-            ctx = _stage_context(config, stage, spec, (outputs, own, readers))
+            ctx = _stage_context(config, stage, spec, (outputs, own, readers), referred)
             if stage.when is not None and not _when_holds(smap, stage, i, ctx, (seen, problems)):
                 continue
             if stage.pairing is not None:
@@ -704,11 +706,18 @@ def _answer_branches(config: StudyConfig) -> list[tuple[str, str, int] | None]:
 
 
 def _stage_context(
-    config: StudyConfig, stage: StageConfig, spec: Any, state: tuple[dict, dict, dict[str, Any]]
+    config: StudyConfig,
+    stage: StageConfig,
+    spec: Any,
+    state: tuple[dict, dict, dict[str, Any]],
+    referred: bool = False,
 ) -> dict[str, Any]:
     """What a stage's templates see for the checked agent: in a study with populations, a
-    reading stage sees its own population's first agent and answers."""
+    reading stage sees its own population's first agent and answers; in a market, the
+    applicants' stages see their history and ``referrer`` (the checked persona when
+    ``referred``, else none)."""
     from biasim.simulator.study.design import template_context
+    from biasim.simulator.study.market import History, applicant_context
 
     outputs, own, readers = state
     ctx = template_context(config, spec, outputs)
@@ -723,6 +732,11 @@ def _stage_context(
         ctx = template_context(config, reader, answers)
         if stage.reads is not None:
             ctx = {**dict(spec.variables), **dict(spec.levels), **ctx}
+        market = config.market
+        source = market.applicants.population if market is not None else None
+        if stage.reads is None and stage_population(config, stage) == source:
+            history = History((1,), 1) if referred else History()
+            ctx = {**ctx, **applicant_context(history, spec.persona if referred else None)}
     return ctx
 
 

@@ -70,6 +70,11 @@ def undefined_message(message: str, source: str | None, context: Mapping[str, An
         if found is None:
             return message
         where, keys = found
+        if keys is None:
+            return (
+                f"`{where}` is none here, so `{where}.{name}` cannot be read: guard it "
+                f"(`{{% if {where} %}}...{{% endif %}}`)"
+            )
         available = sorted(keys)
         text = f"`{where}.{name}` does not exist"
     if available is None:
@@ -79,13 +84,17 @@ def undefined_message(message: str, source: str | None, context: Mapping[str, An
 
 def _mapping_read(
     source: str, attr: str, context: Mapping[str, Any]
-) -> tuple[str, list[str]] | None:
+) -> tuple[str, list[str] | None] | None:
     """The mapping whose ``.attr`` a template reads and its keys, when the template names it
-    plainly (``outputs.persona`` in ``outputs.persona.nme``); ``None`` when it cannot be told."""
+    plainly (``outputs.persona`` in ``outputs.persona.nme``), or a variable that is none there
+    (keys ``None``: a market's ``referrer`` of an applicant nobody referred); ``None`` when it
+    cannot be told. A read of a key the mapping has is not the failing one."""
     for node in parse_template(source).find_all(nodes.Getattr):
         if node.attr == attr:
             base = _resolve(node.node, context)
-            if isinstance(base, Mapping):
+            if base is None:
+                return _dotted(node.node), None
+            if isinstance(base, Mapping) and attr not in base:
                 return _dotted(node.node), [str(k) for k in base]
     return None
 

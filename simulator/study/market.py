@@ -2,18 +2,23 @@
 
 Each cycle draws applicants from a population, runs the pipeline's stages with readers drawn
 from the current workforce, adds the last reading stage's hires to the workforce (up to the
-cycle's openings) and applies attrition. Referrals and reader committees are named in the
-schema so that a study declaring them is refused with the reason, not with "unknown field".
+cycle's openings) and applies attrition. A social graph (``network``) may carry referrals by
+employees, and rejected applicants may reapply. Reader committees are named in the schema so
+that a study declaring them is refused with the reason, not with "unknown field".
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from biasim.simulator.study.fields import Identifier, Strict
+
+if TYPE_CHECKING:
+    from biasim.personas import Persona
 
 #: The per-cycle composition table a market run writes beside its results (the engine writes
 #: it, analyses read it: named here, where both may look).
@@ -22,17 +27,21 @@ MARKET_CSV = "market.csv"
 MAX_CYCLES = 200
 #: Most replicate markets one run may hold (each is ``cycles`` whole pipeline rounds).
 MAX_REPLICATES = 1_000
-#: The columns of :data:`MARKET_CSV`: per replicate market, cycle and group, who applied, who
-#: decided (the cycle's readers, drawn from the workforce at its start), who was hired, who
-#: left, and who works there at the end of the cycle (after attrition and hiring), with its
-#: total tenure (cycles worked, summed); the policy whose trajectory the row is (``base``: the
-#: study's own stages), and the mechanisms a decomposition switched off in it (``none``, or
-#: e.g. ``readers|attrition``). Cycle 0 is each replicate's initial workforce.
+#: The columns of :data:`MARKET_CSV`: per replicate market, cycle and group, who applied (and
+#: of them, who was referred by an employee and who applied again after a rejection; 0
+#: without referrals and reapplication), who decided (the cycle's readers, drawn from the
+#: workforce at its start), who was hired, who left, and who works there at the end of the
+#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); the
+#: policy whose trajectory the row is (``base``: the study's own stages), and the mechanisms a
+#: decomposition switched off in it (``none``, or e.g. ``readers|attrition``). Cycle 0 is each
+#: replicate's initial workforce.
 COMPOSITION_COLUMNS = (
     "replicate",
     "cycle",
     "group",
     "applicants",
+    "referred",
+    "reapplied",
     "readers",
     "hires",
     "left",
@@ -81,6 +90,49 @@ class Attrition(Strict):
         return self
 
 
+class NetworkConfig(Strict):
+    """The social graph among the people of the applicants' population (employees come from
+    it), built for each replicate market from the study seed and the replicate."""
+
+    model: Literal["homophily"] = Field(
+        description="`homophily`: each person links to `degree` others, a share `homophily` of "
+        "them of their own group of `by` (the rest drawn from the other groups)."
+    )
+    degree: int = Field(ge=1, le=100, description="Links each person makes (out-links).")
+    homophily: float = Field(
+        ge=0.0, le=1.0, description="Expected share of a person's links within their own group."
+    )
+    by: Identifier = Field(description="The persona axis whose groups `homophily` is about.")
+
+
+class ReferralConfig(Strict):
+    """Applicants referred by current employees over the social graph."""
+
+    share: float = Field(
+        gt=0.0,
+        le=1.0,
+        description="Share of each cycle's applicants (rounded) referred by employees: an "
+        "employee drawn at random refers a random neighbour who is not an employee.",
+    )
+    letters: Identifier | None = Field(
+        None,
+        description="A writing stage of the applicants' population (a reference letter) whose "
+        "prompt names `referrer`: for a referred applicant the referring employee writes it, "
+        "their persona in the prompt.",
+    )
+
+
+class Reapplication(Strict):
+    """Rejected applicants who apply again in a later cycle."""
+
+    probability: float = Field(
+        gt=0.0,
+        le=1.0,
+        description="Each cycle, each earlier applicant who was rejected (and is not employed) "
+        "applies again with this probability.",
+    )
+
+
 class MarketConfig(Strict):
     """A labour market over cycles: applicants, openings, a workforce and its readers."""
 
@@ -119,7 +171,19 @@ class MarketConfig(Strict):
         "base, to decompose the drift of the workforce: "
         + "; ".join(f"`{k}`: {v}" for k, v in SWITCHES.items()),
     )
-    referrals: Any = Field(None, description=f"Referral hiring {_NOT_YET}.")
+    network: NetworkConfig | None = Field(
+        None, description="The social graph among people that referrals follow."
+    )
+    referrals: ReferralConfig | None = Field(
+        None,
+        description="Referral hiring over `network` (docs/guides/labor-market.md); refused "
+        "beside `policies:` or `decompose`, whose trajectories share the applicants.",
+    )
+    reapply: Reapplication | None = Field(
+        None,
+        description="Rejected applicants may apply again, with their history; refused beside "
+        "`policies:` or `decompose`.",
+    )
     committees: Any = Field(None, description=f"Reader committees {_NOT_YET}.")
 
     @field_validator("decompose")
@@ -136,9 +200,10 @@ class MarketConfig(Strict):
 
     @model_validator(mode="after")
     def _refuse_later_parts(self) -> MarketConfig:
-        for name, what in (("referrals", "referral hiring"), ("committees", "a reader committee")):
-            if getattr(self, name) is not None:
-                raise ValueError(f"`{name}`: {what} {_NOT_YET}")
+        if self.committees is not None:
+            raise ValueError(f"`committees`: a reader committee {_NOT_YET}")
+        if self.referrals is not None and self.network is None:
+            raise ValueError("`referrals` follow the social graph: declare `network:` too")
         return self
 
 
@@ -164,3 +229,42 @@ def switch_policy(off: frozenset[str]) -> str | None:
     if "readers" in off:
         return None
     return "off_" + "_".join(k for k in SWITCHES if k in off)
+
+
+def applicant_columns(market: MarketConfig) -> dict[str, str]:
+    """The results columns a market adds to its applicants' rows, with their types: with
+    referrals, ``referred_by`` (the referring employee's id in the applicants' population, empty
+    when not referred); with reapplication, ``reapplied`` and the history before the cycle."""
+    columns = {"referred_by": "string"} if market.referrals is not None else {}
+    if market.reapply is not None:
+        columns.update(
+            reapplied="boolean", applications_before="integer", rejections_before="integer"
+        )
+    return columns
+
+
+@dataclass(frozen=True)
+class History:
+    """An applicant's earlier applications in a market: the cycles they applied in before
+    this one, and how many of those ended without a hire."""
+
+    cycles: tuple[int, ...] = ()
+    rejections: int = 0
+
+    def view(self) -> dict[str, Any]:
+        """``applicant.history`` as templates see it."""
+        return {
+            "cycles": list(self.cycles),
+            "applications": len(self.cycles),
+            "rejections": self.rejections,
+        }
+
+
+def applicant_context(history: History, referrer: Persona | None) -> dict[str, Any]:
+    """The template variables a market gives its applicants' stages: ``applicant.history``,
+    and ``referrer`` (the referring employee's persona: ``name``, ``description`` and each
+    attribute; none for an applicant not referred). Validation renders with these too."""
+    return {
+        "applicant": {"history": history.view()},
+        "referrer": referrer.context() if referrer is not None else None,
+    }

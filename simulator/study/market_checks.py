@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from math import ceil, floor
 from typing import TYPE_CHECKING
+
+from jinja2 import TemplateSyntaxError
 
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.study.stage_graph import stage_population
+from biasim.simulator.study.templating import template_variables
 
 if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import SourceMap
@@ -65,6 +70,10 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
         problems.append(
             smap.problem(("market", "by"), f"`{market.by}` is not a persona axis of the study")
         )
+    problems += _letters_problems(config, smap)
+    problems += _trajectory_problems(config, smap)
+    if not problems:
+        problems += _network_problems(config, smap, sizes)
     return problems
 
 
@@ -97,3 +106,110 @@ def _decompose_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
                     )
                 )
     return problems
+
+
+#: Most links a market's social graph may hold (a networkx graph: about 150 bytes a link).
+MAX_LINKS = 2_000_000
+
+
+def _network_problems(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) -> list[Problem]:
+    """Whether every person can make the declared links: ``degree`` is split into up to
+    ``ceil(homophily * degree)`` links within the own group and up to ``degree - floor(...)``
+    to the others, without repeats or self-links."""
+    from biasim.simulator.study.design import population_specs
+
+    network = config.market.network if config.market is not None else None
+    if network is None:
+        return []
+    if network.by not in config.personas.axes:
+        return [smap.problem(("market", "network", "by"), f"`{network.by}` is not a persona axis")]
+    source = config.market.applicants.population  # type: ignore[union-attr]
+    if sizes.get(source, 0) * network.degree > MAX_LINKS:
+        return [
+            smap.problem(
+                ("market", "network", "degree"),
+                f"{sizes[source]:,} people x {network.degree} links is more than the "
+                f"{MAX_LINKS:,} links a run's social graph may hold (memory)",
+            )
+        ]
+    people = population_specs(config, source)
+    groups = Counter(dict(s.persona.attributes).get(network.by, "") for s in people)
+    own_links = ceil(network.homophily * network.degree)
+    other_links = network.degree - floor(network.homophily * network.degree)
+    for group, size in sorted(groups.items()):
+        if size - 1 < own_links:
+            return [
+                smap.problem(
+                    ("market", "network", "degree"),
+                    f"a person of `{group}` links to up to {own_links} others of their own group "
+                    f"(homophily x degree), but `{group}` has {size} people",
+                )
+            ]
+        if other_links and len(people) - size < other_links:
+            return [
+                smap.problem(
+                    ("market", "network", "homophily"),
+                    f"a person of `{group}` links to up to {other_links} people of other groups, "
+                    f"but there are {len(people) - size}: raise `homophily` or lower `degree`",
+                )
+            ]
+    return []
+
+
+def _letters_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """``referrals.letters`` must be a writing stage of the applicants whose prompt names
+    ``referrer`` (the referring employee writes it in their own voice)."""
+    market = config.market
+    letters = market.referrals.letters if market and market.referrals else None
+    if letters is None:
+        return []
+    at = ("market", "referrals", "letters")
+    stage = next((s for s in config.stages if s.name == letters), None)
+    source = market.applicants.population  # type: ignore[union-attr]
+    if stage is None or stage.reads is not None or stage_population(config, stage) != source:
+        return [
+            smap.problem(
+                at,
+                f"`{letters}` must be a writing stage of `{source}` (one letter per applicant) "
+                "for a referring employee to write",
+            )
+        ]
+    named: set[str] = set()
+    for part in (stage.system, stage.prompt):
+        try:
+            named |= template_variables(part) if part else set()
+        except TemplateSyntaxError:
+            return []  # reported with its line by the template checks
+    if "referrer" not in named:
+        return [
+            smap.problem(
+                at,
+                f"stage `{letters}` never names `referrer` in its prompt or system: a referred "
+                "applicant's letter is written in the referrer's voice (e.g. `{% if referrer %}"
+                "You are {{ referrer.name }}, ...{% endif %}`)",
+            )
+        ]
+    return []
+
+
+def _trajectory_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
+    """Referrals and reapplication with other trajectories (policies, a decomposition) are
+    refused: the trajectories are paired by sharing each cycle's applicants and letters, and
+    each trajectory's own workforce would refer (and reject) its own applicants."""
+    market = config.market
+    assert market is not None
+    others = [
+        w for w, on in (("`policies:`", config.policies), ("`decompose`", market.decompose)) if on
+    ]
+    return [
+        smap.problem(
+            ("market", name),
+            f"{name} with {' and '.join(others)} is not supported yet (issue 46): every "
+            "trajectory reads the cycle's one set of applicants and letters, which is what "
+            "pairs them, while each trajectory's workforce would refer and reject applicants "
+            "of its own; run each policy as its own study with the same seed (the population "
+            "draws, readers and leavers stay common random numbers)",
+        )
+        for name in ("referrals", "reapply")
+        if others and getattr(market, name) is not None
+    ]

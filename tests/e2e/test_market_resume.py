@@ -17,38 +17,72 @@ import pytest
 
 from tests import pipeline_studies
 from tests.e2e.test_kill_resume import answered_count
-from tests.market_studies import market
+from tests.market_studies import market, referral_market
 
 BIASIM = [sys.executable, "-m", "biasim"]
 COLUMNS = ["unit_id", "replicate", "cycle", "stage", "gender", "persona_name", "selected", "reads"]
+#: With referrals and reapplication the graph, the referrers and the histories are rebuilt on
+#: resume from the seed and the replayed cycles: their columns must match too.
+REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejections_before"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("cycles", "replicates", "policies", "kill_at", "stop"),
+    ("data", "columns", "calls", "kill_at", "stop"),
     # 3 calls a cycle, 24 in all: stopped in cycle 4 of 8 by a kill or by Ctrl-C (SIGINT: the
     # run saves what it has and exits), or killed in the second replicate market (its cycle 1
-    # or 2 of 4), which must start from its own workforce again on resume; with a policy (4
-    # calls a cycle, 32 in all), both trajectories of the second market must.
+    # or 2 of 4), which must start from its own workforce (and, with referrals, its own
+    # graph and histories) again on resume; with a policy (4 calls a cycle, 32 in all), both
+    # trajectories of the second market must.
     [
-        (8, 1, {}, 10, signal.SIGKILL),
-        (8, 1, {}, 10, signal.SIGINT),
-        (4, 2, {}, 14, signal.SIGKILL),
-        (4, 2, {"redacted": {"stages": {"offer": {"author": "redacted"}}}}, 19, signal.SIGKILL),
+        (market(cycles=8), COLUMNS, 24, 10, signal.SIGKILL),
+        (market(cycles=8), COLUMNS, 24, 10, signal.SIGINT),
+        (market(cycles=4, market={"replicates": 2}), COLUMNS, 24, 14, signal.SIGKILL),
+        (
+            market(
+                cycles=4,
+                market={"replicates": 2},
+                policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
+            ),
+            COLUMNS,
+            32,
+            19,
+            signal.SIGKILL,
+        ),
+        (
+            referral_market(0.5, cycles=8, market={"reapply": {"probability": 0.5}}),
+            COLUMNS + REFERRAL_COLUMNS,
+            24,
+            10,
+            signal.SIGKILL,
+        ),
+        (
+            referral_market(
+                0.5, cycles=4, market={"reapply": {"probability": 0.5}, "replicates": 2}
+            ),
+            COLUMNS + REFERRAL_COLUMNS,
+            24,
+            14,
+            signal.SIGKILL,
+        ),
     ],
-    ids=["SIGKILL", "SIGINT", "second-market", "second-market-policy"],
+    ids=[
+        "SIGKILL",
+        "SIGINT",
+        "second-market",
+        "second-market-policy",
+        "referrals",
+        "referrals-second-market",
+    ],
 )
 def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
     tmp_path: Path,
-    cycles: int,
-    replicates: int,
-    policies: dict,
+    data: dict,
+    columns: list[str],
+    calls: int,
     kill_at: int,
     stop: signal.Signals,
 ) -> None:
-    extra = {"policies": policies} if policies else {}
-    data = market(cycles=cycles, market={"replicates": replicates}, **extra)
-    calls = cycles * replicates * (3 + len(policies))
     for role in data["roles"].values():
         role["options"] = {"latency_ms": 60}
     study = pipeline_studies.write(tmp_path / "market.yaml", data)
@@ -81,7 +115,9 @@ def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
     with sqlite3.connect(out / "calls.sqlite") as conn:
         total, distinct = conn.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM calls").fetchone()
     assert total == distinct == calls  # no call was asked twice
-    resumed = pd.read_parquet(out / "results.parquet")[COLUMNS]
-    expected = pd.read_parquet(whole / "results.parquet")[COLUMNS]
+    resumed = pd.read_parquet(out / "results.parquet")[columns]
+    expected = pd.read_parquet(whole / "results.parquet")[columns]
+    if "referred_by" in columns:  # the run referred and reapplied before and after the kill
+        assert expected["referred_by"].notna().sum() == 8 and expected["reapplied"].any()
     pd.testing.assert_frame_equal(resumed, expected)
     assert (out / "market.csv").read_bytes() == (whole / "market.csv").read_bytes()

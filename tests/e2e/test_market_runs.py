@@ -9,7 +9,7 @@ import pytest
 
 from biasim.simulator.cli import app
 from tests import pipeline_studies
-from tests.market_studies import MARKET, market
+from tests.market_studies import MARKET, NETWORK, market
 
 
 def run(cli, tmp_path: Path, data: dict, name: str = "run", exit_code: int = 0) -> Path:
@@ -26,12 +26,22 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
     assert sorted(results["cycle"].unique()) == list(range(1, 7))
     assert (results.groupby("cycle")["stage"].value_counts().unstack() == [2, 1]).all().all()
     table = pd.read_csv(out / "market.csv")
-    columns = ["applicants", "readers", "hires", "left", "workforce", "tenure"]
-    assert list(table.columns) == ["replicate", "cycle", "group", *columns, "policy", "off"]
+    columns = ["applicants", "referred", "reapplied", "readers", "hires", "left", "workforce"]
+    assert list(table.columns) == [
+        "replicate",
+        "cycle",
+        "group",
+        *columns,
+        "tenure",
+        "policy",
+        "off",
+    ]
     assert (table["replicate"] == 0).all() and (results["replicate"] == 0).all()
     assert (table["policy"] == "base").all() and (table["off"] == "none").all()
     per_cycle = table.groupby("cycle")[columns].sum()
-    assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4, 0]
+    assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 0, 0, 4]
+    # Without referrals or reapplication every applicant came from the population.
+    assert (per_cycle[["referred", "reapplied"]] == 0).all().all()
     # One leaves and one is hired every cycle: the workforce keeps its size.
     later = per_cycle.loc[1:]
     assert (later[["applicants", "readers", "hires", "left"]] == [2, 1, 1, 1]).all().all()
@@ -75,12 +85,52 @@ def test_a_single_round_study_records_no_cycles(cli, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "field", "reason"),
     [
-        (
-            {"market": {"referrals": {"homophily": 0.5}}},
-            "market",
-            "referral hiring is not supported",
-        ),
         ({"market": {"committees": {"size": 3}}}, "market", "reader committee is not supported"),
+        (
+            {"market": {"network": {**NETWORK, "degree": 30, "homophily": 0.8}}},
+            "market.network.degree",
+            "up to 24 others of their own group",
+        ),
+        (
+            {"market": {"network": {**NETWORK, "degree": 21, "homophily": 0.0}}},
+            "market.network.homophily",
+            "but there are 20",
+        ),
+        ({"market": {"network": {**NETWORK, "by": "race"}}}, "market.network.by", "not a persona"),
+        (
+            {
+                "market": {"network": {**NETWORK, "degree": 19}},
+                "design": {"agents_per_value": 60_000},
+            },
+            "market.network.degree",
+            "more than the 2,000,000 links",
+        ),
+        ({"market": {"network": {**NETWORK, "homophily": 1.5}}}, "market.network.homophily", "1"),
+        ({"market": {"referrals": {"share": 0.5}}}, "market", "declare `network:`"),
+        (
+            {"market": {"network": NETWORK, "referrals": {"share": 0.5, "letters": "offer"}}},
+            "market.referrals.letters",
+            "must be a writing stage of `applicants`",
+        ),
+        (
+            {"market": {"network": NETWORK, "referrals": {"share": 0.5, "letters": "apply"}}},
+            "market.referrals.letters",
+            "never names `referrer`",
+        ),
+        ({"market": {"reapply": {"probability": 0}}}, "market.reapply.probability", "greater"),
+        (
+            {
+                "market": {"network": NETWORK, "referrals": {"share": 0.5}},
+                "policies": {"named": {"stages": {"offer": {"author": "redacted"}}}},
+            },
+            "market.referrals",
+            "with `policies:` is not supported yet",
+        ),
+        (
+            {"market": {"reapply": {"probability": 0.5}, "decompose": ["attrition"]}},
+            "market.reapply",
+            "with `decompose` is not supported yet",
+        ),
         ({"cycles": None}, "market", "declared together"),
         ({"market": {"readers": ["applicants"]}}, "market.readers[0]", "reads in a stage"),
         ({"market": {"workforce": 41}}, "market.workforce", "more than the 40 agents"),
