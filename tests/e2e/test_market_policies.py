@@ -4,6 +4,7 @@ common random numbers of the base, and market.csv holds every trajectory."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +179,18 @@ def test_the_replicate_test_finds_a_policy_that_removes_the_readers_bias(
     assert np.allclose(tests["p_value"], oracle.loc[tests.index, "p_value"])
     shares = policy_shares(table).query("policy == 'redacted' and group == 'female'")
     assert shares["workforce_share_change"].iloc[-1] > 0
+
+
+def test_estimate_counts_every_trajectory_of_every_replicate_as_the_run_asks(
+    cli, tmp_path: Path
+) -> None:
+    """2 replicates x 6 cycles x (2 shared letters + base, two policies and the attrition-off
+    trajectory reading) = 72: what estimate says and what the run asks."""
+    data = market(policies=POLICIES, market={"replicates": 2, "decompose": ["attrition"]})
+    path = pipeline_studies.write(tmp_path / "all.yaml", data)
+    result = cli.invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "up to 72 new calls" in " ".join(result.output.split())
+    out = run(cli, tmp_path, data, "all")
+    with sqlite3.connect(out / "calls.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 72
