@@ -1,0 +1,183 @@
+"""Committees and selection rules end to end on the synthetic responder: each member is its own
+reader, call and row; the stage's decided row combines the members' picks as declared and the
+next stage reads exactly what was decided; a selection rule across pools decides after every
+pool is read; ``estimate`` counts every member's call; refusals at validate name the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from biasim.simulator.cli import app
+from tests import pipeline_studies
+
+
+def invoke(cli, *args):
+    return cli.invoke(app, [str(a) for a in args])
+
+
+def committee_study(**screen) -> dict:
+    data = pipeline_studies.study()
+    data["stages"][1].update(screen)
+    return data
+
+
+def run(cli, tmp_path: Path, data: dict) -> pd.DataFrame:
+    path = pipeline_studies.write(tmp_path / "study.yaml", data)
+    result = invoke(cli, "run", path, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    return pd.read_parquet(tmp_path / "out" / "results.parquet")
+
+
+def labels(value) -> set[str]:
+    return set(value.split("|")) if isinstance(value, str) and value else set()
+
+
+def offer_pools(results: pd.DataFrame) -> dict[str, set[str]]:
+    offer = results[results["stage"] == "offer"]
+    return dict(zip(offer["cluster"], offer["reads"].map(labels), strict=True))
+
+
+def advanced_units(rows: pd.DataFrame) -> dict[str, set[str]]:
+    """Per pool, the documents (unit ids) its ``advanced`` labels name."""
+    out = {}
+    for _, row in rows.iterrows():
+        shown = row["reads"].split("|")
+        out[row["cluster"]] = {shown[int(label) - 1] for label in labels(row["advanced"])}
+    return out
+
+
+@pytest.mark.parametrize("aggregate", ["any", "all", "majority"])
+def test_a_committee_reads_each_pool_by_other_readers_and_decides_as_declared(
+    tmp_path: Path, cli, aggregate: str
+) -> None:
+    results = run(cli, tmp_path, committee_study(readers={"count": 2, "aggregate": aggregate}))
+    members = {j: results[results["stage"] == f"screen.reader{j}"] for j in (1, 2)}
+    decided = results[results["stage"] == "screen"]
+    assert len(decided) == len(members[1]) == len(members[2]) == 8
+    for j in (1, 2):
+        assert (members[j]["committee"] == "screen").all() and members[j]["valid"].all()
+        # Every member reads the very pool the stage decides, with its own picks.
+        assert list(members[j]["reads"]) == list(decided["reads"])
+        assert (members[j]["selected"].map(labels).map(len) == 3).all()
+    # Two screeners in the population: the members of a committee are different readers.
+    assert (members[1]["agent_id"].to_numpy() != members[2]["agent_id"].to_numpy()).all()
+    combine = {"any": set.union, "all": set.intersection, "majority": set.intersection}
+    for one, two, (_, row) in zip(
+        members[1].itertuples(), members[2].itertuples(), decided.iterrows(), strict=True
+    ):
+        assert labels(row["advanced"]) == combine[aggregate](
+            labels(one.advanced), labels(two.advanced)
+        )
+        assert row["members"].split("|") == [one.unit_id, two.unit_id]
+        assert one.unit_id == row["unit_id"] + "/reader1"
+        assert row["prompt_tokens"] == 0 and row["status"] == "answered"
+    # The manager reads exactly the documents the committee advanced, pool by pool.
+    chosen = {c: u for c, u in advanced_units(decided).items() if u}
+    assert offer_pools(results) == {c: u for c, u in chosen.items() if len(u) > 1}
+    # The committee's picks are no k-of-size draw: no position test against k / size.
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    pipeline = next(a for a in summary["analyses"] if a["kind"] == "pipeline")
+    assert {r["stage"] for r in pipeline["position_effect"]} == {"offer"}
+
+
+def test_estimate_counts_every_members_call(tmp_path: Path, cli) -> None:
+    data = committee_study(readers={"count": 2, "aggregate": "any"})
+    path = pipeline_studies.write(tmp_path / "study.yaml", data)
+    result = invoke(cli, "estimate", path)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("screen"))
+    assert line.split()[2:4] == ["<=", "16"]  # 8 pools, 2 members each
+    results = run(cli, tmp_path, data)
+    assert results["stage"].str.startswith("screen.reader").sum() == 16
+
+
+def test_global_top_k_advances_k_across_pools_and_the_next_stage_reads_them(
+    tmp_path: Path, cli
+) -> None:
+    results = run(cli, tmp_path, committee_study(selection={"rule": "global_top_k", "k": 20}))
+    screen = results[results["stage"] == "screen"]
+    chosen = advanced_units(screen)
+    assert sum(len(u) for u in chosen.values()) == 20
+    # The pools' own picks (3 each) are kept beside the rule's decision.
+    assert (screen["pool_advanced"].map(labels).map(len) == 3).all()
+    # One reader per pool: support is 1 for its picks, so all 20 are pool picks.
+    own = advanced_units(screen.assign(advanced=screen["pool_advanced"]))
+    assert all(chosen[c] <= own[c] for c in chosen)
+    assert offer_pools(results) == {c: u for c, u in chosen.items() if len(u) > 1}
+
+
+def test_four_fifths_raises_each_groups_stage_rate_to_four_fifths_of_the_highest(
+    tmp_path: Path, cli
+) -> None:
+    data = committee_study(selection={"rule": "four_fifths", "by": "race"})
+    # A screener who strongly favours White applicants puts Black applicants below 0.8.
+    data["roles"]["screener"]["synthetic"]["selected"]["weights"] = {"White": 6.0}
+    results = run(cli, tmp_path, data)
+    race = dict(
+        zip(
+            results.loc[results["stage"] == "apply", "unit_id"],
+            results.loc[results["stage"] == "apply", "race"],
+            strict=True,
+        )
+    )
+    screen = results[results["stage"] == "screen"]
+    read = pd.Series([race[u] for r in screen["reads"] for u in r.split("|")]).value_counts()
+
+    def rates(column: str) -> pd.Series:
+        units = advanced_units(screen.assign(advanced=screen[column]))
+        picked = pd.Series([race[u] for us in units.values() for u in us]).value_counts()
+        return picked.reindex(read.index, fill_value=0) / read
+
+    pooled, final = rates("pool_advanced"), rates("advanced")
+    assert pooled["Black"] < 0.8 * pooled["White"]  # the rule has something to correct
+    assert final["Black"] >= 0.8 * final["White"] and final["White"] == pooled["White"]
+    # The fewest added: one fewer Black applicant would leave the rate below 0.8.
+    assert final["Black"] - 1 / read["Black"] < 0.8 * final["White"]
+
+
+@pytest.mark.parametrize(
+    ("screen", "field", "reason"),
+    [
+        ({"readers": {"count": 3, "aggregate": "any"}}, "readers.count", "needs as many readers"),
+        (
+            {"readers": {"count": 2, "aggregate": "any", "score": "x"}},
+            "readers.score",
+            "`score` is for `aggregate: mean_score`",
+        ),
+        ({"readers": {"count": 2, "aggregate": "vote"}}, "readers.aggregate", "any"),
+        ({"selection": {"rule": "four_fifths", "by": "age"}}, "selection.by", "not a persona"),
+        ({"selection": {"rule": "global_top_k"}}, "selection", "takes `k`"),
+    ],
+)
+def test_a_committee_or_rule_the_stage_cannot_take_is_refused(
+    tmp_path: Path, cli, screen: dict, field: str, reason: str
+) -> None:
+    path = pipeline_studies.write(tmp_path / "study.yaml", committee_study(**screen))
+    result = invoke(cli, "validate", path)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert reason in text and f"{path}:" in text and field.split(".")[0] in text
+
+
+def test_mean_score_of_single_readings_needs_a_numeric_score(tmp_path: Path, cli) -> None:
+    data = pipeline_studies.study()
+    rate = {
+        "name": "rate",
+        "population": "screeners",
+        "role": "screener",
+        "reads": {"stage": "apply"},
+        "output": {"score": {"type": "choice", "choices": ["low", "high"]}},
+        "advance": "score == 'high'",
+        "readers": {"count": 2, "aggregate": "mean_score", "score": "score"},
+        "prompt": "{{ document.text }}",
+    }
+    data["stages"] = [data["stages"][0], rate]
+    data["analyses"] = []
+    path = pipeline_studies.write(tmp_path / "study.yaml", data)
+    result = invoke(cli, "validate", path)
+    assert result.exit_code == 2
+    assert "averages a numeric answer field" in " ".join(result.output.split())
