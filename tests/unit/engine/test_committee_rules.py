@@ -98,16 +98,9 @@ def test_global_top_k_advances_the_k_best_supported_documents_of_the_stage() -> 
     for trial in range(30):
         decisions = _random_decisions(rng, 6, 8, 3)
         k = rng.randint(1, 20)
-        apply_selection(
-            SelectionConfig(rule="global_top_k", k=k), decisions, lambda e, i: "", rng
-        )
+        apply_selection(SelectionConfig(rule="global_top_k", k=k), decisions, lambda e, i: "", rng)
         chosen = [d.support[i - 1] for d in decisions for i in d.labels or ()]
-        left = [
-            d.support[i]
-            for d in decisions
-            for i in range(8)
-            if i + 1 not in (d.labels or ())
-        ]
+        left = [d.support[i] for d in decisions for i in range(8) if i + 1 not in (d.labels or ())]
         assert len(chosen) == k, trial
         assert min(chosen) >= max(left)
 
@@ -126,7 +119,7 @@ def test_four_fifths_adds_the_fewest_best_supported_documents_of_groups_below() 
         apply_selection(
             SelectionConfig(rule="four_fifths", by="race"),
             decisions,
-            lambda e, i: groups[(id(e), i)],
+            lambda e, i, known=groups: known[(id(e), i)],
             random.Random(trial),
         )
         after = {(id(d.evaluation), i) for d in decisions for i in d.labels or ()}
