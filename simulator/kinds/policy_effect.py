@@ -486,11 +486,13 @@ def _test_name(policy: str, baseline: str, label: str) -> str:
 
 def _acts_on_double(policy: Any, config: Any) -> bool:
     """Whether the synthetic responder answers differently under ``policy``: it reads how
-    many to pick, the advance rule and the author's persona (withheld when redacted, which
+    many to pick, the advance rule, a committee's other readers, a selection rule across pools
+    and the author's persona (withheld when redacted, which
     matters where the stage's role declares a truth by persona), never the prompt's text."""
     stages = {s.name: s for s in config.stages}
     for name, change in policy.stages.items():
-        if change.select is not None or change.advance is not None:
+        changed = (change.select, change.advance, change.readers, change.selection)
+        if any(v is not None for v in changed):
             return True
         stage = stages[name]
         truth = config.roles[stage.role].synthetic or {}
