@@ -37,6 +37,15 @@ def committee_problems(
                     f"(it has {have}): each member is another reader",
                 )
             )
+        if stage.answer == "logprobs":
+            problems.append(
+                smap.problem(
+                    (*at, "answer"),
+                    "a committee's decision has no log-probabilities of its own: read each "
+                    "reader's with `answer: sampled` and a committee, or one reader's with "
+                    "`logprobs`",
+                )
+            )
         problems.extend(_score_problems(smap, at, stage))
     selection = stage.selection
     if selection is not None:

@@ -13,6 +13,7 @@ import pytest
 
 from biasim.simulator.cli import app
 from tests import pipeline_studies
+from tests.market_studies import market
 
 
 def invoke(cli, *args):
@@ -93,6 +94,9 @@ def test_estimate_counts_every_members_call(tmp_path: Path, cli) -> None:
     assert line.split()[2:4] == ["<=", "16"]  # 8 pools, 2 members each
     results = run(cli, tmp_path, data)
     assert results["stage"].str.startswith("screen.reader").sum() == 16
+    # The summary counts units of work as the progress does: a decided row is none.
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert len(results) == 64 + 16 + 8 + 8 and summary["units"] == 64 + 16 + 8
 
 
 def test_global_top_k_advances_k_across_pools_and_the_next_stage_reads_them(
@@ -151,6 +155,11 @@ def test_four_fifths_raises_each_groups_stage_rate_to_four_fifths_of_the_highest
         ({"readers": {"count": 2, "aggregate": "vote"}}, "readers.aggregate", "any"),
         ({"selection": {"rule": "four_fifths", "by": "age"}}, "selection.by", "not a persona"),
         ({"selection": {"rule": "global_top_k"}}, "selection", "takes `k`"),
+        (
+            {"readers": {"count": 2, "aggregate": "any"}, "answer": "logprobs"},
+            "answer",
+            "no log-probabilities of its own",
+        ),
     ],
 )
 def test_a_committee_or_rule_the_stage_cannot_take_is_refused(
@@ -181,3 +190,103 @@ def test_mean_score_of_single_readings_needs_a_numeric_score(tmp_path: Path, cli
     result = invoke(cli, "validate", path)
     assert result.exit_code == 2
     assert "averages a numeric answer field" in " ".join(result.output.split())
+
+
+POLICIES = {
+    "second_reader": {
+        "description": "a second screener; the two readers' picks combined by votes",
+        "stages": {"screen": {"readers": {"count": 2, "aggregate": "mean_score"}}},
+    },
+    "four_fifths": {
+        "description": "the four-fifths rule by race at screening",
+        "stages": {"screen": {"selection": {"rule": "four_fifths", "by": "race"}}},
+    },
+}
+
+
+def test_a_second_reader_and_a_selection_rule_run_as_policies_on_the_same_pools(
+    tmp_path: Path, cli
+) -> None:
+    data = pipeline_studies.study(policies=POLICIES)
+    data["analyses"].append(
+        {
+            "kind": "policy_effect",
+            "name": "policies",
+            "stages": ["screen", "offer"],
+            "groups": ["race"],
+            "n_permutations": 200,
+            "n_boot": 200,
+        }
+    )
+    results = run(cli, tmp_path, data)
+    screens = {
+        stage: dict(zip(rows["cluster"], rows["reads"], strict=True))
+        for stage, rows in results.groupby("stage")
+        if stage.startswith("screen")
+    }
+    assert set(screens) == {
+        "screen",
+        "screen__second_reader",
+        "screen__second_reader.reader1",
+        "screen__second_reader.reader2",
+        "screen__four_fifths",
+    }
+    # Every policy (and every committee member) reads the same documents in the same pools.
+    assert all(pools == screens["screen"] for pools in screens.values())
+    committee = results[results["stage"] == "screen__second_reader"]
+    assert (committee["advanced"].map(labels).map(len) == 3).all()  # mean score: 3 of 8
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    section = next(a for a in summary["analyses"] if a["kind"] == "policy_effect")
+    assert section["policies"] == ["base", "second_reader", "four_fifths"]
+    tests = section["by_group"]["race"]["tests"]
+    assert [t["policy"] for t in tests] == ["second_reader", "four_fifths"]
+    assert section["applicants"] == 64 and section["clusters"] == 8
+
+
+def test_a_policys_committee_is_checked_where_the_policy_writes_it(tmp_path: Path, cli) -> None:
+    data = pipeline_studies.study(
+        policies={"panel": {"stages": {"screen": {"readers": {"count": 3, "aggregate": "all"}}}}}
+    )
+    path = pipeline_studies.write(tmp_path / "study.yaml", data)
+    result = invoke(cli, "validate", path)
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "policies.panel.stages.screen.readers.count" in text and "a committee of 3" in text
+
+
+def test_in_a_market_the_committee_is_the_workforce_and_the_rule_picks_the_hires(
+    tmp_path: Path, cli
+) -> None:
+    """A workforce of two, both replaced every cycle by the two hires: a committee of two is
+    the whole workforce, so cycle t+1's members are exactly cycle t's hires, whom the global
+    top-2 of the committee's votes chose across the cycle's pool."""
+    data = market(
+        market={
+            "applicants": {"population": "applicants", "per_cycle": 4},
+            "workforce": 2,
+            "openings": 2,
+            "attrition": {"leavers": 2},
+        },
+    )
+    data["populations"]["managers"]["count"] = 2
+    offer = data["stages"][1]
+    offer["reads"]["size"] = 4
+    offer["readers"] = {"count": 2, "aggregate": "mean_score"}
+    offer["selection"] = {"rule": "global_top_k", "k": 2}
+    results = run(cli, tmp_path, data)
+    letters = results[results["stage"] == "apply"].set_index("unit_id")
+    decided = results[results["stage"] == "offer"].set_index("cycle").sort_index()
+    hired = {}
+    for cycle, row in decided.iterrows():
+        shown = row["reads"].split("|")
+        units = [shown[int(label) - 1] for label in labels(row["advanced"])]
+        assert len(units) == 2  # the rule's top 2 of the cycle's pool
+        hired[cycle] = sorted(tuple(letters.loc[u, ["gender", "persona_name"]]) for u in units)
+    members = results[results["stage"].str.startswith("offer.reader")]
+    assert set(members["cycle"]) == set(decided.index) == set(range(1, 7))
+    for cycle in range(2, 7):
+        here = members[members["cycle"] == cycle]
+        assert here["agent_id"].nunique() == 2  # two employees, one call each
+        assert sorted(map(tuple, here[["gender", "persona_name"]].to_numpy())) == hired[cycle - 1]
+    table = pd.read_csv(tmp_path / "out" / "market.csv")
+    assert (table[table["cycle"] > 0].groupby("cycle")["hires"].sum() == 2).all()
