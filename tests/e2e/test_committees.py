@@ -290,3 +290,20 @@ def test_in_a_market_the_committee_is_the_workforce_and_the_rule_picks_the_hires
         assert sorted(map(tuple, here[["gender", "persona_name"]].to_numpy())) == hired[cycle - 1]
     table = pd.read_csv(tmp_path / "out" / "market.csv")
     assert (table[table["cycle"] > 0].groupby("cycle")["hires"].sum() == 2).all()
+
+
+def test_a_replayed_committee_run_decides_alike(tmp_path: Path, cli) -> None:
+    """Every committee decision and rule is a function of the answers and seeded draws: a run
+    replayed from the first one's stored answers (none asked again) decides the same."""
+    data = committee_study(
+        readers={"count": 2, "aggregate": "mean_score"},
+        selection={"rule": "global_top_k", "k": 20},
+    )
+    first = run(cli, tmp_path, data)
+    path = tmp_path / "study.yaml"
+    result = invoke(cli, "run", path, "--replay", tmp_path / "out", "--out", tmp_path / "again")
+    assert result.exit_code == 0, result.output
+    again = pd.read_parquet(tmp_path / "again" / "results.parquet")
+    columns = ["unit_id", "stage", "reads", "advanced", "pool_advanced", "members"]
+    assert again[columns].equals(first[columns])
+    assert again.loc[again["members"].isna(), "cached"].all()
