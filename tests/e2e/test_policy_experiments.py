@@ -343,6 +343,9 @@ def test_which_policies_declare_no_effect_on_the_test_double(tmp_path: Path) -> 
         "named": {"stages": {"screen": {"author": "name"}}},  # as base: no change
         "redacted": POLICIES["redacted"],
         "shortlist4": POLICIES["shortlist4"],
+        # Another reader's draws, and a rule across pools: the double answers differently.
+        "second": {"stages": {"screen": {"readers": {"count": 2, "aggregate": "any"}}}},
+        "top": {"stages": {"offer": {"selection": {"rule": "global_top_k", "k": 4}}}},
     }
     data["analyses"] = [{**EFFECT, "groups": ["race"], "intersectional": False}]
     config = load_study(pipeline_studies.write(tmp_path / "s.yaml", data)).config
