@@ -54,10 +54,10 @@ class SelectionConfig(Strict):
         "advance, whatever their pool; `four_fifths`: the pools' decisions stand, then while a "
         "group of `by` has a stage selection rate (advanced / read in a valid evaluation) "
         "below 0.8 of the highest group's, its not-advanced document with the highest support "
-        "is moved to advanced (one at a time, the lowest-rate group first; documents are only "
-        "added, never removed). Support = the mean `score` of a committee that declares one, "
-        "else the share of the evaluation's readers who advanced the document; ties are "
-        "broken by a draw seeded by the study seed and the stage."
+        "is moved to advanced (one at a time, the lowest-rate group first, ties by the group's "
+        "name; documents are only added, never removed). Support = the mean `score` of a "
+        "committee that declares one, else the share of the evaluation's readers who advanced "
+        "the document; ties are broken by a draw seeded by the study seed and the stage."
     )
     k: int | None = Field(None, ge=1, description="`global_top_k`: how many advance.")
     by: Identifier | None = Field(None, description="`four_fifths`: the persona axis of groups.")
