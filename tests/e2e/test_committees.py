@@ -307,3 +307,27 @@ def test_a_replayed_committee_run_decides_alike(tmp_path: Path, cli) -> None:
     columns = ["unit_id", "stage", "reads", "advanced", "pool_advanced", "members"]
     assert again[columns].equals(first[columns])
     assert again.loc[again["members"].isna(), "cached"].all()
+
+
+def test_a_committee_whose_member_failed_leaves_its_pool_undecided(tmp_path: Path, cli) -> None:
+    data = committee_study(readers={"count": 2, "aggregate": "any"})
+    data["roles"]["screener"]["options"] = {"fail_rate": 0.3}
+    path = pipeline_studies.write(tmp_path / "study.yaml", data)
+    out = tmp_path / "out"
+    result = invoke(cli, "run", path, "--out", out, "--max-error-rate", "0.9")
+    assert result.exit_code == 0, result.output
+    results = pd.read_parquet(out / "results.parquet")
+    members = results[results["stage"].str.startswith("screen.reader")]
+    ok = members.groupby("cluster")["valid"].all()
+    decided = results[results["stage"] == "screen"].set_index("cluster")
+    assert not ok.all() and ok.any()  # the declared failures hit some committees
+    assert (decided["valid"] == ok.reindex(decided.index)).all()
+    failed = decided[~decided["valid"]]
+    assert (failed["status"] == "skipped").all() and failed["advanced"].isna().all()
+    assert failed["error"].str.contains("gave no valid answer").all()
+    # Nobody of an undecided pool reaches the manager; the analysis counts them, by reason.
+    assert not set(offer_pools(results)) & set(failed.index)
+    summary = json.loads((out / "summary.json").read_text())
+    pipeline = next(a for a in summary["analyses"] if a["kind"] == "pipeline")
+    counted = {(e["stage"], e["reason"]): e["count"] for e in pipeline["exclusions"]}
+    assert counted[("screen", "in an evaluation that failed")] == 8 * len(failed)
