@@ -172,6 +172,7 @@ class PolicyEffectKind(AnalysisKind):
             "applicants": int(outcomes["candidate"].nunique()),
             "clusters": int(outcomes["cluster"].nunique()),
             "excluded": excluded,
+            "coupled": [p for p in policies if _coupled(ctx.study, p, spec.stages)],
             "by_group": {},
         }
         section = Section(summary=summary)
@@ -292,6 +293,11 @@ class PolicyEffectKind(AnalysisKind):
                 "applicants": {**count, "description": "Applicants read under the policies."},
                 "clusters": {**count, "description": "First-stage pools (the test's unit)."},
                 "excluded": summary_table("Applicants left out, by reason."),
+                "coupled": {
+                    **texts,
+                    "description": "Policies whose chain decides a stage across its pools (a "
+                    "selection rule): their pools are not independent, the test conservative.",
+                },
                 "by_group": {
                     "type": "object",
                     "additionalProperties": per_group,
@@ -353,6 +359,8 @@ class PolicyEffectKind(AnalysisKind):
             "  impact ratios are outcome disparities; the paired change is the policy's "
             "causal effect on the same documents"
         )
+        if summary.get("coupled"):
+            console.print(f"  {_coupled_note(summary['coupled'])}")
         small = few_pools(str(summary["name"]), summary["clusters"])
         if small:
             console.print(f"  {small}")
@@ -427,6 +435,8 @@ class PolicyEffectKind(AnalysisKind):
                 ],
                 note=_EFFECT_NOTE.format(baseline=summary["baseline"]),
             )
+        if summary.get("coupled"):
+            section.paragraph(_coupled_note(summary["coupled"]))
         if summary["excluded"]:
             section.table(summary["excluded"], key="excluded", title="Excluded, by reason")
 
@@ -500,6 +510,21 @@ def _acts_on_double(policy: Any, config: Any) -> bool:
         if shown and any(t.by or t.weights for t in truth.values()):
             return True
     return False
+
+
+def _coupled(config: Any, policy: str, stages: list[str]) -> bool:
+    """Whether ``policy``'s chain has a stage decided across its pools (a selection rule)."""
+    by_name = {s.name: s for s in config.stages}
+    return any(by_name[policy_stage_name(s, policy)].selection is not None for s in stages)
+
+
+def _coupled_note(policies: list[str]) -> str:
+    return (
+        f"{', '.join(policies)}: a selection rule decides across the pools, so they are not "
+        "independent and the pool-swap test is conservative for the comparisons with it (in "
+        "the calibration a global top-k flagged 1-2 % of null families at 0.05): a large p is "
+        "weak evidence of no effect"
+    )
 
 
 def _group_columns(spec: PolicyEffectSpec) -> list[str]:

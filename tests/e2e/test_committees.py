@@ -241,6 +241,10 @@ def test_a_second_reader_and_a_selection_rule_run_as_policies_on_the_same_pools(
     tests = section["by_group"]["race"]["tests"]
     assert [t["policy"] for t in tests] == ["second_reader", "four_fifths"]
     assert section["applicants"] == 64 and section["clusters"] == 8
+    # The rule couples the pools: the report says the pool-swap test is conservative for it.
+    assert section["coupled"] == ["four_fifths"]
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "four_fifths: a selection rule decides across the pools" in " ".join(html.split())
 
 
 def test_a_policys_committee_is_checked_where_the_policy_writes_it(tmp_path: Path, cli) -> None:
