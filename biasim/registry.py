@@ -227,6 +227,7 @@ SCORERS = Registry(
         "agency_finetuned": "biasim.analysis.studies.letters.agency_finetune:AgencyFinetunedScorer",
         "column": "biasim.analysis.text.style_scorers:ColumnScores",
         "nli": "biasim.analysis.text.nli_scorer:NliScorer",
+        "toxicity": "biasim.analysis.text.toxicity:ToxicityScorer",
     },
     extras={
         name: ("letters", ("torch", "transformers", "spacy", "vaderSentiment"))
@@ -239,6 +240,7 @@ SCORERS = Registry(
             "agency_finetuned",
             "column",
             "nli",
+            "toxicity",
         )
     }
     | {"prism": ("prism", ("torch", "transformers"))},

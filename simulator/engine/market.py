@@ -30,7 +30,7 @@ from biasim.simulator.engine.dispatch import RunAborted
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
-from biasim.simulator.study.design import AgentSpec, population_specs
+from biasim.simulator.study.design import AgentSpec, population_member, population_specs
 from biasim.simulator.study.market import MarketConfig
 from biasim.simulator.study.stage_graph import populations
 
@@ -169,21 +169,8 @@ class MarketModel(StudyModel):
         specs = []
         for j, i in enumerate(chosen):
             persona = staff[i].spec.persona
-            slot = f"{persona.key}/{j:03d}/r0"
-            specs.append(
-                AgentSpec(
-                    agent_id=f"{population}/c{self.cycle:03d}/{slot}",
-                    condition="default",
-                    levels=(),
-                    variables=(),
-                    model_label="",
-                    persona=persona,
-                    index=j,
-                    replicate=0,
-                    slot=slot,
-                    population=population,
-                )
-            )
+            prefix = f"{population}/c{self.cycle:03d}"
+            specs.append(population_member(population, persona, j, 3, prefix))
             self._readers[self._group(persona)] += 1
         return specs
 

@@ -316,22 +316,29 @@ def population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
     for persona in personas:
         index = counters.get(persona.key, 0)
         counters[persona.key] = index + 1
-        slot = f"{persona.key}/{index:0{width}d}/r0"
-        specs.append(
-            AgentSpec(
-                agent_id=f"{name}/{slot}",
-                condition="default",
-                levels=(),
-                variables=(),
-                model_label="",
-                persona=persona,
-                index=index,
-                replicate=0,
-                slot=slot,
-                population=name,
-            )
-        )
+        specs.append(population_member(name, persona, index, width, name))
     return specs
+
+
+def population_member(
+    population: str, persona: Persona, index: int, width: int, prefix: str
+) -> AgentSpec:
+    """An agent of ``population`` (no condition, levels or model: those are the design's): its
+    slot is ``persona/index/r0``, the index ``width`` digits wide, and its id ``prefix/slot``
+    (the population's name; in a labour market, with the cycle)."""
+    slot = f"{persona.key}/{index:0{width}d}/r0"
+    return AgentSpec(
+        agent_id=f"{prefix}/{slot}",
+        condition="default",
+        levels=(),
+        variables=(),
+        model_label="",
+        persona=persona,
+        index=index,
+        replicate=0,
+        slot=slot,
+        population=population,
+    )
 
 
 def unit_id(agent_id: str, stage: str) -> str:

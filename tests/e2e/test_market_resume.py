@@ -1,6 +1,6 @@
-"""A market run killed mid-cycle resumes where it stopped: nothing asked twice, and the result
-equals an uninterrupted run of the same study (every market draw is keyed by seed and cycle,
-and each cycle's calls replay from the store)."""
+"""A market run killed or interrupted (Ctrl-C) mid-cycle resumes where it stopped: nothing
+asked twice, and the result equals an uninterrupted run of the same study (every market draw is
+keyed by seed and cycle, and each cycle's calls replay from the store)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,10 @@ COLUMNS = ["unit_id", "cycle", "stage", "gender", "persona_name", "selected", "r
 
 
 @pytest.mark.slow
-def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     data = market(cycles=8)
     for role in data["roles"].values():
         role["options"] = {"latency_ms": 60}
@@ -46,8 +49,8 @@ def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path:
         assert proc.poll() is None, "run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    os.kill(proc.pid, stop)  # SIGINT: Ctrl-C, the run saves what it has and exits
+    proc.wait(timeout=60)
     before = answered_count(out / "calls.sqlite")
     assert 10 <= before < 24
     done = subprocess.run(
