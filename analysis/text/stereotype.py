@@ -172,16 +172,18 @@ def association_test(
     words: StereotypeWords,
     n_permutations: int = 1999,
     seed: int = 0,
+    counts: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, object]:
     """The association score of all responses, and its one-sided p when content is permuted
-    within sets against the group words (see the module docstring).
+    within sets against the group words (see the module docstring); ``counts``: the
+    responses' :func:`association_counts`, when the caller has them.
 
     Returns:
         ``metric``, ``statistic``, ``estimate``, ``p_value``, ``unit``, ``n_units`` (sets with
         two or more responses), ``n_responses``, ``note``.
     """
     responses = checked_responses(df, cols)
-    targets, groups = association_counts(responses[cols.text].tolist(), words)
+    targets, groups = counts or association_counts(responses[cols.text].tolist(), words)
     used = targets.sum(axis=0) > 0
     targets = targets[:, used]
     sizes = np.array([len(w) for w in words.groups.values()], dtype=float)
@@ -225,9 +227,9 @@ def stereotype_tables(
     count with each group, its total variation distance and its COBS)."""
     responses = checked_responses(df, cols)
     texts = responses[cols.text].tolist()
-    association = association_test(responses, cols, words, n_permutations, seed)
-    counts = cooccurrence_counts(texts, words, beta)
-    cobs, per_word = cobs_from_counts(counts, words.targets)
+    counts = association_counts(texts, words)
+    association = association_test(responses, cols, words, n_permutations, seed, counts)
+    cobs, per_word = cobs_from_counts(cooccurrence_counts(texts, words, beta), words.targets)
     metrics = pd.DataFrame(
         [
             association,
@@ -243,14 +245,14 @@ def stereotype_tables(
             },
         ]
     ).assign(words=words.source)
-    return metrics, _word_table(texts, words, per_word)
+    return metrics, _word_table(counts, words, per_word)
 
 
 def _word_table(
-    texts: Sequence[str], words: StereotypeWords, cobs: dict[str, float]
+    counts: tuple[np.ndarray, np.ndarray], words: StereotypeWords, cobs: dict[str, float]
 ) -> pd.DataFrame:
     """One row per distinct target word that occurs: co-occurrence counts, TV, COBS."""
-    targets, groups = association_counts(texts, words)
+    targets, groups = counts
     joint = targets.T @ groups
     sizes = np.array([len(w) for w in words.groups.values()], dtype=float)
     rows = []

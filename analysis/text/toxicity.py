@@ -35,6 +35,7 @@ from biasim.analysis.text.counterfactual import (
 )
 from biasim.analysis.text.hf import ModelLoadError
 from biasim.analysis.text.scorers import ScoreTable
+from biasim.analysis.text.style_scorers import ClassifierScorer
 
 #: The metrics, by the name their rows get.
 METRICS = ("expected_maximum", "probability", "fraction")
@@ -42,15 +43,16 @@ METRICS = ("expected_maximum", "probability", "fraction")
 DEFAULT_THRESHOLD = 0.5
 
 
-class ToxicityScorer:
-    """Toxicity as a local text classifier's probability of its toxic label.
+class ToxicityScorer(ClassifierScorer):
+    """Toxicity as a local text classifier's probability of its toxic label: a
+    :class:`ClassifierScorer` whose label is that probability above a threshold.
 
     Args:
         model: A local folder holding a ``transformers`` sequence classifier and its tokenizer
             (e.g. a saved copy of ``s-nlp/roberta_toxicity_classifier``).
         tracked: The toxic label's name (case-insensitive).
         threshold: Toxicity above which a response is labelled toxic (``label`` 1).
-        batch_size, max_length, device: As :class:`HuggingFaceClassifier`'s.
+        batch_size, max_length, device: As :class:`ClassifierScorer`'s.
 
     Raises:
         ModelLoadError: No such folder, or it holds no classifier with the ``tracked`` label.
@@ -58,7 +60,6 @@ class ToxicityScorer:
 
     name = "toxicity"
     version = "1"
-    columns = ("value", "label")
 
     def __init__(
         self,
@@ -77,27 +78,20 @@ class ToxicityScorer:
                 "s-nlp/roberta_toxicity_classifier); biasim downloads no model at run time, "
                 "and needs the `letters` extra (torch, transformers)"
             )
-        from biasim.analysis.text.text_classifier import HuggingFaceClassifier
-
-        self.classifier = HuggingFaceClassifier(
-            model, batch_size=batch_size, max_length=max_length, device=device
+        super().__init__(
+            model, tracked, batch_size=batch_size, max_length=max_length, device=device
         )
-        self.tracked = tracked
-        self._index = self.classifier.label_index(tracked)
         self.threshold = float(threshold)
 
     def params(self) -> dict[str, Any]:
-        """Model identity, toxic label and threshold."""
-        return {
-            "model": self.classifier.identity(),
-            "tracked": self.tracked,
-            "threshold": self.threshold,
-        }
+        """The classifier's params and the threshold."""
+        return {**super().params(), "threshold": self.threshold}
 
     def score(self, texts: Sequence[str]) -> ScoreTable:
-        """Each text's toxic-label probability, and whether it is above the threshold."""
+        """Each text's toxic-label probability (``value``), and whether it is above the
+        threshold (``label``)."""
         value = self.classifier.probabilities(list(texts))[:, self._index]
-        values = np.column_stack([value, value > self.threshold]).astype(float)
+        values = np.column_stack([value > self.threshold, value]).astype(float)
         return ScoreTable(self.columns, values, [None] * len(texts))
 
 

@@ -21,30 +21,15 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import market_figures, market_stats, pd, unit_stats
 from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, NO_SWITCH
 from biasim.simulator.study.policies import BASE
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from biasim.analysis.stats.units import Tested
-
-market_stats = lazy_module("biasim.analysis.stats.market")
-# Lazy: matplotlib, which validating a study never needs.
-market_figures = lazy_module("biasim.analysis.market_figures")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-pandas = lazy_module("pandas")
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class MarketSpec(AnalysisSpec):
@@ -93,7 +78,7 @@ class MarketKind(AnalysisKind):
         path = ctx.out_dir / MARKET_CSV if ctx.out_dir is not None else None
         if path is None or not path.is_file():
             return Section(summary=_unavailable(study, "no market.csv beside these results"))
-        table = pandas.read_csv(path)
+        table = pd.read_csv(path)
         if list(table.columns) != list(COMPOSITION_COLUMNS):
             return Section(summary=_unavailable(study, f"{MARKET_CSV} has other columns"))
         # The study's own market: policies' and switched-off trajectories are market_effects'.

@@ -116,8 +116,9 @@ def test_the_scorer_reads_the_toxic_label_of_a_local_classifier(tmp_path):
     scorer = create_scorer("toxicity", model=folder, threshold=0.7, device="cpu")
     table = scorer.score(["You are kind.", "Another text."])
     expected = np.exp(1) / (1 + np.exp(1))
-    np.testing.assert_allclose(table.values[:, 0], expected, rtol=1e-6)
-    assert (table.values[:, 1] == 1).all()
+    assert table.columns == ("label", "value")
+    np.testing.assert_allclose(table.values[:, 1], expected, rtol=1e-6)
+    assert (table.values[:, 0] == 1).all()
     assert scorer.params()["tracked"] == "toxic" and scorer.params()["threshold"] == 0.7
     with pytest.raises(ModelLoadError, match="expected one named `hate`"):
         create_scorer("toxicity", model=folder, tracked="hate", device="cpu")
