@@ -378,7 +378,8 @@ class MarketModel(StudyModel):
             else:
                 picked = self.advanced.get(policy_stage_name(hiring, trajectory.reads_as), {})
             advanced = [a for authors in picked.values() for a in authors]
-            hires = [self._applied[a] for a in dict.fromkeys(advanced)][: self.market.openings]
+            rng = market_rng(self.study.seed, "hires", self.cycle, self.replicate)
+            hires = [self._applied[a] for a in fill_openings(advanced, self.market.openings, rng)]
             trajectory.staff += [
                 Employee(
                     self, spec, self.cycle, self._entries[spec.agent_id].person, trajectory.key
@@ -551,6 +552,18 @@ class MarketModel(StudyModel):
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))
+
+
+def fill_openings(advanced: list[str], openings: int, rng: random.Random) -> list[str]:
+    """Who of ``advanced`` (authors, in the order the evaluations were formed; repeats count
+    once) fills the ``openings``: all of them when they fit, else a uniform random draw of as
+    many, kept in that order. Taking the first ones would hire from the first pools read and
+    so add a position bias of the engine's own."""
+    unique = list(dict.fromkeys(advanced))
+    if len(unique) <= openings:
+        return unique
+    chosen = set(rng.sample(range(len(unique)), openings))
+    return [author for i, author in enumerate(unique) if i in chosen]
 
 
 def _in_cycle(spec: AgentSpec, tag: str, replicate: int) -> AgentSpec:
