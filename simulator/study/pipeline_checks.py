@@ -75,11 +75,17 @@ def _population_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
                     )
                 )
         if config.design.replicates > 1:
+            # A market's replicates are whole markets; a one-round pipeline's are more agents.
+            instead = (
+                "replicate markets are `market: {replicates: R}`"
+                if config.market is not None
+                else "use more agents per value"
+            )
             add(
                 smap.problem(
                     ("design", "replicates"),
-                    "a study with populations has no replicates: each applicant writes once "
-                    "(use more agents per value)",
+                    f"a study with populations has no replicates: each applicant writes once "
+                    f"({instead})",
                 )
             )
     return problems

@@ -139,7 +139,7 @@ def test_a_single_round_study_records_no_cycles(cli, tmp_path: Path) -> None:
         (
             {"design": {"agents_per_value": 20, "replicates": 2}},
             "design.replicates",
-            "has no replicates",
+            "replicate markets are `market: {replicates: R}`",
         ),
         ({"market": {"replicates": 0}}, "market.replicates", "greater than or equal to 1"),
     ],
