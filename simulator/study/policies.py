@@ -41,7 +41,8 @@ _WHY_NOT = {
 #: Names a policy analyst may reach for, and the field that does it.
 _SPELLED = {
     "reader": "a second reader (or a panel) is `readers: {count: 2, aggregate: any}` "
-    "(aggregate: any, all, majority or mean_score)",
+    "(aggregate: any, all, majority or mean_score); other readers (another population) make "
+    "a second design, compared unpaired with `biasim compare --designs`",
     "four_fifths": "a per-stage four-fifths rule is `selection: {rule: four_fifths, by: <axis>}`",
 }
 _SPELLED.update(
