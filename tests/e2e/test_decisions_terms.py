@@ -1,6 +1,7 @@
-"""Rationale terms in the `demographic_parity` kind: a study names its term sets (none are
-inherited), `validate` says where they come from, counts can be restricted to the units that
-chose an option, and agents' names are removed before the distinctive-words scan."""
+"""Rationale terms (the `rationale_terms` kind, over the decisions `demographic_parity`
+reads): a study names its term sets (none are inherited), `validate` says where they come from,
+counts can be restricted to the units that chose an option, and agents' names are removed
+before the distinctive-words scan."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ design:
                career_path_selection: null}}
     persona_condition: {{no_persona: null, non_contextualized: null, explicit: null}}
 analyses:
-  - name: decisions
+  - kind: rationale_terms
+    name: decisions
     stage: decide
     field: decision
     target_from: target

@@ -129,8 +129,9 @@ def test_a_wrong_type_a_missing_or_an_undeclared_field_fails(change: Any, messag
 
 
 def test_a_kinds_part_applies_to_its_own_entries_only() -> None:
-    """An entry of another kind without ``items`` passes; the association entry needs it."""
-    entry = {"kind": "demographic_parity", "name": "x", "adjust": 3}
+    """An entry of another kind without ``items`` (and with an ``adjust`` association's part
+    would refuse) passes; the association entry needs it."""
+    entry = {"kind": "demographic_parity", "name": "x", "cases": [], "adjust": 3}
     assert _errors(_changed(lambda s: s["analyses"].append(entry))) == []
 
 
