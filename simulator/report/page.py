@@ -363,19 +363,26 @@ def _analysis_sections(
         drawn.append((i, analysis["name"], section))
     # Analyses sharing a name (the kinds over one stage's decisions) each list the figures they
     # drew; the first of the name lists every other output of it, once.
+    # (A table and a figure may share a stem: they are placed apart.)
     placed = {name for _, _, section in drawn for name in section.shown}
+    placed_tables: set[str] = set()
     sections = []
     for i, name, section in drawn:
         own_figures = {k: v for k, v in section.figures.items() if k not in placed}
         own_figures |= {k: v for k, v in section.figures.items() if k in section.shown}
-        own_tables = {k: v for k, v in tables.items() if _belongs(k, name) and k not in placed}
+        own_tables = {
+            k: v for k, v in tables.items() if _belongs(k, name) and k not in placed_tables
+        }
         _written_outputs(section, own_figures, own_tables)
-        placed |= set(own_figures) | set(own_tables)
+        placed |= set(own_figures)
+        placed_tables |= set(own_tables)
         sections.append((f"analysis-{i}", section))
     rest = HtmlSection(
         "Other outputs", figures={k: v for k, v in figures.items() if k not in placed}
     )
-    _written_outputs(rest, rest.figures, {k: v for k, v in tables.items() if k not in placed})
+    _written_outputs(
+        rest, rest.figures, {k: v for k, v in tables.items() if k not in placed_tables}
+    )
     if rest.parts:
         sections.append(("other-outputs", rest))
     return sections
