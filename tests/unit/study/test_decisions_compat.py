@@ -118,3 +118,15 @@ def test_kinds_over_one_stage_may_share_a_name_but_not_one_kind_twice(tmp_path: 
     with pytest.raises(InputError) as info:
         load_study(_write(tmp_path, twice))
     assert any("already writes tables named `d`" in str(p) for p in info.value.problems)
+
+
+def test_validate_prints_the_deprecation_line(tmp_path: Path, cli) -> None:
+    from biasim.simulator.cli import app
+
+    path = _write(tmp_path, OLD_FORM)
+    result = cli.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("deprecated: ")]
+    assert line.startswith(f"deprecated: {path}:3: analyses[0]: ")
+    assert "`kind: explicit_bias` with `explicit:`" in line
+    assert "deprecated" not in cli.invoke(app, ["validate", "li2025_decisions"]).stderr
