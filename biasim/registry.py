@@ -167,6 +167,7 @@ KINDS = Registry(
         "rationale_terms": "biasim.simulator.kinds.rationale_terms:RationaleTermsKind",
         "predictions_check": "biasim.simulator.kinds.predictions_check:PredictionsCheckKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
+        "market": "biasim.simulator.kinds.market:MarketKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
         "prism": "biasim.simulator.kinds.prism:PrismKind",
@@ -233,6 +234,7 @@ SCORERS = Registry(
         "agency_finetuned": "biasim.analysis.studies.letters.agency_finetune:AgencyFinetunedScorer",
         "column": "biasim.analysis.text.style_scorers:ColumnScores",
         "nli": "biasim.analysis.text.nli_scorer:NliScorer",
+        "toxicity": "biasim.analysis.text.toxicity:ToxicityScorer",
     },
     extras={
         name: ("letters", ("torch", "transformers", "spacy", "vaderSentiment"))
@@ -245,6 +247,7 @@ SCORERS = Registry(
             "agency_finetuned",
             "column",
             "nli",
+            "toxicity",
         )
     }
     | {"prism": ("prism", ("torch", "transformers"))},

@@ -18,28 +18,14 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import HtmlSection, fmt, format_p, number_spec
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
-
-pd = lazy_module("pandas")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-
-# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
-association = lazy_module("biasim.analysis.studies.bias_transmission.association")
-transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class AssociationSpec(AnalysisSpec):

@@ -18,28 +18,14 @@ from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.association import _records_table, items_deviate
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import association, pd, picks, transmission_figures
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
-
-pd = lazy_module("pandas")
-
-# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
-association = lazy_module("biasim.analysis.studies.bias_transmission.association")
-picks = lazy_module("biasim.analysis.studies.bias_transmission.picks")
-transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class PicksSpec(AnalysisSpec):
