@@ -12,7 +12,6 @@ from pydantic import Field
 from rich.console import Console
 
 from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -21,6 +20,7 @@ from biasim.simulator.kinds.base import (
     slug,
     summary_table,
 )
+from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
 from biasim.simulator.kinds.sections.conditions import (
     add_condition_differences,
     html_condition_differences,
@@ -40,10 +40,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
-
-unit_stats = lazy_module("biasim.analysis.stats.units")
-case_stats = lazy_module("biasim.analysis.stats.cases")
-figures = lazy_module("biasim.analysis.figures")
 
 
 class ConditionDifferencesSpec(StageDecisionsSpec):

@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.text import Text
 
 from biasim.simulator.common.html import Column, HtmlSection, cite, fmt, format_p, from_paper
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -23,6 +22,7 @@ from biasim.simulator.kinds.base import (
     summary_table,
 )
 from biasim.simulator.kinds.explicit_questions import tie_questions
+from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     CaseTables,
@@ -43,11 +43,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
-
-excess_stats = lazy_module("biasim.analysis.stats.excess")
-case_stats = lazy_module("biasim.analysis.stats.cases")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-figures = lazy_module("biasim.analysis.figures")
 
 
 class ExplicitConfig(Strict):

@@ -11,7 +11,6 @@ import yaml
 from pydantic import Field
 
 from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -20,6 +19,7 @@ from biasim.simulator.kinds.base import (
     resolve_data_path,
     summary_table,
 )
+from biasim.simulator.kinds.lazy import case_stats
 from biasim.simulator.kinds.sections.decisions import (
     case_columns,
     check_decisions,
@@ -29,8 +29,6 @@ from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
 if TYPE_CHECKING:
     import pandas as pd
-
-case_stats = lazy_module("biasim.analysis.stats.cases")
 
 
 class PredictionsCheckSpec(StageDecisionsSpec):

@@ -19,7 +19,6 @@ from biasim.analysis.text.term_sets import (
     term_set_sources,
 )
 from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -27,14 +26,10 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     resolve_data_path,
 )
+from biasim.simulator.kinds.lazy import pd, terms, unit_stats, unit_terms
 from biasim.simulator.kinds.sections.decisions import check_decisions, decision_rows
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 from biasim.simulator.study.fields import Strict
-
-pd = lazy_module("pandas")
-terms = lazy_module("biasim.analysis.text.terms")
-unit_terms = lazy_module("biasim.analysis.text.unit_terms")
-unit_stats = lazy_module("biasim.analysis.stats.units")
 
 
 class TermsConfig(Strict):

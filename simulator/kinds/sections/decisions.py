@@ -9,13 +9,9 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
+from biasim.simulator.kinds.lazy import case_stats, pd, unit_stats
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
-
-pd = lazy_module("pandas")
-case_stats = lazy_module("biasim.analysis.stats.cases")
-unit_stats = lazy_module("biasim.analysis.stats.units")
 
 #: The paper whose figures these kinds reproduce: captions cite it only on a study from it.
 PAPER = "Li, Shirado & Das 2025"
