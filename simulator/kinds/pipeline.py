@@ -324,7 +324,11 @@ def _add_position_effects(
     """Per stage that picks: the picks by position shown, the first position's test against
     chance (adjusted across stages) and each group's choice rate against chance."""
     summary = section.summary
-    chosen = readings[readings["valid"] & (readings["k"] > 0)]
+    # A committee's or a selection rule's decision is not one reader's k picks, so the chance
+    # of a position is not k / size: those stages are left out of these tests (each member's
+    # own picks are in its rows, stage `<stage>.reader<j>`).
+    combined = [s.name for s in ctx.study.stages if s.readers or s.selection]
+    chosen = readings[readings["valid"] & (readings["k"] > 0) & ~readings["stage"].isin(combined)]
     # The tests tell evaluations apart, never read their ids: codes check and group faster
     # than 100,000 names, four times per stage.
     chosen = chosen.assign(evaluation=pd.factorize(chosen["evaluation"])[0])

@@ -151,6 +151,7 @@ class PolicyEffectKind(PerRunKind):
             "applicants": int(outcomes["candidate"].nunique()),
             "clusters": int(outcomes["cluster"].nunique()),
             "excluded": excluded,
+            "coupled": [p for p in policies if _coupled(ctx.study, p, spec.stages)],
             "by_group": {},
         }
         section = Section(summary=summary)
@@ -271,6 +272,11 @@ class PolicyEffectKind(PerRunKind):
                 "applicants": {**count, "description": "Applicants read under the policies."},
                 "clusters": {**count, "description": "First-stage pools (the test's unit)."},
                 "excluded": summary_table("Applicants left out, by reason."),
+                "coupled": {
+                    **texts,
+                    "description": "Policies whose chain decides a stage across its pools (a "
+                    "selection rule): their pools are not independent, the test conservative.",
+                },
                 "by_group": {
                     "type": "object",
                     "additionalProperties": per_group,
@@ -330,6 +336,8 @@ class PolicyEffectKind(PerRunKind):
             "  impact ratios are outcome disparities; the paired change is the policy's "
             "causal effect on the same documents"
         )
+        if summary.get("coupled"):
+            console.print(f"  {_coupled_note(summary['coupled'])}")
         small = few_pools(str(summary["name"]), summary["clusters"])
         if small:
             console.print(f"  {small}")
@@ -402,6 +410,8 @@ class PolicyEffectKind(PerRunKind):
                 ],
                 note=_EFFECT_NOTE.format(baseline=summary["baseline"]),
             )
+        if summary.get("coupled"):
+            section.paragraph(_coupled_note(summary["coupled"]))
         if summary["excluded"]:
             section.table(summary["excluded"], key="excluded", title="Excluded, by reason")
 
@@ -461,11 +471,13 @@ def _test_name(policy: str, baseline: str, label: str) -> str:
 
 def _acts_on_double(policy: Any, config: Any) -> bool:
     """Whether the synthetic responder answers differently under ``policy``: it reads how
-    many to pick, the advance rule and the author's persona (withheld when redacted, which
+    many to pick, the advance rule, a committee's other readers, a selection rule across pools
+    and the author's persona (withheld when redacted, which
     matters where the stage's role declares a truth by persona), never the prompt's text."""
     stages = {s.name: s for s in config.stages}
     for name, change in policy.stages.items():
-        if change.select is not None or change.advance is not None:
+        changed = (change.select, change.advance, change.readers, change.selection)
+        if any(v is not None for v in changed):
             return True
         stage = stages[name]
         truth = config.roles[stage.role].synthetic or {}
@@ -473,6 +485,21 @@ def _acts_on_double(policy: Any, config: Any) -> bool:
         if shown and any(t.by or t.weights for t in truth.values()):
             return True
     return False
+
+
+def _coupled(config: Any, policy: str, stages: list[str]) -> bool:
+    """Whether ``policy``'s chain has a stage decided across its pools (a selection rule)."""
+    by_name = {s.name: s for s in config.stages}
+    return any(by_name[policy_stage_name(s, policy)].selection is not None for s in stages)
+
+
+def _coupled_note(policies: list[str]) -> str:
+    return (
+        f"{', '.join(policies)}: a selection rule decides across the pools, so they are not "
+        "independent and the pool-swap test is conservative for the comparisons with it (in "
+        "the calibration a global top-k flagged 1-2 % of null families at 0.05): a large p is "
+        "weak evidence of no effect"
+    )
 
 
 def _group_columns(spec: PolicyEffectSpec) -> list[str]:

@@ -381,7 +381,8 @@ def template_context(
 
 def expected_units(study: StudyConfig) -> int:
     """Units of a study with populations if every answer is valid (see ``total_units``):
-    each writer once per writing stage, and each reading stage's evaluations."""
+    each writer once per writing stage, and each reading stage's evaluations (times its
+    committee's members)."""
     return sum(expected_stage_units(study).values())
 
 
@@ -422,7 +423,8 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
             units = -(-n // (reads.size or 1))
             advanced[name] = units * (stage.select or 1)
         pools[name] = units
-        units_of[name] = units
+        # A committee reads every evaluation once per member: each member's reading is a unit.
+        units_of[name] = units * (stage.readers.count if stage.readers is not None else 1)
     return {name: units * cycles for name, units in units_of.items()}
 
 
