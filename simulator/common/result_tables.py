@@ -1,0 +1,183 @@
+"""One description of a table of a result, and every rendering of it drawn from that one object:
+the console table (through :func:`~biasim.simulator.common.tables.print_table`, so it fits the
+terminal), the HTML table (through :meth:`HtmlSection.table`, each number with its
+``data-path``), the JSON Schema of the summary list, and the column order of the CSV file.
+
+A table's columns are its labels (the columns before the first declared one: the groups a kind
+splits by, which depend on the study, e.g. ``experiment`` or ``model_label``) then the declared
+columns the records hold. Columns neither leading nor declared (an item's descriptors, a count
+named after the target value) stay in the CSV file and the summary only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from biasim.simulator.common.html import Column, HtmlSection, fmt
+from biasim.simulator.common.tables import Hidden, print_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+#: A table in a summary: one record (column -> value) per row.
+Records = list[dict[str, Any]]
+#: A path into the summary below a kind's entry: keys and list indices.
+Key = tuple[str | int, ...]
+
+#: The JSON type of a column's values, by its format (a label may be any scalar).
+_TYPES: dict[str, list[str]] = {"int": ["integer", "null"], "bool": ["boolean", "null"], "text": []}
+_NUMBER = ["number", "null"]
+
+
+@dataclass(frozen=True)
+class ResultTable:
+    """A table of a result: where it is in the summary, its columns and what it says.
+
+    Attributes:
+        key: Its key in the kind's summary (a list of records).
+        title: The heading, after the analysis's name on the console.
+        columns: The declared columns, in the order shown and written to the CSV file.
+        description: What the table holds, one line (the summary's JSON Schema says it).
+        note: A line under the table, explaining its columns.
+        says_nothing: Whether a row says nothing (e.g. a test that could not run); such rows
+            are left out of the console and the page and named in one note with ``why``.
+        why: Why those rows say nothing.
+        console: Whether the console shows it (a long per-item table is named in one line
+            instead, and read in the page and the CSV file).
+    """
+
+    key: str
+    title: str
+    columns: tuple[Column, ...]
+    description: str
+    note: str | None = None
+    says_nothing: Callable[[dict[str, Any]], bool] | None = None
+    why: str = ""
+    console: bool = True
+
+    def shown(self, records: Sequence[dict[str, Any]]) -> list[Column]:
+        """The columns shown: the records' leading labels, then the declared ones they hold."""
+        first = records[0] if records else {}
+        declared = {c.key for c in self.columns}
+        labels = []
+        for key in first:
+            if key in declared:
+                break
+            labels.append(Column(key))
+        return labels + [c for c in self.columns if c.key in first]
+
+    def hidden(self, records: Sequence[dict[str, Any]]) -> tuple[list[int], Hidden | None]:
+        """Indices of the rows shown, and the rows left out as saying nothing (or None)."""
+        if self.says_nothing is None:
+            return list(range(len(records))), None
+        quiet = [i for i, r in enumerate(records) if self.says_nothing(r)]
+        if not quiet:
+            return list(range(len(records))), None
+        names = _name_columns(self.shown(records))
+        rows = tuple(" ".join(fmt(records[i].get(c), "text") for c in names) for i in quiet)
+        return [i for i in range(len(records)) if i not in set(quiet)], Hidden(rows, self.why)
+
+    def print(self, console: Console, records: Sequence[dict[str, Any]], name: str) -> None:
+        """The table on the console, titled ``<name>: <title>``, its note below it."""
+        title = f"{name}: {self.title}"
+        if not self.console:
+            console.print(
+                f"  {title}: {len(records)} rows (in the report and the CSV tables)",
+                highlight=False,
+            )
+            return
+        columns = self.shown(records)
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column.label or column.key, justify=_justify(column))
+        shown, hidden = self.hidden(records)
+        for i in shown:
+            table.add_row(*[cell(records[i], c) for c in columns])
+        print_table(console, table, hidden)
+        if self.note:
+            console.print(f"  {self.note}", highlight=False)
+
+    def html(self, section: HtmlSection, records: Sequence[dict[str, Any]], key: Key) -> None:
+        """The table in the report page, its numbers at their path ``key`` in the summary."""
+        shown, hidden = self.hidden(records)
+        section.table(
+            records,
+            key=key,
+            columns=self.shown(records),
+            title=self.title,
+            note=self.note,
+            where=shown,
+        )
+        if hidden is not None:
+            section.paragraph(hidden.note(200), muted=True)
+
+    def schema(self, description: str | None = None) -> dict[str, Any]:
+        """The JSON Schema of the summary list: each declared column's type and meaning."""
+        properties = {c.key: _column_schema(c) for c in self.columns}
+        for c in self.columns:
+            if c.spec == "ci" and c.upper:
+                properties[c.upper] = {"type": _NUMBER, "description": "Its upper bound."}
+        required = [c.key for c in self.columns if c.required]
+        return {
+            "type": "array",
+            "items": {"type": "object", "properties": properties, "required": required},
+            "description": description or self.description,
+        }
+
+    def csv(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with its declared columns in the declared order, each undeclared column
+        kept right after the column before it (the labels lead, as they do on the console)."""
+        declared = [c.key for c in self.columns if c.key in frame.columns]
+        blocks: dict[str, list[str]] = {}
+        lead: list[str] = []
+        current = None
+        for column in frame.columns:
+            if column in declared:
+                current = column
+                blocks[column] = [column]
+            elif current is None:
+                lead.append(column)
+            else:
+                blocks[current].append(column)
+        order = lead + [c for key in declared for c in blocks[key]]
+        return frame[order]
+
+
+def cell(record: dict[str, Any], column: Column) -> str:
+    """One cell as the console shows it: the value in the column's format (an interval as
+    ``[low, high]``), ``*`` after a significant one."""
+    value = record.get(column.key)
+    if column.spec == "ci":
+        text = f"[{fmt(value)}, {fmt(record.get(column.upper or ''))}]"
+    else:
+        text = fmt(value, column.spec)
+    if column.star and record.get(column.star):
+        text += "*"
+    return text
+
+
+def _justify(column: Column) -> Any:
+    return "left" if column.spec in ("text", "bool") else "right"
+
+
+def _name_columns(columns: Sequence[Column]) -> list[str]:
+    """The leading label columns that name a row (at least the first column)."""
+    names = []
+    for column in columns:
+        if column.spec != "text":
+            break
+        names.append(column.key)
+    return names or [c.key for c in columns[:1]]
+
+
+def _column_schema(column: Column) -> dict[str, Any]:
+    types = _TYPES.get(column.spec, _NUMBER)
+    out: dict[str, Any] = {"type": types} if types else {}
+    if column.description:
+        out["description"] = column.description
+    return out
