@@ -3,16 +3,19 @@ the console table (through :func:`~biasim.simulator.common.tables.print_table`, 
 terminal), the HTML table (through :meth:`HtmlSection.table`, each number with its
 ``data-path``), the JSON Schema of the summary list, and the column order of the CSV file.
 
-A table's columns are its labels (the columns before the first declared one: the groups a kind
-splits by, which depend on the study, e.g. ``experiment`` or ``model_label``) then the declared
-columns the records hold. Columns neither leading nor declared (an item's descriptors, a count
-named after the target value) stay in the CSV file and the summary only.
+A table's columns are its labels (the text columns before the first declared one: the groups a
+kind splits by, which depend on the study, e.g. ``experiment`` or ``model_label``) then the
+declared columns the records hold. A declared key ending in ``*`` is a family of columns named
+after the study's values (``share_*``: ``share_exp1``, ``share_exp2``). Columns neither labels
+nor declared (an item's descriptors, a count named after the target value) stay in the CSV file
+and the summary only.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -49,6 +52,9 @@ class ResultTable:
         why: Why those rows say nothing.
         console: Whether the console shows it (a long per-item table is named in one line
             instead, and read in the page and the CSV file).
+        file: Its CSV file's name after the analysis's (``<name>_<file>.csv``; default the
+            key; ``{key}`` names a table of a mapping); None: the summary holds it alone (a
+            count or two per level, which the CSV files of the rows it counts hold too).
     """
 
     key: str
@@ -59,17 +65,35 @@ class ResultTable:
     says_nothing: Callable[[dict[str, Any]], bool] | None = None
     why: str = ""
     console: bool = True
+    file: str | None = ""
+
+    def file_name(self, analysis: str) -> str | None:
+        """The stem of its CSV file, for the analysis named ``analysis`` (None: not written)."""
+        return None if self.file is None else slug(analysis, self.file or self.key)
+
+    def declared(self, keys: Sequence[str]) -> list[Column]:
+        """The declared columns among ``keys`` (a record's or a frame's), a family expanded to
+        its members in their order there."""
+        out = []
+        for column in self.columns:
+            if column.key.endswith("*"):
+                stem = column.key[:-1]
+                out += [replace(column, key=k, label=k) for k in keys if k.startswith(stem)]
+            elif column.key in keys:
+                out.append(column)
+        return out
 
     def shown(self, records: Sequence[dict[str, Any]]) -> list[Column]:
         """The columns shown: the records' leading labels, then the declared ones they hold."""
         first = records[0] if records else {}
-        declared = {c.key for c in self.columns}
+        declared = self.declared(list(first))
+        keys = {c.key for c in declared}
         labels = []
-        for key in first:
-            if key in declared:
+        for key, item in first.items():
+            if key in keys or (isinstance(item, int | float) and not isinstance(item, bool)):
                 break
             labels.append(Column(key))
-        return labels + [c for c in self.columns if c.key in first]
+        return labels + declared
 
     def hidden(self, records: Sequence[dict[str, Any]]) -> tuple[list[int], Hidden | None]:
         """Indices of the rows shown, and the rows left out as saying nothing (or None)."""
@@ -79,7 +103,9 @@ class ResultTable:
         if not quiet:
             return list(range(len(records))), None
         names = _name_columns(self.shown(records))
-        rows = tuple(" ".join(fmt(records[i].get(c), "text") for c in names) for i in quiet)
+        rows = tuple(
+            " ".join(fmt(records[i].get(c), "text") for c in names) or "all" for i in quiet
+        )
         return [i for i in range(len(records)) if i not in set(quiet)], Hidden(rows, self.why)
 
     def print(self, console: Console, records: Sequence[dict[str, Any]], name: str) -> None:
@@ -87,12 +113,14 @@ class ResultTable:
         title = f"{name}: {self.title}"
         if not self.console:
             console.print(
-                f"  {title}: {len(records)} rows (in the report and the CSV tables)",
+                f"{title}: {len(records)} rows (in the report and the CSV tables)",
                 highlight=False,
             )
             return
         columns = self.shown(records)
-        table = Table(title=title)
+        # The title on a line of its own: above a narrow table Rich wraps it to the width.
+        console.print(title, style="table.title", highlight=False)
+        table = Table()
         for column in columns:
             table.add_column(column.label or column.key, justify=_justify(column))
         shown, hidden = self.hidden(records)
@@ -118,21 +146,34 @@ class ResultTable:
 
     def schema(self, description: str | None = None) -> dict[str, Any]:
         """The JSON Schema of the summary list: each declared column's type and meaning."""
-        properties = {c.key: _column_schema(c) for c in self.columns}
-        for c in self.columns:
+        fixed = [c for c in self.columns if not c.key.endswith("*")]
+        properties = {c.key: _column_schema(c) for c in fixed}
+        for c in fixed:
             if c.spec == "ci" and c.upper:
                 properties[c.upper] = {"type": _NUMBER, "description": "Its upper bound."}
-        required = [c.key for c in self.columns if c.required]
-        return {
-            "type": "array",
-            "items": {"type": "object", "properties": properties, "required": required},
-            "description": description or self.description,
+        items: dict[str, Any] = {"type": "object", "properties": properties}
+        families = {
+            f"^{re.escape(c.key[:-1])}": _column_schema(c)
+            for c in self.columns
+            if c.key.endswith("*")
         }
+        if families:
+            items["patternProperties"] = families
+        items["required"] = [c.key for c in fixed if c.required]
+        return {"type": "array", "items": items, "description": description or self.description}
+
+    def write(self, tables: dict[str, pd.DataFrame], analysis: str, frame: pd.DataFrame) -> Records:
+        """Put ``frame`` in ``tables`` as its CSV file (columns in :meth:`csv`'s order; none
+        when the summary holds it alone), and return its records for the summary."""
+        stem = self.file_name(analysis)
+        if stem is not None:
+            tables[stem] = self.csv(frame)
+        return frame.to_dict("records")
 
     def csv(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with its declared columns in the declared order, each undeclared column
         kept right after the column before it (the labels lead, as they do on the console)."""
-        declared = [c.key for c in self.columns if c.key in frame.columns]
+        declared = [c.key for c in self.declared(list(frame.columns))]
         blocks: dict[str, list[str]] = {}
         lead: list[str] = []
         current = None
@@ -148,12 +189,19 @@ class ResultTable:
         return frame[order]
 
 
+def slug(*parts: Any) -> str:
+    """A file-name-safe name joined from ``parts`` (empty parts are left out): a table's or a
+    figure's file stem."""
+    return "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)).strip("-") for p in parts if p)
+
+
 def cell(record: dict[str, Any], column: Column) -> str:
     """One cell as the console shows it: the value in the column's format (an interval as
-    ``[low, high]``), ``*`` after a significant one."""
+    ``[low,high]``), ``*`` after a significant one."""
     value = record.get(column.key)
     if column.spec == "ci":
-        text = f"[{fmt(value)}, {fmt(record.get(column.upper or ''))}]"
+        # No space: the console wraps cells at spaces, which would cut an interval in two.
+        text = f"[{fmt(value)},{fmt(record.get(column.upper or ''))}]"
     else:
         text = fmt(value, column.spec)
     if column.star and record.get(column.star):
@@ -166,13 +214,13 @@ def _justify(column: Column) -> Any:
 
 
 def _name_columns(columns: Sequence[Column]) -> list[str]:
-    """The leading label columns that name a row (at least the first column)."""
+    """The leading label columns that name a row (none: the table's one row is ``all``)."""
     names = []
     for column in columns:
         if column.spec != "text":
             break
         names.append(column.key)
-    return names or [c.key for c in columns[:1]]
+    return names
 
 
 def _column_schema(column: Column) -> dict[str, Any]:

@@ -86,7 +86,11 @@ def tables_of(cls: type, summary: dict[str, Any]) -> Iterator[tuple[ResultTable,
         if f.metadata["by_key"]:
             for key, records in held.items():
                 if records:
-                    titled = dataclasses.replace(spec, title=spec.title.format(key=key))
+                    titled = dataclasses.replace(
+                        spec,
+                        title=spec.title.format(key=key),
+                        file=spec.file and spec.file.format(key=key),
+                    )
                     yield titled, records, (f.name, key)
         else:
             yield spec, held, (f.name,)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+# Re-exported: kinds and sections name their tables' and figures' files with it.
+from biasim.simulator.common.result_tables import slug as slug
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.study.analysis_spec import AnalysisSpec
 from biasim.simulator.study.facts import StudyFacts
@@ -120,11 +122,6 @@ def model_problem(
             f"{expects}; {how_to}"
         )
     return None
-
-
-def slug(*parts: Any) -> str:
-    """A file-name-safe name joined from ``parts`` (empty parts are left out)."""
-    return "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)).strip("-") for p in parts if p)
 
 
 def without_model(rows: pd.DataFrame, id_col: str) -> pd.Series:
