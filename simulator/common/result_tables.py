@@ -52,6 +52,8 @@ class ResultTable:
         why: Why those rows say nothing.
         console: Whether the console shows it (a long per-item table is named in one line
             instead, and read in the page and the CSV file).
+        labels_from: Fields of the summary naming label columns the records hold wherever
+            (``by``: the experiment, last in a table of model fits): shown first.
         file: Its CSV file's name after the analysis's (``<name>_<file>.csv``; default the
             key; ``{key}`` names a table of a mapping); None: the summary holds it alone (a
             count or two per level, which the CSV files of the rows it counts hold too).
@@ -65,6 +67,7 @@ class ResultTable:
     says_nothing: Callable[[dict[str, Any]], bool] | None = None
     why: str = ""
     console: bool = True
+    labels_from: tuple[str, ...] = ()
     file: str | None = ""
 
     def file_name(self, analysis: str) -> str | None:
@@ -108,6 +111,16 @@ class ResultTable:
         )
         return [i for i in range(len(records)) if i not in set(quiet)], Hidden(rows, self.why)
 
+    def parts(self, records: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[Column]]]:
+        """The rows shown (not hidden), split where their columns differ (a table joined from
+        experiments that compare their own groups: ``mean_strong`` then ``mean_female``), each
+        part as (indices, columns)."""
+        shown, _ = self.hidden(records)
+        out: dict[tuple[str, ...], list[int]] = {}
+        for i in shown:
+            out.setdefault(tuple(records[i]), []).append(i)
+        return [(rows, self.shown([records[rows[0]]])) for rows in out.values()]
+
     def print(self, console: Console, records: Sequence[dict[str, Any]], name: str) -> None:
         """The table on the console, titled ``<name>: <title>``, its note below it."""
         title = f"{name}: {self.title}"
@@ -117,30 +130,34 @@ class ResultTable:
                 highlight=False,
             )
             return
-        columns = self.shown(records)
         # The title on a line of its own: above a narrow table Rich wraps it to the width.
         console.print(title, style="table.title", highlight=False)
-        table = Table()
-        for column in columns:
-            table.add_column(column.label or column.key, justify=_justify(column))
-        shown, hidden = self.hidden(records)
-        for i in shown:
-            table.add_row(*[cell(records[i], c) for c in columns])
-        print_table(console, table, hidden)
+        _, hidden = self.hidden(records)
+        parts = self.parts(records) or [([], self.shown(records))]
+        for j, (rows, columns) in enumerate(parts):
+            table = Table()
+            for column in columns:
+                table.add_column(column.label or column.key, justify=_justify(column))
+            for i in rows:
+                table.add_row(*[cell(records[i], c) for c in columns])
+            print_table(console, table, hidden if j == len(parts) - 1 else None)
         if self.note:
             console.print(f"  {self.note}", highlight=False)
 
     def html(self, section: HtmlSection, records: Sequence[dict[str, Any]], key: Key) -> None:
         """The table in the report page, its numbers at their path ``key`` in the summary."""
-        shown, hidden = self.hidden(records)
-        section.table(
-            records,
-            key=key,
-            columns=self.shown(records),
-            title=self.title,
-            note=self.note,
-            where=shown,
-        )
+        _, hidden = self.hidden(records)
+        parts = self.parts(records)
+        for j, (rows, columns) in enumerate(parts):
+            last = j == len(parts) - 1
+            section.table(
+                records,
+                key=key,
+                columns=columns,
+                title=self.title,
+                note=self.note if last else None,
+                where=rows,
+            )
         if hidden is not None:
             section.paragraph(hidden.note(200), muted=True)
 

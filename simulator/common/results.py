@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rich.text import Text
 
+from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import Key, Records, ResultTable
 
 if TYPE_CHECKING:
@@ -77,12 +78,16 @@ def result_schema(cls: type) -> dict[str, Any]:
 
 def tables_of(cls: type, summary: dict[str, Any]) -> Iterator[tuple[ResultTable, Records, Key]]:
     """Each table of the summary with rows, in the order the result declares them: its
-    description (the title naming its key, for a table per key), records and path."""
+    description (the title naming its key, for a table per key; the label columns its
+    ``labels_from`` names declared first), records and path."""
     for f in dataclasses.fields(cls):
         spec: ResultTable | None = f.metadata.get("table")
         held = summary.get(f.name)
         if spec is None or not held:
             continue
+        if spec.labels_from:
+            named = [summary[k] for k in spec.labels_from if isinstance(summary.get(k), str)]
+            spec = dataclasses.replace(spec, columns=(*map(Column, named), *spec.columns))
         if f.metadata["by_key"]:
             for key, records in held.items():
                 if records:
