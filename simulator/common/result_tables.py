@@ -13,6 +13,7 @@ and the summary only.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -204,6 +205,12 @@ class ResultTable:
                 blocks[current].append(column)
         order = lead + [c for key in declared for c in blocks[key]]
         return frame[order]
+
+
+def missing(value: Any) -> bool:
+    """Whether a summary value is missing: None (as read from summary.json) or NaN (as a
+    computation holds it before it is written)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def slug(*parts: Any) -> str:

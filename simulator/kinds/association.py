@@ -17,7 +17,7 @@ from pydantic import Field
 
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -138,7 +138,7 @@ POSITION = ResultTable(
     description="Share when named first vs second.",
     file=None,
     note="the order is drawn at random per call, so a preference for the first-named cancels",
-    says_nothing=lambda r: r.get("effect") is None,
+    says_nothing=lambda r: missing(r.get("effect")),
     why="every call named the target in one position",
 )
 COMPARISON = ResultTable(

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import (
     about,
     html_result,
@@ -37,7 +37,7 @@ SHARES = ResultTable(
     ),
     description="Share per item.",
     note="p: exact binomial test against 0.5.",
-    says_nothing=lambda r: r["p_value"] is None,
+    says_nothing=lambda r: missing(r["p_value"]),
     why="no test ran",
 )
 
@@ -45,7 +45,7 @@ RECORDS = [
     {"experiment": "e1", "item": "Nurse", "n": 12, "share": 0.75, "ci_low": 0.47,
      "ci_high": 0.91, "p_value": 0.0002, "deviates": True, "n_female": 9},
     {"experiment": "e1", "item": "Pilot", "n": 3, "share": 0.333333, "ci_low": 0.06,
-     "ci_high": 0.79, "p_value": None, "deviates": False, "n_female": 1},
+     "ci_high": 0.79, "p_value": float("nan"), "deviates": False, "n_female": 1},
 ]  # fmt: skip
 
 
