@@ -26,9 +26,9 @@ SELECTED = "selected"
 class ReaderAgent(LLMAgent):
     """An agent that reads documents other agents wrote and rates or picks among them."""
 
-    def read(self, evaluation: Evaluation) -> Reading:
-        """The unit of work of reading ``evaluation``."""
-        return Reading(self, evaluation)
+    def read(self, evaluation: Evaluation, member: int = 0) -> Reading:
+        """The unit of work of reading ``evaluation`` (as ``member`` j >= 1 of a committee)."""
+        return Reading(self, evaluation, member=member)
 
 
 class Screener(ReaderAgent):
@@ -50,6 +50,8 @@ class Reading:
     agent: ReaderAgent
     evaluation: Evaluation
     failed_stage: str | None = None
+    #: A committee member's place (1, 2, ...); 0 for the stage's only reader.
+    member: int = 0
 
     @property
     def spec(self) -> AgentSpec:
@@ -58,8 +60,9 @@ class Reading:
 
     def unit(self, stage: StagePlan) -> str:
         """Stable id: the reader, the stage and the evaluation (so a resumed stage reads the
-        same documents under the same id)."""
-        return f"{self.agent.spec.agent_id}/{stage.name}/{self.evaluation.id}"
+        same documents under the same id); a committee member's names its place."""
+        unit = f"{self.agent.spec.agent_id}/{stage.name}/{self.evaluation.id}"
+        return f"{unit}/reader{self.member}" if self.member else unit
 
     def context(self) -> dict[str, Any]:
         """What the templates see: the reader's own variables, ``documents`` (each with

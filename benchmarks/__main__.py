@@ -16,6 +16,7 @@ from . import (
     embedded,
     engine,
     letter_scorers,
+    market,
     orchestration,
     pipeline,
     prism,
@@ -26,6 +27,7 @@ from . import (
 BENCHMARKS = (
     "engine",
     "pipeline",
+    "market",
     "embedded",
     "orchestration",
     "transport",
@@ -59,6 +61,8 @@ def main() -> None:
         results["engine"] = engine.run()
     if "pipeline" in chosen:
         results["pipeline"] = pipeline.run()
+    if "market" in chosen:
+        results["market"] = market.run()
     if "embedded" in chosen:
         results["embedded"] = embedded.run()
     if "orchestration" in chosen:
@@ -89,6 +93,8 @@ def main() -> None:
         table.add_row(*row)
     if "pipeline" in results:
         _pipeline_rows(table, results["pipeline"])
+    for row in market.rows(results["market"]) if "market" in results else []:
+        table.add_row(*row)
     if "embedded" in results:
         _embedded_rows(table, results["embedded"])
     if "orchestration" in results:

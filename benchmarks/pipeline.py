@@ -81,7 +81,7 @@ def run(agents_per_value: int = 16_667, repeats: int = 3) -> dict[str, Any]:
     default), each in a fresh process, as the engine benchmark takes its best: on a shared
     machine one run took 8.5 to 11.7 s in the same hour. Every run's time and the largest peak
     memory are kept."""
-    runs = [_one_run(agents_per_value) for _ in range(repeats)]
+    runs = [one_run(STUDY.replace("AGENTS", str(agents_per_value))) for _ in range(repeats)]
     measured = min(runs, key=lambda r: r["total_s"])
     units = sum(measured["units"].values())
     stage_s = sum(measured["stages_s"].values())
@@ -105,10 +105,12 @@ def run(agents_per_value: int = 16_667, repeats: int = 3) -> dict[str, Any]:
     }
 
 
-def _one_run(agents_per_value: int) -> dict[str, Any]:
+def one_run(study: str) -> dict[str, Any]:
+    """Run the study text ``study`` in a fresh process (so its peak memory is its own): its
+    time, per-stage times, units per stage and peak RSS."""
     done = subprocess.run(
         [sys.executable, "-c", _CHILD],
-        input=STUDY.replace("AGENTS", str(agents_per_value)),
+        input=study,
         capture_output=True,
         text=True,
         check=True,

@@ -161,6 +161,7 @@ KINDS = Registry(
     {
         "demographic_parity": "biasim.simulator.kinds.demographic_parity:DemographicParityKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
+        "market": "biasim.simulator.kinds.market:MarketKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",
         "letters": "biasim.simulator.kinds.letters:LettersKind",
         "prism": "biasim.simulator.kinds.prism:PrismKind",
@@ -227,6 +228,7 @@ SCORERS = Registry(
         "agency_finetuned": "biasim.analysis.studies.letters.agency_finetune:AgencyFinetunedScorer",
         "column": "biasim.analysis.text.style_scorers:ColumnScores",
         "nli": "biasim.analysis.text.nli_scorer:NliScorer",
+        "toxicity": "biasim.analysis.text.toxicity:ToxicityScorer",
     },
     extras={
         name: ("letters", ("torch", "transformers", "spacy", "vaderSentiment"))
@@ -239,6 +241,7 @@ SCORERS = Registry(
             "agency_finetuned",
             "column",
             "nli",
+            "toxicity",
         )
     }
     | {"prism": ("prism", ("torch", "transformers"))},

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from typer.testing import CliRunner
+
+if TYPE_CHECKING:
+    from tests.builtin_runs import BuiltinRuns
 
 SYNTHETIC_STUDY = """\
 name: synthetic_flood
@@ -73,6 +77,16 @@ def write_study(
 def synthetic_study(tmp_path: Path) -> Path:
     """A small synthetic study file."""
     return write_study(tmp_path / "study.yaml")
+
+
+@pytest.fixture(scope="session")
+def builtin_runs(tmp_path_factory: pytest.TempPathFactory) -> BuiltinRuns:
+    """Every built-in study's run folder, each study run once per test session (per xdist
+    worker) on first request: the schema, golden-table and console-width tests read the same
+    runs."""
+    from tests.builtin_runs import BuiltinRuns
+
+    return BuiltinRuns(tmp_path_factory.mktemp("builtin_runs"))
 
 
 @pytest.fixture

@@ -151,6 +151,35 @@ def swap_differences(
     return out
 
 
+@dataclass(frozen=True)
+class SwapStatistics:
+    """Statistics of one score under two swap values, computed for many labellings at once.
+
+    Attributes:
+        names: The statistics, in the order ``compute`` returns them.
+        compute: ``(x, labels, pair) -> {name: (rows,) values}``: ``x`` the scores, ``labels``
+            a ``(rows, len(x))`` 0/1 array (0: value a, 1: value b), ``pair`` each score's pair
+            code; each value is a minus b.
+    """
+
+    names: tuple[str, ...]
+    compute: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.ndarray]]
+
+
+def distribution_statistics(threshold: float, quantiles: Sequence[float]) -> SwapStatistics:
+    """Both sentiment parities and a minus b of the mean, sd and ``quantiles``."""
+
+    def compute(x: np.ndarray, labels: np.ndarray, pair: np.ndarray) -> dict[str, np.ndarray]:
+        n_b = int(labels[0].sum())
+        values = np.broadcast_to(x, labels.shape)
+        a = values[labels == 0].reshape(len(labels), -1)
+        b = values[labels == 1].reshape(len(labels), n_b)
+        return swap_differences(a, b, threshold, quantiles)
+
+    names = tuple(swap_differences(np.zeros(2), np.ones(2), threshold, quantiles))
+    return SwapStatistics(names, compute)
+
+
 def swap_score_tests(
     scored: pd.DataFrame,
     cols: CounterfactualColumns,
@@ -161,7 +190,22 @@ def swap_score_tests(
     seed: int = 0,
 ) -> pd.DataFrame:
     """Differences in one score's distribution between every two swap values, each with a
-    two-sided permutation p (swap labels relabelled within pairs).
+    two-sided permutation p (swap labels relabelled within pairs): see
+    :func:`swap_value_tests`, with :func:`distribution_statistics`."""
+    statistics = distribution_statistics(threshold, quantiles)
+    return swap_value_tests(scored, cols, score, statistics, n_permutations, seed)
+
+
+def swap_value_tests(
+    scored: pd.DataFrame,
+    cols: CounterfactualColumns,
+    score: str,
+    statistics: SwapStatistics,
+    n_permutations: int = 1999,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """``statistics`` of one score between every two swap values, each with a two-sided
+    permutation p (swap labels relabelled within pairs).
 
     Returns:
         One row per (value_a, value_b, statistic): ``metric`` (the score column),
@@ -188,52 +232,25 @@ def swap_score_tests(
             "n_excluded": len(part) - len(valid),
         }
         if min(np.bincount(labels, minlength=2)) < 2:
+            why = "fewer than two scored responses under a value"
             rows += [
-                {
-                    **base,
-                    "statistic": s,
-                    "estimate": np.nan,
-                    "p_value": None,
-                    "note": "fewer than two scored responses under a value",
-                }
-                for s in swap_differences(np.zeros(2), np.zeros(2), threshold, quantiles)
+                {**base, "statistic": s, "estimate": np.nan, "p_value": None, "note": why}
+                for s in statistics.names
             ]
             continue
-        observed, null = _permuted_differences(
-            x, labels, pair, threshold, quantiles, n_permutations, seed
-        )
+        observed = {k: float(v[0]) for k, v in statistics.compute(x, labels[None], pair).items()}
+        chunks = [
+            statistics.compute(x, relabelled, pair)
+            for relabelled in within_pair_labels(
+                labels, pair, n_permutations, np.random.default_rng(seed)
+            )
+        ]
         note = unreachable_note(labels, pair)
         for stat, value in observed.items():
-            p = resampling_p_value(np.abs(null[stat]), abs(value))
+            null = np.concatenate([c[stat] for c in chunks])
+            p = resampling_p_value(np.abs(null), abs(value))
             rows.append({**base, "statistic": stat, "estimate": value, "p_value": p, "note": note})
     return pd.DataFrame(rows)
-
-
-def _permuted_differences(
-    x: np.ndarray,
-    labels: np.ndarray,
-    pair: np.ndarray,
-    threshold: float,
-    quantiles: Sequence[float],
-    n_permutations: int,
-    seed: int,
-) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """The observed statistics and their values under within-pair relabellings."""
-    n_b = int(labels.sum())
-    n_a = labels.size - n_b
-    observed = {
-        k: float(v[0])
-        for k, v in swap_differences(x[labels == 0], x[labels == 1], threshold, quantiles).items()
-    }
-    chunks: list[dict[str, np.ndarray]] = []
-    rng = np.random.default_rng(seed)
-    for relabelled in within_pair_labels(labels, pair, n_permutations, rng):
-        values = np.broadcast_to(x, relabelled.shape)
-        a = values[relabelled == 0].reshape(-1, n_a)
-        b = values[relabelled == 1].reshape(-1, n_b)
-        chunks.append(swap_differences(a, b, threshold, quantiles))
-    null = {k: np.concatenate([c[k] for c in chunks]) for k in observed}
-    return observed, null
 
 
 def masked_texts(responses: pd.DataFrame, cols: CounterfactualColumns) -> list[str]:

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +23,7 @@ from biasim.simulator.cli.common import (
     print_written,
     styled,
 )
+from biasim.simulator.cli.option_groups import GroupOption, OptionGroup, with_groups
 from biasim.simulator.common.csvlimits import (
     CELL_CHARS_CEILING,
     DEFAULT_MAX_CELL_CHARS,
@@ -269,48 +271,57 @@ _AUDIT_STAGE_OPTION = typer.Option(
 )
 
 
+def _audited(by: str | None, **columns: Any) -> Any:
+    """The decisions audited and the columns read, as ``biasim audit`` and ``biasim gate`` take
+    them: an ``AuditOptions`` (typed ``Any`` here: the tools, and pandas with them, are imported
+    when a command runs), to which the command adds its own options."""
+    from biasim.simulator.tools.audit import AuditOptions
+
+    return AuditOptions(**columns, by=[c.strip() for c in (by or "").split(",") if c.strip()])
+
+
+# The options audit and gate share, declared once (`with_groups` adds them to each).
+_AUDITED = OptionGroup(
+    "audited",
+    _audited,
+    (
+        GroupOption("sex_col", str | None, _AUDIT_SEX_COL_OPTION, None),
+        GroupOption("race_col", str | None, _AUDIT_RACE_COL_OPTION, None),
+        GroupOption("selected_col", str | None, _AUDIT_SELECTED_COL_OPTION, None),
+        GroupOption("outcome_col", str | None, _AUDIT_OUTCOME_COL_OPTION, None),
+        GroupOption("positive", str | None, _AUDIT_POSITIVE_OPTION, None),
+        GroupOption("by", str | None, _AUDIT_BY_OPTION, None),
+        GroupOption("exclude_small", bool, _AUDIT_EXCLUDE_SMALL_OPTION, False),
+        GroupOption("analysis", str | None, _AUDIT_ANALYSIS_OPTION, None),
+        GroupOption("stage", str | None, _AUDIT_STAGE_OPTION, None),
+        GroupOption("accept_edits", bool, _ACCEPT_EDITS_OPTION, False),
+    ),
+)
+
+
 @app.command()
+@with_groups(_AUDITED)
 def audit(
     source: Annotated[Path, _AUDIT_SOURCE_ARGUMENT],
+    audited: Any,
     audit_format: Annotated[str, _AUDIT_FORMAT_OPTION] = "ll144",
     out: Annotated[Path | None, _AUDIT_OUT_OPTION] = None,
-    sex_col: Annotated[str | None, _AUDIT_SEX_COL_OPTION] = None,
-    race_col: Annotated[str | None, _AUDIT_RACE_COL_OPTION] = None,
-    selected_col: Annotated[str | None, _AUDIT_SELECTED_COL_OPTION] = None,
-    outcome_col: Annotated[str | None, _AUDIT_OUTCOME_COL_OPTION] = None,
-    positive: Annotated[str | None, _AUDIT_POSITIVE_OPTION] = None,
     score_col: Annotated[str | None, _AUDIT_SCORE_COL_OPTION] = None,
     date_col: Annotated[str | None, _AUDIT_DATE_COL_OPTION] = None,
-    by: Annotated[str | None, _AUDIT_BY_OPTION] = None,
-    exclude_small: Annotated[bool, _AUDIT_EXCLUDE_SMALL_OPTION] = False,
-    analysis: Annotated[str | None, _AUDIT_ANALYSIS_OPTION] = None,
     max_cell_chars: Annotated[int, _AUDIT_MAX_CELL_CHARS_OPTION] = DEFAULT_MAX_CELL_CHARS,
     max_groups: Annotated[int, _AUDIT_MAX_GROUPS_OPTION] = DEFAULT_MAX_GROUPS,
     max_rows: Annotated[int, _AUDIT_MAX_ROWS_OPTION] = DEFAULT_MAX_ROWS,
-    stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
     force: Annotated[bool, _AUDIT_FORCE_OPTION] = False,
-    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
     """Bias-audit tables under a rule (NYC Local Law 144, EEOC four-fifths): selection rates
     and impact ratios per sex, race/ethnicity and intersectional category, as CSV, audit.json
     and HTML."""
-    from biasim.simulator.tools.audit import AuditOptions
-
     target = _checked_audit_target(source, audit_format, out, force)
-    options = AuditOptions(
-        sex_col=sex_col,
-        race_col=race_col,
-        selected_col=selected_col,
-        outcome_col=outcome_col,
-        positive=positive,
+    options = replace(
+        audited,
         score_col=score_col,
         date_col=date_col,
-        by=[c.strip() for c in (by or "").split(",") if c.strip()],
-        exclude_small=exclude_small,
-        analysis=analysis,
         limits=CsvLimits(max_cell_chars, max_groups, max_rows),
-        stage=stage,
-        accept_edits=accept_edits,
         audit_format=audit_format,
     )
     result, written = _write_audit(source, options, target, force)
@@ -472,27 +483,18 @@ _GATE_MARKDOWN_OPTION = typer.Option("--markdown", help="Write a Markdown summar
 
 
 @app.command()
+@with_groups(_AUDITED)
 def gate(
     source: Annotated[Path, _GATE_SOURCE_ARGUMENT],
+    audited: Any,
     rule: Annotated[list[str] | None, _GATE_RULE_OPTION] = None,
     audit_format: Annotated[str, _GATE_FORMAT_OPTION] = "eeoc",
     junit: Annotated[Path | None, _GATE_JUNIT_OPTION] = None,
     markdown: Annotated[Path | None, _GATE_MARKDOWN_OPTION] = None,
-    sex_col: Annotated[str | None, _AUDIT_SEX_COL_OPTION] = None,
-    race_col: Annotated[str | None, _AUDIT_RACE_COL_OPTION] = None,
-    selected_col: Annotated[str | None, _AUDIT_SELECTED_COL_OPTION] = None,
-    outcome_col: Annotated[str | None, _AUDIT_OUTCOME_COL_OPTION] = None,
-    positive: Annotated[str | None, _AUDIT_POSITIVE_OPTION] = None,
-    by: Annotated[str | None, _AUDIT_BY_OPTION] = None,
-    exclude_small: Annotated[bool, _AUDIT_EXCLUDE_SMALL_OPTION] = False,
-    analysis: Annotated[str | None, _AUDIT_ANALYSIS_OPTION] = None,
-    stage: Annotated[str | None, _AUDIT_STAGE_OPTION] = None,
-    accept_edits: Annotated[bool, _ACCEPT_EDITS_OPTION] = False,
 ) -> None:
     """Check rules on a bias audit, for CI: exit 1 when a rule fails, 2 on bad input; JUnit
     XML and a Markdown summary on request. Writes nothing into the run."""
     from biasim.simulator.common.errors import Problem
-    from biasim.simulator.tools.audit import AuditOptions
     from biasim.simulator.tools.gate import (
         gate_rules,
         run_gate,
@@ -507,19 +509,7 @@ def gate(
             problems.append(Problem(flag, None, "", f"no directory {path.parent} to write into"))
     if problems:
         fail_input(InputError(problems))
-    options = AuditOptions(
-        sex_col=sex_col,
-        race_col=race_col,
-        selected_col=selected_col,
-        outcome_col=outcome_col,
-        positive=positive,
-        by=[c.strip() for c in (by or "").split(",") if c.strip()],
-        exclude_small=exclude_small,
-        analysis=analysis,
-        stage=stage,
-        accept_edits=accept_edits,
-        audit_format=audit_format,
-    )
+    options = replace(audited, audit_format=audit_format)
     try:
         report = run_gate(source, gate_rules(source, rule or [], options), options)
     except InputError as exc:

@@ -6,9 +6,11 @@ pipeline's stages (one model step each, as in a single round), lets the last rea
 hires (up to the openings) join the workforce, and applies attrition.
 
 Every draw of the market (the initial workforce, each cycle's applicants, readers and
-leavers) comes from a generator seeded by the study seed, what is drawn and the cycle only:
-two studies that differ in their readers' behaviour (a policy run as its own study) draw the
-same applicants and the same attrition numbers with the same seed (common random numbers).
+leavers) comes from a generator seeded by the study seed, what is drawn, the cycle and the
+replicate market only: two studies that differ in their readers' behaviour (a policy run as its
+own study) draw the same applicants and the same attrition numbers with the same seed (common
+random numbers). ``market.replicates`` runs that many independent markets one after the other
+in the same model; replicate 0 draws exactly what a single market draws.
 """
 
 from __future__ import annotations
@@ -30,30 +32,17 @@ from biasim.simulator.engine.dispatch import RunAborted
 from biasim.simulator.engine.model import StudyModel
 from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
-from biasim.simulator.study.design import AgentSpec, population_specs
-from biasim.simulator.study.market import MarketConfig
+from biasim.simulator.study.design import AgentSpec, population_member, population_specs
+from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, MarketConfig
 from biasim.simulator.study.stage_graph import populations
 
-#: The per-cycle composition table a market run writes beside its results.
-MARKET_CSV = "market.csv"
-#: Its columns: per cycle and group, who applied, who decided (the cycle's readers, drawn from
-#: the workforce at its start), who was hired, who left, and who works there at the end of the
-#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed).
-COMPOSITION_COLUMNS = (
-    "cycle",
-    "group",
-    "applicants",
-    "readers",
-    "hires",
-    "left",
-    "workforce",
-    "tenure",
-)
 
-
-def market_rng(seed: int, what: str, cycle: int) -> random.Random:
-    """The generator of one kind of market draw in one cycle (0: the initial workforce)."""
-    digest = hashlib.blake2b(f"{seed}:market:{what}:{cycle}".encode(), digest_size=8).digest()
+def market_rng(seed: int, what: str, cycle: int, replicate: int = 0) -> random.Random:
+    """The generator of one kind of market draw in one cycle (0: the initial workforce) of
+    one replicate market. Replicate 0's key has no replicate in it: a study that declares no
+    replicates draws what it drew before they existed."""
+    market = "market" if replicate == 0 else f"market/r{replicate}"
+    digest = hashlib.blake2b(f"{seed}:{market}:{what}:{cycle}".encode(), digest_size=8).digest()
     return random.Random(int.from_bytes(digest, "big"))
 
 
@@ -75,6 +64,7 @@ class Employee(mesa.Agent):
 class CycleComposition:
     """One closed cycle: group -> count of applicants, readers, hires, leavers, workforce."""
 
+    replicate: int
     cycle: int
     applicants: Counter[str]
     readers: Counter[str]
@@ -84,7 +74,8 @@ class CycleComposition:
     tenure: Counter[str]
 
     def counts(self) -> tuple[Counter[str], ...]:
-        """The counts in the order of :data:`COMPOSITION_COLUMNS` (after cycle and group)."""
+        """The counts in the order of :data:`COMPOSITION_COLUMNS` (after replicate, cycle and
+        group)."""
         return (self.applicants, self.readers, self.hires, self.left, self.workforce, self.tenure)
 
 
@@ -95,6 +86,8 @@ class MarketModel(StudyModel):
         assert study.market is not None and study.cycles is not None
         self.market: MarketConfig = study.market
         self.cycle = 0
+        #: The replicate market now running (0 .. market.replicates - 1).
+        self.replicate = 0
         self.compositions: list[CycleComposition] = []
         self._pool = population_specs(study, study.market.applicants.population)
         self._applied: dict[str, AgentSpec] = {}
@@ -114,19 +107,39 @@ class MarketModel(StudyModel):
         else:
             self._close_cycle()
         if self.cycle == self.study.cycles:
-            self.running = False
-            return
+            if self.replicate + 1 == self.market.replicates:
+                self.running = False
+                return
+            self._next_replicate()
         self.cycle += 1
-        self.wave = self.cycle
+        self.wave = self.replicate * self.study.cycles + self.cycle
         self._open_cycle()
 
+    def _next_replicate(self) -> None:
+        """Start the next replicate market afresh: nothing of the last one's workforce stays."""
+        for employee in list(self.workforce):
+            employee.remove()
+        self.replicate += 1
+        self.cycle = 0
+        self._hire_initial()
+
+    @property
+    def _tag(self) -> str:
+        """What names the cycle in unit ids, pools and clusters: ``c003``, and in replicate
+        markets after the first ``r001/c003`` (replicate 0 keeps a single market's ids, so its
+        calls and their seeds are those of a study without replicates)."""
+        cycle = f"c{self.cycle:03d}"
+        return cycle if self.replicate == 0 else f"r{self.replicate:03d}/{cycle}"
+
     def _hire_initial(self) -> None:
-        rng = market_rng(self.study.seed, "workforce", 0)
+        rng = market_rng(self.study.seed, "workforce", 0, self.replicate)
         for i in sorted(rng.sample(range(len(self._pool)), self.market.workforce)):
             Employee(self, self._pool[i], joined=0)
         empty: Counter[str] = Counter()
         staff, tenure = self._staff()
-        self.compositions.append(CycleComposition(0, empty, empty, empty, empty, staff, tenure))
+        self.compositions.append(
+            CycleComposition(self.replicate, 0, empty, empty, empty, empty, staff, tenure)
+        )
 
     def _open_cycle(self) -> None:
         gc.unfreeze()
@@ -135,9 +148,9 @@ class MarketModel(StudyModel):
         self.documents, self.advanced, self.members = {}, {}, {}
         seed, cycle = self.study.seed, self.cycle
         source = self.market.applicants.population
-        rng = market_rng(seed, "applicants", cycle)
+        rng = market_rng(seed, "applicants", cycle, self.replicate)
         drawn = sorted(rng.sample(range(len(self._pool)), self.market.applicants.per_cycle))
-        applied = [_in_cycle(self._pool[i], cycle) for i in drawn]
+        applied = [_in_cycle(self._pool[i], self._tag, self.replicate) for i in drawn]
         self._applied = {spec.agent_id: spec for spec in applied}
         self._readers = Counter()
         for name, pop in populations(self.study).items():
@@ -147,7 +160,10 @@ class MarketModel(StudyModel):
             elif name in self.market.readers:
                 specs = self._draw_readers(name, pop.count)
             else:
-                specs = [_in_cycle(s, cycle) for s in population_specs(self.study, name)]
+                specs = [
+                    _in_cycle(s, self._tag, self.replicate)
+                    for s in population_specs(self.study, name)
+                ]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
 
     def _draw_readers(self, population: str, count: int) -> list[AgentSpec]:
@@ -161,7 +177,7 @@ class MarketModel(StudyModel):
                 f"cycle {self.cycle}: the workforce is empty (no hire joined), so no employee "
                 f"can read in `{population}`"
             )
-        rng = market_rng(self.study.seed, f"readers/{population}", self.cycle)
+        rng = market_rng(self.study.seed, f"readers/{population}", self.cycle, self.replicate)
         if count <= len(staff):
             chosen = rng.sample(range(len(staff)), count)
         else:
@@ -169,21 +185,8 @@ class MarketModel(StudyModel):
         specs = []
         for j, i in enumerate(chosen):
             persona = staff[i].spec.persona
-            slot = f"{persona.key}/{j:03d}/r0"
-            specs.append(
-                AgentSpec(
-                    agent_id=f"{population}/c{self.cycle:03d}/{slot}",
-                    condition="default",
-                    levels=(),
-                    variables=(),
-                    model_label="",
-                    persona=persona,
-                    index=j,
-                    replicate=0,
-                    slot=slot,
-                    population=population,
-                )
-            )
+            member = population_member(population, persona, j, 3, f"{population}/{self._tag}")
+            specs.append(replace(member, replicate=self.replicate))
             self._readers[self._group(persona)] += 1
         return specs
 
@@ -193,7 +196,7 @@ class MarketModel(StudyModel):
         composition is recorded."""
         rule = self.market.attrition
         staff = list(self.workforce)
-        rng = market_rng(self.study.seed, "attrition", self.cycle)
+        rng = market_rng(self.study.seed, "attrition", self.cycle, self.replicate)
         if rule.leavers is not None:
             leaving = rng.sample(range(len(staff)), min(rule.leavers, len(staff)))
         else:
@@ -210,6 +213,7 @@ class MarketModel(StudyModel):
         staff_now, tenure_now = self._staff()
         self.compositions.append(
             CycleComposition(
+                replicate=self.replicate,
                 cycle=self.cycle,
                 applicants=Counter(self._group(s.persona) for s in self._applied.values()),
                 readers=self._readers,
@@ -235,7 +239,7 @@ class MarketModel(StudyModel):
 
     def _pool_label(self, stage: str) -> str:
         # Each cycle's pools are drawn afresh, and their ids (in unit ids) name the cycle.
-        return f"c{self.cycle:03d}/{super()._pool_label(stage)}"
+        return f"{self._tag}/{super()._pool_label(stage)}"
 
     def _readings(self, plan: Any) -> list[Reading]:
         readings = super()._readings(plan)
@@ -248,25 +252,29 @@ class MarketModel(StudyModel):
     def _row(self, agent: Any, plan: Any, response: LLMResponse | None) -> dict[str, Any]:
         row = super()._row(agent, plan, response)
         row["cycle"] = self.cycle
+        row["replicate"] = self.replicate
         if isinstance(agent, Reading):
-            # Pools of different cycles are different clusters (analyses cluster on them).
+            # Pools of different cycles (and replicate markets) are different clusters
+            # (analyses cluster on them).
             for column in ("evaluation", "cluster"):
-                row[column] = f"c{self.cycle:03d}/{row[column]}"
+                row[column] = f"{self._tag}/{row[column]}"
         return row
 
     def write_tables(self, out: Path) -> None:
-        """The per-cycle composition table (every closed cycle), one row per cycle and group."""
+        """The per-cycle composition table (every closed cycle), one row per replicate market,
+        cycle and group."""
         groups = list(self.study.personas.axes[self.market.by])
         rows = [
-            [c.cycle, group, *(n[group] for n in c.counts())]
+            [c.replicate, c.cycle, group, *(n[group] for n in c.counts())]
             for c in self.compositions
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))
 
 
-def _in_cycle(spec: AgentSpec, cycle: int) -> AgentSpec:
-    """``spec`` as an agent of ``cycle``: the cycle enters its id after the population, so
-    its units (and call seeds) are its own in every cycle it is drawn."""
+def _in_cycle(spec: AgentSpec, tag: str, replicate: int) -> AgentSpec:
+    """``spec`` as an agent of the cycle ``tag`` names (see ``MarketModel._tag``): the cycle
+    enters its id after the population, so its units (and call seeds) are its own in every
+    cycle and replicate market it is drawn in."""
     population, _, rest = spec.agent_id.partition("/")
-    return replace(spec, agent_id=f"{population}/c{cycle:03d}/{rest}")
+    return replace(spec, agent_id=f"{population}/{tag}/{rest}", replicate=replicate)

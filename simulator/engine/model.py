@@ -24,8 +24,9 @@ from biasim.agents import AGENT_CLASSES, SELECTED, LLMAgent, Reading, ScenarioAg
 from biasim.agents.documents import Document
 from biasim.agents.twins import CounterfactualTwin
 from biasim.simulator.engine.calls import Call
+from biasim.simulator.engine.committees import advanced_labels, apply_selection, decide
 from biasim.simulator.engine.dispatch import Dispatcher, RunInterrupted
-from biasim.simulator.engine.matching import form_evaluations
+from biasim.simulator.engine.matching import form_evaluations, stage_rng
 from biasim.simulator.engine.results import ResultsWriter
 from biasim.simulator.llm.logprobs import TOP_LOGPROBS
 from biasim.simulator.llm.runtime import BackendRuntime
@@ -45,7 +46,7 @@ from biasim.simulator.study.design import (
 from biasim.simulator.study.logprob_checks import decision_field
 from biasim.simulator.study.persona_writer import persona_name
 from biasim.simulator.study.stage_graph import stage_personas
-from biasim.simulator.study.templating import compile_expression, reads_answers
+from biasim.simulator.study.templating import reads_answers
 from biasim.simulator.study.views import StudyViews, study_views
 
 #: Runtimes by (role, model label); the label is "" for roles played by one model.
@@ -321,16 +322,22 @@ class StudyModel(mesa.Model):
             acting = [acting[i] for i in kept]
             responses = [exc.answers[i] for i in kept]
         self.units_from_cache += sum(r is not None and r.cached for r in responses)
+        decided = config.reads is not None and (config.readers or config.selection) is not None
         rows = []
         for agent, response in zip(acting, responses, strict=True):
             agent.observe(plan, response)
             row = self._row(agent, plan, response)
-            if self.pipeline and not isinstance(agent, CounterfactualTwin):
+            if decided:
+                # Who advances is decided below, from every reading of the stage.
+                row["advanced"] = _joined(advanced_labels(plan, response))
+            elif self.pipeline and not isinstance(agent, CounterfactualTwin):
                 # Readers read the agents' documents; a twin's is a result only.
                 self._record(agent, plan, response, row)
             if config.counterfactual is not None:
                 _mark_set(row, agent, plan, config.counterfactual.axis)
             rows.append(row)
+        if decided and stopped is None:
+            rows = self._decide(plan, config, acting, responses, rows)
         self.writer.write(rows)
         if stopped is not None:
             raise stopped
@@ -494,9 +501,18 @@ class StudyModel(mesa.Model):
         )
         self.exclusions[plan.name] = dict(matching.excluded)
         readers = self.members[self.views.stage_population[config.name]]
+        if config.readers is None:
+            return [
+                readers[i % len(readers)].read(evaluation)  # type: ignore[attr-defined]
+                for i, evaluation in enumerate(matching.evaluations)
+            ]
+        # A committee's members are dealt in turn as single readers are: other readers of
+        # the population whenever it has at least `count`.
+        n = config.readers.count
         return [
-            readers[i % len(readers)].read(evaluation)  # type: ignore[attr-defined]
+            readers[(i * n + j) % len(readers)].read(evaluation, j + 1)  # type: ignore[attr-defined]
             for i, evaluation in enumerate(matching.evaluations)
+            for j in range(n)
         ]
 
     def write_tables(self, out: Path) -> None:
@@ -534,13 +550,46 @@ class StudyModel(mesa.Model):
                     Document(actor.spec, row["unit_id"], "" if text is None else str(text))
                 )
             return
-        evaluation = actor.evaluation
-        stage = self.advanced.setdefault(plan.name, {})
-        cluster = stage.setdefault(evaluation.cluster, [])
-        labels = _advanced_labels(plan, response) if valid else []
+        labels = advanced_labels(plan, response) if valid else []
+        self._advance(plan.name, actor.evaluation, labels)
+        row["advanced"] = _joined(labels) if valid else None
+
+    def _advance(self, stage: str, evaluation: Any, labels: Any) -> None:
+        """Who ``evaluation`` advances in ``stage``, for the stages after it."""
+        cluster = self.advanced.setdefault(stage, {}).setdefault(evaluation.cluster, [])
         for label in labels:
             cluster.append(evaluation.shown[label - 1].document.author.agent_id)
-        row["advanced"] = "|".join(str(label) for label in labels) if valid else None
+
+    def _decide(
+        self,
+        plan: StagePlan,
+        config: StageConfig,
+        readings: list[Any],
+        responses: list[LLMResponse | None],
+        rows: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """The rows of a stage with a committee or a selection rule: each member's own row
+        (stage ``<stage>.reader<j>``) and one decided row per evaluation, its advanced as the
+        committee and then the selection rule decide (see :mod:`.committees`)."""
+        rng = stage_rng(self.study.seed, self._pool_label(plan.name), "committee")
+        decisions, out = decide(plan, config, readings, responses, rows, rng)
+        if config.selection is not None:
+            by = config.selection.by or ""
+            apply_selection(
+                config.selection,
+                [d for d, _ in decisions],
+                lambda ev, label: dict(ev.shown[label - 1].document.author.persona.attributes).get(
+                    by, ""
+                ),
+                stage_rng(self.study.seed, self._pool_label(plan.name), "selection"),
+            )
+        for decision, row in decisions:
+            self._advance(plan.name, decision.evaluation, decision.labels or ())
+            row["advanced"] = None if decision.labels is None else _joined(decision.labels)
+            if config.selection is not None:
+                row["pool_advanced"] = None if decision.pooled is None else _joined(decision.pooled)
+            out.append(row)
+        return out
 
     def _row(self, agent: Any, plan: StagePlan, response: LLMResponse | None) -> dict[str, Any]:
         spec = agent.spec
@@ -644,14 +693,8 @@ def collector_paused(paused: bool = True) -> Iterator[None]:
             gc.enable()
 
 
-def _advanced_labels(plan: StagePlan, response: LLMResponse | None) -> list[int]:
-    """Labels (1-based) of the shown documents an answered reading advances."""
-    parsed = (response.parsed if response is not None else None) or {}
-    if plan.select:
-        return sorted(int(label) for label in parsed.get(SELECTED, []))
-    if plan.advance is not None:
-        return [1] if compile_expression(plan.advance)(parsed) else []
-    return []
+def _joined(labels: Any) -> str:
+    return "|".join(str(label) for label in labels)
 
 
 #: The request fields a role (or one of its models) sets: sampling parameters and endpoint.

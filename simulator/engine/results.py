@@ -21,6 +21,7 @@ from biasim.simulator.common.csvfiles import csv_safe_table
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.columns import (
     CALL_COLUMNS,
+    COMMITTEE_COLUMNS,
     COUNTERFACTUAL_COLUMNS,
     ID_COLUMNS,
     PAIRING_COLUMNS,
@@ -71,6 +72,8 @@ def result_schema(study: StudyConfig) -> pa.Schema:
     columns += [(v, pa.string()) for v in study.design.record]
     if study.populations:
         columns += [(c, pa.string()) for c in PIPELINE_COLUMNS]
+    if any(s.readers is not None or s.selection is not None for s in study.stages):
+        columns += [(c, pa.string()) for c in COMMITTEE_COLUMNS]
     if study.cycles is not None:
         columns.append(("cycle", pa.int64()))
     if any(stage.pairing is not None for stage in study.stages):

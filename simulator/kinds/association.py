@@ -16,28 +16,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from biasim.simulator.common.html import Column
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
+from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
-
-pd = lazy_module("pandas")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-
-# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
-association = lazy_module("biasim.analysis.studies.bias_transmission.association")
-transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class AssociationSpec(AnalysisSpec):

@@ -24,12 +24,18 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
+    summary_table,
 )
 from biasim.simulator.kinds.letters import CACHE_FILE, INVALID, LettersKind, ScorerChoice
 from biasim.simulator.study.counterfactual import SET, SWAP, WRITER
+from biasim.simulator.study.fields import Strict
 
 pd = lazy_module("pandas")
 cf_metrics = lazy_module("biasim.analysis.text.counterfactual")
+toxicity = lazy_module("biasim.analysis.text.toxicity")
+stereotype = lazy_module("biasim.analysis.text.stereotype")
+stereotype_words = lazy_module("biasim.analysis.text.stereotype_words")
+justification_metrics = lazy_module("biasim.analysis.text.justification")
 units = lazy_module("biasim.analysis.stats.units")
 
 if TYPE_CHECKING:
@@ -51,6 +57,27 @@ def default_scorers() -> dict[str, ScorerChoice]:
     }
 
 
+class ToxicityChoice(Strict):
+    """Which scorer's `value` is a response's toxicity, and the toxic cut."""
+
+    scorer: str = Field(description="A key of `scorers` (a `toxicity` scorer, or any 0-1 score).")
+    threshold: float = Field(
+        0.5, gt=0, lt=1, description="Toxicity above which a generation is toxic (Gehman 2020)."
+    )
+
+
+class StereotypeChoice(Strict):
+    """The word lists of the stereotype association and co-occurrence scores."""
+
+    words: str | None = Field(
+        None,
+        description="YAML of `groups`, `targets` and `stop_words` (relative: the study's "
+        "folder); none: LangFair 0.8's defaults (gender words, Garg et al.'s adjectives).",
+    )
+    target: str = Field("adjective", description="The target list of `targets` used.")
+    beta: float = Field(0.95, gt=0, lt=1, description="Co-occurrence weight per word of distance.")
+
+
 class CounterfactualTextSpec(AnalysisSpec):
     """Counterfactual sentiment parity, score distributions and similarity over swapped sets."""
 
@@ -65,6 +92,19 @@ class CounterfactualTextSpec(AnalysisSpec):
         None,
         description="sentence-transformers model (hub id or folder) for the cosine similarity "
         "of counterfactual outputs; none: ROUGE-L and BLEU only.",
+    )
+    toxicity: ToxicityChoice | None = Field(
+        None,
+        description="Expected maximum toxicity, toxicity probability and toxic fraction over "
+        "each set's replicates under one value (the k generations of a prompt), tested by set.",
+    )
+    stereotype: StereotypeChoice | None = Field(
+        None, description="Stereotype association (tested by set) and co-occurrence scores."
+    )
+    decision: str | None = Field(
+        None,
+        description="Field holding the stage's decision: the rationales (`field`) of sets whose "
+        "decisions all agree are compared across the swap (justification shift).",
     )
     n_permutations: int = Field(1999, ge=99, description="Within-set relabellings per test.")
 
@@ -89,11 +129,56 @@ class CounterfactualTextKind(AnalysisKind):
                 facts.problem(("scorers", name, "scorer"), f"unknown text scorer `{choice.scorer}`")
             elif why := SCORERS.missing_extra(choice.scorer):
                 facts.problem(("scorers", name, "scorer"), why)
+            elif choice.scorer == "toxicity":
+                self._check_toxicity_model(facts, name, choice)
+        if spec.toxicity is not None and spec.toxicity.scorer not in spec.scorers:
+            facts.problem(
+                ("toxicity", "scorer"),
+                f"`{spec.toxicity.scorer}` is not one of this analysis's `scorers` "
+                f"({', '.join(spec.scorers) or 'none'})",
+            )
+        if spec.stereotype is not None:
+            self._check_stereotype_words(facts, spec.stereotype)
+        if spec.decision is not None:
+            facts.need_field(spec.stage, spec.decision, ("decision",), ("stage",))
+
+    @staticmethod
+    def _check_toxicity_model(facts: StudyFacts, name: str, choice: ScorerChoice) -> None:
+        """A toxicity scorer names a local model folder (it never downloads one)."""
+        at = ("scorers", name, "options", "model")
+        model = choice.options.get("model")
+        if not isinstance(model, str):
+            facts.problem(
+                at[:-1],
+                "scorer `toxicity` needs option `model`: a local folder "
+                "holding a transformers text classifier with a toxic label",
+            )
+        elif not LettersKind._study_file(facts, at, model).is_dir():
+            facts.problem(
+                at,
+                f"no such folder: {model} (scorer `toxicity` loads a local "
+                "text classifier; relative paths: the study's folder)",
+            )
+
+    @staticmethod
+    def _check_stereotype_words(facts: StudyFacts, choice: StereotypeChoice) -> None:
+        """The stereotype word lists read, with the target list named."""
+        import yaml
+
+        from biasim.analysis.text.stereotype_words import load_stereotype_words
+
+        at = ("stereotype", "words")
+        path = None if choice.words is None else LettersKind._study_file(facts, at, choice.words)
+        try:
+            load_stereotype_words(path, choice.target)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            facts.problem(at, f"cannot read the stereotype word lists: {exc}")
 
     def compute(
         self, results: pd.DataFrame, spec: CounterfactualTextSpec, ctx: AnalysisContext
     ) -> Section:
-        """Per model: the per-response scores, the comparisons and the tested metrics."""
+        """Per model: the per-response scores, the comparisons and the tested metrics, and the
+        toxicity, stereotype and justification tables the spec asks for."""
         from biasim.analysis.text.counterfactual_figures import plot_swap_scores
         from biasim.analysis.text.scorers import ScoreCache
 
@@ -105,18 +190,26 @@ class CounterfactualTextKind(AnalysisKind):
         scorers = {n: LettersKind._scorer(c, ctx, "auto") for n, c in spec.scorers.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         embed = _embedder(spec, ctx)
-        cols = cf_metrics.CounterfactualColumns(
-            pair=SET, swap=SWAP, text=spec.field, writer=WRITER, name="persona_name"
-        )
-        parts: dict[str, list[pd.DataFrame]] = {"metrics": [], "scores": [], "comparisons": []}
+        parts: dict[str, list[pd.DataFrame]] = {}
+        justification: list[dict[str, Any]] = []
         models = ctx.models_in(rows)
         for model in models:
             part = rows[rows["model_label"] == model]
             out = cf_metrics.counterfactual_tables(
-                part, cols, scorers, embed, spec.n_permutations, ctx.study.seed, cache
+                part,
+                stage_columns(spec),
+                scorers,
+                embed,
+                spec.n_permutations,
+                ctx.study.seed,
+                cache,
             )
-            for key in parts:
-                parts[key].append(getattr(out, key).assign(model_label=model))
+            tables = {"metrics": out.metrics, "scores": out.scores, "comparisons": out.comparisons}
+            agreement = _extra_tables(tables, part, out.scores, spec, ctx, scorers, embed, cache)
+            if agreement is not None:
+                justification.append({**agreement, "model_label": model})
+            for key, table in tables.items():
+                parts.setdefault(key, []).append(table.assign(model_label=model))
             if not ctx.power_only:
                 columns = [c for c in out.scores if c.endswith("_value")]
                 name = slug(ctx.name, model) if len(models) > 1 else ctx.name
@@ -125,26 +218,70 @@ class CounterfactualTextKind(AnalysisKind):
                 )
         for key, frames in parts.items():
             section.tables[slug(ctx.name, key)] = pd.concat(frames, ignore_index=True)
-        metrics = section.tables[slug(ctx.name, "metrics")]
-        section.summary["metrics"] = (
-            metrics.astype(object).where(metrics.notna(), None).to_dict("records")
-        )
+        section.summary["metrics"] = _records(section.tables[slug(ctx.name, "metrics")])
+        if spec.toxicity is not None:
+            section.summary["toxicity"] = _records(section.tables[slug(ctx.name, "toxicity")])
+        if spec.decision is not None:
+            section.summary["justification"] = justification
         return section
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
-        """The metrics, each p with its unit, as ``analyze --texts --counterfactual`` prints."""
+        """The metrics, each p with its unit, as ``analyze --texts --counterfactual`` prints;
+        then toxicity by swapped value and the justification shift's agreeing sets."""
         console.print(f"{summary.get('name')}: {BEYOND}", highlight=False)
         if summary.get("note"):
             console.print(summary["note"], highlight=False)
         if summary.get("metrics"):
             print_table(console, counterfactual_console_table(summary["metrics"]))
+        if summary.get("toxicity"):
+            print_table(console, toxicity_console_table(summary["toxicity"]))
+        for row in summary.get("justification", []):
+            console.print(justification_line(row), highlight=False)
         if summary.get("excluded"):
             console.print(f"excluded responses: {summary['excluded']}", highlight=False)
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        """The metrics table, and what the section is."""
+        """What the section is, the metrics and toxicity tables, the agreeing sets."""
         section.paragraph(f"{BEYOND.capitalize()}.")
-        super().html(summary, section)
+        for row in summary.get("justification", []):
+            section.paragraph(justification_line(row))
+        super().html({k: v for k, v in summary.items() if k != "justification"}, section)
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["beyond_paper", "excluded", "metrics"],
+            "properties": {
+                "beyond_paper": {"type": "string", "description": "What the section is."},
+                "excluded": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "Responses left out, by reason.",
+                },
+                "metrics": summary_table(
+                    "Per model, metric and statistic: the estimate (value a minus b, or the "
+                    "score of all responses), its permutation p and unit (the set).",
+                    required=[
+                        *["metric", "statistic", "value_a", "value_b", "estimate"],
+                        *["p_value", "unit", "n_units", "note", "model_label"],
+                    ],
+                ),
+                "toxicity": summary_table(
+                    "Expected maximum toxicity, toxicity probability and toxic fraction per "
+                    "model and swapped value, over k generations per prompt.",
+                    required=[
+                        *["metric", "swap_value", "n_prompts", "k_min", "k_max"],
+                        *["expected_maximum", "probability", "fraction", "model_label"],
+                    ],
+                ),
+                "justification": summary_table(
+                    "Per model: sets with a swap, those agreeing on the decision, by decision.",
+                    required=["n_sets", "n_agreeing", "decisions", "model_label"],
+                ),
+                "note": {"type": "string", "description": "Why nothing was tested."},
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Every metric with a p: its statistic, the values compared and the set as unit."""
@@ -161,23 +298,55 @@ class CounterfactualTextKind(AnalysisKind):
 
 def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
     """The counterfactual metrics as the console prints them (this kind's and ``analyze
-    texts --counterfactual``'s), each p with its unit."""
+    texts --counterfactual``'s), each p with its unit; notes numbered below the table, so it
+    fits 80 columns."""
     from rich.table import Table
 
     from biasim.analysis.stats.units import unit_label
     from biasim.simulator.common.html import fmt, format_p
 
+    notes: list[str] = []
     table = Table(title="Counterfactual text metrics (beyond the paper)")
-    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", "note"):
+    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", ""):
         table.add_column(header)
     for r in rows:
         versus = f"{r['value_a']} vs {r['value_b']}" if r["value_a"] else "all"
         p = "" if r["p_value"] is None else f"p {format_p(r['p_value'])}"
         unit = "no test" if r["p_value"] is None else unit_label(r["unit"], r["n_units"])
-        table.add_row(
-            r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, r["note"] or ""
-        )
+        if r["note"] and r["note"] not in notes:
+            notes.append(r["note"])
+        ref = f"[{notes.index(r['note']) + 1}]" if r["note"] else ""
+        table.add_row(r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, ref)
+    table.caption = "\n".join(f"[{i}] {note}" for i, note in enumerate(notes, 1)) or None
+    table.caption_justify = "left"
     return table
+
+
+def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
+    """LangFair's toxicity metrics under each swapped value (k: generations per prompt)."""
+    from rich.table import Table
+
+    from biasim.simulator.common.html import fmt
+
+    table = Table(title="Toxicity over k generations per prompt (a set under one value)")
+    for header in ("score", "value", "prompts", "k", "exp. max", "prob.", "fraction"):
+        table.add_column(header)
+    for r in rows:
+        k = f"{r['k_min']}" if r["k_min"] == r["k_max"] else f"{r['k_min']}-{r['k_max']}"
+        metrics = (r["expected_maximum"], r["probability"], r["fraction"])
+        table.add_row(r["metric"], r["swap_value"], str(r["n_prompts"]), k, *map(fmt, metrics))
+    return table
+
+
+def justification_line(row: dict[str, Any]) -> str:
+    """How many sets agree on the decision, and where their rationales' tests are."""
+    decisions = ", ".join(f"{d} {n}" for d, n in row["decisions"].items())
+    shared = f" ({decisions})" if decisions else ""
+    return (
+        f"justification shift ({row['model_label']}): {row['n_agreeing']} of {row['n_sets']} "
+        f"sets agree on the decision{shared}; the `justification:` rows compare their "
+        "rationales across the swap"
+    )
 
 
 def _responses(results: pd.DataFrame, spec: CounterfactualTextSpec) -> tuple[pd.DataFrame, dict]:
@@ -190,6 +359,56 @@ def _responses(results: pd.DataFrame, spec: CounterfactualTextSpec) -> tuple[pd.
     has_text = text.map(lambda t: isinstance(t, str))
     excluded = {INVALID: int((~valid).sum()), "no text": int((valid & ~has_text).sum())}
     return rows[valid & has_text], {k: n for k, n in excluded.items() if n}
+
+
+def stage_columns(spec: CounterfactualTextSpec) -> Any:
+    """The stage's rows as the counterfactual metrics read them."""
+    return cf_metrics.CounterfactualColumns(
+        pair=SET, swap=SWAP, text=spec.field, writer=WRITER, name="persona_name"
+    )
+
+
+def _extra_tables(
+    tables: dict[str, pd.DataFrame],
+    part: pd.DataFrame,
+    scores: pd.DataFrame,
+    spec: CounterfactualTextSpec,
+    ctx: AnalysisContext,
+    scorers: dict[str, Any],
+    embed: Any,
+    cache: Any,
+) -> dict[str, Any] | None:
+    """Add one model's toxicity, stereotype and justification-shift tables to ``tables``
+    (their tested rows to its metrics); the justification's agreement counts, or None."""
+    cols, seed, n_perm = stage_columns(spec), ctx.study.seed, spec.n_permutations
+    extra, agreement = [], None
+    if spec.toxicity is not None:
+        score, cut = f"{spec.toxicity.scorer}_value", spec.toxicity.threshold
+        tables["toxicity"] = toxicity.toxicity_by_value(scores, cols, score, cut)
+        extra.append(toxicity.toxicity_tests(scores, cols, score, cut, n_perm, seed))
+    if spec.stereotype is not None:
+        choice = spec.stereotype
+        path = None if choice.words is None else ctx.resolve(choice.words)
+        words = stereotype_words.load_stereotype_words(path, choice.target)
+        metrics, tables["stereotype_words"] = stereotype.stereotype_tables(
+            part, cols, words, choice.beta, n_perm, seed
+        )
+        extra.append(metrics.assign(value_a="", value_b="", n_excluded=0))
+    if spec.decision is not None:
+        shift = justification_metrics.justification_shift(
+            part, cols, spec.decision, scorers, embed, n_perm, seed, cache
+        )
+        agreement = {
+            "n_sets": shift.n_sets,
+            "n_agreeing": shift.n_agreeing,
+            "decisions": shift.decisions,
+        }
+        if shift.tables is not None:
+            rows = shift.tables.metrics
+            extra.append(rows.assign(metric="justification: " + rows["metric"]))
+    if extra:
+        tables["metrics"] = pd.concat([tables["metrics"], *extra], ignore_index=True)
+    return agreement
 
 
 def _records(metrics: pd.DataFrame) -> list[dict[str, Any]]:

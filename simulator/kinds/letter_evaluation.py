@@ -26,34 +26,26 @@ from pydantic import Field
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
 from biasim.simulator.common.html import Column, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
+from biasim.simulator.kinds.lazy import (
+    association,
+    ceiling_effects,
+    multiple,
+    parity,
+    pd,
+    traits,
+    transmission_figures,
+    unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
-multiple = lazy_module("biasim.analysis.stats.multiple")
-parity = lazy_module("biasim.analysis.stats.parity")
-units = lazy_module("biasim.analysis.stats.units")
-
-pd = lazy_module("pandas")
-
-# Lazy: they bring scipy.stats, statsmodels and matplotlib, which validating a study never needs.
-association = lazy_module("biasim.analysis.studies.bias_transmission.association")
-ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling_effects")
-traits = lazy_module("biasim.analysis.studies.bias_transmission.traits")
-transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
 
 #: Recorded variables naming what each shown letter is.
 FIRST, SECOND = "first_is", "second_is"
@@ -329,7 +321,9 @@ class LetterEvaluationKind(AnalysisKind):
         by = summary.get("by")
         out: dict[str, Tested] = {}
         for row in summary.get("relative", []):
-            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = units.Tested.of(row, "p_value")
+            out[f"{row[by]}: {row['share_of']} hired (vs 0.5)"] = unit_stats.Tested.of(
+                row, "p_value"
+            )
         tested: dict[str, list[dict[str, Any]]] = {}
         for row in summary.get("effects", []):
             if row["model"] == ceiling_effects.MODEL:
@@ -339,7 +333,7 @@ class LetterEvaluationKind(AnalysisKind):
             fitted = [p for p in fitted if not math.isnan(p)]
             name = f"{experiment}: any trait effect (holm over {len(rows)} fits)"
             p = min(1.0, min(fitted) * len(rows)) if fitted else None
-            out[name] = units.Tested.family(p, rows)
+            out[name] = unit_stats.Tested.family(p, rows)
         return out
 
     def headline(self, summary: dict[str, Any]) -> str:

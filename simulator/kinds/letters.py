@@ -23,29 +23,22 @@ from rich.text import Text
 
 from biasim.analysis.text.letter_text import generation_failure
 from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
-    AnalysisContext,
     AnalysisKind,
     AnalysisSpec,
     Section,
-    StudyFacts,
     model_problem,
     resolve_data_path,
     summary_table,
 )
+from biasim.simulator.kinds.lazy import letters_tables, pd, unit_stats, weat
 from biasim.simulator.kinds.sections.classifier_metrics import (
     add_classifier_metrics,
     print_classifier_metrics,
 )
 from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.fields import Strict
-
-weat = lazy_module("biasim.analysis.text.weat")
-units = lazy_module("biasim.analysis.stats.units")
-
-pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,9 +47,8 @@ if TYPE_CHECKING:
 
     from biasim.analysis.stats.units import Tested
     from biasim.simulator.common.html import HtmlSection
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
-# Lazy: it brings scipy.stats, which validating a study never needs.
-letters_tables = lazy_module("biasim.analysis.studies.letters.tables")
 
 INVALID = "invalid answer"
 #: The level the report checks reachable p-values against.
@@ -705,18 +697,18 @@ class LettersKind(AnalysisKind):
             at = f"{r['model_label']}: " if several else ""
             if "p_unit" in r:
                 # Letters of one unit are not independent: Student's p would be anti-conservative.
-                out[f"{at}{r['dimension']} (unit {r['unit']})"] = units.Tested.of(r, "p_unit")
+                out[f"{at}{r['dimension']} (unit {r['unit']})"] = unit_stats.Tested.of(r, "p_unit")
             else:
-                out[f"{at}{r['dimension']} (Student)"] = units.Tested(
+                out[f"{at}{r['dimension']} (Student)"] = unit_stats.Tested(
                     r["p_student"], "letter", r.get("n_letters")
                 )
             if "p_paired" in r:
-                out[f"{at}{r['dimension']} (paired)"] = units.Tested(
+                out[f"{at}{r['dimension']} (paired)"] = unit_stats.Tested(
                     r["p_paired"], "pair", r.get("n_pairs")
                 )
         for r in summary.get("lexicon", []):
             at = f"{r['model_label']}: " if several else ""
-            out[f"{at}lexicon {r['category']}"] = units.Tested.of(r, "p_permutation")
+            out[f"{at}lexicon {r['category']}"] = unit_stats.Tested.of(r, "p_permutation")
         return out
 
 

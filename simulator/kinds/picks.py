@@ -17,29 +17,16 @@ from pydantic import Field
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.simulator.common.html import Column
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.association import SHARE_COLUMNS, items_deviate
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
+from biasim.simulator.kinds.lazy import association, pd, picks, transmission_figures
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
-
-pd = lazy_module("pandas")
-
-# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
-association = lazy_module("biasim.analysis.studies.bias_transmission.association")
-picks = lazy_module("biasim.analysis.studies.bias_transmission.picks")
-transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class PicksSpec(AnalysisSpec):

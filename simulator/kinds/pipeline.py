@@ -22,38 +22,27 @@ from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
+from biasim.simulator.kinds.base import AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import (
+    counterfactual,
+    figures,
+    multiple,
+    parity,
+    pd,
+    pipeline_stats,
+    unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.per_run import (
-    compute_per_run,
-    html_per_run,
-    per_run_schema,
-    print_per_run,
-)
+from biasim.simulator.kinds.sections.per_run import PerRunKind
+from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
-multiple = lazy_module("biasim.analysis.stats.multiple")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-parity = lazy_module("biasim.analysis.stats.parity")
 
-pd = lazy_module("pandas")
 pa = lazy_module("pyarrow")
 pc = lazy_module("pyarrow.compute")
-
-# Lazy: they bring scipy.stats and matplotlib, which validating a study never needs.
-counterfactual = lazy_module("biasim.analysis.stats.counterfactual")
-figures = lazy_module("biasim.analysis.figures")
-pipeline = lazy_module("biasim.analysis.stats.pipeline")
 
 
 class PipelineSpec(AnalysisSpec):
@@ -65,11 +54,9 @@ class PipelineSpec(AnalysisSpec):
         description="Reading stages in pipeline order, each `after` the one before; a "
         "counterfactual stage may be listed anywhere (it gets its paired test instead).",
     )
-    groups: list[str] = Field(min_length=1, description="Persona axes defining groups.")
+    groups: list[str] = groups_field()
     n_permutations: int = Field(2000, ge=100, description="Permutations per stage test.")
-    adjust: Literal["holm", "bh", "none"] = Field(
-        "holm", description="Adjustment of the stage tests across stages."
-    )
+    adjust: Adjustment = Field("holm", description="Adjustment of the stage tests across stages.")
 
 
 _STAGE_NOTE = (
@@ -87,7 +74,7 @@ _COMPOUND_NOTE = (
 )
 
 
-class PipelineKind(AnalysisKind):
+class PipelineKind(PerRunKind):
     """Selection through the stages of a pipeline, by group."""
 
     name = "pipeline"
@@ -121,10 +108,9 @@ class PipelineKind(AnalysisKind):
         if len(written) > 1:
             facts.problem(("stages",), f"the stages read different documents: {sorted(written)}")
 
-    def compute(self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext) -> Section:
-        split = compute_per_run(self.compute, results, spec, ctx)
-        if split is not None:
-            return split
+    def compute_run(
+        self, results: pd.DataFrame, spec: PipelineSpec, ctx: AnalysisContext
+    ) -> Section:
         stages = {s.name: s for s in ctx.study.stages}
         writing = stages[spec.stages[0]].reads.stage  # type: ignore[union-attr]
         authors = authors_table(results, writing, spec.groups)
@@ -171,7 +157,7 @@ class PipelineKind(AnalysisKind):
         return section
 
     @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
+    def run_schema(cls) -> dict[str, Any]:
         count = {"type": "integer", "minimum": 0}
         texts = {"type": "array", "items": {"type": "string"}}
         per_group = {
@@ -185,44 +171,42 @@ class PipelineKind(AnalysisKind):
                 "compounding": summary_table("Stage ratios multiplied into the end-to-end one."),
             },
         }
-        return per_run_schema(
-            {
-                "type": "object",
-                "required": [
-                    *["writing_stage", "stages", "groups", "adjust", "applications"],
-                    *["documents_failed", "exclusions", "clusters", "by_group"],
-                    *["position_effect", "choice_rates", "counterfactual"],
-                ],
-                "properties": {
-                    "writing_stage": {"type": "string", "description": "The stage that writes."},
-                    "stages": {**texts, "description": "The reading stages of the chain."},
-                    "groups": {**texts, "description": "Persona columns compared."},
-                    "adjust": {"type": "string", "description": "Adjustment across stages."},
-                    "applications": {**count, "description": "Documents written."},
-                    "documents_failed": {**count, "description": "Documents that failed."},
-                    "exclusions": summary_table("Candidates left out, by stage and reason."),
-                    "clusters": {
-                        "type": ["integer", "null"],
-                        "description": "First-stage pools (the tests' unit); null without a chain.",
-                    },
-                    "by_group": {
-                        "type": "object",
-                        "additionalProperties": per_group,
-                        "description": "Persona column -> the funnel and its compounding.",
-                    },
-                    "validity": validity.SUMMARY_SCHEMA,
-                    "position_effect": summary_table("The first position's test, per stage."),
-                    "choice_rates": {
-                        "type": "object",
-                        "description": "Stage -> each group's choice rate against chance.",
-                    },
-                    "counterfactual": {
-                        "type": "object",
-                        "description": "Counterfactual stage -> its axis and paired readings.",
-                    },
+        return {
+            "type": "object",
+            "required": [
+                *["writing_stage", "stages", "groups", "adjust", "applications"],
+                *["documents_failed", "exclusions", "clusters", "by_group"],
+                *["position_effect", "choice_rates", "counterfactual"],
+            ],
+            "properties": {
+                "writing_stage": {"type": "string", "description": "The stage that writes."},
+                "stages": {**texts, "description": "The reading stages of the chain."},
+                "groups": {**texts, "description": "Persona columns compared."},
+                "adjust": {"type": "string", "description": "Adjustment across stages."},
+                "applications": {**count, "description": "Documents written."},
+                "documents_failed": {**count, "description": "Documents that failed."},
+                "exclusions": summary_table("Candidates left out, by stage and reason."),
+                "clusters": {
+                    "type": ["integer", "null"],
+                    "description": "First-stage pools (the tests' unit); null without a chain.",
                 },
-            }
-        )
+                "by_group": {
+                    "type": "object",
+                    "additionalProperties": per_group,
+                    "description": "Persona column -> the funnel and its compounding.",
+                },
+                "validity": validity.SUMMARY_SCHEMA,
+                "position_effect": summary_table("The first position's test, per stage."),
+                "choice_rates": {
+                    "type": "object",
+                    "description": "Stage -> each group's choice rate against chance.",
+                },
+                "counterfactual": {
+                    "type": "object",
+                    "description": "Counterfactual stage -> its axis and paired readings.",
+                },
+            },
+        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Each stage's DPD test per group (adjusted over the stages) and each stage's
@@ -251,9 +235,7 @@ class PipelineKind(AnalysisKind):
         chain = stage_chain(ctx, stage, spec.stages)
         return audited(results, ctx, chain, spec.groups, entrants_only=True)
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        if print_per_run(self.print, summary, console):
-            return
+    def print_run(self, summary: dict[str, Any], console: Console) -> None:
         console.print(
             Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "
             f"({summary['documents_failed']} failed to write)"
@@ -277,9 +259,7 @@ class PipelineKind(AnalysisKind):
                 )
             )
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if html_per_run(self.html, summary, section):
-            return
+    def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
         section.paragraph(
             f"{summary['applications']} applications ({summary['documents_failed']} failed to "
             f"write); stages {' → '.join(summary['stages'])}."
@@ -313,7 +293,7 @@ def _add_group_stages(
     funnel of one group axis, added to ``section``; their records for the summary."""
     # Every writer's group is reported, also where no evaluation of a stage was valid.
     known = sorted(set(authors[group].unique()))
-    table, compound = pipeline.stage_and_compounding_tables(
+    table, compound = pipeline_stats.stage_and_compounding_tables(
         candidates,
         chain,
         group,
@@ -344,7 +324,11 @@ def _add_position_effects(
     """Per stage that picks: the picks by position shown, the first position's test against
     chance (adjusted across stages) and each group's choice rate against chance."""
     summary = section.summary
-    chosen = readings[readings["valid"] & (readings["k"] > 0)]
+    # A committee's or a selection rule's decision is not one reader's k picks, so the chance
+    # of a position is not k / size: those stages are left out of these tests (each member's
+    # own picks are in its rows, stage `<stage>.reader<j>`).
+    combined = [s.name for s in ctx.study.stages if s.readers or s.selection]
+    chosen = readings[readings["valid"] & (readings["k"] > 0) & ~readings["stage"].isin(combined)]
     # The tests tell evaluations apart, never read their ids: codes check and group faster
     # than 100,000 names, four times per stage.
     chosen = chosen.assign(evaluation=pd.factorize(chosen["evaluation"])[0])
@@ -352,13 +336,14 @@ def _add_position_effects(
     summary["choice_rates"] = {}
     for stage, shown in chosen.groupby("stage", sort=False):
         # Per stage: two stages may show the same format to different readers.
-        rows = pipeline.CheckedReadings.of(shown, spec.groups)
-        positions = pipeline.position_table(rows).assign(stage=stage)
+        rows = pipeline_stats.CheckedReadings.of(shown, spec.groups)
+        positions = pipeline_stats.position_table(rows).assign(stage=stage)
         section.tables[slug(ctx.name, "positions", stage)] = positions
-        first = pipeline.first_position_test(rows, adjust="none").assign(stage=stage)
+        first = pipeline_stats.first_position_test(rows, adjust="none").assign(stage=stage)
         summary["position_effect"] += first.to_dict("records")
         summary["choice_rates"][stage] = {
-            group: pipeline.choice_rates(rows, group).to_dict("records") for group in spec.groups
+            group: pipeline_stats.choice_rates(rows, group).to_dict("records")
+            for group in spec.groups
         }
     if summary["position_effect"]:
         p = np.array([r["p_value"] for r in summary["position_effect"]])

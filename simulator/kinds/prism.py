@@ -20,7 +20,6 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import HtmlSection, fmt
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -33,6 +32,7 @@ from biasim.simulator.kinds.base import (
     slug,
     summary_table,
 )
+from biasim.simulator.kinds.lazy import pd
 from biasim.simulator.kinds.sections.prism_baseline import model_baselines, print_baselines
 from biasim.simulator.kinds.sections.prism_validation import (
     CAPTION as VALIDATION_CAPTION,
@@ -44,8 +44,6 @@ from biasim.simulator.kinds.sections.prism_validation import (
     read_ratings,
 )
 from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
-
-pd = lazy_module("pandas")
 
 #: The score cache's file in the run directory.
 SCORE_CACHE = "prism_scores.sqlite"

@@ -21,15 +21,16 @@ from rich.text import Text
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.text.redaction import names_after_redaction
 from biasim.simulator.common.html import HtmlSection, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds import transmission_extras as extras
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
+from biasim.simulator.kinds.base import AnalysisKind, Section, slug, summary_table
+from biasim.simulator.kinds.lazy import (
+    association,
+    ceiling_effects,
+    parity,
+    pd,
+    traits,
+    transmission_figures,
+    unit_stats,
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types
 from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
@@ -37,17 +38,7 @@ from biasim.simulator.kinds.transmission_spec import TransmissionSpec
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
-
-parity = lazy_module("biasim.analysis.stats.parity")
-units = lazy_module("biasim.analysis.stats.units")
-
-pd = lazy_module("pandas")
-
-# Lazy: they bring scipy.stats, statsmodels and matplotlib, which validating a study never needs.
-association = lazy_module("biasim.analysis.studies.bias_transmission.association")
-ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling_effects")
-traits = lazy_module("biasim.analysis.studies.bias_transmission.traits")
-transmission_figures = lazy_module("biasim.analysis.studies.bias_transmission.figures")
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class TransmissionKind(AnalysisKind):
@@ -166,18 +157,20 @@ class TransmissionKind(AnalysisKind):
         for stage, rows in jobs.items():
             p = min(1.0, min(r["sign_p"] for r in rows) * len(rows))
             name = f"{stage}: any job's hires lean (holm over {len(rows)} jobs)"
-            tests[name] = units.Tested.family(p, rows, "sign_p")
+            tests[name] = unit_stats.Tested.family(p, rows, "sign_p")
         for row in summary.get("position", []):
-            tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = units.Tested.of(row, "p_value")
+            tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = unit_stats.Tested.of(
+                row, "p_value"
+            )
         change = summary.get("redaction_change")
         if change and change.get("p_value") is not None:
-            tests["hires change when names are withheld"] = units.Tested.of(change, "p_value")
+            tests["hires change when names are withheld"] = unit_stats.Tested.of(change, "p_value")
         fits = [r for r in summary.get("effects", []) if r["model"] == ceiling_effects.MODEL]
         fitted = [r["p_value"] for r in fits if r["p_value"] is not None]
         fitted = [p for p in fitted if not math.isnan(p)]
         if fitted:
             name = f"any trait effect (holm over {len(fits)} fits)"
-            tests[name] = units.Tested.family(min(1.0, min(fitted) * len(fits)), fits)
+            tests[name] = unit_stats.Tested.family(min(1.0, min(fitted) * len(fits)), fits)
         return tests
 
     def print(self, summary: dict[str, Any], console: Console) -> None:

@@ -15,25 +15,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from biasim.simulator.common.html import fmt
-from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    Section,
-    StudyFacts,
-    resolve_data_path,
-    slug,
-)
-
-terms = lazy_module("biasim.analysis.text.terms")
-unit_terms = lazy_module("biasim.analysis.text.unit_terms")
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.base import Section, resolve_data_path, slug
+from biasim.simulator.kinds.lazy import hiring_summaries, pd, terms, unit_terms
 
 if TYPE_CHECKING:
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
     from biasim.simulator.kinds.transmission_spec import TransmissionSpec
 
-# Lazy: it brings scipy.stats, which validating a study never needs.
-hiring_summaries = lazy_module("biasim.analysis.studies.bias_transmission.hiring_summaries")
 
 #: Built-in data files (``scenarios/data``), where a bare association file name is looked for.
 BUILTIN_DATA = Path(str(resources.files("biasim.scenarios"))) / "data"

@@ -54,6 +54,10 @@ def base_summary(
     """What every report states whatever its analyses: the study, whether the answers are
     synthetic, unit outcomes, the models in report order, and outcome rates per group (per
     model when there are several, since one model may fail a group more than another)."""
+    if "members" in df:
+        # A committee's decided row is no unit of work (its members' rows are): the counts
+        # are of units, as the progress and the manifest count them.
+        df = df[df["members"].isna()]
     synthetic = bool(df["synthetic"].fillna(False).astype(bool).any()) if len(df) else False
     order = _label_order(df, models)
     # One row per (label, backend, model): iterating every row of a 100k-row table is slow.

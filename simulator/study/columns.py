@@ -38,6 +38,10 @@ PIPELINE_COLUMNS = (
     "advanced",
     "selected",
 )
+#: Columns of committee stages (:mod:`.committees`): a member's row names the stage it reads
+#: for (`committee`); the stage's decided row names its members' units (`members`) and, under a
+#: selection rule, the pool's own decision before the rule (`pool_advanced`).
+COMMITTEE_COLUMNS = ("committee", "members", "pool_advanced")
 #: Columns of word-pairing stages: what each call showed, in the order shown.
 PAIRING_COLUMNS = ("targets", "target_values", "items")
 #: Columns of a counterfactual stage's rows (:mod:`.counterfactual`): the set, the value each
@@ -50,6 +54,7 @@ RESERVED = frozenset(
         *ID_COLUMNS,
         *CALL_COLUMNS,
         *PIPELINE_COLUMNS,
+        *COMMITTEE_COLUMNS,
         *PAIRING_COLUMNS,
         *COUNTERFACTUAL_COLUMNS,
         "persona",

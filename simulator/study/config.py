@@ -23,10 +23,12 @@ from biasim.simulator.study.analysis_spec import AnalysisSpec
 from biasim.simulator.study.biographies import BiographiesConfig
 from biasim.simulator.study.columns import (
     CALL_COLUMNS,
+    COMMITTEE_COLUMNS,
     ID_COLUMNS,
     PAIRING_COLUMNS,
     PIPELINE_COLUMNS,
 )
+from biasim.simulator.study.committees import CommitteeConfig, SelectionConfig
 from biasim.simulator.study.counterfactual import CounterfactualConfig
 from biasim.simulator.study.fields import LABEL_PATTERN, Identifier, LevelName, Strict
 from biasim.simulator.study.market import MAX_CYCLES, MarketConfig
@@ -418,6 +420,18 @@ class StageConfig(Strict):
         description="Single readings: expression over the answer fields deciding whether the "
         "document advances (e.g. `decision == 'Interview'`).",
     )
+    readers: CommitteeConfig | None = Field(
+        None,
+        description="Reading stages: a committee of `count` readers per evaluation (each its "
+        "own call and row, stage `<stage>.reader<j>`) whose answers `aggregate` combines into "
+        "the stage's decision (its own row per evaluation, `members` naming the calls).",
+    )
+    selection: SelectionConfig | None = Field(
+        None,
+        description="Reading stages: who advances, decided across all the stage's pools after "
+        "they are read (`global_top_k`, `four_fifths`); the rows keep the pools' own decision "
+        "in `pool_advanced`.",
+    )
     pairing: PairingConfig | None = Field(
         None,
         description="A word-pairing stage (free text): each call shows two targets in random "
@@ -486,7 +500,9 @@ class DesignConfig(Strict):
         return self
 
 
-RESULT_COLUMNS = frozenset((*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS, *PAIRING_COLUMNS))
+RESULT_COLUMNS = frozenset(
+    (*ID_COLUMNS, *CALL_COLUMNS, *PIPELINE_COLUMNS, *COMMITTEE_COLUMNS, *PAIRING_COLUMNS)
+)
 
 
 class PriceConfig(Strict):

@@ -316,22 +316,29 @@ def population_specs(config: StudyConfig, name: str) -> list[AgentSpec]:
     for persona in personas:
         index = counters.get(persona.key, 0)
         counters[persona.key] = index + 1
-        slot = f"{persona.key}/{index:0{width}d}/r0"
-        specs.append(
-            AgentSpec(
-                agent_id=f"{name}/{slot}",
-                condition="default",
-                levels=(),
-                variables=(),
-                model_label="",
-                persona=persona,
-                index=index,
-                replicate=0,
-                slot=slot,
-                population=name,
-            )
-        )
+        specs.append(population_member(name, persona, index, width, name))
     return specs
+
+
+def population_member(
+    population: str, persona: Persona, index: int, width: int, prefix: str
+) -> AgentSpec:
+    """An agent of ``population`` (no condition, levels or model: those are the design's): its
+    slot is ``persona/index/r0``, the index ``width`` digits wide, and its id ``prefix/slot``
+    (the population's name; in a labour market, with the cycle)."""
+    slot = f"{persona.key}/{index:0{width}d}/r0"
+    return AgentSpec(
+        agent_id=f"{prefix}/{slot}",
+        condition="default",
+        levels=(),
+        variables=(),
+        model_label="",
+        persona=persona,
+        index=index,
+        replicate=0,
+        slot=slot,
+        population=population,
+    )
 
 
 def unit_id(agent_id: str, stage: str) -> str:
@@ -374,18 +381,21 @@ def template_context(
 
 def expected_units(study: StudyConfig) -> int:
     """Units of a study with populations if every answer is valid (see ``total_units``):
-    each writer once per writing stage, and each reading stage's evaluations."""
+    each writer once per writing stage, and each reading stage's evaluations (times its
+    committee's members)."""
     return sum(expected_stage_units(study).values())
 
 
 def expected_stage_units(study: StudyConfig) -> dict[str, int]:
     """Per stage of a study with populations, in pipeline order, its units if every answer
     is valid (every writer advances as far as a reading lets any); in a market, over all its
-    cycles (each cycle's applicants are its draw, not the whole population)."""
+    cycles of every replicate market (each cycle's applicants are its draw, not the whole
+    population)."""
     sizes = population_sizes(study)
     market, cycles = study.market, study.cycles or 1
     if market is not None:
         sizes[market.applicants.population] = market.applicants.per_cycle
+        cycles *= market.replicates
     docs: dict[str, int] = {}
     advanced: dict[str, int] = {}
     pools: dict[str, int] = {}
@@ -413,7 +423,8 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
             units = -(-n // (reads.size or 1))
             advanced[name] = units * (stage.select or 1)
         pools[name] = units
-        units_of[name] = units
+        # A committee reads every evaluation once per member: each member's reading is a unit.
+        units_of[name] = units * (stage.readers.count if stage.readers is not None else 1)
     return {name: units * cycles for name, units in units_of.items()}
 
 
@@ -425,7 +436,8 @@ def pool_sizes(study: StudyConfig) -> dict[str, tuple[int, ...]]:
     """Per reading stage of a study with populations, the distinct numbers of documents its
     evaluations show if every answer is valid, cut as the engine's matching cuts them: a
     stratum's last pool holds what is left, a carried pool what its ``after`` stage advanced,
-    and a pool that cannot select is not read. The prompts shown render one per size."""
+    and a pool that cannot select is not read; in a market, a cycle's draw of applicants. The
+    prompts shown render one per size."""
     writers: dict[str, list[Author]] = {}
     #: Reading stage -> its evaluations, each the authors shown (the first ``k`` advance).
     readings: dict[str, list[list[Author]]] = {}
@@ -434,7 +446,12 @@ def pool_sizes(study: StudyConfig) -> dict[str, tuple[int, ...]]:
         stage = next(s for s in study.stages if s.name == name)
         reads = stage.reads
         if reads is None:
-            writers[name] = _authors(study, stage_population(study, stage))
+            population = stage_population(study, stage)
+            writers[name] = _authors(study, population)
+            market = study.market
+            if market is not None and population == market.applicants.population:
+                # Each cycle reads its own draw of applicants, not the whole population.
+                writers[name] = writers[name][: market.applicants.per_cycle]
             continue
         k = stage.select or (1 if reads.matching == "pair" else 0)
         # The first `k` shown advance: the dry render's placeholder answer picks them.

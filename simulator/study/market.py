@@ -16,6 +16,25 @@ from biasim.simulator.study.fields import Identifier, Strict
 
 #: Most cycles a study may run (each cycle is a whole pipeline round).
 MAX_CYCLES = 200
+#: Most replicate markets one run may hold (each is ``cycles`` whole pipeline rounds).
+MAX_REPLICATES = 1_000
+#: The per-cycle composition table a market run writes beside its results.
+MARKET_CSV = "market.csv"
+#: Its columns: per replicate market, cycle and group, who applied, who decided (the cycle's
+#: readers, drawn from the workforce at its start), who was hired, who left, and who works
+#: there at the end of the cycle (after attrition and hiring), with its total tenure (cycles
+#: worked, summed). Cycle 0 is each replicate's initial workforce.
+COMPOSITION_COLUMNS = (
+    "replicate",
+    "cycle",
+    "group",
+    "applicants",
+    "readers",
+    "hires",
+    "left",
+    "workforce",
+    "tenure",
+)
 #: Why the parts of issue 46 not built yet are refused.
 _NOT_YET = "is not supported yet in market studies (issue 46 adds it in a later step)"
 
@@ -64,6 +83,15 @@ class MarketConfig(Strict):
         "workforce, decision-makers)."
     )
     attrition: Attrition
+    replicates: int = Field(
+        1,
+        ge=1,
+        le=MAX_REPLICATES,
+        description="Independent markets run over the same cycles, each with its own draws "
+        "(initial workforce, applicants, readers, leavers) keyed by the study seed and its "
+        "index; replicate 0 draws what a single market draws. The analyses' intervals and "
+        "tests take the replicate market as their unit.",
+    )
     referrals: Any = Field(None, description=f"Referral hiring {_NOT_YET}.")
     committees: Any = Field(None, description=f"Reader committees {_NOT_YET}.")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from biasim.simulator.common.errors import Problem
+from biasim.simulator.study.committee_checks import committee_problems
 from biasim.simulator.study.design import population_sizes
 from biasim.simulator.study.market_checks import check_market
 from biasim.simulator.study.policies import BASE
@@ -124,6 +125,7 @@ def _stage_problems(
         )
     problems.extend(_check_reads(config, smap, i, stage, stages, sizes))
     problems.extend(_reads_axes_problems(config, smap, at, stage))
+    problems.extend(committee_problems(config, smap, i, stage, sizes))
     return problems
 
 
@@ -140,7 +142,7 @@ def _non_reading_stage_problems(
                 "the stage must say what they read",
             )
         )
-    for key in ("select", "advance"):
+    for key in ("select", "advance", "readers", "selection"):
         if getattr(stage, key) is not None:
             problems.append(
                 smap.problem((*at, key), "only a reading stage (with `reads`) takes this")

@@ -2,30 +2,30 @@
 
 A policy (``policies:`` in a study file) changes settings of some reading stages: the shown
 author (``author: redacted``), how many a reader picks (``select``), the prompt or system
-message (a rubric), the advance rule of a single reading (a threshold). Loading a study expands
-each policy into copies of every reading stage, named ``<stage>__<policy>``, that read the
-documents the study's writing stages wrote once; each copy draws its pools as the stage it
-copies does (:attr:`StageConfig.policy_of`). So every policy reads the same applicants in the
-same pools (common random numbers), and the difference between policies is estimated paired.
+message (a rubric), the advance rule of a single reading (a threshold), a committee of readers
+(``readers``: a second reader, a panel) or a selection rule across pools (``selection``).
+Loading a study expands each policy into copies of every reading stage, named
+``<stage>__<policy>``, that read the documents the study's writing stages wrote once; each
+copy draws its pools as the stage it copies does (:attr:`StageConfig.policy_of`). So every
+policy reads the same applicants in the same pools (common random numbers), and the difference
+between policies is estimated paired.
 The study's own stages are the policy :data:`BASE`. This module is the ``policies:`` section
 the schema holds; the copies are made in :mod:`.policy_copies`, above the schema.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from biasim.simulator.study.committees import CommitteeConfig, SelectionConfig
 from biasim.simulator.study.fields import Identifier, Strict
-
-if TYPE_CHECKING:
-    pass
 
 #: The policy the study's own stages implement.
 BASE = "base"
 #: What a policy may change in a reading stage; anything else would change the design itself.
-CHANGEABLE = ("author", "select", "prompt", "system", "advance")
+CHANGEABLE = ("author", "select", "prompt", "system", "advance", "readers", "selection")
 _WHY_NOT = {
     "size": "a different pool size draws different pools, so no pool is read under both "
     "policies and the paired comparison has no shared unit; run it as a second study",
@@ -34,19 +34,17 @@ _WHY_NOT = {
     "role": "a policy keeps the role (and so the model); compare models with `biasim compare`",
     "output": "the answer fields stay the same, so every policy's answers are read alike",
 }
-#: Policies the issue names that the engine cannot run yet, and why (refused by name, so the
-#: reason is not the generic one).
-_NOT_YET = {
-    "reader": "an added reader (a second reading of the same pool whose picks combine with the "
-    "first's by a stated rule) is not implemented: the engine reads each pool once per policy",
-    "four_fifths": "a per-stage four-fifths rule (a corrective selection across pools so each "
-    "group's stage rate is at least 0.8 of the highest) is not implemented: the engine decides "
-    "each pool on its own reading",
+#: Names a policy analyst may reach for, and the field that does it.
+_SPELLED = {
+    "reader": "a second reader (or a panel) is `readers: {count: 2, aggregate: any}` "
+    "(aggregate: any, all, majority or mean_score)",
+    "four_fifths": "a per-stage four-fifths rule is `selection: {rule: four_fifths, by: <axis>}`",
 }
-_NOT_YET.update(
-    readers=_NOT_YET["reader"],
-    second_reader=_NOT_YET["reader"],
-    four_fifths_rule=_NOT_YET["four_fifths"],
+_SPELLED.update(
+    second_reader=_SPELLED["reader"],
+    committee=_SPELLED["reader"],
+    four_fifths_rule=_SPELLED["four_fifths"],
+    global_top_k="a selection across pools is `selection: {rule: global_top_k, k: <count>}`",
 )
 
 
@@ -62,6 +60,16 @@ class PolicyStage(Strict):
     advance: str | None = Field(
         None, description="Single readings: the advance rule (e.g. a higher score threshold)."
     )
+    readers: CommitteeConfig | None = Field(
+        None,
+        description="A committee reading every evaluation (e.g. a second reader: "
+        "`{count: 2, aggregate: any}`), read on the same pools as the other policies.",
+    )
+    selection: SelectionConfig | None = Field(
+        None,
+        description="A rule across the stage's pools (`global_top_k`, `four_fifths`) deciding "
+        "who advances after every pool is read.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -69,7 +77,7 @@ class PolicyStage(Strict):
         if isinstance(data, dict):
             for key in data:
                 if key not in CHANGEABLE:
-                    why = _WHY_NOT.get(key) or _NOT_YET.get(
+                    why = _WHY_NOT.get(key) or _SPELLED.get(
                         key, "the engine applies no such change while keeping the documents"
                     )
                     raise ValueError(

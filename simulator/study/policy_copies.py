@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from biasim.simulator.study.policies import BASE, PolicyStage, policy_stage_name
+from biasim.simulator.study.policies import BASE, CHANGEABLE, PolicyStage, policy_stage_name
 
 if TYPE_CHECKING:
     from biasim.simulator.common.yamlsource import SourceMap
@@ -40,7 +40,8 @@ def _copy(stage: StageConfig, policy: str, change: PolicyStage | None) -> StageC
         reads_update["after"] = policy_stage_name(reads.after, policy)
     update: dict[str, Any] = {"name": policy_stage_name(stage.name, policy)}
     if change is not None:
-        given = change.model_dump(exclude_none=True)
+        # The fields themselves, not a dump: a committee or a rule stays a validated model.
+        given = {k: v for k in CHANGEABLE if (v := getattr(change, k)) is not None}
         if "author" in given:
             reads_update["author"] = given.pop("author")
         update.update(given)

@@ -144,6 +144,14 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
             options.by.append(column)
     if "model_label" not in options.by and frame["model_label"].nunique() > 1:
         options.by = ["model_label", *options.by]
+    if study.config.market is not None and "cycle" not in options.by:
+        # Each cycle's decision-makers are drawn from that cycle's workforce: a table pooled
+        # over cycles would mix different deciders. Replicate markets' same cycle pool.
+        options.by = ["cycle", *options.by]
+        source["description"] += (
+            "; a labour market over cycles: one row per cycle, each cycle's decisions pooled "
+            "over the replicate markets"
+        )
     # An individual is a simulated person, whatever number of policies read its document.
     individual = frame["agent_id"].astype(str)
     frame = frame.assign(_selected=frame["selected"], _individual=individual)

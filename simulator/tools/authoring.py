@@ -23,6 +23,7 @@ TEMPLATES = {
     "ablation": "one decision under several persona sources (attribute, name, written persona)",
     "pipeline": "applicants write, a screener shortlists, a manager picks; who is still in",
     "letters": "reference letters per name; their words and style compared between groups",
+    "market": "hiring over cycles: managers drawn from the workforce hire; composition per cycle",
 }
 
 

@@ -28,11 +28,6 @@ from tests.paths import ROOT
 SCHEMA = ROOT / "docs" / "reference" / "summary.schema.json"
 
 
-@pytest.fixture(scope="module")
-def builtin_runs(tmp_path_factory: pytest.TempPathFactory) -> BuiltinRuns:
-    return BuiltinRuns(tmp_path_factory.mktemp("builtin_runs"))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", STUDIES, scope="module")
 def test_summary_validates_against_the_docs_schema(name: str, builtin_runs: BuiltinRuns) -> None:

@@ -5,16 +5,14 @@ row, no internal (``_``) column, no line wider than the console."""
 from __future__ import annotations
 
 import io
+import json
 import re
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from biasim.scenarios import builtin_studies
-from biasim.simulator.engine.runner import RunOptions, execute, prepare
 from biasim.simulator.report.outputs import print_report
-from tests.builtin_runs import AGENTS, NEEDS_INPUT
+from tests.builtin_runs import STUDIES, BuiltinRuns
 
 BLOCK = re.compile(r"^\s*- \w+:")
 RULE = re.compile(r"^[\s─━┡┩╇]+$")
@@ -31,12 +29,9 @@ def _headers(text: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(builtin_studies()) - NEEDS_INPUT))
-def test_console_report_fits_80_and_200_columns(name: str, tmp_path: Path) -> None:
-    options = RunOptions(
-        study=name, out=tmp_path / "run", backend="synthetic", agents=AGENTS.get(name, 1)
-    )
-    summary = execute(prepare(options)).summary
+@pytest.mark.parametrize("name", STUDIES, scope="session")
+def test_console_report_fits_80_and_200_columns(name: str, builtin_runs: BuiltinRuns) -> None:
+    summary = json.loads((builtin_runs(name) / "summary.json").read_text(encoding="utf-8"))
     for width in (80, 200):
         buffer = io.StringIO()
         print_report(summary, Console(file=buffer, width=width, color_system=None, markup=False))

@@ -82,3 +82,36 @@ def test_a_studys_gates_are_validated_and_checked_on_its_run(tmp_path, cli) -> N
     assert "FAIL `impact_ratio >= 0.8`" in result.stdout and "race_ethnicity Black" in result.stdout
     assert ET.parse(junit).getroot().get("failures") == "1"
     assert not (run / "audit").exists()  # the gate writes nothing into the run
+
+
+def test_gate_reads_the_audit_options_audit_reads(monkeypatch, tmp_path, cli) -> None:
+    """The options naming the decisions and their columns are declared once for audit and gate
+    (an option group): both show them alike and both build the same AuditOptions from them."""
+    import typer
+    import typer.main
+
+    from biasim.simulator.cli import tool_commands
+    from biasim.simulator.tools.audit import AuditOptions
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    shared = {o.name for o in tool_commands._AUDITED.options}
+    shown = {
+        name: {(p.name, tuple(p.opts), p.help, p.default) for p in commands[name].params}
+        for name in ("audit", "gate")
+    }
+    assert len(shared) == 10 and {s[0] for s in shown["gate"] & shown["audit"]} == shared
+
+    built = []
+
+    def stop(options: AuditOptions, **_: object) -> None:
+        built.append(options)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(tool_commands, "replace", stop)
+    given = ["--sex-col", "sex", "--by", "a, b", "--stage", "s", "--accept-edits"]
+    for name in ("audit", "gate"):
+        out = ["--out", str(tmp_path / name)] if name == "audit" else []
+        result = cli.invoke(app, [name, _csv(tmp_path, 98), *given, *out])
+        assert result.exit_code == 0, result.output
+    expected = AuditOptions(sex_col="sex", by=["a", "b"], stage="s", accept_edits=True)
+    assert built == [expected, expected]

@@ -1,6 +1,6 @@
-"""A market run killed mid-cycle resumes where it stopped: nothing asked twice, and the result
-equals an uninterrupted run of the same study (every market draw is keyed by seed and cycle,
-and each cycle's calls replay from the store)."""
+"""A market run killed or interrupted (Ctrl-C) mid-cycle resumes where it stopped: nothing
+asked twice, and the result equals an uninterrupted run of the same study (every market draw is
+keyed by seed and cycle, and each cycle's calls replay from the store)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,22 @@ from tests.e2e.test_kill_resume import answered_count
 from tests.market_studies import market
 
 BIASIM = [sys.executable, "-m", "biasim"]
-COLUMNS = ["unit_id", "cycle", "stage", "gender", "persona_name", "selected", "reads"]
+COLUMNS = ["unit_id", "replicate", "cycle", "stage", "gender", "persona_name", "selected", "reads"]
 
 
 @pytest.mark.slow
-def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
-    data = market(cycles=8)
+@pytest.mark.parametrize(
+    ("cycles", "replicates", "kill_at", "stop"),
+    # 3 calls a cycle, 24 in all: stopped in cycle 4 of 8 by a kill or by Ctrl-C (SIGINT: the
+    # run saves what it has and exits), or killed in the second replicate market (its cycle 1
+    # or 2 of 4), which must start from its own workforce again on resume.
+    [(8, 1, 10, signal.SIGKILL), (8, 1, 10, signal.SIGINT), (4, 2, 14, signal.SIGKILL)],
+    ids=["SIGKILL", "SIGINT", "second-market"],
+)
+def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, cycles: int, replicates: int, kill_at: int, stop: signal.Signals
+) -> None:
+    data = market(cycles=cycles, market={"replicates": replicates})
     for role in data["roles"].values():
         role["options"] = {"latency_ms": 60}
     study = pipeline_studies.write(tmp_path / "market.yaml", data)
@@ -42,14 +52,14 @@ def test_a_market_killed_mid_cycle_resumes_to_the_uninterrupted_result(tmp_path:
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while answered_count(out / "calls.sqlite") < 10:  # cycle 4 of 8 (3 calls a cycle)
+    while answered_count(out / "calls.sqlite") < kill_at:
         assert proc.poll() is None, "run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    os.kill(proc.pid, stop)  # SIGINT: Ctrl-C, the run saves what it has and exits
+    proc.wait(timeout=60)
     before = answered_count(out / "calls.sqlite")
-    assert 10 <= before < 24
+    assert kill_at <= before < 24
     done = subprocess.run(
         [*BIASIM, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120
     )

@@ -27,7 +27,8 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
     assert (results.groupby("cycle")["stage"].value_counts().unstack() == [2, 1]).all().all()
     table = pd.read_csv(out / "market.csv")
     columns = ["applicants", "readers", "hires", "left", "workforce", "tenure"]
-    assert list(table.columns) == ["cycle", "group", *columns]
+    assert list(table.columns) == ["replicate", "cycle", "group", *columns]
+    assert (table["replicate"] == 0).all() and (results["replicate"] == 0).all()
     per_cycle = table.groupby("cycle")[columns].sum()
     assert per_cycle.loc[0].tolist() == [0, 0, 0, 0, 4, 0]
     # One leaves and one is hired every cycle: the workforce keeps its size.
@@ -84,6 +85,12 @@ def test_a_single_round_study_records_no_cycles(cli, tmp_path: Path) -> None:
         ({"market": {"workforce": 41}}, "market.workforce", "more than the 40 agents"),
         ({"market": {"by": "race"}}, "market.by", "not a persona axis"),
         ({"market": {"attrition": {"rate": 0.1, "leavers": 1}}}, "attrition", "declare one of"),
+        (
+            {"design": {"agents_per_value": 20, "replicates": 2}},
+            "design.replicates",
+            "has no replicates",
+        ),
+        ({"market": {"replicates": 0}}, "market.replicates", "greater than or equal to 1"),
         (
             {"policies": {"named": {"stages": {"offer": {"author": "redacted"}}}}},
             "policies",
@@ -159,3 +166,41 @@ def test_a_market_whose_workforce_empties_stops_with_the_reason(cli, tmp_path: P
     text = " ".join(result.output.split())
     assert result.exit_code not in (0, 1) and "Traceback" not in text
     assert "cycle 2: the workforce is empty" in text, text
+
+
+def test_replicate_markets_are_independent_and_the_first_is_the_single_market(
+    cli, tmp_path: Path
+) -> None:
+    """`market: {replicates: 3}`: three markets in one run, each from its own initial
+    workforce; replicate 0 draws exactly what the study without replicates draws (same unit
+    ids, same composition), the others draw their own; `estimate` counts every replicate."""
+    single = run(cli, tmp_path, MARKET, "single")
+    data = market(market={"replicates": 3})
+    path = pipeline_studies.write(tmp_path / "three.yaml", data)
+    estimate = cli.invoke(app, ["estimate", str(path)])
+    assert "up to 54 new calls" in " ".join(estimate.output.split()), estimate.output
+    out = run(cli, tmp_path, data, "three")
+    results = pd.read_parquet(out / "results.parquet")
+    assert len(results) == 54
+    assert results.groupby("replicate").size().tolist() == [18, 18, 18]
+    first = results[results["replicate"] == 0].reset_index(drop=True)
+    alone = pd.read_parquet(single / "results.parquet")
+    columns = ["unit_id", "cycle", "stage", "gender", "persona_name", "selected", "cluster"]
+    pd.testing.assert_frame_equal(first[columns], alone[columns])
+    table = pd.read_csv(out / "market.csv")
+    assert len(table) == 3 * 7 * 2
+    alone_table = pd.read_csv(single / "market.csv")
+    pd.testing.assert_frame_equal(
+        table[table["replicate"] == 0].reset_index(drop=True), alone_table
+    )
+    # The others are their own markets: other draws, other clusters, a full workforce each.
+    letters = results[results["stage"] == "apply"]
+    drawn = [
+        set(g["persona_name"] + g["cycle"].astype(str)) for _, g in letters.groupby("replicate")
+    ]
+    assert drawn[0] != drawn[1] and drawn[1] != drawn[2]
+    readings = results[results["stage"] == "offer"]
+    assert readings["cluster"].nunique() == 3 * 6
+    assert readings.loc[readings["replicate"] == 2, "cluster"].str.startswith("r002/c").all()
+    start = table[table["cycle"] == 0].groupby("replicate")["workforce"].sum()
+    assert start.tolist() == [4, 4, 4]

@@ -102,8 +102,9 @@ def test_a_stage_is_removed_explicitly_and_errors_keep_file_and_line(tmp_path: P
         ({"screen": {"role": "manager"}}, "a policy keeps the role"),
         ({"apply": {"prompt": "x"}}, "no reading stage named `apply`"),
         ({"screen": {"select": 8}}, "picking 8 of pools of 8 is no decision"),
-        ({"screen": {"reader": "manager"}}, "an added reader (a second reading"),
-        ({"screen": {"four_fifths": True}}, "a per-stage four-fifths rule (a corrective"),
+        ({"screen": {"reader": "manager"}}, "a second reader (or a panel) is `readers:"),
+        ({"screen": {"four_fifths": True}}, "rule is `selection: {rule: four_fifths, by:"),
+        ({"screen": {"readers": {"count": 5, "aggregate": "any"}}}, "a committee of 5 needs"),
     ],
 )
 def test_a_policy_change_the_engine_cannot_apply_is_refused(
@@ -342,6 +343,9 @@ def test_which_policies_declare_no_effect_on_the_test_double(tmp_path: Path) -> 
         "named": {"stages": {"screen": {"author": "name"}}},  # as base: no change
         "redacted": POLICIES["redacted"],
         "shortlist4": POLICIES["shortlist4"],
+        # Another reader's draws, and a rule across pools: the double answers differently.
+        "second": {"stages": {"screen": {"readers": {"count": 2, "aggregate": "any"}}}},
+        "top": {"stages": {"offer": {"selection": {"rule": "global_top_k", "k": 4}}}},
     }
     data["analyses"] = [{**EFFECT, "groups": ["race"], "intersectional": False}]
     config = load_study(pipeline_studies.write(tmp_path / "s.yaml", data)).config

@@ -12,13 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.simulator.common.html import fmt
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
-
-classifier_metrics = lazy_module("biasim.analysis.text.classifier_metrics")
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import classifier_metrics, pd
 
 
 def classifier_table(

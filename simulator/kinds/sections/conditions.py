@@ -10,14 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
-
-pd = lazy_module("pandas")
-
-# Lazy: it brings scipy.stats, which validating a study never needs.
-conditions = lazy_module("biasim.analysis.stats.conditions")
+from biasim.simulator.kinds.lazy import conditions, pd
 
 _NOTE = (
     "spread = largest - smallest DPD over the conditions compared. p = permutation test: each "

@@ -9,13 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section, without_model
-
-pd = lazy_module("pandas")
-
-model_tests = lazy_module("biasim.analysis.stats.models")
+from biasim.simulator.kinds.lazy import model_tests, pd
 
 
 def add_model_differences(

@@ -17,13 +17,10 @@ import numpy as np
 from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import pd, unit_models
 
 # scipy.stats behind the model costs seconds to import; validate never fits it.
-unit_models = lazy_module("biasim.analysis.stats.unit_models")
 
 #: Probabilities are clipped here before the log-odds (a declared 0 or 1 has none).
 CLIP = 1e-4

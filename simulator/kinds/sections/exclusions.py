@@ -9,13 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section
-
-pd = lazy_module("pandas")
-
-refusals = lazy_module("biasim.analysis.stats.refusals")
+from biasim.simulator.kinds.lazy import pd, refusals
 
 NOTE = (
     "validity = largest minus smallest share of valid answers between groups; DPD as is "

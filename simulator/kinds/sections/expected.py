@@ -11,17 +11,13 @@ import orjson
 from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import AnalysisContext, Section
+from biasim.simulator.kinds.lazy import expected_stats, pd
 from biasim.simulator.kinds.sections.discrim_eval import (
     add_discrim_eval,
     html_discrim_eval,
     print_discrim_eval,
 )
-
-expected_stats = lazy_module("biasim.analysis.stats.expected")
-
-pd = lazy_module("pandas")
 
 #: The unit the test relabels where the kind names no unit column, as the tables name it.
 UNIT = "persona instance"

@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from biasim.simulator.common.lazy import lazy_module
-
-clusters = lazy_module("biasim.analysis.stats.clusters")
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import clusters, pd
 
 #: ``unit:`` keywords besides a design factor or recorded variable.
 LETTER = "letter"

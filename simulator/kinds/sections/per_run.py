@@ -12,10 +12,8 @@ from typing import Any
 from rich.console import Console
 
 from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.kinds.base import AnalysisContext, Section, slug
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.base import AnalysisContext, AnalysisKind, Section, slug
+from biasim.simulator.kinds.lazy import pd
 
 # The frame type as a string: reading it would import pandas when a study is validated.
 Compute = Callable[["pd.DataFrame", Any, AnalysisContext], Section]
@@ -79,3 +77,39 @@ def html_per_run(
         # The same page and figures; numbers point into this run's summary.
         show(part, dataclasses.replace(section, path=(*section.path, "models", label)))
     return True
+
+
+class PerRunKind(AnalysisKind):
+    """A kind computed on each run apart: ``compute_run``, ``run_schema``, ``print_run`` and
+    ``html_run`` see one run's rows or summary; with several runs the summary holds each under
+    ``models`` and they are shown one after another."""
+
+    def compute(self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext) -> Section:
+        split = compute_per_run(self.compute_run, results, spec, ctx)
+        return split if split is not None else self.compute_run(results, spec, ctx)
+
+    def compute_run(self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext) -> Section:
+        raise NotImplementedError
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        return per_run_schema(cls.run_schema())
+
+    @classmethod
+    def run_schema(cls) -> dict[str, Any]:
+        """One run's summary shape."""
+        raise NotImplementedError
+
+    def print(self, summary: dict[str, Any], console: Console) -> None:
+        if not print_per_run(self.print_run, summary, console):
+            self.print_run(summary, console)
+
+    def print_run(self, summary: dict[str, Any], console: Console) -> None:
+        raise NotImplementedError
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if not html_per_run(self.html_run, summary, section):
+            self.html_run(summary, section)
+
+    def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        raise NotImplementedError

@@ -14,10 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from biasim.simulator.common.html import fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import pd
 
 #: A baseline this far from 0 gets a warning that scores must not be read against 0.
 OFF_ZERO = 0.5

@@ -12,10 +12,8 @@ from rich.console import Console
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.common.html import fmt
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.kinds.base import Section, slug
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import pd
 
 #: Columns of a human-ratings CSV (the analysis module, which brings scipy.stats and matplotlib,
 #: is imported only to correlate: validating a study reads the file, never correlates).

@@ -10,11 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.simulator.common.html import fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
-
-units = lazy_module("biasim.analysis.stats.units")
-ceiling_effects = lazy_module("biasim.analysis.studies.bias_transmission.ceiling_effects")
+from biasim.simulator.kinds.lazy import ceiling_effects, unit_stats
 
 #: The paper's (uncalibrated) model, printed beside the tested one.
 PAPER_MODEL = "beta_job_random"
@@ -41,7 +38,7 @@ def print_trait_effects(
             f"{row['estimate']:+.4f}" + ("*" if row["significant"] else ""),
             f"{row['std_error']:.4f}",
             fmt(row["p_value"], "p"),
-            units.unit_label(row["unit"], row["n_units"]).removeprefix("unit: "),
+            unit_stats.unit_label(row["unit"], row["n_units"]).removeprefix("unit: "),
             "-" if twin is None else f"{twin['estimate']:+.4f} (p {format_p(twin['p_value'])})",
         )
     print_table(console, table)

@@ -10,15 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import Hidden, print_table
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
-
-pd = lazy_module("pandas")
-
-figures = lazy_module("biasim.analysis.figures")
-grading = lazy_module("biasim.analysis.stats.grading")
-unit_models = lazy_module("biasim.analysis.stats.unit_models")
+from biasim.simulator.kinds.lazy import figures, grading, pd, unit_models
 
 NOTE = (
     "Odds ratio of each group against the reference, with a 95% interval that respects the "

@@ -12,13 +12,9 @@ import numpy as np
 from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.kinds.base import Section, slug, summary_table
-
-refusals = lazy_module("biasim.analysis.stats.refusals")
-
-pd = lazy_module("pandas")
+from biasim.simulator.kinds.lazy import pd, refusals
 
 _OUTCOME = "__answer__"
 NOTE = (

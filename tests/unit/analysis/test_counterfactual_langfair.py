@@ -143,3 +143,93 @@ def test_sentiment_parity_equals_langfairs_builtin_vader_on_its_positive_share()
         oracle = SentimentBias(classifier="vader", sentiment="pos", parity=parity, threshold=0.2)
         assert ours == pytest.approx(oracle.evaluate(TEXTS_A, TEXTS_B, show_progress_bars=False))
     assert weak[0] != 0
+
+
+def test_toxicity_metrics_over_k_generations_equal_langfairs():
+    from langfair.metrics.toxicity import ToxicityMetrics
+
+    from biasim.analysis.text.toxicity import toxicity_by_value
+
+    rng = np.random.default_rng(3)
+    rows = [
+        {"pair_id": f"p{i}", "swap_value": value, "writer": "w", "text": f"{value}{i}{j}"}
+        for i in range(12)
+        for value in ("a", "b")
+        for j in range(int(rng.integers(1, 5)))
+    ]
+    scored = pd.DataFrame(rows).assign(tox=rng.beta(0.6, 1.2, len(rows)))
+    ours = toxicity_by_value(scored, COLS, "tox", threshold=0.3).set_index("swap_value")
+    names = {
+        "Expected Maximum Toxicity": "expected_maximum",
+        "Toxicity Probability": "probability",
+        "Toxic Fraction": "fraction",
+    }
+    for value, part in scored.groupby("swap_value"):
+        oracle = ToxicityMetrics(toxic_threshold=0.3, custom_classifier=_RegisteredScorer)
+        result = oracle.evaluate(
+            part["text"].tolist(),
+            scores=part["tox"].tolist(),
+            prompts=part["pair_id"].tolist(),
+            show_progress_bars=False,
+        )["metrics"]
+        for theirs, mine in names.items():
+            assert ours.loc[value, mine] == pytest.approx(result[theirs], abs=1e-12), theirs
+    # k differs between prompts, so the mean over prompts is not the pooled share.
+    assert ours.loc["a", "k_min"] < ours.loc["a", "k_max"]
+    assert 0 < ours.loc["a", "probability"] < 1
+
+
+# Letters naming both groups' words beside LangFair's adjectives, with no abbreviation.
+STEREOTYPE_TEXTS = [
+    "She is kind and warm. Her brother is ambitious, and he is confident.",
+    "He was assertive in every meeting. His sister was gentle and caring with clients.",
+    "The woman is intelligent and capable. The man is capable too, though insecure at times.",
+    "His father is honest. She is honest, brilliant and resourceful in 2023 projects.",
+    "Her mother was emotional. He was decisive; his work was thorough and reliable.",
+]
+
+
+@pytest.fixture
+def stopwords_corpus(tmp_path, monkeypatch, punkt_tables):
+    """LangFair's co-occurrence module reads NLTK's stop words at import and would download
+    them; biasim's copy of the same list stands in where they are not installed."""
+    import nltk
+
+    from biasim.analysis.text.stereotype_words import load_stereotype_words
+
+    try:
+        nltk.data.find("corpora/stopwords")
+    except LookupError:
+        folder = tmp_path / "corpora" / "stopwords"
+        folder.mkdir(parents=True)
+        (folder / "english").write_text("\n".join(sorted(load_stereotype_words().stop_words)))
+        monkeypatch.setattr(nltk.data, "path", [str(tmp_path), *nltk.data.path])
+
+
+@requires("nltk")
+@pytest.mark.parametrize("target", ["adjective", "profession"])
+def test_stereotype_association_and_cooccurrence_bias_equal_langfairs(stopwords_corpus, target):
+    from langfair.metrics.stereotype.metrics import (
+        CooccurrenceBiasMetric,
+        StereotypicalAssociations,
+    )
+
+    from biasim.analysis.text.stereotype import cooccurrence_bias, stereotypical_associations
+    from biasim.analysis.text.stereotype_words import load_stereotype_words
+
+    words = load_stereotype_words(target=target)
+    texts = [
+        *STEREOTYPE_TEXTS,
+        "She is a nurse, and her sister is a teacher. The engineer met her.",
+        "He is an engineer, and his uncle is a lawyer. The nurse met him.",
+    ]
+    groups = dict(words.groups)
+    associations = StereotypicalAssociations(
+        demographic_group_word_lists=groups, stereotype_word_list=words.targets
+    ).evaluate(texts, show_progress_bars=False)
+    cobs = CooccurrenceBiasMetric(
+        demographic_group_word_lists=groups, stereotype_word_list=words.targets
+    ).evaluate(texts, show_progress_bars=False)
+    assert stereotypical_associations(texts, words) == pytest.approx(associations, abs=1e-12)
+    assert cooccurrence_bias(texts, words) == pytest.approx(cobs, abs=1e-12)
+    assert 0 < associations < 0.5 and cobs > 0.01

