@@ -52,9 +52,13 @@ VALID: dict[str, Any] = {
                     "item": "Nurse",
                     "n": 2,
                     "share": 1.0,
+                    "ci_low": 0.34,
+                    "ci_high": 1.0,
                     "p_value": 0.5,
+                    "p_adjusted": 0.5,
                     "deviates": False,
                     "unit": "call",
+                    "n_units": 2,
                 }
             ],
             "item_status": [],
@@ -66,7 +70,11 @@ VALID: dict[str, Any] = {
                         "n_rows": 2,
                         "n_valid": 2,
                         "validity_rate": 1.0,
+                        "ci_low": 0.34,
+                        "ci_high": 1.0,
+                        "validity_gap": None,
                         "validity_p_value": None,
+                        "validity_test": "not tested: fewer than two groups",
                     }
                 ]
             },
