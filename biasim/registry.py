@@ -160,6 +160,12 @@ KINDS = Registry(
     "biasim.analyses",
     {
         "demographic_parity": "biasim.simulator.kinds.demographic_parity:DemographicParityKind",
+        "condition_differences": (
+            "biasim.simulator.kinds.condition_differences:ConditionDifferencesKind"
+        ),
+        "explicit_bias": "biasim.simulator.kinds.explicit_bias:ExplicitBiasKind",
+        "rationale_terms": "biasim.simulator.kinds.rationale_terms:RationaleTermsKind",
+        "predictions_check": "biasim.simulator.kinds.predictions_check:PredictionsCheckKind",
         "pipeline": "biasim.simulator.kinds.pipeline:PipelineKind",
         "market": "biasim.simulator.kinds.market:MarketKind",
         "policy_effect": "biasim.simulator.kinds.policy_effect:PolicyEffectKind",

@@ -355,6 +355,8 @@ def validate(
         )
     except InputError as exc:
         fail_input(exc)
+    for line in loaded.deprecations:
+        err_console.print(styled("deprecated", "yellow", f": {line}"), soft_wrap=True)
     if show_prompts:
         _print_prompts(loaded)
     config = loaded.config

@@ -105,6 +105,9 @@ class Column:
         spec: Format (see :func:`fmt`); ``ci`` draws ``[key, upper]``.
         upper: For ``ci``: the key of the upper bound.
         star: Record key of a boolean that adds ``*`` (significance) after the value.
+        description: What the value is, one line (the summary's JSON Schema says it).
+        required: Whether every record has it (the schema requires it); an optional column
+            is shown only when the records hold it.
     """
 
     key: str
@@ -112,6 +115,8 @@ class Column:
     spec: str = "text"
     upper: str | None = None
     star: str | None = None
+    description: str = ""
+    required: bool = True
 
 
 #: A path into the summary: keys and list indices.

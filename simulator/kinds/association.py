@@ -10,16 +10,15 @@ and two conditions side by side per item (Table 5).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from biasim.simulator.common.html import HtmlSection, fmt, format_p, number_spec
-from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import Records, ResultTable, missing
+from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
 from biasim.simulator.kinds.sections import validity
 
@@ -59,12 +58,139 @@ class AssociationSpec(AnalysisSpec):
     n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of calls (categories).")
 
 
+#: The test of a share against chance, its adjustment and its unit (items and categories of
+#: ``association`` and ``picks``).
+SHARE_COLUMNS = (
+    Column("p_value", "p", "p", description="Exact test against chance."),
+    Column("p_adjusted", "p adjusted", "p", description="Adjusted across the items (`adjust`)."),
+    Column("deviates", "deviates", "bool", description="Adjusted p below `alpha`."),
+    Column("unit", "unit", description="The test's unit (calls)."),
+    Column("n_units", "units", "int", description="How many."),
+)
+#: What the intervals of the items and categories assume.
+_INTERVALS = (
+    "95% CI: Wilson, pairings as independent; bootstrap: resamples calls (one call pairs every "
+    "item of a category with the same two names)"
+)
+ITEMS = ResultTable(
+    key="items",
+    title="per item",
+    columns=(
+        Column("item", "item", description="The item."),
+        Column("n", "pairings", "int", description="Pairings of the item."),
+        Column("share", "share", ".3f", description="Share paired with `positive`."),
+        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
+        *SHARE_COLUMNS,
+    ),
+    description="Share of pairings with `positive` per item (and level of `by`): Wilson "
+    "interval, exact binomial test against chance, its unit.",
+    note=_INTERVALS.split(";")[0],
+    console=False,
+)
+CATEGORIES = ResultTable(
+    key="categories",
+    title="by category (Table 4)",
+    columns=(
+        Column("n", "pairings", "int", description="Pairings in the category."),
+        Column("share", "share", ".3f", description="Share paired with `positive`."),
+        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
+        Column("boot_low", "bootstrap", "ci", upper="boot_high", description="Over calls."),
+        Column("calls", "calls", "int", description="Calls resampled."),
+    ),
+    description="Share per category of items.",
+    note=_INTERVALS,
+)
+DEVIATING = ResultTable(
+    key="deviates_from_chance",
+    title="items that deviate from chance",
+    columns=(
+        Column("deviate", "deviate", "int", description="Items whose test rejects chance."),
+        Column("items", "items", "int", description="Items tested."),
+    ),
+    description="Items deviating, per level.",
+    file=None,
+    note="exact binomial test of each item against 0.5",
+)
+POSITION = ResultTable(
+    key="position",
+    title="position effect (the target named first)",
+    columns=(
+        Column("calls_first", "calls, first", "int", description="Calls naming it first."),
+        Column("calls_second", "calls, second", "int", description="Naming it second."),
+        Column("share_when_first", "share, first", ".3f", description="Its share then."),
+        Column("share_when_second", "share, second", ".3f", description="Its share then."),
+        Column("effect", "effect", "+.3f", description="First minus second."),
+        Column("p_value", "p", "p", description="Welch test over calls."),
+    ),
+    description="Share when named first vs second.",
+    file=None,
+    note="the order is drawn at random per call, so a preference for the first-named cancels",
+    says_nothing=lambda r: missing(r.get("effect")),
+    why="every call named the target in one position",
+)
+COMPARISON = ResultTable(
+    key="comparison",
+    title="two conditions per item (Table 5)",
+    columns=(
+        Column("share_*", spec=".3f", description="Share at a level compared.", required=False),
+        Column("difference", "difference", ".3f", description="First level minus second."),
+        Column("diff_low", "95% CI", "ci", upper="diff_high", description="Its interval."),
+    ),
+    description="Two levels of `by` per item.",
+)
+ITEM_STATUS = ResultTable(
+    key="item_status",
+    title="items by status",
+    columns=(
+        Column("outcome", "outcome", description="`paired` or why an item was not."),
+        Column("items", "items", "int", description="Items shown with that outcome."),
+    ),
+    description="Items per outcome of their pairing.",
+    file="exclusions",
+)
+UNUSED_LINES = ResultTable(
+    key="unused_lines",
+    title="unused answer lines",
+    columns=(
+        Column("reason", "reason", description="Why the line gave no pair."),
+        Column("lines", "lines", "int", description="Lines."),
+    ),
+    description="Answer lines that were no pair, and why.",
+    file="lines",
+)
+
+
+@dataclass(kw_only=True)
+class AssociationResult:
+    """What ``association`` computes; the summary, its schema and the renderings come from it."""
+
+    positive: str = field(metadata=about("The target value counted."))
+    alpha: float = field(metadata=about("Level of the test against chance."))
+    adjust: Literal["none", "holm", "bh"] = field(metadata=about("Its adjustment."))
+    note: str | None = field(default=None, metadata=about("Why there is no share."))
+    categories: Records | None = field(default=None, metadata=tabled(CATEGORIES))
+    deviates_from_chance: Records | None = field(default=None, metadata=tabled(DEVIATING))
+    position: Records | None = field(default=None, metadata=tabled(POSITION))
+    compare: list[str] | None = field(
+        default=None,
+        metadata=about("The levels compared, first minus second.", {"minItems": 2, "maxItems": 2}),
+    )
+    comparison: Records | None = field(default=None, metadata=tabled(COMPARISON))
+    items: Records = field(metadata=tabled(ITEMS))
+    item_status: Records = field(metadata=tabled(ITEM_STATUS))
+    unused_lines: Records = field(metadata=tabled(UNUSED_LINES))
+    validity: dict[str, Records] = field(
+        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
+    )
+
+
 class AssociationKind(AnalysisKind):
     """Share of pairings with one target value, per item, category and condition."""
 
     name = "association"
     spec = AssociationSpec
     title = "Association bias: word pairings"
+    result = AssociationResult
 
     def check(self, spec: AssociationSpec, facts: StudyFacts) -> None:
         stage = next((s for s in facts.config.stages if s.name == spec.stage), None)
@@ -119,32 +245,35 @@ class AssociationKind(AnalysisKind):
         shares = association.share_table(
             pairs, [*keys, "item"], positive, alpha=spec.alpha, method=spec.adjust
         ).merge(items, on="item", how="left")
-        section = Section(
-            summary={"positive": positive, "alpha": spec.alpha, "adjust": spec.adjust}
-        )
-        summary = section.summary
-        section.tables[slug(ctx.name, "items")] = shares
-        summary["items"] = shares.to_dict("records")
+        section = Section(summary={})
         status = association.status_counts(pairs, keys)
-        section.tables[slug(ctx.name, "exclusions")] = status
-        summary["item_status"] = status.to_dict("records")
         paired = (pairs["outcome"] == association.PAIRED).to_numpy()
-        validity.add_call_validity(section, ctx.name, pairs, keys, paired, ctx.study.seed)
-        section.tables[slug(ctx.name, "lines")] = lines
-        summary["unused_lines"] = lines.assign(reason=lines["reason"].astype(str)).to_dict(
-            "records"
+        valid = validity.call_validity(pairs, keys, paired, ctx.study.seed)
+        section.tables[slug(ctx.name, "validity", validity.FIRST_NAMED)] = valid
+        result = AssociationResult(
+            positive=positive,
+            alpha=spec.alpha,
+            adjust=spec.adjust,
+            items=ITEMS.write(section.tables, ctx.name, shares),
+            item_status=ITEM_STATUS.write(section.tables, ctx.name, status),
+            unused_lines=UNUSED_LINES.write(
+                section.tables, ctx.name, lines.assign(reason=lines["reason"].astype(str))
+            ),
+            validity={validity.FIRST_NAMED: valid.to_dict("records")},
         )
         if shares.empty:
-            summary["note"] = NO_PAIRING
+            result.note = NO_PAIRING
+            section.summary = summary_of(result)
             return section
         deviates = (
             shares.groupby(keys, sort=False)["deviates"].agg(["sum", "size"]).reset_index()
             if keys
             else pd.DataFrame({"sum": [shares["deviates"].sum()], "size": [len(shares)]})
         ).rename(columns={"sum": "deviate", "size": "items"})
-        summary["deviates_from_chance"] = deviates.to_dict("records")
+        result.deviates_from_chance = DEVIATING.write(section.tables, ctx.name, deviates)
         # The random order cancels a preference for the first-named target; it is measured.
-        summary["position"] = association.position_effect(pairs, keys, positive).to_dict("records")
+        position = association.position_effect(pairs, keys, positive)
+        result.position = POSITION.write(section.tables, ctx.name, position)
         if spec.category:
             categorised = pairs[pairs[spec.category].fillna("") != ""]
             categories = association.category_table(
@@ -154,16 +283,15 @@ class AssociationKind(AnalysisKind):
                 n_boot=spec.n_boot,
                 seed=ctx.study.seed,
             )
-            section.tables[slug(ctx.name, "categories")] = categories
-            summary["categories"] = categories.to_dict("records")
+            result.categories = CATEGORIES.write(section.tables, ctx.name, categories)
         if spec.compare and spec.by:
             compared = association.compare_shares(
                 shares, spec.by, spec.compare[0], spec.compare[1], ["item", *descriptors], positive
             )
             compared = compared.sort_values([*descriptors, "item"], ignore_index=True)
-            section.tables[slug(ctx.name, "comparison")] = compared
-            summary["comparison"] = compared.to_dict("records")
-            summary["compare"] = list(spec.compare)
+            result.comparison = COMPARISON.write(section.tables, ctx.name, compared)
+            result.compare = list(spec.compare)
+        section.summary = summary_of(result)
         section.figures[slug(ctx.name, "items")] = transmission_figures.plot_item_shares(
             shares,
             panel=spec.by,
@@ -172,139 +300,21 @@ class AssociationKind(AnalysisKind):
         )
         return section
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "required": [
-                *["positive", "alpha", "adjust", "items", "item_status", "unused_lines"],
-                "validity",
-            ],
-            "properties": {
-                "positive": {"type": "string", "description": "The target value counted."},
-                "alpha": {"type": "number", "description": "Level of the test against chance."},
-                "adjust": {"enum": ["none", "holm", "bh"], "description": "Its adjustment."},
-                "items": summary_table(
-                    "Share of pairings with `positive` per item (and level of `by`): Wilson "
-                    "interval, exact binomial test against chance, its unit.",
-                    required=["item", "n", "share", "p_value", "deviates", "unit"],
-                ),
-                "item_status": summary_table("Items per outcome of their pairing."),
-                "unused_lines": summary_table("Answer lines that were no pair, and why."),
-                "validity": validity.SUMMARY_SCHEMA,
-                "deviates_from_chance": summary_table("Items deviating, per level."),
-                "position": summary_table("Share when named first vs second."),
-                "categories": summary_table("Share per category of items."),
-                "comparison": summary_table("Two levels of `by` per item."),
-                "compare": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 2,
-                    "maxItems": 2,
-                    "description": "The levels compared, first minus second.",
-                },
-                "note": {"type": "string", "description": "Why there is no share."},
-            },
-        }
-
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Whether any item deviates from chance: Holm's smallest adjusted p over the items'
         exact tests (whatever the study's own adjustment), on their unit (calls)."""
         return items_deviate(summary.get("items", []))
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        name, positive = summary.get("name"), summary["positive"]
-        console.print(
-            Text(str(name), style="bold")
-            + f" (association): share of pairings with a {positive} target"
-        )
-        if summary.get("note"):
-            console.print(f"  {summary['note']}", highlight=False)
-            _print_unused(summary, console)
-            validity.print_validity(summary, console)
-            return
-        if summary.get("categories"):
-            _records_table(
-                console,
-                f"{name}: by category (Table 4)",
-                summary["categories"],
-                [
-                    *[
-                        k
-                        for k in summary["categories"][0]
-                        if not k.startswith(("n_", "ci_", "boot_"))
-                    ],
-                    "ci_low",
-                    "ci_high",
-                    "boot_low",
-                    "boot_high",
-                ],
-            )
-        for row in summary["deviates_from_chance"]:
-            where = ", ".join(str(v) for k, v in row.items() if k not in ("deviate", "items"))
-            console.print(
-                f"  {where or 'all'}: {row['deviate']}/{row['items']} items deviate from chance "
-                f"(exact binomial vs 0.5, alpha {summary['alpha']}, adjust {summary['adjust']})"
-            )
-        for row in summary["position"]:
-            where = ", ".join(str(row[k]) for k in row if k not in _POSITION_STATS)
-            console.print(
-                f"  {where or 'all'}: naming a {positive} target first changes its share by "
-                f"{fmt(row['effect'], '+.3f')} (position effect; Welch p "
-                f"{format_p(row['p_value'])} over calls)"
-            )
-        if summary.get("comparison"):
-            first, second = summary["compare"]
-            cols = [
-                "item",
-                f"share_{first}",
-                f"share_{second}",
-                "difference",
-                "diff_low",
-                "diff_high",
-            ]
-            _records_table(
-                console,
-                f"{name}: {first} vs {second} per item (Table 5)",
-                summary["comparison"],
-                cols,
-            )
-        _print_unused(summary, console)
-        validity.print_validity(summary, console)
-        console.print(
-            "  Wilson intervals treat pairings as independent; the bootstrap resamples calls "
-            "(one call pairs every item of a category with the same two names)."
-        )
+    def headline(self, summary: dict[str, Any]) -> str:
+        return f"(association): share of pairings with a {summary['positive']} target"
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if summary.get("note"):
-            section.paragraph(summary["note"])
-            section.table(summary["item_status"], key="item_status", title="Items by status")
-            validity.html_validity(summary, section)
-            if summary["unused_lines"]:
-                section.table(
-                    summary["unused_lines"], key="unused_lines", title="Unused answer lines"
-                )
-            return
-        if summary.get("categories"):
-            section.table(summary["categories"], key="categories", title="By category (Table 4)")
-        section.table(
-            summary["deviates_from_chance"],
-            key="deviates_from_chance",
-            title="Items that deviate from chance",
-        )
-        if summary.get("comparison"):
-            section.table(
-                summary["comparison"], key="comparison", title="Per item, two conditions (Table 5)"
-            )
-        section.table(summary["items"], key="items", title="Per item")
-        section.table(summary["item_status"], key="item_status", title="Items by status")
-        validity.html_validity(summary, section)
-        if summary["unused_lines"]:
-            section.table(summary["unused_lines"], key="unused_lines", title="Unused answer lines")
-        section.figure(
-            slug(summary.get("name"), "items"), "Share per item with 95% Wilson intervals"
-        )
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        tests = f"each item tested at alpha {summary['alpha']}, adjusted: {summary['adjust']}"
+        return [summary["note"]] if summary.get("note") else [tests]
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        name = slug(summary.get("name"), "items")
+        return [(name, "Share per item with 95% Wilson intervals")]
 
 
 #: Why an association section has no shares, tests or figure.
@@ -312,54 +322,6 @@ NO_PAIRING = (
     "no answer paired a shown item with exactly one target: no shares, tests or figure "
     "(see the items by status and the unused answer lines)"
 )
-
-
-def _print_unused(summary: dict[str, Any], console: Console) -> None:
-    """Items shown and excluded by status, and answer lines that gave no pair, by reason."""
-    excluded = [r for r in summary["item_status"] if r["outcome"] != "paired"]
-    shown = sum(r["items"] for r in summary["item_status"])
-    console.print(
-        f"  items shown: {shown}; excluded: "
-        + (
-            ", ".join(
-                f"{r['outcome']} {r['items']}"
-                + "".join(f" [{v}]" for k, v in r.items() if k not in ("outcome", "items"))
-                for r in excluded
-            )
-            or "none"
-        )
-    )
-    if summary["unused_lines"]:
-        console.print(
-            "  unused answer lines: "
-            + ", ".join(
-                f"{r['reason']} {r['lines']}"
-                + "".join(f" [{v}]" for k, v in r.items() if k not in ("reason", "lines"))
-                for r in summary["unused_lines"]
-            )
-        )
-
-
-#: The statistics of a position record (the rest of a record are its group columns).
-_POSITION_STATS = frozenset(
-    {"calls_first", "calls_second", "share_when_first", "share_when_second", "effect", "p_value"}
-)
-
-
-def _records_table(
-    console: Console, title: str, records: list[dict[str, Any]], columns: list[str]
-) -> None:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, justify="right")
-    for row in records:
-        table.add_row(
-            *[
-                fmt(row[c], number_spec(c)) if isinstance(row[c], float) else str(row[c])
-                for c in columns
-            ]
-        )
-    print_table(console, table)
 
 
 def items_deviate(items: list[dict[str, Any]]) -> dict[str, Tested]:

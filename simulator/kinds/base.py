@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+# Re-exported: kinds and sections name their tables' and figures' files with it.
+from biasim.simulator.common.result_tables import slug as slug
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.study.analysis_spec import AnalysisSpec
 from biasim.simulator.study.facts import StudyFacts
@@ -122,11 +124,6 @@ def model_problem(
     return None
 
 
-def slug(*parts: Any) -> str:
-    """A file-name-safe name joined from ``parts`` (empty parts are left out)."""
-    return "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", str(p)).strip("-") for p in parts if p)
-
-
 def without_model(rows: pd.DataFrame, id_col: str) -> pd.Series:
     """Ids (``agent_id`` or ``unit_id``) without their model prefix: the same prompt answered
     by each model (ids are ``model/condition/slot``), for matching answers across models."""
@@ -177,6 +174,11 @@ class AnalysisKind:
     spec: ClassVar[type[AnalysisSpec]]
     #: A heading for reports.
     title: ClassVar[str] = "Analysis"
+    #: The dataclass of the result :meth:`compute` returns (fields declared with
+    #: ``common.results.value`` and ``table``), when the kind declares one: the console, the
+    #: page and the summary's JSON Schema are then drawn from it, the kind adding its
+    #: sentences (:meth:`headline`, :meth:`lines`) and figures (:meth:`figures`).
+    result: ClassVar[type | None] = None
 
     def check(self, spec: Any, facts: StudyFacts) -> None:
         """Report what the spec names that the study lacks (stages, fields, axes, columns).
@@ -197,13 +199,32 @@ class AnalysisKind:
         """
         raise NotImplementedError
 
+    def headline(self, summary: dict[str, Any]) -> str:
+        """What the analysis measures, after its name on the console (a declared result)."""
+        return f"({self.name})"
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        """The sentences of a declared result: said before its tables, on the console and as
+        the page's paragraphs alike (default: none)."""
+        return []
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        """The figures of a declared result in the page, as (name, caption)."""
+        return []
+
     def print(self, summary: dict[str, Any], console: Console) -> None:
-        """Print the summary (default: its scalars, then each list of records as a table)."""
+        """Print the summary (a declared result: its sentences, then its tables; else its
+        scalars, then each list of records as a table)."""
         from rich.table import Table
         from rich.text import Text
 
         from biasim.simulator.common.html import fmt, number_spec
+        from biasim.simulator.common.results import print_result
 
+        if self.result is not None:
+            head = self.headline(summary)
+            print_result(self.result, summary, console, head, self.lines(summary))
+            return
         scalars = {
             k: v
             for k, v in summary.items()
@@ -227,8 +248,14 @@ class AnalysisKind:
                 print_table(console, table)
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        """Write the summary into the report page (default: every list of records as a
-        table)."""
+        """Write the summary into the report page (a declared result: its sentences, tables
+        and figures; else every list of records as a table)."""
+        from biasim.simulator.common.results import html_result
+
+        if self.result is not None:
+            lines, figures = self.lines(summary), self.figures(summary)
+            html_result(self.result, summary, section, lines, figures)
+            return
         for key, value in summary.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 section.table(value, key=key, title=key.replace("_", " "))
@@ -238,7 +265,12 @@ class AnalysisKind:
         """This kind's part of ``summary.json``'s JSON Schema: what its entry in ``analyses``
         holds besides ``kind`` and ``name`` (which every entry has). The default accepts any
         object; a kind that declares its fields here gets them checked wherever a summary is
-        validated and listed in ``docs/reference/summary.md``."""
+        validated and listed in ``docs/reference/summary.md``. A kind that declares its
+        :attr:`result` has it drawn from that."""
+        if cls.result is not None:
+            from biasim.simulator.common.results import result_schema
+
+            return result_schema(cls.result)
         return {"type": "object"}
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:

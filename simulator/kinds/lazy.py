@@ -8,10 +8,12 @@ from biasim.simulator.common.lazy import lazy_module
 pd = lazy_module("pandas")
 
 # Generic statistics (analysis/stats/).
+case_stats = lazy_module("biasim.analysis.stats.cases")
 clusters = lazy_module("biasim.analysis.stats.clusters")
 columns = lazy_module("biasim.analysis.stats.columns")
 conditions = lazy_module("biasim.analysis.stats.conditions")
 counterfactual = lazy_module("biasim.analysis.stats.counterfactual")
+excess_stats = lazy_module("biasim.analysis.stats.excess")
 expected_stats = lazy_module("biasim.analysis.stats.expected")
 grading = lazy_module("biasim.analysis.stats.grading")
 market_stats = lazy_module("biasim.analysis.stats.market")

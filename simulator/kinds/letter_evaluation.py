@@ -17,17 +17,18 @@ model on the logit, Table 8) at the paper's alpha, and scores excluded by reason
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
-from rich.console import Console
-from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
-from biasim.simulator.common.html import HtmlSection, format_p
-from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.common.html import Column, format_p
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import (
     association,
     ceiling_effects,
@@ -39,7 +40,6 @@ from biasim.simulator.kinds.lazy import (
     unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
@@ -119,12 +119,148 @@ class LetterEvaluationSpec(AnalysisSpec):
     )
 
 
+def _share_columns(*tail: Column) -> tuple[Column, ...]:
+    """The hire share's columns and its sign test over pairs, then ``tail``."""
+    return (
+        Column("n", "decided", "int", description="Answers hiring one of the two."),
+        Column("share", "share", ".3f", description="Share hiring `share_of`."),
+        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
+        Column("p_value", "p", "p", description="Sign test against 0.5 over pairs."),
+        Column("p_adjusted", "p (holm)", "p", description="Holm across the jobs."),
+        Column("pairs", "pairs", "int", description="Pairs of letters read."),
+        Column("unit", "unit", description="The test's unit (pair)."),
+        Column("n_units", "leaning", "int", description="Pairs that lean (tested)."),
+        *tail,
+    )
+
+
+_TIES = (
+    Column("ties", "ties", "int", description='"Equally qualified" answers.', required=False),
+    Column("tie_share", "tie share", ".3f", description="Their share.", required=False),
+    Column("tie_low", "tie 95% CI", "ci", upper="tie_high", required=False),
+)
+_SHARE_OF = Column("share_of", "share of", description="Whose share of hires.")
+RELATIVE = ResultTable(
+    key="relative",
+    title="hires between two letters",
+    columns=_share_columns(
+        _SHARE_OF,
+        Column("first_share", "applicant 1", ".3f", description="Share hiring Applicant 1."),
+        Column("first_p", "p, applicant 1", "p", description="Its test against 0.5."),
+        Column(
+            "position_share",
+            "by position",
+            ".3f",
+            description="The share position alone would give `share_of`.",
+        ),
+        Column("excluded", "excluded", "int", description="Answers neither 1, 2 nor a tie."),
+        *_TIES,
+    ),
+    description="Pairwise choices per level of `by`: share, interval, test, ties.",
+    note="p: sign test over pairs of letters (both orders and every reader of a pair are one "
+    "unit); applicant 1: the position effect",
+)
+RELATIVE_BY_JOB = ResultTable(
+    key="relative_by_job",
+    title="hires between two letters, per job",
+    columns=_share_columns(*_TIES, _SHARE_OF),
+    description="The same per value of `cluster`.",
+    console=False,
+)
+EFFECTS = ResultTable(
+    key="effects",
+    title="effect on each trait (Table 8)",
+    columns=(
+        Column("trait", "trait", description="The trait (or trait type)."),
+        Column("model", "model", description="The model fitted."),
+        Column("term", "term", description="The group compared."),
+        Column("reference", "vs", description="Against."),
+        Column("estimate", "estimate", "+.4f", star="significant", description="Its effect."),
+        Column("std_error", "se", ".4f", description="Standard error."),
+        Column("p_value", "p", "p", description="Its test."),
+        Column("unit", "unit", description="The test's unit."),
+        Column("n_units", "units", "int", description="How many."),
+        Column("warning", "warning", description="The fit's warning, if any."),
+        Column("significant", "significant", "bool", description="p below `alpha`."),
+    ),
+    description="Each trait's effect, its model and test (Table 8).",
+    note="fractional logit, p from permuting the label within job (tested) / the paper's beta "
+    "regression with a random job intercept (not calibrated near the ceiling)",
+    console=False,
+    labels_from=("by",),
+)
+TRAIT_MEANS = ResultTable(
+    key="trait_means",
+    title="trait means (Table 6)",
+    columns=(
+        Column("trait", "trait", description="The trait."),
+        Column("n", "n", "int", description="Scores."),
+        Column("mean", "mean", ".2f", description="Their mean."),
+        Column("sd", "sd", ".2f", description="Their SD."),
+    ),
+    description="Trait means per group (Table 6).",
+    console=False,
+)
+TRAIT_TYPE_TABLE = ResultTable(
+    key="trait_types",
+    title="trait types by job (Table 9)",
+    columns=(
+        Column("mean_*", spec=".2f", description="A group's mean.", required=False),
+        Column("difference", "difference", ".2f", description="Between the two groups."),
+    ),
+    description="Trait types per job (Table 9).",
+    console=False,
+    file=None,  # one file per experiment: each compares its own two groups
+)
+_EXCLUDED = (
+    Column("trait", "trait", description="The trait (or type)."),
+    Column("reason", "reason", description="Why its score was left out."),
+    Column("excluded", "excluded", "int", description="Scores left out."),
+)
+SCORES_EXCLUDED = ResultTable(
+    key="scores_excluded",
+    title="scores excluded",
+    columns=_EXCLUDED,
+    description="Scores left out, by reason.",
+)
+TYPES_EXCLUDED = ResultTable(
+    key="trait_types_excluded",
+    title="trait types left out",
+    columns=_EXCLUDED,
+    description="Trait types left out, by reason.",
+)
+
+
+@dataclass(kw_only=True)
+class LetterEvaluationResult:
+    """What ``letter_evaluation`` computes; the summary, its schema and renderings come from
+    it."""
+
+    alpha: float = field(metadata=about("Level of the tests."))
+    by: str = field(metadata=about("Design factor analysed apart (experiments)."))
+    cluster: str = field(metadata=about("Column the tests permute within (jobs)."))
+    relative: Records | None = field(default=None, metadata=tabled(RELATIVE))
+    relative_by_job: Records | None = field(default=None, metadata=tabled(RELATIVE_BY_JOB))
+    validity: dict[str, Records] | None = field(
+        default=None, metadata=tabled(validity.TABLE, validity.BY_KEY)
+    )
+    effects: Records | None = field(default=None, metadata=tabled(EFFECTS))
+    trait_means: Records | None = field(default=None, metadata=tabled(TRAIT_MEANS))
+    scores_excluded: Records | None = field(default=None, metadata=tabled(SCORES_EXCLUDED))
+    trait_types: Records | None = field(default=None, metadata=tabled(TRAIT_TYPE_TABLE))
+    trait_type_members: dict[str, list[str]] | None = field(
+        default=None, metadata=about("Trait type -> its traits.")
+    )
+    trait_types_excluded: Records | None = field(default=None, metadata=tabled(TYPES_EXCLUDED))
+
+
 class LetterEvaluationKind(AnalysisKind):
     """Hires between two letters and scores of one, per experiment."""
 
     name = "letter_evaluation"
     spec = LetterEvaluationSpec
     title = "Letter evaluations: relative and absolute"
+    result = LetterEvaluationResult
 
     def check(self, spec: LetterEvaluationSpec, facts: StudyFacts) -> None:
         recorded = set(facts.config.design.record)
@@ -168,97 +304,14 @@ class LetterEvaluationKind(AnalysisKind):
     def compute(
         self, results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext
     ) -> Section:
-        section = Section(summary={"alpha": spec.alpha, "by": spec.by, "cluster": spec.cluster})
+        section = Section(summary={})
+        result = LetterEvaluationResult(alpha=spec.alpha, by=spec.by, cluster=spec.cluster)
         if spec.relative is not None:
-            _relative(results, spec, ctx, section)
+            _relative(results, spec, ctx, section, result)
         if spec.absolute is not None:
-            _absolute(results, spec, ctx, section)
+            _absolute(results, spec, ctx, section, result)
+        section.summary = summary_of(result)
         return section
-
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        name = summary.get("name")
-        console.print(Text(str(name), style="bold") + " (letter_evaluation)")
-        for row in summary.get("relative", []):
-            console.print(
-                f"  {row[summary['by']]}: {row['share_of']} hired in {row['share']:.3f} of "
-                f"{row['n']} (95% CI {row['ci_low']:.3f}-{row['ci_high']:.3f}, p "
-                f"{format_p(row['p_value'])} vs 0.5, sign test over the {row['n_units']} of "
-                f"{row['pairs']} pairs that lean; unit: pair); Applicant 1 hired in "
-                f"{row['first_share']:.3f} "
-                f"(p {format_p(row['first_p'])}), where position alone gives {row['share_of']} "
-                f"{row['position_share']:.3f}; excluded {row['excluded']}"
-            )
-            if "ties" in row:
-                console.print(
-                    f'  {row[summary["by"]]}: "equally qualified" in {row["ties"]} of '
-                    f"{row['ties'] + row['n']} valid answers ({row['tie_share']:.3f}, 95% CI "
-                    f"{row['tie_low']:.3f}-{row['tie_high']:.3f}); the share above is of the "
-                    f"{row['n']} decided"
-                )
-        validity.print_validity(summary, console)
-        if summary.get("effects"):
-            console.print(
-                f"  effects on each trait's logit (alpha {summary['alpha']}): "
-                "fractional logit, p from permuting the label within job (tested) / the "
-                "paper's beta regression with a random job intercept (not calibrated near the "
-                "ceiling)"
-            )
-            print_trait_effects(
-                summary["effects"],
-                [summary["by"]],
-                f"{name}: effect on each trait's logit (tested * | the paper's beta regression)",
-                console,
-            )
-        warned = [r for r in summary.get("effects", []) if r.get("warning")]
-        if warned:
-            console.print(
-                f"  {len(warned)} of {len(summary['effects'])} fits warned (e.g. a job variance "
-                "estimated at 0, expected when jobs do not differ); see the effects table"
-            )
-        excluded = summary.get("scores_excluded", [])
-        total = sum(r["excluded"] for r in excluded)
-        if summary.get("effects") is not None:
-            console.print(
-                f"  scores excluded: {total}" + (" (see the exclusions table)" if total else "")
-            )
-        if summary.get("trait_type_members"):
-            lost = sum(r["excluded"] for r in summary.get("trait_types_excluded", []))
-            console.print(
-                "  trait types (Tables 8-9) are the mean of their dimensions per letter, grouped "
-                "as biasim assumes: "
-                + "; ".join(
-                    f"{k} = {', '.join(v)}" for k, v in summary["trait_type_members"].items()
-                )
-                + f"; letters without every member score: {lost}"
-            )
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        column = {"type": ["string", "null"]}
-        return {
-            "type": "object",
-            "required": ["alpha", "by", "cluster"],
-            "properties": {
-                "alpha": {"type": "number", "description": "Level of the tests."},
-                "by": {**column, "description": "Design factor analysed apart (experiments)."},
-                "cluster": {**column, "description": "Column the tests permute within (jobs)."},
-                "relative": summary_table(
-                    "Pairwise choices per level of `by`: share, interval, test, ties.",
-                    required=["n", "share", "p_value"],
-                ),
-                "relative_by_job": summary_table("The same per value of `cluster`."),
-                "validity": validity.SUMMARY_SCHEMA,
-                "effects": summary_table("Each trait's effect, its model and test (Table 8)."),
-                "trait_means": summary_table("Trait means per group (Table 6)."),
-                "scores_excluded": summary_table("Scores left out, by reason."),
-                "trait_types": summary_table("Trait types per job (Table 9)."),
-                "trait_type_members": {
-                    "type": ["object", "null"],
-                    "description": "Trait type -> its traits.",
-                },
-                "trait_types_excluded": summary_table("Trait types left out, by reason."),
-            },
-        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per experiment the hire share's sign test against 0.5 over pairs, and whether
@@ -283,33 +336,80 @@ class LetterEvaluationKind(AnalysisKind):
             out[name] = unit_stats.Tested.family(p, rows)
         return out
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if summary.get("relative"):
-            section.table(summary["relative"], key="relative", title="Relative evaluations")
-            section.table(
-                summary["relative_by_job"], key="relative_by_job", title="Relative, per job"
+    def headline(self, summary: dict[str, Any]) -> str:
+        return "(letter_evaluation)"
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        by = summary["by"]
+        out = [_hire_line(row, by) for row in summary.get("relative", [])]
+        out += [_tie_line(row, by) for row in summary.get("relative", []) if "ties" in row]
+        if summary.get("effects") is not None:
+            out += _effect_lines(summary)
+        if summary.get("trait_type_members"):
+            lost = sum(r["excluded"] for r in summary.get("trait_types_excluded", []))
+            out.append(
+                "trait types (Tables 8-9) are the mean of their dimensions per letter, grouped "
+                "as biasim assumes: "
+                + "; ".join(
+                    f"{k} = {', '.join(v)}" for k, v in summary["trait_type_members"].items()
+                )
+                + f"; letters without every member score: {lost}"
             )
-            validity.html_validity(summary, section)
-        if summary.get("effects"):
-            section.table(
-                summary["effects"], key="effects", title="Effects on each trait (Table 8)"
-            )
-            section.table(summary["trait_means"], key="trait_means", title="Trait means (Table 6)")
-        if summary.get("trait_types"):
-            section.table(
-                summary["trait_types"], key="trait_types", title="Trait types by job (Table 9)"
-            )
-            section.figure(
-                slug(summary.get("name"), "trait_differences"), "Mean score differences per job"
-            )
-        if summary.get("scores_excluded"):
-            section.table(
-                summary["scores_excluded"], key="scores_excluded", title="Scores excluded"
-            )
+        return out
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        if not summary.get("trait_types"):
+            return []
+        name = slug(summary.get("name"), "trait_differences")
+        return [(name, "Mean score differences per job")]
+
+
+def _hire_line(row: dict[str, Any], by: str) -> str:
+    return (
+        f"{row[by]}: {row['share_of']} hired in {row['share']:.3f} of {row['n']} (p "
+        f"{format_p(row['p_value'])} vs 0.5, sign test over the {row['n_units']} of "
+        f"{row['pairs']} pairs that lean); Applicant 1 hired in {row['first_share']:.3f}, "
+        f"where position alone gives {row['share_of']} {row['position_share']:.3f}"
+    )
+
+
+def _tie_line(row: dict[str, Any], by: str) -> str:
+    return (
+        f'{row[by]}: "equally qualified" in {row["ties"]} of {row["ties"] + row["n"]} valid '
+        f"answers ({row['tie_share']:.3f}); the share above is of the {row['n']} decided"
+    )
+
+
+def _effect_lines(summary: dict[str, Any]) -> list[str]:
+    """Per level of ``by``: the traits the tested model finds moved, the fits that warned, and
+    the scores excluded."""
+    by, effects = summary["by"], summary["effects"]
+    out = []
+    for level in dict.fromkeys(r[by] for r in effects):
+        tested = [r for r in effects if r[by] == level and r["model"] == ceiling_effects.MODEL]
+        moved = [r["trait"] for r in tested if r["significant"]]
+        out.append(
+            f"{level}: {len(moved)} of {len(tested)} traits moved at alpha {summary['alpha']} "
+            "(fractional logit, labels permuted within job; see the effects table)"
+            + (f": {', '.join(moved)}" if moved else "")
+        )
+    warned = [r for r in effects if r.get("warning")]
+    if warned:
+        out.append(
+            f"{len(warned)} of {len(effects)} fits warned (e.g. a job variance estimated at "
+            "0, expected when jobs do not differ); see the effects table"
+        )
+    total = sum(r["excluded"] for r in summary.get("scores_excluded", []))
+    out.append(f"scores excluded: {total}" + (" (see the exclusions table)" if total else ""))
+    return out
 
 
 def _relative(
-    results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext, section: Section
+    results: pd.DataFrame,
+    spec: LetterEvaluationSpec,
+    ctx: AnalysisContext,
+    section: Section,
+    result: LetterEvaluationResult,
 ) -> None:
     assert spec.relative is not None
     rows = results[results["stage"] == spec.relative.stage]
@@ -352,12 +452,10 @@ def _relative(
             jobs = jobs.assign(**_ties(jobs["ties"].to_numpy(), jobs["n"].to_numpy()))
         overall.append(record)
         by_job.append(jobs.assign(share_of=compared.share_of))
-    section.summary["relative"] = overall
-    _relative_validity(rows, (answered | tied).to_numpy(), spec, ctx, section)
+    result.validity = _relative_validity(rows, (answered | tied).to_numpy(), spec, ctx, section)
     jobs_table = pd.concat(by_job, ignore_index=True) if by_job else pd.DataFrame()
-    section.summary["relative_by_job"] = jobs_table.to_dict("records")
-    section.tables[slug(ctx.name, "relative")] = pd.DataFrame(overall)
-    section.tables[slug(ctx.name, "relative_by_job")] = jobs_table
+    result.relative = RELATIVE.write(section.tables, ctx.name, pd.DataFrame(overall))
+    result.relative_by_job = RELATIVE_BY_JOB.write(section.tables, ctx.name, jobs_table)
 
 
 def _pair_tests(
@@ -416,7 +514,7 @@ def _relative_validity(
     spec: LetterEvaluationSpec,
     ctx: AnalysisContext,
     section: Section,
-) -> None:
+) -> dict[str, Records]:
     """Valid hiring answers by the group of the letter shown first, per experiment. Each call
     is one answer (unit: answer); a letter pair shown in both orders puts correlated answers
     in both groups, which makes the test conservative, not anti-conservative."""
@@ -424,7 +522,8 @@ def _relative_validity(
         rows, strata=[spec.by], group=FIRST, ok=ok, unit_col=None, unit="answer",
         seed=ctx.study.seed,
     )  # fmt: skip
-    validity.add_validity(section, ctx.name, FIRST, table)
+    section.tables[slug(ctx.name, "validity", FIRST)] = table
+    return {FIRST: table.to_dict("records")}
 
 
 def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:
@@ -437,7 +536,11 @@ def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _absolute(
-    results: pd.DataFrame, spec: LetterEvaluationSpec, ctx: AnalysisContext, section: Section
+    results: pd.DataFrame,
+    spec: LetterEvaluationSpec,
+    ctx: AnalysisContext,
+    section: Section,
+    result: LetterEvaluationResult,
 ) -> None:
     assert spec.absolute is not None
     rows = results[results["stage"] == spec.absolute.stage]
@@ -493,20 +596,16 @@ def _absolute(
             )[[spec.by, spec.cluster, "trait", "difference", "label"]]
         )
     effects_table = pd.concat(effects, ignore_index=True) if effects else pd.DataFrame()
-    section.summary["effects"] = effects_table.to_dict("records")
-    section.summary["trait_means"] = means.to_dict("records")
-    section.summary["scores_excluded"] = excluded.to_dict("records")
-    section.tables[slug(ctx.name, "effects")] = effects_table
-    section.tables[slug(ctx.name, "trait_means")] = means
-    section.tables[slug(ctx.name, "scores_excluded")] = excluded
+    result.effects = EFFECTS.write(section.tables, ctx.name, effects_table)
+    result.trait_means = TRAIT_MEANS.write(section.tables, ctx.name, means)
+    result.scores_excluded = SCORES_EXCLUDED.write(section.tables, ctx.name, excluded)
     # One table per experiment: each compares its own two groups (strong/weak, female/male).
-    section.summary["trait_types"] = [r for t in type_rows for r in t.to_dict("records")]
-    section.summary["trait_type_members"] = spec.trait_types
-    section.summary["trait_types_excluded"] = types_dropped.to_dict("records")
+    result.trait_types = [r for t in type_rows for r in t.to_dict("records")]
+    result.trait_type_members = spec.trait_types
+    result.trait_types_excluded = TYPES_EXCLUDED.write(section.tables, ctx.name, types_dropped)
     for table in type_rows:
         experiment = table[spec.by].iloc[0]
-        section.tables[slug(ctx.name, "trait_types", experiment)] = table
-    section.tables[slug(ctx.name, "trait_types_excluded")] = types_dropped
+        section.tables[slug(ctx.name, "trait_types", experiment)] = TRAIT_TYPE_TABLE.csv(table)
     if differences:
         diff = pd.concat(differences, ignore_index=True)
         section.tables[slug(ctx.name, "trait_differences")] = diff

@@ -10,16 +10,17 @@ hiring one person).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
-from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
-from biasim.simulator.common.html import HtmlSection
-from biasim.simulator.kinds.association import _records_table, items_deviate
-from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds.association import SHARE_COLUMNS, items_deviate
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, picks, transmission_figures
 from biasim.simulator.kinds.sections import validity
 
@@ -50,12 +51,95 @@ class PicksSpec(AnalysisSpec):
     )
 
 
+#: Share of picks with the target value, per item or category: interval and exact test.
+_PICK_COLUMNS = (
+    Column("calls", "calls", "int", description="Calls that picked (the test's units)."),
+    Column("share", "share", ".3f", description="Share of picks with `positive`."),
+    Column("ci_low", "95% CI", "ci", upper="ci_high", description="Its t interval, calls."),
+    Column("chance", "chance", ".3f", description="The share chance gives (the null)."),
+    *SHARE_COLUMNS,
+)
+ITEMS = ResultTable(
+    key="items",
+    title="per item",
+    columns=(Column("item", "item", description="The item (job)."), *_PICK_COLUMNS),
+    description="Share of picks with `positive` per item: interval, test against chance.",
+    note="p: exact test against the hypergeometric null, calls as units; * below alpha.",
+    console=False,
+)
+CATEGORIES = ResultTable(
+    key="categories",
+    title="by category",
+    columns=_PICK_COLUMNS,
+    description="Share per category of items.",
+)
+COMPARISON = ResultTable(
+    key="comparison",
+    title="against one pick of two",
+    columns=(
+        Column("share_picks", "share, picks", ".3f", description="Share among the picks."),
+        Column("share_single", "share, one of two", ".3f", description="With one of two."),
+        Column("difference", "difference", ".3f", description="Picks minus one of two."),
+        Column("diff_low", "95% CI", "ci", upper="diff_high", description="Its interval."),
+        Column(
+            "bias_change",
+            "bias change",
+            "+.3f",
+            description="Bias (|share - 0.5|) picking several minus picking one.",
+        ),
+    ),
+    description="Categories against one pick of two.",
+    note="bias = |share - 0.5|; bias change < 0: less biased when picking several",
+)
+OUTCOMES = ResultTable(
+    key="outcomes",
+    title="calls by outcome",
+    columns=(
+        Column("outcome", "outcome", description="What the answer's picks were."),
+        Column("calls", "calls", "int", description="Calls."),
+    ),
+    description="Calls per outcome of their picks (only `picked` ones are used).",
+)
+
+
+@dataclass(kw_only=True)
+class Deviating:
+    """How many items deviate from chance."""
+
+    deviate: int = field(metadata=about("Items whose test rejects chance."))
+    items: int = field(metadata=about("Items tested."))
+
+
+@dataclass(kw_only=True)
+class PicksResult:
+    """What ``picks`` computes; the summary, its schema and the renderings come from it."""
+
+    positive: str = field(metadata=about("The target value counted."))
+    k: int = field(metadata=about("Names picked per call."))
+    shown: int = field(metadata=about("Names shown per call."))
+    alpha: float = field(metadata=about("Level of the test against chance."))
+    adjust: Literal["none", "holm", "bh"] = field(metadata=about("Its adjustment."))
+    categories: Records | None = field(default=None, metadata=tabled(CATEGORIES))
+    deviates_from_chance: Deviating = field(
+        metadata=about("Items deviating from chance, of all items.")
+    )
+    comparison: Records | None = field(default=None, metadata=tabled(COMPARISON))
+    compare_with: str | None = field(default=None, metadata=about("That pairing stage."))
+    note: str | None = field(default=None, metadata=about("Why no comparison is made."))
+    items: Records = field(metadata=tabled(ITEMS))
+    outcomes: Records = field(metadata=tabled(OUTCOMES))
+    validity: dict[str, Records] = field(
+        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
+    )
+
+
 class PicksKind(AnalysisKind):
     """Share of picks with one target value when each call picks k of n."""
 
     name = "picks"
     spec = PicksSpec
     title = "Association bias: pick k of n"
+    result = PicksResult
 
     def check(self, spec: PicksSpec, facts: StudyFacts) -> None:
         stages = {s.name: s for s in facts.config.stages}
@@ -95,35 +179,31 @@ class PicksKind(AnalysisKind):
         shares = picks.share_table(
             calls, [*keys, "item"], alpha=spec.alpha, method=spec.adjust
         ).merge(items[["item", *descriptors]], on="item", how="left")
-        section = Section(
-            summary={
-                "positive": positive,
-                "k": pairing.picks,
-                "shown": pairing.targets.per_value * len(pairing.targets.values),
-                "alpha": spec.alpha,
-                "adjust": spec.adjust,
-            }
-        )
-        summary = section.summary
-        section.tables[slug(ctx.name, "items")] = shares
-        summary["items"] = shares.to_dict("records")
-        summary["deviates_from_chance"] = {
-            "deviate": int(shares["deviates"].sum()) if len(shares) else 0,
-            "items": len(shares),
-        }
+        section = Section(summary={})
         usable = (calls["outcome"] == picks.PICKED).to_numpy()
-        validity.add_call_validity(section, ctx.name, calls, keys, usable, ctx.study.seed)
+        valid = validity.call_validity(calls, keys, usable, ctx.study.seed)
+        section.tables[slug(ctx.name, "validity", validity.FIRST_NAMED)] = valid
         outcomes = picks.outcome_counts(calls, keys)
-        section.tables[slug(ctx.name, "outcomes")] = outcomes
-        summary["outcomes"] = outcomes.to_dict("records")
+        result = PicksResult(
+            positive=positive,
+            k=pairing.picks,
+            shown=pairing.targets.per_value * len(pairing.targets.values),
+            alpha=spec.alpha,
+            adjust=spec.adjust,
+            items=ITEMS.write(section.tables, ctx.name, shares),
+            deviates_from_chance=Deviating(
+                deviate=int(shares["deviates"].sum()) if len(shares) else 0, items=len(shares)
+            ),
+            outcomes=OUTCOMES.write(section.tables, ctx.name, outcomes),
+            validity={validity.FIRST_NAMED: valid.to_dict("records")},
+        )
         if spec.category:
             categories = picks.share_table(
                 calls[calls[spec.category].fillna("") != ""], [*keys, spec.category]
             )
-            section.tables[slug(ctx.name, "categories")] = categories
-            summary["categories"] = categories.to_dict("records")
+            result.categories = CATEGORIES.write(section.tables, ctx.name, categories)
         if spec.compare_with and keys:
-            summary["note"] = "several models: the comparison with one pick of two is not made"
+            result.note = "several models: the comparison with one pick of two is not made"
         if spec.compare_with and spec.category and not keys and len(shares):
             pairs, _ = association.pairing_rows(results[results["stage"] == spec.compare_with], [])
             pairs = pairs.merge(items[["item", spec.category]], on="item", how="left")
@@ -135,128 +215,47 @@ class PicksKind(AnalysisKind):
                 .reset_index()
             )
             compared = picks.compare_categories(categories, single, spec.category)
-            section.tables[slug(ctx.name, "comparison")] = compared
-            summary["comparison"] = compared.to_dict("records")
-            summary["compare_with"] = spec.compare_with
+            result.comparison = COMPARISON.write(section.tables, ctx.name, compared)
+            result.compare_with = spec.compare_with
+        section.summary = summary_of(result)
         if len(shares):
             section.figures[slug(ctx.name, "items")] = transmission_figures.plot_item_shares(
                 shares,
                 panel=keys[0] if keys else None,
                 category=spec.category,
                 positive=positive,
-                measure=f"picks ({pairing.picks} of {summary['shown']}) with a {{positive}} name",
+                measure=f"picks ({result.k} of {result.shown}) with a {{positive}} name",
                 interval="95% t CI, calls",
             )
         return section
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        count = {"type": "integer", "minimum": 0}
-        return {
-            "type": "object",
-            "required": [
-                *["positive", "k", "shown", "alpha", "adjust", "items"],
-                *["deviates_from_chance", "outcomes", "validity"],
-            ],
-            "properties": {
-                "positive": {"type": "string", "description": "The target value counted."},
-                "k": {**count, "description": "Names picked per call."},
-                "shown": {**count, "description": "Names shown per call."},
-                "alpha": {"type": "number", "description": "Level of the test against chance."},
-                "adjust": {"enum": ["none", "holm", "bh"], "description": "Its adjustment."},
-                "items": summary_table(
-                    "Share of picks with `positive` per item: interval, test against chance.",
-                    required=["item", "share", "p_value", "deviates"],
-                ),
-                "deviates_from_chance": {
-                    "type": "object",
-                    "required": ["deviate", "items"],
-                    "properties": {"deviate": count, "items": count},
-                    "description": "Items deviating from chance, of all items.",
-                },
-                "outcomes": summary_table("Calls per outcome of their picks."),
-                "validity": validity.SUMMARY_SCHEMA,
-                "categories": summary_table("Share per category of items."),
-                "comparison": summary_table("Categories against one pick of two."),
-                "compare_with": {"type": "string", "description": "That pairing stage."},
-                "note": {"type": "string", "description": "Why no comparison is made."},
-            },
-        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Whether any item deviates from chance: Holm's smallest adjusted p over the items'
         exact tests (whatever the study's own adjustment), on their unit (calls)."""
         return items_deviate(summary.get("items", []))
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        name, positive = summary.get("name"), summary["positive"]
-        console.print(
-            Text(str(name), style="bold")
-            + f" (picks): share of {positive} names among {summary['k']} picks of "
+    def headline(self, summary: dict[str, Any]) -> str:
+        return (
+            f"(picks): share of {summary['positive']} names among {summary['k']} picks of "
             f"{summary['shown']}"
         )
-        if summary.get("categories"):
-            _records_table(
-                console,
-                f"{name}: by category",
-                summary["categories"],
-                [
-                    *[c for c in summary["categories"][0] if c not in _CATEGORY_STATS],
-                    "calls",
-                    "share",
-                    "ci_low",
-                    "ci_high",
-                    "p_value",
-                ],
-            )
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
         dev = summary["deviates_from_chance"]
-        console.print(
-            f"  {dev['deviate']}/{dev['items']} items deviate from chance (exact test against the "
+        out = [
+            f"{dev['deviate']}/{dev['items']} items deviate from chance (exact test against the "
             f"hypergeometric null, calls as units; alpha {summary['alpha']}, adjust "
             f"{summary['adjust']})"
-        )
+        ]
         if summary.get("comparison"):
-            _records_table(
-                console,
-                f"{name}: {summary['k']} of {summary['shown']} against "
-                f"{summary['compare_with']} (one of two)",
-                summary["comparison"],
-                [
-                    next(iter(summary["comparison"][0])),
-                    "share_picks",
-                    "share_single",
-                    "difference",
-                    "bias_change",
-                ],
-            )
-            console.print(
-                "  difference = picks minus single (95% interval in the table file); bias = "
-                "|share - 0.5|, bias_change < 0: less biased when picking several"
+            out.append(
+                f"{summary['k']} of {summary['shown']} against {summary['compare_with']} (one "
+                "of two): difference = picks minus single"
             )
         if summary.get("note"):
-            console.print(f"  {summary['note']}")
-        counts = {r["outcome"]: r["calls"] for r in summary["outcomes"]}
-        console.print(
-            f"  calls: {sum(counts.values())}; usable {counts.get(picks.PICKED, 0)}; excluded: "
-            + (", ".join(f"{o} {n}" for o, n in counts.items() if o != picks.PICKED) or "none")
-        )
-        validity.print_validity(summary, console)
+            out.append(summary["note"])
+        return out
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if summary.get("categories"):
-            section.table(summary["categories"], key="categories", title="By category")
-        if summary.get("comparison"):
-            section.table(summary["comparison"], key="comparison", title="Against one pick of two")
-        section.table(summary["items"], key="items", title="Per item")
-        section.table(summary["outcomes"], key="outcomes", title="Calls by outcome")
-        validity.html_validity(summary, section)
-        section.figure(
-            slug(summary.get("name"), "items"), "Share of picks per item with 95% t intervals"
-        )
-
-
-#: Statistics of a category record (the rest are its group columns).
-_CATEGORY_STATS = frozenset(
-    {"calls", "picks", "positive", "share", "ci_low", "ci_high", "chance"}
-    | {"p_value", "p_adjusted", "deviates"}
-)
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        name = slug(summary.get("name"), "items")
+        return [(name, "Share of picks per item with 95% t intervals")]

@@ -353,22 +353,36 @@ def _analysis_sections(
 ) -> list[tuple[str, HtmlSection]]:
     """One section per analysis (its kind's rendering, then every figure and table it wrote),
     and one for outputs named after no analysis."""
-    sections = []
-    placed: set[str] = set()
+    drawn = []
     source = str(study.get("source") or "")
     for i, analysis in enumerate(summary.get("analyses", [])):
         kind = get_kind(analysis["kind"])
         mine = {k: v for k, v in figures.items() if _belongs(k, analysis["name"])}
         section = HtmlSection(f"{kind.title}: {analysis['name']}", ("analyses", i), mine, source)
         _kind_html(kind, analysis, section)
-        own_tables = {k: v for k, v in tables.items() if _belongs(k, analysis["name"])}
-        _written_outputs(section, mine, own_tables)
-        placed |= set(mine) | set(own_tables)
+        drawn.append((i, analysis["name"], section))
+    # Analyses sharing a name (the kinds over one stage's decisions) each list the figures they
+    # drew; the first of the name lists every other output of it, once.
+    # (A table and a figure may share a stem: they are placed apart.)
+    placed = {name for _, _, section in drawn for name in section.shown}
+    placed_tables: set[str] = set()
+    sections = []
+    for i, name, section in drawn:
+        own_figures = {k: v for k, v in section.figures.items() if k not in placed}
+        own_figures |= {k: v for k, v in section.figures.items() if k in section.shown}
+        own_tables = {
+            k: v for k, v in tables.items() if _belongs(k, name) and k not in placed_tables
+        }
+        _written_outputs(section, own_figures, own_tables)
+        placed |= set(own_figures)
+        placed_tables |= set(own_tables)
         sections.append((f"analysis-{i}", section))
     rest = HtmlSection(
         "Other outputs", figures={k: v for k, v in figures.items() if k not in placed}
     )
-    _written_outputs(rest, rest.figures, {k: v for k, v in tables.items() if k not in placed})
+    _written_outputs(
+        rest, rest.figures, {k: v for k, v in tables.items() if k not in placed_tables}
+    )
     if rest.parts:
         sections.append(("other-outputs", rest))
     return sections

@@ -16,6 +16,7 @@ from biasim.registry import BACKENDS, KINDS
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.common.yamlsource import FieldPath, SourceMap
 from biasim.simulator.study import registered_prompts
+from biasim.simulator.study.analysis_spec import AnalysisSpec
 from biasim.simulator.study.columns import RESERVED as RESERVED_COLUMNS
 from biasim.simulator.study.config import (
     RESULT_COLUMNS,
@@ -29,6 +30,7 @@ from biasim.simulator.study.config import (
     analysis_name,
 )
 from biasim.simulator.study.counterfactual_checks import check_counterfactual
+from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 from biasim.simulator.study.facts import StudyFacts
 from biasim.simulator.study.hints import nearest, synthetic_hint, undefined_message
 from biasim.simulator.study.pairing import draw_trial, pool
@@ -372,7 +374,7 @@ def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
         KINDS.instance(analysis.kind).check(analysis, facts)
         problems.extend(facts.problems)
         name = analysis_name(analysis, i)
-        if name in names:
+        if name in names and not _share_outputs(config.analyses[names[name]], analysis):
             add(
                 smap.problem(
                     ("analyses", i, "name"),
@@ -381,6 +383,17 @@ def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
             )
         names.setdefault(name, i)
     return problems
+
+
+def _share_outputs(first: AnalysisSpec, other: AnalysisSpec) -> bool:
+    """Whether two analyses may share a name: kinds over one stage's decisions write outputs
+    of different suffixes, so their names may coincide (the seed-004 analysis keeps one set of
+    output names across its kinds); two of one kind would overwrite each other's."""
+    return (
+        isinstance(first, StageDecisionsSpec)
+        and isinstance(other, StageDecisionsSpec)
+        and first.kind != other.kind
+    )
 
 
 def _description_problem(config: StudyConfig, smap: SourceMap) -> Problem | None:

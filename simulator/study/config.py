@@ -638,6 +638,9 @@ class Study:
     #: Every text validation's dry render produced, as ``(field path, text)``, so the estimate
     #: reads them instead of rendering every template a second time; None: not rendered.
     rendered: tuple[tuple[tuple[str | int, ...], str], ...] | None = None
+    #: One line per older form the file uses that loading rewrote (``biasim validate`` shows
+    #: them): where it is and what to write instead.
+    deprecations: tuple[str, ...] = ()
 
 
 def analysis_name(spec: AnalysisSpec, index: int) -> str:

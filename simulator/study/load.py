@@ -23,6 +23,7 @@ from biasim.simulator.common.yamlsource import FieldPath, SourceMap
 from biasim.simulator.study.analysis_spec import DEFAULT_KIND, AnalysisSpec
 from biasim.simulator.study.checks import check_study
 from biasim.simulator.study.config import Study, StudyConfig
+from biasim.simulator.study.decisions_compat import expand_decisions
 from biasim.simulator.study.files import load_with_extends, read_data_files
 from biasim.simulator.study.hints import nearest, pattern_message
 from biasim.simulator.study.persona_writer import collapse_generated, expand_generated
@@ -166,13 +167,15 @@ def validate_study(
         smap = smap.overlay(located, data)
     data = read_data_files(data, smap)
     data, smap = expand_generated(data, smap)
+    expansion = expand_decisions(data, smap)
+    data, smap = expansion.data, expansion.smap
     # Each analysis is validated against its own kind's spec, so the kinds (plug-ins) are
     # found at load time and their errors keep their full field path; the study's family
     # registers its own kinds first.
     problems = _load_family(data, smap)
     raw_analyses = data.get("analyses") if isinstance(data, dict) and not problems else None
     specs, kind_problems = _parse_analyses(raw_analyses, smap)
-    problems += kind_problems
+    problems += _policy_problems(kind_problems, expansion.moved)
     try:
         config = StudyConfig.model_validate({**data, "analyses": []})
     except ValidationError as exc:
@@ -195,15 +198,23 @@ def validate_study(
             check_backends=check_backends,
             on_render=lambda p, t, _: kept.append((p, t)),
         )
-        problems = _policy_problems(checked, copies)
+        problems = _policy_problems(checked, {**copies, **expansion.moved})
     if problems:
         raise InputError(problems)
-    return Study(config=config, resolved=resolved, source_map=smap, path=path, rendered=tuple(kept))
+    return Study(
+        config=config,
+        resolved=resolved,
+        source_map=smap,
+        path=path,
+        rendered=tuple(kept),
+        deprecations=expansion.deprecations,
+    )
 
 
 def _policy_problems(problems: list[Problem], copies: dict[str, str]) -> list[Problem]:
     """Problems of a policy's stage copies named as the policy (``policies.P.stages.S``), and
-    each reported once: a problem of the copied stage repeats in every copy."""
+    of an analysis split from an older-form entry as that entry (``copies`` maps both), each
+    reported once: a problem of the copied stage repeats in every copy."""
     out: list[Problem] = []
     seen: set[tuple[str, int | None, str]] = set()
     for problem in problems:

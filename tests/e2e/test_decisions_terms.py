@@ -1,6 +1,7 @@
-"""Rationale terms in the `demographic_parity` kind: a study names its term sets (none are
-inherited), `validate` says where they come from, counts can be restricted to the units that
-chose an option, and agents' names are removed before the distinctive-words scan."""
+"""Rationale terms (the `rationale_terms` kind, over the decisions `demographic_parity`
+reads): a study names its term sets (none are inherited), `validate` says where they come from,
+counts can be restricted to the units that chose an option, and agents' names are removed
+before the distinctive-words scan."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ design:
                career_path_selection: null}}
     persona_condition: {{no_persona: null, non_contextualized: null, explicit: null}}
 analyses:
-  - name: decisions
+  - kind: {kind}
+    name: decisions
     stage: decide
     field: decision
     target_from: target
@@ -52,13 +54,14 @@ TERMS = (
 )
 
 
-def _study(tmp_path: Path, terms: str = TERMS) -> Path:
+def _study(tmp_path: Path, terms: str = TERMS, kind: str = "rationale_terms") -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(
         STUDY.format(
             base=builtin_path("li2025_decisions"),
             rationale=RATIONALE,
             terms=terms,
+            kind=kind,
         )
     )
     return path
@@ -162,7 +165,7 @@ def test_a_predictions_file_is_loaded_at_validation_before_any_call(
 ) -> None:
     if content is not None:
         (tmp_path / "mine.yaml").write_text(content)
-    study = _study(tmp_path, "    predictions: mine.yaml")
+    study = _study(tmp_path, "    predictions: mine.yaml", kind="predictions_check")
     result = cli.invoke(app, ["validate", str(study)])
     assert result.exit_code == 2, result.output
     assert f"{study}:" in result.stderr and expected in result.stderr

@@ -58,6 +58,8 @@ design:
 analyses:
   - {{kind: demographic_parity, stage: decide, field: decision, target: Evacuate, by: gender,
      condition: persona_source, n_permutations: 500}}
+  - {{kind: condition_differences, name: analysis1, stage: decide, field: decision,
+     target: Evacuate, by: gender, condition: persona_source, n_permutations: 500}}
 """
 
 
@@ -131,7 +133,8 @@ def test_the_report_tests_whether_the_dpd_differs_between_conditions(tmp_path: P
     out = tmp_path / "run"
     run = execute(prepare(RunOptions(study=str(_write(tmp_path, agents=60)), out=out)))
     summary = json.loads((out / "summary.json").read_text())
-    analysis = summary["analyses"][0]
+    analysis = summary["analyses"][1]
+    assert analysis["kind"] == "condition_differences"
     assert analysis["condition_levels"] == ["attribute", "name", "generated"]
     tests = pd.read_csv(out / "tables" / "analysis1_condition_differences.csv")
     assert list(tests["compared"]) == [
@@ -146,7 +149,7 @@ def test_the_report_tests_whether_the_dpd_differs_between_conditions(tmp_path: P
     assert omnibus["p_value"] < 0.01 and omnibus["significant"]
     assert omnibus["n_matched"] == 120  # every agent answered under all three conditions
     # `biasim power` reads the omnibus test as the ablation's headline.
-    power_tests = get_kind("demographic_parity").power_tests(analysis)
+    power_tests = get_kind("condition_differences").power_tests(analysis)
     headline = power_tests["DPD differs between persona_source levels (any case)"]
     assert headline.p == pytest.approx(omnibus["p_adjusted"])
     assert headline.label == "persona_id, 120 units"  # the kind's unit, across conditions

@@ -108,3 +108,22 @@ def test_report_of_a_pipeline_run(tmp_path) -> None:
     name = data["analyses"][0]["name"]
     assert pools < 30
     assert f"Small samples: the tables of `{name}` rest on {pools} first-stage pools" in shown
+
+
+def test_report_of_the_declared_result_kinds(tmp_path) -> None:
+    """picks and association render from their declared tables (issue 45): every number the
+    page shows is summary.json's, and the tables carry their declared titles and notes."""
+    from tests.builtin_runs import run_builtin
+
+    out = run_builtin("bias_transmission_supplemental", tmp_path / "supplemental")
+    shown, checked = _check(out, tmp_path / "supplemental.png")
+    assert checked > 100
+    for heading in (
+        "by category (Table 4)",
+        "items by status",
+        "calls by outcome",
+        "valid answers by first_named",
+        "not shown (kept in the CSV tables): every call named the target in one position",
+        "each item tested at alpha 0.05, adjusted: none",
+    ):
+        assert heading in shown

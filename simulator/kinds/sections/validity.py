@@ -12,6 +12,7 @@ import numpy as np
 from rich.console import Console
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
+from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.kinds.base import Section, slug, summary_table
 from biasim.simulator.kinds.lazy import pd, refusals
 
@@ -85,6 +86,29 @@ SUMMARY_SCHEMA: dict[str, Any] = {
 }
 
 
+#: ``validity`` of a declared result (``tabled(TABLE, by_key=BY_KEY)``): one table per group
+#: column, its strata leading.
+TABLE = ResultTable(
+    key="validity",
+    title="valid answers by {key}",
+    columns=(
+        Column("value", "group", "text", description="The group's value."),
+        Column("n_rows", "answers", "int", description="Answers of the group."),
+        Column("n_valid", "valid", "int", description="Of them valid."),
+        Column("validity_rate", "valid share", ".3f", description="Valid share."),
+        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Its Wilson interval."),
+        Column("validity_gap", "gap", ".3f", description="Largest minus smallest share."),
+        Column("validity_p_value", "p", "p", description="The gap's test."),
+        Column("validity_test", "test (unit)", "text", description="The test and its unit."),
+    ),
+    description="Valid answers per group, with the gap's test.",
+    note=NOTE,
+    file="validity_{key}",
+)
+#: What the keys of ``validity`` are.
+BY_KEY = "Valid answers per group, by what the groups are, with the gap's test."
+
+
 #: The summary key of the calls' validity: each call shows every target value, so the value
 #: named first (drawn at random per call) is the only group a call has.
 FIRST_NAMED = "first_named"
@@ -95,11 +119,15 @@ def add_call_validity(
 ) -> None:
     """Valid answers by the target value named first (``first_value``), the call (``unit_id``)
     the unit: a call's items share its answer, so they are relabelled together."""
-    table = validity_records(
+    add_validity(section, name, FIRST_NAMED, call_validity(rows, strata, ok, seed))
+
+
+def call_validity(rows: pd.DataFrame, strata: list[str], ok: np.ndarray, seed: int) -> pd.DataFrame:
+    """The table of :func:`add_call_validity`, for a kind that declares its result."""
+    return validity_records(
         rows, strata=strata, group="first_value", ok=ok, unit_col="unit_id", unit="call",
         seed=seed,
     )  # fmt: skip
-    add_validity(section, name, FIRST_NAMED, table)
 
 
 def print_validity(summary: dict[str, Any], console: Console) -> None:

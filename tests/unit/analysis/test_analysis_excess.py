@@ -133,5 +133,5 @@ def test_power_reads_the_test_run_without_unit_tables() -> None:
     # A left merge (the kind's comparison table) turns it into NaN.
     assert units.Tested.of({**row.to_dict(), "n_units": float("nan")}, "p_excess") == tested
     summary = {"implicit_vs_explicit": [row.to_dict()]}
-    power = get_kind("demographic_parity").power_tests(summary)
+    power = get_kind("explicit_bias").power_tests(summary)
     assert power["implicit vs explicit beyond chance"] == tested

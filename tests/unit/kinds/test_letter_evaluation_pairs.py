@@ -13,9 +13,11 @@ import pandas as pd
 import pytest
 
 from biasim.analysis.studies.bias_transmission.association import consistent_pair_test
+from biasim.simulator.common.results import summary_of
 from biasim.simulator.kinds.base import Section
 from biasim.simulator.kinds.letter_evaluation import (
     LetterEvaluationKind,
+    LetterEvaluationResult,
     LetterEvaluationSpec,
     _relative,
 )
@@ -60,9 +62,9 @@ def _readings(
 
 
 def _summary(rows: pd.DataFrame) -> dict:
-    section = Section(summary={"by": SPEC.by})
-    _relative(rows, SPEC, CTX, section)
-    return section.summary
+    result = LetterEvaluationResult(alpha=SPEC.alpha, by=SPEC.by, cluster=SPEC.cluster)
+    _relative(rows, SPEC, CTX, Section(summary={}), result)
+    return summary_of(result)
 
 
 def test_the_test_states_pairs_and_power_reads_them() -> None:

@@ -52,9 +52,13 @@ VALID: dict[str, Any] = {
                     "item": "Nurse",
                     "n": 2,
                     "share": 1.0,
+                    "ci_low": 0.34,
+                    "ci_high": 1.0,
                     "p_value": 0.5,
+                    "p_adjusted": 0.5,
                     "deviates": False,
                     "unit": "call",
+                    "n_units": 2,
                 }
             ],
             "item_status": [],
@@ -66,7 +70,11 @@ VALID: dict[str, Any] = {
                         "n_rows": 2,
                         "n_valid": 2,
                         "validity_rate": 1.0,
+                        "ci_low": 0.34,
+                        "ci_high": 1.0,
+                        "validity_gap": None,
                         "validity_p_value": None,
+                        "validity_test": "not tested: fewer than two groups",
                     }
                 ]
             },
@@ -129,8 +137,9 @@ def test_a_wrong_type_a_missing_or_an_undeclared_field_fails(change: Any, messag
 
 
 def test_a_kinds_part_applies_to_its_own_entries_only() -> None:
-    """An entry of another kind without ``items`` passes; the association entry needs it."""
-    entry = {"kind": "demographic_parity", "name": "x", "adjust": 3}
+    """An entry of another kind without ``items`` (and with an ``adjust`` association's part
+    would refuse) passes; the association entry needs it."""
+    entry = {"kind": "demographic_parity", "name": "x", "cases": [], "adjust": 3}
     assert _errors(_changed(lambda s: s["analyses"].append(entry))) == []
 
 

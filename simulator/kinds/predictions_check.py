@@ -1,0 +1,136 @@
+"""Kind ``predictions_check``: directional alignment of a stage's decision rates with predictions
+from real-world findings (seed 004, Table 3): for each prediction (a scenario, an attribute, the
+group expected to have the higher rate), whether the observed rates point the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import Field
+
+from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.kinds.base import (
+    AnalysisContext,
+    AnalysisKind,
+    Section,
+    StudyFacts,
+    resolve_data_path,
+    summary_table,
+)
+from biasim.simulator.kinds.lazy import case_stats
+from biasim.simulator.kinds.sections.decisions import (
+    case_columns,
+    check_decisions,
+    decision_rows,
+)
+from biasim.simulator.study.decisions_spec import StageDecisionsSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class PredictionsCheckSpec(StageDecisionsSpec):
+    """The rates of a stage's targeted decision against directional predictions."""
+
+    kind: Literal["predictions_check"] = "predictions_check"
+    predictions: str = Field(
+        description="Directional predictions (`default`: the seed-004 paper's Table 3, or a "
+        "YAML path) checked against the observed rates.",
+    )
+
+
+class PredictionsCheckKind(AnalysisKind):
+    """Whether each predicted direction holds in the observed rates."""
+
+    name = "predictions_check"
+    spec = PredictionsCheckSpec
+    title = "Directional alignment with real-world findings"
+
+    def check(self, spec: PredictionsCheckSpec, facts: StudyFacts) -> None:
+        check_decisions(spec, facts)
+        if spec.predictions != "default":
+            _check_predictions(spec.predictions, facts)
+
+    def compute(
+        self, results: pd.DataFrame, spec: PredictionsCheckSpec, ctx: AnalysisContext
+    ) -> Section:
+        section = Section(summary={})
+        rows = decision_rows(results, spec, ctx)
+        rates = case_stats.case_rates(rows, case_columns(spec), "value", "_hit", True)
+        self._alignment(section, rates, spec, ctx)
+        return section
+
+    def _alignment(
+        self,
+        section: Section,
+        rates: pd.DataFrame,
+        spec: PredictionsCheckSpec,
+        ctx: AnalysisContext,
+    ) -> None:
+        """Directional alignment of the rates with the predictions the study names."""
+        name, summary = ctx.name, section.summary
+        condition = [spec.condition] if spec.condition else []
+        path = (
+            case_stats.DEFAULT_PREDICTIONS
+            if spec.predictions == "default"
+            else ctx.resolve(spec.predictions)
+        )
+        scenario_col = spec.cases[0] if spec.cases else "scenario"
+        alignment = case_stats.directional_alignment(
+            rates.rename(columns={scenario_col: "scenario"})
+            if scenario_col != "scenario"
+            else rates,
+            case_stats.load_predictions(path),
+            by=("model_label", *condition),
+        )
+        section.tables[f"{name}_alignment"] = alignment
+        summary["alignment"] = alignment.to_dict("records")
+
+    def print(self, summary: dict[str, Any], console: Any) -> None:
+        rows = summary.get("alignment") or []
+        held = sum(bool(r.get("aligned")) for r in rows)
+        console.print(
+            f"directional alignment ({summary['name']}): {held} of {len(rows)} predictions "
+            f"point the way the observed rates do (table {summary['name']}_alignment)",
+            highlight=False,
+        )
+
+    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
+        if summary.get("alignment"):
+            section.table(
+                summary["alignment"],
+                key="alignment",
+                title="Directional alignment with real-world findings (Table 3)",
+            )
+
+    @classmethod
+    def summary_schema(cls) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["alignment"],
+            "properties": {
+                "alignment": summary_table(
+                    "Per prediction: the observed rates and whether they point its way."
+                )
+            },
+        }
+
+
+def _check_predictions(declared: str, facts: StudyFacts) -> None:
+    """Load a predictions file at validation, so a missing or malformed one fails before any
+    call rather than after the run."""
+    written_in = Path(facts.smap.locate((*facts.at, "predictions"))[0]).parent
+    path = resolve_data_path(declared, written_in)
+    if not path.is_file():
+        facts.problem(
+            ("predictions",), f"predictions file `{declared}` not found (looked at {path})"
+        )
+        return
+    try:
+        case_stats.load_predictions(path)
+    except (OSError, ValueError, AttributeError, yaml.YAMLError) as err:
+        # The loader's own message names the file and the entry, never its contents.
+        reason = str(err) if isinstance(err, ValueError) else f"{path}: {type(err).__name__}"
+        facts.problem(("predictions",), f"unusable predictions file: {reason}")

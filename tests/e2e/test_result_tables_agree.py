@@ -1,0 +1,167 @@
+"""The kinds that declare their result (issue 45, item 2) show one table the same on every route:
+for each table of a built-in study's summary.json, the console, the report page and the CSV file
+show the same columns, in the declared order, with the values the summary holds (each shown
+value read back at its displayed precision, as ``tests/browser.py`` reads the page)."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import tables_of
+from biasim.simulator.kinds import get_kind
+from tests.browser import _mismatch, _parse_shown, json_path_get
+from tests.builtin_runs import BuiltinRuns
+
+#: Built-in studies holding every converted kind: picks and association (with `by`, a
+#: comparison and categories), letter_evaluation.
+STUDIES = [
+    "bias_transmission_supplemental",
+    "bias_transmission_association",
+    "bias_transmission_letters",
+]
+
+
+@pytest.fixture(scope="module")
+def builtin_runs(tmp_path_factory: pytest.TempPathFactory) -> BuiltinRuns:
+    return BuiltinRuns(tmp_path_factory.mktemp("builtin_runs"))
+
+
+def _declared(summary: dict[str, Any]) -> list[tuple[int, dict[str, Any], type]]:
+    out = []
+    for i, analysis in enumerate(summary["analyses"]):
+        result = get_kind(analysis["kind"]).result
+        if result is not None:
+            out.append((i, analysis, result))
+    return out
+
+
+def _agrees(shown: str, expected: Any, spec: str) -> str | None:
+    """Why a displayed cell does not show ``expected`` (None when it does)."""
+    if spec == "text":
+        return None if shown == ("-" if expected is None else str(expected)) else "differs"
+    return _mismatch(_parse_shown(shown), expected)
+
+
+def _console_rows(text: str, title: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the boxed table printed under the line ``title``."""
+    block = text.split(f"\n{title}\n", 1)[1].split("└", 1)[0]
+    lines = block.splitlines()
+    header = [c.strip() for c in lines[1].strip("┃").split("┃")]
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in lines if ln.startswith("│")]
+    return header, rows
+
+
+def _check_console(spec: ResultTable, records: Records, text: str, name: str) -> None:
+    _, hidden = spec.hidden(records)
+    if hidden is not None:
+        assert hidden.note(1000) in text, (name, spec.key)
+    parts = spec.parts(records)
+    if not parts:
+        return
+    # The first part's table, under the title (the parts follow it).
+    rows_shown, columns = parts[0]
+    header, rows = _console_rows(text, f"{name}: {spec.title}")
+    assert header == [c.label or c.key for c in columns], (name, spec.key)
+    assert len(rows) == len(rows_shown), (name, spec.key)
+    for i, row in zip(rows_shown, rows, strict=True):
+        for column, text_cell in zip(columns, row, strict=True):
+            record = records[i]
+            if column.spec == "ci":
+                low, high = text_cell.strip("[]").split(",")
+                why = _agrees(low, record[column.key], ".3f") or _agrees(
+                    high, record[column.upper or ""], ".3f"
+                )
+            else:
+                why = _agrees(text_cell.rstrip("*"), record[column.key], column.spec)
+            assert why is None, (name, spec.key, i, column.key, text_cell, why)
+
+
+def _check_page(
+    spec: ResultTable, records: Records, page: str, summary: dict[str, Any], base: list[Any]
+) -> int:
+    """Every number of the table in the page is the summary's; its headers are the console's;
+    every shown cell of a number column has one."""
+    checked = 0
+    for path, value, text in re.findall(
+        r'<span data-path="([^"]+)" data-value="([^"]*)">([^<]*)</span>', page
+    ):
+        parts = json.loads(html.unescape(path))
+        if parts[: len(base)] != base:
+            continue
+        expected = json_path_get(summary, html.unescape(path))
+        assert _mismatch(_parse_shown(html.unescape(text)), expected) is None, (parts, text)
+        assert _mismatch(_parse_shown(html.unescape(value), raw=True), expected) is None
+        checked += 1
+    expected = 0
+    plain = re.sub(r"<th[^>]*", "", page)
+    for rows, columns in spec.parts(records):
+        heads = "".join(f">{html.escape(c.label or c.key)}</th>" for c in columns)
+        assert heads in plain, (base, spec.key)
+        numbers = [c for c in columns if c.spec != "text"]
+        expected += len(rows) * (len(numbers) + sum(c.spec == "ci" for c in numbers))
+    assert checked == expected, (base, spec.key, checked, expected)
+    return checked
+
+
+def _check_csv(spec: ResultTable, records: Records, path: Path, labels: set[str]) -> None:
+    with path.open(encoding="utf-8") as handle:
+        table = list(csv.DictReader(handle))
+        header = list(table[0]) if table else []
+    keys = [c.key for c in spec.shown(records)]
+    # The declared order is the file's (a label a summary field names may stand anywhere).
+    ordered = [k for k in keys if k not in labels]
+    assert [h for h in header if h in ordered] == ordered, (path.name, header, keys)
+    assert len(table) == len(records), path.name
+    for record, row in zip(records, table, strict=True):
+        for key in keys + [c.upper for c in spec.shown(records) if c.upper]:
+            expected, written = record[key], row[key]
+            if isinstance(expected, bool) or not isinstance(expected, int | float):
+                assert written == ("" if expected is None else str(expected)), (path, key)
+            elif math.isnan(expected):
+                assert written == "", (path, key)
+            else:
+                assert float(written) == pytest.approx(expected, rel=1e-12), (path, key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", STUDIES)
+def test_console_page_and_csv_show_the_summary_tables_alike(
+    study: str, builtin_runs: BuiltinRuns
+) -> None:
+    run = builtin_runs(study)
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    declared = _declared(summary)
+    assert declared, study
+    tables = 0
+    for i, analysis, result in declared:
+        kind = get_kind(analysis["kind"])
+        buffer = io.StringIO()
+        kind.print(analysis, Console(file=buffer, width=1000, color_system=None, markup=False))
+        section = HtmlSection("x", path=("analyses", i))
+        kind.html(analysis, section)
+        page = "".join(section.parts)
+        for spec, records, key in tables_of(result, analysis):
+            name = analysis["name"]
+            if spec.console:
+                _check_console(spec, records, buffer.getvalue(), name)
+            else:
+                assert f"{name}: {spec.title}: {len(records)} rows" in buffer.getvalue()
+            _check_page(spec, records, page, summary, ["analyses", i, *key])
+            stem = spec.file_name(name)
+            if stem is not None:
+                labels = {analysis.get(k) for k in spec.labels_from}
+                _check_csv(spec, records, run / "tables" / f"{stem}.csv", labels)
+            tables += 1
+    assert tables >= 7, (study, tables)
