@@ -36,6 +36,7 @@ STUDIES: dict[str, tuple[str, bool]] = {
     "pipeline": ("tiny", False),
     "policy_effect": ("tiny", False),
     "market_effects": ("tiny", False),
+    "market": ("tiny", False),
     "prism": ("ding2024_prism", False),  # refused at validate: it needs a masked LM
     "acceptance": ("an2024_hiring", True),
     "association": ("bias_transmission_association", True),
@@ -75,6 +76,8 @@ def _study(kind: str, folder: Path) -> tuple[str, list[str]]:
             policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
             analyses=[{"kind": "market_effects"}],
         )
+    if kind == "market":
+        data = market_studies.market(market={"replicates": 3}, analyses=[{"kind": "market"}])
     if kind == "policy_effect":
         data["policies"] = POLICIES
         data["analyses"] = [EFFECT]

@@ -145,7 +145,8 @@ def test_every_builtin_studys_figures_lie_inside_their_canvas(study: str, tmp_pa
     execute(prepare(RunOptions(study=study, out=out, backend="synthetic", agents=agents)))
     results = pd.read_parquet(out / "results.parquet")
     config = load_study(builtin_path(study)).config
-    drawn = analyze(results, config).figures
+    # The run folder: a market's analysis reads market.csv beside the results.
+    drawn = analyze(results, config, out_dir=out).figures
     assert len(drawn) == len(list((out / "figures").glob("*.png")))
     for name, fig in drawn.items():
         assert clipped(fig) == [], name
