@@ -84,9 +84,14 @@ def test_rationales_of_agreeing_sets_that_warm_under_the_swap_are_flagged_by_set
 def test_justification_tests_reject_3_to_7_percent_when_the_swap_changes_nothing():
     rng = np.random.default_rng(47)
     vader = {"vader": create_scorer("vader")}
+    # q50, q90 and the weak parity of few distinct phrases tie often: before their ties were
+    # broken at random they rejected 1-2.5 %.
     wanted = [
         ("vader_value", "strict_parity"),
         ("vader_value", "mean"),
+        ("vader_value", "q50"),
+        ("vader_value", "q90"),
+        ("vader_label", "weak_parity"),
         ("rouge_l", "within_minus_across"),
     ]
     rejected = dict.fromkeys(wanted, 0)
