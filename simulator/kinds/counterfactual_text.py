@@ -276,8 +276,14 @@ class CounterfactualTextKind(AnalysisKind):
                     ],
                 ),
                 "justification": summary_table(
-                    "Per model: sets with a swap, those agreeing on the decision, by decision.",
-                    required=["n_sets", "n_agreeing", "decisions", "model_label"],
+                    "Per model: sets with a swap, those agreeing on the decision, by decision; "
+                    "the decision-flip rate over sets with every decision (n_decided), its 95% "
+                    "Wilson interval and the p of a within-set relabelling test (flip_unit).",
+                    required=[
+                        *["n_sets", "n_agreeing", "decisions", "model_label", "n_decided"],
+                        *["n_flipped", "flip_rate", "flip_ci_low", "flip_ci_high"],
+                        *["flip_p_value", "flip_unit"],
+                    ],
                 ),
                 "note": {"type": "string", "description": "Why nothing was tested."},
             },
@@ -340,12 +346,21 @@ def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
 
 def justification_line(row: dict[str, Any]) -> str:
     """How many sets agree on the decision, and where their rationales' tests are."""
+    from biasim.simulator.common.html import fmt, format_p
+
     decisions = ", ".join(f"{d} {n}" for d, n in row["decisions"].items())
     shared = f" ({decisions})" if decisions else ""
+    flips = (
+        f"; decision-flip rate {fmt(row['flip_rate'])} (95% CI {fmt(row['flip_ci_low'])}-"
+        f"{fmt(row['flip_ci_high'])}; {row['n_flipped']} of {row['n_decided']} sets), swap moves "
+        f"decisions: p {format_p(row['flip_p_value'])} (unit: {row['flip_unit']})"
+        if row.get("flip_p_value") is not None
+        else ""
+    )
     return (
         f"justification shift ({row['model_label']}): {row['n_agreeing']} of {row['n_sets']} "
         f"sets agree on the decision{shared}; the `justification:` rows compare their "
-        "rationales across the swap"
+        f"rationales across the swap{flips}"
     )
 
 
@@ -398,17 +413,55 @@ def _extra_tables(
         shift = justification_metrics.justification_shift(
             part, cols, spec.decision, scorers, embed, n_perm, seed, cache
         )
+        flips = justification_metrics.decision_flips(part, cols, spec.decision, n_perm, seed)
         agreement = {
             "n_sets": shift.n_sets,
             "n_agreeing": shift.n_agreeing,
             "decisions": shift.decisions,
+            **_flip_record(flips, cols.pair),
         }
+        extra.append(_flip_row(flips, spec.decision, cols.pair, len(part)))
         if shift.tables is not None:
             rows = shift.tables.metrics
             extra.append(rows.assign(metric="justification: " + rows["metric"]))
     if extra:
         tables["metrics"] = pd.concat([tables["metrics"], *extra], ignore_index=True)
     return agreement
+
+
+def _flip_record(flips: Any, unit: str) -> dict[str, Any]:
+    """The decision-flip rate as the justification record carries it (NaN: None)."""
+
+    def plain(x: float) -> float | None:
+        return None if x != x else float(x)
+
+    return {
+        "n_decided": flips.n_sets,
+        "n_flipped": flips.n_flipped,
+        "flip_rate": plain(flips.rate),
+        "flip_ci_low": plain(flips.ci_low),
+        "flip_ci_high": plain(flips.ci_high),
+        "flip_p_value": flips.p_value,
+        "flip_unit": unit,
+    }
+
+
+def _flip_row(flips: Any, decision: str, unit: str, n_responses: int) -> pd.DataFrame:
+    """The decision-flip rate as a metrics row: its p tests whether the swap moves decisions."""
+    row = {
+        "metric": f"decision: {decision}",
+        "statistic": "flip_rate",
+        "value_a": "",
+        "value_b": "",
+        "estimate": flips.rate,
+        "p_value": flips.p_value,
+        "unit": unit,
+        "n_units": flips.n_sets,
+        "n_responses": n_responses,
+        "n_excluded": 0,
+        "note": flips.note,
+    }
+    return pd.DataFrame([row])
 
 
 def _records(metrics: pd.DataFrame) -> list[dict[str, Any]]:

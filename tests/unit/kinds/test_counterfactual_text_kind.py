@@ -210,6 +210,13 @@ def test_toxicity_stereotype_and_justification_tables_through_the_kind(tmp_path)
     (agreement,) = section.summary["justification"]
     # Rows 0, 6, 12, ... say no: a set holds rows 2i, 2i + 1, so sets 0, 3, 6, ... disagree.
     assert agreement["n_sets"] == 40 and agreement["n_agreeing"] == 40 - 14
+    # The 14 others flip: their rate, interval and test, the set the unit.
+    assert (agreement["n_flipped"], agreement["n_decided"]) == (14, 40)
+    assert agreement["flip_rate"] == pytest.approx(14 / 40)
+    assert agreement["flip_ci_low"] < 14 / 40 < agreement["flip_ci_high"]
+    assert agreement["flip_unit"] == "cf_set" and 0 < agreement["flip_p_value"] <= 1
+    flip = metrics[metrics["statistic"] == "flip_rate"].iloc[0]
+    assert flip["metric"] == "decision: hire" and flip["p_value"] == agreement["flip_p_value"]
     rationale = metrics[metrics["metric"] == "justification: sentiment_value"]
     assert (rationale["n_units"] == 26).all() and (rationale["unit"] == "cf_set").all()
     assert "stereotype_association" in set(metrics["metric"])
@@ -226,6 +233,8 @@ def test_toxicity_stereotype_and_justification_tables_through_the_kind(tmp_path)
     assert max(len(line) for line in printed.splitlines()) <= 80
     words = " ".join(printed.split())
     assert "26 of 40 sets agree on the decision (yes 26)" in words and "exp. max" in words
+    assert "decision-flip rate 0.350 (95% CI" in words and "(unit: cf_set)" in words
+    assert "decision: hire flip_rate" in tested
 
 
 def _minimal_summary() -> dict:
