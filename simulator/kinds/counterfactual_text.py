@@ -83,7 +83,11 @@ class CounterfactualTextSpec(AnalysisSpec):
 
     kind: Literal["counterfactual_text"]
     stage: str = Field(description="A stage run with `counterfactual:` (its sets are the unit).")
-    field: str = Field("text", description="Field holding the text (free-text stages: `text`).")
+    field: str = Field(
+        "text",
+        description="The stage's output field whose text is scored and compared (free-text "
+        "stages: `text`; a structured stage's, e.g. `rationale`).",
+    )
     scorers: dict[str, ScorerChoice] = Field(
         default_factory=default_scorers,
         description="Name -> text scorer; each scorer's `value` (and `label`) is compared.",
@@ -304,35 +308,58 @@ class CounterfactualTextKind(AnalysisKind):
 
 def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
     """The counterfactual metrics as the console prints them (this kind's and ``analyze
-    texts --counterfactual``'s), each p with its unit; notes numbered below the table, so it
-    fits 80 columns."""
+    texts --counterfactual``'s), each p beside its unit and unit count. So that a row stays
+    one line at 80 columns, what every row shares moves out of the grid: the values compared
+    (one pair) to the title, and the notes, numbered beside the statistic, below it."""
     from rich.table import Table
 
-    from biasim.analysis.stats.units import unit_label
-    from biasim.simulator.common.html import fmt, format_p
+    from biasim.simulator.common.html import fmt
 
+    pairs = {(r["value_a"], r["value_b"]) for r in rows if r["value_a"]}
+    one_pair = next(iter(pairs)) if len(pairs) == 1 else None
     notes: list[str] = []
-    table = Table(title="Counterfactual text metrics (beyond the paper)")
-    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", ""):
+    title = "Counterfactual text metrics (beyond the paper)"
+    if one_pair:
+        title += f": {one_pair[0]} minus {one_pair[1]}"
+    table = Table(title=title)
+    headers = ("metric", "statistic", *([] if one_pair else ["a vs b"]), "estimate", "p")
+    for header in (*headers, "unit", "n"):
         table.add_column(header)
     for r in rows:
-        versus = f"{r['value_a']} vs {r['value_b']}" if r["value_a"] else "all"
-        p = "" if r["p_value"] is None else f"p {format_p(r['p_value'])}"
-        unit = "no test" if r["p_value"] is None else unit_label(r["unit"], r["n_units"])
-        if r["note"] and r["note"] not in notes:
-            notes.append(r["note"])
-        ref = f"[{notes.index(r['note']) + 1}]" if r["note"] else ""
-        table.add_row(r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, ref)
-    table.caption = "\n".join(f"[{i}] {note}" for i, note in enumerate(notes, 1)) or None
+        # A table's records hold NaN where a row has no note (``analyze texts``' records).
+        note = r["note"] if isinstance(r["note"], str) and r["note"] else None
+        if note and note not in notes:
+            notes.append(note)
+        ref = f" [{notes.index(note) + 1}]" if note else ""
+        versus = [] if one_pair else [f"{r['value_a']}-{r['value_b']}" if r["value_a"] else "all"]
+        tested = r["p_value"] is not None and r["p_value"] == r["p_value"]  # NaN: no test
+        p = fmt(r["p_value"], "p").replace("< ", "<") if tested else "-"
+        unit = [r["unit"], str(int(r["n_units"]))] if tested else ["none", ""]
+        table.add_row(
+            r["metric"], r["statistic"] + ref, *versus, estimate_cell(r["estimate"]), p, *unit
+        )
+    notes.insert(
+        0, "p: permutation p, swap labels relabelled within each unit (none: no test); n: units"
+    )
+    table.caption = "\n".join([notes[0], *(f"[{i}] {note}" for i, note in enumerate(notes[1:], 1))])
     table.caption_justify = "left"
     return table
+
+
+def estimate_cell(value: Any) -> str:
+    """An estimate as a cell: three decimals, or two significant digits in scientific notation
+    when it is not zero but would round to ``0.000`` (a real difference of 1e-6 beside a small
+    p must not read as none)."""
+    from biasim.simulator.common.html import fmt
+
+    if isinstance(value, int | float) and value == value and 0 < abs(value) < 5e-4:
+        return f"{value:.1e}"
+    return fmt(value)
 
 
 def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
     """LangFair's toxicity metrics under each swapped value (k: generations per prompt)."""
     from rich.table import Table
-
-    from biasim.simulator.common.html import fmt
 
     table = Table(title="Toxicity over k generations per prompt (a set under one value)")
     for header in ("score", "value", "prompts", "k", "exp. max", "prob.", "fraction"):
@@ -340,7 +367,8 @@ def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
     for r in rows:
         k = f"{r['k_min']}" if r["k_min"] == r["k_max"] else f"{r['k_min']}-{r['k_max']}"
         metrics = (r["expected_maximum"], r["probability"], r["fraction"])
-        table.add_row(r["metric"], r["swap_value"], str(r["n_prompts"]), k, *map(fmt, metrics))
+        cells = map(estimate_cell, metrics)
+        table.add_row(r["metric"], r["swap_value"], str(r["n_prompts"]), k, *cells)
     return table
 
 

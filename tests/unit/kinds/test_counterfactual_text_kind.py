@@ -268,3 +268,49 @@ def test_validate_refuses_what_the_stage_or_the_spec_cannot_supply(tmp_path) -> 
     assert len(problems) == len(expected)
     for problem, start in zip(problems, expected, strict=True):
         assert problem.startswith(f"{path}{start}"), problem
+
+
+def _metric_row(metric: str, statistic: str, estimate: float, p: float | None) -> dict:
+    return {
+        "metric": metric,
+        "statistic": statistic,
+        "value_a": "female",
+        "value_b": "male",
+        "estimate": estimate,
+        "p_value": p,
+        "unit": "cf_set" if p is not None else None,
+        "n_units": 120 if p is not None else None,
+        "note": "ties with the observed value broken at random" if p is not None else None,
+    }
+
+
+def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
+    """Each row's estimate, p, unit and unit count on one line at 80 columns (the table once
+    wrapped p and unit over 3-4 lines), and a tiny difference printed as a number, not 0.000."""
+    import io
+
+    from rich.console import Console
+
+    from biasim.simulator.common.tables import print_table
+    from biasim.simulator.kinds.counterfactual_text import counterfactual_console_table
+
+    rows = [
+        _metric_row("justification: sentiment_value", "within_minus_across", 0.0123, 0.2),
+        _metric_row("tox_value", "expected_maximum", 1.2e-6, 0.049),
+        _metric_row("agentic_label", "weak_parity", -0.285, 0.0004),
+        _metric_row("rouge_l", "mean_across", 0.7, None),
+    ]
+    out = io.StringIO()
+    print_table(Console(file=out, width=80), counterfactual_console_table(rows))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for statistic, estimate, p in (
+        ("within_minus_across", "0.012", "0.200"),
+        ("expected_maximum", "1.2e-06", "0.049"),
+        ("weak_parity", "-0.285", "<0.001"),
+    ):
+        (line,) = [x for x in lines if statistic in x]
+        assert [estimate, p, "cf_set", "120"] == line.replace("│", " ").split()[-4:], line
+    assert "female minus male" in lines[0] and "0.000" not in out.getvalue()
+    (untested,) = [x for x in lines if "mean_across" in x]
+    assert untested.replace("│", " ").split()[-1] == "none"
