@@ -137,6 +137,7 @@ def test_a_swap_that_moves_decisions_is_flagged_by_set():
     assert flips.p_value < 0.01 and flips.n_flipped > 10
 
 
+@pytest.mark.slow
 def test_the_flip_test_rejects_3_to_7_percent_when_decisions_ignore_the_swap():
     """200 data sets of 40 sets x 2 values x 2 replicates, hire decisions at a set-level rate
     that the swap does not move: binary decisions tie often (a rate counting ties as extreme
