@@ -27,6 +27,7 @@ so the difference between a policy's row and the base's at cycle t is paired.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -106,6 +107,7 @@ def policy_market_tests(
     table: pd.DataFrame,
     baseline: str = "base",
     *,
+    starts: Mapping[str, int] | None = None,
     n_permutations: int = 2000,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -114,21 +116,25 @@ def policy_market_tests(
     over its cycles (employee-cycles); exact over every assignment up to 12 replicates, else
     ``n_permutations`` drawn.
     ``p = #{T' >= T} / #assignments`` (exact) or ``(1 + #{T' >= T}) / (1 + n)``.
+    A policy in ``starts`` (policy -> its ``from_cycle`` k) is the baseline before cycle k
+    (its changes there are 0 by construction): its sums run over cycles >= k only.
 
     Returns:
-        One row per policy: ``policy``, ``baseline``, ``unit`` (``replicate market``),
-        ``n_units``, ``df``, ``statistic``, ``n_permutations``, ``p_value`` and ``note`` (why
-        there is no p, with one replicate).
+        One row per policy: ``policy``, ``baseline``, ``from_cycle`` (the first cycle
+        summed), ``unit`` (``replicate market``), ``n_units``, ``df``, ``statistic``,
+        ``n_permutations``, ``p_value`` and ``note`` (why there is no p, with one replicate).
     """
     data = _replicates(table)
-    data = data[data["cycle"] >= 1]
-    staff = data.pivot_table(
-        index=["policy", "replicate"], columns="group", values="workforce", aggfunc="sum"
-    )
+    starts = starts or {}
     rows = []
     for k, policy in enumerate(p for p in dict.fromkeys(data["policy"]) if p != baseline):
+        start = starts.get(policy, 1)
+        staff = data[data["cycle"] >= start].pivot_table(
+            index=["policy", "replicate"], columns="group", values="workforce", aggfunc="sum"
+        )
         changes = (staff.loc[policy] - staff.loc[baseline]).to_numpy(dtype=float)
-        row = {"policy": policy, "baseline": baseline, "unit": "replicate market"}
+        row = {"policy": policy, "baseline": baseline, "from_cycle": start}
+        row["unit"] = "replicate market"
         row.update(_sign_flip(changes, n_permutations, np.random.SeedSequence([seed, k])))
         rows.append(row)
     return pd.DataFrame(rows)

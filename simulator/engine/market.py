@@ -30,6 +30,8 @@ reads, or leaves, in one trajectory exactly when the i-th does in another. Every
 hires as many as it loses while its readers answer, so an employee both trajectories hold
 sits at the same place in both, and takes the same draws; the places where they differ hold
 the two trajectories' different hires, paired with each other (docs/guides/labor-market.md).
+A policy with ``from_cycle: k`` is the base until cycle k: its copies read nothing and it
+closes each cycle with a copy of the base's workforce, so at k it forks from the base's state.
 
 Replicates are the outer loop: each replicate market draws its initial workforce, and every
 trajectory of it starts from that workforce and draws on that replicate's keys, so the pairs
@@ -157,6 +159,8 @@ class Trajectory:
     off: frozenset[str]
     #: The policy whose stage copies it reads with; None when its readers are switched off.
     reads_as: str | None
+    #: The cycle it starts reading in (a policy's ``from_cycle``); before it, it is the base.
+    start: int = 1
     staff: list[Employee] = field(default_factory=list)
     readers: dict[str, list[Any]] = field(default_factory=dict)
     decided: Counter[str] = field(default_factory=Counter)
@@ -166,11 +170,19 @@ class Trajectory:
 def trajectories(study: StudyConfig) -> list[Trajectory]:
     """The base, each policy, then each subset of the switches a decomposition turns off."""
     assert study.market is not None
-    found = [Trajectory(p, p, frozenset(), p) for p in policy_names(study)]
+    policies = study.policies or {}
+    found = [
+        Trajectory(p, p, frozenset(), p, _start(policies[p].from_cycle if p in policies else None))
+        for p in policy_names(study)
+    ]
     for off in switch_subsets(study.market):
         key = "off_" + "_".join(k for k in SWITCHES if k in off)
         found.append(Trajectory(key, BASE, off, switch_policy(off)))
     return found
+
+
+def _start(from_cycle: int | None) -> int:
+    return 1 if from_cycle is None else from_cycle
 
 
 class MarketModel(StudyModel):
@@ -371,7 +383,11 @@ class MarketModel(StudyModel):
             how: Counter(groups[a] for a, e in self._entries.items() if e.how == how)
             for how in ("referral", "reapply")
         }
+        base = self.trajectories[BASE]
         for trajectory in self.trajectories.values():
+            if self.cycle < trajectory.start:
+                self._follow(trajectory, base)
+                continue
             left = Counter() if "attrition" in trajectory.off else self._attrition(trajectory)
             if trajectory.reads_as is None:
                 picked = self._random_picks(hiring)
@@ -403,6 +419,17 @@ class MarketModel(StudyModel):
                     tenure=tenure_now,
                 )
             )
+
+    def _follow(self, trajectory: Trajectory, base: Trajectory) -> None:
+        """A policy not started yet closes the cycle as the base did (the base closes first):
+        its workforce becomes a copy of the base's, in the same order of joining, so at its
+        first cycle it forks from the base's state on the same seniority places."""
+        for employee in trajectory.staff:
+            employee.remove()
+        trajectory.staff = [
+            Employee(self, e.spec, e.joined, e.person, trajectory.key) for e in base.staff
+        ]
+        trajectory.compositions.append(base.compositions[-1])
 
     def _remember(self, hires: list[AgentSpec]) -> None:
         """Each applicant's history gains this cycle; those not hired are rejected (and may
@@ -492,9 +519,13 @@ class MarketModel(StudyModel):
     def _readings(self, plan: Any) -> list[Reading]:
         config = self.stage_configs[plan.name]
         population = self.views.stage_population[plan.name]
+        policy = config.policy_of[1] if config.policy_of else BASE
+        if self.cycle < self._reading[policy].start:
+            # Not started: the base's readings stand for the policy's, so its copies read
+            # nothing (no call, no row).
+            return []
         if population in self.market.readers:
             # A policy's copy of a stage is read by that policy's workforce.
-            policy = config.policy_of[1] if config.policy_of else BASE
             self.members[population] = self._reading[policy].readers[population]
         readings = super()._readings(plan)
         # The exclusions are counted over every cycle, not the last one's.

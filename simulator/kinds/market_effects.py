@@ -79,8 +79,13 @@ class MarketEffectsKind(AnalysisKind):
         table = pd.read_csv(path)
         policies = table[table["off"] == NO_SWITCH]
         effects = market_policy.policy_shares(policies)
+        starts = {
+            name: policy.from_cycle
+            for name, policy in (ctx.study.policies or {}).items()
+            if policy.from_cycle is not None
+        }
         tests = market_policy.policy_market_tests(
-            policies, n_permutations=spec.n_permutations, seed=ctx.study.seed
+            policies, starts=starts, n_permutations=spec.n_permutations, seed=ctx.study.seed
         )
         assert ctx.study.market is not None  # check() refuses a study without one
         switches = ctx.study.market.decompose
@@ -117,7 +122,8 @@ class MarketEffectsKind(AnalysisKind):
                     "and the base, the change and its interval over replicate markets."
                 ),
                 "tests": summary_table(
-                    "One test per policy, unit the replicate market (no p for one market).",
+                    "One test per policy, unit the replicate market (no p for one market); "
+                    "a policy with `from_cycle` k is tested over cycles >= k (`from_cycle`).",
                     required=["p_value", "unit", "n_units"],
                 ),
                 "decomposition": summary_table(
@@ -155,6 +161,13 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             lines.append(
                 f"  {policy} vs {test['baseline']}: joint p {format_p(test['p_value'])} "
                 f"(df {test['df']}, unit: {test['unit']}, {test['n_units']} of them)"
+            )
+        start = test.get("from_cycle", 1)
+        if start > 1:
+            # A policy started later is the baseline before: its test reads its own cycles.
+            lines.append(
+                f"    starts at cycle {start} (the base before, changes 0): "
+                f"test over cycles >= {start}"
             )
         for row in (r for r in effects if r["policy"] == policy and r["cycle"] == last):
             lines.append(

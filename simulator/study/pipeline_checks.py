@@ -391,7 +391,29 @@ def check_policies(config: StudyConfig, smap: SourceMap) -> list[Problem]:
                 )
                 continue
             problems.extend(_policy_change_problems(smap, where, stage, change))
+        problems.extend(_start_problems(config, smap, policy, spec.from_cycle))
     return problems
+
+
+def _start_problems(
+    config: StudyConfig, smap: SourceMap, policy: str, start: int | None
+) -> list[Problem]:
+    """A policy starting at cycle k forks a market's base trajectory after cycle k - 1: it
+    needs a market and a cycle the base runs before it and the policy after it."""
+    if start is None:
+        return []
+    at = ("policies", policy, "from_cycle")
+    if config.cycles is None:
+        return [smap.problem(at, "a policy starts at a cycle only in a market (`cycles:`)")]
+    if not 1 <= start <= config.cycles - 1:
+        return [
+            smap.problem(
+                at,
+                f"cycle {start} is outside 1 .. {config.cycles - 1}: the market runs "
+                f"{config.cycles} cycles, and a policy reads in at least the last two",
+            )
+        ]
+    return []
 
 
 def _policy_change_problems(

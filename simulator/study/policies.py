@@ -99,6 +99,14 @@ class PolicyConfig(Strict):
     stages: dict[Identifier, PolicyStage] = Field(
         min_length=1, description="Reading stage name -> the settings this policy changes."
     )
+    from_cycle: int | None = Field(
+        None,
+        description="Market studies: the cycle (1 .. cycles - 1) the policy starts in. Before "
+        "it the policy's trajectory is the base's (its workforce, hires and leavers, with no "
+        "calls of its own); from it on the policy reads with its own stage copies, forked from "
+        "the base's workforce (a fork of a run: `biasim run --replay` answers the base's calls "
+        "from the earlier run's store).",
+    )
 
 
 def policy_stage_name(stage: str, policy: str) -> str:

@@ -1,0 +1,129 @@
+"""A policy that starts at cycle k (`from_cycle: k`) forks the base's trajectory: before k it is
+the base (no calls of its own), from k on it reads with its own stage copies on the base's
+random numbers; with `run --replay` of a run without it, only its readings are asked."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from biasim.analysis.stats.market_policy import policy_market_tests
+from biasim.simulator.cli import app
+from tests import pipeline_studies
+from tests.market_studies import market
+
+SAME = {"stages": {"offer": {"author": "name"}}}
+#: Withholds names from cycle 3 on (of 6).
+LATE = {"stages": {"offer": {"author": "redacted"}}, "from_cycle": 3}
+
+
+def run(cli, tmp_path: Path, data: dict, name: str, *extra: str) -> Path:
+    path = pipeline_studies.write(tmp_path / f"{name}.yaml", data)
+    out = tmp_path / name
+    result = cli.invoke(app, ["run", str(path), "--out", str(out), *extra])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.mark.parametrize("start", [0, 6, 7])
+def test_validate_refuses_a_start_outside_the_cycles(cli, tmp_path: Path, start: int) -> None:
+    data = market(policies={"late": {**LATE, "from_cycle": start}})
+    path = pipeline_studies.write(tmp_path / "fork.yaml", data)
+    result = cli.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    line = path.read_text().splitlines().index(f"    from_cycle: {start}") + 1
+    assert f"fork.yaml:{line}: policies.late.from_cycle: cycle {start} is outside 1 .. 5" in text
+
+
+def test_a_start_outside_a_market_is_refused(cli, tmp_path: Path) -> None:
+    data = market(policies={"late": LATE})
+    del data["cycles"], data["market"]
+    path = pipeline_studies.write(tmp_path / "round.yaml", data)
+    result = cli.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "policies.late.from_cycle: a policy starts at a cycle only in a market" in " ".join(
+        result.output.split()
+    )
+
+
+def test_before_its_start_a_policy_is_the_base_and_reads_nothing(cli, tmp_path: Path) -> None:
+    """Two replicate markets: the late policy's market.csv rows before cycle 3 are the base's;
+    its copy of `offer` has no row (no call) before cycle 3 and one a cycle from it on; at
+    cycle 3 it reads with the base's workforce (same reader, same pool); its trajectory
+    parts from the base's later (the managers favour men 20 to 1 when they see names)."""
+    data = market(policies={"late": LATE}, market={"replicates": 2})
+    data["roles"]["manager"]["synthetic"]["selected"] = {"by": "gender", "weights": {"male": 20}}
+    out = run(cli, tmp_path, data, "late")
+    table = pd.read_csv(out / "market.csv")
+    keys = ["replicate", "cycle", "group"]
+    base = table[table["policy"] == "base"].drop(columns="policy").set_index(keys)
+    late = table[table["policy"] == "late"].drop(columns="policy").set_index(keys)
+    before = late.index.get_level_values("cycle") < 3
+    assert late[before].equals(base[before])
+    assert not late[~before].equals(base[~before])
+    results = pd.read_parquet(out / "results.parquet")
+    copies = results[results["stage"] == "offer__late"]
+    assert sorted(copies.groupby(["replicate", "cycle"]).size().items()) == [
+        ((r, c), 1) for r in (0, 1) for c in range(3, 7)
+    ]
+    first = results[results["cycle"] == 3].set_index(["replicate", "stage"])
+    for column in ("persona_name", "gender", "reads"):
+        assert first.loc[(slice(None), "offer"), column].tolist() == (
+            first.loc[(slice(None), "offer__late"), column].tolist()
+        ), column
+
+
+def test_market_effects_tests_a_late_policy_over_its_own_cycles(cli, tmp_path: Path) -> None:
+    """Changes are 0 before the start; the test row names the start and is the plain
+    function's over cycles >= 3; the console says so."""
+    data = market(
+        policies={"late": LATE},
+        market={"replicates": 3},
+        analyses=[{"kind": "market_effects", "name": "effects"}],
+    )
+    path = pipeline_studies.write(tmp_path / "effects.yaml", data)
+    out = tmp_path / "effects"
+    result = cli.invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "starts at cycle 3 (the base before, changes 0): test over cycles >= 3" in (
+        result.output
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    effects = next(a for a in summary["analyses"] if a["name"] == "effects")
+    changes = pd.DataFrame(effects["effects"])
+    early = changes[changes["cycle"] < 3]
+    assert len(early) == 2 * 2 and (early["workforce_share_change"] == 0).all()
+    (test,) = effects["tests"]
+    assert test["from_cycle"] == 3 and test["n_units"] == 3
+    table = pd.read_csv(out / "market.csv")
+    oracle = policy_market_tests(table[table["cycle"] >= 3])
+    assert test["p_value"] == pytest.approx(oracle["p_value"].iloc[0])
+    assert test["statistic"] == pytest.approx(oracle["statistic"].iloc[0], nan_ok=True)
+
+
+@pytest.mark.parametrize("first", [{}, {"same": SAME}], ids=["base", "base+policy"])
+def test_replay_of_a_run_asks_only_the_late_policys_readings(
+    cli, tmp_path: Path, first: dict
+) -> None:
+    """A run without the late policy, then the same study with it and `--replay FIRST`: every
+    base (and old policy) answer comes from the store, and the calls made are the late
+    policy's readings in cycles 3..6 (4 of them); the base's trajectory is the first run's."""
+    one = run(cli, tmp_path, market(policies=first) if first else market(), "first")
+    data = market(policies={**first, "late": LATE})
+    two = run(cli, tmp_path, data, "second", "--replay", str(one))
+    results = pd.read_parquet(two / "results.parquet")
+    asked = results[~results["cached"]]
+    assert asked["stage"].tolist() == ["offer__late"] * 4
+    assert sorted(asked["cycle"]) == [3, 4, 5, 6]
+    with sqlite3.connect(two / "calls.sqlite") as conn:
+        made = conn.execute("SELECT stage FROM calls WHERE NOT from_store").fetchall()
+    assert made == [("offer__late",)] * 4
+    old = pd.read_csv(one / "market.csv")
+    new = pd.read_csv(two / "market.csv")
+    assert new[new["policy"].isin(old["policy"])].reset_index(drop=True).equals(old)
+
