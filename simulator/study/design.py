@@ -390,7 +390,7 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
     """Per stage of a study with populations, in pipeline order, its units if every answer
     is valid (every writer advances as far as a reading lets any); in a market, over all its
     cycles of every replicate market (each cycle's applicants are its draw, not the whole
-    population)."""
+    population), a policy's copies from its ``from_cycle`` on."""
     sizes = population_sizes(study)
     market, cycles = study.market, study.cycles or 1
     if market is not None:
@@ -425,7 +425,19 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
         pools[name] = units
         # A committee reads every evaluation once per member: each member's reading is a unit.
         units_of[name] = units * (stage.readers.count if stage.readers is not None else 1)
-    return {name: units * cycles for name, units in units_of.items()}
+    return {name: units * (cycles - _before_start(study, name)) for name, units in units_of.items()}
+
+
+def _before_start(study: StudyConfig, stage: str) -> int:
+    """Cycles (over every replicate market) a policy's copy of ``stage`` reads nothing in:
+    those before the policy's ``from_cycle`` (the base's readings stand for it there)."""
+    config = next(s for s in study.stages if s.name == stage)
+    if study.market is None or config.policy_of is None:
+        return 0
+    policy = (study.policies or {}).get(config.policy_of[1])
+    if policy is None or policy.from_cycle is None:
+        return 0
+    return (policy.from_cycle - 1) * study.market.replicates
 
 
 #: A document as pool sizes see it: its author's design levels and persona attributes.

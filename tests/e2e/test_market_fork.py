@@ -127,3 +127,15 @@ def test_replay_of_a_run_asks_only_the_late_policys_readings(
     new = pd.read_csv(two / "market.csv")
     assert new[new["policy"].isin(old["policy"])].reset_index(drop=True).equals(old)
 
+
+def test_estimate_counts_a_late_policys_readings_from_its_start(cli, tmp_path: Path) -> None:
+    """2 replicates x (6 cycles x (2 letters + the base's reading) + 4 cycles of the late
+    policy's reading) = 2 x 22 = 44, the calls the run makes."""
+    data = market(policies={"late": LATE}, market={"replicates": 2})
+    path = pipeline_studies.write(tmp_path / "late.yaml", data)
+    result = cli.invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "up to 44 new calls" in " ".join(result.output.split())
+    out = run(cli, tmp_path, data, "late")
+    with sqlite3.connect(out / "calls.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 44

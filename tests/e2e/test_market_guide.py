@@ -1,6 +1,7 @@
 """Step 6 of docs/guides/labor-market.md runs as written: the study file it shows and the
 command it gives compare a second reader with the base, paired in one market, through
-`market_effects`."""
+`market_effects`; and its fork of a run (a policy from a later cycle, with `--replay`) asks
+only the new policy's readings."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import re
 import shlex
 from pathlib import Path
+
+import pandas as pd
 
 from biasim.simulator.cli import app
 from tests.paths import ROOT
@@ -44,3 +47,36 @@ def test_the_guides_paired_comparison_of_two_reading_designs_runs(cli, tmp_path:
     (test,) = effects["tests"]
     assert (test["policy"], test["baseline"], test["n_units"]) == ("second_reader", "base", 20)
     assert 0 < test["p_value"] <= 1
+
+
+def fork_section() -> tuple[str, list[list[str]]]:
+    """The study file of the guide's fork of a run and its two commands' arguments."""
+    text = GUIDE.read_text(encoding="utf-8")
+    part = text[text.index("### A policy from a later cycle") : text.index("## Where the drift")]
+    study = re.search(r"^```yaml\n(.*?)^```", part, re.S | re.M)
+    commands = re.findall(r"`biasim (run [^`]*)`", " ".join(part.split()))
+    assert study is not None and len(commands) == 2, part
+    return study.group(1), [shlex.split(c) for c in commands]
+
+
+def test_the_guides_fork_of_a_run_asks_only_the_late_policy(cli, tmp_path: Path) -> None:
+    """The two commands as written (the run folders in a temporary folder, 10 people per
+    gender): the second run answers every base call from the first run's store and asks only
+    the late policy's readings: 2 pools of 4 of the 8 applicants in each of cycles 6 to 10
+    of the 20 markets."""
+    study, (first, second) = fork_section()
+    (tmp_path / "late_redaction.yaml").write_text(study, encoding="utf-8")
+    second[1] = str(tmp_path / second[1])
+    second[second.index("--replay") + 1] = str(tmp_path / first[first.index("--out") + 1])
+    first[first.index("--out") + 1] = str(tmp_path / first[first.index("--out") + 1])
+    out = tmp_path / "second_run"
+    for args in (first, [*second, "--out", str(out)]):
+        result = cli.invoke(app, [*args, "--agents", "10"])
+        assert result.exit_code == 0, result.output
+    assert "test over cycles >= 6" in " ".join(result.output.split())
+    results = pd.read_parquet(out / "results.parquet")
+    asked = results[~results["cached"]]
+    assert set(asked["stage"]) == {"offer__late_redaction"} and len(asked) == 2 * 5 * 20
+    assert sorted(asked["cycle"].unique()) == [6, 7, 8, 9, 10]
+    assert results[results["stage"] == "offer__late_redaction"]["cached"].sum() == 0
+    assert results[results["cycle"] < 6]["stage"].isin(["apply", "offer"]).all()
