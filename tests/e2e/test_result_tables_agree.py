@@ -25,11 +25,14 @@ from tests.browser import _mismatch, _parse_shown, json_path_get
 from tests.builtin_runs import BuiltinRuns
 
 #: Built-in studies holding every converted kind: picks and association (with `by`, a
-#: comparison and categories), letter_evaluation.
+#: comparison and categories), letter_evaluation, pipeline (choice rates per stage and group)
+#: and policy_effect (tables per group column, crossed too).
 STUDIES = [
     "bias_transmission_supplemental",
     "bias_transmission_association",
     "bias_transmission_letters",
+    "hiring_pipeline",
+    "hiring_policies",
 ]
 
 
@@ -45,6 +48,14 @@ def _declared(summary: dict[str, Any]) -> list[tuple[int, dict[str, Any], type]]
         if result is not None:
             out.append((i, analysis, result))
     return out
+
+
+def _runs(analysis: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """The analysis's summaries with their paths below it: one, or one per run (a kind
+    computed per run, of several models)."""
+    if "models" not in analysis:
+        return [(analysis, [])]
+    return [(part, ["models", label]) for label, part in analysis["models"].items()]
 
 
 def _agrees(shown: str, expected: Any, spec: str) -> str | None:
@@ -152,16 +163,17 @@ def test_console_page_and_csv_show_the_summary_tables_alike(
         section = HtmlSection("x", path=("analyses", i))
         kind.html(analysis, section)
         page = "".join(section.parts)
-        for spec, records, key in tables_of(result, analysis):
-            name = analysis["name"]
-            if spec.console:
-                _check_console(spec, records, buffer.getvalue(), name)
-            else:
-                assert f"{name}: {spec.title}: {len(records)} rows" in buffer.getvalue()
-            _check_page(spec, records, page, summary, ["analyses", i, *key])
-            stem = spec.file_name(name)
-            if stem is not None:
-                labels = {analysis.get(k) for k in spec.labels_from}
-                _check_csv(spec, records, run / "tables" / f"{stem}.csv", labels)
-            tables += 1
+        for part, below in _runs(analysis):
+            for spec, records, key in tables_of(result, part):
+                name = part["name"]
+                if spec.console:
+                    _check_console(spec, records, buffer.getvalue(), name)
+                else:
+                    assert f"{name}: {spec.title}: {len(records)} rows" in buffer.getvalue()
+                _check_page(spec, records, page, summary, ["analyses", i, *below, *key])
+                stem = spec.file_name(name)
+                if stem is not None:
+                    labels = {part.get(k) for k in spec.labels_from}
+                    _check_csv(spec, records, run / "tables" / f"{stem}.csv", labels)
+                tables += 1
     assert tables >= 7, (study, tables)
