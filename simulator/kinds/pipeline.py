@@ -35,6 +35,7 @@ from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
+from biasim.simulator.study.market import person_of
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -266,6 +267,9 @@ class PipelineKind(PerRunKind):
         chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
         section = Section(summary={})
         candidates, exclusions = candidates_table(readings, chain, authors)
+        persons = ctx.study.market is not None
+        if persons:
+            candidates = with_persons(candidates)
         # The unit its pool tests and intervals draw: the first stage's pools (or pairs); none
         # where only counterfactual readings are analysed.
         first = candidates.loc[candidates["stage"] == chain[0], "cluster"] if chain else None
@@ -294,6 +298,7 @@ class PipelineKind(PerRunKind):
             spec,
             authors.assign(stage=writing),
             readings[readings["stage"].isin(chain)],
+            persons=persons,
         )
         _add_position_effects(section, result, ctx, spec, readings)
         for name in spec.stages:
@@ -468,14 +473,20 @@ def _validity(
     spec: PipelineSpec,
     authors: pd.DataFrame,
     readings: pd.DataFrame,
+    *,
+    persons: bool,
 ) -> dict[str, Records]:
     """Whose document was written (``authors``, their ``stage`` the writing stage), and whose
     was read in a valid evaluation (``readings``), by group and stage. The applicant is the
     unit: a failed pool or pair excludes all its documents at once, so the applicants' labels
     are permuted within the stage (pools are drawn at random, so under no group effect any
-    applicant could have sat in any failed evaluation)."""
+    applicant could have sat in any failed evaluation). With ``persons`` (a market, where one
+    person applies in several cycles) the unit is the person, whose applications move
+    together: a model that fails on a name fails on it in every cycle."""
     columns = ["stage", "candidate", "valid", *spec.groups]
     frame = pd.concat([authors[columns], readings[columns]], ignore_index=True)
+    if persons:
+        frame["candidate"] = frame["candidate"].map(person_of)
     # Applicants are told apart, never read: codes in their names' sorted order group as the
     # names do (the same units in the same order, so the same draws), without sorting
     # 100,000 names again per group and stage.
@@ -485,7 +496,8 @@ def _validity(
     for group in spec.groups:
         table = validity.validity_records(
             frame, strata=["stage"], group=group, ok=frame["valid"].to_numpy(dtype=bool),
-            unit_col="candidate", unit="applicant", seed=ctx.study.seed,
+            unit_col="candidate", unit="person" if persons else "applicant",
+            seed=ctx.study.seed,
         )  # fmt: skip
         out[group] = validity.TABLE.named(key=group).write(section.tables, ctx.name, table)
     return out
@@ -546,6 +558,14 @@ def audited(
         rows, ids = rows[ids.isin(set(last["candidate"]))], ids[ids.isin(set(last["candidate"]))]
     written = rows["valid"].astype("boolean").fillna(False)
     return rows.assign(selected=ids.isin(advanced).astype("boolean").where(written))
+
+
+def with_persons(candidates: pd.DataFrame) -> pd.DataFrame:
+    """``candidates`` with the ``person`` each application is by (``study.market.person_of``
+    of its author): in a market one person applies in several cycles, and the stage tests
+    relabel persons, not applications (``analysis.stats.pipeline.stage_table``)."""
+    authors = candidates["author"] if "author" in candidates else candidates["candidate"]
+    return candidates.assign(person=authors.astype(str).map(person_of))
 
 
 def stage_picks(stage: Any) -> int:
