@@ -33,7 +33,8 @@ REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejectio
     # run saves what it has and exits), or killed in the second replicate market (its cycle 1
     # or 2 of 4), which must start from its own workforce (and, with referrals, its own
     # graph and histories) again on resume; with a policy (4 calls a cycle, 32 in all), both
-    # trajectories of the second market must.
+    # trajectories of the second market must; a policy from cycle 3 (3 calls a cycle, then 4:
+    # 28) must be the base again before cycle 3 of the second market.
     [
         (market(cycles=8), COLUMNS, 24, 10, signal.SIGKILL),
         (market(cycles=8), COLUMNS, 24, 10, signal.SIGINT),
@@ -47,6 +48,17 @@ REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejectio
             COLUMNS,
             32,
             19,
+            signal.SIGKILL,
+        ),
+        (
+            market(
+                cycles=4,
+                market={"replicates": 2},
+                policies={"late": {"stages": {"offer": {"author": "redacted"}}, "from_cycle": 3}},
+            ),
+            COLUMNS,
+            28,
+            16,
             signal.SIGKILL,
         ),
         (
@@ -71,6 +83,7 @@ REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejectio
         "SIGINT",
         "second-market",
         "second-market-policy",
+        "second-market-late-policy",
         "referrals",
         "referrals-second-market",
     ],
