@@ -170,19 +170,17 @@ class Trajectory:
 def trajectories(study: StudyConfig) -> list[Trajectory]:
     """The base, each policy, then each subset of the switches a decomposition turns off."""
     assert study.market is not None
-    policies = study.policies or {}
-    found = [
-        Trajectory(p, p, frozenset(), p, _start(policies[p].from_cycle if p in policies else None))
-        for p in policy_names(study)
-    ]
+    found = [Trajectory(p, p, frozenset(), p, _start(study, p)) for p in policy_names(study)]
     for off in switch_subsets(study.market):
         key = "off_" + "_".join(k for k in SWITCHES if k in off)
         found.append(Trajectory(key, BASE, off, switch_policy(off)))
     return found
 
 
-def _start(from_cycle: int | None) -> int:
-    return 1 if from_cycle is None else from_cycle
+def _start(study: StudyConfig, policy: str) -> int:
+    """The cycle ``policy`` starts reading in: its ``from_cycle``, else the first."""
+    found = (study.policies or {}).get(policy)
+    return found.from_cycle if found is not None and found.from_cycle is not None else 1
 
 
 class MarketModel(StudyModel):
