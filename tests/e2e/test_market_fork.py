@@ -114,8 +114,14 @@ def test_replay_of_a_run_asks_only_the_late_policys_readings(
     base (and old policy) answer comes from the store, and the calls made are the late
     policy's readings in cycles 3..6 (4 of them); the base's trajectory is the first run's."""
     one = run(cli, tmp_path, market(policies=first) if first else market(), "first")
-    data = market(policies={**first, "late": LATE})
-    two = run(cli, tmp_path, data, "second", "--replay", str(one))
+    path = pipeline_studies.write(
+        tmp_path / "second.yaml", market(policies={**first, "late": LATE})
+    )
+    two = tmp_path / "second"
+    result = cli.invoke(app, ["run", str(path), "--out", str(two), "--replay", str(one)])
+    assert result.exit_code == 0, result.output
+    calls = 12 + 6 * (1 + len(first))  # letters, the base's and the old policy's readings
+    assert f"new calls: 4, from cache: {calls} calls" in " ".join(result.output.split())
     results = pd.read_parquet(two / "results.parquet")
     asked = results[~results["cached"]]
     assert asked["stage"].tolist() == ["offer__late"] * 4
