@@ -74,6 +74,7 @@ ADDED_SUMMARY_KEYS = (
     "condition_factor",
     "condition_levels",
     "condition_differences",
+    "model_labels",
     "exclusions",
     "model_estimates",
     "model_estimates_item",
