@@ -33,7 +33,7 @@ STUDIES = {
     "bias_transmission_association": 7,
     "bias_transmission_letters": 7,
     "persona_ablation": 1,
-    "li2025_decisions": 2,
+    "li2025_decisions": 4,
 }
 
 
