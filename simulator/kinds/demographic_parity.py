@@ -327,7 +327,7 @@ class DemographicParityKind(AnalysisKind):
         table = Table(title=f"Demographic parity difference per case ({summary['name']})")
         columns = ("model", *case_cols, "DPD", "highest", "lowest", "threshold", "by chance")
         for col in (*columns, "p", "unit", "excluded"):
-            table.add_column(col, justify="right")
+            table.add_column(col, justify="right", no_wrap=col == "unit")
         for row in cases:
             mark = "*" if row["significant"] else ""
             table.add_row(
