@@ -162,15 +162,15 @@ _ACROSS_MODELS = {
     "implicit": (
         "implicit_by_model",
         "Fig. 12",
-        "Implicit bias (agent decisions{detail}) across models",
-        "DPD of the agents' decisions{detail} across models",
+        "Implicit bias per case across models",
+        "DPD of the agents' decisions per case across models",
         "DPD in the rate of the targeted decision",
     ),
     "explicit": (
         "explicit_by_model",
         "Fig. 11",
-        "Explicit bias (question answering{detail}) across models",
-        "DPD of the answers to the direct question{detail} across models",
+        "Explicit bias per case across models",
+        "DPD of the answers to the direct question per case across models",
         "DPD in the rate of naming each attribute",
     ),
 }
@@ -182,7 +182,7 @@ def across_models_caption(
     """The across-models figure of ``side``'s DPDs: its name and caption (``detail``: the
     condition level drawn, e.g. the paper's technique)."""
     stem, where, papers, own, _ = _ACROSS_MODELS[side]
-    words = in_words(seed_paper, papers, own).format(detail=f", {detail}" if detail else "")
+    words = in_words(seed_paper, papers, own) + (f" ({detail})" if detail else "")
     return slug(name, stem), words + (f" ({PAPER}, {where})" if seed_paper else "")
 
 
