@@ -614,6 +614,8 @@ def _run_study(
         writer.close()
         results = writer.results()
         model.write_tables(out)
+        for line in model.notes():
+            notify(line)
         # The tables' digests are recorded as soon as they are written: a session killed
         # during its analysis must not leave tables that read as edited after the run.
         record_digests(out, manifest)

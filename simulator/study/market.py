@@ -31,7 +31,11 @@ MAX_REPLICATES = 1_000
 #: of them, who was referred by an employee and who applied again after a rejection; 0
 #: without referrals and reapplication), who decided (the cycle's readers, drawn from the
 #: workforce at its start), who was hired, who left, and who works there at the end of the
-#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); the
+#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); for the
+#: cycle as a whole (the same on each group's row, never summed over groups), the openings no
+#: hire filled (``unfilled``: fewer advanced than there were openings) and the applicants asked
+#: for that nobody out of work was left to be (``applicants_short``: an employee never applies,
+#: so a population barely larger than the workforce cannot supply them all); the
 #: policy whose trajectory the row is (``base``: the study's own stages), and the mechanisms a
 #: decomposition switched off in it (``none``, or e.g. ``readers|attrition``). Cycle 0 is each
 #: replicate's initial workforce.
@@ -47,6 +51,8 @@ COMPOSITION_COLUMNS = (
     "left",
     "workforce",
     "tenure",
+    "unfilled",
+    "applicants_short",
     "policy",
     "off",
 )
