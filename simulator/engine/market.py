@@ -62,6 +62,8 @@ from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_member, population_specs
 from biasim.simulator.study.market import (
     COMPOSITION_COLUMNS,
+    HIRES_COLUMNS,
+    HIRES_CSV,
     MARKET_CSV,
     SWITCHES,
     History,
@@ -133,6 +135,8 @@ class CycleComposition:
     tenure: Counter[str]
     unfilled: int = 0
     short: int = 0
+    #: The applicants hired (agent ids), whose groups ``hires`` counts.
+    hired: tuple[str, ...] = ()
 
     def counts(self) -> tuple[Counter[str], ...]:
         """The counts in the order of :data:`COMPOSITION_COLUMNS` (after replicate, cycle and
@@ -410,6 +414,7 @@ class MarketModel(StudyModel):
                     reapplied=came["reapply"],
                     readers=trajectory.decided,
                     hires=Counter(self._group(s.persona) for s in hires),
+                    hired=tuple(s.agent_id for s in hires),
                     left=left,
                     workforce=staff_now,
                     tenure=tenure_now,
@@ -589,6 +594,13 @@ class MarketModel(StudyModel):
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))
+        hired = [
+            [c.replicate, c.cycle, t.policy, switch_label(t.off), agent_id]
+            for t in self.trajectories.values()
+            for c in t.compositions
+            for agent_id in c.hired
+        ]
+        write_csv(out / HIRES_CSV, pd.DataFrame(hired, columns=list(HIRES_COLUMNS)))
 
 
 def out_of_work(size: int, taken: set[int], wanted: int, rng: random.Random) -> list[int]:

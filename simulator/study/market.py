@@ -23,6 +23,13 @@ if TYPE_CHECKING:
 #: The per-cycle composition table a market run writes beside its results (the engine writes
 #: it, analyses read it: named here, where both may look).
 MARKET_CSV = "market.csv"
+#: Who was hired: one row per hire, naming the applicant (``agent_id``, the writing stage's
+#: row) with its replicate market, cycle and trajectory (``policy``, ``off``). The engine writes
+#: it from the same list of hires it counts in :data:`MARKET_CSV`'s ``hires``; ``audit`` reads
+#: it, so its selected are the hired, not all those the last stage advanced.
+HIRES_CSV = "market_hires.csv"
+#: Its columns.
+HIRES_COLUMNS = ("replicate", "cycle", "policy", "off", "agent_id")
 #: Most cycles a study may run (each cycle is a whole pipeline round).
 MAX_CYCLES = 200
 #: Most replicate markets one run may hold (each is ``cycles`` whole pipeline rounds).
