@@ -78,6 +78,28 @@ from biasim.simulator.study.policy_copies import policy_names
 from biasim.simulator.study.stage_graph import populations
 
 
+class WorkforceEmpty(RunAborted):
+    """A cycle starts with nobody employed to read: openings went unfilled (fewer advanced
+    than left, e.g. a committee of `aggregate: all`) or every answer of a cycle was invalid.
+    The run stops with what it answered; resuming replays the same draws to the same end."""
+
+    resumable = False
+
+    def __init__(self, model: MarketModel, trajectory: Trajectory, population: str) -> None:
+        where = "" if trajectory.key == BASE else f" of trajectory `{trajectory.key}`"
+        replicate = f" of replicate market {model.replicate}" if model.replicate else ""
+        unfilled = sum(
+            c.unfilled for c in trajectory.compositions if c.replicate == model.replicate
+        )
+        super().__init__(
+            f"cycle {model.cycle}{replicate}: the workforce{where} is empty at the cycle's "
+            f"start, so no employee can read in `{population}`; {unfilled} opening(s) went "
+            "unfilled before it (fewer applicants advanced than employees left; market.csv "
+            "`unfilled`). Declare more applicants advancing per cycle (pools, `select`, a "
+            "committee's `aggregate`) or fewer leavers"
+        )
+
+
 def market_rng(seed: int, what: str, cycle: int, replicate: int = 0) -> random.Random:
     """The generator of one kind of market draw in one cycle (0: the initial workforce) of
     one replicate market. Replicate 0's key has no replicate in it: a study that declares no
@@ -354,13 +376,7 @@ class MarketModel(StudyModel):
         Every trajectory draws the same seniority places (a fresh generator of one key)."""
         staff = trajectory.staff
         if not staff:
-            # Only when hires failed (every answer of a cycle invalid, under a raised
-            # --max-error-rate): the run stops with what it answered, as on too many failures.
-            where = "" if trajectory.key == BASE else f" of trajectory `{trajectory.key}`"
-            raise RunAborted(
-                f"cycle {self.cycle}: the workforce{where} is empty (no hire joined), so no "
-                f"employee can read in `{population}`"
-            )
+            raise WorkforceEmpty(self, trajectory, population)
         rng = market_rng(self.study.seed, f"readers/{population}", self.cycle, self.replicate)
         if count <= len(staff):
             chosen = rng.sample(range(len(staff)), count)

@@ -68,6 +68,7 @@ def test_a_population_barely_larger_than_the_workforce_is_short_of_applicants(
         design={"agents_per_value": 3},
         cycles=3,
         market={"openings": 1, "attrition": {"leavers": 0}},
+        analyses=[{"kind": "market", "name": "composition"}],
     )
     path = pipeline_studies.write(tmp_path / "market.yaml", data)
     out = tmp_path / "run"
@@ -84,6 +85,40 @@ def test_a_population_barely_larger_than_the_workforce_is_short_of_applicants(
     assert unfilled.tolist() == [0, 0, 1, 1]
     assert "2 cycle(s) short of applicants, 2 applicant(s) missing" in result.output
     assert "2 opening(s) unfilled in 2 cycle(s)" in result.output
+    # The market kind says so in the console and the report.
+    text = " ".join(result.output.split())
+    assert "unfilled openings: 2 in 2 of 3 market-cycles" in text
+    assert "applicants missing: 2 in 2 market-cycles" in text
+    report = (out / "report.html").read_text()
+    assert "unfilled openings: 2 in 2 of 3 market-cycles" in report
+
+
+def test_a_workforce_emptied_by_unfilled_openings_stops_the_run_with_the_reason(
+    cli, tmp_path: Path
+) -> None:
+    """Both employees leave every cycle and a committee of two hires only when both pick the
+    same applicant (`aggregate: all`): a cycle without a hire leaves nobody to read in the
+    next. The run stops with the reason, not a traceback, and does not offer a resume that
+    would end the same way; market.csv records the unfilled openings up to there."""
+    data = market(
+        cycles=8,
+        market={"workforce": 2, "openings": 2, "attrition": {"leavers": 2}},
+    )
+    data["populations"]["managers"]["count"] = 2
+    data["stages"][1]["readers"] = {"count": 2, "aggregate": "all"}
+    path = pipeline_studies.write(tmp_path / "market.yaml", data)
+    out = tmp_path / "run"
+    result = cli.invoke(app, ["run", str(path), "--out", str(out)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output
+    assert "the workforce is empty at the cycle's start" in text
+    assert "resuming would end here again" in text and "--resume" not in text
+    table = pd.read_csv(out / "market.csv")
+    closed = table[table["cycle"] > 0].drop_duplicates("cycle").set_index("cycle")
+    last = int(closed.index.max())
+    assert last < 8 and closed.loc[last, "unfilled"] == 2
+    assert table[table["cycle"] == last]["workforce"].sum() == 0
 
 
 def test_validate_refuses_more_applicants_than_people_out_of_work(cli, tmp_path: Path) -> None:
