@@ -5,6 +5,7 @@ agents (the third validation pass of :func:`biasim.simulator.study.config.valida
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -875,6 +876,22 @@ def _reader_specs(config: StudyConfig) -> dict[str, Any]:
     }
 
 
+def document_stand_in(i: int, stage: str, redacted: bool) -> str:
+    """What the prompts shown hold where the run puts the ``i``-th document a reading shows
+    (its text, written in ``stage``)."""
+    return f"[document {i}, written in stage `{stage}` at run time" + (
+        f"; its author's name replaced by {REDACTED}]" if redacted else "]"
+    )
+
+
+#: Finds each :func:`document_stand_in` in a rendered prompt (``estimate`` puts the document
+#: the run sends in its place).
+DOCUMENT_STAND_IN = re.compile(
+    r"\[document \d+, written in stage `[^`]*` at run time"
+    rf"(?:; its author's name replaced by {re.escape(REDACTED)})?\]"
+)
+
+
 def _reading_placeholders(stage: StageConfig, persona: Any, size: int) -> dict[str, Any]:
     """What a reading's templates see (see ``agents.Reading``) with ``size`` documents, with
     labelled stand-ins for what only the run knows: distinct documents, each under its own
@@ -891,8 +908,7 @@ def _reading_placeholders(stage: StageConfig, persona: Any, size: int) -> dict[s
             {
                 "label": i + 1,
                 "name": name,
-                "text": f"[document {i + 1}, written in stage `{reads.stage}` at run time"
-                + (f"; its author's name replaced by {REDACTED}]" if redacted else "]"),
+                "text": document_stand_in(i + 1, reads.stage, redacted),
                 "attributes": {} if redacted else dict(persona.attributes),
                 "variant": "",
             }
