@@ -73,12 +73,21 @@ def _draw_size_problems(config: StudyConfig, smap: SourceMap, size: int) -> list
     market = config.market
     assert market is not None
     source = market.applicants.population
+    needed = market.workforce + market.applicants.per_cycle
+    per_agent = size / config.design.agents_per_value
+    # The population grows with the agents per value: say the smallest that holds both draws.
+    bound = (
+        f"; `design.agents_per_value` (`--agents`) of at least {ceil(needed / per_agent)} gives "
+        f"`{source}` the {needed:,} people the workforce and one cycle's applicants need"
+        if per_agent
+        else ""
+    )
     if market.workforce > size:
         return [
             smap.problem(
                 ("market", "workforce"),
                 f"{market.workforce:,} is more than the {size:,} agents of `{source}` it is "
-                "drawn from",
+                f"drawn from{bound}",
             )
         ]
     free = size - market.workforce
@@ -88,7 +97,7 @@ def _draw_size_problems(config: StudyConfig, smap: SourceMap, size: int) -> list
                 ("market", "applicants", "per_cycle"),
                 f"{market.applicants.per_cycle:,} is more than the {free:,} agents of "
                 f"`{source}` out of work at the first cycle ({size:,} less the workforce of "
-                f"{market.workforce:,}; employees do not apply)",
+                f"{market.workforce:,}; employees do not apply){bound}",
             )
         ]
     return []
