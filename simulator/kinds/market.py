@@ -155,7 +155,8 @@ class MarketKind(AnalysisKind):
                 },
                 "drift": summary_table(
                     "Per group: the workforce share's change from cycle 0 to the last, t test "
-                    "over replicate markets (empty with one market).",
+                    "over replicate markets (empty with one market); `same_test_as` names the "
+                    "group whose test a second of two groups repeats.",
                     required=["group", "p_value", "unit", "n_units"],
                 ),
             },
@@ -168,6 +169,7 @@ class MarketKind(AnalysisKind):
                 row.get("p_value"), "replicate", row.get("n_units")
             )
             for row in summary.get("drift", [])
+            if not row.get("same_test_as")
         }
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
@@ -230,7 +232,8 @@ class MarketKind(AnalysisKind):
             section.paragraph(line)
         if summary["drift"]:
             section.table(
-                summary["drift"],
+                # The test repeated by a second of two groups is shown once, on the first.
+                [{**r, "p_value": None} if r.get("same_test_as") else r for r in summary["drift"]],
                 key="drift",
                 title="Drift of the workforce's composition",
                 columns=[
@@ -399,6 +402,11 @@ def _drift_lines(summary: dict[str, Any]) -> list[str]:
         f"drift of {row['group']}'s workforce share, cycle {row['first_cycle']} -> "
         f"{row['last_cycle']}: {fmt(row['change'], '+.3f')} "
         f"({fmt(row['ci_low'], '+.3f')} to {fmt(row['ci_high'], '+.3f')}), "
-        f"t test p {format_p(row['p_value'])} (unit: replicate market, {row['n_units']} units)"
+        + (
+            f"the same test as {row['same_test_as']}'s (two groups: the shares add up to 1)"
+            if row.get("same_test_as")
+            else f"t test p {format_p(row['p_value'])} (unit: replicate market, "
+            f"{row['n_units']} units)"
+        )
         for row in summary["drift"]
     ]

@@ -10,6 +10,7 @@ that a study declaring them is refused with the reason, not with "unknown field"
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -218,6 +219,19 @@ class MarketConfig(Strict):
         if self.referrals is not None and self.network is None:
             raise ValueError("`referrals` follow the social graph: declare `network:` too")
         return self
+
+
+#: The cycle (and replicate market) segments a market puts in an agent id after its
+#: population (``MarketModel._tag``, ``engine.market._in_cycle``): ``c003`` or ``r001/c003``.
+_CYCLE_SEGMENTS = re.compile(r"^([^/]+)/(?:r\d{3}/)?c\d{3}/")
+
+
+def person_of(agent_id: str) -> str:
+    """The person behind a market agent's id: the id without its cycle and replicate segments,
+    so that one member of a population drawn in several cycles (rejected and applying again)
+    or replicate markets (the same persona, whom a model sees alike) is one person. Ids
+    without them come back unchanged."""
+    return _CYCLE_SEGMENTS.sub(r"\1/", agent_id, count=1)
 
 
 def switch_subsets(market: MarketConfig) -> list[frozenset[str]]:

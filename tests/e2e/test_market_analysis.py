@@ -70,8 +70,12 @@ def test_replicate_markets_give_shares_with_intervals_and_a_drift_test(cli, tmp_
     text = " ".join(text.split())
     assert "share per cycle by gender" in text and "over the 5 replicate markets" in text
     assert "t test p" in text and "unit: replicate market, 5 units" in text
+    # Two groups: one drift test, printed once; the other group's line names it.
+    assert text.count("t test p") == 1 and "the same test as female's" in text
+    assert len(tests) == 1 and [r["same_test_as"] for r in part["drift"]] == ["", "female"]
     page = (out / "report.html").read_text()
     assert "Composition per cycle by gender" in page and "t interval" in page
+    assert "the same test as female&#x27;s" in page or "the same test as female's" in page
     assert (out / "tables" / "composition_trajectory.csv").is_file()
     for figure in ("composition_trajectories.png", "composition_funnel.png"):
         assert (out / "figures" / figure).is_file()
@@ -181,7 +185,7 @@ def test_power_counts_the_drift_tests_over_replicate_markets(cli, tmp_path: Path
     result = cli.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if line.startswith("│ composition")]
-    assert len(rows) == 2  # a row per group's drift test, its unit the replicate market
+    assert len(rows) == 1  # two groups: one drift test, its unit the replicate market
     assert all("drift of" in row and "replicate, 4" in row for row in rows)
 
 
