@@ -372,8 +372,11 @@ def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
     names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
         facts = StudyFacts(config, smap, ("analyses", i))
-        KINDS.instance(analysis.kind).check(analysis, facts)
+        kind = KINDS.instance(analysis.kind)
+        kind.check(analysis, facts)
         problems.extend(facts.problems)
+        if not kind.reads_counterfactual_sets(analysis):
+            problems.extend(_twins_refused(config, smap, facts, analysis.kind))
         name = analysis_name(analysis, i)
         if name in names and not _share_outputs(config.analyses[names[name]], analysis):
             add(
@@ -384,6 +387,25 @@ def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
             )
         names.setdefault(name, i)
     return problems
+
+
+def _twins_refused(
+    config: StudyConfig, smap: SourceMap, facts: StudyFacts, kind: str
+) -> list[Problem]:
+    """A stage of counterfactual sets named by a kind that counts each row as its own unit:
+    it would count an agent's twins as independent people (an anti-conservative p)."""
+    sets = {stage.name for stage in config.stages if stage.counterfactual is not None}
+    return [
+        smap.problem(
+            (*facts.at, *path),
+            f"stage `{stage}` runs as counterfactual sets (`counterfactual:`), and `{kind}` "
+            "counts each row as its own unit, so an agent's twins would count as independent "
+            "people: analyse the sets with `counterfactual_text` (letters: `pair: cf_set`), "
+            "or analyse a study whose stage has no `counterfactual`",
+        )
+        for stage, path in dict.fromkeys(facts.stages_read)
+        if stage in sets
+    ]
 
 
 def _share_outputs(first: AnalysisSpec, other: AnalysisSpec) -> bool:

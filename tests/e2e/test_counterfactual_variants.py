@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -86,3 +88,36 @@ def test_transmission_reads_what_the_pipeline_reads(builtin_runs: BuiltinRuns) -
     for name in shared:
         assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
     assert (ours / "counterfactual_metrics.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("analysis", "named"),
+    [
+        ("{kind: acceptance, name: hiring, stage: write, field: text,"
+         " groups: [race]}", "acceptance"),
+        ("{kind: letters, name: styles, stage: write, field: text, group: race,"
+         " compare: [White, Black], success_filter: none}", "letters"),
+    ],
+)  # fmt: skip
+def test_a_kind_that_counts_rows_is_refused_over_twins(
+    tmp_path: Path, analysis: str, named: str
+) -> None:
+    """An analysis that counts each row as its own unit over a stage of counterfactual sets
+    would count an agent's twins as independent people: validate refuses it (exit 2), naming
+    the field that names the stage and the route that does pair them."""
+    study = tmp_path / "twins.yaml"
+    study.write_text(
+        "extends: an2024_hiring_counterfactual\nname: twins\nanalyses:\n"
+        "  - kind: counterfactual_text\n    name: counterfactual\n    stage: write\n"
+        f"  - {analysis}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "biasim", "validate", str(study)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "twins.yaml" in said and "analyses[1].stage" in said
+    assert f"`{named}` counts each row as its own unit" in said and "pair: cf_set" in said
+    # The first analysis (the set as its unit) is not refused.
+    assert "analyses[0]" not in said
