@@ -167,12 +167,17 @@ def drift_tests(market: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per group: did the workforce share move between the start (cycle 0) and the last
     cycle? The change of each replicate market's share, its mean with a t interval, and a
     one-sample t test of a mean change of 0 (unit: the replicate market; markets are
-    independent, so their changes are i.i.d.). No test with fewer than two markets."""
+    independent, so their changes are i.i.d.). No test with fewer than two markets.
+
+    With two groups the shares add up to 1, so the second group's changes are the first's
+    negated and its test is the first's: its row names the group whose test it repeats in
+    ``same_test_as`` (empty on every other row), so that the test is shown and counted once."""
     from scipy import stats
 
     workforce = shares(market, ("workforce",))
     first, last = workforce["cycle"].min(), workforce["cycle"].max()
     rows = []
+    groups = list(dict.fromkeys(workforce["group"]))
     for group, part in workforce.groupby("group", sort=False):
         start = part[part["cycle"] == first].set_index("replicate")["share"]
         end = part[part["cycle"] == last].set_index("replicate")["share"]
@@ -197,6 +202,7 @@ def drift_tests(market: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
                 "t": statistic,
                 "p_value": p,
                 "test": "one-sample t test of the change",
+                "same_test_as": groups[0] if len(groups) == 2 and group == groups[1] else "",
                 "unit": UNIT,
                 "n_units": len(change),
                 "first_cycle": int(first),
@@ -212,3 +218,17 @@ def funnel(market: pd.DataFrame) -> pd.DataFrame:
     return (
         hiring.groupby(["cycle", "group"], sort=False)[["applicants", "hires"]].sum().reset_index()
     )
+
+
+def shortfalls(market: pd.DataFrame) -> dict[str, int]:
+    """Over every replicate market and cycle: the openings no hire filled, the cycles with
+    any, and the applicants asked for that nobody out of work was left to be (both columns
+    are per cycle, repeated on each group's row: taken once per replicate and cycle)."""
+    cycles = market[market["cycle"] > 0].drop_duplicates(["replicate", "cycle"])
+    return {
+        "unfilled": int(cycles["unfilled"].sum()),
+        "cycles_unfilled": int((cycles["unfilled"] > 0).sum()),
+        "applicants_short": int(cycles["applicants_short"].sum()),
+        "cycles_short": int((cycles["applicants_short"] > 0).sum()),
+        "cycles": len(cycles),
+    }

@@ -22,7 +22,9 @@ Inputs are plain DataFrames with these columns:
   them into one column for intersections), ``advanced`` (bool) and, optionally, ``cluster``
   (the pool whose evaluation decided the advancement; missing when each candidate was judged
   alone) and, for the stages passed as ``pairs``, ``author`` (whose document was shown: a pair
-  shows each of its two authors once in each order, one row per showing);
+  shows each of its two authors once in each order, one row per showing) and, where one
+  person applies several times (a labour market's cycles), ``person``: then the test's unit is
+  the person (see :func:`stage_table`);
 * readings: one row per (evaluation, shown position): ``evaluation`` (id), ``position``
   (1-based), ``size`` (documents shown in that evaluation), ``k`` (how many the reader had to
   pick), ``chosen`` (bool) and the attribute columns.
@@ -43,6 +45,8 @@ from biasim.analysis.stats import multiple
 from biasim.analysis.stats.parity import dpd_from_counts
 
 CANDIDATE, STAGE, ADVANCED, CLUSTER = "candidate", "stage", "advanced", "cluster"
+#: Optional column: who applied, where one person applies more than once (a market's cycles).
+PERSON = "person"
 AUTHOR = "author"
 READING_COLUMNS: tuple[str, ...] = ("evaluation", "position", "size", "k", "chosen")
 # Rates are fractions k / n; compare with a tolerance so that exact ties do not flip.
@@ -147,6 +151,11 @@ class _Pipeline:
             self.cluster = candidates[CLUSTER].to_numpy(dtype=object)
         else:
             self.cluster = np.full(len(candidates), None, dtype=object)
+        self.person: np.ndarray | None = None
+        if PERSON in candidates.columns:
+            if candidates[PERSON].isna().any():
+                raise ValueError(f"`{PERSON}` has missing values")
+            self.person = pd.factorize(candidates[PERSON])[0]
         n_s, n_g = len(self.stages), len(self.values)
         cell = self.stage * n_g + self.g
         self.entered = np.bincount(cell, minlength=n_s * n_g).reshape(n_s, n_g)
@@ -205,6 +214,14 @@ def stage_table(
       orders gives its picks to either group with probability 1/2 -- the sign test on
       concordant pairs (``analysis.association.consistent_pair_test``) with the DPD as
       statistic, so that it also serves groups the pairs do not differ in;
+    * ``permutation_of_persons`` (``person`` given: one person applied several times, as in a
+      labour market whose rejected applicants apply again): whole persons swap group labels,
+      each person's applications moving together. Labels shuffled within a pool would treat a
+      person's repeated applications as independent draws of the group, though a reader's
+      liking of the person (name, letter) comes back with every application: under person-
+      level differences that test rejects a true null too often (tests/unit/analysis/
+      test_pipeline_persons.py). The null is that the group has no effect on who applies, is
+      read or advances, so the persons' labels are exchangeable;
     * ``fisher_exact``: with ``method="auto"``, nobody judged in a pool and exactly two groups
       that entered, Fisher's exact two-sided test of the 2 x 2 table (no Monte Carlo error);
     * ``none``: fewer than two groups entered; p is NaN and the stage is no family member.
@@ -234,8 +251,8 @@ def stage_table(
         group's entrants at the first stage), ``impact_ratio`` (rate over the stage's highest
         rate; 1 when every rate is 0), ``four_fifths`` (ratio below ``threshold``), and, the same
         on every row of a stage, ``dpd``, ``test``, ``n_permutations`` (0 unless permuted),
-        ``unit`` and ``n_units`` (what the test relabels: ``pool``, ``pair`` or ``candidate``,
-        and how many), ``p_value`` and ``p_adjusted``.
+        ``unit`` and ``n_units`` (what the test relabels: ``pool``, ``pair``, ``person`` or
+        ``candidate``, and how many), ``p_value`` and ``p_adjusted``.
 
     Raises:
         ValueError: A column is missing, a stage is not listed, a group, candidate or advanced
@@ -362,6 +379,12 @@ def _stage_test(
     :func:`stage_table`)."""
     rows = pipe.stage == s
     local = np.searchsorted(present, pipe.g[rows])
+    if pipe.person is not None and not paired:
+        null, persons = _person_dpd(
+            local, pipe.person[rows], pipe.advanced[rows], n_permutations, rng
+        )
+        p = (1 + np.count_nonzero(null >= observed - _TOL)) / (1 + n_permutations)
+        return p, "permutation_of_persons", n_permutations, ("person", persons)
     if paired:
         null = _pair_swap_dpd(
             local, pipe, candidates, rows, pipe.entered[s, present], n_permutations, rng
@@ -393,6 +416,39 @@ def _stage_test(
     # Labels move within a pool only: the pools (each candidate judged alone is its own).
     blocks = int(pd.unique(pipe.cluster[rows][pooled]).size) + int((~pooled).sum())
     return p, "permutation_within_pool", n_permutations, ("pool", blocks)
+
+
+def _person_dpd(
+    g: np.ndarray,
+    person: np.ndarray,
+    advanced: np.ndarray,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, int]:
+    """DPD of ``n_permutations`` relabellings that permute the group codes ``g`` among the
+    persons (codes ``person``), each person's rows keeping one label; and the persons.
+
+    Raises:
+        ValueError: A person's rows carry different groups.
+    """
+    code, inverse = np.unique(person, return_inverse=True)
+    label = np.zeros(code.size, dtype=np.int64)
+    label[inverse] = g
+    if (label[inverse] != g).any():
+        raise ValueError("a person's applications carry different groups")
+    entries = np.bincount(inverse, minlength=code.size).astype(float)
+    picks = np.bincount(inverse, weights=advanced, minlength=code.size)
+    n_groups = int(g.max()) + 1
+    entered = np.empty((n_permutations, n_groups))
+    passed = np.empty((n_permutations, n_groups))
+    chunk = max(1, _CHUNK_ELEMENTS // max(code.size * n_groups, 1))
+    for done in range(0, n_permutations, chunk):
+        n_rows = min(chunk, n_permutations - done)
+        shuffled = rng.permuted(np.broadcast_to(label, (n_rows, code.size)), axis=1)
+        member = shuffled[:, :, None] == np.arange(n_groups)
+        entered[done : done + n_rows] = np.einsum("rpg,p->rg", member, entries)
+        passed[done : done + n_rows] = np.einsum("rpg,p->rg", member, picks)
+    return dpd_from_counts(passed, entered), int(code.size)
 
 
 def _pair_swap_dpd(

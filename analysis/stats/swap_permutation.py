@@ -13,7 +13,10 @@ This yields each relabelling's labels rather than per-group sums
 sums): the Wasserstein distance and the quantiles of a score distribution need to know which
 responses each relabelling puts under each value.
 
-Monte Carlo p-values are ``(1 + b) / (1 + B)`` (``parity.resampling_p_value``).
+Monte Carlo p-values are ``(1 + b) / (1 + B)`` (``parity.resampling_p_value``), except where
+relabellings tie with the observed statistic (a share above a threshold, a quantile or a
+decision of discrete scores): there the ties are broken at random (:func:`tie_broken_p_value`),
+which makes the test's size exactly alpha instead of well below it.
 """
 
 from __future__ import annotations
@@ -48,6 +51,35 @@ def within_pair_labels(
         out = np.empty((rows, n), dtype=labels.dtype)
         out[:, order] = labels[order][shuffled]
         yield out
+
+
+#: What a p whose ties were broken at random says beside it.
+TIES_NOTE = "ties with the observed value broken at random (randomized p: exact size)"
+
+
+def tie_broken_p_value(
+    null: np.ndarray, observed: float, u: float, tolerance: float = 1e-12
+) -> tuple[float, bool]:
+    """Monte Carlo p with the observed value's ties broken at random, and whether any tied.
+
+    The observed statistic is one of ``1 + B`` exchangeable draws under the null; ranking it
+    among them with ties ordered at random makes its rank uniform, so ``P(p <= alpha)`` is
+    alpha (up to ``1 / (1 + B)``) however discrete the statistic. Without ties this is the
+    usual ``(1 + #{null >= observed}) / (1 + B)``, so continuous statistics keep their p.
+
+    Args:
+        null: The statistic under each relabelling (larger: more extreme).
+        observed: The statistic of the data.
+        u: A uniform draw in [0, 1) (seeded by the caller, so the p is reproducible).
+        tolerance: Draws this close to ``observed`` are ties.
+    """
+    draws = np.asarray(null, dtype=float)
+    above = int(np.count_nonzero(draws > observed + tolerance))
+    ties = int(np.count_nonzero(np.abs(draws - observed) <= tolerance))
+    if ties == 0:
+        return (1 + above) / (1 + draws.size), False
+    # The observed and its `ties` equals fill ranks above+1 .. above+ties+1 in random order.
+    return (above + 1 + np.floor(u * (ties + 1))) / (1 + draws.size), True
 
 
 def distinct_relabellings_log(labels: np.ndarray, pair: np.ndarray) -> float:

@@ -12,7 +12,9 @@ and the name shown, and the text. Everything here is a plain function over that 
   and embedding cosine (:mod:`analysis.text.similarity`);
 * :func:`swap_score_tests` and :func:`similarity_test`: differences between swap values
   (mean, sd, quantiles, both parities; similarity across against within swap values), each
-  with a permutation p whose unit is the pair (:mod:`analysis.stats.swap_permutation`).
+  with a permutation p whose unit is the pair (:mod:`analysis.stats.swap_permutation`); where
+  relabellings tie with the observed statistic (shares, quantiles of discrete scores) the ties
+  are broken at random, and the row's note says so.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ import numpy as np
 import pandas as pd
 
 from biasim.analysis.stats.parity import resampling_p_value
-from biasim.analysis.stats.swap_permutation import unreachable_note, within_pair_labels
+from biasim.analysis.stats.swap_permutation import (
+    TIES_NOTE,
+    tie_broken_p_value,
+    unreachable_note,
+    within_pair_labels,
+)
 from biasim.analysis.stats.units import Tested
 from biasim.analysis.text.scorers import ScoreCache, TextScorer, cached_scores
 from biasim.analysis.text.similarity import pair_similarities
@@ -239,17 +246,17 @@ def swap_value_tests(
             ]
             continue
         observed = {k: float(v[0]) for k, v in statistics.compute(x, labels[None], pair).items()}
+        rng = np.random.default_rng(seed)
         chunks = [
             statistics.compute(x, relabelled, pair)
-            for relabelled in within_pair_labels(
-                labels, pair, n_permutations, np.random.default_rng(seed)
-            )
+            for relabelled in within_pair_labels(labels, pair, n_permutations, rng)
         ]
         note = unreachable_note(labels, pair)
         for stat, value in observed.items():
             null = np.concatenate([c[stat] for c in chunks])
-            p = resampling_p_value(np.abs(null), abs(value))
-            rows.append({**base, "statistic": stat, "estimate": value, "p_value": p, "note": note})
+            p, tied = tie_broken_p_value(np.abs(null), abs(value), rng.random())
+            said = "; ".join(n for n in (note, TIES_NOTE if tied else None) if n) or None
+            rows.append({**base, "statistic": stat, "estimate": value, "p_value": p, "note": said})
     return pd.DataFrame(rows)
 
 

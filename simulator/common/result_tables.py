@@ -58,6 +58,8 @@ class ResultTable:
         file: Its CSV file's name after the analysis's (``<name>_<file>.csv``; default the
             key; ``{key}`` names a table of a mapping); None: the summary holds it alone (a
             count or two per level, which the CSV files of the rows it counts hold too).
+        hide: Columns never shown (a label the title already names, e.g. the group column
+            of a table per group); they stay in the CSV file and the summary.
     """
 
     key: str
@@ -70,6 +72,22 @@ class ResultTable:
     console: bool = True
     labels_from: tuple[str, ...] = ()
     file: str | None = ""
+    hide: tuple[str, ...] = ()
+
+    def named(self, **fields: Any) -> ResultTable:
+        """The table with ``{field}`` in its title, note, file and column labels replaced by
+        ``fields`` (a table per key: ``{key}``; text fields of the result holding it); a field
+        not given stays as written."""
+        names = _Fields(fields)
+        return replace(
+            self,
+            title=self.title.format_map(names),
+            note=self.note and self.note.format_map(names),
+            file=self.file and self.file.format_map(names),
+            columns=tuple(
+                replace(c, label=c.label.format_map(names)) if c.label else c for c in self.columns
+            ),
+        )
 
     def file_name(self, analysis: str) -> str | None:
         """The stem of its CSV file, for the analysis named ``analysis`` (None: not written)."""
@@ -94,6 +112,8 @@ class ResultTable:
         keys = {c.key for c in declared}
         labels = []
         for key, item in first.items():
+            if key in self.hide:
+                continue
             if key in keys or (isinstance(item, int | float) and not isinstance(item, bool)):
                 break
             labels.append(Column(key))
@@ -205,6 +225,13 @@ class ResultTable:
                 blocks[current].append(column)
         order = lead + [c for key in declared for c in blocks[key]]
         return frame[order]
+
+
+class _Fields(dict[str, Any]):
+    """Fields for :meth:`ResultTable.named`: one not given is kept as ``{name}``."""
+
+    def __missing__(self, key: str) -> str:
+        return f"{{{key}}}"
 
 
 def missing(value: Any) -> bool:

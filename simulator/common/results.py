@@ -6,8 +6,10 @@ From that one declaration come the summary (:func:`summary_of`), its JSON Schema
 
 Fields are declared as ``field(metadata=about("what it is"))`` (a scalar, list or mapping, or
 a nested dataclass) and ``field(metadata=tabled(SPEC))`` (a list of records; ``by_key``: a
-mapping of such lists, one table per key). A field whose type admits None is left out of the
-summary when None and is not required.
+mapping of such lists, one table per key; ``depth`` 2: a mapping of such mappings). A field
+whose type is a nested dataclass, or a mapping of them (``dict[str, Part]``), holds tables of
+its own, each found at its path. A field whose type admits None is left out of the summary
+when None and is not required.
 """
 
 from __future__ import annotations
@@ -35,11 +37,17 @@ def about(description: str, schema: dict[str, Any] | None = None) -> dict[str, A
     return {"description": description, "schema": schema}
 
 
-def tabled(spec: ResultTable, by_key: str | None = None) -> dict[str, Any]:
+def tabled(spec: ResultTable, by_key: str | None = None, depth: int = 1) -> dict[str, Any]:
     """The metadata of a table field (``field(metadata=tabled(SPEC))``): ``spec`` describes
     its records. ``by_key``: the field maps a key (what the groups are, ``first_named``) to a
-    table, and says what the keys are; ``{key}`` in the title names each."""
-    return {"table": spec, "by_key": by_key, "description": by_key or spec.description}
+    table, and says what the keys are; ``{key}`` in the title names each. ``depth`` 2: it maps
+    a key (``{outer}``) to such a mapping (``{key}``)."""
+    return {
+        "table": spec,
+        "by_key": by_key,
+        "depth": depth,
+        "description": by_key or spec.description,
+    }
 
 
 def summary_of(result: Any) -> dict[str, Any]:
@@ -49,8 +57,18 @@ def summary_of(result: Any) -> dict[str, Any]:
         item = getattr(result, f.name)
         if item is None:
             continue
-        out[f.name] = dataclasses.asdict(item) if dataclasses.is_dataclass(item) else item
+        out[f.name] = _plain(item)
     return out
+
+
+def _plain(item: Any) -> Any:
+    """A field's value as the summary holds it: dataclasses (also as a mapping's values) as
+    objects."""
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return dataclasses.asdict(item)
+    if isinstance(item, dict):
+        return {k: _plain(v) for k, v in item.items()}
+    return item
 
 
 def result_schema(cls: type) -> dict[str, Any]:
@@ -63,7 +81,9 @@ def result_schema(cls: type) -> dict[str, Any]:
         kind, optional = _without_none(hints[f.name])
         spec: ResultTable | None = f.metadata.get("table")
         if spec is not None and f.metadata["by_key"]:
-            part = {"type": "object", "additionalProperties": spec.schema("rows")}
+            part = spec.schema("rows")
+            for _ in range(f.metadata.get("depth", 1)):
+                part = {"type": "object", "additionalProperties": part}
         elif spec is not None:
             part = spec.schema()
         else:
@@ -77,28 +97,69 @@ def result_schema(cls: type) -> dict[str, Any]:
 
 
 def tables_of(cls: type, summary: dict[str, Any]) -> Iterator[tuple[ResultTable, Records, Key]]:
-    """Each table of the summary with rows, in the order the result declares them: its
-    description (the title naming its key, for a table per key; the label columns its
-    ``labels_from`` names declared first), records and path."""
+    """Each table of the summary with rows, in the order the result declares them (a nested
+    part's where the part is declared): its description (``{key}`` and the text fields of the
+    parts holding it filled in; the label columns its ``labels_from`` names declared first),
+    records and path.
+
+    Raises:
+        KeyError: The summary lacks a field the result always holds (an older version wrote
+            it).
+    """
+    yield from _tables(cls, summary, (), {})
+
+
+def _tables(
+    cls: type, summary: dict[str, Any], path: Key, named: dict[str, Any]
+) -> Iterator[tuple[ResultTable, Records, Key]]:
+    named = {**named, **{k: v for k, v in summary.items() if isinstance(v, str)}}
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         spec: ResultTable | None = f.metadata.get("table")
+        if f.name not in summary and not _without_none(hints[f.name])[1]:
+            # A summary an older version wrote: the page says so (``report.page``).
+            raise KeyError(f.name)
         held = summary.get(f.name)
-        if spec is None or not held:
+        if not held:
+            continue
+        if spec is None:
+            part, by_key = _part(hints[f.name])
+            if part is None:
+                continue
+            for key, value in held.items() if by_key else [(None, held)]:
+                where = (*path, f.name) if key is None else (*path, f.name, key)
+                keyed = named if key is None else {**named, "key": key}
+                yield from _tables(part, value, where, keyed)
             continue
         if spec.labels_from:
-            named = [summary[k] for k in spec.labels_from if isinstance(summary.get(k), str)]
-            spec = dataclasses.replace(spec, columns=(*map(Column, named), *spec.columns))
-        if f.metadata["by_key"]:
-            for key, records in held.items():
-                if records:
-                    titled = dataclasses.replace(
-                        spec,
-                        title=spec.title.format(key=key),
-                        file=spec.file and spec.file.format(key=key),
-                    )
-                    yield titled, records, (f.name, key)
+            labels = [summary[k] for k in spec.labels_from if isinstance(summary.get(k), str)]
+            spec = dataclasses.replace(spec, columns=(*map(Column, labels), *spec.columns))
+        if not f.metadata["by_key"]:
+            yield spec.named(**named), held, (*path, f.name)
+            continue
+        for keys, records in _leaves(held, f.metadata.get("depth", 1)):
+            if records:
+                titled = spec.named(**named, key=keys[-1], outer=keys[0])
+                yield titled, records, (*path, f.name, *keys)
+
+
+def _part(kind: Any) -> tuple[type | None, bool]:
+    """The dataclass a field holds (itself, or as a mapping's values, then True), or None."""
+    kind, _ = _without_none(kind)
+    if typing.get_origin(kind) is dict:
+        kind = typing.get_args(kind)[1]
+        return (kind, True) if dataclasses.is_dataclass(kind) else (None, True)
+    return (kind, False) if dataclasses.is_dataclass(kind) else (None, False)
+
+
+def _leaves(held: dict[str, Any], depth: int) -> Iterator[tuple[tuple[str, ...], Records]]:
+    """The tables of a mapping ``depth`` keys deep, each with its keys."""
+    for key, value in held.items():
+        if depth > 1:
+            for keys, records in _leaves(value, depth - 1):
+                yield (key, *keys), records
         else:
-            yield spec, held, (f.name,)
+            yield (key,), value
 
 
 def print_result(

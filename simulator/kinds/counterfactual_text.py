@@ -83,7 +83,11 @@ class CounterfactualTextSpec(AnalysisSpec):
 
     kind: Literal["counterfactual_text"]
     stage: str = Field(description="A stage run with `counterfactual:` (its sets are the unit).")
-    field: str = Field("text", description="Field holding the text (free-text stages: `text`).")
+    field: str = Field(
+        "text",
+        description="The stage's output field whose text is scored and compared (free-text "
+        "stages: `text`; a structured stage's, e.g. `rationale`).",
+    )
     scorers: dict[str, ScorerChoice] = Field(
         default_factory=default_scorers,
         description="Name -> text scorer; each scorer's `value` (and `label`) is compared.",
@@ -115,6 +119,10 @@ class CounterfactualTextKind(AnalysisKind):
     name = "counterfactual_text"
     spec = CounterfactualTextSpec
     title = "Counterfactual text: what a swapped name or attribute changes (beyond the paper)"
+
+    def reads_counterfactual_sets(self, spec: CounterfactualTextSpec) -> bool:
+        """The set is its unit."""
+        return True
 
     def check(self, spec: CounterfactualTextSpec, facts: StudyFacts) -> None:
         """The stage runs as counterfactual sets, its field exists and the scorers load."""
@@ -276,8 +284,14 @@ class CounterfactualTextKind(AnalysisKind):
                     ],
                 ),
                 "justification": summary_table(
-                    "Per model: sets with a swap, those agreeing on the decision, by decision.",
-                    required=["n_sets", "n_agreeing", "decisions", "model_label"],
+                    "Per model: sets with a swap, those agreeing on the decision, by decision; "
+                    "the decision-flip rate over sets with every decision (n_decided), its 95% "
+                    "Wilson interval and the p of a within-set relabelling test (flip_unit).",
+                    required=[
+                        *["n_sets", "n_agreeing", "decisions", "model_label", "n_decided"],
+                        *["n_flipped", "flip_rate", "flip_ci_low", "flip_ci_high"],
+                        *["flip_p_value", "flip_unit"],
+                    ],
                 ),
                 "note": {"type": "string", "description": "Why nothing was tested."},
             },
@@ -298,35 +312,58 @@ class CounterfactualTextKind(AnalysisKind):
 
 def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
     """The counterfactual metrics as the console prints them (this kind's and ``analyze
-    texts --counterfactual``'s), each p with its unit; notes numbered below the table, so it
-    fits 80 columns."""
+    texts --counterfactual``'s), each p beside its unit and unit count. So that a row stays
+    one line at 80 columns, what every row shares moves out of the grid: the values compared
+    (one pair) to the title, and the notes, numbered beside the statistic, below it."""
     from rich.table import Table
 
-    from biasim.analysis.stats.units import unit_label
-    from biasim.simulator.common.html import fmt, format_p
+    from biasim.simulator.common.html import fmt
 
+    pairs = {(r["value_a"], r["value_b"]) for r in rows if r["value_a"]}
+    one_pair = next(iter(pairs)) if len(pairs) == 1 else None
     notes: list[str] = []
-    table = Table(title="Counterfactual text metrics (beyond the paper)")
-    for header in ("metric", "statistic", "a vs b", "estimate", "p", "unit", ""):
+    title = "Counterfactual text metrics (beyond the paper)"
+    if one_pair:
+        title += f": {one_pair[0]} minus {one_pair[1]}"
+    table = Table(title=title)
+    headers = ("metric", "statistic", *([] if one_pair else ["a vs b"]), "estimate", "p")
+    for header in (*headers, "unit", "n"):
         table.add_column(header)
     for r in rows:
-        versus = f"{r['value_a']} vs {r['value_b']}" if r["value_a"] else "all"
-        p = "" if r["p_value"] is None else f"p {format_p(r['p_value'])}"
-        unit = "no test" if r["p_value"] is None else unit_label(r["unit"], r["n_units"])
-        if r["note"] and r["note"] not in notes:
-            notes.append(r["note"])
-        ref = f"[{notes.index(r['note']) + 1}]" if r["note"] else ""
-        table.add_row(r["metric"], r["statistic"], versus, fmt(r["estimate"]), p, unit, ref)
-    table.caption = "\n".join(f"[{i}] {note}" for i, note in enumerate(notes, 1)) or None
+        # A table's records hold NaN where a row has no note (``analyze texts``' records).
+        note = r["note"] if isinstance(r["note"], str) and r["note"] else None
+        if note and note not in notes:
+            notes.append(note)
+        ref = f" [{notes.index(note) + 1}]" if note else ""
+        versus = [] if one_pair else [f"{r['value_a']}-{r['value_b']}" if r["value_a"] else "all"]
+        tested = r["p_value"] is not None and r["p_value"] == r["p_value"]  # NaN: no test
+        p = fmt(r["p_value"], "p").replace("< ", "<") if tested else "-"
+        unit = [r["unit"], str(int(r["n_units"]))] if tested else ["none", ""]
+        table.add_row(
+            r["metric"], r["statistic"] + ref, *versus, estimate_cell(r["estimate"]), p, *unit
+        )
+    notes.insert(
+        0, "p: permutation p, swap labels relabelled within each unit (none: no test); n: units"
+    )
+    table.caption = "\n".join([notes[0], *(f"[{i}] {note}" for i, note in enumerate(notes[1:], 1))])
     table.caption_justify = "left"
     return table
+
+
+def estimate_cell(value: Any) -> str:
+    """An estimate as a cell: three decimals, or two significant digits in scientific notation
+    when it is not zero but would round to ``0.000`` (a real difference of 1e-6 beside a small
+    p must not read as none)."""
+    from biasim.simulator.common.html import fmt
+
+    if isinstance(value, int | float) and value == value and 0 < abs(value) < 5e-4:
+        return f"{value:.1e}"
+    return fmt(value)
 
 
 def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
     """LangFair's toxicity metrics under each swapped value (k: generations per prompt)."""
     from rich.table import Table
-
-    from biasim.simulator.common.html import fmt
 
     table = Table(title="Toxicity over k generations per prompt (a set under one value)")
     for header in ("score", "value", "prompts", "k", "exp. max", "prob.", "fraction"):
@@ -334,18 +371,28 @@ def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
     for r in rows:
         k = f"{r['k_min']}" if r["k_min"] == r["k_max"] else f"{r['k_min']}-{r['k_max']}"
         metrics = (r["expected_maximum"], r["probability"], r["fraction"])
-        table.add_row(r["metric"], r["swap_value"], str(r["n_prompts"]), k, *map(fmt, metrics))
+        cells = map(estimate_cell, metrics)
+        table.add_row(r["metric"], r["swap_value"], str(r["n_prompts"]), k, *cells)
     return table
 
 
 def justification_line(row: dict[str, Any]) -> str:
     """How many sets agree on the decision, and where their rationales' tests are."""
+    from biasim.simulator.common.html import fmt, format_p
+
     decisions = ", ".join(f"{d} {n}" for d, n in row["decisions"].items())
     shared = f" ({decisions})" if decisions else ""
+    flips = (
+        f"; decision-flip rate {fmt(row['flip_rate'])} (95% CI {fmt(row['flip_ci_low'])}-"
+        f"{fmt(row['flip_ci_high'])}; {row['n_flipped']} of {row['n_decided']} sets), swap moves "
+        f"decisions: p {format_p(row['flip_p_value'])} (unit: {row['flip_unit']})"
+        if row.get("flip_p_value") is not None
+        else ""
+    )
     return (
         f"justification shift ({row['model_label']}): {row['n_agreeing']} of {row['n_sets']} "
         f"sets agree on the decision{shared}; the `justification:` rows compare their "
-        "rationales across the swap"
+        f"rationales across the swap{flips}"
     )
 
 
@@ -398,17 +445,55 @@ def _extra_tables(
         shift = justification_metrics.justification_shift(
             part, cols, spec.decision, scorers, embed, n_perm, seed, cache
         )
+        flips = justification_metrics.decision_flips(part, cols, spec.decision, n_perm, seed)
         agreement = {
             "n_sets": shift.n_sets,
             "n_agreeing": shift.n_agreeing,
             "decisions": shift.decisions,
+            **_flip_record(flips, cols.pair),
         }
+        extra.append(_flip_row(flips, spec.decision, cols.pair, len(part)))
         if shift.tables is not None:
             rows = shift.tables.metrics
             extra.append(rows.assign(metric="justification: " + rows["metric"]))
     if extra:
         tables["metrics"] = pd.concat([tables["metrics"], *extra], ignore_index=True)
     return agreement
+
+
+def _flip_record(flips: Any, unit: str) -> dict[str, Any]:
+    """The decision-flip rate as the justification record carries it (NaN: None)."""
+
+    def plain(x: float) -> float | None:
+        return None if x != x else float(x)
+
+    return {
+        "n_decided": flips.n_sets,
+        "n_flipped": flips.n_flipped,
+        "flip_rate": plain(flips.rate),
+        "flip_ci_low": plain(flips.ci_low),
+        "flip_ci_high": plain(flips.ci_high),
+        "flip_p_value": flips.p_value,
+        "flip_unit": unit,
+    }
+
+
+def _flip_row(flips: Any, decision: str, unit: str, n_responses: int) -> pd.DataFrame:
+    """The decision-flip rate as a metrics row: its p tests whether the swap moves decisions."""
+    row = {
+        "metric": f"decision: {decision}",
+        "statistic": "flip_rate",
+        "value_a": "",
+        "value_b": "",
+        "estimate": flips.rate,
+        "p_value": flips.p_value,
+        "unit": unit,
+        "n_units": flips.n_sets,
+        "n_responses": n_responses,
+        "n_excluded": 0,
+        "note": flips.note,
+    }
+    return pd.DataFrame([row])
 
 
 def _records(metrics: pd.DataFrame) -> list[dict[str, Any]]:

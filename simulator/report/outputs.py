@@ -27,6 +27,7 @@ from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds import AnalysisContext, Section, get_kind, slug
 from biasim.simulator.llm.structured import OUTSIDE_CHOICES
 from biasim.simulator.study.config import StudyConfig, analysis_name
+from biasim.simulator.study.counterfactual import work_units
 
 SYNTHETIC_NOTE = (
     "SYNTHETIC RESPONDER - not a language model. These answers were drawn from probabilities "
@@ -69,7 +70,7 @@ def base_summary(
     summary: dict[str, Any] = {
         "study": study.name,
         "synthetic": synthetic,
-        "units": len(df),
+        "units": work_units(df),
         "status_counts": {k: int(v) for k, v in df["status"].value_counts().items()},
         # Reported, never silent: answers cut at max_tokens, and answers kept but excluded
         # because they chose none of a stage's open choices.

@@ -41,7 +41,11 @@ FIELDS: dict[str, dict[str, Any]] = {
         "description": "Whether any answer came from the synthetic responder (a test double, "
         "not a language model).",
     },
-    "units": {**_COUNT, "description": "Rows of the results table (one per unit of work)."},
+    "units": {
+        **_COUNT,
+        "description": "Units of work: rows of the results table, an agent's counterfactual set "
+        "(its call and its twins') counted once, as validate and the progress count them.",
+    },
     "status_counts": {
         "type": "object",
         "additionalProperties": _COUNT,

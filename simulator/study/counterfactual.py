@@ -100,3 +100,13 @@ def twins(
         )
         out.append((value, twin))
     return out
+
+
+def work_units(results: Any) -> int:
+    """Units of work among result rows, as the engine, ``validate`` and the progress count them:
+    each row is one, except that an agent's counterfactual set (its own call and its twins',
+    one ``cf_set``) is one unit, since a twin's call is part of its agent's unit of work."""
+    if SET not in results:
+        return len(results)
+    sets = results[SET]
+    return int(sets.isna().sum()) + int(sets.dropna().nunique())

@@ -65,6 +65,14 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
             raise _problem(option, "required with --texts")
     if opts.counterfactual:
         _check_counterfactual(opts)
+    if opts.pair_col and not opts.compare:
+        # The paired tests are one-sided, FIRST > SECOND: a direction the CSV's row order
+        # must not choose.
+        raise _problem(
+            "--compare",
+            "with --pair-col the paired tests are one-sided (FIRST greater than SECOND): name "
+            "the direction, e.g. --compare a,b",
+        )
     frame = read_csv(path, "texts CSV", opts.limits, empty_is_missing=False)
     check_group_count(frame, [opts.group_col], path, opts.limits.max_groups)
     wanted = {
@@ -362,7 +370,7 @@ def texts_unit_of(kept: pd.DataFrame, groups: tuple[str, str], opts: TextsOption
         except ValueError as exc:
             raise _problem("--unit-col", f"`{opts.unit_col}`: {exc}") from exc
     skip = {c for c in (opts.text_col, opts.pair_col, opts.premise_col) if c}
-    return texts_unit(compared, opts.unit_col, group, skip)
+    return texts_unit(compared, opts.unit_col, group, skip, opts.pair_col, groups)
 
 
 def analyze_texts(path: Path, opts: TextsOptions, out: Path | None) -> dict[str, Any]:

@@ -94,7 +94,25 @@ def test_console_prints_each_p_with_its_unit(tmp_path, cli):
     )
     assert result.exit_code == 0, result.output
     assert "Counterfactual text metrics" in result.output
-    assert "unit: prompt, 12 units" in result.output
+    cells = [line.replace("│", " ").split() for line in result.output.splitlines()]
+    (mean,) = [c for c in cells if c[:2] == ["positive_value", "mean"]]
+    assert mean[-2:] == ["prompt", "12"], mean
+    # The header names the pairing unit and the direction the user gave; it once said
+    # "letters treated as independent" above paired p's.
+    words = " ".join(result.output.split())
+    assert "unit: prompt (counterfactual pairs, --pair-col)" in words
+    assert "one-sided, a > b (--compare)" in words
+    assert "letters treated as independent" not in words
+
+
+def test_pairs_without_a_direction_are_refused_not_ordered_by_the_rows(tmp_path, cli):
+    """The paired tests are one-sided: without --compare the CSV's row order chose FIRST."""
+    args = [a for a in _args(_responses(tmp_path), "--pair-col", "prompt", "--counterfactual")]
+    at = args.index("--compare")
+    del args[at : at + 2]
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "--compare" in result.output and "one-sided" in result.output
 
 
 def test_counterfactual_without_pairs_is_refused_naming_the_option(tmp_path, cli):

@@ -182,3 +182,27 @@ def test_pipeline_readers_read_only_the_agents_letters(tmp_path: Path) -> None:
     assert len(write) == 16 and write.groupby("cf_set").size().eq(2).all()
     read_units = {u for units in read["reads"] for u in units.split("|")}
     assert len(read) == 8 and not any("/cf=" in u for u in read_units)
+
+
+def test_a_set_is_one_unit_in_the_summary_as_in_the_progress_and_the_manifest(
+    tmp_path: Path,
+) -> None:
+    """A twin's call is part of its agent's unit of work: the progress, the manifest and the
+    summary (console header, report, summary.json) count 32 units, not the 48 rows."""
+    from biasim.simulator.report.outputs import units_text
+
+    study = _study(tmp_path, {"swap": "gender"})
+    totals: list[int] = []
+
+    def progress(total: int, label: str):
+        totals.append(total)
+        return lambda *args: None
+
+    out = tmp_path / "run"
+    outcome = execute(prepare(RunOptions(study=str(study), out=out)), progress=progress)
+    assert len(outcome.results) == 48
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert totals == [32] and manifest["counts"]["units"] == 32
+    assert summary["units"] == summary["units_expected"] == outcome.summary["units"] == 32
+    assert units_text(summary) == "32"

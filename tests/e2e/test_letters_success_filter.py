@@ -4,6 +4,7 @@ appendix's wording ("recommend" anywhere) selectable; the built-in studies' defa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -106,22 +107,20 @@ def test_a_run_whose_letters_were_all_excluded_prints_zero_kept() -> None:
     console = Console(record=True, width=200)
     LettersKind().print(summary, console)
     text = console.export_text()
-    assert "letters kept: 0;" in text and "excluded: 20 letters of m" in text
+    assert "letters kept: 0;" in text and "nothing to analyse" in text
+    assert "letters: letters kept and excluded" in text
+    assert re.search(r"│ m\s+│ no ' recommend '\s+│\s+20 │", text), text
 
 
 def test_style_units_that_differ_by_dimension_are_named_per_dimension() -> None:
     # wan2023_letters on SmolLM2 printed "unit: letter, 113, 82 units" for three dimensions.
-    from rich.console import Console
-
-    from biasim.simulator.kinds.letters import LettersKind
+    from biasim.simulator.kinds.letters import _unit_lines
 
     rows = [
         {"dimension": d, "n_female": f, "n_male": m}
         for d, f, m in (("positive", 56, 57), ("formal", 56, 57), ("agentic", 45, 37))
     ]
-    console = Console(record=True, width=200)
-    LettersKind._print_unit({"groups": ["male", "female"], "style": rows}, "style", console)
-    assert "unit: letter, positive 113, formal 113, agentic 82 units" in console.export_text()
-    console = Console(record=True, width=200)
-    LettersKind._print_unit({"groups": ["male", "female"], "style": rows[:2]}, "style", console)
-    assert "unit: letter, 113 units" in console.export_text()
+    (line,) = _unit_lines({"groups": ["male", "female"], "style": rows}, "style")
+    assert "unit: letter, positive 113, formal 113, agentic 82 units" in line
+    (line,) = _unit_lines({"groups": ["male", "female"], "style": rows[:2]}, "style")
+    assert "unit: letter, 113 units" in line

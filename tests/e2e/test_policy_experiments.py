@@ -159,14 +159,15 @@ def test_policies_read_the_same_documents_in_the_same_pools(tmp_path: Path, cli)
     for name in ("race", "gender", "race-x-gender"):
         assert (out / "figures" / f"policies_impact_ratio_{name}.png").stat().st_size > 10_000
     html = (out / "report.html").read_text()
-    assert "End-to-end impact ratio by race x gender, per policy" in html
-    assert "Policy effects by race, paired" in html
+    assert "end-to-end impact ratio by race x gender, per policy" in html
+    assert "policy effects by race, paired" in html
     text = " ".join(stdout.split())
-    assert "redacted vs base, by race: joint paired p" in text and "White: rate" in text
+    assert "policies: policy tests by race, paired, joint across groups" in text
+    assert "policies: policy effects by race, paired: intervals" in text
     tests = pd.DataFrame(section["by_group"]["race_x_gender"]["tests"])
     # One joint test per policy; one hire per pool under each, so df <= 4 groups - 1.
     assert list(tests["policy"]) == ["redacted", "shortlist4"] and tests["df"].max() <= 3
-    assert "Policy tests by race, paired, joint across groups" in html
+    assert "policy tests by race, paired, joint across groups" in html
     small = "Small samples: the tables of `policies` rest on 8 first-stage pools (fewer than 30)"
     assert small in html and small in text  # the report's Limits and the console
 
@@ -283,7 +284,7 @@ def test_hiring_policies_recovers_the_declared_redaction_effect(tmp_path: Path, 
     assert found.loc["White", "rate_change_high"] < 0 and tests.loc["redacted", "p_adjusted"] < 0.05
     text = " ".join(result.stdout.split())
     assert "end-to-end impact ratio by race x gender" in text
-    assert "redacted vs base, by race: joint paired p" in text and "Black: rate" in text
+    assert "policies: policy effects by race, paired: intervals" in text
 
 
 def test_show_prompts_renders_what_each_policy_sends(tmp_path: Path, cli) -> None:

@@ -93,11 +93,11 @@ def test_report_of_a_pipeline_run(tmp_path) -> None:
     shown, checked = _check(out, tmp_path / "pipeline.png")
     assert checked > 80
     for heading in (
-        "Selection by stage and race",
-        "End-to-end impact ratio by race, decomposed",
-        "Position effect: is the first document shown picked more than chance?",
-        "Picked when shown at screen, by gender, against chance",
-        "Counterfactual readings at rate",
+        "selection by stage and race",
+        "end-to-end impact ratio by race, decomposed",
+        "is the first document shown picked more than chance?",
+        "picked when shown at screen, by gender, against chance",
+        "counterfactual readings at rate",
     ):
         assert heading in shown, heading
     # The decision studies' small-sample line, for the screen's pools (counted from results).

@@ -24,16 +24,20 @@ from biasim.simulator.kinds import get_kind
 from tests.browser import _mismatch, _parse_shown, json_path_get
 from tests.builtin_runs import BuiltinRuns
 
-#: Built-in studies holding every converted kind, with the least count of tables with rows
-#: their declared results show: picks and association (with `by`, a comparison and
-#: categories), letter_evaluation, and the kinds over a stage's decisions (seed 004, and a
-#: persona ablation).
+#: Built-in studies holding every converted kind, with how many tables each shows at least:
+#: picks and association (with `by`, a comparison and categories), letter_evaluation, pipeline
+#: (choice rates per stage and group), policy_effect (tables per group column, crossed too),
+#: letters (paired letters: style, lexicon, WEAT, exclusions) and the kinds over a stage's
+#: decisions (seed 004, and a persona ablation).
 STUDIES = {
     "bias_transmission_supplemental": 7,
     "bias_transmission_association": 7,
     "bias_transmission_letters": 7,
     "persona_ablation": 1,
     "li2025_decisions": 4,
+    "hiring_pipeline": 7,
+    "hiring_policies": 7,
+    "wan2023_letters_cbg": 4,
 }
 
 
@@ -49,6 +53,14 @@ def _declared(summary: dict[str, Any]) -> list[tuple[int, dict[str, Any], type]]
         if result is not None:
             out.append((i, analysis, result))
     return out
+
+
+def _runs(analysis: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """The analysis's summaries with their paths below it: one, or one per run (a kind
+    computed per run, of several models)."""
+    if "models" not in analysis:
+        return [(analysis, [])]
+    return [(part, ["models", label]) for label, part in analysis["models"].items()]
 
 
 def _agrees(shown: str, expected: Any, spec: str) -> str | None:
@@ -156,16 +168,17 @@ def test_console_page_and_csv_show_the_summary_tables_alike(
         section = HtmlSection("x", path=("analyses", i))
         kind.html(analysis, section)
         page = "".join(section.parts)
-        for spec, records, key in tables_of(result, analysis):
-            name = analysis["name"]
-            if spec.console:
-                _check_console(spec, records, buffer.getvalue(), name)
-            else:
-                assert f"{name}: {spec.title}: {len(records)} rows" in buffer.getvalue()
-            _check_page(spec, records, page, summary, ["analyses", i, *key])
-            stem = spec.file_name(name)
-            if stem is not None:
-                labels = {analysis.get(k) for k in spec.labels_from}
-                _check_csv(spec, records, run / "tables" / f"{stem}.csv", labels)
-            tables += 1
+        for part, below in _runs(analysis):
+            for spec, records, key in tables_of(result, part):
+                name = part["name"]
+                if spec.console:
+                    _check_console(spec, records, buffer.getvalue(), name)
+                else:
+                    assert f"{name}: {spec.title}: {len(records)} rows" in buffer.getvalue()
+                _check_page(spec, records, page, summary, ["analyses", i, *below, *key])
+                stem = spec.file_name(name)
+                if stem is not None:
+                    labels = {part.get(k) for k in spec.labels_from}
+                    _check_csv(spec, records, run / "tables" / f"{stem}.csv", labels)
+                tables += 1
     assert tables >= STUDIES[study], (study, tables)

@@ -1,6 +1,6 @@
 """Table 19 of seed 002 in the letters kind and ``analyze --texts``: each style scorer given
 labelled sentences (``style: {dim: {labelled: FILE}}``) gets its precision, recall and F1 there
-(``analysis.text.classifier_metrics``), in a table, the summary and the console."""
+(``analysis.text.classifier_metrics``), in a table declared once (:data:`TABLE`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from biasim.simulator.common.html import fmt
-from biasim.simulator.common.tables import print_table
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.kinds.base import AnalysisContext, Section
 from biasim.simulator.kinds.lazy import classifier_metrics, pd
 
@@ -45,36 +42,24 @@ def add_classifier_metrics(
         section.summary["classifiers_note"] = f"no classifier metrics: {exc}"
         return
     if table is not None:
-        section.tables[f"{ctx.name}_classifiers"] = table
-        section.summary["classifiers"] = table.to_dict("records")
+        section.summary["classifiers"] = TABLE.write(section.tables, ctx.name, table)
 
 
-def print_classifier_metrics(summary: dict[str, Any], console: Console) -> None:
-    """Table 19: each scorer's precision, recall and F1 on its labelled sentences."""
-    if summary.get("classifiers_note"):
-        console.print(summary["classifiers_note"], highlight=False)
-    records = summary.get("classifiers") or []
-    if not records:
-        return
-    table = Table(title=f"{summary.get('name')}: style scorers on labelled sentences (label 1)")
-    for head in (
-        "dimension",
-        "scorer",
-        "sentences",
-        "unscored",
-        "precision",
-        "recall",
-        "F1",
-        "macro F1",
-        "accuracy",
-    ):
-        table.add_column(head, justify="right")
-    for r in records:
-        table.add_row(
-            r["dimension"],
-            r["scorer"],
-            str(r["n"]),
-            str(r["n_unscored"]),
-            *(fmt(r[k]) for k in ("precision", "recall", "f1", "macro_f1", "accuracy")),
-        )
-    print_table(console, table)
+#: Table 19: each scorer's precision, recall and F1 on its labelled sentences (label 1).
+TABLE = ResultTable(
+    key="classifiers",
+    title="style scorers on labelled sentences (label 1)",
+    columns=(
+        Column("dimension", "dimension", description="The style dimension."),
+        Column("scorer", "scorer", description="Its scorer."),
+        Column("n", "sentences", "int", description="Labelled sentences."),
+        Column("n_unscored", "unscored", "int", description="Of them not scored."),
+        Column("precision", "precision", ".3f", description="Of label 1."),
+        Column("recall", "recall", ".3f", description="Of label 1."),
+        Column("f1", "F1", ".3f", description="Of label 1."),
+        Column("macro_f1", "macro F1", ".3f", description="Mean F1 of both labels."),
+        Column("accuracy", "accuracy", ".3f", description="Share labelled right."),
+    ),
+    description="The style classifiers' own metrics.",
+    file="classifiers",
+)

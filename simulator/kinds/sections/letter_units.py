@@ -61,9 +61,23 @@ def study_unit(
     return LetterUnit(None, "unit: letter (no writer or name repeats)")
 
 
-def texts_unit(frame: pd.DataFrame, unit_col: str | None, group: str, skip: set[str]) -> LetterUnit:
-    """The unit of ``analyze --texts``: ``--unit-col``, or each letter with a warning naming
-    columns that look like repeating units."""
+def texts_unit(
+    frame: pd.DataFrame,
+    unit_col: str | None,
+    group: str,
+    skip: set[str],
+    pair_col: str | None = None,
+    groups: tuple[str, str] = ("", ""),
+) -> LetterUnit:
+    """The unit of ``analyze --texts``: the pair (``--pair-col``), ``--unit-col``, or each
+    letter with a warning naming columns that look like repeating units."""
+    if pair_col is not None:
+        return LetterUnit(
+            None,
+            f"unit: {pair_col} (counterfactual pairs, --pair-col): the paired tests are "
+            f"one-sided, {groups[0]} > {groups[1]} (--compare); the counterfactual metrics are "
+            "two-sided; Student's and Welch's p count letters as independent",
+        )
     if unit_col is not None:
         return LetterUnit(unit_col, f"unit: {unit_col} (--unit-col)")
     found = clusters.repeating_columns(frame, group, skip)

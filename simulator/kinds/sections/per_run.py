@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.results import html_result, print_result, result_schema
 from biasim.simulator.kinds.base import AnalysisContext, AnalysisKind, Section, slug
 from biasim.simulator.kinds.lazy import pd
 
@@ -80,9 +81,9 @@ def html_per_run(
 
 
 class PerRunKind(AnalysisKind):
-    """A kind computed on each run apart: ``compute_run``, ``run_schema``, ``print_run`` and
-    ``html_run`` see one run's rows or summary; with several runs the summary holds each under
-    ``models`` and they are shown one after another."""
+    """A kind computed on each run apart: ``compute_run`` sees one run's rows and builds its
+    declared :attr:`result`, whose schema, console and page are one run's; with several
+    runs the summary holds each under ``models`` and they are shown one after another."""
 
     def compute(self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext) -> Section:
         split = compute_per_run(self.compute_run, results, spec, ctx)
@@ -97,19 +98,24 @@ class PerRunKind(AnalysisKind):
 
     @classmethod
     def run_schema(cls) -> dict[str, Any]:
-        """One run's summary shape."""
-        raise NotImplementedError
+        """One run's summary shape: its declared result's."""
+        assert cls.result is not None, cls.name
+        return result_schema(cls.result)
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
         if not print_per_run(self.print_run, summary, console):
             self.print_run(summary, console)
 
     def print_run(self, summary: dict[str, Any], console: Console) -> None:
-        raise NotImplementedError
+        """One run's summary on the console: its sentences, then its tables."""
+        assert self.result is not None, self.name
+        print_result(self.result, summary, console, self.headline(summary), self.lines(summary))
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
         if not html_per_run(self.html_run, summary, section):
             self.html_run(summary, section)
 
     def html_run(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        raise NotImplementedError
+        """One run's summary in the page: its sentences, tables and figures."""
+        assert self.result is not None, self.name
+        html_result(self.result, summary, section, self.lines(summary), self.figures(summary))

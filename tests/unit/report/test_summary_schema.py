@@ -187,6 +187,7 @@ def _policy_run(**extra: Any) -> dict[str, Any]:
         "applicants": 8,
         "clusters": 2,
         "excluded": [],
+        "coupled": [],
         "by_group": {},
         **extra,
     }
