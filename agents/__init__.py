@@ -7,9 +7,10 @@ read through Mesa's ``model.agents_by_type``.
 """
 
 from biasim.agents.base import LLMAgent, StagePlan
-from biasim.agents.readers import SELECTED, Evaluator, HiringManager, ReaderAgent, Reading, Screener
+from biasim.agents.readers import Evaluator, HiringManager, ReaderAgent, Reading, Screener
 from biasim.agents.scenario_agent import ScenarioAgent
 from biasim.agents.writers import Applicant, LetterWriter
+from biasim.simulator.llm.structured import SELECTED
 
 #: Population ``agent`` names -> the class of their agents.
 AGENT_CLASSES: dict[str, type[LLMAgent]] = {

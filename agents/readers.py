@@ -11,16 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from biasim.agents.base import LLMAgent, StagePlan, render_messages
-from biasim.simulator.llm.structured import OutputSchema, Selection, output_schema
+from biasim.simulator.llm.structured import OutputSchema, reading_schema
 from biasim.simulator.llm.types import LLMRequest, LLMResponse
 from biasim.simulator.study.design import AgentSpec, call_seed
 
 if TYPE_CHECKING:
     # The engine draws the evaluations and hands them to the readers; a reader never draws.
     from biasim.agents.documents import Evaluation
-
-#: The answer field in which pair and pool readers list the labels they pick.
-SELECTED = "selected"
 
 
 class ReaderAgent(LLMAgent):
@@ -97,9 +94,12 @@ class Reading:
         key = ("selection", self.evaluation.k, len(self.evaluation.shown))
         hit = stage.rendered.get(key)
         if hit is None:
-            fields: dict[str, Any] = dict(stage.output or {})
-            fields[SELECTED] = Selection(count=self.evaluation.k, of=len(self.evaluation.shown))
-            hit = output_schema(fields, forced=stage.forced_choice)
+            hit = reading_schema(
+                stage.output or {},
+                self.evaluation.k,
+                len(self.evaluation.shown),
+                forced=stage.forced_choice,
+            )
             stage.rendered[key] = hit
         return hit
 

@@ -10,15 +10,20 @@ from biasim.scenarios import builtin_studies
 from biasim.simulator.engine.runner import RunOptions, execute, prepare
 
 #: The smallest size each built-in study's design allows, where it is not 1: the pools of the
-#: pipeline studies need two applicants per persona value, market_small draws a workforce of
-#: 8 from the population (4 per gender at least) and labor_market one of 10 (5 per gender).
+#: pipeline studies need two applicants per persona value; a market draws its workforce and,
+#: from the people not employed, each cycle's applicants: market_small a workforce of 8 and 4
+#: applicants (12 people at least), labor_market 10 and 8 (18 at least). Both run with more
+#: people out of work than apply: where the applicants are nearly all of them, the pool
+#: mirrors the workforce and pushes back on any drift. labor_market runs at its declared size
+#: (100 per gender; its cost is in the cycles, not the population), where the drift its truth
+#: declares shows (tests/e2e/test_market_analysis.py).
 #: Every test that runs all built-in studies reads it here.
 AGENTS = {
     "hiring_pipeline": 2,
     "hiring_policies": 2,
     "hiring_committees": 2,
-    "market_small": 4,
-    "labor_market": 5,
+    "market_small": 8,
+    "labor_market": 100,
 }
 #: Needs a masked LM the user supplies: refused at validate (tests/e2e/test_prism_study.py
 #: runs it with a tiny BERT).

@@ -2,11 +2,12 @@
 
 The market (as :data:`tests.market_studies.MARKET` declares it): two groups, a workforce of
 ``n``, each cycle one manager drawn uniformly from the workforce reads one pool of 2 applicants
-drawn without replacement from a population of ``m`` per group, and picks one with probability
-proportional to a weight: ``weights[group]`` times ``in_group`` when the author shares the
-manager's group. One employee drawn uniformly leaves, then the hire joins. The state is the
-number of women in the workforce; the initial workforce is drawn without replacement from the
-population (hypergeometric). Nothing here reads the engine.
+drawn without replacement from the people of a population of ``m`` per group who are not
+employed (an employee never applies; one who left applies again like anyone), and picks one
+with probability proportional to a weight: ``weights[group]`` times ``in_group`` when the
+author shares the manager's group. One employee drawn uniformly leaves, then the hire joins.
+The state is the number of women in the workforce; the initial workforce is drawn without
+replacement from the population (hypergeometric). Nothing here reads the engine.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import numpy as np
 
 
 def hire_probability(k: int, n: int, m: int, in_group: float, weights: dict[str, float]) -> float:
-    """P(the cycle's hire is a woman | k women among n employees)."""
-    pairs = comb(2 * m, 2)
-    both_women, mixed = comb(m, 2) / pairs, m * m / pairs
+    """P(the cycle's hire is a woman | k women among n employees): the pool of 2 comes from
+    the m - k women and m - (n - k) men out of work at the cycle's start."""
+    women, men = m - k, m - (n - k)
+    pairs = comb(women + men, 2)
+    both_women, mixed = comb(women, 2) / pairs, women * men / pairs
     w_f, w_m = weights.get("female", 1.0), weights.get("male", 1.0)
     by_woman = w_f * in_group / (w_f * in_group + w_m)
     by_man = w_f / (w_f + w_m * in_group)

@@ -218,3 +218,17 @@ def funnel(market: pd.DataFrame) -> pd.DataFrame:
     return (
         hiring.groupby(["cycle", "group"], sort=False)[["applicants", "hires"]].sum().reset_index()
     )
+
+
+def shortfalls(market: pd.DataFrame) -> dict[str, int]:
+    """Over every replicate market and cycle: the openings no hire filled, the cycles with
+    any, and the applicants asked for that nobody out of work was left to be (both columns
+    are per cycle, repeated on each group's row: taken once per replicate and cycle)."""
+    cycles = market[market["cycle"] > 0].drop_duplicates(["replicate", "cycle"])
+    return {
+        "unfilled": int(cycles["unfilled"].sum()),
+        "cycles_unfilled": int((cycles["unfilled"] > 0).sum()),
+        "applicants_short": int(cycles["applicants_short"].sum()),
+        "cycles_short": int((cycles["applicants_short"] > 0).sum()),
+        "cycles": len(cycles),
+    }

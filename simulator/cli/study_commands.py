@@ -225,10 +225,14 @@ def _report_outcome(outcome: Any) -> None:
     if outcome.status == "complete" and "analysis_error" in outcome.summary:
         raise typer.Exit(1)
     if outcome.status != "complete":
+        how = (
+            f"fix the cause, then continue with: biasim run --resume {outcome.out}"
+            if "resume" in outcome.summary
+            else "resuming would end here again: change the study and run it afresh"
+        )
         err_console.print(
             styled(f"run {outcome.status}", "red", f": {outcome.message}\n")
-            + "everything answered is saved; fix the cause, then continue with: "
-            f"biasim run --resume {outcome.out}",
+            + f"everything answered is saved; {how}",
             highlight=False,
         )
         raise typer.Exit(outcome.exit_code or EXIT_BROKEN)

@@ -79,6 +79,7 @@ def power(
     from biasim.simulator.tools.power import power as simulate
 
     sizes = _checked_power_options(agents, studies, alpha, effect, out)
+    _check_power_sizes(study, sizes)
     err_console.print(
         f"simulating {len(sizes)} size(s) x 2 arms x {studies} studies on the synthetic "
         "backend (a test double with the study's declared truth, not a model)"
@@ -144,6 +145,38 @@ def _checked_power_options(
     if problems:
         fail_input(InputError(problems))
     return sizes
+
+
+def _check_power_sizes(study: str, sizes: list[int]) -> None:
+    """Each size of ``--agents`` validated as the study it simulates (exit 2 naming
+    ``--agents`` and what the design needs, not the study file's line, for a size the design
+    cannot take, e.g. a market's workforce larger than its population at 2 agents a value)."""
+    from biasim.simulator.common.errors import Problem
+    from biasim.simulator.study.load import Override, load_study
+
+    try:
+        load_study(study, check_backends=False)  # the study's own problems, as the file's
+    except InputError as exc:
+        fail_input(exc)
+    problems = []
+    for size in sizes:
+        override = Override("--agents", ("design", "agents_per_value"), size)
+        try:
+            load_study(study, [override], check_backends=False)
+        except InputError as exc:
+            why = "; ".join(
+                f"{p.field}: {p.message}" if p.field else p.message for p in exc.problems
+            )
+            problems.append(
+                Problem(
+                    "--agents",
+                    None,
+                    "",
+                    f"{size} agents per value: the design cannot take it: {why}",
+                )
+            )
+    if problems:
+        fail_input(InputError(problems))
 
 
 def _print_power(rows: list, effect: float, alpha: float, studies: int) -> None:

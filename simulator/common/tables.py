@@ -4,7 +4,9 @@ number whole.
 Rich squeezes a table wider than the terminal by cutting cells to ``0.…``, which turns a p-value
 or a rate into a lie. :func:`print_table` instead tries, in order, until the table fits:
 
-1. the boxed grid, text wrapped at spaces, each column at least its longest word;
+1. the boxed grid, text wrapped at spaces, each column at least its longest word (a cell
+   holding a p's bound, ``< 0.001``, or a count of units, ``120 persona_id``, or in a
+   ``no_wrap`` column never wraps);
 2. a compact grid (no vertical rules), columns whose value is the same in every row (of a
    one-row table: its key columns) moved to one line below it;
 3. the same with headers wider than their values abbreviated (a legend line says so);
@@ -33,6 +35,9 @@ from rich.text import Text
 
 #: A cell that reads as a number, an interval or a count ("0.25", "[0.1, 0.3]", "12/40", "< 0.001").
 _NUMERIC = re.compile(r"^[\s\[(<>≤≥±+\-−]*\d")
+#: A cell read whole, never wrapped: a p's bound ("< 0.001", "< 0.001 †") or a count of units
+#: ("120 persona_id").
+_WHOLE = re.compile(r"^\s*(?:[<>≤≥] ?\d[\d.,]*|\d[\d,]* [A-Za-z_][\w-]*)(?: ?[*†!+]+)?\s*$")
 #: The narrowest a label column may fold to (a number never folds).
 _FOLD_FLOOR = 12
 #: The narrowest an abbreviated header may be.
@@ -250,7 +255,15 @@ def _key_count(console: Console, columns: Sequence[Column]) -> int:
 
 def _shape(console: Console, column: Column, fold: bool) -> _Shape:
     cells = [_measure(console, cell) for cell in (column.header, *column.cells)]
-    low, high = max(m.minimum for m in cells), max(m.maximum for m in cells)
+    # A p's bound or a count of units is never cut at its space: "< 0.001" over two lines
+    # reads as "<" above "0.001". Its narrowest is its width (an interval may still wrap).
+    whole = [
+        m.maximum if i and _WHOLE.match(_plain(console, cell)) else m.minimum
+        for i, (cell, m) in enumerate(zip((column.header, *column.cells), cells, strict=True))
+    ]
+    low, high = max(whole), max(m.maximum for m in cells)
+    if column.no_wrap:  # the caller's word: a unit ("persona, 60 units") reads whole too
+        low = high
     labels = not any(re.search(r"\d", _plain(console, cell)) for cell in column.cells)
     if fold and labels:
         header = _measure(console, column.header).minimum

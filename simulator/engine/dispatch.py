@@ -38,6 +38,10 @@ REASK_TEMPLATE = (
 class RunAborted(RuntimeError):
     """Too many calls failed; the run stops cleanly with everything answered saved."""
 
+    #: Whether ``--resume`` can get further (false where the design itself stops the run the
+    #: same way every time, replayed from the call store).
+    resumable = True
+
 
 class RunInterrupted(Exception):
     """The user stopped the run; every call that finished is recorded.

@@ -17,9 +17,10 @@ seed, what is drawn, the cycle and the replicate market only: two studies that d
 readers' behaviour draw the same applicants and the same attrition numbers with the same seed
 (common random numbers).
 ``market.replicates`` runs that many independent markets one after the other in the same
-model; replicate 0 draws exactly what a single market draws. The population part of a
-cycle's applicants is the first of the population draw a market without referrals makes, so
-switching referrals off keeps it.
+model; replicate 0 draws exactly what a single market draws. Nobody employed applies (in
+any trajectory: they all read the same applicants); the population part of a cycle's
+applicants walks one stream of picks and skips the employed and those already applying, so
+switching referrals off keeps the rest of it.
 
 A study's policies run in the same model, each as its own trajectory: its own workforce, its
 readers drawn from it and its hires from its copies of the reading stages, which read the
@@ -63,6 +64,8 @@ from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_member, population_specs
 from biasim.simulator.study.market import (
     COMPOSITION_COLUMNS,
+    HIRES_COLUMNS,
+    HIRES_CSV,
     MARKET_CSV,
     SWITCHES,
     History,
@@ -75,6 +78,28 @@ from biasim.simulator.study.market import (
 from biasim.simulator.study.policies import BASE, policy_stage_name
 from biasim.simulator.study.policy_copies import policy_names
 from biasim.simulator.study.stage_graph import populations
+
+
+class WorkforceEmpty(RunAborted):
+    """A cycle starts with nobody employed to read: openings went unfilled (fewer advanced
+    than left, e.g. a committee of `aggregate: all`) or every answer of a cycle was invalid.
+    The run stops with what it answered; resuming replays the same draws to the same end."""
+
+    resumable = False
+
+    def __init__(self, model: MarketModel, trajectory: Trajectory, population: str) -> None:
+        where = "" if trajectory.key == BASE else f" of trajectory `{trajectory.key}`"
+        replicate = f" of replicate market {model.replicate}" if model.replicate else ""
+        unfilled = sum(
+            c.unfilled for c in trajectory.compositions if c.replicate == model.replicate
+        )
+        super().__init__(
+            f"cycle {model.cycle}{replicate}: the workforce{where} is empty at the cycle's "
+            f"start, so no employee can read in `{population}`; {unfilled} opening(s) went "
+            "unfilled before it (fewer applicants advanced than employees left; market.csv "
+            "`unfilled`). Declare more applicants advancing per cycle (pools, `select`, a "
+            "committee's `aggregate`) or fewer leavers"
+        )
 
 
 def market_rng(seed: int, what: str, cycle: int, replicate: int = 0) -> random.Random:
@@ -119,7 +144,8 @@ class Entry:
 @dataclass(frozen=True)
 class CycleComposition:
     """One closed cycle: group -> count of applicants (referred, reapplied), readers, hires,
-    leavers, workforce and its tenure."""
+    leavers, workforce and its tenure; and, for the cycle as a whole, the openings no hire
+    filled and the applicants asked for that nobody out of work was left to be."""
 
     replicate: int
     cycle: int
@@ -131,6 +157,10 @@ class CycleComposition:
     left: Counter[str]
     workforce: Counter[str]
     tenure: Counter[str]
+    unfilled: int = 0
+    short: int = 0
+    #: The applicants hired (agent ids), whose groups ``hires`` counts.
+    hired: tuple[str, ...] = ()
 
     def counts(self) -> tuple[Counter[str], ...]:
         """The counts in the order of :data:`COMPOSITION_COLUMNS` (after replicate, cycle and
@@ -208,6 +238,8 @@ class MarketModel(StudyModel):
         self._rejected: dict[int, None] = {}
         self.graph: nx.DiGraph | None = None
         self._exclusions: dict[str, Counter[str]] = {}
+        #: Applicants this cycle asked for beyond the people out of work (see _draw_applicants).
+        self._short = 0
         super().__init__(study, *args, **kwargs)
 
     @property
@@ -309,14 +341,16 @@ class MarketModel(StudyModel):
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
 
     def _draw_applicants(self) -> list[Entry]:
-        """This cycle's applicants (by person): the referred share first, then earlier
-        rejected applicants who apply again, then the first of the population draw (the whole
-        draw without referrals and reapplications), in person order."""
+        """This cycle's applicants (by person), none of them employed: the referred share
+        first, then earlier rejected applicants who apply again, then the rest drawn from the
+        people out of work (the whole draw without referrals and reapplications), in person
+        order; ``self._short`` is how many of ``per_cycle`` nobody was left to be."""
         seed, cycle, market, replicate = self.study.seed, self.cycle, self.market, self.replicate
         per_cycle = market.applicants.per_cycle
-        rng = market_rng(seed, "applicants", cycle, replicate)
-        drawn = rng.sample(range(len(self._pool)), per_cycle)
         employed = [e.person for e in self.workforce]
+        # Nobody employed applies: with policies or a decomposition, employed in no trajectory,
+        # since every trajectory reads the same applicants (their effects stay paired).
+        busy = {e.person for t in self.trajectories.values() for e in t.staff}
         entries: list[Entry] = []
         if market.referrals is not None and self.graph is not None:
             wanted = round(market.referrals.share * per_cycle)
@@ -328,9 +362,12 @@ class MarketModel(StudyModel):
             rng = market_rng(seed, "reapply", cycle, replicate)
             again = draw_reapplicants(list(self._rejected), taken, market.reapply.probability, rng)
             entries += [Entry(p, "reapply") for p in again[: per_cycle - len(entries)]]
-        taken = {e.person for e in entries}
-        rest = [Entry(p, "population") for p in drawn if p not in taken]
-        entries += rest[: per_cycle - len(entries)]
+        taken = busy | {e.person for e in entries}
+        rng = market_rng(seed, "applicants", cycle, replicate)
+        drawn = out_of_work(len(self._pool), taken, per_cycle - len(entries), rng)
+        entries += [Entry(p, "population") for p in drawn]
+        # Fewer people out of work than applicants asked for: recorded, not shrunk silently.
+        self._short = per_cycle - len(entries)
         return sorted(entries, key=lambda e: e.person)
 
     def _applicant(self, cls: Any, spec: AgentSpec) -> Any:
@@ -349,13 +386,7 @@ class MarketModel(StudyModel):
         Every trajectory draws the same seniority places (a fresh generator of one key)."""
         staff = trajectory.staff
         if not staff:
-            # Only when hires failed (every answer of a cycle invalid, under a raised
-            # --max-error-rate): the run stops with what it answered, as on too many failures.
-            where = "" if trajectory.key == BASE else f" of trajectory `{trajectory.key}`"
-            raise RunAborted(
-                f"cycle {self.cycle}: the workforce{where} is empty (no hire joined), so no "
-                f"employee can read in `{population}`"
-            )
+            raise WorkforceEmpty(self, trajectory, population)
         rng = market_rng(self.study.seed, f"readers/{population}", self.cycle, self.replicate)
         if count <= len(staff):
             chosen = rng.sample(range(len(staff)), count)
@@ -394,6 +425,7 @@ class MarketModel(StudyModel):
             advanced = [a for authors in picked.values() for a in authors]
             rng = market_rng(self.study.seed, "hires", self.cycle, self.replicate)
             hires = [self._applied[a] for a in fill_openings(advanced, self.market.openings, rng)]
+            unfilled = self.market.openings - len(hires)
             trajectory.staff += [
                 Employee(
                     self, spec, self.cycle, self._entries[spec.agent_id].person, trajectory.key
@@ -412,9 +444,12 @@ class MarketModel(StudyModel):
                     reapplied=came["reapply"],
                     readers=trajectory.decided,
                     hires=Counter(self._group(s.persona) for s in hires),
+                    hired=tuple(s.agent_id for s in hires),
                     left=left,
                     workforce=staff_now,
                     tenure=tenure_now,
+                    unfilled=unfilled,
+                    short=self._short,
                 )
             )
 
@@ -563,6 +598,27 @@ class MarketModel(StudyModel):
             )
         return columns
 
+    def notes(self) -> list[str]:
+        """Cycles short of applicants (too few people out of work) and openings left unfilled
+        (fewer advanced than openings), over every trajectory and replicate market."""
+        closed = [c for t in self.trajectories.values() for c in t.compositions if c.cycle]
+        lines = []
+        short = [c for c in closed if c.short]
+        if short:
+            lines.append(
+                f"market: {len(short)} cycle(s) short of applicants, {sum(c.short for c in short)}"
+                " applicant(s) missing in all: fewer people out of work than `per_cycle` "
+                f"(employees do not apply; {MARKET_CSV} column `applicants_short`)"
+            )
+        unfilled = [c for c in closed if c.unfilled]
+        if unfilled:
+            lines.append(
+                f"market: {sum(c.unfilled for c in unfilled)} opening(s) unfilled in "
+                f"{len(unfilled)} cycle(s): fewer applicants advanced than there were openings "
+                f"({MARKET_CSV} column `unfilled`)"
+            )
+        return lines
+
     def write_tables(self, out: Path) -> None:
         """The per-cycle composition table (every closed cycle), one row per replicate market,
         cycle and group of every trajectory (the base first, each over every replicate)."""
@@ -573,6 +629,8 @@ class MarketModel(StudyModel):
                 c.cycle,
                 group,
                 *(n[group] for n in c.counts()),
+                c.unfilled,
+                c.short,
                 t.policy,
                 switch_label(t.off),
             ]
@@ -581,6 +639,32 @@ class MarketModel(StudyModel):
             for group in groups
         ]
         write_csv(out / MARKET_CSV, pd.DataFrame(rows, columns=list(COMPOSITION_COLUMNS)))
+        hired = [
+            [c.replicate, c.cycle, t.policy, switch_label(t.off), agent_id]
+            for t in self.trajectories.values()
+            for c in t.compositions
+            for agent_id in c.hired
+        ]
+        write_csv(out / HIRES_CSV, pd.DataFrame(hired, columns=list(HIRES_COLUMNS)))
+
+
+def out_of_work(size: int, taken: set[int], wanted: int, rng: random.Random) -> list[int]:
+    """``wanted`` people of a population of ``size`` drawn uniformly without replacement among
+    those not ``taken`` (employed, or applying already), all of them when there are no more.
+    The draw walks one stream of uniform picks and skips the taken, so two markets whose
+    workforces differ draw the same people wherever neither employs them (common random
+    numbers)."""
+    if size - len(taken) <= wanted:
+        return [p for p in range(size) if p not in taken]
+    seen: set[int] = set()
+    drawn: list[int] = []
+    while len(drawn) < wanted:
+        person = rng.randrange(size)
+        if person not in seen:
+            seen.add(person)
+            if person not in taken:
+                drawn.append(person)
+    return drawn
 
 
 def fill_openings(advanced: list[str], openings: int, rng: random.Random) -> list[str]:

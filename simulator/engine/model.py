@@ -519,6 +519,12 @@ class StudyModel(mesa.Model):
         """The tables the model keeps besides the results, into run directory ``out`` (none
         for a single round; a market writes its per-cycle composition)."""
 
+    def notes(self) -> list[str]:
+        """Lines the run prints when it ends about what its tables record that a reader must
+        not miss (none for a single round; a market's missing applicants and unfilled
+        openings)."""
+        return []
+
     def _pool_label(self, stage: str) -> str:
         """What seeds ``stage``'s pools and prefixes their ids."""
         config = self.stage_configs[stage]

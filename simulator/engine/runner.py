@@ -588,6 +588,7 @@ def _run_study(
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
     status, message, exit_code = "complete", "", 0
     failure = ""
+    resumable = True
     stage_seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
@@ -597,6 +598,7 @@ def _run_study(
             raise RunInterrupted([], [])
     except RunAborted as exc:
         status, message, exit_code = "failed", str(exc), EXIT_CALLS_FAILED
+        resumable = exc.resumable
     except (RunInterrupted, KeyboardInterrupt):
         # KeyboardInterrupt only where no handler could be installed (not the main thread).
         status, message = "interrupted", stop.reason or "interrupted by the user"
@@ -610,10 +612,14 @@ def _run_study(
         if tick is not None:
             # A stop ends mid-stage: progress ends on the count the stop message gives.
             tick(model.units_settled, dispatcher.errors)
-        end = _SessionEnd(status, message, failure, time.perf_counter() - t0, stage_seconds)
+        end = _SessionEnd(
+            status, message, failure, time.perf_counter() - t0, stage_seconds, resumable
+        )
         writer.close()
         results = writer.results()
         model.write_tables(out)
+        for line in model.notes():
+            notify(line)
         # The tables' digests are recorded as soon as they are written: a session killed
         # during its analysis must not leave tables that read as edited after the run.
         record_digests(out, manifest)
@@ -696,6 +702,7 @@ class _SessionEnd:
     failure: str
     wall: float
     stage_seconds: dict[str, float]
+    resumable: bool = True
 
 
 def _close_store(store: Any) -> dict[str, Any]:
@@ -730,7 +737,7 @@ def _session_summary(
         skip_causes=skip_causes(prepared.study.config),
         cost=cost_ledger(ledger, prepared.study.config.cost_limit),
     )
-    if end.status != "complete":
+    if end.status != "complete" and end.resumable:
         summary["resume"] = f"biasim run --resume {prepared.out}"
     if end.failure:
         summary["traceback"] = end.failure
@@ -765,7 +772,7 @@ def _record_session(
         # What `--resume` expects to find in the store (see store_check).
         "stored_answers": ledger["stored_answers"],
     }
-    if end.status != "complete":
+    if "resume" in summary:
         manifest["resume"] = summary["resume"]
     else:
         manifest.pop("resume", None)

@@ -186,6 +186,12 @@ class AnalysisKind:
         Called before any model call; report through ``facts``, never raise.
         """
 
+    def reads_counterfactual_sets(self, spec: Any) -> bool:
+        """Whether this analysis counts a counterfactual stage's sets rightly (pairs its twins,
+        or never reads them). Default False: a kind that counts each row as its own unit would
+        count an agent's twins as independent people, so validate refuses it over such a stage."""
+        return False
+
     def notes(self, spec: Any, data_dir: Path | None) -> list[str]:
         """What ``biasim validate`` says about the spec beyond its problems, e.g. where data
         it reads comes from (default: nothing). Called after a successful check."""

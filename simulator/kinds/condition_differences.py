@@ -6,26 +6,23 @@ and a DPD-by-condition figure per model, over the decisions ``demographic_parity
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
 
-from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.html import Column, from_paper
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     Section,
     StudyFacts,
     slug,
-    summary_table,
 )
 from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
-from biasim.simulator.kinds.sections.conditions import (
-    add_condition_differences,
-    html_condition_differences,
-    print_condition_differences,
-)
+from biasim.simulator.kinds.sections.conditions import condition_differences
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     case_tables,
@@ -51,12 +48,56 @@ class ConditionDifferencesSpec(StageDecisionsSpec):
     )
 
 
+DIFFERENCES = ResultTable(
+    key="condition_differences",
+    title="does the DPD differ between condition levels?",
+    columns=(
+        Column("compared", "compared", description="The levels compared (all, then each pair)."),
+        Column("dpd_*", "DPD", ".3f", description="The case's DPD at a level."),
+        Column("spread", "spread", ".3f", description="Largest minus smallest DPD compared."),
+        Column("n_matched", "matched agents", "int", description="Units matched across levels."),
+        Column("p_value", "p", "p", description="Permutation p of the spread."),
+        Column(
+            "p_adjusted",
+            "p adj.",
+            "p",
+            star="significant",
+            description="Adjusted over every case and comparison.",
+        ),
+    ),
+    description="Per case: DPD at each level, spread, permutation p and adjusted p.",
+    note=(
+        "spread = largest - smallest DPD over the conditions compared. p = permutation test: "
+        "each unit's condition labels (the analysis's unit: a persona with its replicates, or "
+        "a name with every persona drawn with it) are relabelled among its answers, under the "
+        "null that the condition does not change how a unit answers; p adj. over every case "
+        "and comparison (* = significant)."
+    ),
+)
+
+
+@dataclass(kw_only=True)
+class ConditionDifferencesResult:
+    """What ``condition_differences`` computes; the summary, its schema and the renderings
+    come from it."""
+
+    condition_factor: str = field(metadata=about("The factor whose levels are compared."))
+    condition_levels: list[str] = field(metadata=about("Its levels present, in study order."))
+    model_labels: list[str] = field(metadata=about("The models, one DPD-by-condition figure each."))
+    seed_paper: bool = field(metadata=about("Whether the study is the seed paper's own."))
+    condition_differences: Records | None = field(default=None, metadata=tabled(DIFFERENCES))
+    condition_differences_refused: str | None = field(
+        default=None, metadata=about("Why the differences could not be tested.")
+    )
+
+
 class ConditionDifferencesKind(AnalysisKind):
     """The DPD per case at each level of a condition, and the tests of their differences."""
 
     name = "condition_differences"
     spec = ConditionDifferencesSpec
     title = "DPD between conditions"
+    result = ConditionDifferencesResult
 
     def check(self, spec: ConditionDifferencesSpec, facts: StudyFacts) -> None:
         check_decisions(spec, facts)
@@ -72,8 +113,7 @@ class ConditionDifferencesKind(AnalysisKind):
         section.tables[f"{name}_ablation"] = case_stats.ablation_table(
             cases, case_keys, spec.condition, conditions=None
         )
-        add_condition_differences(
-            section,
+        tests, levels, refused = condition_differences(
             ctx,
             rows,
             condition=spec.condition,
@@ -84,6 +124,16 @@ class ConditionDifferencesKind(AnalysisKind):
             adjust=spec.adjust,
             alpha=spec.alpha,
         )
+        result = ConditionDifferencesResult(
+            condition_factor=spec.condition,
+            condition_levels=levels,
+            model_labels=[str(m) for m in cases["model_label"].unique()],
+            seed_paper=from_paper(study.source, PAPER),
+            condition_differences_refused=refused,
+        )
+        if tests is not None:
+            result.condition_differences = DIFFERENCES.write(section.tables, name, tests)
+        section.summary = summary_of(result)
         panels = panel_cases(spec)
         orders, targets = figure_order(rows, spec, study, panels[0] if panels else "attribute")
         for model, part in cases.groupby("model_label"):
@@ -116,40 +166,21 @@ class ConditionDifferencesKind(AnalysisKind):
             tests[name] = unit_stats.Tested.family(min(r["p_adjusted"] for r in family), family)
         return tests
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        if summary.get("condition_differences"):
-            print_condition_differences(summary, console)
-        if summary.get("condition_differences_refused"):
-            console.print(
-                f"  condition differences not tested: {summary['condition_differences_refused']}"
-            )
+    def headline(self, summary: dict[str, Any]) -> str:
+        return f"({self.name}): the DPD per case between {summary['condition_factor']} levels"
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        prefix = summary["name"]
-        for name in section.figures:
-            if name.startswith(f"{prefix}_dpd_by_condition"):
-                section.figure(name, "DPD by persona condition" + section.cite(PAPER, "Fig. 5"))
-        if summary.get("condition_differences"):
-            html_condition_differences(summary, section)
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        levels = summary["condition_levels"]
         if summary.get("condition_differences_refused"):
-            section.paragraph(
-                f"Condition differences not tested: {summary['condition_differences_refused']}"
-            )
+            return [f"condition differences not tested: {summary['condition_differences_refused']}"]
+        if len(levels) < 2:
+            return [f"condition differences not tested: fewer than two levels ({levels})"]
+        return [f"levels compared: {', '.join(levels)}"]
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {
-                "condition_factor": {"type": "string", "description": "The factor compared."},
-                "condition_levels": {"type": "array", "items": {"type": "string"}},
-                "condition_differences": summary_table(
-                    "Per case: DPD at each level, spread, permutation p and adjusted p.",
-                    required=["compared", "spread", "p_value", "p_adjusted", "significant"],
-                ),
-                "condition_differences_refused": {
-                    "type": "string",
-                    "description": "Why the differences could not be tested.",
-                },
-            },
-        }
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        caption = "DPD by persona condition" + (
+            f" ({PAPER}, Fig. 5)" if summary.get("seed_paper") else ""
+        )
+        return [
+            (slug(summary["name"], "dpd_by_condition", m), caption) for m in summary["model_labels"]
+        ]

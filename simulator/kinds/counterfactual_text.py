@@ -120,6 +120,10 @@ class CounterfactualTextKind(AnalysisKind):
     spec = CounterfactualTextSpec
     title = "Counterfactual text: what a swapped name or attribute changes (beyond the paper)"
 
+    def reads_counterfactual_sets(self, spec: CounterfactualTextSpec) -> bool:
+        """The set is its unit."""
+        return True
+
     def check(self, spec: CounterfactualTextSpec, facts: StudyFacts) -> None:
         """The stage runs as counterfactual sets, its field exists and the scorers load."""
         from biasim.registry import SCORERS

@@ -15,7 +15,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from biasim.simulator.common.html import Column, HtmlSection, cite, fmt, from_paper
+from biasim.simulator.common.html import Column, HtmlSection, fmt, from_paper
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
@@ -28,12 +28,13 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
+    across_models_caption,
+    add_across_models_figure,
     case_columns,
     case_tables,
     check_decisions,
     decision_rows,
     figure_order,
-    in_words,
     panel_cases,
     technique_level,
 )
@@ -282,30 +283,13 @@ class DemographicParityKind(AnalysisKind):
         condition = [spec.condition] if spec.condition else []
         case_keys = [*condition, *spec.cases, "attribute"]
         section.tables[f"{name}_cases_by_model"] = _side_by_side(cases, case_keys, models)
-        figure_keys = tuple([*panel_cases(spec), "attribute"])
-        orders, targets = figure_order(rows, spec, ctx.study, figure_keys[0])
         # Fig. 12 compares models on the paper's technique: the last persona condition when
         # there are several.
         drawn, technique = cases, ""
         if spec.condition and cases[spec.condition].nunique() > 1:
             technique = technique_level(ctx.study, spec.condition, cases[spec.condition]) or ""
             drawn = cases[cases[spec.condition] == technique]
-        section.figures[slug(name, "implicit_by_model")] = figures.plot_dpd_by_condition(
-            drawn,
-            condition_col="model_label",
-            case_cols=figure_keys,
-            order=models,
-            orders=orders,
-            targets=targets,
-            title=in_words(
-                from_paper(ctx.study.source, PAPER),
-                f"Implicit bias (agent decisions{f', {technique}' if technique else ''}) "
-                "across models",
-                f"DPD of the agents' decisions{f' ({technique})' if technique else ''} "
-                "across models",
-            )
-            + cite(ctx.study.source, PAPER, "Fig. 12"),
-        )
+        add_across_models_figure(section, drawn, rows, spec, ctx, models, "implicit", technique)
         answered = rows[rows["_hit"].notna()]
         add_model_differences(
             section,
@@ -343,7 +327,7 @@ class DemographicParityKind(AnalysisKind):
         table = Table(title=f"Demographic parity difference per case ({summary['name']})")
         columns = ("model", *case_cols, "DPD", "highest", "lowest", "threshold", "by chance")
         for col in (*columns, "p", "unit", "excluded"):
-            table.add_column(col, justify="right")
+            table.add_column(col, justify="right", no_wrap=col == "unit")
         for row in cases:
             mark = "*" if row["significant"] else ""
             table.add_row(
@@ -397,15 +381,7 @@ class DemographicParityKind(AnalysisKind):
                 "Differences between models per case",
                 _DIFFERENCE_NOTE,
             )
-            section.figure(
-                slug(prefix, "implicit_by_model"),
-                in_words(
-                    section.from_paper(PAPER),
-                    "Implicit bias per case across models",
-                    "DPD of the agents' decisions per case across models",
-                )
-                + section.cite(PAPER, "Fig. 12"),
-            )
+            section.figure(*across_models_caption(prefix, section.from_paper(PAPER), "implicit"))
 
     @classmethod
     def summary_schema(cls) -> dict[str, Any]:

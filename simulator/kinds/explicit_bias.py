@@ -6,33 +6,33 @@ joint null, and the paper's t-test of raw DPDs for comparison."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
-from rich.text import Text
 
-from biasim.simulator.common.html import Column, HtmlSection, cite, fmt, format_p, from_paper
+from biasim.simulator.common.html import Column, from_paper
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     Section,
     StudyFacts,
     slug,
-    summary_table,
 )
 from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     CaseTables,
+    across_models_caption,
+    add_across_models_figure,
     case_columns,
     case_tables,
     check_decisions,
     decision_rows,
-    figure_order,
     in_words,
-    panel_cases,
     t_test_name,
     technique_level,
 )
@@ -65,12 +65,76 @@ class ExplicitBiasSpec(StageDecisionsSpec):
     explicit: ExplicitConfig
 
 
+EXPLICIT_CASES = ResultTable(
+    key="explicit_cases",
+    title="explicit condition: DPD of the attribute named, Unknown excluded",
+    columns=(
+        Column("n_valid", "answers", "int", description="Answers naming an attribute."),
+        Column("dpd", "DPD", ".3f", star="significant", description="max - min naming rate."),
+        Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null."),
+        Column("p_value", "p", "p", description="Its parity test's p."),
+    ),
+    description="DPD of the attribute named per case (Unknown excluded), its parity test.",
+    note="DPD = max - min rate of naming each attribute; * = significant.",
+)
+IMPLICIT_VS_EXPLICIT = ResultTable(
+    key="implicit_vs_explicit",
+    title="implicit (agent decisions) vs explicit (question answering)",
+    columns=(
+        Column("n_cases_implicit", "cases", "int", description="Implicit cases."),
+        Column("mean_dpd_implicit", "implicit mean DPD", ".3f", description="Their mean DPD."),
+        Column("sd_dpd_implicit", "sd", ".3f", description="Its sd (ddof 0)."),
+        Column("n_significant_implicit", "significant", "int", description="Significant ones."),
+        Column("n_cases_explicit", "cases", "int", description="Explicit cases."),
+        Column("mean_dpd_explicit", "explicit mean DPD", ".3f", description="Their mean DPD."),
+        Column("sd_dpd_explicit", "sd", ".3f", description="Its sd (ddof 0)."),
+        Column("n_significant_explicit", "significant", "int", description="Significant ones."),
+        Column("t_statistic", "t", ".2f", description="Two-sample t of raw DPDs."),
+        Column("p_value", "p", "p", description="Its p (comparison only)."),
+        Column(
+            "mean_excess_implicit",
+            "implicit beyond chance",
+            "+.3f",
+            description="Mean implicit DPD minus its chance level.",
+        ),
+        Column(
+            "mean_excess_explicit",
+            "explicit beyond chance",
+            "+.3f",
+            description="Mean explicit DPD minus its chance level.",
+        ),
+        Column("p_excess", "p (beyond chance)", "p", description="Joint-null bootstrap p."),
+    ),
+    description="Per model: mean DPDs, the excess over chance (joint-null bootstrap) and a "
+    "t-test of raw DPDs.",
+    note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no bias, given "
+    "each case's totals), implicit against explicit, tested by a bootstrap under the joint null "
+    "(calibrated). t and p: a two-sample t-test of raw DPDs (sd with ddof 0), shown for "
+    "comparison only: raw DPDs differ by chance with group count and size.",
+)
+
+
+@dataclass(kw_only=True)
+class ExplicitBiasResult:
+    """What ``explicit_bias`` computes; the summary, its schema and the renderings come from
+    it."""
+
+    case_columns: list[str] = field(metadata=about("What splits the decisions into cases."))
+    seed_paper: bool = field(metadata=about("Whether the study is the seed paper's own."))
+    implicit_condition: str | None = field(
+        default=None, metadata=about("The condition level whose implicit DPDs are compared.")
+    )
+    explicit_cases: Records = field(metadata=tabled(EXPLICIT_CASES))
+    implicit_vs_explicit: Records = field(metadata=tabled(IMPLICIT_VS_EXPLICIT))
+
+
 class ExplicitBiasKind(AnalysisKind):
     """Explicit DPDs per case and their comparison with the implicit ones."""
 
     name = "explicit_bias"
     spec = ExplicitBiasSpec
     title = "Implicit and explicit bias"
+    result = ExplicitBiasResult
 
     def check(self, spec: ExplicitBiasSpec, facts: StudyFacts) -> None:
         """The decisions, then each explicit stage with the answer field, tied to the one axis
@@ -91,12 +155,7 @@ class ExplicitBiasKind(AnalysisKind):
         self, results: pd.DataFrame, spec: ExplicitBiasSpec, ctx: AnalysisContext
     ) -> Section:
         study, name = ctx.study, ctx.name
-        section = Section(
-            summary={
-                "case_columns": case_columns(spec),
-                "seed_paper": from_paper(study.source, PAPER),
-            }
-        )
+        section = Section(summary={})
         rows = decision_rows(results, spec, ctx)
         implicit = case_tables(rows, spec, ctx)
         explicit_cols = ["model_label", *spec.cases, "attribute"]
@@ -116,19 +175,24 @@ class ExplicitBiasKind(AnalysisKind):
             seed=study.seed,
         )
         section.tables[f"{name}_explicit_rates"] = x_rates
-        section.tables[f"{name}_explicit_cases"] = x_cases
-        comparison = _comparison(section, implicit, (x_rates, x_cases), spec, ctx)
-        section.tables[f"{name}_implicit_vs_explicit"] = comparison
+        level, comparison = _comparison(implicit, (x_rates, x_cases), spec, ctx)
+        seed_paper = from_paper(study.source, PAPER)
+        result = ExplicitBiasResult(
+            case_columns=case_columns(spec),
+            seed_paper=seed_paper,
+            implicit_condition=level,
+            explicit_cases=EXPLICIT_CASES.write(section.tables, name, x_cases),
+            implicit_vs_explicit=IMPLICIT_VS_EXPLICIT.write(section.tables, name, comparison),
+        )
+        section.summary = summary_of(result)
         section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
             comparison,
             model_order=ctx.models_in(comparison) or None,
-            t_test=t_test_name(from_paper(study.source, PAPER)).lower(),
+            t_test=t_test_name(seed_paper).lower(),
         )
-        section.summary["explicit_cases"] = x_cases.to_dict("records")
-        section.summary["implicit_vs_explicit"] = comparison.to_dict("records")
         models = ctx.models_in(results)
         if len(models) > 1:
-            _explicit_by_model(section, rows, x_cases, spec, ctx, models)
+            add_across_models_figure(section, x_cases, rows, spec, ctx, models, "explicit")
         return section
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
@@ -144,77 +208,46 @@ class ExplicitBiasKind(AnalysisKind):
             )
         return tests
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        for row in summary.get("implicit_vs_explicit", []):
-            console.print(
-                Text("implicit vs explicit", style="bold")
-                + f" ({row['model_label']}): DPD beyond chance "
-                f"{fmt(row.get('mean_excess_implicit'), '+.3f')} implicit vs "
-                f"{fmt(row.get('mean_excess_explicit'), '+.3f')} explicit, difference "
-                f"{fmt(row.get('excess_difference'), '+.3f')} (p {format_p(row.get('p_excess'))}, "
-                f"joint-null bootstrap). {t_test_name(summary.get('seed_paper'))} (raw DPDs, "
-                "not comparable: chance levels differ): implicit mean DPD "
-                f"{fmt(row['mean_dpd_implicit'])} (sd "
-                f"{fmt(row['sd_dpd_implicit'])}, {row['n_significant_implicit']}/"
-                f"{row['n_cases_implicit']} significant) vs explicit "
-                f"{fmt(row['mean_dpd_explicit'])} (sd {fmt(row['sd_dpd_explicit'])}, "
-                f"{row['n_significant_explicit']}/{row['n_cases_explicit']} significant); "
-                f"t = {fmt(row['t_statistic'], '.2f')}, p {format_p(row['p_value'])}"
-            )
+    def headline(self, summary: dict[str, Any]) -> str:
+        return f"({self.name}): agents' decisions against the direct question"
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        _html_explicit(summary, section)
-        prefix = summary["name"]
-        if slug(prefix, "explicit_by_model") in section.figures:
-            section.figure(
-                slug(prefix, "explicit_by_model"),
-                in_words(
-                    section.from_paper(PAPER),
-                    "Explicit bias per case across models",
-                    "DPD of the answers to the direct question per case across models",
-                )
-                + section.cite(PAPER, "Fig. 11"),
-            )
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        level = summary.get("implicit_condition")
+        out = [f"implicit side: the {level} condition's cases"] if level else []
+        if summary.get("seed_paper"):
+            out.append(f"t and p: the paper's t-test ({PAPER}, 5.1; sd with ddof 0 as the paper)")
+        return out
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "required": ["explicit_cases", "implicit_vs_explicit"],
-            "properties": {
-                "seed_paper": {"type": "boolean"},
-                "implicit_condition": {
-                    "type": ["string", "null"],
-                    "description": "The condition level whose implicit DPDs are compared.",
-                },
-                "explicit_cases": summary_table(
-                    "DPD of the attribute named per case (Unknown excluded), its parity test.",
-                    required=["model_label", "dpd", "p_value"],
-                ),
-                "implicit_vs_explicit": summary_table(
-                    "Per model: mean DPDs, the excess over chance (joint-null bootstrap) and "
-                    "the paper's t-test of raw DPDs.",
-                    required=["model_label", "p_excess", "p_value"],
-                ),
-            },
-        }
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        seed_paper = bool(summary.get("seed_paper"))
+        mean = in_words(
+            seed_paper,
+            "Implicit vs explicit bias per model",
+            "Mean DPD per model: agents' decisions vs the direct question",
+        )
+        return [
+            (
+                slug(summary["name"], "implicit_vs_explicit"),
+                mean + (f" ({PAPER}, Fig. 3)" if seed_paper else ""),
+            ),
+            across_models_caption(summary["name"], seed_paper, "explicit"),
+        ]
 
 
 def _comparison(
-    section: Section,
     implicit: CaseTables,
     explicit: tuple[pd.DataFrame, pd.DataFrame],
     spec: ExplicitBiasSpec,
     ctx: AnalysisContext,
-) -> pd.DataFrame:
+) -> tuple[str | None, pd.DataFrame]:
     """The implicit cases against the explicit ones: the paper's t-test of raw DPDs and the
     excess over chance tested under the joint null. With a condition, the implicit side is
-    the paper's technique (its last level)."""
+    the paper's technique (its last level), returned with the comparison."""
     x_rates, x_cases = explicit
     rates, cases, units = implicit.rates, implicit.cases, implicit.units
+    level = None
     if spec.condition:
         level = technique_level(ctx.study, spec.condition, cases[spec.condition])
-        section.summary["implicit_condition"] = level
         if level is not None:
             cases = cases[cases[spec.condition] == level]
             rates = rates[rates[spec.condition] == level]
@@ -235,35 +268,7 @@ def _comparison(
     )
     # Both tables count the cases; the t-test table's counts are kept.
     counts = ["n_cases_implicit", "n_cases_explicit"]
-    return comparison.merge(excess.drop(columns=counts), on="model_label", how="left")
-
-
-def _explicit_by_model(
-    section: Section,
-    rows: pd.DataFrame,
-    x_cases: pd.DataFrame,
-    spec: ExplicitBiasSpec,
-    ctx: AnalysisContext,
-    models: list[str],
-) -> None:
-    """Fig. 11: the explicit DPD per case across models."""
-    figure_keys = tuple([*panel_cases(spec), "attribute"])
-    orders, targets = figure_order(rows, spec, ctx.study, figure_keys[0])
-    section.figures[slug(ctx.name, "explicit_by_model")] = figures.plot_dpd_by_condition(
-        x_cases,
-        condition_col="model_label",
-        case_cols=figure_keys,
-        order=models,
-        orders=orders,
-        targets=targets,
-        ylabel="DPD in the rate of naming each attribute",
-        title=in_words(
-            from_paper(ctx.study.source, PAPER),
-            "Explicit bias (question answering) across models",
-            "DPD of the answers to the direct question across models",
-        )
-        + cite(ctx.study.source, PAPER, "Fig. 11"),
-    )
+    return level, comparison.merge(excess.drop(columns=counts), on="model_label", how="left")
 
 
 def _explicit_trials(results: pd.DataFrame, spec: ExplicitBiasSpec, study: Any) -> pd.DataFrame:
@@ -283,65 +288,3 @@ def _explicit_labels(study: Any, spec: ExplicitBiasSpec) -> dict[str, list[str]]
         if out is not None and out.choices:
             labels[ties[stage.name]] = list(out.choices)
     return labels or None
-
-
-def _html_explicit(summary: dict[str, Any], section: HtmlSection) -> None:
-    """The explicit condition's DPDs and their comparison with the implicit ones."""
-    prefix = summary["name"]
-    case_cols = [c for c in summary["case_columns"] if c != "model_label"]
-    if summary.get("explicit_cases"):
-        section.table(
-            summary["explicit_cases"],
-            key="explicit_cases",
-            title="Explicit condition: DPD of the attribute named, Unknown excluded",
-            columns=[
-                Column("model_label", "model"),
-                *[Column(c) for c in case_cols if c in summary["explicit_cases"][0]],
-                Column("n_valid", "answers", "int"),
-                Column("dpd", "DPD", ".3f", star="significant"),
-                Column("threshold", "threshold", ".3f"),
-                Column("p_value", "p", "p"),
-            ],
-        )
-    if summary.get("implicit_vs_explicit"):
-        section.table(
-            summary["implicit_vs_explicit"],
-            key="implicit_vs_explicit",
-            title="Implicit (agent decisions) vs explicit (question answering)",
-            columns=[
-                Column("model_label", "model"),
-                Column("mean_dpd_implicit", "implicit mean DPD", ".3f"),
-                Column("sd_dpd_implicit", "sd", ".3f"),
-                Column("n_significant_implicit", "significant", "int"),
-                Column("n_cases_implicit", "cases", "int"),
-                Column("mean_dpd_explicit", "explicit mean DPD", ".3f"),
-                Column("sd_dpd_explicit", "sd", ".3f"),
-                Column("n_significant_explicit", "significant", "int"),
-                Column("n_cases_explicit", "cases", "int"),
-                Column("mean_excess_implicit", "implicit beyond chance", "+.3f"),
-                Column("mean_excess_explicit", "explicit beyond chance", "+.3f"),
-                Column("p_excess", "p (beyond chance)", "p"),
-                Column("t_statistic", "t", ".2f"),
-                Column("p_value", "p", "p"),
-            ],
-            note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no "
-            "bias, given each case's totals), implicit against explicit, tested by a "
-            "bootstrap under the joint null (calibrated). t and p: "
-            + (
-                "the paper's two-sample t-test of raw DPDs (seed 004, 5.1; sd with ddof 0 as "
-                "the paper)"
-                if section.from_paper(PAPER)
-                else "a two-sample t-test of raw DPDs (sd with ddof 0)"
-            )
-            + ", shown for comparison only: raw DPDs differ by chance with group count and "
-            "size.",
-        )
-        section.figure(
-            slug(prefix, "implicit_vs_explicit"),
-            in_words(
-                section.from_paper(PAPER),
-                "Implicit vs explicit bias per model",
-                "Mean DPD per model: agents' decisions vs the direct question",
-            )
-            + section.cite(PAPER, "Fig. 3"),
-        )

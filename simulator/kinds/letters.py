@@ -38,6 +38,7 @@ from biasim.simulator.kinds.sections import classifier_metrics
 from biasim.simulator.kinds.sections.classifier_metrics import add_classifier_metrics
 from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.letter_units import study_unit
+from biasim.simulator.study.counterfactual import SET
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
@@ -286,6 +287,10 @@ class LettersKind(AnalysisKind):
     spec = LettersSpec
     title = "Reference letters: lexicon, salient words and language style"
     result = LettersResult
+
+    def reads_counterfactual_sets(self, spec: LettersSpec) -> bool:
+        """With `pair: cf_set` a set's letters are paired, and the pair is the unit."""
+        return spec.pair == SET
 
     def check(self, spec: LettersSpec, facts: StudyFacts) -> None:
         """The stage, field, axis, compared values, pair column and scorer names exist."""

@@ -104,6 +104,7 @@ class MarketKind(AnalysisKind):
             "impact_ratios": ratios.to_dict("records"),
             "parity": market_stats.summarise_parity(parity, spec.tolerance).as_dict(),
             "drift": drift.to_dict("records") if replicates > 1 else [],
+            "shortfalls": market_stats.shortfalls(table),
         }
         tables = {
             slug(ctx.name, "trajectory"): trajectory,
@@ -146,6 +147,12 @@ class MarketKind(AnalysisKind):
                     "type": "object",
                     "description": "Markets whose workforce reached parity, and when.",
                 },
+                "shortfalls": {
+                    "type": "object",
+                    "description": "Over every market and cycle: openings left unfilled (fewer "
+                    "advanced than openings) and applicants missing (too few people out of "
+                    "work), each with the cycles it happened in.",
+                },
                 "drift": summary_table(
                     "Per group: the workforce share's change from cycle 0 to the last, t test "
                     "over replicate markets (empty with one market); `same_test_as` names the "
@@ -171,7 +178,7 @@ class MarketKind(AnalysisKind):
             return
         _print_trajectory(summary, console)
         _print_impact_ratios(summary, console)
-        for line in _parity_lines(summary) + _drift_lines(summary):
+        for line in _shortfall_lines(summary) + _parity_lines(summary) + _drift_lines(summary):
             console.print(f"  {line}")
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
@@ -221,7 +228,7 @@ class MarketKind(AnalysisKind):
             f"Applicants (light) and hires (dark, of them) per cycle and {summary['by']}, "
             "summed over replicate markets",
         )
-        for line in _parity_lines(summary) + _drift_lines(summary):
+        for line in _shortfall_lines(summary) + _parity_lines(summary) + _drift_lines(summary):
             section.paragraph(line)
         if summary["drift"]:
             section.table(
@@ -353,6 +360,23 @@ def _print_impact_ratios(summary: dict[str, Any], console: Console) -> None:
         )
     print_table(console, table)
     console.print("  IR = hire rate / highest group's; pooled over markets, no interval")
+
+
+def _shortfall_lines(summary: dict[str, Any]) -> list[str]:
+    """Openings left unfilled and applicants missing, said whenever there were any (a
+    workforce that shrinks is not the preference's doing)."""
+    found = summary.get("shortfalls") or {}
+    lines = [
+        f"unfilled openings: {found.get('unfilled', 0)} in {found.get('cycles_unfilled', 0)} of "
+        f"{found.get('cycles', 0)} market-cycles (fewer applicants advanced than there were "
+        "openings: the workforce shrank by as many)"
+    ]
+    if found.get("applicants_short"):
+        lines.append(
+            f"applicants missing: {found['applicants_short']} in {found['cycles_short']} "
+            "market-cycles (fewer people out of work than `per_cycle`; employees do not apply)"
+        )
+    return lines
 
 
 def _parity_lines(summary: dict[str, Any]) -> list[str]:

@@ -4,20 +4,22 @@ group expected to have the higher rate), whether the observed rates point the sa
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field
 
-from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     Section,
     StudyFacts,
     resolve_data_path,
-    summary_table,
 )
 from biasim.simulator.kinds.lazy import case_stats
 from biasim.simulator.kinds.sections.decisions import (
@@ -41,12 +43,39 @@ class PredictionsCheckSpec(StageDecisionsSpec):
     )
 
 
+ALIGNMENT = ResultTable(
+    key="alignment",
+    title="directional alignment with real-world findings",
+    columns=(
+        Column("statement", "prediction", description="The finding predicted."),
+        Column("higher", "higher", description="The group predicted to have the higher rate."),
+        Column("lower", "lower", description="The group predicted to have the lower rate."),
+        Column("rate_higher", "rate, higher", ".3f", description="The observed rate of `higher`."),
+        Column("rate_lower", "rate, lower", ".3f", description="The observed rate of `lower`."),
+        Column("difference", "difference", "+.3f", description="`rate_higher - rate_lower`."),
+        Column("aligned", "aligned", "bool", description="Whether the difference is above 0."),
+    ),
+    description="Per prediction: the observed rates and whether they point its way.",
+    note="aligned: the observed rates point the way the prediction does (a direction, no test).",
+)
+
+
+@dataclass(kw_only=True)
+class PredictionsCheckResult:
+    """What ``predictions_check`` computes; the summary, its schema and the renderings come
+    from it."""
+
+    predictions: str = field(metadata=about("Where the predictions come from."))
+    alignment: Records = field(metadata=tabled(ALIGNMENT))
+
+
 class PredictionsCheckKind(AnalysisKind):
     """Whether each predicted direction holds in the observed rates."""
 
     name = "predictions_check"
     spec = PredictionsCheckSpec
     title = "Directional alignment with real-world findings"
+    result = PredictionsCheckResult
 
     def check(self, spec: PredictionsCheckSpec, facts: StudyFacts) -> None:
         check_decisions(spec, facts)
@@ -59,63 +88,38 @@ class PredictionsCheckKind(AnalysisKind):
         section = Section(summary={})
         rows = decision_rows(results, spec, ctx)
         rates = case_stats.case_rates(rows, case_columns(spec), "value", "_hit", True)
-        self._alignment(section, rates, spec, ctx)
+        result = PredictionsCheckResult(
+            predictions=spec.predictions,
+            alignment=ALIGNMENT.write(section.tables, ctx.name, _alignment(rates, spec, ctx)),
+        )
+        section.summary = summary_of(result)
         return section
 
-    def _alignment(
-        self,
-        section: Section,
-        rates: pd.DataFrame,
-        spec: PredictionsCheckSpec,
-        ctx: AnalysisContext,
-    ) -> None:
-        """Directional alignment of the rates with the predictions the study names."""
-        name, summary = ctx.name, section.summary
-        condition = [spec.condition] if spec.condition else []
-        path = (
-            case_stats.DEFAULT_PREDICTIONS
-            if spec.predictions == "default"
-            else ctx.resolve(spec.predictions)
-        )
-        scenario_col = spec.cases[0] if spec.cases else "scenario"
-        alignment = case_stats.directional_alignment(
-            rates.rename(columns={scenario_col: "scenario"})
-            if scenario_col != "scenario"
-            else rates,
-            case_stats.load_predictions(path),
-            by=("model_label", *condition),
-        )
-        section.tables[f"{name}_alignment"] = alignment
-        summary["alignment"] = alignment.to_dict("records")
+    def headline(self, summary: dict[str, Any]) -> str:
+        return f"({self.name}): observed rates against predictions ({summary['predictions']})"
 
-    def print(self, summary: dict[str, Any], console: Any) -> None:
-        rows = summary.get("alignment") or []
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        rows = summary["alignment"]
         held = sum(bool(r.get("aligned")) for r in rows)
-        console.print(
-            f"directional alignment ({summary['name']}): {held} of {len(rows)} predictions "
-            f"point the way the observed rates do (table {summary['name']}_alignment)",
-            highlight=False,
-        )
+        return [f"{held} of {len(rows)} predictions point the way the observed rates do"]
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        if summary.get("alignment"):
-            section.table(
-                summary["alignment"],
-                key="alignment",
-                title="Directional alignment with real-world findings (Table 3)",
-            )
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "required": ["alignment"],
-            "properties": {
-                "alignment": summary_table(
-                    "Per prediction: the observed rates and whether they point its way."
-                )
-            },
-        }
+def _alignment(
+    rates: pd.DataFrame, spec: PredictionsCheckSpec, ctx: AnalysisContext
+) -> pd.DataFrame:
+    """Directional alignment of the rates with the predictions the study names."""
+    condition = [spec.condition] if spec.condition else []
+    path = (
+        case_stats.DEFAULT_PREDICTIONS
+        if spec.predictions == "default"
+        else ctx.resolve(spec.predictions)
+    )
+    scenario_col = spec.cases[0] if spec.cases else "scenario"
+    return case_stats.directional_alignment(
+        rates.rename(columns={scenario_col: "scenario"}) if scenario_col != "scenario" else rates,
+        case_stats.load_predictions(path),
+        by=("model_label", *condition),
+    )
 
 
 def _check_predictions(declared: str, facts: StudyFacts) -> None:

@@ -6,6 +6,7 @@ distinctive words (token-level, descriptive), and the same scan tested with the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from textwrap import shorten
 from typing import Any, Literal
@@ -18,7 +19,7 @@ from biasim.analysis.text.term_sets import (
     load_term_sets,
     term_set_sources,
 )
-from biasim.simulator.common.html import HtmlSection
+from biasim.simulator.common.results import about, summary_of
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -64,12 +65,42 @@ class RationaleTermsSpec(StageDecisionsSpec):
     terms: TermsConfig
 
 
+_TEXT_OR_NONE = {"type": ["string", "null"]}
+
+
+@dataclass(kw_only=True)
+class TermsUsed:
+    """What the term counts and scans read."""
+
+    term_sets: str = field(metadata=about("Where the sets come from."))
+    sources: dict[str, str] = field(metadata=about("Each set's own source."))
+    inflections: bool = field(metadata=about("Whether inflections count with their term."))
+    chosen: str | None = field(
+        metadata=about("The option whose units' rationales are counted.", _TEXT_OR_NONE)
+    )
+    name_words_removed: int = field(
+        metadata=about("Name words removed before the scan.", {"minimum": 0})
+    )
+    unit_test: str | None = field(
+        default=None, metadata=about("The unit-level scan (None: none ran).", _TEXT_OR_NONE)
+    )
+
+
+@dataclass(kw_only=True)
+class RationaleTermsResult:
+    """What ``rationale_terms`` computes (its counts and scans are CSV tables, too long for the
+    summary); the summary, its schema and the renderings come from it."""
+
+    terms: TermsUsed = field(metadata=about("What the term counts and scans read."))
+
+
 class RationaleTermsKind(AnalysisKind):
     """Term counts per group and case, and each group's distinctive words."""
 
     name = "rationale_terms"
     spec = RationaleTermsSpec
     title = "Rationale terms"
+    result = RationaleTermsResult
 
     def check(self, spec: RationaleTermsSpec, facts: StudyFacts) -> None:
         check_decisions(spec, facts)
@@ -88,7 +119,8 @@ class RationaleTermsKind(AnalysisKind):
         section = Section(summary={})
         rows = decision_rows(results, spec, ctx)
         condition = [spec.condition] if spec.condition else []
-        self._terms(results, rows, spec, ctx, condition, section)
+        used = self._terms(results, rows, spec, ctx, condition, section)
+        section.summary = summary_of(RationaleTermsResult(terms=used))
         return section
 
     def _terms(
@@ -99,7 +131,8 @@ class RationaleTermsKind(AnalysisKind):
         ctx: AnalysisContext,
         condition: list[str],
         section: Section,
-    ) -> None:
+    ) -> TermsUsed:
+        """The term counts and both scans into ``section``'s tables; what they read."""
         config = spec.terms
         term_sets, origin, sources = _term_sets(config, ctx.resolve)
         answered = rows[rows["valid"].astype(bool)]
@@ -128,13 +161,13 @@ class RationaleTermsKind(AnalysisKind):
             answered[config.field], _agent_names(results, config), own
         )
         answered = answered.assign(**{config.field: texts})
-        section.summary["terms"] = {
-            "term_sets": origin,
-            "sources": sources,
-            "inflections": config.inflections,
-            "chosen": config.chosen,
-            "name_words_removed": removed,
-        }
+        used = TermsUsed(
+            term_sets=origin,
+            sources=sources,
+            inflections=config.inflections,
+            chosen=config.chosen,
+            name_words_removed=removed,
+        )
         scans = []
         keys = ["model_label", *condition, *spec.cases, "attribute"]
         for key, part in answered.groupby(keys):
@@ -153,34 +186,16 @@ class RationaleTermsKind(AnalysisKind):
             scans.append(scan)
         if scans:
             section.tables[f"{ctx.name}_distinctive_terms"] = pd.concat(scans, ignore_index=True)
-        _unit_term_scans(section, ctx.name, answered, keys, (config.field, spec.unit))
+        used.unit_test = _unit_term_scans(
+            section, ctx.name, answered, keys, (config.field, spec.unit)
+        )
+        return used
 
-    def print(self, summary: dict[str, Any], console: Any) -> None:
-        console.print(_terms_line(summary["terms"]), highlight=False)
+    def headline(self, summary: dict[str, Any]) -> str:
+        return f"({self.name}): key terms and distinctive words in the rationales"
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        section.paragraph(_terms_line(summary["terms"]))
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "required": ["terms"],
-            "properties": {
-                "terms": {
-                    "type": "object",
-                    "required": ["term_sets", "inflections", "name_words_removed"],
-                    "properties": {
-                        "term_sets": {"type": "string", "description": "Where the sets come from."},
-                        "sources": {"type": "object", "description": "Each set's own source."},
-                        "inflections": {"type": "boolean"},
-                        "chosen": {"type": ["string", "null"]},
-                        "name_words_removed": {"type": "integer", "minimum": 0},
-                        "unit_test": {"type": "string", "description": "The unit-level scan."},
-                    },
-                }
-            },
-        }
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        return [_terms_line(summary["terms"])]
 
 
 def _terms_line(used: dict[str, Any]) -> str:
@@ -190,7 +205,7 @@ def _terms_line(used: dict[str, Any]) -> str:
         f"Rationale terms: sets from {used['term_sets']}, counted in the rationales of "
         f"{among}, inflections {'counted together' if used['inflections'] else 'apart'}"
         f"; {used['name_words_removed']} name words removed before the "
-        "distinctive-words scan." + (f" {used['unit_test']}." if "unit_test" in used else "")
+        "distinctive-words scan." + (f" {used['unit_test']}." if used.get("unit_test") else "")
     )
 
 
@@ -224,11 +239,12 @@ def _unit_term_scans(
     answered: pd.DataFrame,
     keys: list[str],
     field_unit: tuple[str, str],
-) -> None:
+) -> str | None:
     """The distinctive-words scan with the kind's unit (``units.UNIT_COLUMNS``; a persona's
     replicates are one unit): each value against the rest, per case
-    (``analysis.text.unit_terms``). The token-level log-odds z above counts every token as
-    independent and is descriptive only."""
+    (``analysis.text.unit_terms``), into ``section``'s tables; what it was (None: no case had
+    two values). The token-level log-odds z above counts every token as independent and is
+    descriptive only."""
     field, unit = field_unit
     scans = []
     for key, part in answered.groupby(keys):
@@ -242,12 +258,13 @@ def _unit_term_scans(
                 scan.insert(0, col, level)
             scan.insert(len(keys), "value", value)
             scans.append(scan)
-    if scans:
-        section.tables[f"{name}_distinctive_terms_by_unit"] = pd.concat(scans, ignore_index=True)
-        section.summary.setdefault("terms", {})["unit_test"] = (
-            f"distinctive_terms_by_unit: unit {unit} (replicates one unit), permutation of the "
-            f"value across {unit}s; the token-level z counts every token as independent"
-        )
+    if not scans:
+        return None
+    section.tables[f"{name}_distinctive_terms_by_unit"] = pd.concat(scans, ignore_index=True)
+    return (
+        f"distinctive_terms_by_unit: unit {unit} (replicates one unit), permutation of the "
+        f"value across {unit}s; the token-level z counts every token as independent"
+    )
 
 
 def _term_sets(

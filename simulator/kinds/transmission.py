@@ -48,6 +48,11 @@ class TransmissionKind(AnalysisKind):
     spec = TransmissionSpec
     title = "Bias transmission: hires, scores and guesses of letters written by name"
 
+    def reads_counterfactual_sets(self, spec: TransmissionSpec) -> bool:
+        """Its tables count letters as the readers read them, and no reader reads a twin
+        (tests/e2e/test_counterfactual_variants.py: the tables equal the pipeline's)."""
+        return True
+
     def check(self, spec: TransmissionSpec, facts: StudyFacts) -> None:
         stages = {s.name: s for s in facts.config.stages}
         facts.need_stage(spec.writing, ("writing",))

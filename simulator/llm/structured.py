@@ -93,6 +93,22 @@ class OutputSchema:
 OUTSIDE_CHOICES = "outside the choices (kept, not re-asked: forced_choice is off)"
 
 
+#: The answer field of a reading that picks documents: the labels of those it picks.
+SELECTED = "selected"
+
+
+def reading_schema(
+    fields: Mapping[str, FieldSpec], picks: int, shown: int, *, forced: bool = True
+) -> OutputSchema:
+    """The schema a reading is asked to answer: the stage's fields, plus :data:`SELECTED`
+    (``picks`` labels of the ``shown`` documents) when it picks any. ``estimate`` counts the
+    same schema the agents send."""
+    chosen: dict[str, FieldSpec] = dict(fields)
+    if picks:
+        chosen[SELECTED] = Selection(count=picks, of=shown)
+    return output_schema(chosen, forced=forced)
+
+
 def output_schema(fields: Mapping[str, FieldSpec], *, forced: bool = True) -> OutputSchema:
     """Build the JSON Schema and validator for a stage's output fields.
 

@@ -5,6 +5,7 @@ agents (the third validation pass of :func:`biasim.simulator.study.config.valida
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -371,8 +372,11 @@ def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
     names: dict[str, int] = {}
     for i, analysis in enumerate(config.analyses):
         facts = StudyFacts(config, smap, ("analyses", i))
-        KINDS.instance(analysis.kind).check(analysis, facts)
+        kind = KINDS.instance(analysis.kind)
+        kind.check(analysis, facts)
         problems.extend(facts.problems)
+        if not kind.reads_counterfactual_sets(analysis):
+            problems.extend(_twins_refused(config, smap, facts, analysis.kind))
         name = analysis_name(analysis, i)
         if name in names and not _share_outputs(config.analyses[names[name]], analysis):
             add(
@@ -383,6 +387,25 @@ def _analysis_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:
             )
         names.setdefault(name, i)
     return problems
+
+
+def _twins_refused(
+    config: StudyConfig, smap: SourceMap, facts: StudyFacts, kind: str
+) -> list[Problem]:
+    """A stage of counterfactual sets named by a kind that counts each row as its own unit:
+    it would count an agent's twins as independent people (an anti-conservative p)."""
+    sets = {stage.name for stage in config.stages if stage.counterfactual is not None}
+    return [
+        smap.problem(
+            (*facts.at, *path),
+            f"stage `{stage}` runs as counterfactual sets (`counterfactual:`), and `{kind}` "
+            "counts each row as its own unit, so an agent's twins would count as independent "
+            "people: analyse the sets with `counterfactual_text` (letters: `pair: cf_set`), "
+            "or analyse a study whose stage has no `counterfactual`",
+        )
+        for stage, path in dict.fromkeys(facts.stages_read)
+        if stage in sets
+    ]
 
 
 def _share_outputs(first: AnalysisSpec, other: AnalysisSpec) -> bool:
@@ -875,6 +898,22 @@ def _reader_specs(config: StudyConfig) -> dict[str, Any]:
     }
 
 
+def document_stand_in(i: int, stage: str, redacted: bool) -> str:
+    """What the prompts shown hold where the run puts the ``i``-th document a reading shows
+    (its text, written in ``stage``)."""
+    return f"[document {i}, written in stage `{stage}` at run time" + (
+        f"; its author's name replaced by {REDACTED}]" if redacted else "]"
+    )
+
+
+#: Finds each :func:`document_stand_in` in a rendered prompt (``estimate`` puts the document
+#: the run sends in its place).
+DOCUMENT_STAND_IN = re.compile(
+    r"\[document \d+, written in stage `[^`]*` at run time"
+    rf"(?:; its author's name replaced by {re.escape(REDACTED)})?\]"
+)
+
+
 def _reading_placeholders(stage: StageConfig, persona: Any, size: int) -> dict[str, Any]:
     """What a reading's templates see (see ``agents.Reading``) with ``size`` documents, with
     labelled stand-ins for what only the run knows: distinct documents, each under its own
@@ -891,8 +930,7 @@ def _reading_placeholders(stage: StageConfig, persona: Any, size: int) -> dict[s
             {
                 "label": i + 1,
                 "name": name,
-                "text": f"[document {i + 1}, written in stage `{reads.stage}` at run time"
-                + (f"; its author's name replaced by {REDACTED}]" if redacted else "]"),
+                "text": document_stand_in(i + 1, reads.stage, redacted),
                 "attributes": {} if redacted else dict(persona.attributes),
                 "variant": "",
             }

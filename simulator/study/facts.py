@@ -27,12 +27,16 @@ class StudyFacts:
         smap: Source locations of the study file.
         at: Path of this analysis in the study, e.g. ``("analyses", 0)``.
         problems: Problems found so far; the helpers append to it.
+        stages_read: Each stage the check named (through :meth:`need_stage`) and the field that
+            names it, so the study's checks can refuse what a kind cannot read (a stage of
+            counterfactual sets, whose twins are not independent units).
     """
 
     config: StudyConfig
     smap: SourceMap
     at: FieldPath
     problems: list[Problem] = field(default_factory=list)
+    stages_read: list[tuple[str, FieldPath]] = field(default_factory=list)
 
     @property
     def axes(self) -> dict[str, list[str]]:
@@ -64,6 +68,7 @@ class StudyFacts:
     def need_stage(self, stage: str, path: FieldPath) -> bool:
         """Report a stage the study does not have; True when it exists."""
         if stage in self.stage_fields:
+            self.stages_read.append((stage, path))
             return True
         self.problem(path, f"no stage named `{stage}`")
         return False

@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 #: The per-cycle composition table a market run writes beside its results (the engine writes
 #: it, analyses read it: named here, where both may look).
 MARKET_CSV = "market.csv"
+#: Who was hired: one row per hire, naming the applicant (``agent_id``, the writing stage's
+#: row) with its replicate market, cycle and trajectory (``policy``, ``off``). The engine writes
+#: it from the same list of hires it counts in :data:`MARKET_CSV`'s ``hires``; ``audit`` reads
+#: it, so its selected are the hired, not all those the last stage advanced.
+HIRES_CSV = "market_hires.csv"
+#: Its columns.
+HIRES_COLUMNS = ("replicate", "cycle", "policy", "off", "agent_id")
 #: Most cycles a study may run (each cycle is a whole pipeline round).
 MAX_CYCLES = 200
 #: Most replicate markets one run may hold (each is ``cycles`` whole pipeline rounds).
@@ -32,7 +39,11 @@ MAX_REPLICATES = 1_000
 #: of them, who was referred by an employee and who applied again after a rejection; 0
 #: without referrals and reapplication), who decided (the cycle's readers, drawn from the
 #: workforce at its start), who was hired, who left, and who works there at the end of the
-#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); the
+#: cycle (after attrition and hiring), with its total tenure (cycles worked, summed); for the
+#: cycle as a whole (the same on each group's row, never summed over groups), the openings no
+#: hire filled (``unfilled``: fewer advanced than there were openings) and the applicants asked
+#: for that nobody out of work was left to be (``applicants_short``: an employee never applies,
+#: so a population barely larger than the workforce cannot supply them all); the
 #: policy whose trajectory the row is (``base``: the study's own stages), and the mechanisms a
 #: decomposition switched off in it (``none``, or e.g. ``readers|attrition``). Cycle 0 is each
 #: replicate's initial workforce.
@@ -48,6 +59,8 @@ COMPOSITION_COLUMNS = (
     "left",
     "workforce",
     "tenure",
+    "unfilled",
+    "applicants_short",
     "policy",
     "off",
 )

@@ -44,18 +44,7 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
             )
         )
     else:
-        for path, count in (
-            (("market", "applicants", "per_cycle"), market.applicants.per_cycle),
-            (("market", "workforce"), market.workforce),
-        ):
-            if count > sizes.get(source, 0):
-                problems.append(
-                    smap.problem(
-                        path,
-                        f"{count:,} is more than the {sizes.get(source, 0):,} agents of "
-                        f"`{source}` it is drawn from",
-                    )
-                )
+        problems += _draw_size_problems(config, smap, sizes.get(source, 0))
     for i, name in enumerate(market.readers):
         if name not in readers or pops[name].personas is not None:
             problems.append(
@@ -75,6 +64,43 @@ def check_market(config: StudyConfig, smap: SourceMap, sizes: dict[str, int]) ->
     if not problems:
         problems += _network_problems(config, smap, sizes)
     return problems
+
+
+def _draw_size_problems(config: StudyConfig, smap: SourceMap, size: int) -> list[Problem]:
+    """The initial workforce and each cycle's applicants come from the applicants' population,
+    and an employee never applies: the first cycle's applicants are drawn from those the
+    initial workforce leaves (later cycles record any shortfall in ``applicants_short``)."""
+    market = config.market
+    assert market is not None
+    source = market.applicants.population
+    needed = market.workforce + market.applicants.per_cycle
+    per_agent = size / config.design.agents_per_value
+    # The population grows with the agents per value: say the smallest that holds both draws.
+    bound = (
+        f"; `design.agents_per_value` (`--agents`) of at least {ceil(needed / per_agent)} gives "
+        f"`{source}` the {needed:,} people the workforce and one cycle's applicants need"
+        if per_agent
+        else ""
+    )
+    if market.workforce > size:
+        return [
+            smap.problem(
+                ("market", "workforce"),
+                f"{market.workforce:,} is more than the {size:,} agents of `{source}` it is "
+                f"drawn from{bound}",
+            )
+        ]
+    free = size - market.workforce
+    if market.applicants.per_cycle > free:
+        return [
+            smap.problem(
+                ("market", "applicants", "per_cycle"),
+                f"{market.applicants.per_cycle:,} is more than the {free:,} agents of "
+                f"`{source}` out of work at the first cycle ({size:,} less the workforce of "
+                f"{market.workforce:,}; employees do not apply){bound}",
+            )
+        ]
+    return []
 
 
 def _decompose_problems(config: StudyConfig, smap: SourceMap) -> list[Problem]:

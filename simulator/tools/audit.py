@@ -144,6 +144,12 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
             options.by.append(column)
     if "model_label" not in options.by and frame["model_label"].nunique() > 1:
         options.by = ["model_label", *options.by]
+    if study.config.market is not None and options.stage is None:
+        frame = _market_hires(frame, run_dir)
+        source["description"] += (
+            "; selected = hired (of those the last stage advanced, the openings' fill, as "
+            "market.csv counts hires)"
+        )
     if study.config.market is not None and "cycle" not in options.by:
         # Each cycle's decision-makers are drawn from that cycle's workforce: a table pooled
         # over cycles would mix different deciders. Replicate markets' same cycle pool.
@@ -158,6 +164,38 @@ def _frame_from_run(run_dir: Path, options: AuditOptions) -> tuple[pd.DataFrame,
     if options.score_col:
         frame = frame.assign(_score=_run_scores(frame, run_dir, options.score_col))
     return frame, source
+
+
+def _market_hires(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """A market's applicants end to end: ``selected`` when hired (the run's hires table, the
+    list market.csv's ``hires`` counts), not when advanced at the last stage, which may pass
+    more than there are openings; NA where the document was not written, as before."""
+    from biasim.simulator.study.market import HIRES_CSV, NO_SWITCH
+    from biasim.simulator.study.policies import BASE
+
+    path = run_dir / HIRES_CSV
+    if not path.is_file():
+        raise InputError(
+            [
+                Problem(
+                    str(path),
+                    None,
+                    "",
+                    "a market run's hires table is missing (runs before it existed): run "
+                    f"`biasim run --resume {run_dir}` to write it again from the call store",
+                )
+            ]
+        )
+    hires = pd.read_csv(path, dtype={"agent_id": str, "policy": str, "off": str})
+    hires = hires[hires["off"] == NO_SWITCH]
+    ids = frame["agent_id"].astype(str)
+    if "policy" in frame.columns:
+        hired = set(zip(hires["policy"], hires["agent_id"], strict=True))
+        keys = zip(frame["policy"].astype(str), ids, strict=True)
+        flags = pd.Series([key in hired for key in keys], index=frame.index)
+    else:
+        flags = ids.isin(set(hires.loc[hires["policy"] == BASE, "agent_id"]))
+    return frame.assign(selected=flags.astype("boolean").where(frame["selected"].notna()))
 
 
 def _run_scores(frame: pd.DataFrame, run_dir: Path, column: str) -> pd.Series:

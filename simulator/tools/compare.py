@@ -239,13 +239,14 @@ def compare_runs(
         raise InputError([Problem(t, None, "", "given twice; give each run once") for t in twice])
     runs = load_runs(paths, parse_labels(labels or []), accept_edits)
     differences: list[str] = []
-    first = runs[0].manifest["study"]
+    # The studies as validated now, not as each manifest recorded them: a run of an older
+    # release recorded the older single-entry form of the seed-004 analysis, which loads as
+    # the kinds that now do each part (study.decisions_compat), so it is the same study.
+    first = runs[0].study.resolved
     for run in runs[1:]:
         # The masked LM is how PRISM measures, not what the study is: runs differing in it
         # are compared model by model, each scored with its own (prism_compare).
-        found = study_differences(
-            without_masked_lms(first), without_masked_lms(run.manifest["study"])
-        )
+        found = study_differences(without_masked_lms(first), without_masked_lms(run.study.resolved))
         differences += [f"{run.path} differs from {runs[0].path}: {d}" for d in found]
     if differences and not force:
         shown = differences[:12] + (

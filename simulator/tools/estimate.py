@@ -18,7 +18,7 @@ from pathlib import Path
 
 from biasim.registry import BACKENDS
 from biasim.simulator.llm.pricing import PRICES_DATE, Price
-from biasim.simulator.llm.structured import canonical_json, output_schema
+from biasim.simulator.llm.structured import OutputSchema, canonical_json, reading_schema
 from biasim.simulator.llm.tokens import (
     TokenCounter,
     approximate,
@@ -26,7 +26,7 @@ from biasim.simulator.llm.tokens import (
     gguf_counter,
     tiktoken_counter,
 )
-from biasim.simulator.study.checks import dry_render
+from biasim.simulator.study.checks import DOCUMENT_STAND_IN, dry_render
 from biasim.simulator.study.config import RoleConfig, StageConfig, Study, StudyConfig
 from biasim.simulator.study.design import expected_stage_units, when_counts
 from biasim.simulator.study.prices import role_price
@@ -179,8 +179,9 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
             parts = ("completion",) if completion else ("system", "prompt")
             messages = [_mean_text(texts, index, part) for part in parts]
             prompt = chat_tokens(counter, [m for m in messages if m])
-            if stage.output and not completion and not _choices_from(stage):
-                schema = output_schema(stage.output, forced=stage.forced_choice)
+            prompt += _documents_read(stage, label, messages, counter, lines)
+            schema = None if completion or _choices_from(stage) else _sent_schema(stage, messages)
+            if schema is not None:
                 prompt += counter.count(canonical_json(schema.json_schema))
             if label != "" and not bound and stage.name in counted.by_label:
                 per_label = counted.by_label[stage.name].get(label, 0)
@@ -209,12 +210,51 @@ def estimate(study: Study, store: Path | None = None, tokenizers: bool = True) -
     if store is not None:
         _subtract_store(lines, store)
     notes = _notes(lines, counters)
+    if any(stage.reads is not None for stage in config.stages):
+        notes.append(
+            "prompt tokens of a reading stage include the documents a reading shows, each as "
+            "long as its writing stage's output tokens above"
+        )
     if unrendered:
         notes.append(
             f"prompt tokens of {', '.join(unrendered)} not measured: validation renders one "
             "factor level at a time and reached no agent its `when` selects"
         )
     return Estimate(config.name, lines, notes)
+
+
+def _documents_read(
+    stage: StageConfig,
+    label: str,
+    messages: list[str],
+    counter: TokenCounter,
+    lines: list[Line],
+) -> float:
+    """What a reading stage's prompt gains from the documents it shows: the rendered prompt
+    holds a stand-in for each (validation renders before anything is written); the run sends
+    the document, as long as its writing stage's output (that stage's line, the same figure
+    this estimate takes for it: ``max_tokens``, an upper bound, or a pilot's measure)."""
+    if stage.reads is None:
+        return 0.0
+    writers = [line for line in lines if line.stage == stage.reads.stage]
+    writer = next((line for line in writers if line.label == label), None)
+    writer = writer or (writers[0] if writers else None)
+    if writer is None:
+        return 0.0
+    stand_ins = [s for m in messages for s in DOCUMENT_STAND_IN.findall(m)]
+    return sum(writer.output_tokens - counter.count(s) for s in stand_ins)
+
+
+def _sent_schema(stage: StageConfig, messages: list[str]) -> OutputSchema | None:
+    """The answer schema the stage's agents send (as the agents build it): its output fields,
+    and for a reading that picks (``select``, or one of a pair) the labels of the documents
+    its prompt shows."""
+    reads = stage.reads
+    picks = (stage.select or (1 if reads.matching == "pair" else 0)) if reads else 0
+    if not stage.output and not picks:
+        return None
+    shown = sum(len(DOCUMENT_STAND_IN.findall(m)) for m in messages)
+    return reading_schema(stage.output or {}, picks, max(shown, 1), forced=stage.forced_choice)
 
 
 def _choices_from(stage: StageConfig) -> bool:

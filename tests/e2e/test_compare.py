@@ -5,6 +5,7 @@ different studies are refused unless forced, naming what differs."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -174,6 +175,36 @@ def test_runs_of_different_studies_are_refused_unless_forced(runs, cli) -> None:
     assert forced.exit_code == 0, forced.output
     summary = json.loads((out / "summary.json").read_text())
     assert any("agents_per_value" in d for d in summary["study_differences"])
+
+
+def _as_older_release(run: Path, out: Path) -> Path:
+    """A copy of ``run`` whose manifest records its study as an older release did: one
+    ``demographic_parity`` entry carrying ``explicit:``, ``terms:`` and ``predictions:``
+    (now the kinds of their own that the run's manifest lists)."""
+    shutil.copytree(run, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    analyses = manifest["study"]["analyses"]
+    older = {k: v for k, v in analyses[0].items() if k != "kind"}
+    for entry in analyses[1:]:
+        older.update({k: entry[k] for k in ("explicit", "terms", "predictions") if k in entry})
+    assert {"explicit", "terms", "predictions", "condition"} <= set(older)
+    manifest["study"]["analyses"] = [older]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_run_recorded_in_the_older_form_is_of_the_same_study(runs, cli) -> None:
+    """The studies are compared as validated now: the older single-entry form loads as the
+    new kinds, so the two runs compare without --force."""
+    older = _as_older_release(runs["biased"], runs["tmp"] / "biased_older")
+    out = runs["tmp"] / "cmp_older"
+    result = cli.invoke(app, ["compare", str(runs["fair"]), str(older), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "not of the same study" not in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert not summary.get("study_differences")
+    kinds = [a["kind"] for a in summary["analyses"]]
+    assert kinds.count("explicit_bias") == 1 and kinds.count("predictions_check") == 1
 
 
 def test_compare_input_errors(runs, cli, tmp_path) -> None:

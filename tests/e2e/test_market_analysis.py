@@ -111,6 +111,30 @@ def test_the_per_cycle_audit_has_the_kinds_impact_ratios(cli, tmp_path: Path) ->
         assert abs(audited.loc[key, "impact_ratio"] - row["impact_ratio"]) < 1e-9
 
 
+def test_the_audit_counts_hires_not_all_those_advanced(cli, tmp_path: Path) -> None:
+    """4 applicants in 2 pools, the manager advances one of each, 1 opening: the audit's
+    selected per cycle and gender are market.csv's hires (the same list of hires), not the 2
+    advanced a cycle."""
+    data = market(
+        market={"replicates": 3, "applicants": {"population": "applicants", "per_cycle": 4}},
+        analyses=ANALYSES,
+    )
+    path = pipeline_studies.write(tmp_path / "wide.yaml", data)
+    out = tmp_path / "wide"
+    assert cli.invoke(app, ["run", str(path), "--out", str(out)]).exit_code == 0
+    result = cli.invoke(app, ["audit", str(out), "--analysis", "hiring"])
+    assert result.exit_code == 0, result.output
+    audited = pd.read_csv(out / "audit" / "hiring" / "ll144_sex.csv").set_index(["cycle", "gender"])
+    table = pd.read_csv(out / "market.csv")
+    counts = table[table["cycle"] > 0].groupby(["cycle", "group"])[["applicants", "hires"]].sum()
+    assert len(audited) == len(counts) == 12
+    for (cycle, group), row in counts.iterrows():
+        assert audited.loc[(cycle, group), "n"] == row["applicants"]
+        assert audited.loc[(cycle, group), "n_selected"] == row["hires"]
+    # One hire a cycle in each of the 3 markets, though two were advanced.
+    assert (audited.groupby(level="cycle")["n_selected"].sum() == 3).all()
+
+
 def test_validate_refuses_the_kind_without_a_market(cli, tmp_path: Path) -> None:
     data = pipeline_studies.study()
     data["analyses"] = [{"kind": "market"}]
@@ -169,9 +193,8 @@ def test_the_market_kind_shows_the_base_market_of_a_run_with_trajectories(
     cli, tmp_path: Path
 ) -> None:
     """With policies and a decomposition, market.csv holds every trajectory of every
-    replicate; the `market` kind reads the base's (policy base, nothing off) and gives the
-    numbers of the same run without them."""
-    _, plain = run(cli, tmp_path, 3)
+    replicate; the `market` kind reads the base's (policy base, nothing off) only. (Not the
+    numbers of a run without them: applicants come from the people no trajectory employs.)"""
     data = market(
         market={"replicates": 3, "decompose": ["attrition"]},
         policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
@@ -184,5 +207,16 @@ def test_the_market_kind_shows_the_base_market_of_a_run_with_trajectories(
     table = pd.read_csv(out / "market.csv")
     assert len(table.groupby(["policy", "off"])) == 3
     more = section(json.loads((out / "summary.json").read_text()))
-    for key in ("replicates", "trajectory", "impact_ratios", "parity", "drift"):
-        assert more[key] == section(plain)[key], key
+    base = table[(table["policy"] == "base") & (table["off"] == "none") & (table["cycle"] > 0)]
+    counts = base.groupby(["cycle", "group"])[["applicants", "hires"]].sum()
+    assert more["replicates"] == 3 and len(more["impact_ratios"]) == len(counts) == 12
+    for row in more["impact_ratios"]:
+        assert counts.loc[(row["cycle"], row["group"])].tolist() == [
+            row["applicants"],
+            row["hires"],
+        ]
+    # The workforce share at the last cycle: the base's alone, by hand.
+    last = base[base["cycle"] == 6].pivot(index="replicate", columns="group", values="workforce")
+    women = (last["female"] / last.sum(axis=1)).mean()
+    found = {(r["measure"], r["cycle"], r["group"]): r for r in more["trajectory"]}
+    assert found[("workforce", 6, "female")]["mean"] == pytest.approx(women)

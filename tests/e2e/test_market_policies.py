@@ -35,6 +35,9 @@ def run(cli, tmp_path: Path, data: dict, name: str) -> Path:
 
 
 def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Path) -> None:
+    """Here (40 people, workforces of 4) no applicant the plain run draws is employed in a
+    policy's trajectory; where one is, the base's applicants differ from the plain run's,
+    since applicants come from the people no trajectory employs (docs/guides/labor-market.md)."""
     plain = run(cli, tmp_path, MARKET, "plain")
     both = run(cli, tmp_path, market(policies=POLICIES), "both")
     table = pd.read_csv(both / "market.csv")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from biasim.simulator.cli import app
 from biasim.simulator.tools.power import power
 
 
@@ -33,3 +34,16 @@ def test_market_power_is_the_same_on_a_local_ray_cluster() -> None:
     finally:
         ray.shutdown()
     assert here == on_ray
+
+
+def test_power_names_agents_and_the_bound_where_the_design_cannot_take_a_size(cli) -> None:
+    """`biasim power labor_market` with the default sizes (2,5,10): a workforce of 10 and 8
+    applicants need 18 people, 9 per gender; the refusal names `--agents` and that bound, not
+    a line of the study file, and nothing is simulated."""
+    result = cli.invoke(app, ["power", "labor_market"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "--agents: 2 agents per value" in text and "--agents: 5 agents per value" in text
+    assert "--agents: 10 agents" not in text  # 10 is enough
+    assert "at least 9" in text
+    assert "study.yaml" not in text and "simulating" not in text

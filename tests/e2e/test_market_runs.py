@@ -33,6 +33,8 @@ def test_cycles_carry_the_workforce_and_its_readers(cli, tmp_path: Path) -> None
         "group",
         *columns,
         "tenure",
+        "unfilled",
+        "applicants_short",
         "policy",
         "off",
     ]

@@ -155,7 +155,7 @@ def test_the_report_tests_whether_the_dpd_differs_between_conditions(tmp_path: P
     assert headline.label == "persona_id, 120 units"  # the kind's unit, across conditions
     assert run.results is not None
     page = (out / "report.html").read_text()
-    assert "Does the DPD differ between persona_source levels?" in page
+    assert "does the DPD differ between condition levels?" in page
 
 
 def test_each_model_writes_its_own_personas_unless_the_writer_is_shared(tmp_path: Path) -> None:

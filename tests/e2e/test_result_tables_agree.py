@@ -26,12 +26,15 @@ from tests.builtin_runs import BuiltinRuns
 
 #: Built-in studies holding every converted kind, with how many tables each shows at least:
 #: picks and association (with `by`, a comparison and categories), letter_evaluation, pipeline
-#: (choice rates per stage and group), policy_effect (tables per group column, crossed too) and
-#: letters (paired letters: style, lexicon, WEAT, exclusions).
+#: (choice rates per stage and group), policy_effect (tables per group column, crossed too),
+#: letters (paired letters: style, lexicon, WEAT, exclusions) and the kinds over a stage's
+#: decisions (seed 004, and a persona ablation).
 STUDIES = {
     "bias_transmission_supplemental": 7,
     "bias_transmission_association": 7,
     "bias_transmission_letters": 7,
+    "persona_ablation": 1,
+    "li2025_decisions": 4,
     "hiring_pipeline": 7,
     "hiring_policies": 7,
     "wan2023_letters_cbg": 4,
@@ -149,7 +152,7 @@ def _check_csv(spec: ResultTable, records: Records, path: Path, labels: set[str]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("study", STUDIES)
+@pytest.mark.parametrize("study", list(STUDIES))
 def test_console_page_and_csv_show_the_summary_tables_alike(
     study: str, builtin_runs: BuiltinRuns
 ) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
-from typing import Any
+from typing import Any, Literal
 
-from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
-from biasim.simulator.kinds.lazy import case_stats, pd, unit_stats
+from biasim.simulator.common.html import from_paper
+from biasim.simulator.kinds.base import AnalysisContext, Section, StudyFacts, slug
+from biasim.simulator.kinds.lazy import case_stats, figures, pd, unit_stats
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
 #: The paper whose figures these kinds reproduce: captions cite it only on a study from it.
@@ -153,3 +154,60 @@ def technique_level(study: Any, condition: str, present: Any) -> str | None:
     (contextualized personas), or None when none is present."""
     levels = [c for c in study.design.factors[condition] if c in set(present)]
     return levels[-1] if levels else None
+
+
+#: The figure of each case's DPD across models, by the decisions it draws: its file stem, the
+#: paper's figure, its caption in the paper's words and in words of what is drawn, the y label.
+_ACROSS_MODELS = {
+    "implicit": (
+        "implicit_by_model",
+        "Fig. 12",
+        "Implicit bias per case across models",
+        "DPD of the agents' decisions per case across models",
+        "DPD in the rate of the targeted decision",
+    ),
+    "explicit": (
+        "explicit_by_model",
+        "Fig. 11",
+        "Explicit bias per case across models",
+        "DPD of the answers to the direct question per case across models",
+        "DPD in the rate of naming each attribute",
+    ),
+}
+
+
+def across_models_caption(
+    name: str, seed_paper: bool, side: Literal["implicit", "explicit"], detail: str = ""
+) -> tuple[str, str]:
+    """The across-models figure of ``side``'s DPDs: its name and caption (``detail``: the
+    condition level drawn, e.g. the paper's technique)."""
+    stem, where, papers, own, _ = _ACROSS_MODELS[side]
+    words = in_words(seed_paper, papers, own) + (f" ({detail})" if detail else "")
+    return slug(name, stem), words + (f" ({PAPER}, {where})" if seed_paper else "")
+
+
+def add_across_models_figure(
+    section: Section,
+    cases: pd.DataFrame,
+    rows: pd.DataFrame,
+    spec: StageDecisionsSpec,
+    ctx: AnalysisContext,
+    models: list[str],
+    side: Literal["implicit", "explicit"],
+    detail: str = "",
+) -> None:
+    """Each case's DPD across the models (Figs. 11-12) into ``section``'s figures."""
+    figure_keys = tuple([*panel_cases(spec), "attribute"])
+    orders, targets = figure_order(rows, spec, ctx.study, figure_keys[0])
+    seed_paper = from_paper(ctx.study.source, PAPER)
+    name, caption = across_models_caption(ctx.name, seed_paper, side, detail)
+    section.figures[name] = figures.plot_dpd_by_condition(
+        cases,
+        condition_col="model_label",
+        case_cols=figure_keys,
+        order=models,
+        orders=orders,
+        targets=targets,
+        ylabel=_ACROSS_MODELS[side][4],
+        title=caption,
+    )

@@ -25,38 +25,43 @@ def simulate_set(
 ) -> pd.DataFrame:
     """A composition table of ``replicates`` markets, each run under the base and a policy as
     the engine runs them (tests/market_chain.py's market): 20 people per group, a workforce
-    of 4, each cycle 2 applicants (shared), a reader at a drawn seniority place who favours
-    its own group 3 to 1, one leaver at a drawn place (shared places), the hire joins. The
-    policy multiplies the weight of a woman by ``effect`` (1: it acts as the base does);
-    each trajectory's pick is its own draw (its own calls). Before cycle ``start`` (a
-    policy's ``from_cycle``) the policy's trajectory is the base's: it ends each cycle with a
-    copy of the base's workforce, as the engine's late policy does."""
+    of 4, each cycle 2 applicants (shared) drawn from the people employed in neither
+    trajectory, a reader at a drawn seniority place who favours its own group 3 to 1, one
+    leaver at a drawn place (shared places), the hire joins. The policy multiplies the weight
+    of a woman by ``effect`` (1: it acts as the base does); each trajectory's pick is its own
+    draw (its own calls). Before cycle ``start`` (a policy's ``from_cycle``) the policy's
+    trajectory is the base's: it ends each cycle with a copy of the base's workforce, as the
+    engine's late policy does."""
     rows = []
+    population = [g for g in GROUPS for _ in range(20)]
     for replicate in range(replicates):
-        population = [g for g in GROUPS for _ in range(20)]
-        first = [population[i] for i in sorted(rng.sample(range(40), 4))]
+        first = sorted(rng.sample(range(40), 4))
         staff = {"base": list(first), "policy": list(first)}
         for policy, people in staff.items():
-            rows += [(replicate, policy, 0, g, 0, people.count(g)) for g in GROUPS]
+            counts = [population[p] for p in people]
+            rows += [(replicate, policy, 0, g, 0, counts.count(g)) for g in GROUPS]
         for cycle in range(1, 13):
-            pool = [population[i] for i in rng.sample(range(40), 2)]
+            busy = set(staff["base"]) | set(staff["policy"])
+            pool = rng.sample([p for p in range(40) if p not in busy], 2)
             reader, leaver = rng.randrange(4), rng.randrange(4)
             for policy, people in staff.items():
                 if policy == "policy" and cycle < start:
                     people[:] = staff["base"]
                     rows += [(*r[:1], "policy", *r[2:]) for r in rows[-len(GROUPS) :]]
                     continue
-                own = people[reader]
+                own = population[people[reader]]
                 weights = [
-                    (3.0 if g == own else 1.0)
-                    * (effect if policy == "policy" and g == "female" else 1.0)
-                    for g in pool
+                    (3.0 if population[p] == own else 1.0)
+                    * (effect if policy == "policy" and population[p] == "female" else 1.0)
+                    for p in pool
                 ]
                 hire = pool[0] if rng.random() < weights[0] / sum(weights) else pool[1]
                 del people[leaver]
                 people.append(hire)
+                counts = [population[p] for p in people]
                 rows += [
-                    (replicate, policy, cycle, g, int(hire == g), people.count(g)) for g in GROUPS
+                    (replicate, policy, cycle, g, int(population[hire] == g), counts.count(g))
+                    for g in GROUPS
                 ]
     columns = ["replicate", "policy", "cycle", "group", "hires", "workforce"]
     return pd.DataFrame(rows, columns=columns)

@@ -10,22 +10,20 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from biasim.simulator.kinds.base import Section
-from biasim.simulator.kinds.sections.conditions import add_condition_differences
+from biasim.simulator.kinds.sections.conditions import condition_differences
 
 CTX = SimpleNamespace(
     name="dp", study=SimpleNamespace(seed=0, design=SimpleNamespace(factors={"cond": ["a", "b"]}))
 )
 
 
-def _tests(rows: pd.DataFrame, n_permutations: int = 999) -> Section:
-    section = Section(summary={})
-    add_condition_differences(
-        section, CTX, rows, condition="cond", unit_col="persona_name", whole_units=True,
+def _tests(rows: pd.DataFrame, n_permutations: int = 999) -> tuple:
+    """The tests (None when refused), the levels and why they were refused."""
+    return condition_differences(
+        CTX, rows, condition="cond", unit_col="persona_name", whole_units=True,
         case_cols=["model_label", "attribute"], n_permutations=n_permutations,
         adjust="holm", alpha=0.05,
     )  # fmt: skip
-    return section
 
 
 def _rows(value, name, index, cond, hit) -> pd.DataFrame:
@@ -55,19 +53,16 @@ def test_labels_move_within_names_not_within_agents() -> None:
         np.tile(["a", "b"], 20),
         np.where(value == "female", np.tile([True, False], 20), False),
     )
-    table = _tests(rows).tables["dp_condition_differences"].iloc[0]
+    table = _tests(rows)[0].iloc[0]
     assert (table["unit"], table["n_units"], table["spread"]) == ("persona_name", 20, 1.0)
     assert table["p_value"] < 0.01
 
 
 def test_a_name_in_two_groups_is_refused_with_the_reason() -> None:
     rows = _rows(["female", "male"] * 2, ["x", "x", "y", "y"], [0, 1, 0, 1], ["a", "b"] * 2, True)
-    section = _tests(rows)
-    assert "dp_condition_differences" not in section.tables
-    assert (
-        "persona_name answers in more than one group"
-        in (section.summary["condition_differences_refused"])
-    )
+    tests, _, refused = _tests(rows)
+    assert tests is None
+    assert "persona_name answers in more than one group" in refused
 
 
 def _null(rng: np.random.Generator) -> pd.DataFrame:
@@ -97,8 +92,6 @@ def test_calibrated_under_a_null_with_shared_names() -> None:
     rng = np.random.default_rng(20261129)
     reps = 400
     rejected = sum(
-        _tests(_null(rng), n_permutations=199).tables["dp_condition_differences"]["p_value"].iloc[0]
-        <= 0.05
-        for _ in range(reps)
+        _tests(_null(rng), n_permutations=199)[0]["p_value"].iloc[0] <= 0.05 for _ in range(reps)
     )
     assert 0.03 <= rejected / reps <= 0.07, rejected / reps

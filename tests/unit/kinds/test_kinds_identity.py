@@ -62,7 +62,10 @@ def _records_sorted(value: object) -> object:
 #: The validity test and exclusion bounds per case (``tests/e2e/test_refusals_in_kinds.py``),
 #: the model-based estimates (``tests/unit/analysis/test_unit_models.py``), the rationale terms
 #: tested with the persona as the unit (``tests/unit/analysis/test_unit_terms.py``). The emails
-#: to label by hand for seed 001's Table 5 (``tests/e2e/test_an2024_table5.py``).
+#: to label by hand for seed 001's Table 5 (``tests/e2e/test_an2024_table5.py``). What the
+#: declared results of the kinds over a stage's decisions name (``model_labels`` of the
+#: DPD-by-condition figures, where the ``predictions`` come from;
+#: ``tests/e2e/test_result_tables_agree.py``).
 ADDED_TABLES = (
     "_annotation_sample.csv",
     "_condition_differences.csv",
@@ -74,6 +77,8 @@ ADDED_SUMMARY_KEYS = (
     "condition_factor",
     "condition_levels",
     "condition_differences",
+    "model_labels",
+    "predictions",
     "exclusions",
     "model_estimates",
     "model_estimates_item",

@@ -159,3 +159,20 @@ def test_a_one_row_table_names_its_row_on_one_line_when_narrow() -> None:
     )
     assert text.splitlines()[1].split() == ["DPD", "threshold", "p"]
     assert text.splitlines()[3].split() == ["0.250", "0.500", "0.828"]
+
+
+def test_a_p_value_or_a_unit_never_wraps_inside_its_cell() -> None:
+    """At 80 columns a long text column takes the slack; ``< 0.001``, ``120 persona_id`` (a
+    number) and a unit in words in a ``no_wrap`` column stay on one line each (cut at its
+    space, a p would read ``<`` above ``0.001``)."""
+    note = "a long explanation that wraps over several lines of its cell, " * 3
+    table = Table(title="tests")
+    for column in ("case", "note", "p", "p adj.", "units"):
+        table.add_column(column, justify="right")
+    table.add_column("unit", no_wrap=True)
+    table.add_row("gender", note, "< 0.001", "0.004", "120 persona_id", "persona, 60 units")
+    table.add_row("race", note[1:], "0.012", "< 0.001", "96 persona_id", "persona, 58 units")
+    text = _printed(table, 80)
+    assert max(map(len, text.splitlines())) <= 80
+    assert text.count("< 0.001") == 2 and "120 persona_id" in text and "96 persona_id" in text
+    assert "persona, 60 units" in text and "persona, 58 units" in text
