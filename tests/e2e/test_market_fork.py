@@ -112,7 +112,10 @@ def test_replay_of_a_run_asks_only_the_late_policys_readings(
 ) -> None:
     """A run without the late policy, then the same study with it and `--replay FIRST`: every
     base (and old policy) answer comes from the store, and the calls made are the late
-    policy's readings in cycles 3..6 (4 of them); the base's trajectory is the first run's."""
+    policy's readings in cycles 3..6 (4 of them); the base's trajectory is the first run's.
+    That holds here because no one the late policy hires would have applied in the base
+    (applicants come from people employed in no trajectory; the guide's larger fork, in
+    tests/e2e/test_market_guide.py, also asks base calls again from the start on)."""
     one = run(cli, tmp_path, market(policies=first) if first else market(), "first")
     path = pipeline_studies.write(
         tmp_path / "second.yaml", market(policies={**first, "late": LATE})

@@ -1,7 +1,7 @@
 """Step 6 of docs/guides/labor-market.md runs as written: the study file it shows and the
 command it gives compare a second reader with the base, paired in one market, through
-`market_effects`; and its fork of a run (a policy from a later cycle, with `--replay`) asks
-only the new policy's readings."""
+`market_effects`; and its fork of a run (a policy from a later cycle, with `--replay`) pays
+only from the new policy's start."""
 
 from __future__ import annotations
 
@@ -59,11 +59,13 @@ def fork_section() -> tuple[str, list[list[str]]]:
     return study.group(1), [shlex.split(c) for c in commands]
 
 
-def test_the_guides_fork_of_a_run_asks_only_the_late_policy(cli, tmp_path: Path) -> None:
+def test_the_guides_fork_pays_only_from_the_late_policys_start(cli, tmp_path: Path) -> None:
     """The two commands as written (the run folders in a temporary folder, 10 people per
-    gender): the second run answers every base call from the first run's store and asks only
-    the late policy's readings: 2 pools of 4 of the 8 applicants in each of cycles 6 to 10
-    of the 20 markets."""
+    gender): the second run answers every call before cycle 6 from the first run's store and
+    asks all of the late policy's readings (up to 2 pools of 4 in each of cycles 6 to 10 of the
+    20 markets: fewer where fewer people are out of work); a base call it asks again is one
+    from cycle 6 on, where the policy's hires leave the people who apply in both trajectories
+    (the guide says so)."""
     study, (first, second) = fork_section()
     (tmp_path / "late_redaction.yaml").write_text(study, encoding="utf-8")
     second[1] = str(tmp_path / second[1])
@@ -76,7 +78,9 @@ def test_the_guides_fork_of_a_run_asks_only_the_late_policy(cli, tmp_path: Path)
     assert "test over cycles >= 6" in " ".join(result.output.split())
     results = pd.read_parquet(out / "results.parquet")
     asked = results[~results["cached"]]
-    assert set(asked["stage"]) == {"offer__late_redaction"} and len(asked) == 2 * 5 * 20
-    assert sorted(asked["cycle"].unique()) == [6, 7, 8, 9, 10]
+    late = asked[asked["stage"] == "offer__late_redaction"]
+    assert 0.9 * 2 * 5 * 20 <= len(late) <= 2 * 5 * 20
     assert results[results["stage"] == "offer__late_redaction"]["cached"].sum() == 0
+    assert sorted(asked["cycle"].unique()) == [6, 7, 8, 9, 10]
+    assert results[results["cycle"] < 6]["cached"].all()
     assert results[results["cycle"] < 6]["stage"].isin(["apply", "offer"]).all()
