@@ -586,35 +586,21 @@ def _run_study(
 
     store, dispatcher, writer, model = _started_parts(prepared, loop, stop, notify, manifest)
     tick = progress(model.total_units, prepared.study.config.name) if progress else None
-    status, message, exit_code = "complete", "", 0
-    failure = ""
-    resumable = True
-    stage_seconds: dict[str, float] = {}
+    end = _SessionEnd("complete", "", "", 0.0, {}, True)
+    exit_code = 0
     t0 = time.perf_counter()
     try:
         with egress_held():
-            _step_until_done(model, dispatcher, tick, stop, stage_seconds)
+            _step_until_done(model, dispatcher, tick, stop, end.stage_seconds)
         if stop.stopping:
             raise RunInterrupted([], [])
-    except RunAborted as exc:
-        status, message, exit_code = "failed", str(exc), EXIT_CALLS_FAILED
-        resumable = exc.resumable
-    except (RunInterrupted, KeyboardInterrupt):
-        # KeyboardInterrupt only where no handler could be installed (not the main thread).
-        status, message = "interrupted", stop.reason or "interrupted by the user"
-    except Exception as exc:
-        # Whatever broke after the run directory existed, the run is not complete: what was
-        # answered is in the store and `--resume` continues from it.
-        status, message = "failed", f"{type(exc).__name__}: {exc}"
-        exit_code = EXIT_BROKEN
-        failure = "".join(traceback.format_exception(exc))
+    except BaseException as exc:  # each way a session ends is recorded; others raise again
+        exit_code = _session_ended_by(exc, end, stop)
     finally:
         if tick is not None:
             # A stop ends mid-stage: progress ends on the count the stop message gives.
             tick(model.units_settled, dispatcher.errors)
-        end = _SessionEnd(
-            status, message, failure, time.perf_counter() - t0, stage_seconds, resumable
-        )
+        end.wall = time.perf_counter() - t0
         writer.close()
         results = writer.results()
         model.write_tables(out)
@@ -652,6 +638,25 @@ def _run_study(
         message=message,
         exit_code=stop.exit_code if status == "interrupted" else exit_code,
     )
+
+
+def _session_ended_by(exc: BaseException, end: _SessionEnd, stop: StopControl) -> int:
+    """Record in ``end`` how ``exc`` ended the session's calls; the run's exit code. What
+    is not an end of a session (SystemExit, GeneratorExit) is raised again."""
+    if isinstance(exc, RunAborted):
+        end.status, end.message, end.resumable = "failed", str(exc), exc.resumable
+        return EXIT_CALLS_FAILED
+    if isinstance(exc, RunInterrupted | KeyboardInterrupt):
+        # KeyboardInterrupt only where no handler could be installed (not the main thread).
+        end.status, end.message = "interrupted", stop.reason or "interrupted by the user"
+        return 0
+    if isinstance(exc, Exception):
+        # Whatever broke after the run directory existed, the run is not complete: what was
+        # answered is in the store and `--resume` continues from it.
+        end.status, end.message = "failed", f"{type(exc).__name__}: {exc}"
+        end.failure = "".join(traceback.format_exception(exc))
+        return EXIT_BROKEN
+    raise exc
 
 
 def _started_parts(

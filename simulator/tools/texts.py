@@ -60,19 +60,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     from biasim.analysis.studies.letters.tables import NO_PARTNER, partner_missing
     from biasim.analysis.text.letter_text import generation_failure
 
-    for option, value in (("--text-col", opts.text_col), ("--group-col", opts.group_col)):
-        if not value:
-            raise _problem(option, "required with --texts")
-    if opts.counterfactual:
-        _check_counterfactual(opts)
-    if opts.pair_col and not opts.compare:
-        # The paired tests are one-sided, FIRST > SECOND: a direction the CSV's row order
-        # must not choose.
-        raise _problem(
-            "--compare",
-            "with --pair-col the paired tests are one-sided (FIRST greater than SECOND): name "
-            "the direction, e.g. --compare a,b",
-        )
+    _check_options(opts)
     frame = read_csv(path, "texts CSV", opts.limits, empty_is_missing=False)
     check_group_count(frame, [opts.group_col], path, opts.limits.max_groups)
     wanted = {
@@ -103,21 +91,7 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     reasons = reasons.where(
         reasons.notna(), [generation_failure(t, opts.success_filter) for t in frame[opts.text_col]]
     )
-    values = list(dict.fromkeys(frame.loc[reasons.isna(), opts.group_col]))
-    if opts.compare:
-        groups = tuple(v.strip() for v in opts.compare.split(","))
-        if len(groups) != 2:
-            raise _problem("--compare", f"expected two values FIRST,SECOND, got `{opts.compare}`")
-    elif len(values) == 2:
-        groups = (values[0], values[1])
-    else:
-        raise _problem("--compare", f"`{opts.group_col}` has values {values[:10]}: name two")
-    for g in groups:
-        if g not in values:
-            raise _problem(
-                "--compare",
-                f"group `{g}` has no usable text in `{opts.group_col}` (values {values[:10]})",
-            )
+    groups = _compared_groups(opts, list(dict.fromkeys(frame.loc[reasons.isna(), opts.group_col])))
     if opts.pair_col:
         # As in a study, the k-th text of each group within a pair id pair up (the released
         # CBG files hold two letters per gender per biography): "b3", then "b3#2", ...
@@ -140,6 +114,42 @@ def load_texts(path: Path, opts: TextsOptions) -> tuple[pd.DataFrame, tuple[str,
     exclusions = [(r, int(n)) for r, n in reasons.value_counts().items()]
     kept = frame[reasons.isna()].reset_index(drop=True)
     return kept, groups, exclusions  # type: ignore[return-value]
+
+
+def _check_options(opts: TextsOptions) -> None:
+    """The options read together: the columns named, and a direction for the paired tests."""
+    for option, value in (("--text-col", opts.text_col), ("--group-col", opts.group_col)):
+        if not value:
+            raise _problem(option, "required with --texts")
+    if opts.counterfactual:
+        _check_counterfactual(opts)
+    if opts.pair_col and not opts.compare:
+        # The paired tests are one-sided, FIRST > SECOND: a direction the CSV's row order
+        # must not choose.
+        raise _problem(
+            "--compare",
+            "with --pair-col the paired tests are one-sided (FIRST greater than SECOND): name "
+            "the direction, e.g. --compare a,b",
+        )
+
+
+def _compared_groups(opts: TextsOptions, values: list[str]) -> tuple[str, str]:
+    """The two groups compared: ``--compare``, or the column's two values with usable text."""
+    if opts.compare:
+        groups = tuple(v.strip() for v in opts.compare.split(","))
+        if len(groups) != 2:
+            raise _problem("--compare", f"expected two values FIRST,SECOND, got `{opts.compare}`")
+    elif len(values) == 2:
+        groups = (values[0], values[1])
+    else:
+        raise _problem("--compare", f"`{opts.group_col}` has values {values[:10]}: name two")
+    for g in groups:
+        if g not in values:
+            raise _problem(
+                "--compare",
+                f"group `{g}` has no usable text in `{opts.group_col}` (values {values[:10]})",
+            )
+    return groups[0], groups[1]
 
 
 def _check_counterfactual(opts: TextsOptions) -> None:

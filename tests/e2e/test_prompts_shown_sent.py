@@ -43,8 +43,8 @@ def _pattern(shown: str) -> re.Pattern[str]:
 
 
 def _drawn(study: object) -> dict[str, re.Pattern[str]]:
-    """Pairing stage -> the names and items each call draws anew (an example draw is shown):
-    both sides compare with them masked."""
+    """Pairing stage -> the names and items each call draws anew (an example draw is shown),
+    and in a market every stage -> the people's names: both sides compare with them masked."""
     found = {}
     for stage in study.config.stages:  # type: ignore[attr-defined]
         if stage.pairing is not None:
@@ -53,6 +53,13 @@ def _drawn(study: object) -> dict[str, re.Pattern[str]]:
             words |= {row[spec.item_column] for row in spec.rows}
             alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
             found[stage.name] = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
+    if study.config.market is not None:  # type: ignore[attr-defined]
+        # Who applies is drawn each cycle from the people out of work, so the persona whose
+        # prompt is shown may hold a job all run: the writer's name is drawn, like a pair's.
+        names = {n for bank in study.config.personas.names.values() for n in bank}  # type: ignore[attr-defined]
+        alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+        for stage in study.config.stages:  # type: ignore[attr-defined]
+            found.setdefault(stage.name, re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"))
     return found
 
 
