@@ -113,7 +113,8 @@ def test_a_users_own_study_is_not_captioned_in_a_seed_paper_s_words(
     page = (tmp_path / "run" / "report.html").read_text()
     for shown in (" ".join(ran.stdout.split()), page):
         assert "paper's" not in shown.lower() and "Implicit bias" not in shown
-    assert "T-test (raw DPDs" in " ".join(ran.stdout.split())
+    # One sentence, said on the console and the page alike (the kind's declared lines).
+    assert "a two-sample t-test of raw DPDs" in " ".join(ran.stdout.split())
     assert "a two-sample t-test of raw DPDs" in page
     seed = runner.invoke(
         app,
