@@ -187,13 +187,15 @@ def _split_constant(
         constant = [len({_plain(console, cell) for cell in c.cells}) == 1 for c in columns]
     if all(constant):
         return columns, []
+    said = [
+        (_plain(console, c.header), _plain(console, next(iter(c.cells))))
+        for c, same in zip(columns, constant, strict=True)
+        if same
+    ]
+    # A column empty in every row says nothing: no "header " with no value after it.
     return (
         [c for c, same in zip(columns, constant, strict=True) if not same],
-        [
-            (_plain(console, c.header), _plain(console, next(iter(c.cells))))
-            for c, same in zip(columns, constant, strict=True)
-            if same
-        ],
+        [(header, value) for header, value in said if value.strip()],
     )
 
 

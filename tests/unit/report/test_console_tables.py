@@ -89,6 +89,19 @@ def test_a_column_the_same_in_every_row_moves_to_one_line_when_narrow() -> None:
     assert text.count("synthetic:synthetic-responder") == 1 and "female" in text
 
 
+def test_a_column_empty_in_every_row_is_not_said() -> None:
+    """labor_market's decomposition printed "every row: identity yes; undefined because "."""
+    table = _table(
+        "t",
+        ("model", "group", "identity", "undefined because"),
+        ("synthetic:synthetic-responder", "female", "yes", ""),
+        ("synthetic:synthetic-responder", "male", "yes", ""),
+    )
+    text = " ".join(_printed(table, 30).split())
+    assert "every row: model synthetic:synthetic-responder; identity yes" in text
+    assert "undefined because" not in text
+
+
 def test_internal_columns_never_show() -> None:
     table = _table("t", ("group", "_persona", "rate"), ("female", "p-17", "0.250"))
     for width in (20, 80):
