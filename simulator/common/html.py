@@ -50,6 +50,7 @@ def fmt(value: Any, spec: str = ".3f") -> str:
         value: The value.
         spec: A format spec (``.3f``, ``.1%``), ``int``, ``text`` or ``p`` (a p-value: ``.3f``,
             or ``< 0.001`` rather than a misleading ``0.000``, as :func:`format_p` writes it).
+            A value that is not zero but would round to zeros is shown as ``1.2e-06``.
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -62,8 +63,17 @@ def fmt(value: Any, spec: str = ".3f") -> str:
     if spec == "p" and isinstance(value, int | float):
         return "< 0.001" if value < 0.001 else format(value, ".3f")
     if isinstance(value, int | float):
-        return format(value, spec)
+        shown = format(value, spec)
+        # A real difference of 1e-6 beside a small p must not read as none: a fixed-point
+        # value that is not zero but rounds to it is shown in scientific notation instead.
+        if value and _FIXED.match(spec) and not shown.strip("-0.%"):
+            return f"{value:.1e}"
+        return shown
     return str(value)
+
+
+#: A fixed-point format spec (``.3f``; a percentage keeps its own format).
+_FIXED = re.compile(r"^\.\d+f$")
 
 
 #: A p-value's column or key: ``p``, ``p_value``, ``p_adjusted``, ``sign_p``...

@@ -351,13 +351,10 @@ def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
 
 
 def estimate_cell(value: Any) -> str:
-    """An estimate as a cell: three decimals, or two significant digits in scientific notation
-    when it is not zero but would round to ``0.000`` (a real difference of 1e-6 beside a small
-    p must not read as none)."""
+    """An estimate as a cell, as the page shows it (:func:`..common.html.fmt`: three decimals,
+    or scientific notation for a value that is not zero but would round to ``0.000``)."""
     from biasim.simulator.common.html import fmt
 
-    if isinstance(value, int | float) and value == value and 0 < abs(value) < 5e-4:
-        return f"{value:.1e}"
     return fmt(value)
 
 

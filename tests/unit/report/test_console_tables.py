@@ -189,3 +189,18 @@ def test_a_p_value_or_a_unit_never_wraps_inside_its_cell() -> None:
     assert max(map(len, text.splitlines())) <= 80
     assert text.count("< 0.001") == 2 and "120 persona_id" in text and "96 persona_id" in text
     assert "persona, 60 units" in text and "persona, 58 units" in text
+
+
+def test_a_value_that_is_not_zero_never_shows_as_zero() -> None:
+    """The console and the page format numbers with one function: a difference of 1e-6 beside a
+    small p printed `0.000 p = 0.049` (issue 47's review); now it prints in scientific
+    notation, and zero and p-values keep their formats."""
+    from biasim.simulator.common.html import fmt
+
+    assert [fmt(1.2e-6), fmt(-3e-5), fmt(0.0), fmt(0.25)] == [
+        "1.2e-06",
+        "-3.0e-05",
+        "0.000",
+        "0.250",
+    ]
+    assert fmt(2e-6, "p") == "< 0.001" and fmt(0.0004, ".4f") == "0.0004"
