@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-import pandas as pd
 from pydantic import Field
 
 from biasim.simulator.common.html import fmt, format_p
@@ -27,6 +26,7 @@ from biasim.simulator.kinds.base import (
     StudyFacts,
     summary_table,
 )
+from biasim.simulator.kinds.lazy import pd
 from biasim.simulator.study.market import MARKET_CSV, NO_SWITCH
 
 if TYPE_CHECKING:
