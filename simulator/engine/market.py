@@ -17,14 +17,18 @@ seed, what is drawn, the cycle and the replicate market only: two studies that d
 readers' behaviour draw the same applicants and the same attrition numbers with the same seed
 (common random numbers).
 ``market.replicates`` runs that many independent markets one after the other in the same
-model; replicate 0 draws exactly what a single market draws. Nobody employed applies (in
-any trajectory: they all read the same applicants); the population part of a cycle's
-applicants walks one stream of picks and skips the employed and those already applying, so
-switching referrals off keeps the rest of it.
+model; replicate 0 draws exactly what a single market draws. Nobody employed applies; the
+population part of a cycle's applicants walks one stream of picks and skips the employed and
+those already applying, so switching referrals off keeps the rest of it.
 
 A study's policies run in the same model, each as its own trajectory: its own workforce, its
-readers drawn from it and its hires from its copies of the reading stages, which read the
-letters every trajectory shares (the applicants are drawn once a cycle). Each trajectory draws
+own applicants (drawn from the people it does not employ, on the same keyed stream, so a
+trajectory's draws do not depend on which others run beside it, and two trajectories draw the
+same people wherever neither employs them), its readers drawn from its workforce and its hires
+from its copies of the reading stages, which read its applicants' letters. An applicant several
+trajectories draw writes once (one call; results' ``applies_in`` names the trajectories that
+drew them), and a trajectory that draws the base's applicants reads the base's pools. Each
+trajectory draws
 its readers and leavers from a fresh generator of the same key, and indexes the draws by
 seniority (an employee's place in the order of joining): the i-th longest-serving employee
 reads, or leaves, in one trajectory exactly when the i-th does in another. Every trajectory
@@ -63,6 +67,7 @@ from biasim.simulator.llm.types import LLMResponse
 from biasim.simulator.study.config import StudyConfig
 from biasim.simulator.study.design import AgentSpec, population_member, population_specs
 from biasim.simulator.study.market import (
+    APPLIES_IN,
     COMPOSITION_COLUMNS,
     HIRES_COLUMNS,
     HIRES_CSV,
@@ -192,6 +197,10 @@ class Trajectory:
     #: The cycle it starts reading in (a policy's ``from_cycle``); before it, it is the base.
     start: int = 1
     staff: list[Employee] = field(default_factory=list)
+    #: This cycle's applicants (agent ids): its own draw from the people it does not employ.
+    applied: set[str] = field(default_factory=set)
+    #: Applicants this cycle asked for beyond the people it does not employ.
+    short: int = 0
     readers: dict[str, list[Any]] = field(default_factory=dict)
     decided: Counter[str] = field(default_factory=Counter)
     compositions: list[CycleComposition] = field(default_factory=list)
@@ -238,8 +247,6 @@ class MarketModel(StudyModel):
         self._rejected: dict[int, None] = {}
         self.graph: nx.DiGraph | None = None
         self._exclusions: dict[str, Counter[str]] = {}
-        #: Applicants this cycle asked for beyond the people out of work (see _draw_applicants).
-        self._short = 0
         super().__init__(study, *args, **kwargs)
 
     @property
@@ -318,12 +325,22 @@ class MarketModel(StudyModel):
             agent.remove()
         self.documents, self.advanced, self.members = {}, {}, {}
         source = self.market.applicants.population
-        entries = self._draw_applicants()
+        drawn = {t.key: self._draw_applicants(t) for t in self.trajectories.values()}
+        # Every applicant of any trajectory writes once (a call key covers its own request
+        # only, so an applicant two trajectories draw is one call); each trajectory's stages
+        # read its own applicants' documents (_documents_read).
+        union: dict[int, Entry] = {}
+        for found in drawn.values():
+            for entry in found:
+                union.setdefault(entry.person, entry)
+        entries = sorted(union.values(), key=lambda e: e.person)
         applied = [_in_cycle(self._pool[e.person], self._tag, self.replicate) for e in entries]
         self._applied = {spec.agent_id: spec for spec in applied}
         self._entries = {spec.agent_id: e for spec, e in zip(applied, entries, strict=True)}
+        ids = {e.person: spec.agent_id for spec, e in zip(applied, entries, strict=True)}
         for trajectory in self.trajectories.values():
             trajectory.decided = Counter()
+            trajectory.applied = {ids[e.person] for e in drawn[trajectory.key]}
         for name, pop in populations(self.study).items():
             cls = AGENT_CLASSES[pop.agent]
             if name in self.market.readers:
@@ -340,17 +357,17 @@ class MarketModel(StudyModel):
             ]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
 
-    def _draw_applicants(self) -> list[Entry]:
-        """This cycle's applicants (by person), none of them employed: the referred share
-        first, then earlier rejected applicants who apply again, then the rest drawn from the
-        people out of work (the whole draw without referrals and reapplications), in person
-        order; ``self._short`` is how many of ``per_cycle`` nobody was left to be."""
+    def _draw_applicants(self, trajectory: Trajectory) -> list[Entry]:
+        """``trajectory``'s applicants this cycle (by person), none of them employed in it: the
+        referred share first, then earlier rejected applicants who apply again, then the rest
+        drawn from the people it does not employ (the whole draw without referrals and
+        reapplications), in person order; ``trajectory.short`` is how many of ``per_cycle``
+        nobody was left to be. The generators are keyed by seed, what, cycle and replicate,
+        not by trajectory: two trajectories draw the same people wherever neither employs
+        them, and a trajectory's draw does not depend on which others run beside it."""
         seed, cycle, market, replicate = self.study.seed, self.cycle, self.market, self.replicate
         per_cycle = market.applicants.per_cycle
-        employed = [e.person for e in self.workforce]
-        # Nobody employed applies: with policies or a decomposition, employed in no trajectory,
-        # since every trajectory reads the same applicants (their effects stay paired).
-        busy = {e.person for t in self.trajectories.values() for e in t.staff}
+        employed = [e.person for e in trajectory.staff]
         entries: list[Entry] = []
         if market.referrals is not None and self.graph is not None:
             wanted = round(market.referrals.share * per_cycle)
@@ -362,12 +379,12 @@ class MarketModel(StudyModel):
             rng = market_rng(seed, "reapply", cycle, replicate)
             again = draw_reapplicants(list(self._rejected), taken, market.reapply.probability, rng)
             entries += [Entry(p, "reapply") for p in again[: per_cycle - len(entries)]]
-        taken = busy | {e.person for e in entries}
+        taken = set(employed) | {e.person for e in entries}
         rng = market_rng(seed, "applicants", cycle, replicate)
         drawn = out_of_work(len(self._pool), taken, per_cycle - len(entries), rng)
         entries += [Entry(p, "population") for p in drawn]
         # Fewer people out of work than applicants asked for: recorded, not shrunk silently.
-        self._short = per_cycle - len(entries)
+        trajectory.short = per_cycle - len(entries)
         return sorted(entries, key=lambda e: e.person)
 
     def _applicant(self, cls: Any, spec: AgentSpec) -> Any:
@@ -407,19 +424,18 @@ class MarketModel(StudyModel):
         base_stages = [p.name for p in self.plans if self.stage_configs[p.name].policy_of is None]
         hiring = [n for n in base_stages if self.stage_configs[n].reads is not None][-1]
         groups = {a: self._group(s.persona) for a, s in self._applied.items()}
-        applicants = Counter(groups.values())
-        came = {
-            how: Counter(groups[a] for a, e in self._entries.items() if e.how == how)
-            for how in ("referral", "reapply")
-        }
         base = self.trajectories[BASE]
         for trajectory in self.trajectories.values():
             if self.cycle < trajectory.start:
                 self._follow(trajectory, base)
                 continue
             left = Counter() if "attrition" in trajectory.off else self._attrition(trajectory)
+            came = {
+                how: Counter(groups[a] for a in trajectory.applied if self._entries[a].how == how)
+                for how in ("referral", "reapply")
+            }
             if trajectory.reads_as is None:
-                picked = self._random_picks(hiring)
+                picked = self._random_picks(hiring, trajectory)
             else:
                 picked = self.advanced.get(policy_stage_name(hiring, trajectory.reads_as), {})
             advanced = [a for authors in picked.values() for a in authors]
@@ -433,13 +449,13 @@ class MarketModel(StudyModel):
                 for spec in hires
             ]
             if trajectory.key == BASE:
-                self._remember(hires)
+                self._remember(trajectory, hires)
             staff_now, tenure_now = self._staff(trajectory)
             trajectory.compositions.append(
                 CycleComposition(
                     replicate=self.replicate,
                     cycle=self.cycle,
-                    applicants=applicants,
+                    applicants=Counter(groups[a] for a in trajectory.applied),
                     referred=came["referral"],
                     reapplied=came["reapply"],
                     readers=trajectory.decided,
@@ -449,7 +465,7 @@ class MarketModel(StudyModel):
                     workforce=staff_now,
                     tenure=tenure_now,
                     unfilled=unfilled,
-                    short=self._short,
+                    short=trajectory.short,
                 )
             )
 
@@ -464,11 +480,11 @@ class MarketModel(StudyModel):
         ]
         trajectory.compositions.append(base.compositions[-1])
 
-    def _remember(self, hires: list[AgentSpec]) -> None:
-        """Each applicant's history gains this cycle; those not hired are rejected (and may
-        reapply), those hired leave the rejected."""
+    def _remember(self, base: Trajectory, hires: list[AgentSpec]) -> None:
+        """Each of the base's applicants' history gains this cycle; those not hired are
+        rejected (and may reapply), those hired leave the rejected."""
         hired = {self._entries[s.agent_id].person for s in hires}
-        for entry in self._entries.values():
+        for entry in (e for a, e in self._entries.items() if a in base.applied):
             person = entry.person
             before = self._history.get(person, History())
             rejected = person not in hired
@@ -480,7 +496,7 @@ class MarketModel(StudyModel):
             else:
                 self._rejected.pop(person, None)
 
-    def _random_picks(self, hiring: str) -> dict[str, list[str]]:
+    def _random_picks(self, hiring: str, trajectory: Trajectory) -> dict[str, list[str]]:
         """The readers switched off: every reading stage's evaluations formed as the stage
         forms them (same pools), each picking as many as its reader would, uniformly at random
         (no call); per pool of ``hiring``, the authors it advanced. It mirrors the documents
@@ -491,7 +507,7 @@ class MarketModel(StudyModel):
             reads = config.reads
             if reads is None or config.policy_of is not None:
                 continue
-            documents = self.documents.get(reads.stage, [])
+            documents = self._own_documents(trajectory, reads.stage)
             before = advanced.get(reads.after or "", {})
             if reads.after is not None:
                 passed = {author for authors in before.values() for author in authors}
@@ -545,6 +561,23 @@ class MarketModel(StudyModel):
     def _group(self, persona: Any, by: str | None = None) -> str:
         return dict(persona.attributes).get(by or self.market.by, "")
 
+    def _documents_read(self, stage: str, written: str) -> list[Any]:
+        config = self.stage_configs[stage]
+        policy = config.policy_of[1] if config.policy_of else BASE
+        return self._own_documents(self._reading[policy], written)
+
+    def _own_documents(self, trajectory: Trajectory, written: str) -> list[Any]:
+        """The documents of ``written`` by ``trajectory``'s applicants (in the order written,
+        so a trajectory that draws the base's applicants forms the base's pools)."""
+        documents = self.documents.get(written, [])
+        if len(self.trajectories) == 1:
+            return documents
+        return [
+            d
+            for d in documents
+            if d.author.agent_id in trajectory.applied or d.author.agent_id not in self._applied
+        ]
+
     def _pool_label(self, stage: str) -> str:
         # Each cycle's pools are drawn afresh, and their ids (in unit ids) name the cycle.
         return f"{self._tag}/{super()._pool_label(stage)}"
@@ -574,6 +607,10 @@ class MarketModel(StudyModel):
         entry = self._entries.get(agent.spec.agent_id)
         if entry is not None and not isinstance(agent, Reading):
             row.update(self._entry_columns(entry))
+            if len(self.trajectories) > 1:
+                row[APPLIES_IN] = "|".join(
+                    t.key for t in self.trajectories.values() if agent.spec.agent_id in t.applied
+                )
         if isinstance(agent, Reading):
             # Pools of different cycles (and replicate markets) are different clusters
             # (analyses cluster on them).

@@ -482,7 +482,7 @@ class StudyModel(mesa.Model):
         config = self.stage_configs[plan.name]
         reads = config.reads
         assert reads is not None
-        documents = self.documents.get(reads.stage, [])
+        documents = self._documents_read(plan.name, reads.stage)
         carried = None
         if reads.after is not None:
             advanced = self.advanced.get(reads.after, {})
@@ -514,6 +514,11 @@ class StudyModel(mesa.Model):
             for i, evaluation in enumerate(matching.evaluations)
             for j in range(n)
         ]
+
+    def _documents_read(self, stage: str, written: str) -> list[Document]:
+        """The documents of the writing stage ``written`` that reading ``stage`` reads: all of
+        them (in a market, a trajectory's stages read its own applicants')."""
+        return self.documents.get(written, [])
 
     def write_tables(self, out: Path) -> None:
         """The tables the model keeps besides the results, into run directory ``out`` (none

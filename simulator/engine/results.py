@@ -28,7 +28,7 @@ from biasim.simulator.study.columns import (
     PIPELINE_COLUMNS,
 )
 from biasim.simulator.study.config import OutputField, StudyConfig
-from biasim.simulator.study.market import applicant_columns
+from biasim.simulator.study.market import applicant_columns, several_trajectories
 
 _ARROW_TYPES = {
     "choice": pa.string(),
@@ -77,7 +77,10 @@ def result_schema(study: StudyConfig) -> pa.Schema:
         columns += [(c, pa.string()) for c in COMMITTEE_COLUMNS]
     if study.market is not None:
         columns.append(("cycle", pa.int64()))
-        columns += [(c, _ARROW_TYPES[t]) for c, t in applicant_columns(study.market).items()]
+        columns += [
+            (c, _ARROW_TYPES[t])
+            for c, t in applicant_columns(study.market, several_trajectories(study)).items()
+        ]
     if any(stage.pairing is not None for stage in study.stages):
         columns += [(c, pa.string()) for c in PAIRING_COLUMNS]
     if any(stage.counterfactual is not None for stage in study.stages):

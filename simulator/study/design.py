@@ -26,6 +26,7 @@ from biasim.personas import (
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study.biographies import BiographiesConfig
 from biasim.simulator.study.config import StudyConfig
+from biasim.simulator.study.market import switch_subsets
 from biasim.simulator.study.persona_writer import persona_view
 from biasim.simulator.study.populations import pool_slices, selects_from, stratum_key
 from biasim.simulator.study.stage_graph import populations, stage_order, stage_population
@@ -426,6 +427,29 @@ def expected_stage_units(study: StudyConfig) -> dict[str, int]:
         # A committee reads every evaluation once per member: each member's reading is a unit.
         units_of[name] = units * (stage.readers.count if stage.readers is not None else 1)
     return {name: units * (cycles - _before_start(study, name)) for name, units in units_of.items()}
+
+
+def other_applicants(study: StudyConfig) -> int:
+    """At most how many applicants of a market's trajectories besides the base (policies, a
+    decomposition) the base does not draw, over every cycle of every replicate market: each
+    writes a letter of its own. A trajectory draws from the people it does not employ on the
+    base's stream, so its applicants differ from the base's by at most the people one of the
+    two employs and the other does not (none at its start, when it holds the base's
+    workforce). Each cycle after, that grows by at most both sides' hires, and by the base's
+    leavers where the trajectory's attrition is off; a cycle's draw caps it."""
+    market = study.market
+    if market is None or study.cycles is None:
+        return 0
+    per_cycle, hires = market.applicants.per_cycle, 2 * market.openings
+    leavers = market.attrition.leavers if market.attrition.leavers is not None else per_cycle
+    starts = [(p.from_cycle or 1, hires) for p in (study.policies or {}).values()]
+    starts += [(1, hires + leavers * ("attrition" in off)) for off in switch_subsets(market)]
+    found = sum(
+        min(per_cycle, grows * (cycle - start))
+        for start, grows in starts
+        for cycle in range(start, study.cycles + 1)
+    )
+    return found * market.replicates
 
 
 def _before_start(study: StudyConfig, stage: str) -> int:

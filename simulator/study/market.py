@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from biasim.simulator.study.fields import Identifier, Strict
+from biasim.simulator.study.policies import BASE
 
 if TYPE_CHECKING:
     from biasim.personas import Persona
@@ -245,6 +246,21 @@ def switch_subsets(market: MarketConfig) -> list[frozenset[str]]:
     ]
 
 
+def several_trajectories(study: Any) -> bool:
+    """Whether a study's market runs trajectories besides the base (policies, or a
+    decomposition): each draws its own applicants."""
+    market = study.market
+    return market is not None and (bool(study.policies) or bool(market.decompose))
+
+
+def in_base(applies_in: Any) -> Any:
+    """Per applicant row, whether the base drew the applicant: its :data:`APPLIES_IN`
+    (a pandas Series of ``|``-joined trajectory keys; empty in a market of the base alone)
+    names the base. Analyses of the base read its applicants only."""
+    keys = "|" + applies_in.astype("string").fillna(BASE) + "|"
+    return keys.str.contains(f"|{BASE}|", regex=False).astype(bool)
+
+
 def switch_label(off: frozenset[str]) -> str:
     """How ``market.csv`` names the switches off in a trajectory (``none``: all on)."""
     return "|".join(k for k in SWITCHES if k in off) or NO_SWITCH
@@ -258,11 +274,20 @@ def switch_policy(off: frozenset[str]) -> str | None:
     return "off_" + "_".join(k for k in SWITCHES if k in off)
 
 
-def applicant_columns(market: MarketConfig) -> dict[str, str]:
+#: The applicants' results column of a market with several trajectories: the trajectories
+#: (``market.csv``'s policy, or ``off_<switches>``) that drew the applicant, joined by ``|``.
+APPLIES_IN = "applies_in"
+
+
+def applicant_columns(market: MarketConfig, several: bool = False) -> dict[str, str]:
     """The results columns a market adds to its applicants' rows, with their types: with
+    several trajectories (policies or a decomposition: ``several``), :data:`APPLIES_IN`, since
+    each trajectory draws its own applicants and analyses of the base read the base's; with
     referrals, ``referred_by`` (the referring employee's id in the applicants' population, empty
     when not referred); with reapplication, ``reapplied`` and the history before the cycle."""
-    columns = {"referred_by": "string"} if market.referrals is not None else {}
+    columns = {APPLIES_IN: "string"} if several else {}
+    if market.referrals is not None:
+        columns["referred_by"] = "string"
     if market.reapply is not None:
         columns.update(
             reapplied="boolean", applications_before="integer", rejections_before="integer"

@@ -28,7 +28,7 @@ from biasim.simulator.llm.tokens import (
 )
 from biasim.simulator.study.checks import DOCUMENT_STAND_IN, dry_render
 from biasim.simulator.study.config import RoleConfig, StageConfig, Study, StudyConfig
-from biasim.simulator.study.design import expected_stage_units, when_counts
+from biasim.simulator.study.design import expected_stage_units, other_applicants, when_counts
 from biasim.simulator.study.prices import role_price
 from biasim.simulator.study.stage_graph import calls_per_agent
 from biasim.simulator.study.views import StudyViews, study_views
@@ -401,10 +401,17 @@ def _stage_calls(
     """Per stage: its calls over every model, and whether that is only an upper bound."""
     if views.pipeline:
         units = expected_stage_units(config)
+        market, others = config.market, other_applicants(config)
+        bounded = set()
+        for stage in config.stages if market is not None and others else ():
+            if stage.reads is None and stage.population == market.applicants.population:
+                # Applicants only another trajectory draws write letters too (a bound).
+                units[stage.name] += others
+                bounded.add(stage.name)
         return {
             s.name: (
                 units[s.name] * calls_per_agent(config, s),
-                s.reads is not None or s.when is not None,
+                s.reads is not None or s.when is not None or s.name in bounded,
             )
             for s in config.stages
         }
@@ -468,7 +475,8 @@ def _notes(lines: Iterable[Line], counters: dict[tuple[str, ...], TokenCounter])
     )
     notes.append(
         "re-asks after invalid answers are not counted; stages marked <= run only for the "
-        f"agents their `when` or a reading selects (the count is the upper bound); prices of "
+        "agents their `when` or a reading selects, and a market's letters for the applicants "
+        "only another trajectory than the base draws (the count is the upper bound); prices of "
         f"{PRICES_DATE} unless the study gives its own"
     )
     return notes

@@ -1,6 +1,7 @@
 """A policy that starts at cycle k (`from_cycle: k`) forks the base's trajectory: before k it is
 the base (no calls of its own), from k on it reads with its own stage copies on the base's
-random numbers; with `run --replay` of a run without it, only its readings are asked."""
+random numbers; with `run --replay` of a run without it, only its calls are asked (its readings,
+and letters of applicants only its trajectory draws): no base call again."""
 
 from __future__ import annotations
 
@@ -107,31 +108,38 @@ def test_market_effects_tests_a_late_policy_over_its_own_cycles(cli, tmp_path: P
 
 
 @pytest.mark.parametrize("first", [{}, {"same": SAME}], ids=["base", "base+policy"])
-def test_replay_of_a_run_asks_only_the_late_policys_readings(
-    cli, tmp_path: Path, first: dict
-) -> None:
+def test_replay_of_a_run_asks_only_the_late_policys_calls(cli, tmp_path: Path, first: dict) -> None:
     """A run without the late policy, then the same study with it and `--replay FIRST`: every
     base (and old policy) answer comes from the store, and the calls made are the late
-    policy's readings in cycles 3..6 (4 of them); the base's trajectory is the first run's.
-    That holds here because no one the late policy hires would have applied in the base
-    (applicants come from people employed in no trajectory; the guide's larger fork, in
-    tests/e2e/test_market_guide.py, also asks base calls again from the start on)."""
-    one = run(cli, tmp_path, market(policies=first) if first else market(), "first")
+    policy's: its readings in cycles 3..6 (4 of them) and the letters of applicants only its
+    trajectory draws (each trajectory draws its own applicants from the people it does not
+    employ); the first run's trajectories are unchanged. 10 people and managers who favour
+    men when they see names: the late policy hires others than the base, and one of its
+    applicants is someone the base employs (one letter here in each case)."""
+    small = {"design": {"agents_per_value": 5}}
+    study = market(**small, policies=first)
+    study["roles"]["manager"]["synthetic"]["selected"] = {"by": "gender", "weights": {"male": 20}}
+    one = run(cli, tmp_path, study, "first")
     path = pipeline_studies.write(
-        tmp_path / "second.yaml", market(policies={**first, "late": LATE})
+        tmp_path / "second.yaml", {**study, "policies": {**first, "late": LATE}}
     )
     two = tmp_path / "second"
     result = cli.invoke(app, ["run", str(path), "--out", str(two), "--replay", str(one)])
     assert result.exit_code == 0, result.output
-    calls = 12 + 6 * (1 + len(first))  # letters, the base's and the old policy's readings
-    assert f"new calls: 4, from cache: {calls} calls" in " ".join(result.output.split())
     results = pd.read_parquet(two / "results.parquet")
     asked = results[~results["cached"]]
-    assert asked["stage"].tolist() == ["offer__late"] * 4
-    assert sorted(asked["cycle"]) == [3, 4, 5, 6]
+    readings = asked[asked["stage"] == "offer__late"]
+    assert sorted(readings["cycle"]) == [3, 4, 5, 6]
+    letters = asked[asked["stage"] == "apply"]
+    assert len(asked) == len(readings) + len(letters)
+    assert len(letters) == 1
+    assert (letters["applies_in"] == "late").all() and (letters["cycle"] > 3).all()
+    calls = 12 + 6 * (1 + len(first))  # letters, the base's and the old policy's readings
+    text = " ".join(result.output.split())
+    assert f"new calls: {len(asked)}, from cache: {calls} calls" in text
     with sqlite3.connect(two / "calls.sqlite") as conn:
         made = conn.execute("SELECT stage FROM calls WHERE NOT from_store").fetchall()
-    assert made == [("offer__late",)] * 4
+    assert sorted(made) == sorted((s,) for s in asked["stage"])
     old = pd.read_csv(one / "market.csv")
     new = pd.read_csv(two / "market.csv")
     assert new[new["policy"].isin(old["policy"])].reset_index(drop=True).equals(old)
@@ -139,12 +147,16 @@ def test_replay_of_a_run_asks_only_the_late_policys_readings(
 
 def test_estimate_counts_a_late_policys_readings_from_its_start(cli, tmp_path: Path) -> None:
     """2 replicates x (6 cycles x (2 letters + the base's reading) + 4 cycles of the late
-    policy's reading) = 2 x 22 = 44, the calls the run makes."""
+    policy's reading) = 2 x 22 = 44, and the letters of applicants only the late policy
+    draws: none at cycle 3 (the base's workforce), at most a cycle's 2 from cycle 4 on, so
+    up to 2 x 3 x 2 = 12 more: up to 56. The run asks 44 and one call per such letter."""
     data = market(policies={"late": LATE}, market={"replicates": 2})
     path = pipeline_studies.write(tmp_path / "late.yaml", data)
     result = cli.invoke(app, ["estimate", str(path)])
     assert result.exit_code == 0, result.output
-    assert "up to 44 new calls" in " ".join(result.output.split())
+    assert "up to 56 new calls" in " ".join(result.output.split())
     out = run(cli, tmp_path, data, "late")
+    letters = pd.read_parquet(out / "results.parquet").query("stage == 'apply'")
+    others = int((letters["applies_in"] == "late").sum())
     with sqlite3.connect(out / "calls.sqlite") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 44
+        assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 44 + others <= 56
