@@ -8,6 +8,8 @@ with probability proportional to a weight: ``weights[group]`` times ``in_group``
 author shares the manager's group. One employee drawn uniformly leaves, then the hire joins.
 The state is the number of women in the workforce; the initial workforce is drawn without
 replacement from the population (hypergeometric). Nothing here reads the engine.
+With policies, each trajectory draws its applicants so, from the people it does not employ
+(the engine's rule), so each trajectory is this chain, not only the base's.
 """
 
 from __future__ import annotations

@@ -32,9 +32,10 @@ REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejectio
     # 3 calls a cycle, 24 in all: stopped in cycle 4 of 8 by a kill or by Ctrl-C (SIGINT: the
     # run saves what it has and exits), or killed in the second replicate market (its cycle 1
     # or 2 of 4), which must start from its own workforce (and, with referrals, its own
-    # graph and histories) again on resume; with a policy (4 calls a cycle, 32 in all), both
-    # trajectories of the second market must; a policy from cycle 3 (3 calls a cycle, then 4:
-    # 28) must be the base again before cycle 3 of the second market.
+    # graph and histories) again on resume; with a policy (4 calls a cycle, 32 in all, and the
+    # letter of one applicant only the policy's trajectory draws: 33), both trajectories of the
+    # second market must; a policy from cycle 3 (3 calls a cycle, then 4: 28) must be the base
+    # again before cycle 3 of the second market.
     [
         (market(cycles=8), COLUMNS, 24, 10, signal.SIGKILL),
         (market(cycles=8), COLUMNS, 24, 10, signal.SIGINT),
@@ -46,7 +47,7 @@ REFERRAL_COLUMNS = ["referred_by", "reapplied", "applications_before", "rejectio
                 policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},
             ),
             COLUMNS,
-            32,
+            33,
             19,
             signal.SIGKILL,
         ),

@@ -25,8 +25,9 @@ def simulate_set(
 ) -> pd.DataFrame:
     """A composition table of ``replicates`` markets, each run under the base and a policy as
     the engine runs them (tests/market_chain.py's market): 20 people per group, a workforce
-    of 4, each cycle 2 applicants (shared) drawn from the people employed in neither
-    trajectory, a reader at a drawn seniority place who favours its own group 3 to 1, one
+    of 4, each cycle 2 applicants per trajectory drawn from the people it does not employ on
+    one stream (the first two of a shared random order it does not employ: the engine's
+    `out_of_work`), a reader at a drawn seniority place who favours its own group 3 to 1, one
     leaver at a drawn place (shared places), the hire joins. The policy multiplies the weight
     of a woman by ``effect`` (1: it acts as the base does); each trajectory's pick is its own
     draw (its own calls). Before cycle ``start`` (a policy's ``from_cycle``) the policy's
@@ -41,14 +42,14 @@ def simulate_set(
             counts = [population[p] for p in people]
             rows += [(replicate, policy, 0, g, 0, counts.count(g)) for g in GROUPS]
         for cycle in range(1, 13):
-            busy = set(staff["base"]) | set(staff["policy"])
-            pool = rng.sample([p for p in range(40) if p not in busy], 2)
+            order = rng.sample(range(40), 40)
             reader, leaver = rng.randrange(4), rng.randrange(4)
             for policy, people in staff.items():
                 if policy == "policy" and cycle < start:
                     people[:] = staff["base"]
                     rows += [(*r[:1], "policy", *r[2:]) for r in rows[-len(GROUPS) :]]
                     continue
+                pool = [p for p in order if p not in people][:2]
                 own = population[people[reader]]
                 weights = [
                     (3.0 if population[p] == own else 1.0)
