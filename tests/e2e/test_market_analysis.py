@@ -193,8 +193,9 @@ def test_the_market_kind_shows_the_base_market_of_a_run_with_trajectories(
     cli, tmp_path: Path
 ) -> None:
     """With policies and a decomposition, market.csv holds every trajectory of every
-    replicate; the `market` kind reads the base's (policy base, nothing off) only. (Not the
-    numbers of a run without them: applicants come from the people no trajectory employs.)"""
+    replicate; the `market` kind reads the base's (policy base, nothing off) only: the numbers
+    of a run without them (each trajectory draws its own applicants; test_market_policies
+    holds the base to the run without policies)."""
     data = market(
         market={"replicates": 3, "decompose": ["attrition"]},
         policies={"redacted": {"stages": {"offer": {"author": "redacted"}}}},

@@ -56,10 +56,9 @@ def test_each_subset_of_switches_runs_on_the_bases_random_numbers(cli, tmp_path:
     }
     same = [c for c in range(1, 7) if drawn["off_readers"][c] == drawn["off_readers_attrition"][c]]
     assert same[:1] == [1]
+    off, both_off = wide.loc["readers"], wide.loc["readers|attrition"]
     for cycle in same:
-        assert wide.loc["readers"].loc[cycle, "hires"].equals(
-            wide.loc["readers|attrition"].loc[cycle, "hires"]
-        )
+        assert off.loc[cycle, "hires"].equals(both_off.loc[cycle, "hires"])
     assert sorted(results["stage"].unique()) == ["apply", "offer", "offer__off_attrition"]
     found = decompose_drift(table, SWITCHES)
     women = found[found["group"] == "female"].groupby("cycle")

@@ -68,9 +68,10 @@ def test_the_guides_fork_pays_only_from_the_late_policys_start(cli, tmp_path: Pa
     """The two commands as written (the run folders in a temporary folder, 10 people per
     gender): the second run answers every call before cycle 6 from the first run's store and
     asks all of the late policy's readings (up to 2 pools of 4 in each of cycles 6 to 10 of the
-    20 markets: fewer where fewer people are out of work in every trajectory); a base call it
-    asks again is one from cycle 6 on, where the policy's hires leave the people who apply in
-    every trajectory (the guide says so)."""
+    20 markets: fewer where fewer people are out of work in its trajectory); the other calls it
+    asks are letters of applicants only the late policy's trajectory draws, from cycle 7 on
+    (at 6 it holds the base's workforce). It asks no base call again: the base's results are
+    the first run's, every one from the store (the guide says so)."""
     study, (first, second) = fork_section()
     (tmp_path / "late_redaction.yaml").write_text(study, encoding="utf-8")
     second[1] = str(tmp_path / second[1])
@@ -88,7 +89,8 @@ def test_the_guides_fork_pays_only_from_the_late_policys_start(cli, tmp_path: Pa
     assert results[results["stage"] == "offer__late_redaction"]["cached"].sum() == 0
     assert sorted(asked["cycle"].unique()) == [6, 7, 8, 9, 10]
     assert results[results["cycle"] < 6]["cached"].all()
-    first_stages = set(
-        pd.read_parquet(tmp_path / first[first.index("--out") + 1] / "results.parquet")["stage"]
-    )
-    assert set(results[results["cycle"] < 6]["stage"]) <= first_stages
+    letters = asked[asked["stage"] != "offer__late_redaction"]
+    assert set(letters["stage"]) <= {"apply"} and (letters["cycle"] >= 7).all()
+    assert (letters["applies_in"] == "late_redaction").all()
+    before = pd.read_parquet(tmp_path / first[first.index("--out") + 1] / "results.parquet")
+    assert set(before["unit_id"]) <= set(results.loc[results["cached"], "unit_id"])

@@ -40,7 +40,8 @@ def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Pat
     run without policies, although the policies' hires make their applicants differ from the
     base's (10 people, managers who favour men when they see names: they do here, and the
     base drew from the people no trajectory employed before, so it did not stay the same)."""
-    small = market(design={"agents_per_value": 5})
+    hiring = {"kind": "pipeline", "name": "hiring", "stages": ["offer"], "groups": ["gender"]}
+    small = market(design={"agents_per_value": 5}, analyses=[hiring])
     small["roles"]["manager"]["synthetic"]["selected"] = {"by": "gender", "weights": {"male": 20}}
     plain = run(cli, tmp_path, small, "plain")
     both = run(cli, tmp_path, {**small, "policies": POLICIES}, "both")
@@ -77,6 +78,13 @@ def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Pat
         assert set(one.execute(calls)) <= set(two.execute(calls))
     per_cycle = results.groupby(["cycle", "stage"]).size().unstack()
     assert (per_cycle[["offer", "offer__same", "offer__redacted"]] == 1).all().all()
+    # The pipeline analysis of the base reads the base's applicants only: the plain run's.
+    sections = [
+        next(a for a in json.loads((out / "summary.json").read_text())["analyses"])
+        for out in (plain, both)
+    ]
+    assert sections[0]["applications"] == 12
+    assert sections[0] == sections[1]
 
 
 def test_estimate_counts_each_policys_readings_in_every_cycle(cli, tmp_path: Path) -> None:
