@@ -9,7 +9,8 @@ With a ``network`` the people of the applicants' population form a social graph 
 replicate market); with ``referrals`` a share of each cycle's applicants is referred by
 employees over it, and with ``reapply`` rejected applicants may apply again, their history in
 the template context. Both come only in a market whose one trajectory is the base (validation
-refuses them beside policies or a decomposition, whose trajectories share the applicants).
+refuses them beside policies or a decomposition: the referrers and the histories are kept for
+the base's trajectory only).
 
 Every draw of the market (the initial workforce, the graph, each cycle's applicants,
 referrals, reapplications, readers and leavers) comes from a generator seeded by the study

@@ -192,7 +192,8 @@ class MarketConfig(Strict):
     referrals: ReferralConfig | None = Field(
         None,
         description="Referral hiring over `network` (docs/guides/labor-market.md); refused "
-        "beside `policies:` or `decompose`, whose trajectories share the applicants.",
+        "beside `policies:` or `decompose` (referrers and histories are kept for the base's "
+        "trajectory only).",
     )
     reapply: Reapplication | None = Field(
         None,
