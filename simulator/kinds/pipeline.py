@@ -32,7 +32,16 @@ from biasim.simulator.kinds.lazy import (
     unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
+from biasim.simulator.kinds.sections.columns import (
+    below_four_fifths,
+    group_value,
+    impact_ratio,
+    p_adjusted,
+    p_value,
+    rate,
+    reason,
+    unit_of_test,
+)
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.market import person_of
@@ -69,23 +78,24 @@ _STAGE_NOTE = (
     "pool; concordant_pairs: the unit is the pair, whole authors swap groups within it, so "
     "only pairs picked alike in both orders count), {adjust}-adjusted across stages."
 )
+#: The reading stage a row is about.
+_STAGE = Column("stage", "stage", description="The reading stage.")
 STAGES = ResultTable(
     key="stages",
     title="selection by stage and {key}",
     columns=(
-        Column("stage", "stage", description="The reading stage."),
+        _STAGE,
         group_value(),
         Column("entered", "entered", "int", description="Candidates in a valid evaluation."),
         Column("advanced", "advanced", "int", description="Of them picked or accepted."),
-        Column("rate", "rate", ".3f", description="Advanced / entered."),
-        interval("ci_low", "ci_high", "Its Wilson interval."),
+        *rate("Advanced / entered.", "Its Wilson interval."),
         Column("cumulative_rate", "cumulative", ".3f", description="Advanced / first entered."),
-        Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate."),
-        Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8."),
+        impact_ratio(),
+        below_four_fifths(),
         Column("dpd", "DPD", ".3f", description="Highest minus lowest rate at the stage."),
         Column("test", "test", description="The stage's test of the DPD."),
-        Column("unit", "unit", description="The unit its null exchanges."),
-        Column("p_value", "p", "p", description="Its p-value."),
+        unit_of_test("The unit its null exchanges."),
+        p_value("Its p-value."),
         p_adjusted("stages"),
     ),
     description="Per stage: who entered and advanced, the rate, its test and unit.",
@@ -115,14 +125,14 @@ POSITIONS = ResultTable(
     key="position_effect",
     title="is the first document shown picked more than chance?",
     columns=(
-        Column("stage", "stage", description="The reading stage."),
+        _STAGE,
         Column("size", "shown", "int", description="Documents per evaluation."),
         Column("k", "picked", "int", description="Picked per evaluation."),
         Column("n_evaluations", "evaluations", "int", description="Valid evaluations."),
         Column("first_chosen", "first picked", "int", description="The first shown picked."),
         Column("share", "share", ".3f", description="First picked / evaluations."),
         Column("chance", "chance", ".3f", description="k / shown."),
-        Column("p_value", "p (exact binomial)", "p", description="Against chance."),
+        p_value("Against chance.", "p (exact binomial)"),
         p_adjusted("stages"),
     ),
     description="The first position's test against chance, per stage (evaluations as units).",
@@ -155,7 +165,7 @@ COUNTERFACTUAL = ResultTable(
         Column("flip_rate", "flip rate", ".3f", description="(only A + only B) / documents."),
         Column("rate_a", "advanced as A", ".3f", description="Advanced under A."),
         Column("rate_b", "advanced as B", ".3f", description="Advanced under B."),
-        Column("p_value", "McNemar exact p", "p", description="Discordant pairs against 1/2."),
+        p_value("Discordant pairs against 1/2.", "McNemar exact p"),
         Column("excluded", "excluded", "int", description="Documents without both readings."),
         p_adjusted("the pairs"),
     ),
@@ -167,7 +177,7 @@ EXCLUSIONS = ResultTable(
     title="excluded, by stage and reason",
     columns=(
         Column("stage", "stage", description="Where (`(writing)`: never written)."),
-        Column("reason", "reason", description="Why."),
+        reason(),
         Column("count", "candidates", "int", description="Candidates left out."),
     ),
     description="Candidates left out, by stage and reason.",
@@ -215,9 +225,7 @@ class PipelineResult:
     counterfactual: dict[str, Counterfactual] = field(
         default_factory=dict, metadata=about("Counterfactual stage -> its axis and readings.")
     )
-    validity: dict[str, Records] = field(
-        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
-    )
+    validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
     exclusions: Records = field(default_factory=list, metadata=tabled(EXCLUSIONS))
 
 

@@ -29,7 +29,18 @@ from biasim.simulator.kinds.pipeline import (
     stage_chain,
     stage_picks,
 )
-from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
+from biasim.simulator.kinds.sections.columns import (
+    below_four_fifths,
+    group_value,
+    impact_ratio,
+    interval,
+    p_adjusted,
+    p_value,
+    rate,
+    reason,
+    unit_count,
+    unit_of_test,
+)
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.policies import BASE, policy_stage_name
@@ -98,11 +109,10 @@ RATES = ResultTable(
         group_value("{label}"),
         Column("entered", "applicants", "int", description="Applicants of the group."),
         Column("selected", "hired", "int", description="Of them hired end to end."),
-        Column("rate", "rate", ".3f", description="Hired / applicants."),
-        interval("rate_low", "rate_high", "Pool bootstrap."),
-        Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate."),
+        *rate("Hired / applicants.", "Pool bootstrap.", bounds="rate"),
+        impact_ratio(),
         interval("ratio_low", "ratio_high", "Pool bootstrap."),
-        Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8."),
+        below_four_fifths(),
     ),
     description="End-to-end hire rates per group and policy.",
     note=_NOTE,
@@ -113,11 +123,11 @@ TESTS = ResultTable(
     title="policy tests by {label}, paired, joint across groups",
     columns=(
         Column("policy", "policy", description="The policy tested against the baseline."),
-        Column("unit", "unit", description="The unit the test swaps."),
-        Column("n_units", "pools", "int", description="How many."),
+        unit_of_test("The unit the test swaps."),
+        unit_count("pools"),
         Column("df", "df", "int", description="Groups - 1."),
         Column("statistic", "statistic", ".2f", description="D' W+ D."),
-        Column("p_value", "p", "p", description="Pool-swap permutation p."),
+        p_value("Pool-swap permutation p."),
         p_adjusted("the policies"),
     ),
     description="Paired tests against the baseline, with the unit they swap.",
@@ -149,7 +159,7 @@ EXCLUDED = ResultTable(
     key="excluded",
     title="excluded, by reason",
     columns=(
-        Column("reason", "reason", description="Why."),
+        reason(),
         Column("count", "applicants", "int", description="Applicants left out."),
     ),
     description="Applicants left out, by reason.",
