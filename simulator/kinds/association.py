@@ -18,24 +18,11 @@ from pydantic import Field
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds import spec_fields
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.columns import (
-    interval,
-    p_adjusted,
-    p_value,
-    rate,
-    reason,
-    unit_count,
-    unit_of_test,
-)
-from biasim.simulator.kinds.spec_fields import (
-    category_field,
-    chance_alpha_field,
-    paper_count_adjust_field,
-    positive_field,
-)
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -50,8 +37,8 @@ class AssociationSpec(AnalysisSpec):
     by: str | None = Field(
         None, description="Design factor whose levels are analysed apart (e.g. `experiment`)."
     )
-    positive: str | None = positive_field()
-    category: str | None = category_field("Table 4: `dominance`")
+    positive: str | None = spec_fields.positive_field()
+    category: str | None = spec_fields.category_field("Table 4: `dominance`")
     describe: list[str] = Field(
         default_factory=list, description="Further columns of the items file shown per item."
     )
@@ -61,19 +48,21 @@ class AssociationSpec(AnalysisSpec):
         max_length=2,
         description="Two levels of `by` compared per item, first minus second (Table 5).",
     )
-    alpha: float = chance_alpha_field()
-    adjust: Literal["none", "holm", "bh"] = paper_count_adjust_field("the items of a level")
+    alpha: float = spec_fields.chance_alpha_field()
+    adjust: Literal["none", "holm", "bh"] = spec_fields.paper_count_adjust_field(
+        "the items of a level"
+    )
     n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of calls (categories).")
 
 
 #: The test of a share against chance, its adjustment and its unit (items and categories of
 #: ``association`` and ``picks``).
 SHARE_COLUMNS = (
-    p_value("Exact test against chance."),
-    p_adjusted("the items (`adjust`)", "p adjusted"),
+    cols.p_value("Exact test against chance."),
+    cols.p_adjusted("the items (`adjust`)", "p adjusted"),
     Column("deviates", "deviates", "bool", description="Adjusted p below `alpha`."),
-    unit_of_test("The test's unit (calls)."),
-    unit_count(),
+    cols.unit_of_test("The test's unit (calls)."),
+    cols.unit_count(),
 )
 #: What the intervals of the items and categories assume.
 _INTERVALS = (
@@ -81,7 +70,7 @@ _INTERVALS = (
     "item of a category with the same two names)"
 )
 #: The share of pairings with the target value and its Wilson interval.
-_SHARE = rate("Share paired with `positive`.", "Wilson interval.", key="share", label="share")
+_SHARE = cols.rate("Share paired with `positive`.", "Wilson interval.", key="share", label="share")
 ITEMS = ResultTable(
     key="items",
     title="per item",
@@ -102,7 +91,7 @@ CATEGORIES = ResultTable(
     columns=(
         Column("n", "pairings", "int", description="Pairings in the category."),
         *_SHARE,
-        interval("boot_low", "boot_high", "Over calls.", label="bootstrap"),
+        cols.interval("boot_low", "boot_high", "Over calls.", label="bootstrap"),
         Column("calls", "calls", "int", description="Calls resampled."),
     ),
     description="Share per category of items.",
@@ -128,7 +117,7 @@ POSITION = ResultTable(
         Column("share_when_first", "share, first", ".3f", description="Its share then."),
         Column("share_when_second", "share, second", ".3f", description="Its share then."),
         Column("effect", "effect", "+.3f", description="First minus second."),
-        p_value("Welch test over calls."),
+        cols.p_value("Welch test over calls."),
     ),
     description="Share when named first vs second.",
     file=None,
@@ -142,7 +131,7 @@ COMPARISON = ResultTable(
     columns=(
         Column("share_*", spec=".3f", description="Share at a level compared.", required=False),
         Column("difference", "difference", ".3f", description="First level minus second."),
-        interval("diff_low", "diff_high", "Its interval."),
+        cols.interval("diff_low", "diff_high", "Its interval."),
     ),
     description="Two levels of `by` per item.",
 )
@@ -160,7 +149,7 @@ UNUSED_LINES = ResultTable(
     key="unused_lines",
     title="unused answer lines",
     columns=(
-        reason("Why the line gave no pair."),
+        cols.reason("Why the line gave no pair."),
         Column("lines", "lines", "int", description="Lines."),
     ),
     description="Answer lines that were no pair, and why.",

@@ -23,7 +23,7 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
-from biasim.simulator.kinds.sections.columns import p_value
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     CaseTables,
@@ -73,7 +73,7 @@ EXPLICIT_CASES = ResultTable(
         Column("n_valid", "answers", "int", description="Answers naming an attribute."),
         Column("dpd", "DPD", ".3f", star="significant", description="max - min naming rate."),
         Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null."),
-        p_value("Its parity test's p."),
+        cols.p_value("Its parity test's p."),
     ),
     description="DPD of the attribute named per case (Unknown excluded), its parity test.",
     note="DPD = max - min rate of naming each attribute; * = significant.",
@@ -91,7 +91,7 @@ IMPLICIT_VS_EXPLICIT = ResultTable(
         Column("sd_dpd_explicit", "sd", ".3f", description="Its sd (ddof 0)."),
         Column("n_significant_explicit", "significant", "int", description="Significant ones."),
         Column("t_statistic", "t", ".2f", description="Two-sample t of raw DPDs."),
-        p_value("Its p (comparison only)."),
+        cols.p_value("Its p (comparison only)."),
         Column(
             "mean_excess_implicit",
             "implicit beyond chance",

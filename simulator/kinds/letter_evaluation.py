@@ -39,16 +39,8 @@ from biasim.simulator.kinds.lazy import (
     transmission_figures,
     unit_stats,
 )
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.columns import (
-    interval,
-    p_adjusted,
-    p_value,
-    rate,
-    reason,
-    unit_count,
-    unit_of_test,
-)
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:
@@ -132,12 +124,12 @@ def _share_columns(*tail: Column) -> tuple[Column, ...]:
     """The hire share's columns and its sign test over pairs, then ``tail``."""
     return (
         Column("n", "decided", "int", description="Answers hiring one of the two."),
-        *rate("Share hiring `share_of`.", "Wilson interval.", key="share", label="share"),
-        p_value("Sign test against 0.5 over pairs."),
-        p_adjusted("the jobs", "p (holm)", by="Holm"),
+        *cols.rate("Share hiring `share_of`.", "Wilson interval.", key="share", label="share"),
+        cols.p_value("Sign test against 0.5 over pairs."),
+        cols.p_adjusted("the jobs", "p (holm)", by="Holm"),
         Column("pairs", "pairs", "int", description="Pairs of letters read."),
-        unit_of_test("The test's unit (pair)."),
-        unit_count("leaning", "Pairs that lean (tested)."),
+        cols.unit_of_test("The test's unit (pair)."),
+        cols.unit_count("leaning", "Pairs that lean (tested)."),
         *tail,
     )
 
@@ -145,7 +137,7 @@ def _share_columns(*tail: Column) -> tuple[Column, ...]:
 _TIES = (
     Column("ties", "ties", "int", description='"Equally qualified" answers.', required=False),
     Column("tie_share", "tie share", ".3f", description="Their share.", required=False),
-    interval("tie_low", "tie_high", label="tie 95% CI", required=False),
+    cols.interval("tie_low", "tie_high", label="tie 95% CI", required=False),
 )
 _SHARE_OF = Column("share_of", "share of", description="Whose share of hires.")
 RELATIVE = ResultTable(
@@ -185,9 +177,9 @@ EFFECTS = ResultTable(
         Column("reference", "vs", description="Against."),
         Column("estimate", "estimate", "+.4f", star="significant", description="Its effect."),
         Column("std_error", "se", ".4f", description="Standard error."),
-        p_value("Its test."),
-        unit_of_test(),
-        unit_count(),
+        cols.p_value("Its test."),
+        cols.unit_of_test(),
+        cols.unit_count(),
         Column("warning", "warning", description="The fit's warning, if any."),
         Column("significant", "significant", "bool", description="p below `alpha`."),
     ),
@@ -222,7 +214,7 @@ TRAIT_TYPE_TABLE = ResultTable(
 )
 _EXCLUDED = (
     Column("trait", "trait", description="The trait (or type)."),
-    reason("Why its score was left out."),
+    cols.reason("Why its score was left out."),
     Column("excluded", "excluded", "int", description="Scores left out."),
 )
 SCORES_EXCLUDED = ResultTable(

@@ -31,17 +31,8 @@ from biasim.simulator.kinds.lazy import (
     pipeline_stats,
     unit_stats,
 )
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.columns import (
-    below_four_fifths,
-    group_value,
-    impact_ratio,
-    p_adjusted,
-    p_value,
-    rate,
-    reason,
-    unit_of_test,
-)
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.market import person_of
@@ -85,18 +76,18 @@ STAGES = ResultTable(
     title="selection by stage and {key}",
     columns=(
         _STAGE,
-        group_value(),
+        cols.group_value(),
         Column("entered", "entered", "int", description="Candidates in a valid evaluation."),
         Column("advanced", "advanced", "int", description="Of them picked or accepted."),
-        *rate("Advanced / entered.", "Its Wilson interval."),
+        *cols.rate("Advanced / entered.", "Its Wilson interval."),
         Column("cumulative_rate", "cumulative", ".3f", description="Advanced / first entered."),
-        impact_ratio(),
-        below_four_fifths(),
+        cols.impact_ratio(),
+        cols.below_four_fifths(),
         Column("dpd", "DPD", ".3f", description="Highest minus lowest rate at the stage."),
         Column("test", "test", description="The stage's test of the DPD."),
-        unit_of_test("The unit its null exchanges."),
-        p_value("Its p-value."),
-        p_adjusted("stages"),
+        cols.unit_of_test("The unit its null exchanges."),
+        cols.p_value("Its p-value."),
+        cols.p_adjusted("stages"),
     ),
     description="Per stage: who entered and advanced, the rate, its test and unit.",
     note=_STAGE_NOTE,
@@ -106,7 +97,7 @@ COMPOUNDING = ResultTable(
     key="compounding",
     title="end-to-end impact ratio by {key}, decomposed",
     columns=(
-        group_value(),
+        cols.group_value(),
         Column("end_to_end_rate", "end-to-end rate", ".3f", description="Hired / entered."),
         Column("end_to_end_ratio", "end-to-end IR", ".3f", description="Over the highest's."),
         Column("ratio_*", spec=".3f", description="The stage's rate over the reference group's."),
@@ -132,8 +123,8 @@ POSITIONS = ResultTable(
         Column("first_chosen", "first picked", "int", description="The first shown picked."),
         Column("share", "share", ".3f", description="First picked / evaluations."),
         Column("chance", "chance", ".3f", description="k / shown."),
-        p_value("Against chance.", "p (exact binomial)"),
-        p_adjusted("stages"),
+        cols.p_value("Against chance.", "p (exact binomial)"),
+        cols.p_adjusted("stages"),
     ),
     description="The first position's test against chance, per stage (evaluations as units).",
     file=None,
@@ -142,7 +133,7 @@ CHOICES = ResultTable(
     key="choice_rates",
     title="picked when shown at {outer}, by {key}, against chance",
     columns=(
-        group_value(),
+        cols.group_value(),
         Column("shown", "shown", "int", description="Showings of the group's documents."),
         Column("chosen", "picked", "int", description="Of them picked."),
         Column("rate", "rate", ".3f", description="Picked / shown."),
@@ -165,9 +156,9 @@ COUNTERFACTUAL = ResultTable(
         Column("flip_rate", "flip rate", ".3f", description="(only A + only B) / documents."),
         Column("rate_a", "advanced as A", ".3f", description="Advanced under A."),
         Column("rate_b", "advanced as B", ".3f", description="Advanced under B."),
-        p_value("Discordant pairs against 1/2.", "McNemar exact p"),
+        cols.p_value("Discordant pairs against 1/2.", "McNemar exact p"),
         Column("excluded", "excluded", "int", description="Documents without both readings."),
-        p_adjusted("the pairs"),
+        cols.p_adjusted("the pairs"),
     ),
     description="The same documents advanced under either name: flip rate and McNemar's test.",
     file="counterfactual_{key}",
@@ -177,7 +168,7 @@ EXCLUSIONS = ResultTable(
     title="excluded, by stage and reason",
     columns=(
         Column("stage", "stage", description="Where (`(writing)`: never written)."),
-        reason(),
+        cols.reason(),
         Column("count", "candidates", "int", description="Candidates left out."),
     ),
     description="Candidates left out, by stage and reason.",

@@ -12,7 +12,7 @@ from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.common.results import tabled
 from biasim.simulator.kinds.lazy import pd, refusals
-from biasim.simulator.kinds.sections.columns import rate
+from biasim.simulator.kinds.sections import columns as cols
 
 _OUTCOME = "__answer__"
 NOTE = (
@@ -76,7 +76,9 @@ TABLE = ResultTable(
         Column("value", "group", "text", description="The group's value."),
         Column("n_rows", "answers", "int", description="Answers of the group."),
         Column("n_valid", "valid", "int", description="Of them valid."),
-        *rate("Valid share.", "Its Wilson interval.", key="validity_rate", label="valid share"),
+        *cols.rate(
+            "Valid share.", "Its Wilson interval.", key="validity_rate", label="valid share"
+        ),
         Column("validity_gap", "gap", ".3f", description="Largest minus smallest share."),
         Column("validity_p_value", "p", "p", description="The gap's test."),
         Column("validity_test", "test (unit)", "text", description="The test and its unit."),
