@@ -28,7 +28,8 @@ from tests.builtin_runs import BuiltinRuns
 #: picks and association (with `by`, a comparison and categories), letter_evaluation, pipeline
 #: (choice rates per stage and group), policy_effect (tables per group column, crossed too),
 #: letters (paired letters: style, lexicon, WEAT, exclusions) and the kinds over a stage's
-#: decisions (seed 004, and a persona ablation).
+#: decisions (seed 004, and a persona ablation), and counterfactual_text (its metrics, with
+#: numbered notes and the values compared said once).
 STUDIES = {
     "bias_transmission_supplemental": 7,
     "bias_transmission_association": 7,
@@ -38,6 +39,8 @@ STUDIES = {
     "hiring_pipeline": 7,
     "hiring_policies": 7,
     "wan2023_letters_cbg": 4,
+    "wan2023_letters_counterfactual": 5,
+    "an2024_hiring_counterfactual": 1,
 }
 
 
@@ -99,6 +102,11 @@ def _check_console(spec: ResultTable, records: Records, text: str, name: str) ->
                 why = _agrees(low, record[column.key], ".3f") or _agrees(
                     high, record[column.upper or ""], ".3f"
                 )
+            elif spec.footnote and column.key == spec.footnote[1] and record[spec.footnote[0]]:
+                # The row's note, numbered after the cell and said under the table.
+                shown, number = re.fullmatch(r"(.*) \[(\d+)\]", text_cell).groups()
+                assert f"[{number}] {record[spec.footnote[0]]}" in text, (name, spec.key)
+                why = _agrees(shown, record[column.key], column.spec)
             else:
                 why = _agrees(text_cell.rstrip("*"), record[column.key], column.spec)
             assert why is None, (name, spec.key, i, column.key, text_cell, why)
