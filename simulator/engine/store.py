@@ -31,6 +31,7 @@ from biasim.simulator.engine.store_writer import (
     wait_for_left_writer,
 )
 from biasim.simulator.llm.types import LLMResponse
+from biasim.simulator.study.counterfactual import sql_work_unit
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -507,9 +508,11 @@ class CallStore:
         self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
-        """Per role and model: calls made, units (an invalid answer and its re-ask are one
-        unit) by their final state, invalid first answers, re-asks, calls redone after an
-        error on ``--resume``, tokens, latency, attempts and answers cut at ``max_tokens``."""
+        """Per role and model: calls made, units of work (an invalid answer and its re-ask are
+        one; an agent's counterfactual set is one, as the progress counts it), answers (one per
+        call of a unit, twins' too) by their final state, invalid first answers, re-asks,
+        calls redone after an error on ``--resume``, tokens, latency, attempts and answers cut
+        at ``max_tokens``."""
         self.flush()
         # A call is `final` when no later row redid it (a failed call asked again on resume);
         # a unit's `last` row, its re-ask where there was one, is the unit's final state.
@@ -524,7 +527,7 @@ class CallStore:
         cur = self._conn.execute(
             "WITH repeated(unit_id) AS "
             "(SELECT unit_id FROM calls GROUP BY unit_id HAVING COUNT(*) > 1) "
-            "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT unit_id), "
+            f"SELECT role, backend, model, COUNT(*), COUNT(DISTINCT {sql_work_unit('unit_id')}), "
             "SUM(last AND status='answered'), SUM(last AND status='invalid'), "
             "SUM(last AND status='error'), SUM(NOT final), "
             "SUM(final AND reask = 0 AND status='invalid'), SUM(prompt_tokens), "

@@ -30,6 +30,20 @@ if TYPE_CHECKING:
 SET, SWAP, WRITER = COUNTERFACTUAL_COLUMNS
 #: ``swap:`` value that swaps the name shown and not the attributes.
 NAME = "name"
+#: What a twin's call adds to its agent's unit id: its own entry in the call store, in its
+#: agent's unit of work (:func:`twin_unit`, :func:`sql_work_unit`).
+TWIN_MARK = "/cf="
+
+
+def twin_unit(unit: str, value: str) -> str:
+    """The call-store id of a twin's call: its agent's unit with the value it carries."""
+    return f"{unit}{TWIN_MARK}{value}"
+
+
+def sql_work_unit(column: str) -> str:
+    """SQL of the unit of work a call-store row belongs to (``column`` holding its id): a
+    twin's call is part of its agent's unit, as :func:`work_units` counts the results."""
+    return f"substr({column}, 1, instr({column} || '{TWIN_MARK}', '{TWIN_MARK}') - 1)"
 
 
 class CounterfactualConfig(Strict):
