@@ -220,6 +220,8 @@ class CounterfactualTextKind(AnalysisKind):
             self._check_stereotype_words(facts, spec.stereotype)
         if spec.decision is not None:
             facts.need_field(spec.stage, spec.decision, ("decision",), ("stage",))
+        # A folder that is no model is refused here, not when the run's answers are scored.
+        LettersKind._check_model(facts, ("embeddings",), spec.embeddings, None)
 
     @staticmethod
     def _check_toxicity_model(facts: StudyFacts, name: str, choice: ScorerChoice) -> None:
@@ -295,7 +297,11 @@ class CounterfactualTextKind(AnalysisKind):
                 columns = [c for c in out.scores if c.endswith("_value")]
                 name = slug(ctx.name, model) if len(models) > 1 else ctx.name
                 section.figures[name] = plot_swap_scores(
-                    out.scores, SWAP, columns, f"{ctx.name} ({model}): scores by swapped value"
+                    out.scores,
+                    SWAP,
+                    columns,
+                    f"{ctx.name} ({model}): scores by swapped value",
+                    {f"{n}_value": f"{c.scorer} score" for n, c in spec.scorers.items()},
                 )
         joined = {key: pd.concat(frames, ignore_index=True) for key, frames in parts.items()}
         for key in ("scores", "comparisons", "stereotype_words"):

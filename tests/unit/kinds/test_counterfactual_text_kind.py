@@ -274,6 +274,23 @@ def test_validate_refuses_what_the_stage_or_the_spec_cannot_supply(tmp_path) -> 
         assert problem.startswith(f"{path}{start}"), problem
 
 
+def test_validate_refuses_an_embeddings_folder_that_is_no_model(tmp_path) -> None:
+    """The cosine similarity's model is checked as the letters kind checks its own: a missing
+    folder is refused at validate, naming the field (it once failed after the run)."""
+    from biasim.simulator.common.errors import InputError
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "extends: wan2023_letters_counterfactual\nname: cf_embed\nanalyses:\n"
+        "  - kind: counterfactual_text\n    name: counterfactual\n    stage: write\n"
+        "    embeddings: ./no_model_here\n"
+    )
+    with pytest.raises(InputError) as info:
+        load_study(str(path))
+    (problem,) = [str(p) for p in info.value.problems]
+    assert problem.startswith(f"{path}:7: analyses[0].embeddings: no such folder"), problem
+
+
 def _metric_row(metric: str, statistic: str, estimate: float, p: float | None) -> dict:
     return {
         "metric": metric,
@@ -313,11 +330,11 @@ def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
         ("weak_parity", "-0.285", "<0.001"),
     ):
         (line,) = [x for x in lines if statistic in x]
-        cells = line.replace("< ", "<").split()
+        cells = line.replace("│", " ").replace("< ", "<").split()
         assert [estimate, p, "cf_set", "120"] == cells[-4:], line
     # The values compared, said once; the notes numbered beside the statistic, said below.
     assert "every row that has them: a female; b male" in out.getvalue()
     assert "0.000" not in out.getvalue()
     assert "[1] ties with the observed value broken at random" in out.getvalue()
     (untested,) = [x for x in lines if "mean_across" in x]
-    assert untested.split()[-4:] == ["0.700", "-", "-", "-"]
+    assert untested.replace("│", " ").split()[-4:] == ["0.700", "-", "-", "-"]
