@@ -31,7 +31,7 @@ from biasim.simulator.engine.store_writer import (
     wait_for_left_writer,
 )
 from biasim.simulator.llm.types import LLMResponse
-from biasim.simulator.study.counterfactual import sql_work_unit
+from biasim.simulator.study.counterfactual import work_unit
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -520,14 +520,16 @@ class CallStore:
         # answer text (most of a second at 40,000 calls). A unit asked once is its own final
         # and last row; only the units with several rows need the windows (0.98 -> 0.51 s at
         # 125,000 calls, all asked once).
+        # A twin's call is part of its agent's unit of work (one definition, in Python).
+        self._conn.create_function("work_unit", 2, work_unit, deterministic=True)
         columns = (
-            "role, backend, model, unit_id, status, reask, prompt_tokens, completion_tokens, "
-            "latency_s, attempts, truncated, cost_usd"
+            "role, backend, model, unit_id, stage, status, reask, prompt_tokens, "
+            "completion_tokens, latency_s, attempts, truncated, cost_usd"
         )
         cur = self._conn.execute(
             "WITH repeated(unit_id) AS "
             "(SELECT unit_id FROM calls GROUP BY unit_id HAVING COUNT(*) > 1) "
-            f"SELECT role, backend, model, COUNT(*), COUNT(DISTINCT {sql_work_unit('unit_id')}), "
+            "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT work_unit(unit_id, stage)), "
             "SUM(last AND status='answered'), SUM(last AND status='invalid'), "
             "SUM(last AND status='error'), SUM(NOT final), "
             "SUM(final AND reask = 0 AND status='invalid'), SUM(prompt_tokens), "

@@ -239,3 +239,16 @@ def test_validate_progress_summary_and_the_role_line_count_a_set_as_one_unit(
         app, ["run", str(study), "--replay", str(out), "--out", str(tmp_path / "again")]
     )
     assert "from cache: 48 calls, 32 units" in " ".join(again.output.split()), again.output
+
+
+def test_a_twin_call_id_maps_to_its_agents_unit_and_nothing_else_does() -> None:
+    """The inverse of ``twin_unit``, as the call store counts units: found after the stage, so
+    a persona axis named ``cf`` (``.../cf=a/0/r0/write``) is no twin and a value holding a
+    ``/`` is stripped whole."""
+    from biasim.simulator.study.counterfactual import twin_unit, work_unit
+
+    agent = "writers/cf=a,race=b/0/r0/write"
+    assert work_unit(agent, "write") == agent
+    assert work_unit(twin_unit(agent, "Black/African American"), "write") == agent
+    assert work_unit(twin_unit(agent, "male"), "write") == agent
+    assert work_unit(f"{agent}/format", "write") == f"{agent}/format"
