@@ -60,6 +60,9 @@ class ResultTable:
             count or two per level, which the CSV files of the rows it counts hold too).
         hide: Columns never shown (a label the title already names, e.g. the group column
             of a table per group); they stay in the CSV file and the summary.
+        console_rows: The most rows the console shows (None: any); a longer table is named
+            in one line, as one with ``console`` False (rates per group: a few in a study of
+            one case, hundreds across cases).
     """
 
     key: str
@@ -73,6 +76,7 @@ class ResultTable:
     labels_from: tuple[str, ...] = ()
     file: str | None = ""
     hide: tuple[str, ...] = ()
+    console_rows: int | None = None
 
     def named(self, **fields: Any) -> ResultTable:
         """The table with ``{field}`` in its title, note, file and column labels replaced by
@@ -142,10 +146,14 @@ class ResultTable:
             out.setdefault(tuple(records[i]), []).append(i)
         return [(rows, self.shown([records[rows[0]]])) for rows in out.values()]
 
+    def on_console(self, records: Sequence[dict[str, Any]]) -> bool:
+        """Whether the console shows ``records`` as a table (else names it in one line)."""
+        return self.console and (self.console_rows is None or len(records) <= self.console_rows)
+
     def print(self, console: Console, records: Sequence[dict[str, Any]], name: str) -> None:
         """The table on the console, titled ``<name>: <title>``, its note below it."""
         title = f"{name}: {self.title}"
-        if not self.console:
+        if not self.on_console(records):
             console.print(
                 f"{title}: {len(records)} rows (in the report and the CSV tables)",
                 highlight=False,
@@ -162,7 +170,8 @@ class ResultTable:
             for i in rows:
                 table.add_row(*[cell(records[i], c) for c in columns])
             print_table(console, table, hidden if j == len(parts) - 1 else None)
-        if self.note:
+        # A note explains the columns shown: none when every row is left out (as on the page).
+        if self.note and any(rows for rows, _ in parts):
             console.print(f"  {self.note}", highlight=False)
 
     def html(self, section: HtmlSection, records: Sequence[dict[str, Any]], key: Key) -> None:

@@ -28,13 +28,15 @@ from tests.builtin_runs import BuiltinRuns
 #: picks and association (with `by`, a comparison and categories), letter_evaluation, pipeline
 #: (choice rates per stage and group), policy_effect (tables per group column, crossed too),
 #: letters (paired letters: style, lexicon, WEAT, exclusions) and the kinds over a stage's
-#: decisions (seed 004, and a persona ablation).
+#: decisions (seed 004, a persona ablation and the default study: rates, DPD per case, model
+#: estimates).
 STUDIES = {
     "bias_transmission_supplemental": 7,
     "bias_transmission_association": 7,
     "bias_transmission_letters": 7,
-    "persona_ablation": 1,
-    "li2025_decisions": 4,
+    "persona_ablation": 4,
+    "li2025_decisions": 7,
+    "emergency_response": 2,
     "hiring_pipeline": 7,
     "hiring_policies": 7,
     "wan2023_letters_cbg": 4,
@@ -171,7 +173,7 @@ def test_console_page_and_csv_show_the_summary_tables_alike(
         for part, below in _runs(analysis):
             for spec, records, key in tables_of(result, part):
                 name = part["name"]
-                if spec.console:
+                if spec.on_console(records):
                     _check_console(spec, records, buffer.getvalue(), name)
                 else:
                     assert f"{name}: {spec.title}: {len(records)} rows" in buffer.getvalue()
