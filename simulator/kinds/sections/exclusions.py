@@ -15,6 +15,15 @@ NOTE = (
     "come from who is excluded."
 )
 
+
+def _treated(treatment: str, label: str, how: str) -> tuple[Column, Column]:
+    """The DPD under one treatment of the excluded answers, and its test's p."""
+    return (
+        Column(f"dpd_{treatment}", label, ".3f", description=f"DPD, {how}."),
+        Column(f"p_{treatment}", "p", "p", description="Its p."),
+    )
+
+
 EXCLUSIONS = ResultTable(
     key="exclusions",
     title="Refusals and invalid answers: validity and exclusion bounds",
@@ -22,22 +31,9 @@ EXCLUSIONS = ResultTable(
         Column("n_excluded", "excluded", "int", description="Answers excluded (invalid)."),
         Column("validity_gap", "validity", ".3f", description="Spread of valid shares."),
         Column("validity_p_value", "p", "p", description="Its test's p."),
-        Column("dpd_valid_only", "DPD", ".3f", description="DPD among valid answers."),
-        Column("p_valid_only", "p", "p", description="Its p."),
-        Column(
-            "dpd_excluded_as_negative",
-            "if negative",
-            ".3f",
-            description="DPD with every excluded answer as not targeted.",
-        ),
-        Column("p_excluded_as_negative", "p", "p", description="Its p."),
-        Column(
-            "dpd_excluded_as_positive",
-            "if positive",
-            ".3f",
-            description="DPD with every excluded answer as targeted.",
-        ),
-        Column("p_excluded_as_positive", "p", "p", description="Its p."),
+        *_treated("valid_only", "DPD", "valid answers only"),
+        *_treated("excluded_as_negative", "if negative", "excluded answers as not targeted"),
+        *_treated("excluded_as_positive", "if positive", "excluded answers as targeted"),
         Column(
             "bounds_include_parity",
             "includes parity",
