@@ -28,8 +28,11 @@ from tests.builtin_runs import BuiltinRuns
 #: picks and association (with `by`, a comparison and categories), letter_evaluation, pipeline
 #: (choice rates per stage and group), policy_effect (tables per group column, crossed too),
 #: letters (paired letters: style, lexicon, WEAT, exclusions) and the kinds over a stage's
-#: decisions (seed 004, and a persona ablation).
+#: decisions (seed 004, and a persona ablation), transmission (hires, scores, guesses and
+#: rationale terms of letters written by name; probe answers).
 STUDIES = {
+    "bias_transmission_pipeline": 13,
+    "bias_transmission_probes": 1,
     "bias_transmission_supplemental": 7,
     "bias_transmission_association": 7,
     "bias_transmission_letters": 7,
