@@ -2,7 +2,8 @@
 table (seed 000): Table 12's rationales and their terms by the chosen letter's gender, the
 overall mean (SD) of scores by gender, the jobs whose hiring bias is weaker than the association
 bias ("11/30"), the change in women's hires when names are withheld, appendix A.4's probe
-answers, and letters cut at ``max_tokens`` (never read, counted).
+answers, and letters cut at ``max_tokens`` (never read, counted); and :class:`Steps`, what
+every step of the kind reads and where it writes (the declared result, the CSV files).
 """
 
 from __future__ import annotations

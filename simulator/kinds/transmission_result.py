@@ -14,33 +14,50 @@ from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds import letter_evaluation
 from biasim.simulator.kinds.lazy import ceiling_effects
+from biasim.simulator.kinds.sections.columns import interval
+
+
+def _share(counted: str, what: str) -> tuple[Column, ...]:
+    """How many were ``counted``, the share of them that ``what``, and its Wilson interval
+    (hires by category and job, the position effect, the gender guesses)."""
+    return (
+        Column("n", counted, "int", description=f"{counted.capitalize()}."),
+        Column("share", "share", ".3f", description=f"Share that {what}."),
+        interval("ci_low", "ci_high", "Wilson interval."),
+    )
+
+
+def _units(unit: str) -> tuple[Column, ...]:
+    """A test's unit and how many of them it counted."""
+    return (
+        Column("unit", "unit", description=f"The test's unit ({unit})."),
+        Column("n_units", "units", "int", description="How many."),
+    )
+
 
 #: The shares of hires and their two intervals (by category and by job).
-_SHARE = (
-    Column("n", "decisions", "int", description="Comparisons decided."),
-    Column("share", "share to {positive}", ".3f", description="Share hiring `positive`."),
-    Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
-    Column("boot_low", "95% CI, pairs", "ci", upper="boot_high", description="Over pairs."),
+_HIRES = (
+    *_share("decisions", "hire the letter of `positive`"),
+    interval("boot_low", "boot_high", "Bootstrap over pairs."),
     Column("calls", "pairs", "int", description="Pairs the bootstrap resamples."),
 )
 HIRES_BY_CATEGORY = ResultTable(
     key="hires_by_category",
-    title="hires by job category (Table 4, Exp. 5)",
-    columns=_SHARE,
+    title="hires going to {positive}, by job category (Table 4, Exp. 5)",
+    columns=_HIRES,
     description="Share of comparisons won by `positive`, per stage and category.",
-    note="each pair of letters is read in both orders; 95% CI, pairs: bootstrap over pairs",
+    note="each pair of letters is read in both orders; the second 95% CI: bootstrap over pairs",
 )
 HIRES_BY_JOB = ResultTable(
     key="hires_by_job",
-    title="hires by job (Figure 4)",
+    title="hires going to {positive}, by job (Figure 4)",
     columns=(
         Column("item", "job", description="The job."),
-        *_SHARE,
+        *_HIRES,
         Column("pairs", "pair units", "int", description="Pairs of letters read."),
         Column("split", "split", "int", description="Pairs hired differently in the two orders."),
         Column("sign_p", "p", "p", description="Sign test on the pairs hired alike."),
-        Column("unit", "unit", description="The test's unit (pair)."),
-        Column("n_units", "units", "int", description="Pairs tested."),
+        *_units("pair"),
         Column("deviates", "deviates", "bool", description="`sign_p` below `alpha`."),
     ),
     description="The same per job, with its test.",
@@ -54,19 +71,16 @@ DEVIATING_JOBS = ResultTable(
         Column("jobs", "jobs", "int", description="Jobs tested."),
     ),
     description="Jobs deviating from chance, per stage.",
-    note="sign test on the pairs hired alike in both orders, at alpha",
+    note="sign test on the pairs hired alike in both orders, at `alpha`",
     file=None,
 )
 POSITION = ResultTable(
     key="position",
     title="Applicant 1 hired (position effect)",
     columns=(
-        Column("n", "decisions", "int", description="Comparisons decided."),
-        Column("share", "share", ".3f", description="Share hiring the letter shown first."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
+        *_share("decisions", "hire the letter shown first"),
         Column("p_value", "p", "p", description="Exact test against 0.5."),
-        Column("unit", "unit", description="The test's unit (call)."),
-        Column("n_units", "units", "int", description="How many."),
+        *_units("call"),
     ),
     description="Share won by the letter shown first.",
     note="each pair is shown in both orders, so the position effect cancels in the shares",
@@ -76,19 +90,17 @@ REDACTION_CHANGE = ResultTable(
     key="redaction_change",
     title="change in hires when names are withheld",
     columns=(
-        Column("named", "named", description="The stage reading letters with names."),
-        Column("redacted", "redacted", description="The stage reading them redacted."),
-        Column("unit", "unit", description="The test's unit (job)."),
-        Column("n_units", "units", "int", description="Jobs."),
+        Column("n_units", "units", "int", description="Jobs (the test's unit)."),
         Column("letters", "letters", "int", description="Letters of `positive` compared."),
         Column("share_named", "share named", ".3f", description="Their share of hires named."),
         Column("share_redacted", "redacted", ".3f", description="Their share redacted."),
         Column("difference", "change", "+.3f", description="Named minus redacted."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Its interval."),
+        interval("ci_low", "ci_high", "Its interval."),
         Column("p_value", "p", "p", description="One-sample t over the jobs' differences."),
         Column("significant", "significant", "bool", description="p below `alpha`."),
     ),
-    description="Named vs redacted: each letter of `positive` against itself.",
+    description="Named vs redacted: each letter of `positive` against itself, in the stages "
+    "`named` and `redacted`, the test over its `unit`.",
     note="each {positive} letter's share of hires named against its own share redacted",
 )
 #: A term's use by the letters of one group and the rest (rationales, probe answers).
@@ -162,11 +174,7 @@ OVERALL_SCORES = ResultTable(
 PREDICTIONS = ResultTable(
     key="predictions",
     title="letters guessed '{predicted}' (Table 10)",
-    columns=(
-        Column("n", "letters", "int", description="Letters guessed."),
-        Column("share", "share", ".3f", description="Share guessed `predicted`."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
-    ),
+    columns=_share("letters", "were guessed `predicted`"),
     description="Share of letters whose author is predicted `predicted`.",
 )
 EXCLUDED = ResultTable(
@@ -233,15 +241,9 @@ class TransmissionResult:
 
 def lines(summary: dict[str, Any]) -> list[str]:
     """The sentences said before the tables, on the console and the page alike: what could
-    not be computed, the jobs that deviate, the traits that move, the terms tested (found or
-    not) and the letters never read."""
-    out = list(summary.get("notes", []))
-    out += [
-        f"{row['stage']}: {row['deviate']}/{row['jobs']} jobs deviate from chance (sign test "
-        f"on pairs hired alike in both orders, alpha {summary['alpha']})"
-        for row in summary.get("deviating_jobs", [])
-    ]
-    out += _effect_lines(summary)
+    not be computed, the traits that move, the terms tested (found or not) and the letters
+    never read."""
+    out = list(summary.get("notes", [])) + _effect_lines(summary)
     group = summary.get("positive")
     if "rationale_terms_tested" in summary:
         found = len(summary.get("rationale_terms", []))

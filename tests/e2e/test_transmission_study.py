@@ -100,7 +100,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("transmission") / "run"
     done = _run(out, AGENTS)
     assert done.returncode == 0, done.stderr
-    assert "jobs deviate from chance" in done.stdout
+    assert "transmission: jobs that deviate from chance" in done.stdout
     return out
 
 
