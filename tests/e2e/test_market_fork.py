@@ -90,9 +90,10 @@ def test_market_effects_tests_a_late_policy_over_its_own_cycles(cli, tmp_path: P
     out = tmp_path / "effects"
     result = cli.invoke(app, ["run", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "starts at cycle 3 (the base before, changes 0): test over cycles >= 3" in (
-        result.output
-    )
+    printed = " ".join(result.output.split())
+    assert "late starts at cycle 3 (the base before, changes 0): test over cycles >= 3" in printed
+    row = next(line for line in result.output.splitlines() if line.startswith("│ late "))
+    assert [c.strip() for c in row.strip("│").split("│")][:4] == ["late", "base", "3", "3"]
     summary = json.loads((out / "summary.json").read_text())
     effects = next(a for a in summary["analyses"] if a["name"] == "effects")
     changes = pd.DataFrame(effects["effects"])

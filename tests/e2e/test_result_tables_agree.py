@@ -28,7 +28,8 @@ from tests.builtin_runs import BuiltinRuns
 #: picks and association (with `by`, a comparison and categories), letter_evaluation, pipeline
 #: (choice rates per stage and group), policy_effect (tables per group column, crossed too),
 #: letters (paired letters: style, lexicon, WEAT, exclusions) and the kinds over a stage's
-#: decisions (seed 004, and a persona ablation).
+#: decisions (seed 004, and a persona ablation); a labour market's composition, drift and
+#: policies' tests over replicate markets (market, market_effects).
 STUDIES = {
     "bias_transmission_supplemental": 7,
     "bias_transmission_association": 7,
@@ -38,6 +39,7 @@ STUDIES = {
     "hiring_pipeline": 7,
     "hiring_policies": 7,
     "wan2023_letters_cbg": 4,
+    "labor_market": 9,
 }
 
 
