@@ -23,6 +23,7 @@ from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import market_figures, market_stats, pd, unit_stats
+from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
 from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, NO_SWITCH
 from biasim.simulator.study.policies import BASE
 
@@ -50,25 +51,17 @@ _ONE_MARKET = (
     "one replicate market: the trajectory is one draw, shown without intervals (a market's "
     "cycles are not independent, so they give no interval; declare `market: {replicates: N}`)"
 )
-#: The group column of every table: its label is the persona axis counted (``by``).
-_GROUP = Column("group", "{by}", "text", description="The group (a value of `by`).")
 TRAJECTORY = ResultTable(
     key="trajectory",
     title="share per cycle by {by}",
     columns=(
         Column("measure", "share of", "text", description="hires, workforce or deciders."),
-        Column("cycle", "cycle", "int", description="The cycle (0: the initial workforce)."),
-        _GROUP,
+        CYCLE,
+        group(),
         Column("mean", "mean share", ".3f", description="Mean share over replicate markets."),
         Column("sd", "sd over markets", ".3f", description="Its sd over replicate markets."),
-        Column(
-            "ci_low",
-            "interval",
-            "ci",
-            upper="ci_high",
-            description="Its t interval over replicate markets (None with one market).",
-        ),
-        Column("n_replicates", "markets", "int", description="Replicate markets (the unit)."),
+        over_markets("ci_low", "ci_high"),
+        markets("n_replicates"),
     ),
     description="Per measure, cycle and group: mean share over replicate markets, sd, t interval.",
     note="share = the group's share of the cycle's hires, of the workforce at the end of the "
@@ -78,8 +71,8 @@ IMPACT_RATIOS = ResultTable(
     key="impact_ratios",
     title="impact ratios of hiring",
     columns=(
-        Column("cycle", "cycle", "int", description="The cycle."),
-        _GROUP,
+        CYCLE,
+        group(),
         Column("applicants", "applied", "int", description="Applicants, over markets."),
         Column("hires", "hired", "int", description="Hires, over markets."),
         Column("rate", "hire rate", ".3f", description="Hires over applicants."),
@@ -101,13 +94,13 @@ DRIFT = ResultTable(
     key="drift",
     title="drift of the workforce's composition",
     columns=(
-        _GROUP,
+        group(),
         Column("start", "share at start", ".3f", description="Mean share at the first cycle."),
         Column("end", "share at end", ".3f", description="Mean share at the last cycle."),
         Column("change", "change", "+.3f", description="End minus start."),
-        Column("ci_low", "interval", "ci", upper="ci_high", description="Its t interval."),
+        over_markets("ci_low", "ci_high"),
         Column("p_value", "p", "p", description="One-sample t test of the change."),
-        Column("n_units", "markets", "int", description="Replicate markets (the unit)."),
+        markets("n_units"),
     ),
     description="Per group: the workforce share's change from cycle 0 to the last, t test "
     "over replicate markets (empty with one market); `same_test_as` names the group whose "

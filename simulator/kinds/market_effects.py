@@ -23,6 +23,7 @@ from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
 from biasim.simulator.kinds.lazy import pd
+from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
 from biasim.simulator.study.market import MARKET_CSV, NO_SWITCH
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ class MarketEffectsSpec(AnalysisSpec):
 
 
 _POLICY = Column("policy", "policy", "text", description="The policy.")
-_CYCLE = Column("cycle", "cycle", "int", description="The cycle.")
-_GROUP = Column("group", "group", "text", description="The group.")
+_GROUP = group("group")
+_AGAINST = Column("baseline", "against", "text", description="The trajectory compared with.")
 
 
 def _share(measure: str, what: str) -> tuple[Column, ...]:
@@ -62,13 +63,9 @@ def _share(measure: str, what: str) -> tuple[Column, ...]:
 
 
 def _interval(measure: str, what: str) -> Column:
-    return Column(
-        f"{measure}_share_change_low",
-        f"{what} change CI",
-        "ci",
-        upper=f"{measure}_share_change_high",
-        description="The change's t interval over replicate markets (None with one market).",
-    )
+    """The t interval of the change of the share of ``measure``."""
+    change = f"{measure}_share_change"
+    return over_markets(f"{change}_low", f"{change}_high", f"{what} change CI")
 
 
 EFFECTS = ResultTable(
@@ -76,10 +73,10 @@ EFFECTS = ResultTable(
     title="each policy's shares per cycle",
     columns=(
         _POLICY,
-        Column("baseline", "against", "text", description="The trajectory compared with."),
-        _CYCLE,
+        _AGAINST,
+        CYCLE,
         _GROUP,
-        Column("replicates", "markets", "int", description="Replicate markets (the unit)."),
+        markets("replicates"),
         *_share("hire", "hire"),
         *_share("workforce", "workforce"),
         _interval("hire", "hire"),
@@ -96,9 +93,9 @@ TESTS = ResultTable(
     title="one test per policy",
     columns=(
         _POLICY,
-        Column("baseline", "against", "text", description="The trajectory compared with."),
+        _AGAINST,
         Column("from_cycle", "from cycle", "int", description="The first cycle the test sums."),
-        Column("n_units", "markets", "int", description="Replicate markets (the unit)."),
+        markets("n_units"),
         Column("df", "df", "int", description="Rank of the joint statistic."),
         Column("statistic", "statistic", ".3f", description="The joint statistic."),
         Column("n_permutations", "sign flips", "int", description="Assignments compared."),
@@ -116,14 +113,14 @@ DECOMPOSITION = ResultTable(
     key="decomposition",
     title="where the drift comes from",
     columns=(
-        _CYCLE,
+        CYCLE,
         _GROUP,
         Column("switch", "switch", "text", description="The mechanism switched off."),
         Column("drift", "drift", "+.3f", description="The workforce share's drift, all on."),
         Column("drift_all_off", "all off", "+.3f", description="The drift, every switch off."),
         Column("removed_alone", "removed alone", "+.3f", description="Drift it removes alone."),
         Column("shapley", "Shapley", "+.3f", description="Its Shapley share of the drift."),
-        Column("replicates", "markets", "int", description="Replicate markets averaged."),
+        markets("replicates"),
     ),
     description="Per cycle, group and switch: the drift, what switching it off removes "
     "alone, and its Shapley share.",
@@ -228,10 +225,10 @@ class MarketEffectsKind(AnalysisKind):
             if row["cycle"] == last
         ]
         parts = [r for r in summary["decomposition"] if r["cycle"] == last]
-        for group in dict.fromkeys(r["group"] for r in parts):
-            mine = [r for r in parts if r["group"] == group]
+        for value in dict.fromkeys(r["group"] for r in parts):
+            mine = [r for r in parts if r["group"] == value]
             lines.append(
-                f"drift of {group}'s workforce share by cycle {last}: "
+                f"drift of {value}'s workforce share by cycle {last}: "
                 f"{_signed(mine[0]['drift'])}, every switch off "
                 f"{_signed(mine[0]['drift_all_off'])}; "
                 + "; ".join(
