@@ -22,11 +22,13 @@ from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
-from biasim.simulator.kinds.lazy import pd
+from biasim.simulator.kinds.lazy import pd, unit_stats
 from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
 from biasim.simulator.study.market import MARKET_CSV, NO_SWITCH
+from biasim.simulator.study.policies import BASE
 
 if TYPE_CHECKING:
+    from biasim.analysis.stats.units import Tested
     from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 market_policy = lazy_module("biasim.analysis.stats.market_policy")
@@ -199,6 +201,27 @@ class MarketEffectsKind(AnalysisKind):
         section.summary = summary_of(result)
         return section
 
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Each policy's joint test against the base (unit: the replicate market), over the
+        cycles from its start (``from_cycle``) on."""
+        return {
+            _test_name(row["policy"], row["baseline"], row["from_cycle"]): unit_stats.Tested(
+                row.get("p_value"), "replicate", row.get("n_units")
+            )
+            for row in summary.get("tests", [])
+        }
+
+    def power_no_effect(self, spec: MarketEffectsSpec, config: Any) -> set[str]:
+        """The tests of a policy the synthetic responder cannot tell from the base (it
+        changes only text the test double does not read): no power to report."""
+        from biasim.simulator.kinds.policy_effect import acts_on_double
+
+        return {
+            _test_name(name, BASE, policy.from_cycle or 1)
+            for name, policy in (config.policies or {}).items()
+            if not acts_on_double(policy, config)
+        }
+
     def headline(self, summary: dict[str, Any]) -> str:
         return "(market_effects): market effects over cycles"
 
@@ -238,6 +261,11 @@ class MarketEffectsKind(AnalysisKind):
                 )
             )
         return lines
+
+
+def _test_name(policy: str, baseline: str, start: int) -> str:
+    """A policy's test as ``biasim power`` names it (its first cycle where it starts later)."""
+    return f"{policy} vs {baseline}" + (f" from cycle {start}" if start > 1 else "")
 
 
 def _signed(value: float | None) -> str:
