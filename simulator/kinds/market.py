@@ -105,7 +105,8 @@ DRIFT = ResultTable(
     description="Per group: the workforce share's change from cycle 0 to the last, t test "
     "over replicate markets (empty with one market); `same_test_as` names the group whose "
     "test a second of two groups repeats.",
-    note="t test of each market's change (unit: the replicate market)",
+    note="p: one-sample t test of each market's change of workforce share from the first cycle "
+    "to the last (unit: the replicate market)",
     says_nothing=lambda row: bool(row.get("same_test_as")),
     why="the same test as the first group's (two groups: the shares add up to 1, so the "
     "change is the first's negated)",

@@ -70,7 +70,7 @@ def test_replicate_markets_give_shares_with_intervals_and_a_drift_test(cli, tmp_
     text = " ".join(text.split())
     assert "share per cycle by gender" in text and "over the 5 replicate markets" in text
     assert "composition: drift of the workforce's composition" in text
-    assert "t test of each market's change (unit: the replicate market)" in text
+    assert "one-sample t test of each market's change of workforce share" in text
     # Two groups: one drift test, shown once; the other group's row is named as its repeat.
     why = "the same test as the first group's (two groups: the shares add up to 1"
     assert "1 row not shown" in text and why in text and "rows: male" in text
