@@ -278,7 +278,7 @@ def _figures(
 
 
 def _unavailable(study: Any, why: str) -> Section:
-    """Nothing computed, and why (a comparison, a simulated power study)."""
+    """Nothing computed, and why (a comparison of runs has no market.csv)."""
     market = study.market
     result = MarketResult(
         by=market.by,

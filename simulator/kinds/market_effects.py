@@ -36,8 +36,7 @@ market_decompose = lazy_module("biasim.analysis.stats.market_decompose")
 
 #: Why a table may be missing: where ``market.csv`` is not beside the results.
 NO_TABLE = (
-    "no market.csv here (a comparison or a simulated power study): each run's market effects "
-    "are in its own report"
+    "no market.csv here (a comparison of runs): each run's market effects are in its own report"
 )
 
 
