@@ -37,6 +37,7 @@ from biasim.simulator.kinds.sections.prism_validation import (
     ratings_problem,
     read_ratings,
 )
+from biasim.simulator.kinds.spec_fields import model_field
 from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
 
 #: The score cache's file in the run directory.
@@ -62,10 +63,9 @@ class PrismSpec(AnalysisSpec):
         "posting_text",
         description="Results column holding the text answered (a recorded factor variable).",
     )
-    masked_lm: str | None = Field(
-        None,
-        description="AutoModelForMaskedLM: a local folder or a hub id (bert-base-uncased is "
-        "the paper's); `--masked-lm PATH` sets it. Required.",
+    masked_lm: str | None = model_field(
+        "AutoModelForMaskedLM",
+        "bert-base-uncased is the paper's, `--masked-lm PATH` sets it. Required.",
     )
     word_lists: str | None = Field(
         None,

@@ -12,9 +12,48 @@ from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, tabled
 
 
-def _mean(key: str, label: str, what: str) -> Column:
+def _score(key: str, label: str, what: str) -> Column:
+    """A PRISM score (or a statistic on its scale), as every table shows one."""
     return Column(key, label, ".3f", description=what)
 
+
+def _one_sided(key: str, label: str, h1: str, opposite: str) -> tuple[Column, Column]:
+    """A one-sided test's p (``<key>``, H1 ``h1``) and the other side's (``<key>_opposite``),
+    as ``analysis.studies.prism.stats`` writes both."""
+    return (
+        Column(key, label, "p", description=f"One-sided p, H1 {h1}."),
+        Column(f"{key}_opposite", "p opposite", "p", description=f"One-sided p, H1 {opposite}."),
+    )
+
+
+def _correlation(name: str, stat: str, label: str) -> tuple[Column, Column]:
+    """A correlation coefficient (``<name>_<stat>``) and its two-sided p (``<name>_p``)."""
+    return (
+        _score(f"{name}_{stat}", label, f"{name.title()} {stat}."),
+        Column(f"{name}_p", f"p ({label})", "p", description="Its two-sided p."),
+    )
+
+
+def _against_baseline(prefix: str, side: str) -> tuple[Column, Column, Column]:
+    """A side's no-gender-signal baseline, its 95 % null range and the reading of the mean
+    against it (``<prefix>baseline``, ``<prefix>low``/``high``, ``<prefix>verdict``)."""
+    return (
+        _score(f"{prefix}baseline", "baseline", f"Mean score of the {side} with dealt words."),
+        Column(
+            f"{prefix}low",
+            "95 % null",
+            "ci",
+            upper=f"{prefix}high",
+            description="Its range over the dealings.",
+        ),
+        Column(f"{prefix}verdict", "reading", "text", description="masculine, feminine or within."),
+    )
+
+
+#: Postings with both scores, and each side's mean: a posting's table and the models'.
+PAIRS = Column("pairs", "pairs", "int", description="Postings with both scores (one pair each).")
+POSTING_MEAN = _score("posting_mean", "posting", "Mean posting score.")
+APPLICATION_MEAN = _score("application_mean", "application", "Mean of the applications' means.")
 
 WORD_LISTS = ResultTable(
     key="word_list_sizes",
@@ -22,11 +61,10 @@ WORD_LISTS = ResultTable(
     columns=(
         Column("words", "words", "int", description="Words kept in the list."),
         Column("dropped", "dropped", "text", description="Words not in the vocabulary."),
-        Column(
+        _score(
             "no_signal_token_score",
             "no-signal token",
-            ".3f",
-            description="Mean score of a token with no gender signal, lists of these sizes.",
+            "Mean score of a token with no gender signal, lists of these sizes.",
         ),
     ),
     description="Words per list, after the vocabulary filter.",
@@ -44,14 +82,14 @@ SUMMARY = ResultTable(
     key="summary",
     title="mean scores, posting -> application (+ = masculine)",
     columns=(
-        Column("pairs", "pairs", "int", description="Postings with both scores (one pair each)."),
+        PAIRS,
         Column("excluded_pairs", "excluded", "int", description="Postings missing a score."),
-        _mean("posting_mean", "posting", "Mean posting score."),
-        _mean("posting_magnitude", "|posting|", "Mean absolute posting score."),
-        _mean("posting_sd", "sd", "Its sd."),
-        _mean("application_mean", "application", "Mean of the applications' means."),
-        _mean("application_magnitude", "|application|", "Mean absolute application score."),
-        _mean("application_sd", "sd", "Its sd."),
+        POSTING_MEAN,
+        _score("posting_magnitude", "|posting|", "Mean absolute posting score."),
+        _score("posting_sd", "sd", "Its sd."),
+        APPLICATION_MEAN,
+        _score("application_magnitude", "|application|", "Mean absolute application score."),
+        _score("application_sd", "sd", "Its sd."),
     ),
     description="Score means per dimension, posting and application.",
     note="One pair per posting: its score and its applications' mean (the paper's Table 2).",
@@ -59,10 +97,9 @@ SUMMARY = ResultTable(
 ARROWS = ResultTable(
     key="arrows",
     title="shifts, posting -> application (the paper's Table 1)",
-    columns=(
-        Column("mean", "mean", "text", description="Shift of the mean: ↑, ↓ or –."),
-        Column("magnitude", "magnitude", "text", description="Shift of |score|: ↑, ↓ or –."),
-        Column("variance", "variance", "text", description="Change of the variance: ↑, ↓ or –."),
+    columns=tuple(
+        Column(key, key, "text", description=f"Shift of the {what}: ↑, ↓ or –.")
+        for key, what in (("mean", "mean"), ("magnitude", "|score|"), ("variance", "variance"))
     ),
     description="Posting-to-application shifts drawn in the scatter.",
     note="↑ / ↓ = the application side is higher / lower at two-sided 0.05; – = neither.",
@@ -74,12 +111,10 @@ FIT = ResultTable(
         Column("dbscan", "DBSCAN", "bool", description="Whether DBSCAN outliers were removed."),
         Column("n", "n", "int", description="Pairs fitted."),
         Column("removed", "removed", "int", description="Pairs DBSCAN removed."),
-        Column("pearson_r", "r", ".3f", description="Pearson r."),
-        Column("pearson_p", "p", "p", description="Its two-sided p."),
-        Column("slope", "slope", ".3f", description="Least-squares slope."),
-        Column("intercept", "intercept", ".3f", description="Its intercept."),
-        Column("spearman_rho", "rho", ".3f", description="Spearman rho."),
-        Column("spearman_p", "p (rho)", "p", description="Its two-sided p."),
+        *_correlation("pearson", "r", "r"),
+        _score("slope", "slope", "Least-squares slope."),
+        _score("intercept", "intercept", "Its intercept."),
+        *_correlation("spearman", "rho", "rho"),
     ),
     description="Regression of application on posting scores, per dimension.",
     note="DBSCAN yes: after removing outliers (eps 0.5, min_samples 30; - when fewer than 3 "
@@ -90,13 +125,9 @@ SHIFT = ResultTable(
     title="shift of the scores (Wilcoxon signed-rank, one pair per posting)",
     columns=(
         Column("mean_statistic", "W mean", ".1f", description="Signed-rank statistic, scores."),
-        Column("mean_p", "p mean", "p", description="One-sided p, H1 applications more masculine."),
-        Column("mean_p_opposite", "p opposite", "p", description="One-sided p, H1 more feminine."),
+        *_one_sided("mean_p", "p mean", "applications more masculine", "more feminine"),
         Column("magnitude_statistic", "W |x|", ".1f", description="Statistic, |scores|."),
-        Column("magnitude_p", "p |x|", "p", description="One-sided p, H1 further from 0."),
-        Column(
-            "magnitude_p_opposite", "p opposite", "p", description="One-sided p, H1 closer to 0."
-        ),
+        *_one_sided("magnitude_p", "p |x|", "further from 0", "closer to 0"),
     ),
     description="Paired test of the shift, on one pair per posting.",
     note="mean: H1 the applications are more masculine than their posting; |x|: H1 further "
@@ -109,22 +140,14 @@ VARIANCE = ResultTable(
         Column("levene_statistic", "Levene", ".3f", description="Levene's statistic."),
         Column("levene_p", "p", "p", description="Its two-sided p (the paper's Table 5)."),
         Column("levene_p_one_sided", "p one-sided", "p", description="Its one-sided p."),
-        Column(
+        *_one_sided(
             "paired_p",
             "p paired",
-            "p",
-            description="Paired Brown-Forsythe p, H1 postings vary more.",
+            "postings vary more (paired Brown-Forsythe)",
+            "applications vary more",
         ),
-        Column(
-            "paired_p_opposite", "p opposite", "p", description="Its p, H1 applications vary more."
-        ),
-        Column("var_postings", "var postings", ".3f", description="Variance of the postings."),
-        Column(
-            "var_applications",
-            "var applications",
-            ".3f",
-            description="Variance of the applications' means.",
-        ),
+        _score("var_postings", "var postings", "Variance of the postings."),
+        _score("var_applications", "var applications", "Variance of the applications' means."),
     ),
     description="Variance of postings vs applications.",
     note="Levene treats the two sides as independent samples, as the paper; the paired "
@@ -134,12 +157,10 @@ BASELINE = ResultTable(
     key="baseline",
     title="scores against the no-gender-signal baseline",
     columns=(
-        Column("observed", "mean", ".3f", description="Mean score of the texts."),
-        Column("baseline", "baseline", ".3f", description="Mean score with dealt word lists."),
-        Column("low", "95 % null", "ci", upper="high", description="Its 95 % range."),
-        Column("p", "p", "p", description="Permutation p of the mean against it."),
+        _score("observed", "mean", "Mean score of the texts."),
+        *_against_baseline("", "texts"),
+        Column("p", "p", "p", description="Permutation p of the mean against the baseline."),
         Column("texts", "texts", "int", description="Texts the baseline used."),
-        Column("verdict", "reading", "text", description="masculine, feminine or within."),
         Column("permutations", "dealings", "int", description="Random dealings of the words."),
     ),
     description="Each side's mean score against its no-gender-signal baseline.",
@@ -154,17 +175,11 @@ MODELS = ResultTable(
     key="model_comparison",
     title="models side by side",
     columns=(
-        Column("pairs", "pairs", "int", description="Postings with both scores."),
-        _mean("posting_mean", "posting", "Mean posting score."),
-        _mean("application_mean", "application", "Mean application score."),
-        _mean("posting_baseline", "posting baseline", "Postings' no-signal baseline."),
-        Column("posting_low", "95 % null", "ci", upper="posting_high", description="Its range."),
-        Column("posting_verdict", "reading", "text", description="Postings' reading."),
-        _mean("application_baseline", "application baseline", "Applications' baseline."),
-        Column(
-            "application_low", "95 % null", "ci", upper="application_high", description="Its range."
-        ),
-        Column("application_verdict", "reading", "text", description="Applications' reading."),
+        PAIRS,
+        POSTING_MEAN,
+        APPLICATION_MEAN,
+        *_against_baseline("posting_", "postings"),
+        *_against_baseline("application_", "applications"),
         Column("pearson_r", "r all", ".3f", description="Pearson r over every pair."),
     ),
     description="Models compared, each scored with its own masked LM.",
@@ -180,18 +195,15 @@ VALIDATION = ResultTable(
     ),
     description="Each dimension's Spearman rho with human ratings of the same texts.",
 )
+#: ``DataFrame.describe``'s statistics of each score column, and the labels not their keys.
+_DESCRIBED = ("mean", "std", "min", "25%", "50%", "75%", "max")
+_LABELS = {"std": "sd", "50%": "median"}
 SCORE_SUMMARY = ResultTable(
     key="score_summary",
     title="scores of the texts",
     columns=(
         Column("count", "texts", "int", description="Texts scored."),
-        Column("mean", "mean", ".3f", description="Mean score."),
-        Column("std", "sd", ".3f", description="Its sd."),
-        Column("min", "min", ".3f", description="Lowest score."),
-        Column("25%", "25%", ".3f", description="First quartile."),
-        Column("50%", "median", ".3f", description="Median."),
-        Column("75%", "75%", ".3f", description="Third quartile."),
-        Column("max", "max", ".3f", description="Highest score."),
+        *(_score(k, _LABELS.get(k, k), f"The scores' {_LABELS.get(k, k)}.") for k in _DESCRIBED),
     ),
     description="Scores per dimension over the texts scored.",
 )
