@@ -66,6 +66,9 @@ class ResultTable:
         footnote: (note key, column key): each distinct note the rows hold is numbered, its
             number shown after the row's cell in that column and the note under the table
             (notes too long for a cell, shared by many rows).
+        console_rows: The most rows the console shows (None: any); a longer table is named
+            in one line, as one with ``console`` False (rates per group: a few in a study of
+            one case, hundreds across cases).
     """
 
     key: str
@@ -81,6 +84,7 @@ class ResultTable:
     hide: tuple[str, ...] = ()
     lifted: tuple[str, ...] = ()
     footnote: tuple[str, str] | None = None
+    console_rows: int | None = None
 
     def named(self, **fields: Any) -> ResultTable:
         """The table with ``{field}`` in its title, note, file and column labels replaced by
@@ -188,10 +192,14 @@ class ResultTable:
             marked.append({**record, at: f"{record.get(at)} [{notes.index(note) + 1}]"})
         return marked, lines, [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
 
+    def on_console(self, records: Sequence[dict[str, Any]]) -> bool:
+        """Whether the console shows ``records`` as a table (else names it in one line)."""
+        return self.console and (self.console_rows is None or len(records) <= self.console_rows)
+
     def print(self, console: Console, records: Sequence[dict[str, Any]], name: str) -> None:
         """The table on the console, titled ``<name>: <title>``, its note below it."""
         title = f"{name}: {self.title}"
-        if not self.console:
+        if not self.on_console(records):
             console.print(
                 f"{title}: {len(records)} rows (in the report and the CSV tables)",
                 highlight=False,
@@ -209,8 +217,11 @@ class ResultTable:
             for i in rows:
                 table.add_row(*[cell(shown[i], c) for c in columns])
             print_table(console, table, hidden if j == len(parts) - 1 else None)
-        for line in [*lines, *notes]:
-            console.print(f"  {line}", highlight=False)
+        # What is said under the table explains the rows shown: nothing when every row is
+        # left out (as on the page).
+        if any(rows for rows, _ in parts):
+            for line in [*lines, *notes]:
+                console.print(f"  {line}", highlight=False)
 
     def html(self, section: HtmlSection, records: Sequence[dict[str, Any]], key: Key) -> None:
         """The table in the report page, its numbers at their path ``key`` in the summary."""

@@ -15,3 +15,10 @@ Adjustment = Literal["holm", "bh", "none"]
 def groups_field() -> Any:
     """``groups``: the persona axes whose values are the groups compared."""
     return Field(min_length=1, description="Persona axes defining groups.")
+
+
+def model_field(model: str, where: str) -> Any:
+    """An optional model a kind loads: a local folder or a hub id (a relative folder resolves
+    beside the study file; ``kinds.base.model_problem`` checks it at validate). ``model``:
+    what it must be; ``where``: what else sets it or what follows from leaving it out."""
+    return Field(None, description=f"{model}: a local folder or a hub id; {where}")
