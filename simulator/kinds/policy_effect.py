@@ -354,7 +354,7 @@ class PolicyEffectKind(PerRunKind):
         responder does not read (a prompt, a system message): on the test double its effect
         is zero by construction, so its share of findings is no power."""
         policies = config.policies or {}
-        inert = {BASE} | {n for n, p in policies.items() if not _acts_on_double(p, config)}
+        inert = {BASE} | {n for n, p in policies.items() if not acts_on_double(p, config)}
         if spec.baseline not in inert:
             return set()
         return {
@@ -443,7 +443,7 @@ def _test_name(policy: str, baseline: str, label: str) -> str:
     return f"{policy} vs {baseline}: by {label}"
 
 
-def _acts_on_double(policy: Any, config: Any) -> bool:
+def acts_on_double(policy: Any, config: Any) -> bool:
     """Whether the synthetic responder answers differently under ``policy``: it reads how
     many to pick, the advance rule, a committee's other readers, a selection rule across pools
     and the author's persona (withheld when redacted, which

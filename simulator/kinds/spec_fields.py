@@ -38,3 +38,10 @@ def paper_count_adjust_field(across: str) -> Any:
     """``adjust``: the adjustment across ``across``, none by default (the paper counts the
     items whose unadjusted test rejects chance)."""
     return Field("none", description=f"Adjustment across {across} (`none`: the paper's count).")
+
+
+def model_field(model: str, where: str) -> Any:
+    """An optional model a kind loads: a local folder or a hub id (a relative folder resolves
+    beside the study file; ``kinds.base.model_problem`` checks it at validate). ``model``:
+    what it must be; ``where``: what else sets it or what follows from leaving it out."""
+    return Field(None, description=f"{model}: a local folder or a hub id; {where}")
