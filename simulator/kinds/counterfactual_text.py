@@ -23,6 +23,7 @@ from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
 from biasim.simulator.kinds.lazy import pd
 from biasim.simulator.kinds.letters import CACHE_FILE, INVALID, LettersKind, ScorerChoice
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.study.counterfactual import SET, SWAP, WRITER
 from biasim.simulator.study.fields import Strict
@@ -119,7 +120,7 @@ METRICS = ResultTable(
             "estimate", "estimate", ".3f", description="a minus b, or the score of all responses."
         ),
         Column("p_value", "p", "p", description="Permutation p, relabelled within units."),
-        Column("unit", description="The unit relabelled (the set), empty: no test."),
+        cols.unit_of_test("The unit relabelled (the set), empty: no test."),
         Column("n_units", "n", "int", description="Units tested."),
         _MODEL,
     ),

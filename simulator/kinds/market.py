@@ -23,6 +23,7 @@ from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import market_figures, market_stats, pd, unit_stats
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
 from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, NO_SWITCH
 from biasim.simulator.study.policies import BASE
@@ -76,12 +77,12 @@ IMPACT_RATIOS = ResultTable(
         Column("applicants", "applied", "int", description="Applicants, over markets."),
         Column("hires", "hired", "int", description="Hires, over markets."),
         Column("rate", "hire rate", ".3f", description="Hires over applicants."),
-        Column("impact_ratio", "IR", ".2f", description="The rate over the highest group's."),
+        cols.impact_ratio(),
         Column("cumulative_rate", "cumulative rate", ".3f", description="Over cycles so far."),
         Column(
             "cumulative_impact_ratio",
             "cumulative IR",
-            ".2f",
+            ".3f",
             description="The cumulative rate over the highest group's.",
         ),
     ),
