@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from biasim.agents.base import LLMAgent
+from biasim.simulator.study.counterfactual import twin_unit
 
 if TYPE_CHECKING:
     from biasim.agents.base import StagePlan
@@ -40,7 +41,7 @@ class CounterfactualTwin(LLMAgent):
 
     def unit(self, stage: StagePlan) -> str:
         """The agent's unit with the swapped value: its own entry in the call store."""
-        return f"{self.original.unit(stage)}/cf={self.swap_value}"
+        return twin_unit(self.original.unit(stage), self.swap_value)
 
     def observe(self, stage: StagePlan, response: LLMResponse | None) -> None:
         """Nothing: the twin's answer is a result, never an input of a later stage."""

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -142,6 +143,19 @@ def _test_against_null(observed: float, null: np.ndarray, alpha: float) -> dict:
     }
 
 
+def rate_extremes(groups: pd.Series, rates: np.ndarray) -> dict[str, Any]:
+    """The groups with the highest and the lowest rate (``max_group``, ``min_group``); none
+    when every rate is the same (a DPD of 0 has no highest group: naming the first group as
+    both would read as a difference)."""
+    rates = np.asarray(rates, dtype=float)
+    if rates.max() == rates.min():
+        return {"max_group": None, "min_group": None}
+    return {
+        "max_group": groups.iloc[int(np.argmax(rates))],
+        "min_group": groups.iloc[int(np.argmin(rates))],
+    }
+
+
 def _empty_case(n_groups: int, n_valid: int, n_excluded: int, pooled: float) -> dict:
     return {
         "n_groups": n_groups,
@@ -227,8 +241,7 @@ def case_parity(
                 "n_excluded": n_excluded,
                 "pooled_rate": pooled,
                 **_test_against_null(demographic_parity_difference(group_rate), null, alpha),
-                "max_group": answered[group_col].iloc[int(np.argmax(group_rate))],
-                "min_group": answered[group_col].iloc[int(np.argmin(group_rate))],
+                **rate_extremes(answered[group_col], group_rate),
                 "test": UNIT_TEST if repeated else BINOMIAL_TEST,
                 "can_reject": bool(can_reject(alpha)),
             }
@@ -417,8 +430,7 @@ def explicit_parity(
                 "n_excluded": n_excluded,
                 "pooled_rate": pooled,
                 **_test_against_null(demographic_parity_difference(label_rate), null, alpha),
-                "max_group": compared["answer"].iloc[int(np.argmax(label_rate))],
-                "min_group": compared["answer"].iloc[int(np.argmin(label_rate))],
+                **rate_extremes(compared["answer"], label_rate),
                 "test": EXPLICIT_TEST,
                 "can_reject": bool(np.mean(null >= 1 - _TIE) < alpha),
             }

@@ -6,6 +6,7 @@ differences."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -15,6 +16,8 @@ from rich.text import Text
 
 from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
+from biasim.simulator.common.result_tables import ResultTable
+from biasim.simulator.common.results import summary_of, tables_of
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -25,28 +28,17 @@ from biasim.simulator.kinds.base import (
     slug,
     summary_table,
 )
-from biasim.simulator.kinds.sections.differences import (
-    add_model_differences,
-    html_differences,
-    print_differences,
-)
-from biasim.simulator.kinds.sections.exclusions import (
-    add_exclusions,
-    html_exclusions,
-    print_exclusions,
-)
+from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
+from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.expected import (
+    ExpectedDecisions,
     add_expected_decisions,
-    html_expected,
     is_logprob_stage,
-    print_expected,
 )
 from biasim.simulator.kinds.sections.unit_models import (
+    GRADES,
+    MODEL_ESTIMATES,
     add_model_estimates,
-    html_grades,
-    html_model_estimates,
-    print_grades,
-    print_model_estimates,
 )
 
 if TYPE_CHECKING:
@@ -131,11 +123,20 @@ _POPULATION_CAVEAT = (
     "worse, every other group sits above the average and may test 'significantly above' "
     "without being favoured. Set `reference` to compare every group with one group instead."
 )
-_DIFFERENCE_NOTE = (
-    "p = permutation test of |DPD A - DPD B| (max - min acceptance rate over the groups): model "
-    "labels are swapped within each prompt (same template, name and seed) under the null that "
-    "both models answer each prompt alike; p adj. over the model pairs (* = significant)."
+_DIFFERENCES = replace(
+    MODEL_DIFFERENCES,
+    title="Differences between models",
+    note="p = permutation test of |DPD A - DPD B| (max - min acceptance rate over the groups): "
+    "model labels are swapped within each prompt (same template, name and seed) under the null "
+    "that both models answer each prompt alike; p adj. over the model pairs (* = significant).",
 )
+#: The tables this kind shares with ``demographic_parity``, each declared once there.
+_SHARED: tuple[ResultTable, ...] = (EXCLUSIONS, MODEL_ESTIMATES, GRADES, _DIFFERENCES)
+
+
+def _expected_tables(summary: dict[str, Any]) -> Any:
+    """The expected-acceptance tables of a judge answering with log-probabilities."""
+    return tables_of(ExpectedDecisions, summary["expected"]) if summary.get("expected") else []
 
 
 #: Table 1's column suffix of the paper's test's marks, after a group's label.
@@ -399,7 +400,7 @@ class AcceptanceKind(AnalysisKind):
         # The name is the unit of the models whatever the tests' unit: its emails are not
         # independent (a model cannot take each email as its own cluster); the stratum (the
         # role) is the crossed item.
-        add_model_estimates(
+        estimates, grades = add_model_estimates(
             section,
             ctx,
             labelled,
@@ -409,17 +410,22 @@ class AcceptanceKind(AnalysisKind):
             unit_col=unit_col or "persona_name",
             item_col=spec.strata,
         )
-        add_exclusions(
-            section,
-            ctx,
+        summary = section.summary
+        summary["model_estimates"] = MODEL_ESTIMATES.write(section.tables, ctx.name, estimates)
+        summary["model_estimates_item"] = spec.strata
+        if grades is not None:
+            summary["model_grades"] = GRADES.write(section.tables, ctx.name, grades)
+        exclusions = refusals.case_exclusions(
             labelled,
-            case_cols=["model_label"],
-            group_col="_group",
-            hit_col="_hit",
+            ["model_label"],
+            "_group",
+            "_hit",
             unit_col=unit_col,
             alpha=0.05,
             n_permutations=spec.n_permutations,
+            seed=ctx.study.seed,
         )
+        summary["exclusions"] = EXCLUSIONS.write(section.tables, ctx.name, exclusions)
 
     def _expected(
         self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext, section: Section
@@ -434,8 +440,8 @@ class AcceptanceKind(AnalysisKind):
             attribute="+".join(groups),
             value=columns.join_columns(judged, groups, "|"),
         )
-        add_expected_decisions(
-            section,
+        expected = add_expected_decisions(
+            section.tables,
             ctx,
             long,
             target="accept",
@@ -443,6 +449,7 @@ class AcceptanceKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             unit_col=spec.unit_column,
         )
+        section.summary["expected"] = summary_of(expected)
 
     def _model(
         self,
@@ -684,8 +691,8 @@ class AcceptanceKind(AnalysisKind):
         group = answered[spec.groups[0]].astype(str)
         for column in spec.groups[1:]:
             group = group + " " + answered[column].astype(str)
-        add_model_differences(
-            section,
+        section.summary["model_order"] = models
+        tests = model_differences(
             ctx,
             answered.assign(_group=group, _accept=answered["outcome"] == "accept"),
             models=models,
@@ -696,6 +703,7 @@ class AcceptanceKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
         )
+        section.summary["model_differences"] = _DIFFERENCES.write(section.tables, ctx.name, tests)
 
     @classmethod
     def summary_schema(cls) -> dict[str, Any]:
@@ -775,7 +783,8 @@ class AcceptanceKind(AnalysisKind):
         return rows.assign(selected=selected)
 
     def print(self, summary: dict[str, Any], console: Console) -> None:
-        print_expected(summary, console)
+        for spec, records, _ in _expected_tables(summary):
+            spec.print(console, records, summary["name"])
         if "judge_rules_agreement" in summary:
             console.print(
                 f"LLM judge vs rule classifier on the same emails: "
@@ -838,20 +847,13 @@ class AcceptanceKind(AnalysisKind):
                 print_table(console, versus)
         if summary.get("table5"):
             _print_table5(summary["table5"], summary["classifier"], console)
-        print_exclusions(summary.get("exclusions", []), ["model_label"], console)
-        print_model_estimates(summary.get("model_estimates", []), ["model_label"], console)
-        print_grades(summary.get("model_grades", []), console)
-        if summary.get("model_differences"):
-            print_differences(
-                summary["model_differences"],
-                [],
-                f"Differences between models ({summary['name']})",
-                _DIFFERENCE_NOTE,
-                console,
-            )
+        for spec in _SHARED:
+            if summary.get(spec.key):
+                spec.print(console, summary[spec.key], summary["name"])
 
     def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        html_expected(summary, section)
+        for spec, records, key in _expected_tables(summary):
+            spec.html(section, records, ("expected", *key))
         section.paragraph(
             f"Each text of stage {summary['stage']} is labelled accept / reject / invalid by "
             f"the {summary['classifier']} classifier with the applicant's name redacted; rates "
@@ -883,17 +885,13 @@ class AcceptanceKind(AnalysisKind):
                 columns=[Column("model_label", "model"), *_TABLE5_COLUMNS],
                 note=_TABLE5_NOTE,
             )
-        html_exclusions(section, summary.get("exclusions", []), ["model_label"])
-        html_model_estimates(section, summary.get("model_estimates", []), ["model_label"])
-        html_grades(section, summary.get("model_grades", []))
+        for spec in _SHARED:
+            if summary.get(spec.key):
+                spec.html(section, summary[spec.key], spec.key)
+        for name in section.figures:
+            if "_model_grades" in name:
+                section.figure(name, "Models graded by their disparity")
         if summary.get("model_differences"):
-            html_differences(
-                section,
-                summary["model_differences"],
-                [],
-                "Differences between models",
-                _DIFFERENCE_NOTE,
-            )
             section.figure(slug(summary["name"], "rates_by_model"), "Acceptance rates per model")
 
 

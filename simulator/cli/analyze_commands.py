@@ -348,9 +348,9 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
     else:
         LettersKind().print(summary, out_console)
         if summary.get("counterfactual"):
-            from biasim.simulator.kinds.counterfactual_text import counterfactual_console_table
+            from biasim.simulator.kinds.counterfactual_text import METRICS
 
-            print_table(out_console, counterfactual_console_table(summary["counterfactual"]))
+            METRICS.print(out_console, summary["counterfactual"], "texts")
         if out is not None:
             out_console.print(f"wrote tables and a figure under {out}")
 
@@ -688,27 +688,12 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
 
         get_kind("prism").print(result.summary, out_console)
     else:
-        for name, table in result.tables.items():
-            if name.endswith(("_scores", "_baseline", "_validation")):
-                continue  # per text in the CSV; baselines and validation printed below
-            rich_table = Table(title=name)
-            for col in table.columns:
-                rich_table.add_column(str(col), justify="right")
-            for row in table.itertuples(index=False):
-                rich_table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
-            print_table(out_console, rich_table)
-        from biasim.simulator.kinds.sections.prism_baseline import print_baselines
-        from biasim.simulator.kinds.sections.prism_validation import print_validation
+        from biasim.simulator.common.results import print_result
+        from biasim.simulator.kinds.sections.prism_result import PrismTextsResult
+        from biasim.simulator.tools.prism_texts import texts_headline, texts_lines
 
-        print_baselines(result.summary, out_console)
-        print_validation(result.summary, out_console)
-        dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in result.summary["dropped"].items())
-        out_console.print(
-            f"{result.summary['rows']} texts, {result.summary['texts_scored_now']} scored now "
-            f"on {result.summary['device']} (the rest from the cache)"
-            + (f"; words not in the model's vocabulary, dropped: {dropped}" if dropped else ""),
-            highlight=False,
-        )
+        head, lines = texts_headline(result.summary), texts_lines(result.summary)
+        print_result(PrismTextsResult, result.summary, out_console, head, lines)
     if written:
         out_console.print(f"wrote {len(written)} files under {request.out}", highlight=False)
 

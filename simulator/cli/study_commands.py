@@ -259,9 +259,7 @@ def _print_accounting(summary: dict) -> None:
         calls = row["calls"] or 0
         out_console.print(
             styled(row["role"], "bold", "")
-            + f" {row['backend']}:{row['model']}: {row.get('units') or 0} units "
-            f"({row['answered'] or 0} answered, {row['invalid'] or 0} invalid, "
-            f"{row['error'] or 0} error"
+            + f" {row['backend']}:{row['model']}: {_units_and_answers(row)}"
             + (f", {row['redone']} redone after an error" if row.get("redone") else "")
             + f"), {calls} calls, {row.get('invalid_first') or 0} invalid first answers, "
             f"{row['reasks'] or 0} re-asks, tokens {row['prompt_tokens'] or 0} in / "
@@ -275,6 +273,15 @@ def _print_accounting(summary: dict) -> None:
             ),
             highlight=False,
         )
+
+
+def _units_and_answers(row: dict[str, Any]) -> str:
+    """``120 units, 240 answers (240 answered, ...``: a role's units of work, and its answers
+    by final state where a unit holds several (an agent's call and its counterfactual twins')."""
+    states = [row.get(k) or 0 for k in ("answered", "invalid", "error")]
+    units = row.get("units") or 0
+    answers = "" if sum(states) == units else f", {sum(states)} answers"
+    return f"{units} units{answers} ({states[0]} answered, {states[1]} invalid, {states[2]} error"
 
 
 @app.command()

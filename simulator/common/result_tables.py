@@ -60,6 +60,15 @@ class ResultTable:
             count or two per level, which the CSV files of the rows it counts hold too).
         hide: Columns never shown (a label the title already names, e.g. the group column
             of a table per group); they stay in the CSV file and the summary.
+        lifted: Declared columns said once under the table, not in every row, when every row
+            that has a value has the same one (the two values a table of differences
+            compares; the one model).
+        footnote: (note key, column key): each distinct note the rows hold is numbered, its
+            number shown after the row's cell in that column and the note under the table
+            (notes too long for a cell, shared by many rows).
+        console_rows: The most rows the console shows (None: any); a longer table is named
+            in one line, as one with ``console`` False (rates per group: a few in a study of
+            one case, hundreds across cases).
     """
 
     key: str
@@ -73,6 +82,9 @@ class ResultTable:
     labels_from: tuple[str, ...] = ()
     file: str | None = ""
     hide: tuple[str, ...] = ()
+    lifted: tuple[str, ...] = ()
+    footnote: tuple[str, str] | None = None
+    console_rows: int | None = None
 
     def named(self, **fields: Any) -> ResultTable:
         """The table with ``{field}`` in its title, note, file and column labels replaced by
@@ -137,15 +149,57 @@ class ResultTable:
         experiments that compare their own groups: ``mean_strong`` then ``mean_female``), each
         part as (indices, columns)."""
         shown, _ = self.hidden(records)
+        lifted = {c.key for c, _ in self.lifted_values([records[i] for i in shown])}
         out: dict[tuple[str, ...], list[int]] = {}
         for i in shown:
             out.setdefault(tuple(records[i]), []).append(i)
-        return [(rows, self.shown([records[rows[0]]])) for rows in out.values()]
+        return [
+            (rows, [c for c in self.shown([records[rows[0]]]) if c.key not in lifted])
+            for rows in out.values()
+        ]
+
+    def lifted_values(self, records: Sequence[dict[str, Any]]) -> list[tuple[Column, Any]]:
+        """The :attr:`lifted` columns with one value in every row that has one, with it."""
+        out = []
+        for column in self.declared(list(records[0]) if records else []):
+            if column.key not in self.lifted:
+                continue
+            values = {fmt(r.get(column.key), column.spec) for r in records} - {"-", ""}
+            if len(values) == 1:
+                out.append((column, values.pop()))
+        return out
+
+    def footnoted(self, records: Sequence[dict[str, Any]]) -> tuple[Records, list[str], list[str]]:
+        """The records as shown (each row's note number after its :attr:`footnote` cell), the
+        lines said under the table (the lifted values, the note) and the numbered notes."""
+        shown, _ = self.hidden(records)
+        lifted = self.lifted_values([records[i] for i in shown])
+        said = "; ".join(f"{c.label or c.key} {value}" for c, value in lifted)
+        lines = [f"every row that has them: {said}"] if said else []
+        lines += [self.note] if self.note else []
+        if self.footnote is None:
+            return list(records), lines, []
+        key, at = self.footnote
+        notes: list[str] = []
+        marked = []
+        for record in records:
+            note = record.get(key)
+            if not isinstance(note, str) or not note:
+                marked.append(record)
+                continue
+            if note not in notes:
+                notes.append(note)
+            marked.append({**record, at: f"{record.get(at)} [{notes.index(note) + 1}]"})
+        return marked, lines, [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
+
+    def on_console(self, records: Sequence[dict[str, Any]]) -> bool:
+        """Whether the console shows ``records`` as a table (else names it in one line)."""
+        return self.console and (self.console_rows is None or len(records) <= self.console_rows)
 
     def print(self, console: Console, records: Sequence[dict[str, Any]], name: str) -> None:
         """The table on the console, titled ``<name>: <title>``, its note below it."""
         title = f"{name}: {self.title}"
-        if not self.console:
+        if not self.on_console(records):
             console.print(
                 f"{title}: {len(records)} rows (in the report and the CSV tables)",
                 highlight=False,
@@ -155,30 +209,29 @@ class ResultTable:
         console.print(title, style="table.title", highlight=False)
         _, hidden = self.hidden(records)
         parts = self.parts(records) or [([], self.shown(records))]
+        shown, lines, notes = self.footnoted(records)
         for j, (rows, columns) in enumerate(parts):
             table = Table()
             for column in columns:
                 table.add_column(column.label or column.key, justify=_justify(column))
             for i in rows:
-                table.add_row(*[cell(records[i], c) for c in columns])
+                table.add_row(*[cell(shown[i], c) for c in columns])
             print_table(console, table, hidden if j == len(parts) - 1 else None)
-        if self.note:
-            console.print(f"  {self.note}", highlight=False)
+        # What is said under the table explains the rows shown: nothing when every row is
+        # left out (as on the page).
+        if any(rows for rows, _ in parts):
+            for line in [*lines, *notes]:
+                console.print(f"  {line}", highlight=False)
 
     def html(self, section: HtmlSection, records: Sequence[dict[str, Any]], key: Key) -> None:
         """The table in the report page, its numbers at their path ``key`` in the summary."""
         _, hidden = self.hidden(records)
         parts = self.parts(records)
-        for j, (rows, columns) in enumerate(parts):
-            last = j == len(parts) - 1
-            section.table(
-                records,
-                key=key,
-                columns=columns,
-                title=self.title,
-                note=self.note if last else None,
-                where=rows,
-            )
+        shown, lines, notes = self.footnoted(records)
+        for rows, columns in parts:
+            section.table(shown, key=key, columns=columns, title=self.title, where=rows)
+        for line in [*lines, *notes] if parts else []:
+            section.paragraph(line, muted=True)
         if hidden is not None:
             section.paragraph(hidden.note(200), muted=True)
 

@@ -321,7 +321,11 @@ class StudyModel(mesa.Model):
             self.units_partial = len(kept) + skipped
             acting = [acting[i] for i in kept]
             responses = [exc.answers[i] for i in kept]
-        self.units_from_cache += sum(r is not None and r.cached for r in responses)
+        # A twin's call is part of its agent's unit: the set counts once, by its agent's call.
+        self.units_from_cache += sum(
+            r is not None and r.cached and not isinstance(a, CounterfactualTwin)
+            for a, r in zip(acting, responses, strict=True)
+        )
         decided = config.reads is not None and (config.readers or config.selection) is not None
         rows = []
         for agent, response in zip(acting, responses, strict=True):

@@ -31,6 +31,7 @@ from biasim.simulator.engine.store_writer import (
     wait_for_left_writer,
 )
 from biasim.simulator.llm.types import LLMResponse
+from biasim.simulator.study.counterfactual import work_unit
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -507,9 +508,11 @@ class CallStore:
         self._conn.execute("COMMIT")
 
     def totals(self) -> dict[str, Any]:
-        """Per role and model: calls made, units (an invalid answer and its re-ask are one
-        unit) by their final state, invalid first answers, re-asks, calls redone after an
-        error on ``--resume``, tokens, latency, attempts and answers cut at ``max_tokens``."""
+        """Per role and model: calls made, units of work (an invalid answer and its re-ask are
+        one; an agent's counterfactual set is one, as the progress counts it), answers (one per
+        call of a unit, twins' too) by their final state, invalid first answers, re-asks,
+        calls redone after an error on ``--resume``, tokens, latency, attempts and answers cut
+        at ``max_tokens``."""
         self.flush()
         # A call is `final` when no later row redid it (a failed call asked again on resume);
         # a unit's `last` row, its re-ask where there was one, is the unit's final state.
@@ -517,14 +520,16 @@ class CallStore:
         # answer text (most of a second at 40,000 calls). A unit asked once is its own final
         # and last row; only the units with several rows need the windows (0.98 -> 0.51 s at
         # 125,000 calls, all asked once).
+        # A twin's call is part of its agent's unit of work (one definition, in Python).
+        self._conn.create_function("work_unit", 2, work_unit, deterministic=True)
         columns = (
-            "role, backend, model, unit_id, status, reask, prompt_tokens, completion_tokens, "
-            "latency_s, attempts, truncated, cost_usd"
+            "role, backend, model, unit_id, stage, status, reask, prompt_tokens, "
+            "completion_tokens, latency_s, attempts, truncated, cost_usd"
         )
         cur = self._conn.execute(
             "WITH repeated(unit_id) AS "
             "(SELECT unit_id FROM calls GROUP BY unit_id HAVING COUNT(*) > 1) "
-            "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT unit_id), "
+            "SELECT role, backend, model, COUNT(*), COUNT(DISTINCT work_unit(unit_id, stage)), "
             "SUM(last AND status='answered'), SUM(last AND status='invalid'), "
             "SUM(last AND status='error'), SUM(NOT final), "
             "SUM(final AND reask = 0 AND status='invalid'), SUM(prompt_tokens), "

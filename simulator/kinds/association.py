@@ -18,8 +18,10 @@ from pydantic import Field
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds import spec_fields
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
@@ -35,12 +37,8 @@ class AssociationSpec(AnalysisSpec):
     by: str | None = Field(
         None, description="Design factor whose levels are analysed apart (e.g. `experiment`)."
     )
-    positive: str | None = Field(
-        None, description="Target value whose share is reported (default: the first value)."
-    )
-    category: str | None = Field(
-        None, description="Column of the items file grouping items (Table 4: `dominance`)."
-    )
+    positive: str | None = spec_fields.positive_field()
+    category: str | None = spec_fields.category_field("Table 4: `dominance`")
     describe: list[str] = Field(
         default_factory=list, description="Further columns of the items file shown per item."
     )
@@ -50,10 +48,9 @@ class AssociationSpec(AnalysisSpec):
         max_length=2,
         description="Two levels of `by` compared per item, first minus second (Table 5).",
     )
-    alpha: float = Field(0.05, gt=0, lt=1, description="Level of the test against chance.")
-    adjust: Literal["none", "holm", "bh"] = Field(
-        "none",
-        description="Adjustment across the items of a level (`none`: the paper's count).",
+    alpha: float = spec_fields.chance_alpha_field()
+    adjust: Literal["none", "holm", "bh"] = spec_fields.paper_count_adjust_field(
+        "the items of a level"
     )
     n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of calls (categories).")
 
@@ -61,25 +58,26 @@ class AssociationSpec(AnalysisSpec):
 #: The test of a share against chance, its adjustment and its unit (items and categories of
 #: ``association`` and ``picks``).
 SHARE_COLUMNS = (
-    Column("p_value", "p", "p", description="Exact test against chance."),
-    Column("p_adjusted", "p adjusted", "p", description="Adjusted across the items (`adjust`)."),
+    cols.p_value("Exact test against chance."),
+    cols.p_adjusted("the items (`adjust`)", "p adjusted"),
     Column("deviates", "deviates", "bool", description="Adjusted p below `alpha`."),
-    Column("unit", "unit", description="The test's unit (calls)."),
-    Column("n_units", "units", "int", description="How many."),
+    cols.unit_of_test("The test's unit (calls)."),
+    cols.unit_count(),
 )
 #: What the intervals of the items and categories assume.
 _INTERVALS = (
     "95% CI: Wilson, pairings as independent; bootstrap: resamples calls (one call pairs every "
     "item of a category with the same two names)"
 )
+#: The share of pairings with the target value and its Wilson interval.
+_SHARE = cols.rate("Share paired with `positive`.", "Wilson interval.", key="share", label="share")
 ITEMS = ResultTable(
     key="items",
     title="per item",
     columns=(
         Column("item", "item", description="The item."),
         Column("n", "pairings", "int", description="Pairings of the item."),
-        Column("share", "share", ".3f", description="Share paired with `positive`."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
+        *_SHARE,
         *SHARE_COLUMNS,
     ),
     description="Share of pairings with `positive` per item (and level of `by`): Wilson "
@@ -92,9 +90,8 @@ CATEGORIES = ResultTable(
     title="by category (Table 4)",
     columns=(
         Column("n", "pairings", "int", description="Pairings in the category."),
-        Column("share", "share", ".3f", description="Share paired with `positive`."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
-        Column("boot_low", "bootstrap", "ci", upper="boot_high", description="Over calls."),
+        *_SHARE,
+        cols.interval("boot_low", "boot_high", "Over calls.", label="bootstrap"),
         Column("calls", "calls", "int", description="Calls resampled."),
     ),
     description="Share per category of items.",
@@ -120,7 +117,7 @@ POSITION = ResultTable(
         Column("share_when_first", "share, first", ".3f", description="Its share then."),
         Column("share_when_second", "share, second", ".3f", description="Its share then."),
         Column("effect", "effect", "+.3f", description="First minus second."),
-        Column("p_value", "p", "p", description="Welch test over calls."),
+        cols.p_value("Welch test over calls."),
     ),
     description="Share when named first vs second.",
     file=None,
@@ -134,7 +131,7 @@ COMPARISON = ResultTable(
     columns=(
         Column("share_*", spec=".3f", description="Share at a level compared.", required=False),
         Column("difference", "difference", ".3f", description="First level minus second."),
-        Column("diff_low", "95% CI", "ci", upper="diff_high", description="Its interval."),
+        cols.interval("diff_low", "diff_high", "Its interval."),
     ),
     description="Two levels of `by` per item.",
 )
@@ -152,7 +149,7 @@ UNUSED_LINES = ResultTable(
     key="unused_lines",
     title="unused answer lines",
     columns=(
-        Column("reason", "reason", description="Why the line gave no pair."),
+        cols.reason("Why the line gave no pair."),
         Column("lines", "lines", "int", description="Lines."),
     ),
     description="Answer lines that were no pair, and why.",
@@ -179,9 +176,7 @@ class AssociationResult:
     items: Records = field(metadata=tabled(ITEMS))
     item_status: Records = field(metadata=tabled(ITEM_STATUS))
     unused_lines: Records = field(metadata=tabled(UNUSED_LINES))
-    validity: dict[str, Records] = field(
-        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
-    )
+    validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
 
 
 class AssociationKind(AnalysisKind):

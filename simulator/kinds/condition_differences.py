@@ -22,6 +22,7 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.conditions import condition_differences
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
@@ -56,7 +57,7 @@ DIFFERENCES = ResultTable(
         Column("dpd_*", "DPD", ".3f", description="The case's DPD at a level."),
         Column("spread", "spread", ".3f", description="Largest minus smallest DPD compared."),
         Column("n_matched", "matched agents", "int", description="Units matched across levels."),
-        Column("p_value", "p", "p", description="Permutation p of the spread."),
+        cols.p_value("Permutation p of the spread."),
         Column(
             "p_adjusted",
             "p adj.",

@@ -11,38 +11,32 @@ relabelled within sets). Documented in docs/analysis/counterfactual_text.md.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from biasim.simulator.common.html import Column
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-    summary_table,
-)
+from biasim.simulator.common.result_tables import Records, ResultTable, missing, slug
+from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
+from biasim.simulator.kinds.lazy import pd
 from biasim.simulator.kinds.letters import CACHE_FILE, INVALID, LettersKind, ScorerChoice
+from biasim.simulator.kinds.sections import columns as cols
+from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.study.counterfactual import SET, SWAP, WRITER
 from biasim.simulator.study.fields import Strict
 
-pd = lazy_module("pandas")
 cf_metrics = lazy_module("biasim.analysis.text.counterfactual")
 toxicity = lazy_module("biasim.analysis.text.toxicity")
 stereotype = lazy_module("biasim.analysis.text.stereotype")
 stereotype_words = lazy_module("biasim.analysis.text.stereotype_words")
 justification_metrics = lazy_module("biasim.analysis.text.justification")
-units = lazy_module("biasim.analysis.stats.units")
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from biasim.analysis.stats.units import Tested
-    from biasim.simulator.common.html import HtmlSection
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 #: What the section says it is, on the console and the page.
 BEYOND = "beyond the paper: counterfactual (swapped) documents"
@@ -113,12 +107,90 @@ class CounterfactualTextSpec(AnalysisSpec):
     n_permutations: int = Field(1999, ge=99, description="Within-set relabellings per test.")
 
 
+_MODEL = Column("model_label", "model", description="The model that wrote the responses.")
+METRICS = ResultTable(
+    key="metrics",
+    title="Counterfactual text metrics (beyond the paper)",
+    columns=(
+        Column("metric", description="The score, similarity or measure compared."),
+        Column("statistic", description="What of it is compared (a parity, a quantile...)."),
+        Column("value_a", "a", description="The swapped value first in the difference."),
+        Column("value_b", "b", description="The value it is compared with."),
+        Column(
+            "estimate", "estimate", ".3f", description="a minus b, or the score of all responses."
+        ),
+        Column("p_value", "p", "p", description="Permutation p, relabelled within units."),
+        cols.unit_of_test("The unit relabelled (the set), empty: no test."),
+        Column("n_units", "n", "int", description="Units tested."),
+        _MODEL,
+    ),
+    description="Per model, metric and statistic: the estimate (value a minus b, or the score "
+    "of all responses), its permutation p and unit (the set).",
+    note="estimate: a minus b (a row without them: over all responses); p: permutation p, "
+    "swap labels relabelled within each unit (-: no test); n: units",
+    lifted=("value_a", "value_b", "model_label"),
+    footnote=("note", "statistic"),
+)
+TOXICITY = ResultTable(
+    key="toxicity",
+    title="toxicity over k generations per prompt (a set under one value)",
+    columns=(
+        Column("metric", "score", description="The toxicity scorer."),
+        Column("swap_value", "value", description="The swapped value."),
+        Column("n_prompts", "prompts", "int", description="Prompts (sets) under the value."),
+        Column("k_min", "k min", "int", description="Fewest generations of a prompt."),
+        Column("k_max", "k max", "int", description="Most generations of a prompt."),
+        Column("expected_maximum", "exp. max", ".3f", description="Mean of each prompt's max."),
+        Column("probability", "prob.", ".3f", description="Share of prompts with a toxic one."),
+        Column("fraction", "fraction", ".3f", description="Share of generations toxic."),
+        _MODEL,
+    ),
+    description="Expected maximum toxicity, toxicity probability and toxic fraction per model "
+    "and swapped value, over k generations per prompt.",
+    lifted=("model_label",),
+)
+FLIPS = ResultTable(
+    key="justification",
+    title="decision flips across the swap",
+    columns=(
+        _MODEL,
+        Column("n_sets", "sets", "int", description="Sets with a swap."),
+        Column("n_agreeing", "agreeing", "int", description="Sets whose decisions all agree."),
+        Column("n_decided", "decided", "int", description="Sets with every decision."),
+        Column("n_flipped", "flipped", "int", description="Decided sets whose decision moved."),
+        Column("flip_rate", "flip rate", ".3f", description="n_flipped / n_decided."),
+        interval("flip_ci_low", "flip_ci_high", "Wilson."),
+        Column("flip_p_value", "p", "p", description="Within-set relabelling test of flips."),
+        Column("flip_unit", "unit", description="The unit relabelled (the set)."),
+    ),
+    description="Per model: sets with a swap, those agreeing on the decision (decisions: by "
+    "decision); the decision-flip rate over sets with every decision (n_decided), its 95% "
+    "Wilson interval and the p of a within-set relabelling test (flip_unit).",
+    note="p: does the swap move decisions (swap labels relabelled within each set)",
+    file=None,
+)
+
+
+@dataclass(kw_only=True)
+class CounterfactualTextResult:
+    """What ``counterfactual_text`` computes; the summary, its schema and the renderings come
+    from it (the per-response scores and comparisons are CSV files only)."""
+
+    beyond_paper: str = field(metadata=about("What the section is."))
+    excluded: dict[str, int] = field(metadata=about("Responses left out, by reason."))
+    note: str | None = field(default=None, metadata=about("Why nothing was tested."))
+    metrics: Records = field(metadata=tabled(METRICS))
+    toxicity: Records | None = field(default=None, metadata=tabled(TOXICITY))
+    justification: Records | None = field(default=None, metadata=tabled(FLIPS))
+
+
 class CounterfactualTextKind(AnalysisKind):
     """See the module docstring."""
 
     name = "counterfactual_text"
     spec = CounterfactualTextSpec
     title = "Counterfactual text: what a swapped name or attribute changes (beyond the paper)"
+    result = CounterfactualTextResult
 
     def reads_counterfactual_sets(self, spec: CounterfactualTextSpec) -> bool:
         """The set is its unit."""
@@ -149,6 +221,8 @@ class CounterfactualTextKind(AnalysisKind):
             self._check_stereotype_words(facts, spec.stereotype)
         if spec.decision is not None:
             facts.need_field(spec.stage, spec.decision, ("decision",), ("stage",))
+        # A folder that is no model is refused here, not when the run's answers are scored.
+        LettersKind._check_model(facts, ("embeddings",), spec.embeddings, None)
 
     @staticmethod
     def _check_toxicity_model(facts: StudyFacts, name: str, choice: ScorerChoice) -> None:
@@ -191,9 +265,11 @@ class CounterfactualTextKind(AnalysisKind):
         from biasim.analysis.text.scorers import ScoreCache
 
         rows, excluded = _responses(results, spec)
-        section = Section(summary={"beyond_paper": BEYOND, "excluded": excluded, "metrics": []})
+        section = Section(summary={})
+        result = CounterfactualTextResult(beyond_paper=BEYOND, excluded=excluded, metrics=[])
         if rows.empty:
-            section.summary["note"] = "no valid response in a counterfactual set: nothing to test"
+            result.note = "no valid response in a counterfactual set: nothing to test"
+            section.summary = summary_of(result)
             return section
         scorers = {n: LettersKind._scorer(c, ctx, "auto") for n, c in spec.scorers.items()}
         cache = ScoreCache(ctx.out_dir / CACHE_FILE) if ctx.out_dir else None
@@ -222,80 +298,47 @@ class CounterfactualTextKind(AnalysisKind):
                 columns = [c for c in out.scores if c.endswith("_value")]
                 name = slug(ctx.name, model) if len(models) > 1 else ctx.name
                 section.figures[name] = plot_swap_scores(
-                    out.scores, SWAP, columns, f"{ctx.name} ({model}): scores by swapped value"
+                    out.scores,
+                    SWAP,
+                    columns,
+                    f"{ctx.name} ({model}): scores by swapped value",
+                    {f"{n}_value": f"{c.scorer} score" for n, c in spec.scorers.items()},
                 )
-        for key, frames in parts.items():
-            section.tables[slug(ctx.name, key)] = pd.concat(frames, ignore_index=True)
-        section.summary["metrics"] = _records(section.tables[slug(ctx.name, "metrics")])
+        joined = {key: pd.concat(frames, ignore_index=True) for key, frames in parts.items()}
+        for key in ("scores", "comparisons", "stereotype_words"):
+            if key in joined:
+                section.tables[slug(ctx.name, key)] = joined[key]
+        result.metrics = _records(METRICS.write(section.tables, ctx.name, joined["metrics"]))
         if spec.toxicity is not None:
-            section.summary["toxicity"] = _records(section.tables[slug(ctx.name, "toxicity")])
+            result.toxicity = _records(TOXICITY.write(section.tables, ctx.name, joined["toxicity"]))
         if spec.decision is not None:
-            section.summary["justification"] = justification
+            result.justification = justification
+        section.summary = summary_of(result)
         return section
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        """The metrics, each p with its unit, as ``analyze --texts --counterfactual`` prints;
-        then toxicity by swapped value and the justification shift's agreeing sets."""
-        console.print(f"{summary.get('name')}: {BEYOND}", highlight=False)
-        if summary.get("note"):
-            console.print(summary["note"], highlight=False)
-        if summary.get("metrics"):
-            print_table(console, counterfactual_console_table(summary["metrics"]))
-        if summary.get("toxicity"):
-            print_table(console, toxicity_console_table(summary["toxicity"]))
-        for row in summary.get("justification", []):
-            console.print(justification_line(row), highlight=False)
+    def headline(self, summary: dict[str, Any]) -> str:
+        return f"({self.name}): {BEYOND}"
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        """Why nothing was tested, the responses left out, and per model how many sets agree
+        on the decision (whose rationales the `justification:` metrics compare)."""
+        out = [summary["note"]] if summary.get("note") else []
         if summary.get("excluded"):
-            console.print(f"excluded responses: {summary['excluded']}", highlight=False)
+            left = ", ".join(f"{why} {n}" for why, n in summary["excluded"].items())
+            out.append(f"excluded responses: {left}")
+        out += [justification_line(row) for row in summary.get("justification") or []]
+        return out
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        """What the section is, the metrics and toxicity tables, the agreeing sets."""
-        section.paragraph(f"{BEYOND.capitalize()}.")
-        for row in summary.get("justification", []):
-            section.paragraph(justification_line(row))
-        super().html({k: v for k, v in summary.items() if k != "justification"}, section)
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "required": ["beyond_paper", "excluded", "metrics"],
-            "properties": {
-                "beyond_paper": {"type": "string", "description": "What the section is."},
-                "excluded": {
-                    "type": "object",
-                    "additionalProperties": {"type": "integer"},
-                    "description": "Responses left out, by reason.",
-                },
-                "metrics": summary_table(
-                    "Per model, metric and statistic: the estimate (value a minus b, or the "
-                    "score of all responses), its permutation p and unit (the set).",
-                    required=[
-                        *["metric", "statistic", "value_a", "value_b", "estimate"],
-                        *["p_value", "unit", "n_units", "note", "model_label"],
-                    ],
-                ),
-                "toxicity": summary_table(
-                    "Expected maximum toxicity, toxicity probability and toxic fraction per "
-                    "model and swapped value, over k generations per prompt.",
-                    required=[
-                        *["metric", "swap_value", "n_prompts", "k_min", "k_max"],
-                        *["expected_maximum", "probability", "fraction", "model_label"],
-                    ],
-                ),
-                "justification": summary_table(
-                    "Per model: sets with a swap, those agreeing on the decision, by decision; "
-                    "the decision-flip rate over sets with every decision (n_decided), its 95% "
-                    "Wilson interval and the p of a within-set relabelling test (flip_unit).",
-                    required=[
-                        *["n_sets", "n_agreeing", "decisions", "model_label", "n_decided"],
-                        *["n_flipped", "flip_rate", "flip_ci_low", "flip_ci_high"],
-                        *["flip_p_value", "flip_unit"],
-                    ],
-                ),
-                "note": {"type": "string", "description": "Why nothing was tested."},
-            },
-        }
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        name = summary["name"]
+        models = list(dict.fromkeys(r["model_label"] for r in summary.get("metrics", [])))
+        return [
+            (
+                slug(name, model) if len(models) > 1 else name,
+                f"Each response's scores by the swapped value ({model})",
+            )
+            for model in models
+        ]
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Every metric with a p: its statistic, the values compared and the set as unit."""
@@ -310,86 +353,14 @@ class CounterfactualTextKind(AnalysisKind):
         return out
 
 
-def counterfactual_console_table(rows: list[dict[str, Any]]) -> Any:
-    """The counterfactual metrics as the console prints them (this kind's and ``analyze
-    texts --counterfactual``'s), each p beside its unit and unit count. So that a row stays
-    one line at 80 columns, what every row shares moves out of the grid: the values compared
-    (one pair) to the title, and the notes, numbered beside the statistic, below it."""
-    from rich.table import Table
-
-    from biasim.simulator.common.html import fmt
-
-    pairs = {(r["value_a"], r["value_b"]) for r in rows if r["value_a"]}
-    one_pair = next(iter(pairs)) if len(pairs) == 1 else None
-    notes: list[str] = []
-    title = "Counterfactual text metrics (beyond the paper)"
-    if one_pair:
-        title += f": {one_pair[0]} minus {one_pair[1]}"
-    table = Table(title=title)
-    headers = ("metric", "statistic", *([] if one_pair else ["a vs b"]), "estimate", "p")
-    for header in (*headers, "unit", "n"):
-        table.add_column(header)
-    for r in rows:
-        # A table's records hold NaN where a row has no note (``analyze texts``' records).
-        note = r["note"] if isinstance(r["note"], str) and r["note"] else None
-        if note and note not in notes:
-            notes.append(note)
-        ref = f" [{notes.index(note) + 1}]" if note else ""
-        versus = [] if one_pair else [f"{r['value_a']}-{r['value_b']}" if r["value_a"] else "all"]
-        tested = r["p_value"] is not None and r["p_value"] == r["p_value"]  # NaN: no test
-        p = fmt(r["p_value"], "p").replace("< ", "<") if tested else "-"
-        unit = [r["unit"], str(int(r["n_units"]))] if tested else ["none", ""]
-        table.add_row(
-            r["metric"], r["statistic"] + ref, *versus, estimate_cell(r["estimate"]), p, *unit
-        )
-    notes.insert(
-        0, "p: permutation p, swap labels relabelled within each unit (none: no test); n: units"
-    )
-    table.caption = "\n".join([notes[0], *(f"[{i}] {note}" for i, note in enumerate(notes[1:], 1))])
-    table.caption_justify = "left"
-    return table
-
-
-def estimate_cell(value: Any) -> str:
-    """An estimate as a cell, as the page shows it (:func:`..common.html.fmt`: three decimals,
-    or scientific notation for a value that is not zero but would round to ``0.000``)."""
-    from biasim.simulator.common.html import fmt
-
-    return fmt(value)
-
-
-def toxicity_console_table(rows: list[dict[str, Any]]) -> Any:
-    """LangFair's toxicity metrics under each swapped value (k: generations per prompt)."""
-    from rich.table import Table
-
-    table = Table(title="Toxicity over k generations per prompt (a set under one value)")
-    for header in ("score", "value", "prompts", "k", "exp. max", "prob.", "fraction"):
-        table.add_column(header)
-    for r in rows:
-        k = f"{r['k_min']}" if r["k_min"] == r["k_max"] else f"{r['k_min']}-{r['k_max']}"
-        metrics = (r["expected_maximum"], r["probability"], r["fraction"])
-        cells = map(estimate_cell, metrics)
-        table.add_row(r["metric"], r["swap_value"], str(r["n_prompts"]), k, *cells)
-    return table
-
-
 def justification_line(row: dict[str, Any]) -> str:
-    """How many sets agree on the decision, and where their rationales' tests are."""
-    from biasim.simulator.common.html import fmt, format_p
-
+    """How many sets agree on the decision, whose rationales the metrics compare."""
     decisions = ", ".join(f"{d} {n}" for d, n in row["decisions"].items())
     shared = f" ({decisions})" if decisions else ""
-    flips = (
-        f"; decision-flip rate {fmt(row['flip_rate'])} (95% CI {fmt(row['flip_ci_low'])}-"
-        f"{fmt(row['flip_ci_high'])}; {row['n_flipped']} of {row['n_decided']} sets), swap moves "
-        f"decisions: p {format_p(row['flip_p_value'])} (unit: {row['flip_unit']})"
-        if row.get("flip_p_value") is not None
-        else ""
-    )
     return (
         f"justification shift ({row['model_label']}): {row['n_agreeing']} of {row['n_sets']} "
-        f"sets agree on the decision{shared}; the `justification:` rows compare their "
-        f"rationales across the swap{flips}"
+        f"sets agree on the decision{shared}; the metrics' `justification:` rows compare "
+        "their rationales across the swap"
     )
 
 
@@ -493,9 +464,9 @@ def _flip_row(flips: Any, decision: str, unit: str, n_responses: int) -> pd.Data
     return pd.DataFrame([row])
 
 
-def _records(metrics: pd.DataFrame) -> list[dict[str, Any]]:
-    """The metrics as summary records: no NaN (None), and counts as integers."""
-    records = metrics.astype(object).where(metrics.notna(), None).to_dict("records")
+def _records(records: Records) -> Records:
+    """A table's records as the summary holds them: no NaN (None), and counts as integers."""
+    records = [{k: None if missing(v) else v for k, v in r.items()} for r in records]
     for r in records:
         for key in ("n_units", "n_responses", "n_excluded"):
             if r.get(key) is not None:

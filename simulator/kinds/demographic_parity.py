@@ -9,23 +9,23 @@ condition), ``rationale_terms`` and ``predictions_check`` (directional alignment
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, from_paper
-from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.tables import print_table
+from biasim.simulator.common.html import Column, from_paper
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
     Section,
     StudyFacts,
     slug,
-    summary_table,
 )
+from biasim.simulator.kinds.lazy import case_stats, figures, refusals, unit_stats
+from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     across_models_caption,
@@ -38,29 +38,17 @@ from biasim.simulator.kinds.sections.decisions import (
     panel_cases,
     technique_level,
 )
-from biasim.simulator.kinds.sections.differences import (
-    add_model_differences,
-    html_differences,
-    print_differences,
-)
-from biasim.simulator.kinds.sections.exclusions import (
-    add_exclusions,
-    html_exclusions,
-    print_exclusions,
-)
+from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
+from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.expected import (
+    ExpectedDecisions,
     add_expected_decisions,
-    dpd_extremes,
-    html_expected,
     is_logprob_stage,
-    print_expected,
 )
 from biasim.simulator.kinds.sections.unit_models import (
+    GRADES,
+    MODEL_ESTIMATES,
     add_model_estimates,
-    html_grades,
-    html_model_estimates,
-    print_grades,
-    print_model_estimates,
 )
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
@@ -68,10 +56,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
-
-unit_stats = lazy_module("biasim.analysis.stats.units")
-case_stats = lazy_module("biasim.analysis.stats.cases")
-figures = lazy_module("biasim.analysis.figures")
 
 
 class DecisionsSpec(StageDecisionsSpec):
@@ -85,13 +69,6 @@ class DecisionsSpec(StageDecisionsSpec):
     """
 
     kind: Literal["demographic_parity"] = "demographic_parity"
-
-
-_DIFFERENCE_NOTE = (
-    "p = permutation test of |DPD A - DPD B|: model labels are swapped within each agent "
-    "(same persona, index, replicate and design cell) under the null that both models answer "
-    "each agent alike; p adj. over every case and model pair (* = significant)."
-)
 
 
 def case_note(cases: list[dict[str, Any]], seed_paper: bool) -> str:
@@ -116,8 +93,86 @@ def case_note(cases: list[dict[str, Any]], seed_paper: bool) -> str:
         + " (* = significant); 'by chance' = mean DPD under the null."
     )
     if any(row.get("can_reject") is False and row.get("test") for row in cases):
-        note += " † = too few units for any data to reach p < alpha: the test cannot reject."
+        note += " can reject 'no': too few units for any data to reach p < alpha."
     return note
+
+
+#: A rates table longer than this is named in one console line (read in the page and CSV).
+_CONSOLE_RATES = 12
+
+#: The answers a row counts, in the rates and the cases alike.
+_ANSWERS = (
+    Column("n_valid", "valid n", "int", description="Valid answers."),
+    Column("n_excluded", "excluded", "int", description="Invalid or undecided answers."),
+)
+
+RATES = ResultTable(
+    key="groups",
+    title="Rate of {field} = {target} ({stage}) per group",
+    columns=(
+        Column("value", "group", description="The persona group."),
+        *_ANSWERS,
+        Column("k", "targeted", "int", description="Answers with the targeted decision."),
+        Column("rate", "rate", ".3f", description="Targeted share of the valid answers."),
+        interval("ci_low", "ci_high", "Wilson 95% interval of the rate."),
+    ),
+    description="Rates per group and case (Wilson 95% CI).",
+    console_rows=_CONSOLE_RATES,
+    file="rates",
+)
+CASES = ResultTable(
+    key="cases",
+    title="Demographic parity difference per case",
+    columns=(
+        *_ANSWERS,
+        Column(
+            "dpd", "DPD", ".3f", star="significant", description="Max - min rate of the target."
+        ),
+        Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null."),
+        Column("chance_dpd", "by chance", ".3f", description="Mean DPD under the null."),
+        Column("p_value", "p", "p", description="The parity test's p."),
+        Column("max_group", "highest", description="Group of the highest rate (none: equal)."),
+        Column("min_group", "lowest", description="Group of the lowest rate (none: equal)."),
+        Column("unit", "unit", description="The unit the test draws or relabels."),
+        Column("n_units", "units", "int", description="How many units."),
+        Column("can_reject", "can reject", "bool", description="Whether p < alpha is possible."),
+    ),
+    description="DPD per case with its parity test, unit and threshold.",
+    note="{cases_note}",
+)
+
+
+@dataclass(kw_only=True)
+class DemographicParityResult:
+    """What ``demographic_parity`` computes; the summary, its schema and the renderings come
+    from it."""
+
+    stage: str = field(metadata=about("The stage whose decisions are read."))
+    target: str = field(metadata=about("The targeted decision."))
+    case_columns: list[str] = field(metadata=about("What splits the decisions into cases."))
+    seed_paper: bool = field(metadata=about("Whether the study is the seed paper's own."))
+    cases_note: str = field(metadata=about("What the case table's threshold and p mean."))
+    expected: ExpectedDecisions | None = field(
+        default=None, metadata=about("Expected decisions (stage answered with logprobs).")
+    )
+    groups: Records = field(metadata=tabled(RATES))
+    cases: Records = field(metadata=tabled(CASES))
+    exclusions: Records = field(metadata=tabled(EXCLUSIONS))
+    model_estimates: Records = field(metadata=tabled(MODEL_ESTIMATES))
+    model_estimates_item: str | None = field(
+        default=None, metadata=about("The crossed item of the model fits (not a fit's key).")
+    )
+    model_grades: Records | None = field(default=None, metadata=tabled(GRADES))
+    model_order: list[str] | None = field(
+        default=None, metadata=about("The models compared, in order.")
+    )
+    model_differences: Records | None = field(default=None, metadata=tabled(MODEL_DIFFERENCES))
+    share_figures: list[str] = field(metadata=about("Decision-share figures, per model."))
+    grade_figures: list[str] = field(
+        default_factory=list, metadata=about("Model-grade figures, one per contrast.")
+    )
+    # Last: the name shadows ``dataclasses.field`` in the class body below it.
+    field: str = field(metadata=about("Its decision field."))
 
 
 class DemographicParityKind(AnalysisKind):
@@ -126,6 +181,7 @@ class DemographicParityKind(AnalysisKind):
     name = "demographic_parity"
     spec = DecisionsSpec
     title = "Decision rates and demographic parity"
+    result = DemographicParityResult
 
     def check(self, spec: DecisionsSpec, facts: StudyFacts) -> None:
         check_decisions(spec, facts)
@@ -171,65 +227,68 @@ class DemographicParityKind(AnalysisKind):
         rows = decision_rows(results, spec, ctx)
         case_cols = case_columns(spec)
         tables = case_tables(rows, spec, ctx)
-        rates, cases = tables.rates, tables.cases
-        section.tables[f"{name}_rates"] = rates
-        section.tables[f"{name}_cases"] = cases
-        unit_col = unit_stats.UNIT_COLUMNS[spec.unit]
+        seed_paper = from_paper(study.source, PAPER)
+        cases = CASES.write(section.tables, name, tables.cases)
+        result = DemographicParityResult(
+            stage=spec.stage,
+            field=spec.field,
+            target=spec.target or f"per case ({spec.target_from})",
+            case_columns=case_cols,
+            # The captions and notes use the seed paper's words only in its own study.
+            seed_paper=seed_paper,
+            cases_note=case_note(cases, seed_paper),
+            groups=RATES.write(section.tables, name, tables.rates),
+            cases=cases,
+            exclusions=[],
+            model_estimates=[],
+            share_figures=self._share_figures(section, rows, tables, spec, ctx),
+        )
         if is_logprob_stage(ctx, spec.stage) and "probabilities" in rows:
-            add_expected_decisions(
-                section,
+            result.expected = add_expected_decisions(
+                section.tables,
                 ctx,
                 rows,
                 target=rows[spec.target_from] if spec.target_from else spec.target,
                 case_cols=case_cols,
                 n_permutations=spec.n_permutations,
-                unit_col=unit_col,
+                unit_col=unit_stats.UNIT_COLUMNS[spec.unit],
             )
-        self._unit_models(section, rows, spec, ctx, case_cols)
-        section.summary.update(
-            stage=spec.stage,
-            field=spec.field,
-            target=spec.target or f"per case ({spec.target_from})",
-            case_columns=case_cols,
-            groups=rates.to_dict("records"),
-            cases=cases.to_dict("records"),
-            # The console's captions use the seed paper's words only in its own study.
-            seed_paper=from_paper(study.source, PAPER),
-        )
-        self._share_figures(section, rows, tables, spec, ctx)
+        self._unit_models(section, result, rows, spec, ctx)
         models = ctx.models_in(results)
         if len(models) > 1:
-            self._across_models(rows, cases, spec, ctx, models, section)
+            self._across_models(rows, tables.cases, spec, ctx, models, section, result)
+        section.summary = summary_of(result)
         return section
 
     def _unit_models(
         self,
         section: Section,
+        result: DemographicParityResult,
         rows: pd.DataFrame,
         spec: DecisionsSpec,
         ctx: AnalysisContext,
-        case_cols: list[str],
     ) -> None:
         """Exclusion tests and model estimates on the kind's unit (``units.UNIT_COLUMNS``): the
         validity and bounds tests relabel it whole, and the models cluster on it across
         scenarios and replicates."""
         unit_col = unit_stats.UNIT_COLUMNS[spec.unit]
-        add_exclusions(
-            section,
-            ctx,
+        exclusions = refusals.case_exclusions(
             rows,
-            case_cols=case_cols,
-            group_col="value",
-            hit_col="_hit",
+            case_columns(spec),
+            "value",
+            "_hit",
             unit_col=unit_col,
             alpha=spec.alpha,
             n_permutations=spec.n_permutations,
+            seed=ctx.study.seed,
         )
+        result.exclusions = EXCLUSIONS.write(section.tables, ctx.name, exclusions)
         # One model per case without its first case column (the scenario), which becomes the
         # crossed item: a group's odds ratio across the scenarios, units and items respected.
         items = panel_cases(spec)
         condition = [spec.condition] if spec.condition else []
-        add_model_estimates(
+        item = items[0] if items else None
+        estimates, grades = add_model_estimates(
             section,
             ctx,
             rows,
@@ -237,8 +296,13 @@ class DemographicParityKind(AnalysisKind):
             group_col="value",
             hit_col="_hit",
             unit_col=unit_col,
-            item_col=items[0] if items else None,
+            item_col=item,
         )
+        result.model_estimates = MODEL_ESTIMATES.write(section.tables, ctx.name, estimates)
+        result.model_estimates_item = item
+        if grades is not None:
+            result.model_grades = GRADES.write(section.tables, ctx.name, grades)
+            result.grade_figures = [n for n in section.figures if "_model_grades" in n]
 
     def _share_figures(
         self,
@@ -247,20 +311,22 @@ class DemographicParityKind(AnalysisKind):
         tables: Any,
         spec: DecisionsSpec,
         ctx: AnalysisContext,
-    ) -> None:
-        """One decision-shares figure per model (and condition level)."""
+    ) -> list[str]:
+        """One decision-shares figure per model (and condition level): their names."""
         study, name = ctx.study, ctx.name
         rates, cases = tables.rates, tables.cases
         condition = [spec.condition] if spec.condition else []
         panels = panel_cases(spec)
         col_col = panels[0] if panels else "attribute"
         orders, targets = figure_order(rows, spec, study, col_col)
+        names = []
         for key, part in rates.groupby(["model_label", *condition], sort=False):
             key = key if isinstance(key, tuple) else (key,)
             mask = np.logical_and.reduce(
                 [cases[c] == v for c, v in zip(["model_label", *condition], key, strict=True)]
             )
-            section.figures[slug(name, "shares", *key)] = figures.plot_decision_shares(
+            names.append(slug(name, "shares", *key))
+            section.figures[names[-1]] = figures.plot_decision_shares(
                 part,
                 cases[mask],
                 col_col=col_col,
@@ -268,6 +334,7 @@ class DemographicParityKind(AnalysisKind):
                 orders=orders,
                 title=f"{study.name}: {' / '.join(map(str, key))}",
             )
+        return names
 
     def _across_models(
         self,
@@ -277,6 +344,7 @@ class DemographicParityKind(AnalysisKind):
         ctx: AnalysisContext,
         models: list[str],
         section: Section,
+        result: DemographicParityResult,
     ) -> None:
         """Cases side by side per model, Fig. 12, and a test per case and model pair."""
         name = ctx.name
@@ -291,8 +359,7 @@ class DemographicParityKind(AnalysisKind):
             drawn = cases[cases[spec.condition] == technique]
         add_across_models_figure(section, drawn, rows, spec, ctx, models, "implicit", technique)
         answered = rows[rows["_hit"].notna()]
-        add_model_differences(
-            section,
+        tests = model_differences(
             ctx,
             answered.assign(_hit=answered["_hit"].astype(bool)),
             models=models,
@@ -303,154 +370,29 @@ class DemographicParityKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
         )
+        result.model_order = models
+        result.model_differences = MODEL_DIFFERENCES.write(section.tables, name, tests)
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        print_expected(summary, console)
-        case_cols = [c for c in summary["case_columns"] if c != "model_label"]
-        cases = summary["cases"]
-        if len(cases) == 1:
-            table = Table(
-                title=f"Rate of {summary['field']} = {summary['target']} ({summary['stage']})"
-            )
-            for col in ("group", "valid n", "excluded", "targeted", "rate", "95% CI (Wilson)"):
-                table.add_column(col, justify="right")
-            for row in summary["groups"]:
-                table.add_row(
-                    str(row["value"]),
-                    str(row["n_valid"]),
-                    str(row["n_excluded"]),
-                    str(row["k"]),
-                    fmt(row["rate"]),
-                    f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
-                )
-            print_table(console, table)
-        table = Table(title=f"Demographic parity difference per case ({summary['name']})")
-        columns = ("model", *case_cols, "DPD", "highest", "lowest", "threshold", "by chance")
-        for col in (*columns, "p", "unit", "excluded"):
-            table.add_column(col, justify="right", no_wrap=col == "unit")
-        for row in cases:
-            mark = "*" if row["significant"] else ""
-            table.add_row(
-                str(row["model_label"]),
-                *[str(row[c]) for c in case_cols],
-                f"{fmt(row['dpd'])}{mark}",
-                *dpd_extremes(row["dpd"], row.get("max_group"), row.get("min_group")),
-                fmt(row["threshold"]),
-                fmt(row["chance_dpd"]),
-                fmt(row["p_value"], "p") + ("" if row.get("can_reject", True) else " †"),
-                unit_stats.unit_label(row.get("unit"), row.get("n_units")).removeprefix("unit: "),
-                str(row["n_excluded"]),
-            )
-        print_table(console, table)
-        console.print(case_note(cases, bool(summary.get("seed_paper"))))
-        print_exclusions(summary.get("exclusions", []), ["model_label", *case_cols], console)
-        print_model_estimates(summary.get("model_estimates", []), _fit_keys(summary), console)
-        print_grades(summary.get("model_grades", []), console)
-        differences = summary.get("model_differences") or []
-        if differences:
-            print_differences(
-                differences,
-                [c for c in differences[0] if c in case_cols],
-                f"Differences between models per case ({summary['name']})",
-                _DIFFERENCE_NOTE,
-                console,
-            )
-
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        html_expected(summary, section)
-        case_cols = [c for c in summary["case_columns"] if c != "model_label"]
-        section.paragraph(
-            f"Rate of {summary['field']} = {summary['target']} in stage {summary['stage']}, by "
-            "persona group, with Wilson 95% intervals; invalid or undecided answers are excluded "
-            "and counted."
+    def headline(self, summary: dict[str, Any]) -> str:
+        return (
+            f"({self.name}): the rate of {summary['field']} = {summary['target']} in stage "
+            f"{summary['stage']} by persona group, and the DPD per case"
         )
-        _html_case_tables(summary, section, case_cols)
-        html_exclusions(section, summary.get("exclusions", []), ["model_label", *case_cols])
-        html_model_estimates(section, summary.get("model_estimates", []), _fit_keys(summary))
-        html_grades(section, summary.get("model_grades", []))
-        prefix = summary["name"]
-        for name in section.figures:
-            if name.startswith(f"{prefix}_shares"):
-                section.figure(name, "Decision shares per case" + section.cite(PAPER, "Fig. 4"))
-        differences = summary.get("model_differences")
-        if differences:
-            html_differences(
-                section,
-                differences,
-                [c for c in differences[0] if c in case_cols],
-                "Differences between models per case",
-                _DIFFERENCE_NOTE,
-            )
-            section.figure(*across_models_caption(prefix, section.from_paper(PAPER), "implicit"))
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "required": ["cases"],
-            "properties": {
-                "stage": {"type": "string"},
-                "field": {"type": "string"},
-                "target": {"type": "string", "description": "The targeted decision."},
-                "case_columns": {"type": "array", "items": {"type": "string"}},
-                "groups": summary_table("Rates per group and case (Wilson 95% CI)."),
-                "cases": summary_table(
-                    "DPD per case with its parity test, unit and threshold.",
-                    required=["model_label", "dpd", "p_value", "significant"],
-                ),
-                "seed_paper": {"type": "boolean"},
-                "exclusions": summary_table("Validity test and exclusion bounds per case."),
-                "model_estimates": summary_table("Model-based group estimates per fit."),
-                "model_grades": summary_table("Each model's grade across fits."),
-                "model_differences": summary_table("Tests of DPD differences between models."),
-                "model_order": {"type": "array", "items": {"type": "string"}},
-                "expected": {"type": "object", "description": "Expected decisions (logprobs)."},
-            },
-        }
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        return [
+            "Invalid or undecided answers are excluded and counted; rates with Wilson 95% "
+            "intervals."
+        ]
 
-
-def _html_case_tables(summary: dict[str, Any], section: HtmlSection, case_cols: list[str]) -> None:
-    """The DPD per case and the rates per group."""
-    text = [Column("model_label", "model"), *[Column(c) for c in case_cols]]
-    section.table(
-        summary["cases"],
-        key="cases",
-        title="Demographic parity difference per case",
-        columns=[
-            *text,
-            Column("n_valid", "valid n", "int"),
-            Column("n_excluded", "excluded", "int"),
-            Column("dpd", "DPD", ".3f", star="significant"),
-            Column("max_group", "highest rate"),
-            Column("min_group", "lowest rate"),
-            Column("threshold", "threshold", ".3f"),
-            Column("chance_dpd", "by chance", ".3f"),
-            Column("p_value", "p", "p"),
-            Column("test", "test"),
-            Column("unit", "unit"),
-            Column("n_units", "units", "int"),
-        ],
-        note=case_note(summary["cases"], section.from_paper(PAPER)),
-    )
-    section.table(
-        summary["groups"],
-        key="groups",
-        title="Rates per group",
-        columns=[
-            *text,
-            Column("value", "group"),
-            Column("n_valid", "valid n", "int"),
-            Column("n_excluded", "excluded", "int"),
-            Column("k", "targeted", "int"),
-            Column("rate", "rate", ".3f"),
-            Column("ci_low", "95% CI (Wilson)", "ci", upper="ci_high"),
-        ],
-    )
-
-
-def _fit_keys(summary: dict[str, Any]) -> list[str]:
-    """The columns that name a model fit: the case columns without the crossed item."""
-    return [c for c in summary["case_columns"] if c != summary.get("model_estimates_item")]
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        seed_paper = bool(summary.get("seed_paper"))
+        shares = "Decision shares per case" + (f" ({PAPER}, Fig. 4)" if seed_paper else "")
+        out = [(name, shares) for name in summary["share_figures"]]
+        out += [(name, "Models graded by their disparity") for name in summary["grade_figures"]]
+        if summary.get("model_differences"):
+            out.append(across_models_caption(summary["name"], seed_paper, "implicit"))
+        return out
 
 
 def _side_by_side(cases: pd.DataFrame, keys: list[str], models: list[str]) -> pd.DataFrame:

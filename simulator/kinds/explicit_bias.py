@@ -23,6 +23,7 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     CaseTables,
@@ -72,37 +73,46 @@ EXPLICIT_CASES = ResultTable(
         Column("n_valid", "answers", "int", description="Answers naming an attribute."),
         Column("dpd", "DPD", ".3f", star="significant", description="max - min naming rate."),
         Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null."),
-        Column("p_value", "p", "p", description="Its parity test's p."),
+        cols.p_value("Its parity test's p."),
     ),
     description="DPD of the attribute named per case (Unknown excluded), its parity test.",
     note="DPD = max - min rate of naming each attribute; * = significant.",
 )
+
+
+def _dpds(condition: str) -> tuple[Column, ...]:
+    """A condition's (implicit or explicit) cases, the mean and sd of their DPDs, and how many
+    are significant."""
+    return (
+        Column(f"n_cases_{condition}", "cases", "int", description=f"{condition.title()} cases."),
+        Column(
+            f"mean_dpd_{condition}", f"{condition} mean DPD", ".3f", description="Their mean DPD."
+        ),
+        Column(f"sd_dpd_{condition}", "sd", ".3f", description="Its sd (ddof 0)."),
+        Column(f"n_significant_{condition}", "significant", "int", description="Significant ones."),
+    )
+
+
+def _excess(condition: str) -> Column:
+    """A condition's mean DPD beyond chance."""
+    return Column(
+        f"mean_excess_{condition}",
+        f"{condition} beyond chance",
+        "+.3f",
+        description=f"Mean {condition} DPD minus its chance level.",
+    )
+
+
 IMPLICIT_VS_EXPLICIT = ResultTable(
     key="implicit_vs_explicit",
     title="implicit (agent decisions) vs explicit (question answering)",
     columns=(
-        Column("n_cases_implicit", "cases", "int", description="Implicit cases."),
-        Column("mean_dpd_implicit", "implicit mean DPD", ".3f", description="Their mean DPD."),
-        Column("sd_dpd_implicit", "sd", ".3f", description="Its sd (ddof 0)."),
-        Column("n_significant_implicit", "significant", "int", description="Significant ones."),
-        Column("n_cases_explicit", "cases", "int", description="Explicit cases."),
-        Column("mean_dpd_explicit", "explicit mean DPD", ".3f", description="Their mean DPD."),
-        Column("sd_dpd_explicit", "sd", ".3f", description="Its sd (ddof 0)."),
-        Column("n_significant_explicit", "significant", "int", description="Significant ones."),
+        *_dpds("implicit"),
+        *_dpds("explicit"),
         Column("t_statistic", "t", ".2f", description="Two-sample t of raw DPDs."),
-        Column("p_value", "p", "p", description="Its p (comparison only)."),
-        Column(
-            "mean_excess_implicit",
-            "implicit beyond chance",
-            "+.3f",
-            description="Mean implicit DPD minus its chance level.",
-        ),
-        Column(
-            "mean_excess_explicit",
-            "explicit beyond chance",
-            "+.3f",
-            description="Mean explicit DPD minus its chance level.",
-        ),
+        cols.p_value("Its p (comparison only)."),
+        _excess("implicit"),
+        _excess("explicit"),
         Column("p_excess", "p (beyond chance)", "p", description="Joint-null bootstrap p."),
     ),
     description="Per model: mean DPDs, the excess over chance (joint-null bootstrap) and a "

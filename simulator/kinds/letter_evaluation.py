@@ -39,6 +39,7 @@ from biasim.simulator.kinds.lazy import (
     transmission_figures,
     unit_stats,
 )
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
 
@@ -123,13 +124,12 @@ def _share_columns(*tail: Column) -> tuple[Column, ...]:
     """The hire share's columns and its sign test over pairs, then ``tail``."""
     return (
         Column("n", "decided", "int", description="Answers hiring one of the two."),
-        Column("share", "share", ".3f", description="Share hiring `share_of`."),
-        Column("ci_low", "95% CI", "ci", upper="ci_high", description="Wilson interval."),
-        Column("p_value", "p", "p", description="Sign test against 0.5 over pairs."),
-        Column("p_adjusted", "p (holm)", "p", description="Holm across the jobs."),
+        *cols.rate("Share hiring `share_of`.", "Wilson interval.", key="share", label="share"),
+        cols.p_value("Sign test against 0.5 over pairs."),
+        cols.p_adjusted("the jobs", "p (holm)", by="Holm"),
         Column("pairs", "pairs", "int", description="Pairs of letters read."),
-        Column("unit", "unit", description="The test's unit (pair)."),
-        Column("n_units", "leaning", "int", description="Pairs that lean (tested)."),
+        cols.unit_of_test("The test's unit (pair)."),
+        cols.unit_count("leaning", "Pairs that lean (tested)."),
         *tail,
     )
 
@@ -137,7 +137,7 @@ def _share_columns(*tail: Column) -> tuple[Column, ...]:
 _TIES = (
     Column("ties", "ties", "int", description='"Equally qualified" answers.', required=False),
     Column("tie_share", "tie share", ".3f", description="Their share.", required=False),
-    Column("tie_low", "tie 95% CI", "ci", upper="tie_high", required=False),
+    cols.interval("tie_low", "tie_high", label="tie 95% CI", required=False),
 )
 _SHARE_OF = Column("share_of", "share of", description="Whose share of hires.")
 RELATIVE = ResultTable(
@@ -177,9 +177,9 @@ EFFECTS = ResultTable(
         Column("reference", "vs", description="Against."),
         Column("estimate", "estimate", "+.4f", star="significant", description="Its effect."),
         Column("std_error", "se", ".4f", description="Standard error."),
-        Column("p_value", "p", "p", description="Its test."),
-        Column("unit", "unit", description="The test's unit."),
-        Column("n_units", "units", "int", description="How many."),
+        cols.p_value("Its test."),
+        cols.unit_of_test(),
+        cols.unit_count(),
         Column("warning", "warning", description="The fit's warning, if any."),
         Column("significant", "significant", "bool", description="p below `alpha`."),
     ),
@@ -214,7 +214,7 @@ TRAIT_TYPE_TABLE = ResultTable(
 )
 _EXCLUDED = (
     Column("trait", "trait", description="The trait (or type)."),
-    Column("reason", "reason", description="Why its score was left out."),
+    cols.reason("Why its score was left out."),
     Column("excluded", "excluded", "int", description="Scores left out."),
 )
 SCORES_EXCLUDED = ResultTable(
@@ -241,9 +241,7 @@ class LetterEvaluationResult:
     cluster: str = field(metadata=about("Column the tests permute within (jobs)."))
     relative: Records | None = field(default=None, metadata=tabled(RELATIVE))
     relative_by_job: Records | None = field(default=None, metadata=tabled(RELATIVE_BY_JOB))
-    validity: dict[str, Records] | None = field(
-        default=None, metadata=tabled(validity.TABLE, validity.BY_KEY)
-    )
+    validity: dict[str, Records] | None = field(default=None, metadata=validity.TABLED)
     effects: Records | None = field(default=None, metadata=tabled(EFFECTS))
     trait_means: Records | None = field(default=None, metadata=tabled(TRAIT_MEANS))
     scores_excluded: Records | None = field(default=None, metadata=tabled(SCORES_EXCLUDED))

@@ -35,8 +35,8 @@ from biasim.simulator.kinds.base import (
 )
 from biasim.simulator.kinds.lazy import letters_tables, pd, unit_stats, weat
 from biasim.simulator.kinds.sections import classifier_metrics
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.classifier_metrics import add_classifier_metrics
-from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.counterfactual import SET
 from biasim.simulator.study.fields import Strict
@@ -200,7 +200,7 @@ LEXICON = ResultTable(
         Column("category", "category", description="The lexicon category."),
         Column("hits_*", spec="int", description="The group's words in the category."),
         Column("odds_ratio", "OR", ".3f", description="First group's odds over the second's."),
-        interval("ci_low", "ci_high", "Its interval."),
+        cols.interval("ci_low", "ci_high", "Its interval."),
         Column("p_permutation", "p perm.", "p", description="Permutation p, the unit named."),
         _MODEL,
     ),
@@ -214,7 +214,7 @@ WEAT = ResultTable(
         Column("test", "test", description="The attribute sets."),
         Column("n_words", "words/side", "int", description="Salient words per side."),
         Column("effect_size", "effect", ".3f", description="WEAT effect size."),
-        Column("p_value", "p", "p", description="Permuting the words (the unit)."),
+        cols.p_value("Permuting the words (the unit)."),
         Column("excluded", "no test because", description="Why no test ran."),
         _MODEL,
     ),

@@ -13,17 +13,18 @@ each policy's and each switched-off trajectory is read against it by ``market_ef
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug, summary_table
+from biasim.simulator.common.html import Column, fmt
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import market_figures, market_stats, pd, unit_stats
+from biasim.simulator.kinds.sections import columns as cols
+from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
 from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, NO_SWITCH
 from biasim.simulator.study.policies import BASE
 
@@ -46,15 +47,101 @@ class MarketSpec(AnalysisSpec):
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="Level of the intervals.")
 
 
-#: Why there are no intervals with one market (printed where they would be).
+#: Why there are no intervals with one market (said where they would be).
 _ONE_MARKET = (
     "one replicate market: the trajectory is one draw, shown without intervals (a market's "
     "cycles are not independent, so they give no interval; declare `market: {replicates: N}`)"
 )
-_TRAJECTORY_NOTE = (
-    "share = the group's share of the cycle's hires, of the workforce at the end of the cycle "
-    "and of the cycle's decision-makers, averaged over replicate markets; {interval}"
+TRAJECTORY = ResultTable(
+    key="trajectory",
+    title="share per cycle by {by}",
+    columns=(
+        Column("measure", "share of", "text", description="hires, workforce or deciders."),
+        CYCLE,
+        group(),
+        Column("mean", "mean share", ".3f", description="Mean share over replicate markets."),
+        Column("sd", "sd over markets", ".3f", description="Its sd over replicate markets."),
+        over_markets("ci_low", "ci_high"),
+        markets("n_replicates"),
+    ),
+    description="Per measure, cycle and group: mean share over replicate markets, sd, t interval.",
+    note="share = the group's share of the cycle's hires, of the workforce at the end of the "
+    "cycle and of the cycle's decision-makers, averaged over replicate markets; {interval}",
 )
+IMPACT_RATIOS = ResultTable(
+    key="impact_ratios",
+    title="impact ratios of hiring",
+    columns=(
+        CYCLE,
+        group(),
+        Column("applicants", "applied", "int", description="Applicants, over markets."),
+        Column("hires", "hired", "int", description="Hires, over markets."),
+        Column("rate", "hire rate", ".3f", description="Hires over applicants."),
+        cols.impact_ratio(),
+        Column("cumulative_rate", "cumulative rate", ".3f", description="Over cycles so far."),
+        Column(
+            "cumulative_impact_ratio",
+            "cumulative IR",
+            ".3f",
+            description="The cumulative rate over the highest group's.",
+        ),
+    ),
+    description="Per cycle and group: hire rate among applicants and its ratio to the highest "
+    "group's, in the cycle and cumulatively (pooled over markets).",
+    note="IR = hire rate / highest group's in the cycle; cumulative: over every cycle up to "
+    "this one; counts pooled over replicate markets: point estimates, no interval",
+)
+DRIFT = ResultTable(
+    key="drift",
+    title="drift of the workforce's composition",
+    columns=(
+        group(),
+        Column("start", "share at start", ".3f", description="Mean share at the first cycle."),
+        Column("end", "share at end", ".3f", description="Mean share at the last cycle."),
+        Column("change", "change", "+.3f", description="End minus start."),
+        over_markets("ci_low", "ci_high"),
+        Column("p_value", "p", "p", description="One-sample t test of the change."),
+        markets("n_units"),
+    ),
+    description="Per group: the workforce share's change from cycle 0 to the last, t test "
+    "over replicate markets (empty with one market); `same_test_as` names the group whose "
+    "test a second of two groups repeats.",
+    note="p: one-sample t test of each market's change of workforce share from the first cycle "
+    "to the last (unit: the replicate market)",
+    says_nothing=lambda row: bool(row.get("same_test_as")),
+    why="the same test as the first group's (two groups: the shares add up to 1, so the "
+    "change is the first's negated)",
+)
+
+
+@dataclass(kw_only=True)
+class MarketResult:
+    """What ``market`` computes; the summary, its schema and the renderings come from it."""
+
+    by: str = field(metadata=about("The persona axis counted."))
+    replicates: int = field(metadata=about("Replicate markets (the unit).", {"minimum": 0}))
+    cycles: int | None = field(default=None, metadata=about("Cycles each market ran."))
+    unit: str = field(metadata=about("Unit of intervals and tests."))
+    confidence: float | None = field(default=None, metadata=about("Level of the intervals."))
+    interval: str = field(metadata=about("What the intervals are."))
+    unavailable: str | None = field(default=None, metadata=about("Why nothing was computed."))
+    population: Records | None = field(
+        default=None, metadata=about("Each group's share of the applicant population.")
+    )
+    trajectory: Records = field(metadata=tabled(TRAJECTORY))
+    impact_ratios: Records | None = field(default=None, metadata=tabled(IMPACT_RATIOS))
+    parity: dict[str, float | int | None] | None = field(
+        default=None, metadata=about("Markets whose workforce reached parity, and when.")
+    )
+    drift: Records = field(metadata=tabled(DRIFT))
+    shortfalls: dict[str, int] | None = field(
+        default=None,
+        metadata=about(
+            "Over every market and cycle: openings left unfilled (fewer advanced than "
+            "openings) and applicants missing (too few people out of work), each with the "
+            "cycles it happened in."
+        ),
+    )
 
 
 class MarketKind(AnalysisKind):
@@ -63,6 +150,7 @@ class MarketKind(AnalysisKind):
     name = "market"
     spec = MarketSpec
     title = "Market: composition over cycles"
+    result = MarketResult
 
     def check(self, spec: MarketSpec, facts: StudyFacts) -> None:
         if facts.config.market is None:
@@ -77,90 +165,43 @@ class MarketKind(AnalysisKind):
         assert study.market is not None
         path = ctx.out_dir / MARKET_CSV if ctx.out_dir is not None else None
         if path is None or not path.is_file():
-            return Section(summary=_unavailable(study, "no market.csv beside these results"))
+            return _unavailable(study, "no market.csv beside these results")
         table = pd.read_csv(path)
         if list(table.columns) != list(COMPOSITION_COLUMNS):
-            return Section(summary=_unavailable(study, f"{MARKET_CSV} has other columns"))
+            return _unavailable(study, f"{MARKET_CSV} has other columns")
         # The study's own market: policies' and switched-off trajectories are market_effects'.
         table = table[(table["policy"] == BASE) & (table["off"] == NO_SWITCH)].drop(
             columns=["policy", "off"]
         )
         table["group"] = table["group"].astype(str)
         population = population_shares(study)
-        trajectory = market_stats.trajectory(table, spec.confidence)
-        ratios = market_stats.impact_ratios(table)
         parity = market_stats.parity_cycles(table, population, spec.tolerance)
-        drift = market_stats.drift_tests(table, spec.confidence)
         replicates = int(table["replicate"].nunique())
-        summary: dict[str, Any] = {
-            "by": study.market.by,
-            "replicates": replicates,
-            "cycles": int(table["cycle"].max()),
-            "unit": market_stats.UNIT,
-            "confidence": spec.confidence,
-            "interval": _interval_text(replicates, spec.confidence),
-            "population": [{"group": g, "share": s} for g, s in population.items()],
-            "trajectory": trajectory.to_dict("records"),
-            "impact_ratios": ratios.to_dict("records"),
-            "parity": market_stats.summarise_parity(parity, spec.tolerance).as_dict(),
-            "drift": drift.to_dict("records") if replicates > 1 else [],
-            "shortfalls": market_stats.shortfalls(table),
-        }
-        tables = {
-            slug(ctx.name, "trajectory"): trajectory,
-            slug(ctx.name, "impact_ratios"): ratios,
-            slug(ctx.name, "parity"): parity,
-        }
+        section = Section(summary={}, tables={slug(ctx.name, "parity"): parity})
+        trajectory = market_stats.trajectory(table, spec.confidence)
+        result = MarketResult(
+            by=study.market.by,
+            replicates=replicates,
+            cycles=int(table["cycle"].max()),
+            unit=market_stats.UNIT,
+            confidence=spec.confidence,
+            interval=_interval_text(replicates, spec.confidence),
+            population=[{"group": g, "share": s} for g, s in population.items()],
+            trajectory=TRAJECTORY.write(section.tables, ctx.name, trajectory),
+            impact_ratios=IMPACT_RATIOS.write(
+                section.tables, ctx.name, market_stats.impact_ratios(table)
+            ),
+            parity=market_stats.summarise_parity(parity, spec.tolerance).as_dict(),
+            drift=[],
+            shortfalls=market_stats.shortfalls(table),
+        )
         if replicates > 1:
-            tables[slug(ctx.name, "drift")] = drift
-        section = Section(summary=summary, tables=tables)
+            drift = market_stats.drift_tests(table, spec.confidence)
+            result.drift = DRIFT.write(section.tables, ctx.name, drift)
+        section.summary = summary_of(result)
         if not ctx.power_only:
-            section.figures = _figures(ctx.name, table, trajectory, summary, population)
+            section.figures = _figures(ctx.name, table, trajectory, section.summary, population)
         return section
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        count = {"type": "integer", "minimum": 0}
-        number = {"type": ["number", "null"]}
-        return {
-            "type": "object",
-            "required": ["by", "replicates", "unit", "interval", "trajectory"],
-            "properties": {
-                "by": {"type": "string", "description": "The persona axis counted."},
-                "replicates": {**count, "description": "Replicate markets (the unit)."},
-                "cycles": {**count, "description": "Cycles each market ran."},
-                "unit": {"type": "string", "description": "Unit of intervals and tests."},
-                "confidence": {**number, "description": "Level of the intervals."},
-                "interval": {"type": "string", "description": "What the intervals are."},
-                "unavailable": {"type": "string", "description": "Why nothing was computed."},
-                "population": summary_table("Each group's share of the applicant population."),
-                "trajectory": summary_table(
-                    "Per measure, cycle and group: mean share over replicate markets, sd, "
-                    "t interval.",
-                    required=["measure", "cycle", "group", "mean"],
-                ),
-                "impact_ratios": summary_table(
-                    "Per cycle and group: hire rate among applicants and its ratio to the "
-                    "highest group's, in the cycle and cumulatively (pooled over markets)."
-                ),
-                "parity": {
-                    "type": "object",
-                    "description": "Markets whose workforce reached parity, and when.",
-                },
-                "shortfalls": {
-                    "type": "object",
-                    "description": "Over every market and cycle: openings left unfilled (fewer "
-                    "advanced than openings) and applicants missing (too few people out of "
-                    "work), each with the cycles it happened in.",
-                },
-                "drift": summary_table(
-                    "Per group: the workforce share's change from cycle 0 to the last, t test "
-                    "over replicate markets (empty with one market); `same_test_as` names the "
-                    "group whose test a second of two groups repeats.",
-                    required=["group", "p_value", "unit", "n_units"],
-                ),
-            },
-        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """The drift test of each group (unit: the replicate market)."""
@@ -172,87 +213,37 @@ class MarketKind(AnalysisKind):
             if not row.get("same_test_as")
         }
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        console.print(Text(str(summary["name"]), style="bold") + f": {_headline(summary)}")
+    def headline(self, summary: dict[str, Any]) -> str:
         if summary.get("unavailable"):
-            return
-        _print_trajectory(summary, console)
-        _print_impact_ratios(summary, console)
-        for line in _shortfall_lines(summary) + _parity_lines(summary) + _drift_lines(summary):
-            console.print(f"  {line}")
+            return "(market): composition over cycles"
+        return (
+            f"(market): {summary['replicates']} replicate market(s) over {summary['cycles']} "
+            f"cycles, composition by {summary['by']}"
+        )
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        section.paragraph(_headline(summary))
+    def lines(self, summary: dict[str, Any]) -> list[str]:
         if summary.get("unavailable"):
-            return
+            return [f"not computed: {summary['unavailable']}"]
+        return _shortfall_lines(summary) + _parity_lines(summary) + _drift_lines(summary)
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        if summary.get("unavailable"):
+            return []
         interval = summary["interval"]
-        section.table(
-            summary["trajectory"],
-            key="trajectory",
-            title=f"Composition per cycle by {summary['by']}",
-            columns=[
-                Column("measure", "share of", "text"),
-                Column("cycle", "cycle", "int"),
-                Column("group", summary["by"], "text"),
-                Column("mean", "mean share", ".3f"),
-                Column("ci_low", "interval", "ci", upper="ci_high"),
-                Column("sd", "sd over markets", ".3f"),
-                Column("n_replicates", "markets", "int"),
-            ],
-            note=_TRAJECTORY_NOTE.format(interval=interval),
-        )
-        section.table(
-            summary["impact_ratios"],
-            key="impact_ratios",
-            title="Impact ratios of hiring per cycle",
-            columns=[
-                Column("cycle", "cycle", "int"),
-                Column("group", summary["by"], "text"),
-                Column("applicants", "applicants", "int"),
-                Column("hires", "hires", "int"),
-                Column("rate", "hire rate", ".3f"),
-                Column("impact_ratio", "impact ratio", ".3f"),
-                Column("cumulative_impact_ratio", "cumulative IR", ".3f"),
-            ],
-            note=_RATIO_NOTE,
-        )
-        section.figure(
-            slug(summary["name"], "trajectories"),
-            f"Share of hires, workforce and decision-makers per cycle, one line per "
-            f"{summary['by']} (the mean over replicate markets); band: "
-            + (interval if summary["replicates"] > 1 else "none, " + _ONE_MARKET)
-            + "; dotted: the group's share of the applicant population",
-        )
-        section.figure(
-            slug(summary["name"], "funnel"),
-            f"Applicants (light) and hires (dark, of them) per cycle and {summary['by']}, "
-            "summed over replicate markets",
-        )
-        for line in _shortfall_lines(summary) + _parity_lines(summary) + _drift_lines(summary):
-            section.paragraph(line)
-        if summary["drift"]:
-            section.table(
-                # The test repeated by a second of two groups is shown once, on the first.
-                [{**r, "p_value": None} if r.get("same_test_as") else r for r in summary["drift"]],
-                key="drift",
-                title="Drift of the workforce's composition",
-                columns=[
-                    Column("group", summary["by"], "text"),
-                    Column("start", "share at start", ".3f"),
-                    Column("end", "share at end", ".3f"),
-                    Column("change", "change", ".3f"),
-                    Column("ci_low", "interval", "ci", upper="ci_high"),
-                    Column("p_value", "p", "p"),
-                    Column("n_units", "markets", "int"),
-                ],
-            )
-
-
-_RATIO_NOTE = (
-    "hire rate = the group's hires over its applicants; impact ratio = the rate over the "
-    "highest group's in the cycle; cumulative IR = the same over every cycle up to this one. "
-    "Counts pooled over replicate markets: point estimates, no interval."
-)
+        band = interval if summary["replicates"] > 1 else "none, " + _ONE_MARKET
+        return [
+            (
+                slug(summary["name"], "trajectories"),
+                f"Share of hires, workforce and decision-makers per cycle, one line per "
+                f"{summary['by']} (the mean over replicate markets); band: {band}; dotted: "
+                "the group's share of the applicant population",
+            ),
+            (
+                slug(summary["name"], "funnel"),
+                f"Applicants (light) and hires (dark, of them) per cycle and {summary['by']}, "
+                "summed over replicate markets",
+            ),
+        ]
 
 
 def population_shares(study: Any) -> dict[str, float]:
@@ -287,18 +278,20 @@ def _figures(
     }
 
 
-def _unavailable(study: Any, why: str) -> dict[str, Any]:
+def _unavailable(study: Any, why: str) -> Section:
+    """Nothing computed, and why (a comparison of runs has no market.csv)."""
     market = study.market
-    return {
-        "by": market.by,
-        "replicates": market.replicates,
-        "unit": "replicate market",
-        "interval": "",
-        "unavailable": f"{why} (the run directory's {MARKET_CSV} is read; `biasim analyze run` "
+    result = MarketResult(
+        by=market.by,
+        replicates=market.replicates,
+        unit="replicate market",
+        interval="",
+        unavailable=f"{why} (the run directory's {MARKET_CSV} is read; `biasim analyze run` "
         "on the market's run directory computes it)",
-        "trajectory": [],
-        "drift": [],
-    }
+        trajectory=[],
+        drift=[],
+    )
+    return Section(summary=summary_of(result))
 
 
 def _interval_text(replicates: int, confidence: float) -> str:
@@ -308,58 +301,6 @@ def _interval_text(replicates: int, confidence: float) -> str:
         f"{confidence:.0%} t interval of the mean share over the {replicates} replicate markets "
         "(unit: the replicate market; clipped to [0, 1])"
     )
-
-
-def _headline(summary: dict[str, Any]) -> str:
-    if summary.get("unavailable"):
-        return f"not computed: {summary['unavailable']}"
-    return (
-        f"{summary['replicates']} replicate market(s) over {summary['cycles']} cycles, "
-        f"composition by {summary['by']}"
-    )
-
-
-def _cell(row: dict[str, Any] | None, intervals: bool) -> str:
-    if row is None:
-        return "-"
-    if not intervals:
-        return fmt(row["mean"], ".2f")
-    return f"{fmt(row['mean'], '.2f')} ({fmt(row['ci_low'], '.2f')}-{fmt(row['ci_high'], '.2f')})"
-
-
-def _print_trajectory(summary: dict[str, Any], console: Console) -> None:
-    """Per cycle and group: the share of hires, workforce and decision-makers."""
-    intervals = summary["replicates"] > 1
-    rows = {(r["measure"], r["cycle"], r["group"]): r for r in summary["trajectory"]}
-    by = summary["by"]
-    table = Table(title=f"{summary['name']}: share per cycle by {by}")
-    for column in ("cycle", by, "hires", "workforce", "deciders"):
-        table.add_column(column, justify="right", overflow="fold")
-    groups = [p["group"] for p in summary.get("population", [])]
-    for cycle in range(summary["cycles"] + 1):
-        for group in groups:
-            cells = [_cell(rows.get((m, cycle, group)), intervals) for m in market_stats.MEASURES]
-            table.add_row(str(cycle), group, *cells)
-    print_table(console, table)
-    what = summary["interval"].split(" (unit")[0]
-    console.print(f"  {what}" + ("; unit: the replicate market" if intervals else ""))
-
-
-def _print_impact_ratios(summary: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"{summary['name']}: impact ratios of hiring")
-    for column in ("cycle", summary["by"], "applied", "hired", "IR", "cumulative IR"):
-        table.add_column(column, justify="right", overflow="fold")
-    for row in summary["impact_ratios"]:
-        table.add_row(
-            str(row["cycle"]),
-            str(row["group"]),
-            str(row["applicants"]),
-            str(row["hires"]),
-            fmt(row["impact_ratio"], ".2f"),
-            fmt(row["cumulative_impact_ratio"], ".2f"),
-        )
-    print_table(console, table)
-    console.print("  IR = hire rate / highest group's; pooled over markets, no interval")
 
 
 def _shortfall_lines(summary: dict[str, Any]) -> list[str]:
@@ -396,17 +337,7 @@ def _parity_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def _drift_lines(summary: dict[str, Any]) -> list[str]:
+    """Why there is no drift test (its table says the test where there is one)."""
     if summary["replicates"] < 2:
         return ["drift: no test with one replicate market (the unit of the test)"]
-    return [
-        f"drift of {row['group']}'s workforce share, cycle {row['first_cycle']} -> "
-        f"{row['last_cycle']}: {fmt(row['change'], '+.3f')} "
-        f"({fmt(row['ci_low'], '+.3f')} to {fmt(row['ci_high'], '+.3f')}), "
-        + (
-            f"the same test as {row['same_test_as']}'s (two groups: the shares add up to 1)"
-            if row.get("same_test_as")
-            else f"t test p {format_p(row['p_value'])} (unit: replicate market, "
-            f"{row['n_units']} units)"
-        )
-        for row in summary["drift"]
-    ]
+    return []

@@ -12,33 +12,31 @@ removes, alone and as its Shapley share (:func:`analysis.stats.market_decompose.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import fmt, format_p
+from biasim.simulator.common.html import Column, fmt
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    summary_table,
-)
-from biasim.simulator.kinds.lazy import pd
+from biasim.simulator.common.result_tables import Records, ResultTable, missing
+from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
+from biasim.simulator.kinds.lazy import pd, unit_stats
+from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
 from biasim.simulator.study.market import MARKET_CSV, NO_SWITCH
+from biasim.simulator.study.policies import BASE
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 market_policy = lazy_module("biasim.analysis.stats.market_policy")
 market_decompose = lazy_module("biasim.analysis.stats.market_decompose")
 
 #: Why a table may be missing: where ``market.csv`` is not beside the results.
 NO_TABLE = (
-    "no market.csv here (a comparison or a simulated power study): each run's market effects "
-    "are in its own report"
+    "no market.csv here (a comparison of runs): each run's market effects are in its own report"
 )
 
 
@@ -51,6 +49,100 @@ class MarketEffectsSpec(AnalysisSpec):
     )
 
 
+_POLICY = Column("policy", "policy", "text", description="The policy.")
+_GROUP = group("group")
+_AGAINST = Column("baseline", "against", "text", description="The trajectory compared with.")
+
+
+def _share(measure: str, what: str) -> tuple[Column, ...]:
+    """The share of ``measure`` under the base and the policy, and the change."""
+    return (
+        Column(f"{measure}_share_baseline", f"{what} share, base", ".3f", description="Base."),
+        Column(f"{measure}_share_policy", f"{what} share, policy", ".3f", description="Policy."),
+        Column(f"{measure}_share_change", f"{what} change", "+.3f", description="The change."),
+    )
+
+
+def _interval(measure: str, what: str) -> Column:
+    """The t interval of the change of the share of ``measure``."""
+    change = f"{measure}_share_change"
+    return over_markets(f"{change}_low", f"{change}_high", f"{what} change CI")
+
+
+EFFECTS = ResultTable(
+    key="effects",
+    title="each policy's shares per cycle",
+    columns=(
+        _POLICY,
+        _AGAINST,
+        CYCLE,
+        _GROUP,
+        markets("replicates"),
+        *_share("hire", "hire"),
+        *_share("workforce", "workforce"),
+        _interval("hire", "hire"),
+        _interval("workforce", "workforce"),
+    ),
+    description="Per policy, cycle and group: hire and workforce share under the policy and "
+    "the base, the change and its interval over replicate markets.",
+    note="share of the cycle's hires and of the workforce at its end, mean over replicate "
+    "markets paired on the base's random numbers; CI: t interval over them",
+    console=False,
+)
+TESTS = ResultTable(
+    key="tests",
+    title="one test per policy",
+    columns=(
+        _POLICY,
+        _AGAINST,
+        Column("from_cycle", "from cycle", "int", description="The first cycle the test sums."),
+        markets("n_units"),
+        Column("df", "df", "int", description="Rank of the joint statistic."),
+        Column("statistic", "statistic", ".3f", description="The joint statistic."),
+        Column("n_permutations", "sign flips", "int", description="Assignments compared."),
+        Column("p_value", "joint p", "p", description="Sign-flip p (None with one market)."),
+    ),
+    description="One test per policy, unit the replicate market (no p for one market); a "
+    "policy with `from_cycle` k is tested over cycles >= k (`from_cycle`).",
+    note="joint over the groups: sign flips of each replicate market's changes in the "
+    "workforce, summed over the cycles from `from cycle` on (a policy started later is the "
+    "base before); unit: the replicate market",
+    says_nothing=lambda row: missing(row.get("p_value")),
+    why="no test (one replicate market: one unit)",
+)
+DECOMPOSITION = ResultTable(
+    key="decomposition",
+    title="where the drift comes from",
+    columns=(
+        CYCLE,
+        _GROUP,
+        Column("switch", "switch", "text", description="The mechanism switched off."),
+        Column("drift", "drift", "+.3f", description="The workforce share's drift, all on."),
+        Column("drift_all_off", "all off", "+.3f", description="The drift, every switch off."),
+        Column("removed_alone", "removed alone", "+.3f", description="Drift it removes alone."),
+        Column("shapley", "Shapley", "+.3f", description="Its Shapley share of the drift."),
+        markets("replicates"),
+    ),
+    description="Per cycle, group and switch: the drift, what switching it off removes "
+    "alone, and its Shapley share.",
+    note="one-at-a-time removals depend on the order of switching; Shapley values add up",
+    console=False,
+)
+
+
+@dataclass(kw_only=True)
+class MarketEffectsResult:
+    """What ``market_effects`` computes; the summary, its schema and renderings come from it."""
+
+    note: str = field(metadata=about("Why the tables are empty, if so."))
+    switches: list[str] | None = field(
+        default=None, metadata=about("The mechanisms `market.decompose` switched off.")
+    )
+    tests: Records = field(metadata=tabled(TESTS))
+    effects: Records = field(metadata=tabled(EFFECTS))
+    decomposition: Records = field(metadata=tabled(DECOMPOSITION))
+
+
 class MarketEffectsKind(AnalysisKind):
     """Per cycle: each policy's paired change of hire and workforce share, its test over
     replicate markets, and the drift each switched-off mechanism removes."""
@@ -58,6 +150,7 @@ class MarketEffectsKind(AnalysisKind):
     name = "market_effects"
     spec = MarketEffectsSpec
     title = "Market effects: each policy and each mechanism over cycles"
+    result = MarketEffectsResult
 
     def check(self, spec: MarketEffectsSpec, facts: StudyFacts) -> None:
         config = facts.config
@@ -75,10 +168,10 @@ class MarketEffectsKind(AnalysisKind):
     ) -> Section:
         path = ctx.out_dir / MARKET_CSV if ctx.out_dir is not None else None
         if path is None or not path.is_file():
-            return Section({"note": NO_TABLE, "effects": [], "tests": [], "decomposition": []})
+            empty = MarketEffectsResult(note=NO_TABLE, effects=[], tests=[], decomposition=[])
+            return Section(summary_of(empty))
         table = pd.read_csv(path)
         policies = table[table["off"] == NO_SWITCH]
-        effects = market_policy.policy_shares(policies)
         starts = {
             name: policy.from_cycle
             for name, policy in (ctx.study.policies or {}).items()
@@ -92,107 +185,86 @@ class MarketEffectsKind(AnalysisKind):
         decomposition = (
             market_decompose.decompose_drift(table, switches) if switches else pd.DataFrame()
         )
-        tables = {"effects": effects, "tests": tests, "decomposition": decomposition}
-        summary: dict[str, Any] = {
-            "note": "",
-            "switches": list(switches),
-            **{key: _records(frame) for key, frame in tables.items()},
+        section = Section(summary={})
+        frames = {
+            EFFECTS: market_policy.policy_shares(policies),
+            TESTS: tests,
+            DECOMPOSITION: decomposition,
         }
-        return Section(summary, tables={f"{ctx.name}_{k}": v for k, v in tables.items() if len(v)})
+        # A table with no rows writes no file (the run had no policy, or no switch).
+        written = {
+            spec.key: spec.write(section.tables, ctx.name, frame) if len(frame) else []
+            for spec, frame in frames.items()
+        }
+        result = MarketEffectsResult(note="", switches=list(switches), **written)
+        section.summary = summary_of(result)
+        return section
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        console.print(f"{summary.get('name')}: market effects over cycles", style="bold")
-        for line in summary_lines(summary):
-            console.print(line, highlight=False)
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
+    def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
+        """Each policy's joint test against the base (unit: the replicate market), over the
+        cycles from its start (``from_cycle``) on."""
         return {
-            "type": "object",
-            "required": ["note", "effects", "tests", "decomposition"],
-            "properties": {
-                "note": {"type": "string", "description": "Why the tables are empty, if so."},
-                "switches": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "The mechanisms `market.decompose` switched off.",
-                },
-                "effects": summary_table(
-                    "Per policy, cycle and group: hire and workforce share under the policy "
-                    "and the base, the change and its interval over replicate markets."
-                ),
-                "tests": summary_table(
-                    "One test per policy, unit the replicate market (no p for one market); "
-                    "a policy with `from_cycle` k is tested over cycles >= k (`from_cycle`).",
-                    required=["p_value", "unit", "n_units"],
-                ),
-                "decomposition": summary_table(
-                    "Per cycle, group and switch: the drift, what switching it off removes "
-                    "alone, and its Shapley share."
-                ),
-            },
+            _test_name(row["policy"], row["baseline"], row["from_cycle"]): unit_stats.Tested(
+                row.get("p_value"), "replicate", row.get("n_units")
+            )
+            for row in summary.get("tests", [])
         }
 
+    def power_no_effect(self, spec: MarketEffectsSpec, config: Any) -> set[str]:
+        """The tests of a policy the synthetic responder cannot tell from the base (it
+        changes only text the test double does not read): no power to report."""
+        from biasim.simulator.kinds.policy_effect import acts_on_double
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [
-        {k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()}
-        for row in frame.to_dict("records")
-    ]
+        return {
+            _test_name(name, BASE, policy.from_cycle or 1)
+            for name, policy in (config.policies or {}).items()
+            if not acts_on_double(policy, config)
+        }
+
+    def headline(self, summary: dict[str, Any]) -> str:
+        return "(market_effects): market effects over cycles"
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        """Where a policy starts later, which cycles its test reads; at the last cycle, each
+        policy's workforce share per group against the base, then the decomposition of the
+        drift (every cycle is in the tables)."""
+        if summary.get("note"):
+            return [summary["note"]]
+        effects = summary["effects"]
+        last = max((row["cycle"] for row in effects + summary["decomposition"]), default=None)
+        # A policy started later is the base before: its test reads its own cycles.
+        lines = [
+            f"{test['policy']} starts at cycle {test['from_cycle']} (the base before, changes "
+            f"0): test over cycles >= {test['from_cycle']}"
+            for test in summary["tests"]
+            if test["from_cycle"] > 1
+        ]
+        lines += [
+            f"{row['policy']}, cycle {last}, {row['group']}: workforce share "
+            f"{fmt(row['workforce_share_baseline'])} -> {fmt(row['workforce_share_policy'])}"
+            f" ({_signed(row['workforce_share_change'])})"
+            for row in effects
+            if row["cycle"] == last
+        ]
+        parts = [r for r in summary["decomposition"] if r["cycle"] == last]
+        for value in dict.fromkeys(r["group"] for r in parts):
+            mine = [r for r in parts if r["group"] == value]
+            lines.append(
+                f"drift of {value}'s workforce share by cycle {last}: "
+                f"{_signed(mine[0]['drift'])}, every switch off "
+                f"{_signed(mine[0]['drift_all_off'])}; "
+                + "; ".join(
+                    f"{row['switch']} off removes {_signed(row['removed_alone'])} alone, "
+                    f"Shapley {_signed(row['shapley'])}"
+                    for row in mine
+                )
+            )
+        return lines
 
 
-def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """The console's lines (each under 80 characters): per policy its test and, at the last
-    cycle, each group's workforce share under base and policy; then the decomposition at the
-    last cycle. Every cycle is in the tables."""
-    if summary.get("note"):
-        return [f"  {summary['note']}"]
-    lines = []
-    effects, tests = summary["effects"], summary["tests"]
-    last = max((row["cycle"] for row in effects), default=None)
-    for test in tests:
-        policy = test["policy"]
-        if test["p_value"] is None:
-            # The summary's note says why; the console keeps to one line.
-            lines.append(
-                f"  {policy} vs {test['baseline']}: no test (one replicate market: one unit)"
-            )
-        else:
-            lines.append(
-                f"  {policy} vs {test['baseline']}: joint p {format_p(test['p_value'])} "
-                f"(df {test['df']}, unit: {test['unit']}, {test['n_units']} of them)"
-            )
-        start = test.get("from_cycle", 1)
-        if start > 1:
-            # A policy started later is the baseline before: its test reads its own cycles.
-            lines.append(
-                f"    starts at cycle {start} (the base before, changes 0): "
-                f"test over cycles >= {start}"
-            )
-        for row in (r for r in effects if r["policy"] == policy and r["cycle"] == last):
-            lines.append(
-                f"    cycle {last}, {row['group']}: workforce share "
-                f"{fmt(row['workforce_share_baseline'])} -> {fmt(row['workforce_share_policy'])}"
-                f" ({_signed(row['workforce_share_change'])})"
-            )
-    parts = [r for r in summary["decomposition"] if r["cycle"] == last]
-    for group in dict.fromkeys(r["group"] for r in parts):
-        mine = [r for r in parts if r["group"] == group]
-        lines.append(
-            f"  drift of {group}'s workforce share by cycle {last}: "
-            f"{_signed(mine[0]['drift'])}, every switch off "
-            f"{_signed(mine[0]['drift_all_off'])}"
-        )
-        for row in mine:
-            lines.append(
-                f"    {row['switch']} off removes {_signed(row['removed_alone'])} alone, "
-                f"Shapley {_signed(row['shapley'])}"
-            )
-    if parts:
-        lines.append(
-            "  one-at-a-time removals depend on the order of switching; Shapley values add up"
-        )
-    return lines
+def _test_name(policy: str, baseline: str, start: int) -> str:
+    """A policy's test as ``biasim power`` names it (its first cycle where it starts later)."""
+    return f"{policy} vs {baseline}" + (f" from cycle {start}" if start > 1 else "")
 
 
 def _signed(value: float | None) -> str:

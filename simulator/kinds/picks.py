@@ -19,9 +19,11 @@ from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.kinds import spec_fields
 from biasim.simulator.kinds.association import SHARE_COLUMNS, items_deviate
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, picks, transmission_figures
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
@@ -34,28 +36,23 @@ class PicksSpec(AnalysisSpec):
 
     kind: Literal["picks"]
     stage: str = Field(description="A stage with `pairing` whose `picks` is above 1.")
-    positive: str | None = Field(
-        None, description="Target value whose share of picks is reported (default: the first)."
-    )
-    category: str | None = Field(
-        None, description="Column of the items file grouping items (e.g. `dominance`)."
-    )
+    positive: str | None = spec_fields.positive_field("share of picks")
+    category: str | None = spec_fields.category_field("e.g. `dominance`")
     compare_with: str | None = Field(
         None,
         description="A pairing stage with one pick of two targets and one item per call "
         "(e.g. the single-job hiring prompt), set beside per category.",
     )
-    alpha: float = Field(0.05, gt=0, lt=1, description="Level of the test against chance.")
-    adjust: Literal["none", "holm", "bh"] = Field(
-        "none", description="Adjustment across the items (`none`: the paper's count)."
-    )
+    alpha: float = spec_fields.chance_alpha_field()
+    adjust: Literal["none", "holm", "bh"] = spec_fields.paper_count_adjust_field("the items")
 
 
 #: Share of picks with the target value, per item or category: interval and exact test.
 _PICK_COLUMNS = (
     Column("calls", "calls", "int", description="Calls that picked (the test's units)."),
-    Column("share", "share", ".3f", description="Share of picks with `positive`."),
-    Column("ci_low", "95% CI", "ci", upper="ci_high", description="Its t interval, calls."),
+    *cols.rate(
+        "Share of picks with `positive`.", "Its t interval, calls.", key="share", label="share"
+    ),
     Column("chance", "chance", ".3f", description="The share chance gives (the null)."),
     *SHARE_COLUMNS,
 )
@@ -80,7 +77,7 @@ COMPARISON = ResultTable(
         Column("share_picks", "share, picks", ".3f", description="Share among the picks."),
         Column("share_single", "share, one of two", ".3f", description="With one of two."),
         Column("difference", "difference", ".3f", description="Picks minus one of two."),
-        Column("diff_low", "95% CI", "ci", upper="diff_high", description="Its interval."),
+        cols.interval("diff_low", "diff_high", "Its interval."),
         Column(
             "bias_change",
             "bias change",
@@ -128,9 +125,7 @@ class PicksResult:
     note: str | None = field(default=None, metadata=about("Why no comparison is made."))
     items: Records = field(metadata=tabled(ITEMS))
     outcomes: Records = field(metadata=tabled(OUTCOMES))
-    validity: dict[str, Records] = field(
-        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
-    )
+    validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
 
 
 class PicksKind(AnalysisKind):

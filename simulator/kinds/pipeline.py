@@ -31,8 +31,8 @@ from biasim.simulator.kinds.lazy import (
     pipeline_stats,
     unit_stats,
 )
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
-from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.market import APPLIES_IN, in_base, person_of
@@ -69,24 +69,25 @@ _STAGE_NOTE = (
     "pool; concordant_pairs: the unit is the pair, whole authors swap groups within it, so "
     "only pairs picked alike in both orders count), {adjust}-adjusted across stages."
 )
+#: The reading stage a row is about.
+_STAGE = Column("stage", "stage", description="The reading stage.")
 STAGES = ResultTable(
     key="stages",
     title="selection by stage and {key}",
     columns=(
-        Column("stage", "stage", description="The reading stage."),
-        group_value(),
+        _STAGE,
+        cols.group_value(),
         Column("entered", "entered", "int", description="Candidates in a valid evaluation."),
         Column("advanced", "advanced", "int", description="Of them picked or accepted."),
-        Column("rate", "rate", ".3f", description="Advanced / entered."),
-        interval("ci_low", "ci_high", "Its Wilson interval."),
+        *cols.rate("Advanced / entered.", "Its Wilson interval."),
         Column("cumulative_rate", "cumulative", ".3f", description="Advanced / first entered."),
-        Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate."),
-        Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8."),
+        cols.impact_ratio(),
+        cols.below_four_fifths(),
         Column("dpd", "DPD", ".3f", description="Highest minus lowest rate at the stage."),
         Column("test", "test", description="The stage's test of the DPD."),
-        Column("unit", "unit", description="The unit its null exchanges."),
-        Column("p_value", "p", "p", description="Its p-value."),
-        p_adjusted("stages"),
+        cols.unit_of_test("The unit its null exchanges."),
+        cols.p_value("Its p-value."),
+        cols.p_adjusted("stages"),
     ),
     description="Per stage: who entered and advanced, the rate, its test and unit.",
     note=_STAGE_NOTE,
@@ -96,7 +97,7 @@ COMPOUNDING = ResultTable(
     key="compounding",
     title="end-to-end impact ratio by {key}, decomposed",
     columns=(
-        group_value(),
+        cols.group_value(),
         Column("end_to_end_rate", "end-to-end rate", ".3f", description="Hired / entered."),
         Column("end_to_end_ratio", "end-to-end IR", ".3f", description="Over the highest's."),
         Column("ratio_*", spec=".3f", description="The stage's rate over the reference group's."),
@@ -115,15 +116,15 @@ POSITIONS = ResultTable(
     key="position_effect",
     title="is the first document shown picked more than chance?",
     columns=(
-        Column("stage", "stage", description="The reading stage."),
+        _STAGE,
         Column("size", "shown", "int", description="Documents per evaluation."),
         Column("k", "picked", "int", description="Picked per evaluation."),
         Column("n_evaluations", "evaluations", "int", description="Valid evaluations."),
         Column("first_chosen", "first picked", "int", description="The first shown picked."),
         Column("share", "share", ".3f", description="First picked / evaluations."),
         Column("chance", "chance", ".3f", description="k / shown."),
-        Column("p_value", "p (exact binomial)", "p", description="Against chance."),
-        p_adjusted("stages"),
+        cols.p_value("Against chance.", "p (exact binomial)"),
+        cols.p_adjusted("stages"),
     ),
     description="The first position's test against chance, per stage (evaluations as units).",
     file=None,
@@ -132,7 +133,7 @@ CHOICES = ResultTable(
     key="choice_rates",
     title="picked when shown at {outer}, by {key}, against chance",
     columns=(
-        group_value(),
+        cols.group_value(),
         Column("shown", "shown", "int", description="Showings of the group's documents."),
         Column("chosen", "picked", "int", description="Of them picked."),
         Column("rate", "rate", ".3f", description="Picked / shown."),
@@ -155,9 +156,9 @@ COUNTERFACTUAL = ResultTable(
         Column("flip_rate", "flip rate", ".3f", description="(only A + only B) / documents."),
         Column("rate_a", "advanced as A", ".3f", description="Advanced under A."),
         Column("rate_b", "advanced as B", ".3f", description="Advanced under B."),
-        Column("p_value", "McNemar exact p", "p", description="Discordant pairs against 1/2."),
+        cols.p_value("Discordant pairs against 1/2.", "McNemar exact p"),
         Column("excluded", "excluded", "int", description="Documents without both readings."),
-        p_adjusted("the pairs"),
+        cols.p_adjusted("the pairs"),
     ),
     description="The same documents advanced under either name: flip rate and McNemar's test.",
     file="counterfactual_{key}",
@@ -167,7 +168,7 @@ EXCLUSIONS = ResultTable(
     title="excluded, by stage and reason",
     columns=(
         Column("stage", "stage", description="Where (`(writing)`: never written)."),
-        Column("reason", "reason", description="Why."),
+        cols.reason(),
         Column("count", "candidates", "int", description="Candidates left out."),
     ),
     description="Candidates left out, by stage and reason.",
@@ -215,9 +216,7 @@ class PipelineResult:
     counterfactual: dict[str, Counterfactual] = field(
         default_factory=dict, metadata=about("Counterfactual stage -> its axis and readings.")
     )
-    validity: dict[str, Records] = field(
-        default_factory=dict, metadata=tabled(validity.TABLE, validity.BY_KEY)
-    )
+    validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
     exclusions: Records = field(default_factory=list, metadata=tabled(EXCLUSIONS))
 
 

@@ -29,7 +29,7 @@ from biasim.simulator.kinds.pipeline import (
     stage_chain,
     stage_picks,
 )
-from biasim.simulator.kinds.sections.columns import group_value, interval, p_adjusted
+from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.policies import BASE, policy_stage_name
@@ -95,14 +95,13 @@ RATES = ResultTable(
     title="end-to-end impact ratio by {label}, per policy",
     columns=(
         Column("policy", "policy", description="The policy read under."),
-        group_value("{label}"),
+        cols.group_value("{label}"),
         Column("entered", "applicants", "int", description="Applicants of the group."),
         Column("selected", "hired", "int", description="Of them hired end to end."),
-        Column("rate", "rate", ".3f", description="Hired / applicants."),
-        interval("rate_low", "rate_high", "Pool bootstrap."),
-        Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate."),
-        interval("ratio_low", "ratio_high", "Pool bootstrap."),
-        Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8."),
+        *cols.rate("Hired / applicants.", "Pool bootstrap.", bounds="rate"),
+        cols.impact_ratio(),
+        cols.interval("ratio_low", "ratio_high", "Pool bootstrap."),
+        cols.below_four_fifths(),
     ),
     description="End-to-end hire rates per group and policy.",
     note=_NOTE,
@@ -113,12 +112,12 @@ TESTS = ResultTable(
     title="policy tests by {label}, paired, joint across groups",
     columns=(
         Column("policy", "policy", description="The policy tested against the baseline."),
-        Column("unit", "unit", description="The unit the test swaps."),
-        Column("n_units", "pools", "int", description="How many."),
+        cols.unit_of_test("The unit the test swaps."),
+        cols.unit_count("pools"),
         Column("df", "df", "int", description="Groups - 1."),
         Column("statistic", "statistic", ".2f", description="D' W+ D."),
-        Column("p_value", "p", "p", description="Pool-swap permutation p."),
-        p_adjusted("the policies"),
+        cols.p_value("Pool-swap permutation p."),
+        cols.p_adjusted("the policies"),
     ),
     description="Paired tests against the baseline, with the unit they swap.",
     note=_TEST_NOTE,
@@ -129,16 +128,16 @@ EFFECTS = ResultTable(
     key="effects",
     title="policy effects by {label}, paired: intervals",
     columns=(
-        group_value("{label}"),
+        cols.group_value("{label}"),
         Column("policy", "policy", description="The policy against the baseline."),
         Column("rate_baseline", "rate {baseline}", ".3f", description="Under the baseline."),
         Column("rate_policy", "rate policy", ".3f", description="Under the policy."),
         Column("rate_change", "rate change", "+.3f", description="Policy minus baseline."),
-        interval("rate_change_low", "rate_change_high", "Paired pool bootstrap."),
+        cols.interval("rate_change_low", "rate_change_high", "Paired pool bootstrap."),
         Column("ratio_baseline", "IR {baseline}", ".3f", description="Under the baseline."),
         Column("ratio_policy", "IR policy", ".3f", description="Under the policy."),
         Column("ratio_change", "IR change", "+.3f", description="Policy minus baseline."),
-        interval("ratio_change_low", "ratio_change_high", "Paired pool bootstrap."),
+        cols.interval("ratio_change_low", "ratio_change_high", "Paired pool bootstrap."),
     ),
     description="Each policy minus the baseline, per group.",
     note=_EFFECT_NOTE,
@@ -149,7 +148,7 @@ EXCLUDED = ResultTable(
     key="excluded",
     title="excluded, by reason",
     columns=(
-        Column("reason", "reason", description="Why."),
+        cols.reason(),
         Column("count", "applicants", "int", description="Applicants left out."),
     ),
     description="Applicants left out, by reason.",
@@ -355,7 +354,7 @@ class PolicyEffectKind(PerRunKind):
         responder does not read (a prompt, a system message): on the test double its effect
         is zero by construction, so its share of findings is no power."""
         policies = config.policies or {}
-        inert = {BASE} | {n for n, p in policies.items() if not _acts_on_double(p, config)}
+        inert = {BASE} | {n for n, p in policies.items() if not acts_on_double(p, config)}
         if spec.baseline not in inert:
             return set()
         return {
@@ -444,7 +443,7 @@ def _test_name(policy: str, baseline: str, label: str) -> str:
     return f"{policy} vs {baseline}: by {label}"
 
 
-def _acts_on_double(policy: Any, config: Any) -> bool:
+def acts_on_double(policy: Any, config: Any) -> bool:
     """Whether the synthetic responder answers differently under ``policy``: it reads how
     many to pick, the advance rule, a committee's other readers, a selection rule across pools
     and the author's persona (withheld when redacted, which

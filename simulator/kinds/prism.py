@@ -14,13 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from biasim.simulator.common.html import HtmlSection, fmt
-from biasim.simulator.common.tables import print_table
+from biasim.simulator.common.results import summary_of
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -30,19 +25,19 @@ from biasim.simulator.kinds.base import (
     model_problem,
     resolve_data_path,
     slug,
-    summary_table,
 )
 from biasim.simulator.kinds.lazy import pd
-from biasim.simulator.kinds.sections.prism_baseline import model_baselines, print_baselines
+from biasim.simulator.kinds.sections import prism_result as declared
+from biasim.simulator.kinds.sections.prism_baseline import model_baselines
 from biasim.simulator.kinds.sections.prism_validation import (
     CAPTION as VALIDATION_CAPTION,
 )
 from biasim.simulator.kinds.sections.prism_validation import (
     add_validation,
-    print_validation,
     ratings_problem,
     read_ratings,
 )
+from biasim.simulator.kinds.spec_fields import model_field
 from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
 
 #: The score cache's file in the run directory.
@@ -68,10 +63,9 @@ class PrismSpec(AnalysisSpec):
         "posting_text",
         description="Results column holding the text answered (a recorded factor variable).",
     )
-    masked_lm: str | None = Field(
-        None,
-        description="AutoModelForMaskedLM: a local folder or a hub id (bert-base-uncased is "
-        "the paper's); `--masked-lm PATH` sets it. Required.",
+    masked_lm: str | None = model_field(
+        "AutoModelForMaskedLM",
+        "bert-base-uncased is the paper's, `--masked-lm PATH` sets it. Required.",
     )
     word_lists: str | None = Field(
         None,
@@ -145,6 +139,7 @@ class PrismKind(AnalysisKind):
     name = PRISM_KIND
     spec = PrismSpec
     title = "PRISM: gendered language, posting -> application"
+    result = declared.PrismResult
 
     def check(self, spec: PrismSpec, facts: StudyFacts) -> None:
         facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
@@ -229,129 +224,36 @@ class PrismKind(AnalysisKind):
             add_validation(section, ctx.name, [(p.masked_lm, p.scorer) for p in parts], ratings)
         return section
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        count = {"type": "integer", "minimum": 0}
-        tables = {
-            "word_list_sizes": "Words per list, after the vocabulary filter.",
-            "exclusions": "Applications left out, by model and reason.",
-            "summary": "Score means per dimension, posting and application.",
-            "arrows": "Posting-to-application shifts drawn in the scatter.",
-            "fit": "Regression of application on posting scores, per dimension.",
-            "shift": "Paired test of the shift, on one pair per posting.",
-            "variance": "Variance of postings vs applications.",
-            "model_comparison": "Models compared, each scored with its own masked LM.",
-        }
-        return {
-            "type": "object",
-            "required": [
-                *["masked_lm", "word_lists", "alpha", "applications", "postings"],
-                *["exclusions", "summary", "fit", "shift", "variance"],
-            ],
-            "properties": {
-                "masked_lm": {"type": "string", "description": "The masked LM(s) scoring."},
-                "word_lists": {"type": "string", "description": "Where the word lists are."},
-                "alpha": {"type": "number", "description": "Level of the tests."},
-                "masked_lm_by_model": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "Model label -> the masked LM that scored its texts.",
-                },
-                "applications": {**count, "description": "Applications scored."},
-                "postings": {**count, "description": "Postings with one pair each."},
-                "texts_scored_now": {**count, "description": "Texts not read from the cache."},
-                "excluded_applications": {**count, "description": "Applications left out."},
-                **{key: summary_table(what) for key, what in tables.items()},
-            },
-        }
+    def headline(self, summary: dict[str, Any]) -> str:
+        return (
+            f"(PRISM, masked LM {summary['masked_lm']}, {summary['word_lists']}, alpha "
+            f"{summary['alpha']:g}): {summary['applications']} applications to "
+            f"{summary['postings']} postings, {summary['excluded_applications']} excluded; "
+            f"{summary['texts_scored_now']} texts scored now (the rest from the cache)"
+        )
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        """The tables (every list of records), then both figures of each model."""
-        for line in summary.get("baseline_warnings", []):
-            section.paragraph(f"Warning: {line}.")
-        for line in summary.get("baseline_readings", []):
-            section.paragraph(line + ".", muted=True)
-        super().html(summary, section)
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        """The masked LM of each model when they differ, and the baselines' warnings."""
+        lm_of = summary.get("masked_lm_by_model") or {}
+        out = []
+        if len(set(lm_of.values())) > 1:
+            out.append("masked LM per model: " + "; ".join(f"{m} {lm}" for m, lm in lm_of.items()))
+        return out + [f"warning: {line}" for line in summary.get("baseline_warnings", [])]
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        """The models side by side, the validation per masked LM, then each model's two."""
+        name = summary["name"]
         models = list(dict.fromkeys(r["model_label"] for r in summary["summary"]))
-        if len(models) > 1:
-            section.figure(slug(summary["name"], "models"), MODELS_CAPTION)
+        out = [(slug(name, "models"), MODELS_CAPTION)] if len(models) > 1 else []
         lms = list(dict.fromkeys(r["masked_lm"] for r in summary.get("validation") or []))
         for lm in lms:
             tag = Path(lm.rstrip("/")).name if len(lms) > 1 else ""
-            section.figure(slug(summary["name"], tag, "validation"), f"{VALIDATION_CAPTION} ({lm})")
+            out.append((slug(name, tag, "validation"), f"{VALIDATION_CAPTION} ({lm})"))
         for model in models:
             tag = model if len(models) > 1 else ""
             for figure, caption in FIGURE_CAPTIONS.items():
-                label = f"{caption}, {model}" if tag else caption
-                section.figure(slug(summary["name"], tag, figure), label)
-
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        """One row per model and dimension: means, the DBSCAN fit, the tests, the arrows."""
-        console.print(
-            Text(str(summary["name"]), style="bold")
-            + f" (PRISM, masked LM {summary['masked_lm']}, "
-            f"{summary['word_lists']}, alpha {summary['alpha']:g}): {summary['applications']} "
-            f"applications to {summary['postings']} postings, "
-            f"{summary['excluded_applications']} excluded; {summary['texts_scored_now']} texts "
-            "scored now (the rest from the cache)",
-            highlight=False,
-        )
-        sizes = ", ".join(
-            f"{r['dimension']}.{r['side']} {r['words']}" for r in summary["word_list_sizes"]
-        )
-        console.print(f"words in the model's vocabulary: {sizes}", highlight=False)
-        for row in summary["exclusions"]:
-            console.print(f"excluded ({row['model_label']}): {row['reason']}: {row['n']}")
-        fits = {(r["model_label"], r["dimension"]): r for r in summary["fit"] if r["dbscan"]}
-        unfiltered = {
-            (r["model_label"], r["dimension"]): r for r in summary["fit"] if not r["dbscan"]
-        }
-        shifts = {(r["model_label"], r["dimension"]): r for r in summary["shift"]}
-        variances = {(r["model_label"], r["dimension"]): r for r in summary["variance"]}
-        arrows = {(r["model_label"], r["dimension"]): r for r in summary["arrows"]}
-        several = len({r["model_label"] for r in summary["summary"]}) > 1
-        table = Table(
-            title=f"{summary['name']}: posting -> application (+ = masculine)",
-            box=box.SIMPLE_HEAD,
-            padding=(0, 1),
-            show_edge=False,
-        )
-        heads = ["dim", "n", "post.", "appl.", "r", "r all", "p mean", "p |x|", "p var"]
-        for col in (["model"] if several else []) + heads + ["↑↓"]:
-            table.add_column(col, justify="right")
-        for row in summary["summary"]:
-            key = (row["model_label"], row["dimension"])
-            fit, shift, var, arrow = fits[key], shifts[key], variances[key], arrows[key]
-            table.add_row(
-                *([str(key[0])] if several else []),
-                str(key[1]),
-                str(row["pairs"]),
-                fmt(row["posting_mean"]),
-                fmt(row["application_mean"]),
-                fmt(fit["pearson_r"]),
-                fmt(unfiltered[key]["pearson_r"]),
-                fmt(shift["mean_p"]),
-                fmt(shift["magnitude_p"]),
-                fmt(var["paired_p"]),
-                f"{arrow['mean']}{arrow['magnitude']}{arrow['variance']}",
-            )
-        print_table(console, table)
-        removed = ", ".join(
-            f"{k[1]} {r['removed']}" if not several else f"{k[0]} {k[1]} {r['removed']}"
-            for k, r in fits.items()
-        )
-        console.print(
-            "One pair per posting (n): its score and its applications' mean. post. / appl. = "
-            "mean scores; r = Pearson after DBSCAN (eps 0.5, min_samples 30; - when fewer than "
-            f"3 pairs are left; removed: {removed}), r all = without it; "
-            "one-sided p: mean H1 applications more masculine, |x| H1 further from 0 "
-            "(Wilcoxon signed-rank), var H1 postings vary more (paired Brown-Forsythe; the "
-            "paper's Levene is in the variance table); arrows mean, magnitude, variance at "
-            "two-sided 0.05 (Table 1).",
-            highlight=False,
-        )
-        print_baselines(summary, console)
-        print_validation(summary, console)
+                out.append((slug(name, tag, figure), f"{caption}, {model}" if tag else caption))
+        return out
 
 
 @dataclass
@@ -440,13 +342,68 @@ def paired_section(
         settings: ``masked_lm``, ``word_lists`` and ``alpha`` as the summary shows them.
         baselines: Each model's no-gender-signal baselines (``model_baselines``).
     """
-    from biasim.analysis.studies.prism.figures import plot_histograms, plot_scatter_density
-    from biasim.analysis.studies.prism.stats import one_pair_per_posting, prism_tables
+    from biasim.analysis.studies.prism.stats import one_pair_per_posting
 
     dims = list(scorer.word_lists)
     postings = one_pair_per_posting(pairs, ["model_label", POSTING_FACTOR], scorer.columns)
-    tables: dict[str, list[pd.DataFrame]] = {}
     section = Section(summary={})
+    section.tables = {f"{name}_scores": pairs, f"{name}_postings": postings}
+    merged = _per_model(section, postings, baselines, dims, name, models)
+    exclusions = (
+        pairs.loc[pairs["excluded"].notna()]
+        .groupby(["model_label", "excluded"])
+        .size()
+        .rename("n")
+        .reset_index()
+        .rename(columns={"excluded": "reason"})
+    )
+    write = section.tables
+    result = declared.PrismResult(
+        **settings,
+        applications=len(pairs),
+        postings=len(postings),
+        texts_scored_now=fresh,
+        excluded_applications=int(pairs["excluded"].notna().sum()),
+        word_list_sizes=declared.WORD_LISTS.write(write, name, _labels_first(lists)),
+        exclusions=declared.EXCLUSIONS.write(write, name, exclusions),
+        summary=declared.SUMMARY.write(write, name, merged["summary"]),
+        arrows=declared.ARROWS.write(write, name, merged["arrows"]),
+        fit=declared.FIT.write(write, name, merged["fit"]),
+        shift=declared.SHIFT.write(write, name, merged["shift"]),
+        variance=declared.VARIANCE.write(write, name, merged["variance"]),
+        **baseline_summary(baselines, lists, write, name),
+    )
+    if len(models) > 1:
+        from biasim.analysis.studies.prism.figures import plot_models
+        from biasim.simulator.kinds.sections.prism_baseline import models_table
+
+        lm_of = settings.get("masked_lm_by_model") or {}
+        table = models_table(
+            merged["summary"],
+            merged["fit"],
+            baselines,
+            {m: lm_of.get(m, settings["masked_lm"]) for m in models},
+        )
+        result.model_comparison = declared.MODELS.write(write, name, table)
+        section.figures[slug(name, "models")] = plot_models(table, dims)
+    section.summary = summary_of(result)
+    return section
+
+
+def _per_model(
+    section: Section,
+    postings: pd.DataFrame,
+    baselines: pd.DataFrame,
+    dims: list[str],
+    name: str,
+    models: list[str],
+) -> dict[str, pd.DataFrame]:
+    """The paper's tables of each model's pairs, joined (``model_label`` first), and each
+    model's scatter and histograms into ``section``."""
+    from biasim.analysis.studies.prism.figures import plot_histograms, plot_scatter_density
+    from biasim.analysis.studies.prism.stats import prism_tables
+
+    tables: dict[str, list[pd.DataFrame]] = {}
     for model in models:
         mine = postings[postings["model_label"] == model]
         got = prism_tables(mine, dims)
@@ -456,43 +413,14 @@ def paired_section(
         section.figures[slug(name, tag, "scatter")] = plot_scatter_density(mine, got["fit"], dims)
         base = baselines[baselines["model_label"] == model]
         section.figures[slug(name, tag, "histograms")] = plot_histograms(mine, dims, None, base)
-    merged = {k: pd.concat(v, ignore_index=True) for k, v in tables.items()}
-    exclusions = (
-        pairs.loc[pairs["excluded"].notna()]
-        .groupby(["model_label", "excluded"])
-        .size()
-        .rename("n")
-        .reset_index()
-        .rename(columns={"excluded": "reason"})
-    )
-    section.tables = {
-        f"{name}_scores": pairs,
-        f"{name}_postings": postings,
-        **{f"{name}_{k}": v for k, v in merged.items()},
-        f"{name}_exclusions": exclusions,
-        f"{name}_word_lists": lists,
-        f"{name}_baseline": baselines,
-    }
-    section.summary = {
-        **settings,
-        "applications": len(pairs),
-        "postings": len(postings),
-        "texts_scored_now": fresh,
-        "excluded_applications": int(pairs["excluded"].notna().sum()),
-        "word_list_sizes": lists.to_dict("records"),
-        "exclusions": exclusions.to_dict("records"),
-        **{k: merged[k].to_dict("records") for k in ("summary", "arrows")},
-        "fit": merged["fit"].to_dict("records"),
-        "shift": merged["shift"].to_dict("records"),
-        "variance": merged["variance"].to_dict("records"),
-        **baseline_summary(baselines, lists),
-    }
-    if len(models) > 1:
-        lm_of = settings.get("masked_lm_by_model") or {}
-        add_model_comparison(
-            section, name, dims, {m: lm_of.get(m, settings["masked_lm"]) for m in models}
-        )
-    return section
+    return {k: _labels_first(pd.concat(v, ignore_index=True)) for k, v in tables.items()}
+
+
+def _labels_first(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the columns naming its rows' model (``model_label``, ``masked_lm``)
+    first: the declared tables show the leading text columns as the rows' labels."""
+    first = [c for c in ("model_label", "masked_lm") if c in frame.columns]
+    return frame[[*first, *[c for c in frame.columns if c not in first]]]
 
 
 def word_list_table(scorer: Any, dropped: dict[str, list[str]]) -> pd.DataFrame:
@@ -517,11 +445,20 @@ def word_list_table(scorer: Any, dropped: dict[str, list[str]]) -> pd.DataFrame:
     )
 
 
-def baseline_summary(baselines: pd.DataFrame, lists: pd.DataFrame) -> dict[str, Any]:
-    """The summary's ``baseline`` records, their readings in words and the warnings."""
+def baseline_summary(
+    baselines: pd.DataFrame,
+    lists: pd.DataFrame,
+    tables: dict[str, pd.DataFrame] | None = None,
+    name: str = "",
+) -> dict[str, Any]:
+    """The summary's ``baseline`` records (``model_label`` first; into ``tables`` as the CSV
+    file of the analysis ``name`` when given), their readings in words and the warnings."""
     from biasim.simulator.kinds.sections.prism_baseline import reading, warnings
 
-    records = baselines.to_dict("records")
+    frame = _labels_first(baselines)
+    records = (
+        frame.to_dict("records") if tables is None else declared.BASELINE.write(tables, name, frame)
+    )
     return {
         "baseline": records,
         "baseline_readings": [
@@ -530,25 +467,6 @@ def baseline_summary(baselines: pd.DataFrame, lists: pd.DataFrame) -> dict[str, 
         ],
         "baseline_warnings": warnings(baselines, lists),
     }
-
-
-def add_model_comparison(
-    section: Section, name: str, dims: list[str], masked_lm_of: dict[str, str]
-) -> None:
-    """The models side by side (``<name>_models`` table and figure) from a section's tables:
-    each model's means, baselines and fit, with the masked LM that scored it."""
-    from biasim.analysis.studies.prism.figures import plot_models
-    from biasim.simulator.kinds.sections.prism_baseline import models_table
-
-    table = models_table(
-        section.tables[f"{name}_summary"],
-        section.tables[f"{name}_fit"],
-        section.tables[f"{name}_baseline"],
-        masked_lm_of,
-    )
-    section.tables[f"{name}_models"] = table
-    section.summary["model_comparison"] = table.to_dict("records")
-    section.figures[slug(name, "models")] = plot_models(table, dims)
 
 
 def pair_scores(

@@ -15,14 +15,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.console import Console
-from rich.text import Text
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.text.redaction import names_after_redaction
-from biasim.simulator.common.html import HtmlSection, format_p
+from biasim.simulator.common.results import summary_of
 from biasim.simulator.kinds import transmission_extras as extras
-from biasim.simulator.kinds.base import AnalysisKind, Section, slug, summary_table
+from biasim.simulator.kinds import transmission_result
+from biasim.simulator.kinds.base import AnalysisKind, Section, slug
 from biasim.simulator.kinds.lazy import (
     association,
     ceiling_effects,
@@ -33,7 +32,17 @@ from biasim.simulator.kinds.lazy import (
     unit_stats,
 )
 from biasim.simulator.kinds.letter_evaluation import check_trait_types
-from biasim.simulator.kinds.sections.trait_effects import print_trait_effects
+from biasim.simulator.kinds.transmission_result import (
+    EFFECTS,
+    EXCLUDED,
+    HIRES_BY_CATEGORY,
+    HIRES_BY_JOB,
+    PREDICTIONS,
+    TRAIT_MEANS,
+    TRAIT_TYPES,
+    TYPE_EFFECTS,
+    TransmissionResult,
+)
 from biasim.simulator.kinds.transmission_spec import TransmissionSpec
 
 if TYPE_CHECKING:
@@ -47,6 +56,7 @@ class TransmissionKind(AnalysisKind):
     name = "transmission"
     spec = TransmissionSpec
     title = "Bias transmission: hires, scores and guesses of letters written by name"
+    result = TransmissionResult
 
     def reads_counterfactual_sets(self, spec: TransmissionSpec) -> bool:
         """Its tables count letters as the readers read them, and no reader reads a twin
@@ -84,70 +94,29 @@ class TransmissionKind(AnalysisKind):
     def compute(
         self, results: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext
     ) -> Section:
-        section = Section(
-            summary={"positive": spec.positive, "alpha": spec.alpha, "category": spec.category}
-        )
+        section = Section(summary={})
         authors = _authors(results, spec)
-        section.summary["letters"] = len(authors)
-        section.summary["letters_failed"] = int((~authors["valid"]).sum())
-        section.summary["letters_truncated"] = int(authors["truncated"].sum())
+        result = TransmissionResult(
+            positive=spec.positive,
+            alpha=spec.alpha,
+            category=spec.category,
+            letters=len(authors),
+            letters_failed=int((~authors["valid"]).sum()),
+            letters_truncated=int(authors["truncated"].sum()),
+        )
+        steps = extras.Steps(results, authors, spec, ctx, section, result)
         if spec.relative:
-            _relative(results, authors, spec, ctx, section)
+            _relative(steps)
         if spec.absolute:
-            _absolute(results, authors, spec, ctx, section)
+            _absolute(steps)
         if spec.predictions:
-            _predictions(results, authors, spec, ctx, section)
+            _predictions(steps)
         if spec.probes:
-            extras.probes(results, authors, spec, ctx, section)
+            extras.probes(steps)
+        counted = pd.DataFrame(result.excluded, columns=["stage", "reason", "count"])
+        result.excluded = steps.write(EXCLUDED, counted)
+        section.summary = summary_of(result)
         return section
-
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        count = {"type": "integer", "minimum": 0}
-        tables = {
-            "excluded": "Letters and answers left out, by stage and reason.",
-            "hires_by_category": "Share of comparisons won by `positive`, per category.",
-            "hires_by_job": "The same per job, with its test.",
-            "deviating_jobs": "Jobs deviating from chance, per stage.",
-            "position": "Share won by the letter shown first.",
-            "rationale_terms": "Rationale terms used more by one group (significant ones).",
-            "weaker_than_association": "Jobs whose hiring share is weaker than association's.",
-            "effects": "Each trait's effect, its model and test.",
-            "trait_means": "Trait means per job and group.",
-            "overall_scores": "Scores per group over every letter.",
-            "type_effects": "Each trait type's effect.",
-            "trait_types": "Trait types per job.",
-            "predictions": "Share of letters whose author is predicted `predicted`.",
-            "probe_terms": "Probe answer terms used more by one group.",
-            "redaction_leaks": "Redacted letters that still name the author.",
-        }
-        return {
-            "type": "object",
-            "required": ["positive", "alpha", "category", "letters"],
-            "properties": {
-                "positive": {"type": ["string", "null"], "description": "The value counted."},
-                "alpha": {"type": "number", "description": "Level of the tests."},
-                "category": {"type": ["string", "null"], "description": "Job grouping column."},
-                "letters": {**count, "description": "Letters written."},
-                "letters_failed": {**count, "description": "Letters that failed."},
-                "letters_truncated": {**count, "description": "Letters cut at `max_tokens`."},
-                **{key: summary_table(what) for key, what in tables.items()},
-                "redaction_change": {"type": "object", "description": "Named vs redacted."},
-                "rationale_terms_tested": {**count, "description": "Terms tested."},
-                "association_source": {"type": "string", "description": "What is compared."},
-                "trait_type_members": {
-                    "type": ["object", "null"],
-                    "description": "Trait type -> its traits.",
-                },
-                "predicted": {"type": "string", "description": "The prediction counted."},
-                "probes": {"type": "array", "description": "The probe stages."},
-                "notes": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "What could not be computed, and why.",
-                },
-            },
-        }
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         """Per reading stage: whether any job's hires lean to one group (Holm over the jobs'
@@ -167,9 +136,11 @@ class TransmissionKind(AnalysisKind):
             tests[f"{row['stage']}: Applicant 1 hired (vs 0.5)"] = unit_stats.Tested.of(
                 row, "p_value"
             )
-        change = summary.get("redaction_change")
-        if change and change.get("p_value") is not None:
-            tests["hires change when names are withheld"] = unit_stats.Tested.of(change, "p_value")
+        for change in summary.get("redaction_change", []):
+            if change.get("p_value") is not None:
+                tests["hires change when names are withheld"] = unit_stats.Tested.of(
+                    change, "p_value"
+                )
         fits = [r for r in summary.get("effects", []) if r["model"] == ceiling_effects.MODEL]
         fitted = [r["p_value"] for r in fits if r["p_value"] is not None]
         fitted = [p for p in fitted if not math.isnan(p)]
@@ -178,95 +149,21 @@ class TransmissionKind(AnalysisKind):
             tests[name] = unit_stats.Tested.family(min(1.0, min(fitted) * len(fits)), fits)
         return tests
 
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        name, positive = summary.get("name"), summary["positive"]
-        console.print(
-            Text(str(name), style="bold") + f" (transmission): {summary['letters']} letters "
-            f"({summary['letters_failed']} failed to be written)"
+    def headline(self, summary: dict[str, Any]) -> str:
+        return (
+            f"(transmission): {summary['letters']} letters ({summary['letters_failed']} "
+            "failed to be written)"
         )
-        for row in summary.get("hires_by_category", []):
-            console.print(
-                f"  {row['stage']} {row.get(summary['category'], '')}: {positive} hired in "
-                f"{row['share']:.3f} (95% CI over pairs {row['boot_low']:.3f}-"
-                f"{row['boot_high']:.3f}) of {row['n']} decisions"
-            )
-        for row in summary.get("position", []):
-            console.print(
-                f"  {row['stage']}: Applicant 1 hired in {row['share']:.3f} of {row['n']} "
-                f"(position effect; p {format_p(row['p_value'])} vs 0.5, each pair in both orders)"
-            )
-        for note in summary.get("notes", []):
-            console.print(f"  {note}")
-        for row in summary.get("deviating_jobs", []):
-            console.print(
-                f"  {row['stage']}: {row['deviate']}/{row['jobs']} jobs deviate from chance "
-                f"(sign test on pairs hired alike in both orders, alpha {summary['alpha']})"
-            )
-        extras.print_lines(summary, console)
-        _print_effects(summary, console)
-        for row in summary.get("predictions", []):
-            console.print(
-                f"  {row['stage']} {row['subset']}: {row['share']:.1%} guessed "
-                f"'{summary.get('predicted')}' of {row['n']}"
-            )
-        for row in summary.get("excluded", []):
-            console.print(f"  excluded at {row['stage']}: {row['reason']} {row['count']}")
-        for row in summary.get("redaction_leaks", []):
-            group = next(v for k, v in row.items() if k not in ("stage", "reason", "letters"))
-            console.print(
-                f"  {row['stage']}: {row['letters']} letters by {group} writers keep a name "
-                "after redaction (any writer's name, any case); their comparisons are excluded"
-            )
 
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        for key, title in (
-            ("hires_by_category", "Hires by job category (Table 4, Exp. 5)"),
-            ("hires_by_job", "Hires by job (Figure 4)"),
-            ("position", "Position effect"),
-            ("effects", "Effects on each trait (Table 8)"),
-            ("trait_means", "Trait means by job (Table 6)"),
-            ("type_effects", "Effects on each trait type (Table 8)"),
-            ("trait_types", "Trait types by job (Table 9)"),
-            ("predictions", "Gender guesses (Table 10)"),
-            ("excluded", "Excluded"),
-            ("redaction_leaks", "Letters keeping a name after redaction"),
-            *extras.HTML_TABLES,
-        ):
-            if summary.get(key):
-                section.table(summary[key], key=key, title=title)
-        if summary.get("redaction_change"):
-            section.table(
-                [summary["redaction_change"]],
-                key="redaction_change",
-                title="Change in hires when names are withheld (unit: job)",
-            )
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        return transmission_result.lines(summary)
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
         name = summary.get("name")
-        section.figure(slug(name, "hires"), "Share of hires per job with 95% CIs over pairs")
-        section.figure(slug(name, "trait_differences"), "Mean score differences per job")
-
-
-def _print_effects(summary: dict[str, Any], console: Console) -> None:
-    """Table 8's rows: the tested model (letters permuted within job) with its mark, the paper's
-    beta regression beside it."""
-    for key, what in (("effects", "trait"), ("type_effects", "trait type")):
-        print_trait_effects(
-            summary.get(key, []),
-            [],
-            f"Effect on each {what}'s score (tested * | the paper's beta regression)",
-            console,
-        )
-    if summary.get("effects"):
-        console.print(
-            "  (tested: fractional logit with job fixed effects, p from permuting gender across "
-            "letters within job; the paper's beta regression (random job intercept) is not "
-            "calibrated near the score "
-            "ceiling; a trait type is the mean of its dimensions per letter, grouped as biasim "
-            "assumes: "
-            + "; ".join(
-                f"{k} = {', '.join(v)}" for k, v in summary.get("trait_type_members", {}).items()
-            )
-            + ")"
-        )
+        return [
+            (slug(name, "hires"), "Share of hires per job with 95% CIs over pairs"),
+            (slug(name, "trait_differences"), "Mean score differences per job"),
+        ]
 
 
 def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
@@ -284,21 +181,13 @@ def _authors(results: pd.DataFrame, spec: TransmissionSpec) -> pd.DataFrame:
     return authors.set_index("unit_id")
 
 
-def _relative(
-    results: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
+def _relative(steps: extras.Steps) -> None:
     """The comparison stages (``relative``): whose letter is hired, by group, category and job,
     the jobs that deviate, and the share of hires shown first."""
-    picks, excluded, showings = [], [], []
-    stages = {s.name: s for s in ctx.study.stages}
+    spec, result = steps.spec, steps.result
+    picks, showings = [], []
     for stage in spec.relative:
-        reads = stages[stage].reads
-        redacted = reads is not None and reads.author == "redacted"
-        rows = _usable_comparisons(results, authors, spec, stage, redacted, section, excluded)
+        rows = _usable_comparisons(stage, steps)
         hired = [
             units[int(label) - 1]
             for units, label in zip(
@@ -306,37 +195,32 @@ def _relative(
             )
         ]
         showings.append(extras.showings(stage, rows, hired, spec.rationale))
-        picks.append(_hires(stage, rows, authors.reindex(hired), spec))
-    section.summary.setdefault("excluded", []).extend(excluded)
+        picks.append(_hires(stage, rows, steps.authors.reindex(hired), spec))
     table = pd.concat(picks, ignore_index=True)
     if table.empty:
-        section.summary["notes"] = ["no comparison gave a valid answer: nothing to count"]
+        steps.note("no comparison gave a valid answer: nothing to count")
         return
-    by_category, by_job = _hires_by_category_and_job(table, spec, ctx)
+    by_category, by_job = _hires_by_category_and_job(table, spec, steps.ctx)
     deviating = (
         by_job.groupby("stage", sort=False)["deviates"]
         .agg(["sum", "size"])
         .reset_index()
         .rename(columns={"sum": "deviate", "size": "jobs"})
     )
-    section.summary["hires_by_category"] = by_category.to_dict("records")
-    section.summary["hires_by_job"] = by_job.to_dict("records")
-    section.summary["deviating_jobs"] = deviating.to_dict("records")
+    result.hires_by_category = steps.write(HIRES_BY_CATEGORY, by_category)
+    result.hires_by_job = steps.write(HIRES_BY_JOB, by_job)
+    result.deviating_jobs = deviating.to_dict("records")
     # Applicant 1's share of hires: each pair is shown in both orders, so the order effect is
     # measured and cancels in the shares above (counting showings is conservative here: the
     # two showings of a pair tend to pick the same letter, hence opposite positions).
     first = table.assign(_all="all", value=table["position"].map({1: "first", 2: "second"}))
-    section.summary["position"] = (
+    result.position = (
         association.share_table(first, ["stage", "_all"], "first", alpha=spec.alpha)
         .drop(columns="_all")
         .to_dict("records")
     )
-    extras.after_relative(
-        pd.concat(showings, ignore_index=True), by_job, authors, spec, ctx, section
-    )
-    section.tables[slug(ctx.name, "hires_by_category")] = by_category
-    section.tables[slug(ctx.name, "hires_by_job")] = by_job
-    section.figures[slug(ctx.name, "hires")] = transmission_figures.plot_item_shares(
+    extras.after_relative(pd.concat(showings, ignore_index=True), by_job, steps)
+    steps.section.figures[slug(steps.ctx.name, "hires")] = transmission_figures.plot_item_shares(
         by_job.assign(ci_low=by_job["boot_low"], ci_high=by_job["boot_high"]),
         panel="stage",
         category=spec.category,
@@ -346,37 +230,19 @@ def _relative(
     )
 
 
-def _usable_comparisons(
-    results: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    stage: str,
-    redacted: bool,
-    section: Section,
-    excluded: list[dict[str, Any]],
-) -> pd.DataFrame:
+def _usable_comparisons(stage: str, steps: extras.Steps) -> pd.DataFrame:
     """The comparisons of ``stage`` that count: a valid pick, no letter that keeps a name after
-    redaction (a ``redacted`` stage), none cut short; each reason left out is added to
-    ``excluded`` with its count."""
-    rows = results[results["stage"] == stage]
+    redaction (a stage reading letters redacted), none cut short; each reason left out
+    counted."""
+    rows = steps.results[steps.results["stage"] == stage]
     ok = rows["valid"].fillna(False).astype(bool) & rows["selected"].notna()
-    excluded.append({"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())})
-    if redacted:
-        leaked = _leaks(results, authors, spec, stage, section)
-        shows_leak = pd.Series(
-            [bool(leaked & set(u)) for u in rows["reads"].astype(str).str.split("|")],
-            index=rows.index,
-        )
-        excluded.append(
-            {
-                "stage": stage,
-                "reason": "shows a letter that keeps a name after redaction",
-                "count": int((ok & shows_leak).sum()),
-            }
-        )
-        ok &= ~shows_leak
-    ok = extras.drop_truncated(rows, ok, authors, stage, excluded)
-    return rows[ok]
+    steps.exclude(stage, "no valid answer", (~ok).sum())
+    reads = {s.name: s.reads for s in steps.ctx.study.stages}[stage]
+    if reads is not None and reads.author == "redacted":
+        leak = extras.shows(rows, _leaks(stage, steps))
+        steps.exclude(stage, "shows a letter that keeps a name after redaction", (ok & leak).sum())
+        ok &= ~leak
+    return rows[steps.drop_truncated(rows, ok, stage)]
 
 
 def _hires(
@@ -403,19 +269,12 @@ def _hires_by_category_and_job(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The share of hires going to the ``positive`` group by stage (and category), and by job
     with the test of a consistent sign over its pairs (``deviates`` below ``alpha``)."""
-    by_category = association.category_table(
-        table,
-        ["stage", *([spec.category] if spec.category else [])],
-        spec.positive,
-        n_boot=spec.n_boot,
-        seed=ctx.study.seed,
-    )
-    by_job = association.category_table(
-        table,
-        ["stage", *([spec.category] if spec.category else []), "item"],
-        spec.positive,
-        n_boot=spec.n_boot,
-        seed=ctx.study.seed,
+    by = ["stage", *([spec.category] if spec.category else [])]
+    by_category, by_job = (
+        association.category_table(
+            table, keys, spec.positive, n_boot=spec.n_boot, seed=ctx.study.seed
+        )
+        for keys in (by, [*by, "item"])
     )
     signs = association.consistent_pair_test(table, ["stage", "item"], spec.positive)
     by_job = by_job.merge(signs, on=["stage", "item"], how="left")
@@ -423,15 +282,10 @@ def _hires_by_category_and_job(
     return by_category, by_job
 
 
-def _leaks(
-    results: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    stage: str,
-    section: Section,
-) -> set[str]:
+def _leaks(stage: str, steps: extras.Steps) -> set[str]:
     """The letters that still name someone once redacted (any writer's name in the study),
     counted per group in the summary: a redacted comparison showing one is left out."""
+    results, spec = steps.results, steps.spec
     writing = results[(results["stage"] == spec.writing) & results["valid"].fillna(False)]
     own = writing["persona_name"].fillna("").astype(str)
     found = names_after_redaction(
@@ -440,55 +294,32 @@ def _leaks(
         sorted(set(own) - {""}),
     )
     leaked = writing.assign(_found=found)[[bool(f) for f in found]]
-    groups = authors.reindex(leaked["unit_id"])[spec.group].astype(str)
-    for group, count in groups.value_counts().sort_index().items():
-        section.summary.setdefault("redaction_leaks", []).append(
-            {
-                "stage": stage,
-                spec.group: group,
-                "reason": "a name survives redaction",
-                "letters": int(count),
-            }
-        )
+    groups = steps.authors.reindex(leaked["unit_id"])[spec.group].astype(str)
+    counts = groups.value_counts().sort_index()
+    steps.result.redaction_leaks = (steps.result.redaction_leaks or []) + [
+        {"stage": stage, spec.group: group, "reason": "a name survives redaction", "letters": n}
+        for group, n in zip(counts.index, counts.astype(int).tolist(), strict=True)
+    ] or None
     return set(leaked["unit_id"].astype(str))
 
 
-def _absolute(
-    results: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
+def _absolute(steps: extras.Steps) -> None:
+    """The scores of single letters: Table 6's means, Table 8's effects, the overall scores."""
+    spec, result = steps.spec, steps.result
     assert spec.absolute is not None
-    rows = extras.readings(results, spec.absolute, authors)
-    valid = rows["valid"].fillna(False).astype(bool)
-    section.summary.setdefault("excluded", []).append(
-        {"stage": spec.absolute, "reason": "no valid answer", "count": int((~valid).sum())}
-    )
-    valid = extras.drop_truncated(rows, valid, authors, spec.absolute, section.summary["excluded"])
+    rows = steps.usable(spec.absolute)
     keys = [spec.cluster, spec.group]
     rows = rows.assign(letter=rows["units"].str[0])
-    scores, dropped = traits.long_scores(rows[valid], spec.traits, [*keys, "letter"])
+    scores, dropped = traits.long_scores(rows, spec.traits, [*keys, "letter"])
     dropped = dropped.groupby([*keys, "trait", "reason"], as_index=False)["excluded"].sum()
-    for row in dropped.groupby("reason")["excluded"].sum().items():
-        section.summary["excluded"].append(
-            {"stage": spec.absolute, "reason": f"score {row[0]}", "count": int(row[1])}
-        )
-    section.tables[slug(ctx.name, "scores_excluded")] = dropped
+    for reason, count in dropped.groupby("reason")["excluded"].sum().items():
+        steps.exclude(spec.absolute, f"score {reason}", count)
+    steps.csv("scores_excluded", dropped)
     if scores.empty:
-        section.summary.setdefault("notes", []).append("no usable score: no trait effects")
+        steps.note("no usable score: no trait effects")
         return
     means = traits.trait_means(scores, keys)
-    effects = traits.group_effects(
-        scores,
-        group=spec.group,
-        reference=spec.reference,
-        cluster=spec.cluster,
-        alpha=spec.alpha,
-        unit="letter",
-        seed=ctx.study.seed,
-    )
+    effects = _effects(scores, steps)
     wide = means.pivot_table(index=[spec.cluster, "trait"], columns=spec.group, values="mean")
     others = [c for c in wide.columns if c != spec.reference]
     if others and spec.reference in wide.columns:  # both groups have scores
@@ -497,70 +328,57 @@ def _absolute(
             difference=lambda d: d[others[0]] - d[spec.reference],
             label=f"{others[0]} - {spec.reference}",
         )
-        section.figures[slug(ctx.name, "trait_differences")] = (
+        steps.section.figures[slug(steps.ctx.name, "trait_differences")] = (
             transmission_figures.plot_trait_differences(
                 differences.dropna(subset=["difference"]), panel="stage", cluster=spec.cluster
             )
         )
-    section.summary["effects"] = effects.to_dict("records")
-    section.summary["trait_means"] = means.to_dict("records")
-    extras.overall(scores, spec, ctx, section)
-    section.tables[slug(ctx.name, "effects")] = effects
-    section.tables[slug(ctx.name, "trait_means")] = means
+    result.effects = steps.write(EFFECTS, effects)
+    result.trait_means = steps.write(TRAIT_MEANS, means)
+    extras.overall(scores, steps)
     if spec.trait_types:
-        _trait_types(rows[valid], spec, ctx, section)
+        _trait_types(rows, steps)
 
 
-def _trait_types(
-    rows: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext, section: Section
-) -> None:
-    """Table 9 (each job's trait-type means by group) and the trait types' rows of Table 8."""
-    by = [spec.cluster, *dict.fromkeys(c for c in [spec.category, *spec.describe] if c)]
-    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group, "letter"])
-    section.summary["excluded"].append(
-        {
-            "stage": spec.absolute,
-            "reason": f"trait type: {traits.MEMBER_EXCLUDED}",
-            "count": int(dropped["excluded"].sum()),
-        }
-    )
-    section.summary["trait_type_members"] = spec.trait_types
-    others = sorted(set(scores[spec.group]) - {spec.positive})
-    if scores.empty or not others:
-        section.summary.setdefault("notes", []).append("no trait-type table: one group scored")
-        return
-    table = traits.type_table(scores, by, spec.group, spec.positive, others[0])
-    effects = traits.group_effects(
+def _effects(scores: pd.DataFrame, steps: extras.Steps) -> pd.DataFrame:
+    """Each trait's (or trait type's) effect of the writer's group, letters permuted within
+    job."""
+    spec = steps.spec
+    return traits.group_effects(
         scores,
         group=spec.group,
         reference=spec.reference,
         cluster=spec.cluster,
         alpha=spec.alpha,
         unit="letter",
-        seed=ctx.study.seed,
+        seed=steps.ctx.study.seed,
     )
-    section.summary["type_effects"] = effects.to_dict("records")
-    section.summary["trait_types"] = table.to_dict("records")
-    section.tables[slug(ctx.name, "trait_types")] = table
-    section.tables[slug(ctx.name, "type_effects")] = effects
 
 
-def _predictions(
-    results: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
+def _trait_types(rows: pd.DataFrame, steps: extras.Steps) -> None:
+    """Table 9 (each job's trait-type means by group) and the trait types' rows of Table 8."""
+    spec, result = steps.spec, steps.result
+    assert spec.absolute is not None
+    by = [spec.cluster, *dict.fromkeys(c for c in [spec.category, *spec.describe] if c)]
+    scores, dropped = traits.type_scores(rows, spec.trait_types, [*by, spec.group, "letter"])
+    steps.exclude(spec.absolute, f"trait type: {traits.MEMBER_EXCLUDED}", dropped["excluded"].sum())
+    result.trait_type_members = spec.trait_types
+    others = sorted(set(scores[spec.group]) - {spec.positive})
+    if scores.empty or not others:
+        steps.note("no trait-type table: one group scored")
+        return
+    table = traits.type_table(scores, by, spec.group, spec.positive, others[0])
+    result.type_effects = steps.write(TYPE_EFFECTS, _effects(scores, steps))
+    result.trait_types = steps.write(TRAIT_TYPES, table)
+
+
+def _predictions(steps: extras.Steps) -> None:
+    """Table 10: the share of letters guessed to be by ``predicted``, over every job, per job
+    category and per writer's real group."""
+    spec = steps.spec
     out = []
     for stage, field in spec.predictions.items():
-        rows = extras.readings(results, stage, authors)
-        valid = rows["valid"].fillna(False).astype(bool)
-        section.summary.setdefault("excluded", []).append(
-            {"stage": stage, "reason": "no valid answer", "count": int((~valid).sum())}
-        )
-        valid = extras.drop_truncated(rows, valid, authors, stage, section.summary["excluded"])
-        rows = rows[valid].assign(_hit=lambda d, f=field: d[f] == spec.predicted)
+        rows = steps.usable(stage).assign(_hit=lambda d, f=field: d[f] == spec.predicted)
         subsets = [("all jobs", rows)]
         if spec.category:
             subsets += [(f"{v} jobs", part) for v, part in rows.groupby(spec.category)]
@@ -568,17 +386,10 @@ def _predictions(
         for subset, part in subsets:
             k, n = int(part["_hit"].sum()), len(part)
             low, high = parity.wilson_interval(np.array(k), np.array(n)) if n else (np.nan, np.nan)
+            share = k / n if n else float("nan")
             out.append(
-                {
-                    "stage": stage,
-                    "subset": subset,
-                    "n": n,
-                    "share": k / n if n else float("nan"),
-                    "ci_low": float(low),
-                    "ci_high": float(high),
-                }
+                {"stage": stage, "subset": subset, "n": n, "share": share}
+                | {"ci_low": float(low), "ci_high": float(high)}
             )
-    table = pd.DataFrame(out)
-    section.summary["predicted"] = spec.predicted
-    section.summary["predictions"] = out
-    section.tables[slug(ctx.name, "predictions")] = table
+    steps.result.predicted = spec.predicted
+    steps.result.predictions = steps.write(PREDICTIONS, pd.DataFrame(out))

@@ -2,21 +2,28 @@
 table (seed 000): Table 12's rationales and their terms by the chosen letter's gender, the
 overall mean (SD) of scores by gender, the jobs whose hiring bias is weaker than the association
 bias ("11/30"), the change in women's hires when names are withheld, appendix A.4's probe
-answers, and letters cut at ``max_tokens`` (never read, counted).
+answers, and letters cut at ``max_tokens`` (never read, counted); and :class:`Steps`, what
+every step of the kind reads and where it writes (the declared result, the CSV files).
 """
 
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from biasim.simulator.common.html import fmt
+from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.kinds.base import Section, resolve_data_path, slug
 from biasim.simulator.kinds.lazy import hiring_summaries, pd, terms, unit_terms
+from biasim.simulator.kinds.transmission_result import (
+    OVERALL_SCORES,
+    PROBE_TERMS,
+    RATIONALE_TERMS,
+    REDACTION_CHANGE,
+    TransmissionResult,
+)
 
 if TYPE_CHECKING:
     from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
@@ -71,6 +78,51 @@ def shares_path(file: str, folder: Path | None) -> Path:
     return path if path.is_file() else BUILTIN_DATA / Path(file).name
 
 
+@dataclass
+class Steps:
+    """What each step of the kind reads (the run's rows, each letter's writer, the spec, the
+    context) and where it writes (the result, the CSV tables and figures)."""
+
+    results: pd.DataFrame
+    authors: pd.DataFrame
+    spec: TransmissionSpec
+    ctx: AnalysisContext
+    section: Section
+    result: TransmissionResult
+
+    def exclude(self, stage: str, reason: str, count: int) -> None:
+        """Count answers (or letters) of ``stage`` left out for ``reason``."""
+        self.result.excluded.append({"stage": stage, "reason": reason, "count": int(count)})
+
+    def note(self, text: str) -> None:
+        """Say what could not be computed, and why."""
+        self.result.notes = [*(self.result.notes or []), text]
+
+    def write(self, table: ResultTable, frame: pd.DataFrame) -> Records:
+        """``frame`` as ``table``'s CSV file, and its records for the summary."""
+        return table.write(self.section.tables, self.ctx.name, frame)
+
+    def csv(self, stem: str, frame: pd.DataFrame) -> None:
+        """``frame`` as the CSV file ``<name>_<stem>.csv`` (a table the summary does not
+        hold row by row)."""
+        self.section.tables[slug(self.ctx.name, stem)] = frame
+
+    def usable(self, stage: str) -> pd.DataFrame:
+        """A single reading stage's rows that count (a valid answer, no letter cut short),
+        the first letter's writer joined; each reason left out counted."""
+        rows = readings(self.results, stage, self.authors)
+        ok = rows["valid"].fillna(False).astype(bool)
+        self.exclude(stage, "no valid answer", (~ok).sum())
+        return rows[self.drop_truncated(rows, ok, stage)]
+
+    def drop_truncated(self, rows: pd.DataFrame, ok: pd.Series, stage: str) -> pd.Series:
+        """``ok`` without the readings that show a letter cut at ``max_tokens`` (its end,
+        where the name is signed, may be lost), counted."""
+        cut = shows(rows, set(self.authors.index[self.authors["truncated"]]))
+        self.exclude(stage, TRUNCATED, (ok & cut).sum())
+        return ok & ~cut
+
+
 def readings(results: pd.DataFrame, stage: str, authors: pd.DataFrame) -> pd.DataFrame:
     """A reading stage's rows with the first letter's writer joined (the one letter of a single
     reading), and ``reads`` split into ``units``."""
@@ -83,17 +135,12 @@ def readings(results: pd.DataFrame, stage: str, authors: pd.DataFrame) -> pd.Dat
     return rows.drop(columns=[c for c in first.columns if c in rows]).join(first)
 
 
-def drop_truncated(
-    rows: pd.DataFrame, ok: pd.Series, authors: pd.DataFrame, stage: str, excluded: list
-) -> pd.Series:
-    """``ok`` without the readings that show a letter cut at ``max_tokens`` (its end, where the
-    name is signed, may be lost), counted in ``excluded``."""
-    cut = set(authors.index[authors["truncated"]])
-    shows = pd.Series(
-        [bool(cut & set(u)) for u in rows["reads"].astype(str).str.split("|")], index=rows.index
+def shows(rows: pd.DataFrame, letters: set[str]) -> pd.Series:
+    """Whether each reading shows any of ``letters``."""
+    return pd.Series(
+        [bool(letters & set(u)) for u in rows["reads"].astype(str).str.split("|")],
+        index=rows.index,
     )
-    excluded.append({"stage": stage, "reason": TRUNCATED, "count": int((ok & shows).sum())})
-    return ok & ~shows
 
 
 def showings(
@@ -113,30 +160,19 @@ def showings(
     )
 
 
-def after_relative(
-    shown: pd.DataFrame,
-    by_job: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
+def after_relative(shown: pd.DataFrame, by_job: pd.DataFrame, steps: Steps) -> None:
     """The pair stages' summaries beyond the shares: redaction, rationales, association."""
-    _redaction(shown, authors, spec, ctx, section)
-    if spec.rationale:
-        _rationales(shown, authors, spec, ctx, section)
-    if spec.association:
-        _association(by_job, spec, ctx, section)
+    _redaction(shown, steps)
+    if steps.spec.rationale:
+        _rationales(shown, steps)
+    if steps.spec.association:
+        _association(by_job, steps)
 
 
-def _redaction(
-    shown: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
-    stages = {s.name: s for s in ctx.study.stages}
+def _redaction(shown: pd.DataFrame, steps: Steps) -> None:
+    """Each letter of ``positive``: its share of hires named against its share redacted."""
+    spec, authors = steps.spec, steps.authors
+    stages = {s.name: s for s in steps.ctx.study.stages}
     redacted = [s for s in spec.relative if stages[s].reads.author == "redacted"]
     named = [s for s in spec.relative if s not in redacted]
     if not (redacted and named):
@@ -157,19 +193,13 @@ def _redaction(
     )
     change = hiring_summaries.redaction_change(shares, named[0], redacted[0])
     change["significant"] = bool(change["p_value"] < spec.alpha)
-    section.summary["redaction_change"] = change
-    section.tables[slug(ctx.name, "redaction_change")] = pd.DataFrame([change])
+    steps.result.redaction_change = steps.write(REDACTION_CHANGE, pd.DataFrame([change]))
 
 
-def _rationales(
-    shown: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
+def _rationales(shown: pd.DataFrame, steps: Steps) -> None:
     """Table 12 (each rationale with its job and where the woman's letter stood) and the
     rationale terms by the hired letter's group, the hired letter as the unit, within job."""
+    spec, authors = steps.spec, steps.authors
     hired = authors.reindex(shown["hired"])
     group_of = authors[spec.group].astype(str).to_dict()
     positive_at = [
@@ -189,7 +219,7 @@ def _rationales(
             "_text": text,
         }
     )
-    section.tables[slug(ctx.name, "rationales")] = table.drop(columns="_text")
+    steps.csv("rationales", table.drop(columns="_text"))
     scans = []
     for stage, part in table.groupby("stage", sort=False):
         try:
@@ -202,14 +232,21 @@ def _rationales(
                 strata=spec.cluster,
             )
         except ValueError as exc:  # a letter hired under two groups cannot happen; say so
-            section.summary.setdefault("notes", []).append(f"{stage} rationale terms: {exc}")
+            steps.note(f"{stage} rationale terms: {exc}")
             continue
         scans.append(scan.assign(stage=stage, unit="hired letter"))
     if scans:
         found = pd.concat(scans, ignore_index=True)
-        section.tables[slug(ctx.name, "rationale_terms")] = found
-        section.summary["rationale_terms"] = found[found["significant"]].to_dict("records")
-        section.summary["rationale_terms_tested"] = len(found)
+        steps.result.rationale_terms = _term_records(RATIONALE_TERMS, found, steps)
+        steps.result.rationale_terms_tested = len(found)
+
+
+def _term_records(table: ResultTable, found: pd.DataFrame, steps: Steps) -> Records:
+    """Every term tested as the CSV file of ``table``; the significant ones, their stage
+    first (it names the row), for the summary."""
+    steps.csv(table.key, table.csv(found))
+    significant = found[found["significant"]]
+    return significant[["stage", *[c for c in found.columns if c != "stage"]]].to_dict("records")
 
 
 def _writer_names(authors: pd.DataFrame) -> list[str]:
@@ -218,11 +255,11 @@ def _writer_names(authors: pd.DataFrame) -> list[str]:
     return sorted(set(authors["writer_name"].dropna().astype(str)) - {""})
 
 
-def _association(
-    by_job: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext, section: Section
-) -> None:
+def _association(by_job: pd.DataFrame, steps: Steps) -> None:
+    """The jobs whose hiring bias is weaker than their association bias, per stage."""
+    spec = steps.spec
     assert spec.association is not None
-    given = pd.read_csv(shares_path(spec.association.file, ctx.data_dir))
+    given = pd.read_csv(shares_path(spec.association.file, steps.ctx.data_dir))
     shares = given.rename(
         columns={
             spec.association.item_column: "item",
@@ -236,41 +273,27 @@ def _association(
         weaker=("weaker", "sum"),
         missing=("association_share", lambda s: int(s.isna().sum())),
     )
-    section.summary["weaker_than_association"] = [
+    steps.result.weaker_than_association = [
         {"stage": stage, **{k: int(v) for k, v in row.items()}} for stage, row in counts.iterrows()
     ]
-    section.summary["association_source"] = spec.association.source or spec.association.file
-    section.tables[slug(ctx.name, "weaker_than_association")] = table
+    steps.result.association_source = spec.association.source or spec.association.file
+    steps.csv("weaker_than_association", table)
 
 
-def overall(
-    scores: pd.DataFrame, spec: TransmissionSpec, ctx: AnalysisContext, section: Section
-) -> None:
+def overall(scores: pd.DataFrame, steps: Steps) -> None:
     """The overall mean (SD) of every score by group (section 4.1)."""
-    table = hiring_summaries.overall_scores(scores, spec.group)
-    section.summary["overall_scores"] = table.to_dict("records")
-    section.tables[slug(ctx.name, "overall_scores")] = table
+    table = hiring_summaries.overall_scores(scores, steps.spec.group)
+    steps.result.overall_scores = steps.write(OVERALL_SCORES, table)
 
 
-def probes(
-    results: pd.DataFrame,
-    authors: pd.DataFrame,
-    spec: TransmissionSpec,
-    ctx: AnalysisContext,
-    section: Section,
-) -> None:
+def probes(steps: Steps) -> None:
     """Appendix A.4's probes ("How would you describe them in 3 words?" ...): each answer's
     terms by the writer's group, the letter as the unit (its answers pooled), within job."""
-    names = _writer_names(authors)
+    spec = steps.spec
+    names = _writer_names(steps.authors)
     scans, answers = [], []
     for stage in spec.probes:
-        rows = readings(results, stage, authors)
-        ok = rows["valid"].fillna(False).astype(bool)
-        section.summary.setdefault("excluded", []).append(
-            {"stage": stage, "reason": "no valid answer", "count": int((~ok).sum())}
-        )
-        ok = drop_truncated(rows, ok, authors, stage, section.summary["excluded"])
-        rows = rows[ok].assign(letter=lambda d: d["units"].str[0])
+        rows = steps.usable(stage).assign(letter=lambda d: d["units"].str[0])
         text, _ = terms.strip_names(rows["text"], names)
         rows = rows.assign(_text=text)
         answers.append(rows[["stage", "letter", spec.cluster, spec.group, "text"]])
@@ -279,62 +302,8 @@ def probes(
                 rows, "_text", spec.group, "letter", positive=spec.positive, strata=spec.cluster
             )
             scans.append(scan.assign(stage=stage, unit="letter"))
-    section.tables[slug(ctx.name, "probe_answers")] = pd.concat(answers, ignore_index=True)
+    steps.csv("probe_answers", pd.concat(answers, ignore_index=True))
     if scans:
         found = pd.concat(scans, ignore_index=True)
-        section.tables[slug(ctx.name, "probe_terms")] = found
-        section.summary["probe_terms"] = found[found["significant"]].to_dict("records")
-    section.summary["probes"] = list(spec.probes)
-
-
-#: The extras' tables in the HTML report, in order.
-HTML_TABLES = (
-    ("overall_scores", "Overall scores by group (section 4.1)"),
-    ("weaker_than_association", "Jobs whose hiring bias is weaker than the association bias"),
-    ("rationale_terms", "Rationale terms by the hired letter's group (Table 12; unit: letter)"),
-    ("probe_terms", "Appendix A.4 probe answers: terms by the writer's group (unit: letter)"),
-)
-
-
-def print_lines(summary: dict[str, Any], console: Console) -> None:
-    """The extras' lines of the terminal summary."""
-    group = summary.get("positive")
-    for row in summary.get("overall_scores", []):
-        console.print(
-            f"  scores of {row[next(iter(row))]} writers' letters, all traits: mean "
-            f"{row['mean']:.1f} (SD {row['sd']:.2f}) over {row['n_scores']} scores"
-        )
-    for row in summary.get("weaker_than_association", []):
-        console.print(
-            f"  {row['stage']}: {row['weaker']} of {row['jobs']} jobs have a hiring bias "
-            f"weaker than the association bias ({row['observed']} with a hiring bias at alpha; "
-            f"association: {summary.get('association_source')})"
-        )
-    change = summary.get("redaction_change")
-    if change:
-        console.print(
-            f"  {group} letters hired {change['share_named']:.3f} with names, "
-            f"{change['share_redacted']:.3f} redacted: change {change['difference']:+.3f} "
-            f"(95% CI {change['ci_low']:+.3f} to {change['ci_high']:+.3f}, p "
-            f"{fmt(change['p_value'], 'p')}; each {group} letter against itself, "
-            f"{change['letters']} letters; unit: job, {change['n_units']} units)"
-        )
-    if "rationale_terms_tested" in summary:
-        found = ", ".join(
-            f"{r['term']} ({r['stage']}, {r['difference']:+.2f})"
-            for r in summary.get("rationale_terms", [])
-        )
-        console.print(
-            f"  rationale terms by hired {group}: {summary['rationale_terms_tested']} tested "
-            f"(unit: hired letter, within job), FDR-significant: {found or 'none'}"
-        )
-    if summary.get("probes"):
-        console.print(
-            f"  probes {', '.join(summary['probes'])}: "
-            f"{len(summary.get('probe_terms', []))} terms differ by writer (unit: letter)"
-        )
-    if summary.get("letters_truncated"):
-        console.print(
-            f"  {summary['letters_truncated']} letters cut at max_tokens: never read (excluded "
-            "and counted below)"
-        )
+        steps.result.probe_terms = _term_records(PROBE_TERMS, found, steps)
+    steps.result.probes = list(spec.probes)

@@ -30,6 +30,23 @@ if TYPE_CHECKING:
 SET, SWAP, WRITER = COUNTERFACTUAL_COLUMNS
 #: ``swap:`` value that swaps the name shown and not the attributes.
 NAME = "name"
+#: What a twin's call adds to its agent's unit id: its own entry in the call store, in its
+#: agent's unit of work (:func:`twin_unit`, :func:`work_unit`).
+TWIN_MARK = "/cf="
+
+
+def twin_unit(unit: str, value: str) -> str:
+    """The call-store id of a twin's call: its agent's unit with the value it carries."""
+    return f"{unit}{TWIN_MARK}{value}"
+
+
+def work_unit(call_unit: str, stage: str) -> str:
+    """The unit of work a call-store id of ``stage`` belongs to: a twin's call
+    (:func:`twin_unit` of an id ending in its stage) is its agent's, as :func:`work_units`
+    counts the results. Found after the stage, so a persona axis named ``cf`` or a value with a
+    ``/`` is never taken for the mark."""
+    at = call_unit.rfind(f"/{stage}{TWIN_MARK}")
+    return call_unit if at < 0 else call_unit[: at + len(stage) + 1]
 
 
 class CounterfactualConfig(Strict):

@@ -17,6 +17,7 @@ import pandas as pd
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.csvlimits import CsvLimits
 from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.results import summary_of
 from biasim.simulator.kinds.base import Section, model_problem
 from biasim.simulator.kinds.prism import (
     BASELINE_CACHE,
@@ -29,6 +30,11 @@ from biasim.simulator.kinds.prism import (
     word_list_table,
 )
 from biasim.simulator.kinds.sections.prism_baseline import model_baselines
+from biasim.simulator.kinds.sections.prism_result import (
+    SCORE_SUMMARY,
+    TEXT_EXCLUSIONS,
+    PrismTextsResult,
+)
 from biasim.simulator.kinds.sections.prism_validation import (
     add_validation,
     ratings_problem,
@@ -162,28 +168,42 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
     out = scores.iloc[n:].reset_index(drop=True)
     out.insert(0, "row", range(1, len(out) + 1))
     reasons = out["excluded"].dropna().value_counts()
-    tables = {
-        f"{NAME}_scores": out,
-        f"{NAME}_score_summary": out[list(scorer.columns)]
-        .describe()
-        .T.rename_axis("score")
-        .reset_index(),
-        f"{NAME}_exclusions": pd.DataFrame({"reason": reasons.index, "n": reasons.to_numpy()}),
-    }
+    exclusions = pd.DataFrame({"reason": reasons.index, "n": reasons.to_numpy()})
+    described = out[list(scorer.columns)].describe().T.rename_axis("score").reset_index()
     baselines = cached_baseline(scorer, {"text": texts}, _baseline_path(request))
-    tables[f"{NAME}_baseline"] = baselines
-    lists = word_list_table(scorer, dropped)
-    summary = {
-        "name": NAME,
-        "rows": len(out),
-        "texts_scored_now": fresh,
-        "device": scorer.lm.device,
-        "dropped": dropped,
-        **baseline_summary(baselines.assign(model_label=label), lists),
-    }
-    section = Section(summary=summary, tables=tables)
+    section = Section(summary={}, tables={f"{NAME}_scores": out})
+    result = PrismTextsResult(
+        rows=len(out),
+        texts_scored_now=fresh,
+        device=str(scorer.lm.device),
+        dropped=dropped,
+        score_summary=SCORE_SUMMARY.write(section.tables, NAME, described),
+        exclusions=TEXT_EXCLUSIONS.write(section.tables, NAME, exclusions),
+        **baseline_summary(
+            baselines.assign(model_label=label),
+            word_list_table(scorer, dropped),
+            section.tables,
+            NAME,
+        ),
+    )
+    section.summary = summary_of(result)
     _validation(request, scorer, section)
-    return TextsResult(section.tables, section.figures, section.summary)
+    return TextsResult(section.tables, section.figures, {"name": NAME, **section.summary})
+
+
+def texts_headline(summary: dict[str, Any]) -> str:
+    """What ``analyze prism`` of unpaired texts says after its name."""
+    return (
+        f"(PRISM of {summary['rows']} texts: {summary['texts_scored_now']} scored now on "
+        f"{summary['device']}, the rest from the cache)"
+    )
+
+
+def texts_lines(summary: dict[str, Any]) -> list[str]:
+    """The words the vocabulary lacks, and the baselines' warnings."""
+    dropped = "; ".join(f"{k}: {', '.join(v)}" for k, v in summary["dropped"].items())
+    out = [f"words not in the model's vocabulary, dropped: {dropped}"] if dropped else []
+    return out + [f"warning: {line}" for line in summary["baseline_warnings"]]
 
 
 def _validation(request: TextsRequest, scorer: Any, section: Section) -> None:

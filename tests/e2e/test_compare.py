@@ -270,7 +270,7 @@ def test_hiring_models_side_by_side_with_their_difference(tmp_path, cli) -> None
     assert test["n_matched"] == 41 * 2 * 6 * 6  # every email prompt answered by both models
     assert test["dpd_b"] > test["dpd_a"] and test["p_adjusted"] < 0.01
     assert (out / "figures" / "hiring_rates_by_model.png").is_file()
-    assert "Differences between models (hiring)" in result.stdout
+    assert "hiring: Differences between models" in result.stdout
 
 
 def test_tables_follow_the_models_order(runs) -> None:

@@ -206,3 +206,49 @@ def test_a_set_is_one_unit_in_the_summary_as_in_the_progress_and_the_manifest(
     assert totals == [32] and manifest["counts"]["units"] == 32
     assert summary["units"] == summary["units_expected"] == outcome.summary["units"] == 32
     assert units_text(summary) == "32"
+
+
+def test_validate_progress_summary_and_the_role_line_count_a_set_as_one_unit(
+    tmp_path: Path, cli
+) -> None:
+    """One count of units on every route: `biasim validate`, the progress line, the header,
+    summary.json (its units and the writer's accounting) and the writer's line all say 32
+    units (16 sets of 2 calls and 16 single calls), and the line counts the 48 answers apart
+    (it once said 48 units)."""
+    import re
+
+    from biasim.simulator.cli import app
+
+    study = _study(tmp_path, {"swap": "gender"})
+    validated = cli.invoke(app, ["validate", str(study)])
+    assert validated.exit_code == 0, validated.output
+    assert "16 agent(s), 32 unit(s)" in " ".join(validated.output.split())
+    out = tmp_path / "run"
+    ran = cli.invoke(app, ["run", str(study), "--out", str(out)])
+    assert ran.exit_code == 0, ran.output
+    said = " ".join(ran.output.split())
+    assert re.findall(r"progress cf: (\d+)/(\d+) units", ran.stderr)[-1] == ("32", "32")
+    assert "units: 32 " in said
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    (writer,) = summary["accounting"]["by_role"]
+    assert summary["units"] == writer["units"] == 32
+    assert writer["answered"] + writer["invalid"] + writer["error"] == writer["calls"] == 48
+    assert "synthetic:synthetic-responder: 32 units, 48 answers (48 answered, 0 invalid" in said
+    # Replayed from the run's call store, every call comes from it: 48 calls, 32 units.
+    again = cli.invoke(
+        app, ["run", str(study), "--replay", str(out), "--out", str(tmp_path / "again")]
+    )
+    assert "from cache: 48 calls, 32 units" in " ".join(again.output.split()), again.output
+
+
+def test_a_twin_call_id_maps_to_its_agents_unit_and_nothing_else_does() -> None:
+    """The inverse of ``twin_unit``, as the call store counts units: found after the stage, so
+    a persona axis named ``cf`` (``.../cf=a/0/r0/write``) is no twin and a value holding a
+    ``/`` is stripped whole."""
+    from biasim.simulator.study.counterfactual import twin_unit, work_unit
+
+    agent = "writers/cf=a,race=b/0/r0/write"
+    assert work_unit(agent, "write") == agent
+    assert work_unit(twin_unit(agent, "Black/African American"), "write") == agent
+    assert work_unit(twin_unit(agent, "male"), "write") == agent
+    assert work_unit(f"{agent}/format", "write") == f"{agent}/format"

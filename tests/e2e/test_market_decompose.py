@@ -154,10 +154,13 @@ def test_the_market_effects_analysis_prints_reports_and_writes_its_tables(
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     start = next(i for i, line in enumerate(lines) if "market effects over cycles" in line)
-    shown = "\n".join(lines[start : start + 12])
-    assert "redacted vs base: no test (one replicate market: one unit)" in shown, shown
+    shown = "\n".join(lines[start : start + 20])
+    assert "1 row not shown (kept in the CSV tables): no test (one replicate market" in " ".join(
+        shown.split()
+    ), shown
+    assert "rows: redacted" in shown, shown
     assert "attrition off removes" in shown and "Shapley" in shown, shown
-    assert all(len(line) <= 80 for line in lines[start : start + 12]), shown
+    assert all(len(line) <= 80 for line in lines[start : start + 20]), shown
     tables = {
         name: pd.read_csv(out / "tables" / f"effects_{name}.csv")
         for name in ("effects", "decomposition")

@@ -6,14 +6,18 @@ and letters of applicants only its trajectory draws): no base call again."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
+import jsonschema
 import pandas as pd
 import pytest
 
 from biasim.analysis.stats.market_policy import policy_market_tests
 from biasim.simulator.cli import app
+from biasim.simulator.kinds.market_effects import NO_TABLE
+from biasim.simulator.report import schema as summary_schema
 from tests import pipeline_studies
 from tests.market_studies import market
 
@@ -91,9 +95,10 @@ def test_market_effects_tests_a_late_policy_over_its_own_cycles(cli, tmp_path: P
     out = tmp_path / "effects"
     result = cli.invoke(app, ["run", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "starts at cycle 3 (the base before, changes 0): test over cycles >= 3" in (
-        result.output
-    )
+    printed = " ".join(result.output.split())
+    assert "late starts at cycle 3 (the base before, changes 0): test over cycles >= 3" in printed
+    row = next(line for line in result.output.splitlines() if line.startswith("│ late "))
+    assert [c.strip() for c in row.strip("│").split("│")][:4] == ["late", "base", "3", "3"]
     summary = json.loads((out / "summary.json").read_text())
     effects = next(a for a in summary["analyses"] if a["name"] == "effects")
     changes = pd.DataFrame(effects["effects"])
@@ -160,3 +165,55 @@ def test_estimate_counts_a_late_policys_readings_from_its_start(cli, tmp_path: P
     others = int((letters["applies_in"] == "late").sum())
     with sqlite3.connect(out / "calls.sqlite") as conn:
         assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 44 + others <= 56
+
+
+@pytest.mark.slow
+def test_power_counts_a_late_policys_test_over_its_own_cycles(cli, tmp_path: Path) -> None:
+    """`biasim power` on a market whose policies start at cycle 3: every simulated study runs
+    the forks, and each policy's test (cycles >= 3, unit the replicate market) is counted with
+    its start in its name; a late policy the test double cannot tell from the base (it shows
+    the names the base shows) is said to declare no effect rather than given a power."""
+    data = market(
+        policies={"late": LATE, "same": {**SAME, "from_cycle": 3}},
+        market={"replicates": 3},
+        analyses=[{"kind": "market_effects", "name": "effects"}],
+    )
+    path = pipeline_studies.write(tmp_path / "power.yaml", data)
+    args = ["power", str(path), "--agents", "20", "--studies", "2", "--workers", "1"]
+    result = cli.invoke(app, [*args, "--out", str(tmp_path / "power")])
+    assert result.exit_code == 0, result.output
+    assert "not counted" not in result.output
+    rows = pd.read_csv(tmp_path / "power" / "power.csv").set_index("test")
+    assert set(rows.index) == {"late vs base from cycle 3", "same vs base from cycle 3"}
+    assert (rows["unit"] == "replicate, 3 units").all()
+    assert rows.loc["late vs base from cycle 3", "effect_declared"]
+    assert not rows.loc["same vs base from cycle 3", "effect_declared"]
+
+
+def test_compare_of_runs_with_a_late_policy_says_why_the_market_kinds_are_not_computed(
+    cli, tmp_path: Path
+) -> None:
+    """`biasim compare` of two runs of a market with a policy from cycle 3: no traceback; the
+    market kinds, which read a run's market.csv, say in the console and summary.json that a
+    comparison has none (each run's own report holds them), and the summary validates."""
+    data = market(
+        policies={"late": LATE},
+        market={"replicates": 2},
+        analyses=[
+            {"kind": "market", "name": "composition"},
+            {"kind": "market_effects", "name": "effects"},
+        ],
+    )
+    first = run(cli, tmp_path, data, "a")
+    shutil.copytree(first, tmp_path / "b")
+    out = tmp_path / "cmp"
+    result = cli.invoke(app, ["compare", str(first), str(tmp_path / "b"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "composition (market): composition over cycles not computed: no market.csv" in text
+    assert f"effects (market_effects): market effects over cycles {NO_TABLE}" in text
+    summary = json.loads((out / "summary.json").read_text())
+    jsonschema.Draft202012Validator(summary_schema.summary_schema()).validate(summary)
+    parts = {a["name"]: a for a in summary["analyses"]}
+    assert parts["effects"]["note"] == NO_TABLE and parts["effects"]["tests"] == []
+    assert parts["composition"]["unavailable"].startswith("no market.csv")

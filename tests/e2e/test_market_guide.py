@@ -43,9 +43,12 @@ def test_the_guides_paired_comparison_of_two_reading_designs_runs(cli, tmp_path:
     result = cli.invoke(app, [*args, "--agents", "10", "--out", str(out)])
     assert result.exit_code == 0, result.output
     printed = " ".join(result.output.split())
+    # One row per policy in the console's table of tests: against the base, 20 markets.
+    assert "effects: one test per policy" in printed
     for policy in ("second_reader", "redacted"):
-        assert f"{policy} vs base: joint p" in printed
-    assert "unit: replicate market, 20 of them" in printed
+        row = next(line for line in result.output.splitlines() if line.startswith(f"│ {policy} "))
+        assert [c.strip() for c in row.strip("│").split("│")][1:4] == ["base", "1", "20"]
+    assert "unit: the replicate market" in printed
     assert (out / "tables" / "effects_effects.csv").is_file()
     summary = json.loads((out / "summary.json").read_text())
     effects = next(a for a in summary["analyses"] if a["name"] == "effects")

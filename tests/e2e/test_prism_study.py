@@ -271,6 +271,13 @@ def test_analyze_texts_unpaired(cli, tiny_bert, tmp_path):
     assert scores["excluded"].isna().tolist() == [True, False]
     scorer, _ = vocabulary_scorer(tiny_bert)
     assert scores.loc[0, "gsc"] == pytest.approx(scorer.score(texts[:1]).values[0, 3], abs=1e-9)
+    # Printed from the declared tables (sections/prism_result.py), the CSV file's numbers.
+    described = pd.read_csv(out / "prism_score_summary.csv").set_index("score")
+    assert described.loc["gsc", "mean"] == pytest.approx(scores.loc[0, "gsc"])
+    printed = result.stdout.split("prism: scores of the texts", 1)[1].split("prism: ", 1)[0]
+    (gsc,) = [line for line in printed.splitlines() if line.strip("│ ").startswith("gsc ")]
+    assert f"{described.loc['gsc', 'mean']:.3f}" in gsc
+    assert "prism: scores against the no-gender-signal baseline" in result.stdout
 
 
 def _read_png(path: Path) -> np.ndarray:

@@ -100,7 +100,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("transmission") / "run"
     done = _run(out, AGENTS)
     assert done.returncode == 0, done.stderr
-    assert "jobs deviate from chance" in done.stdout
+    assert "transmission: jobs that deviate from chance" in done.stdout
     return out
 
 
@@ -331,7 +331,7 @@ def test_rationales_overall_scores_association_and_redaction_are_reported(run_di
     assert weaker["relative"]["weaker"] <= weaker["relative"]["observed"] <= 1
     table = pd.read_csv(run_dir / "tables" / "transmission_weaker_than_association.csv")
     assert table.loc[table["item"] == "Carpenter", "association_share"].iloc[0] == 0.002
-    change = summary["redaction_change"]
+    (change,) = summary["redaction_change"]
     assert change["unit"] == "job" and change["n_units"] == 30
     assert change["letters"] == 30 * AGENTS and change["p_value"] > 0.001
 

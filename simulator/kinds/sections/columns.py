@@ -1,5 +1,8 @@
 """Columns several declared tables share, each declared once: a group's value headed by its
-group column, a 95% interval and a p-value adjusted across a family."""
+group column, a rate with its 95% interval, a test's p-value, its adjustment across a family
+and its unit, and the impact ratio with the four-fifths rule. Each function takes only what
+really differs between the tables (the key, the header, what the value is there), so the same
+concept has one header, format and schema description wherever a table shows it."""
 
 from __future__ import annotations
 
@@ -12,11 +15,54 @@ def group_value(label: str = "{key}") -> Column:
     return Column("value", label, description="The group's value.")
 
 
-def interval(low: str, high: str, how: str) -> Column:
+def interval(
+    low: str, high: str, how: str = "", *, label: str = "95% CI", required: bool = True
+) -> Column:
     """A 95% interval from ``low`` to ``high``, drawn ``how``."""
-    return Column(low, "95% CI", "ci", upper=high, description=how)
+    return Column(low, label, "ci", upper=high, description=how, required=required)
 
 
-def p_adjusted(across: str) -> Column:
-    """The p-value adjusted by the result's ``adjust`` across ``across``."""
-    return Column("p_adjusted", "p ({adjust})", "p", description=f"Adjusted across {across}.")
+def rate(
+    what: str, how: str, *, key: str = "rate", label: str = "rate", bounds: str = "ci"
+) -> tuple[Column, Column]:
+    """A rate or share (``key``: ``what`` it counts) and its 95% interval (drawn ``how``),
+    whose bounds are ``<bounds>_low`` and ``<bounds>_high``."""
+    return (
+        Column(key, label, ".3f", description=what),
+        interval(f"{bounds}_low", f"{bounds}_high", how),
+    )
+
+
+def p_value(how: str, label: str = "p") -> Column:
+    """A test's p-value (``p_value``): ``how`` says the test."""
+    return Column("p_value", label, "p", description=how)
+
+
+def p_adjusted(across: str, label: str = "p ({adjust})", *, by: str = "Adjusted") -> Column:
+    """The p-value adjusted (``by`` the result's ``adjust`` unless named) across ``across``."""
+    return Column("p_adjusted", label, "p", description=f"{by} across {across}.")
+
+
+def unit_of_test(what: str = "The test's unit.") -> Column:
+    """The unit a test's null exchanges (``unit``)."""
+    return Column("unit", "unit", description=what)
+
+
+def unit_count(label: str = "units", what: str = "How many.") -> Column:
+    """How many of the test's units there are (``n_units``)."""
+    return Column("n_units", label, "int", description=what)
+
+
+def impact_ratio() -> Column:
+    """The impact ratio: a group's rate over the highest group's."""
+    return Column("impact_ratio", "IR", ".3f", description="Rate / the highest group's rate.")
+
+
+def below_four_fifths() -> Column:
+    """Whether the impact ratio is below the four-fifths rule's 0.8."""
+    return Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8.")
+
+
+def reason(what: str = "Why.") -> Column:
+    """Why rows were left out (``reason``), in a table of exclusions."""
+    return Column("reason", "reason", description=what)

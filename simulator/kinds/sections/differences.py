@@ -1,21 +1,41 @@
-"""How every kind shows its tests of differences between models (``analysis.models``): one
-table in the console and in the page, with the case columns the kind has."""
+"""Tests of the differences between models per case (``analysis.models``), declared once as a
+table of the result, with the case columns the kind has."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-
-from biasim.simulator.common.html import Column, HtmlSection, fmt
-from biasim.simulator.common.tables import print_table
-from biasim.simulator.kinds.base import AnalysisContext, Section, without_model
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import ResultTable
+from biasim.simulator.kinds.base import AnalysisContext, without_model
 from biasim.simulator.kinds.lazy import model_tests, pd
 
+MODEL_DIFFERENCES = ResultTable(
+    key="model_differences",
+    title="Differences between models per case",
+    columns=(
+        Column("model_a", "model A", description="The first model of the pair."),
+        Column("model_b", "model B", description="The second."),
+        Column("n_matched", "matched prompts", "int", description="Prompts both answered."),
+        Column("dpd_a", "DPD A", ".3f", description="The case's DPD under model A."),
+        Column("dpd_b", "DPD B", ".3f", description="Under model B."),
+        Column("p_value", "p", "p", description="Permutation p of |DPD A - DPD B|."),
+        Column(
+            "p_adjusted",
+            "p adj.",
+            "p",
+            star="significant",
+            description="Adjusted over every case and model pair.",
+        ),
+    ),
+    description="Tests of DPD differences between models.",
+    note=(
+        "p = permutation test of |DPD A - DPD B|: model labels are swapped within each agent "
+        "(same persona, index, replicate and design cell) under the null that both models "
+        "answer each agent alike; p adj. over every case and model pair (* = significant)."
+    ),
+)
 
-def add_model_differences(
-    section: Section,
+
+def model_differences(
     ctx: AnalysisContext,
     rows: pd.DataFrame,
     *,
@@ -26,10 +46,9 @@ def add_model_differences(
     id_col: str,
     n_permutations: int,
     adjust: str,
-) -> None:
-    """Test every case and pair of models, prompts matched by ``id_col`` without its model,
-    and put the table and its records into ``section`` (``<name>_model_differences``)."""
-    tests = model_tests.model_difference_tests(
+) -> pd.DataFrame:
+    """Test every case and pair of models, prompts matched by ``id_col`` without its model."""
+    return model_tests.model_difference_tests(
         rows.assign(_match=without_model(rows, id_col)),
         model_col="model_label",
         models=models,
@@ -40,50 +59,4 @@ def add_model_differences(
         n_permutations=n_permutations,
         adjust=adjust,
         seed=ctx.study.seed,
-    )
-    section.tables[f"{ctx.name}_model_differences"] = tests
-    section.summary["model_order"] = models
-    section.summary["model_differences"] = tests.to_dict("records")
-
-
-def print_differences(
-    rows: list[dict[str, Any]], keys: list[str], title: str, note: str, console: Console
-) -> None:
-    """The tests as a console table (``keys``: the case columns), then ``note``."""
-    table = Table(title=title)
-    for col in (*keys, "model A", "model B", "DPD A", "DPD B", "p", "p adj."):
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(
-            *[str(row[c]) for c in keys],
-            str(row["model_a"]),
-            str(row["model_b"]),
-            fmt(row["dpd_a"]),
-            fmt(row["dpd_b"]),
-            fmt(row["p_value"], "p"),
-            fmt(row["p_adjusted"], "p") + ("*" if row["significant"] else ""),
-        )
-    print_table(console, table)
-    console.print(note)
-
-
-def html_differences(
-    section: HtmlSection, rows: list[dict[str, Any]], keys: list[str], title: str, note: str
-) -> None:
-    """The tests as a table of the page, read from ``summary["model_differences"]``."""
-    section.table(
-        rows,
-        key="model_differences",
-        title=title,
-        columns=[
-            *[Column(c) for c in keys],
-            Column("model_a", "model A"),
-            Column("model_b", "model B"),
-            Column("dpd_a", "DPD A", ".3f"),
-            Column("dpd_b", "DPD B", ".3f"),
-            Column("n_matched", "matched prompts", "int"),
-            Column("p_value", "p", "p"),
-            Column("p_adjusted", "p adj.", "p", star="significant"),
-        ],
-        note=note,
     )

@@ -4,20 +4,18 @@ test whose unit is the persona instance (``<name>_expected`` and ``<name>_expect
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
-from rich.console import Console
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.kinds.base import AnalysisContext, Section
-from biasim.simulator.kinds.lazy import expected_stats, pd
-from biasim.simulator.kinds.sections.discrim_eval import (
-    add_discrim_eval,
-    html_discrim_eval,
-    print_discrim_eval,
-)
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.results import about, tabled
+from biasim.simulator.kinds.base import AnalysisContext
+from biasim.simulator.kinds.lazy import case_stats, expected_stats, pd
+from biasim.simulator.kinds.sections.discrim_eval import DISCRIM_EVAL, add_discrim_eval
 
 #: The unit the test relabels where the kind names no unit column, as the tables name it.
 UNIT = "persona instance"
@@ -40,8 +38,51 @@ def target_probability(rows: pd.DataFrame, target: Any) -> pd.Series:
     return pd.Series(values, index=rows.index, dtype="Float64")
 
 
+EXPECTED_GROUPS = ResultTable(
+    key="groups",
+    title="Expected decisions: mean probability of {target} by group",
+    columns=(
+        Column("value", "group", description="The group's value."),
+        Column("n", "n", "int", description="Answers with a probability."),
+        Column("mean_probability", "mean probability", ".3f", description="Their mean."),
+    ),
+    description="Mean probability of the targeted decision per group and case.",
+    file="expected",
+)
+EXPECTED_CASES = ResultTable(
+    key="cases",
+    title="DPD of expected decisions per case",
+    columns=(
+        Column("n_units", "units", "int", description="Units relabelled by the test."),
+        Column("max_group", "highest", description="Group of the highest mean (none: equal)."),
+        Column("min_group", "lowest", description="Group of the lowest mean (none: equal)."),
+        Column("dpd", "DPD", ".3f", description="Highest minus lowest mean probability."),
+        Column("p_value", "p", "p", description="Permutation p relabelling whole units."),
+    ),
+    description="DPD of expected decisions per case, with its permutation test.",
+    note="Probabilities from the log-probabilities of the decision's first token. p: "
+    "permutation test relabelling whole units, the unit being the {unit} ({unit_means}).",
+    says_nothing=lambda row: row.get("dpd") is None,
+    why="fewer than two groups answered",
+    file="expected_cases",
+)
+
+
+@dataclass(kw_only=True)
+class ExpectedDecisions:
+    """Expected decisions of a stage answered with log-probabilities, per group and case."""
+
+    target: str = field(metadata=about("The targeted decision."))
+    unit: str = field(metadata=about("The unit the permutation test relabels."))
+    unit_means: str = field(metadata=about("What that unit is."))
+    case_columns: list[str] = field(metadata=about("What splits the answers into cases."))
+    groups: Records = field(metadata=tabled(EXPECTED_GROUPS))
+    cases: Records = field(metadata=tabled(EXPECTED_CASES))
+    discrim_eval: Records = field(metadata=tabled(DISCRIM_EVAL))
+
+
 def add_expected_decisions(
-    section: Section,
+    tables: dict[str, pd.DataFrame],
     ctx: AnalysisContext,
     rows: pd.DataFrame,
     *,
@@ -49,9 +90,9 @@ def add_expected_decisions(
     case_cols: list[str],
     n_permutations: int,
     unit_col: str | None = None,
-) -> None:
-    """Put the expected-decision tables and their summary into ``section``; ``unit_col``: the
-    kind's own unit column, where it derives one (else the persona instance)."""
+) -> ExpectedDecisions:
+    """The expected decisions (their CSV tables into ``tables``); ``unit_col``: the kind's own
+    unit column, where it derives one (else the persona instance)."""
     rows = rows.assign(_p=target_probability(rows, target))
     rows = rows[rows["_p"].notna()].copy()
     unit = UNIT if unit_col is None else unit_col
@@ -84,92 +125,25 @@ def add_expected_decisions(
                 n_permutations=n_permutations,
                 seed=ctx.study.seed + i,
             )
-            highest, lowest = means["mean"].idxmax(), means["mean"].idxmin()
             case.update(
-                highest=highest,
-                lowest=lowest,
+                **case_stats.rate_extremes(pd.Series(means.index), means["mean"].to_numpy()),
                 mean_difference=float(means["mean"].max() - means["mean"].min()),
                 dpd=test.dpd,
                 p_value=test.p_value,
                 n_permutations=test.n_permutations,
             )
         cases.append(case)
-    section.tables[f"{ctx.name}_expected"] = pd.DataFrame(groups)
-    section.tables[f"{ctx.name}_expected_cases"] = pd.DataFrame(cases)
-    section.summary["expected"] = {
-        "groups": groups,
-        "cases": cases,
-        "unit": unit,
-        "case_columns": case_cols,
-        "target": "the case's target" if isinstance(target, pd.Series) else str(target),
-    }
-    add_discrim_eval(section, ctx, rows, case_cols)
-
-
-def _unit_means(expected: dict[str, Any]) -> str:
-    """What the expected-decision test's unit is, for the note under its table."""
-    return UNIT_MEANS if expected.get("unit", UNIT) == UNIT else "replicates pooled"
-
-
-def dpd_extremes(dpd: Any, highest: Any, lowest: Any) -> tuple[str, str]:
-    """The highest and lowest group as the console names them; a DPD of 0 has none (every
-    group's rate is the same), so it says so instead of naming one group twice."""
-    if dpd == 0:
-        return "no difference", "-"
-    return fmt(highest, "text"), fmt(lowest, "text")
-
-
-def print_expected(summary: dict[str, Any], console: Console) -> None:
-    """One line per case: the DPD of expected decisions and its p-value."""
-    expected = summary.get("expected")
-    if not expected:
-        return
-    for case in expected["cases"]:
-        if "dpd" not in case:
-            continue
-        where = ", ".join(str(case.get(c)) for c in expected["case_columns"])
-        highest, lowest = dpd_extremes(case["dpd"], case["highest"], case["lowest"])
-        between = highest if case["dpd"] == 0 else f"{highest} vs {lowest}"
-        console.print(
-            f"expected decisions ({where}): DPD {case['dpd']:.3f} ({between}), permutation "
-            f"p {format_p(case['p_value'])} over {case['n_units']} "
-            f"units ({case['unit']}; replicates pooled)",
-            highlight=False,
-            soft_wrap=True,
-        )
-    print_discrim_eval(summary, console)
-
-
-def html_expected(summary: dict[str, Any], section: HtmlSection) -> None:
-    """The expected-decision tables of the page."""
-    expected = summary.get("expected")
-    if not expected:
-        return
-    cases = [c for c in expected["case_columns"] if c != "model_label"]
-    text = [Column("model_label", "model"), *[Column(c) for c in cases]]
-    section.table(
-        expected["groups"],
-        key=("expected", "groups"),
-        title=f"Expected decisions: mean probability of {expected['target']} by group",
-        columns=[
-            *text,
-            Column("value", "group"),
-            Column("n", "n", "int"),
-            Column("mean_probability", "mean probability", ".3f"),
-        ],
+    return ExpectedDecisions(
+        target="the case's target" if isinstance(target, pd.Series) else str(target),
+        unit=unit,
+        unit_means=UNIT_MEANS if unit == UNIT else "replicates pooled",
+        case_columns=case_cols,
+        groups=EXPECTED_GROUPS.write(tables, ctx.name, pd.DataFrame(groups)),
+        cases=EXPECTED_CASES.write(tables, ctx.name, _nones(pd.DataFrame(cases))),
+        discrim_eval=add_discrim_eval(tables, ctx, rows, case_cols),
     )
-    section.table(
-        expected["cases"],
-        key=("expected", "cases"),
-        title="DPD of expected decisions per case",
-        columns=[
-            *text,
-            Column("dpd", "DPD", ".3f"),
-            Column("p_value", "p", "p"),
-            Column("n_units", "units", "int"),
-        ],
-        note=f"Probabilities from the log-probabilities of the decision's first token. p: "
-        f"permutation test relabelling whole units, the unit being the "
-        f"{expected.get('unit', UNIT)} ({_unit_means(expected)}).",
-    )
-    html_discrim_eval(summary, section)
+
+
+def _nones(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with None where a value is missing (a case of one group has no DPD)."""
+    return frame.astype(object).where(frame.notna(), None)

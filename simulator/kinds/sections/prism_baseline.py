@@ -8,13 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from biasim.simulator.common.html import fmt, format_p
-from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds.lazy import pd
 
 #: A baseline this far from 0 gets a warning that scores must not be read against 0.
@@ -78,52 +72,6 @@ def warnings(baselines: pd.DataFrame, word_lists: pd.DataFrame) -> list[str]:
             "scores against the baseline, not against 0"
         )
     return out
-
-
-def print_baselines(summary: dict[str, Any], console: Console) -> None:
-    """The baselines table and the warnings, under the scores."""
-    rows = summary.get("baseline") or []
-    if not rows:
-        return
-    several = len({r["model_label"] for r in rows}) > 1
-    lm_of = summary.get("masked_lm_by_model") or {}
-    if len(set(lm_of.values())) > 1:
-        pairs = "; ".join(f"{model} {lm}" for model, lm in lm_of.items())
-        console.print(f"masked LM per model: {pairs}", highlight=False)
-    table = Table(
-        title=f"{summary['name']}: scores against the no-gender-signal baseline",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        show_edge=False,
-    )
-    heads = ["dim", "side", "mean", "baseline", "95 % null", "p", "reading"]
-    for col in (["model"] if several else []) + heads:
-        table.add_column(col, justify="left" if col == "reading" else "right", no_wrap=True)
-    for row in rows:
-        table.add_row(
-            *([str(row["model_label"])] if several else []),
-            str(row["dimension"]),
-            SIDE_NAMES.get(row["side"], row["side"]),
-            fmt(row["observed"]),
-            fmt(row["baseline"]),
-            f"{row['low']:.2f}..{row['high']:.2f}",
-            fmt(row["p"], "p"),
-            row["verdict"] if row["verdict"] != "within the baseline" else "within",
-        )
-    print_table(console, table)
-    console.print(BASELINE_NOTE, highlight=False)
-    for line in summary.get("baseline_warnings", []):
-        console.print(Text("warning: ", style="bold yellow") + line, highlight=False)
-
-
-BASELINE_NOTE = (
-    "baseline = the mean score the same texts get when the pooled words of a dimension are "
-    "dealt at random to the feminine and masculine lists (same sizes; a text with no gender "
-    "signal); 95 % null = its range over the dealings; p = permutation test of the observed "
-    "mean against them (unit: the words' gender labels, one dealing for every text). "
-    "masculine / feminine only beyond the baseline at 0.05; mean = over the texts the "
-    "baseline used (up to 4000 masked tokens per side)."
-)
 
 
 def models_table(

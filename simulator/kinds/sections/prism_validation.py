@@ -7,13 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.html import fmt
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import pd
+from biasim.simulator.kinds.sections.prism_result import VALIDATION
 
 #: Columns of a human-ratings CSV (the analysis module, which brings scipy.stats and matplotlib,
 #: is imported only to correlate: validating a study reads the file, never correlates).
@@ -98,16 +96,6 @@ def add_validation(
         tag = Path(masked_lm.rstrip("/")).name if len(scored) > 1 else ""
         section.figures[slug(name, tag, "validation")] = figure
     merged = pd.concat(tables, ignore_index=True)
-    section.tables[f"{name}_validation"] = merged
-    section.summary["validation"] = merged.to_dict("records")
-
-
-def print_validation(summary: dict[str, Any], console: Console) -> None:
-    """One line per masked LM and dimension: rho with its interval."""
-    for row in summary.get("validation") or []:
-        console.print(
-            f"validation against human ratings ({row['masked_lm']}, {row['dimension']}): "
-            f"Spearman rho {fmt(row['spearman_rho'])}, 95 % CI {fmt(row['low'])} to "
-            f"{fmt(row['high'])}, n = {row['n']} rated texts",
-            highlight=False,
-        )
+    # The masked LM first: the declared table shows the leading text columns as labels.
+    merged = merged[["masked_lm", *[c for c in merged.columns if c != "masked_lm"]]]
+    section.summary["validation"] = VALIDATION.write(section.tables, name, merged)

@@ -1,18 +1,18 @@
-"""How the decision kinds show model-based estimates (``analysis.stats.unit_models``): each
-group's odds ratio from the cluster-robust GEE and the crossed mixed model, per fitted case,
-in a table, the summary, the console and the page."""
+"""Model-based estimates of the decision kinds (``analysis.stats.unit_models``): each group's
+odds ratio from the cluster-robust GEE and the crossed mixed model, per fitted case, and with
+several models their grades; each table declared once as a table of the result."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+import numpy as np
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
-from biasim.simulator.common.tables import Hidden, print_table
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
 from biasim.simulator.kinds.lazy import figures, grading, pd, unit_models
+from biasim.simulator.kinds.sections.columns import interval
 
 NOTE = (
     "Odds ratio of each group against the reference, with a 95% interval that respects the "
@@ -21,8 +21,44 @@ NOTE = (
     "(Laplace approximation, as lme4's glmer). The mixed model prints no p-value: its interval "
     "is conditional on the estimated variances and too narrow with few units (it excluded a "
     "true null in 12 % of simulated studies with 20 names per group), so read it as an "
-    "estimate and test with the GEE (calibrated: 3-7 %). 'no' under converged: the estimate "
-    "is not to be read (see note)."
+    "estimate and test with the GEE (calibrated: 3-7 %). 'no' under converged: the fit did "
+    "not converge, its numbers are left out (not to be read) and its note says why."
+)
+
+
+#: The numbers of a fit, left out where it did not converge.
+_FIT_NUMBERS = ("estimate", "se", "ci_low", "ci_high", "p_value", "odds_ratio", "or_low", "or_high")
+
+
+def _unfitted(row: dict[str, Any]) -> bool:
+    """A model that was not fitted (e.g. every unit answers alike): its row says nothing."""
+    return not row["converged"] and str(row.get("note") or "").startswith("not fitted")
+
+
+#: The contrast a row estimates, in the estimates and the grades alike.
+_CONTRAST = (
+    Column("group", "group", description="The group compared."),
+    Column("reference", "vs", description="The reference group."),
+)
+
+MODEL_ESTIMATES = ResultTable(
+    key="model_estimates",
+    title="Model-based estimates: odds ratio against the reference group",
+    columns=(
+        Column("model", "model", description="GEE or the crossed mixed model."),
+        *_CONTRAST,
+        Column("p_value", "p", "p", description="Wald p (GEE; none for the mixed model)."),
+        Column("odds_ratio", "OR", ".2f", description="Odds ratio against the reference."),
+        interval("or_low", "or_high", "Its 95% interval, respecting the unit."),
+        Column("n_units", "units", "int", description="Units (clusters) fitted."),
+        Column("unit", "unit", description="What a unit is."),
+        Column("converged", "converged", "bool", description="Whether the fit converged."),
+        Column("note", "note", description="Why a fit is not to be read, if so."),
+    ),
+    description="Model-based group estimates per fit.",
+    note=NOTE,
+    says_nothing=_unfitted,
+    why="the model was not fitted (the CSV table's note says why)",
 )
 
 
@@ -36,9 +72,9 @@ def add_model_estimates(
     hit_col: str,
     unit_col: str,
     item_col: str | None,
-) -> None:
-    """Fit both models in every combination of ``fit_cols`` and put the table
-    (``<name>_model_estimates``) and its records (``model_estimates``) into ``section``."""
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Fit both models in every combination of ``fit_cols``; return their table and, with
+    several models, the models' grades (their figures into ``section``)."""
     parts = []
     for key, part in rows.groupby(fit_cols, sort=True, dropna=False):
         where = dict(zip(fit_cols, key if isinstance(key, tuple) else (key,), strict=True))
@@ -47,11 +83,13 @@ def add_model_estimates(
             parts.append(table.assign(**where))
     columns = [*fit_cols, *unit_models.COLUMNS]
     table = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
-    section.tables[f"{ctx.name}_model_estimates"] = table
-    section.summary["model_estimates"] = table.to_dict("records")
-    section.summary["model_estimates_item"] = item_col
+    # A fit that did not converge (e.g. separation) is not to be read: its numbers (an odds
+    # ratio of 10^18, p 0.000) are left out of every route alike; its note says why.
+    table.loc[~table["converged"].astype(bool), list(_FIT_NUMBERS)] = np.nan
+    grades = None
     if "model_label" in fit_cols and table["model_label"].nunique() > 1:
-        _add_grades(section, ctx, table, [c for c in fit_cols if c != "model_label"])
+        grades = _add_grades(section, ctx, table, [c for c in fit_cols if c != "model_label"])
+    return table, grades
 
 
 GRADES_NOTE = (
@@ -62,14 +100,14 @@ GRADES_NOTE = (
 )
 
 
-def _add_grades(section: Section, ctx: AnalysisContext, table: pd.DataFrame, keys: list[str]):
-    """Grade the models by their GEE estimates, contrast by contrast (``<name>_model_grades``,
-    ``model_grades`` and one figure per contrast)."""
+def _add_grades(
+    section: Section, ctx: AnalysisContext, table: pd.DataFrame, keys: list[str]
+) -> pd.DataFrame:
+    """Grade the models by their GEE estimates, contrast by contrast (one figure per contrast
+    into ``section``), and return the grades."""
     every = table[table["model"].str.startswith("GEE")]
     contrast = [*keys, "group", "reference"]
     grades = grading.grade_models(every[every["converged"].astype(bool)], contrast_cols=contrast)
-    section.tables[f"{ctx.name}_model_grades"] = grades
-    section.summary["model_grades"] = grades.to_dict("records")
     for key, part in grades.groupby(contrast, sort=True):
         label = " / ".join(map(str, key[:-2])) + (": " if key[:-2] else "")
         section.figures[slug(ctx.name, "model_grades", *map(str, key))] = figures.plot_model_grades(
@@ -77,6 +115,27 @@ def _add_grades(section: Section, ctx: AnalysisContext, table: pd.DataFrame, key
             missing=_ungraded(every, contrast, key, part),
             title=f"{label}{key[-2]} vs {key[-1]}",
         )
+    return grades
+
+
+GRADES = ResultTable(
+    key="model_grades",
+    title="Models graded by their disparity (empirical Bayes, BH q-values)",
+    columns=(
+        *_CONTRAST,
+        Column("estimate", "log OR", "+.3f", description="The model's GEE log odds ratio."),
+        Column("q_value", "q (BH)", ".3f", description="BH q over every model and contrast."),
+        Column("shrunk", "shrunk", "+.3f", description="Empirical-Bayes posterior mean."),
+        Column("shrunk_sd", "sd", ".3f", description="Its posterior sd."),
+        Column("rank", "rank", "int", description="1 = largest shrunk effect."),
+        Column("grade", "grade", description="discriminates, suggestive or no evidence."),
+        Column("direction", "direction", description="The group favoured, when graded."),
+    ),
+    description="Each model's grade across fits.",
+    note=GRADES_NOTE,
+    # Every graded estimate is the GEE's: the column would say so on every row.
+    hide=("model",),
+)
 
 
 def _ungraded(
@@ -92,148 +151,3 @@ def _why_ungraded(row: Any) -> str:
     if isinstance(row.note, str) and row.note:
         return row.note
     return "did not converge" if not row.converged else "no standard error"
-
-
-def print_model_estimates(rows: list[dict[str, Any]], keys: list[str], console: Console) -> None:
-    """The estimates as a console table, then the note."""
-    if not rows:
-        return
-    table = Table(title="Model-based estimates: odds ratio against the reference group")
-    for col in (*keys, "model", "group", "vs", "OR", "95% CI", "p", "units", "converged"):
-        table.add_column(col, justify="right")
-    fitted = [row for row in rows if not _unfitted(row)]
-    for row in fitted:
-        # An estimate that did not converge (e.g. separation) is not to be read: its numbers
-        # (an odds ratio of 10^8, p 0.000) are left out of the console, kept in the CSV.
-        read = bool(row["converged"])
-        table.add_row(
-            *[str(row[c]) for c in keys],
-            _model_name(row["model"]),
-            str(row["group"]),
-            str(row["reference"]),
-            fmt(row["odds_ratio"], ".2f") if read else "-",
-            f"[{fmt(row['or_low'], '.2f')}, {fmt(row['or_high'], '.2f')}]" if read else "-",
-            format_p(row["p_value"]).removeprefix("= ") if read else "-",
-            f"{row['n_units']} {row['unit']}",
-            "yes" if read else f"no: {row['note']}",
-        )
-    print_table(console, table, _hidden_unfitted(rows, keys))
-    if fitted:
-        console.print(NOTE)
-
-
-def _unfitted(row: dict[str, Any]) -> bool:
-    """A model that was not fitted (e.g. every unit answers alike): its row says nothing."""
-    return not row["converged"] and str(row.get("note") or "").startswith("not fitted")
-
-
-def _hidden_unfitted(rows: list[dict[str, Any]], keys: list[str]) -> Hidden:
-    """The unfitted models, each named by the table's key columns (model, group vs reference)."""
-    unfitted = [row for row in rows if _unfitted(row)]
-    reasons = sorted({str(row["note"]).removeprefix("not fitted: ") for row in unfitted})
-    names = tuple(
-        " ".join([*(str(row[k]) for k in keys), _model_name(row["model"])])
-        + f" {row['group']} vs {row['reference']}"
-        for row in unfitted
-    )
-    return Hidden(names, "the model was not fitted: " + "; ".join(reasons))
-
-
-def _model_name(model: str) -> str:
-    """The model as the table's ``model`` column shows it."""
-    return "GEE" if model.startswith("GEE") else "mixed"
-
-
-def print_grades(rows: list[dict[str, Any]], console: Console) -> None:
-    """The graded models as a console table, then the note."""
-    if not rows:
-        return
-    keys = [
-        k for k in rows[0] if k not in _GRADE_SHOWN and k not in unit_models.COLUMNS and k != "z"
-    ]
-    table = Table(title="Models graded by their disparity (empirical Bayes, BH q-values)")
-    for col in ("model", *keys, "group", "vs", "log OR", "shrunk", "q", "rank", "grade"):
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(
-            str(row["model_label"]),
-            *[str(row[k]) for k in keys],
-            str(row["group"]),
-            str(row["reference"]),
-            fmt(row["estimate"], "+.3f"),
-            f"{fmt(row['shrunk'], '+.3f')} ± {fmt(row['shrunk_sd'], '.3f')}",
-            fmt(row["q_value"]),
-            str(row["rank"]),
-            f"{row['grade']} {row['direction']}".strip(),
-        )
-    print_table(console, table)
-    console.print(GRADES_NOTE)
-
-
-_GRADE_SHOWN = (
-    "model_label",
-    "p_value",
-    "q_value",
-    "shrunk",
-    "shrunk_sd",
-    "common_mean",
-    "tau",
-    "rank",
-    "grade",
-    "direction",
-)
-
-
-def html_grades(section: HtmlSection, rows: list[dict[str, Any]]) -> None:
-    """The same table in the page, with the figures."""
-    if not rows:
-        return
-    keys = [
-        k for k in rows[0] if k not in _GRADE_SHOWN and k not in unit_models.COLUMNS and k != "z"
-    ]
-    section.table(
-        rows,
-        key="model_grades",
-        title="Models graded by their disparity",
-        columns=[
-            Column("model_label", "model"),
-            *[Column(k) for k in keys],
-            Column("group", "group", "text"),
-            Column("reference", "reference", "text"),
-            Column("estimate", "log OR", "+.3f"),
-            Column("shrunk", "shrunk", "+.3f"),
-            Column("shrunk_sd", "sd", ".3f"),
-            Column("q_value", "q (BH)", ".3f"),
-            Column("rank", "rank", "int"),
-            Column("grade", "grade", "text"),
-            Column("direction", "direction", "text"),
-        ],
-        note=GRADES_NOTE,
-    )
-    for name in section.figures:
-        if "_model_grades" in name:
-            section.figure(name, "Models graded by their disparity")
-
-
-def html_model_estimates(section: HtmlSection, rows: list[dict[str, Any]], keys: list[str]) -> None:
-    """The same table in the page."""
-    if not rows:
-        return
-    section.table(
-        rows,
-        key="model_estimates",
-        title="Model-based estimates: odds ratio against the reference group",
-        columns=[
-            *[Column(k) for k in keys],
-            Column("model", "model", "text"),
-            Column("group", "group", "text"),
-            Column("reference", "reference", "text"),
-            Column("odds_ratio", "odds ratio", ".2f"),
-            Column("or_low", "95% CI", "ci", upper="or_high"),
-            Column("p_value", "p", "p"),
-            Column("n_units", "units", "int"),
-            Column("converged", "converged", "text"),
-            Column("note", "note", "text"),
-        ],
-        note=NOTE,
-    )

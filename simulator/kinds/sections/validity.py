@@ -10,8 +10,9 @@ import numpy as np
 
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import ResultTable
+from biasim.simulator.common.results import tabled
 from biasim.simulator.kinds.lazy import pd, refusals
-from biasim.simulator.kinds.sections.columns import interval
+from biasim.simulator.kinds.sections import columns as cols
 
 _OUTCOME = "__answer__"
 NOTE = (
@@ -75,8 +76,9 @@ TABLE = ResultTable(
         Column("value", "group", "text", description="The group's value."),
         Column("n_rows", "answers", "int", description="Answers of the group."),
         Column("n_valid", "valid", "int", description="Of them valid."),
-        Column("validity_rate", "valid share", ".3f", description="Valid share."),
-        interval("ci_low", "ci_high", "Its Wilson interval."),
+        *cols.rate(
+            "Valid share.", "Its Wilson interval.", key="validity_rate", label="valid share"
+        ),
         Column("validity_gap", "gap", ".3f", description="Largest minus smallest share."),
         Column("validity_p_value", "p", "p", description="The gap's test."),
         Column("validity_test", "test (unit)", "text", description="The test and its unit."),
@@ -87,6 +89,9 @@ TABLE = ResultTable(
 )
 #: What the keys of ``validity`` are.
 BY_KEY = "Valid answers per group, by what the groups are, with the gap's test."
+#: The metadata of a result's ``validity`` field (``field(default_factory=dict,
+#: metadata=TABLED)``): one table per group column.
+TABLED = tabled(TABLE, BY_KEY)
 
 
 #: The summary key of the calls' validity: each call shows every target value, so the value

@@ -29,6 +29,7 @@ from biasim.analysis.stats.cases import (
     explicit_rates,
     implicit_vs_explicit,
     load_predictions,
+    rate_extremes,
 )
 from tests.paths import SHARED
 
@@ -164,8 +165,25 @@ def test_case_dpd_matches_fairlearn_for_every_case() -> None:
         assert case["dpd"] == pytest.approx(oracle)
         assert case["pooled_rate"] == pytest.approx(y_pred.mean())
         by_value = y_pred.groupby(rows["value"]).mean()
+        if by_value.max() == by_value.min():
+            assert case["max_group"] is None and case["min_group"] is None
+            continue
         assert by_value[case["max_group"]] == by_value.max()
         assert by_value[case["min_group"]] == by_value.min()
+
+
+def test_a_dpd_of_zero_names_no_highest_or_lowest_group() -> None:
+    """Every group at the same rate: no group is the highest, none the lowest (issue 45 item
+    5: a DPD of 0 printed 'highest: Black lowest: Black')."""
+    groups = pd.Series(["Black", "White", "Asian"])
+    assert rate_extremes(groups, np.array([0.5, 0.5, 0.5])) == {
+        "max_group": None,
+        "min_group": None,
+    }
+    assert rate_extremes(groups, np.array([0.2, 0.5, 0.1])) == {
+        "max_group": "White",
+        "min_group": "Asian",
+    }
 
 
 def test_case_test_is_the_parity_test_with_the_case_seed() -> None:

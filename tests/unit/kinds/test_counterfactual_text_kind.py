@@ -4,6 +4,7 @@ hands to `biasim power` rejects 3-7 % of simulated result tables shaped like the
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from functools import cache
 
@@ -233,7 +234,10 @@ def test_toxicity_stereotype_and_justification_tables_through_the_kind(tmp_path)
     assert max(len(line) for line in printed.splitlines()) <= 80
     words = " ".join(printed.split())
     assert "26 of 40 sets agree on the decision (yes 26)" in words and "exp. max" in words
-    assert "decision-flip rate 0.350 (95% CI" in words and "(unit: cf_set)" in words
+    # The flips' table: sets, agreeing, decided, flipped, rate, interval, p and unit.
+    assert "cf: decision flips across the swap" in printed
+    flips = r"40 +26 +40 +14 +0\.350 +\[0\.\d{3},0\.\d{3}\] +(< )?[\d.]+ +cf_set"
+    assert re.search(flips, printed), printed
     assert "decision: hire flip_rate" in tested
 
 
@@ -270,6 +274,23 @@ def test_validate_refuses_what_the_stage_or_the_spec_cannot_supply(tmp_path) -> 
         assert problem.startswith(f"{path}{start}"), problem
 
 
+def test_validate_refuses_an_embeddings_folder_that_is_no_model(tmp_path) -> None:
+    """The cosine similarity's model is checked as the letters kind checks its own: a missing
+    folder is refused at validate, naming the field (it once failed after the run)."""
+    from biasim.simulator.common.errors import InputError
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "extends: wan2023_letters_counterfactual\nname: cf_embed\nanalyses:\n"
+        "  - kind: counterfactual_text\n    name: counterfactual\n    stage: write\n"
+        "    embeddings: ./no_model_here\n"
+    )
+    with pytest.raises(InputError) as info:
+        load_study(str(path))
+    (problem,) = [str(p) for p in info.value.problems]
+    assert problem.startswith(f"{path}:7: analyses[0].embeddings: no such folder"), problem
+
+
 def _metric_row(metric: str, statistic: str, estimate: float, p: float | None) -> dict:
     return {
         "metric": metric,
@@ -291,8 +312,7 @@ def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
 
     from rich.console import Console
 
-    from biasim.simulator.common.tables import print_table
-    from biasim.simulator.kinds.counterfactual_text import counterfactual_console_table
+    from biasim.simulator.kinds.counterfactual_text import METRICS
 
     rows = [
         _metric_row("justification: sentiment_value", "within_minus_across", 0.0123, 0.2),
@@ -301,7 +321,7 @@ def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
         _metric_row("rouge_l", "mean_across", 0.7, None),
     ]
     out = io.StringIO()
-    print_table(Console(file=out, width=80), counterfactual_console_table(rows))
+    METRICS.print(Console(file=out, width=80), rows, "cf")
     lines = out.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80
     for statistic, estimate, p in (
@@ -310,7 +330,11 @@ def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
         ("weak_parity", "-0.285", "<0.001"),
     ):
         (line,) = [x for x in lines if statistic in x]
-        assert [estimate, p, "cf_set", "120"] == line.replace("│", " ").split()[-4:], line
-    assert "female minus male" in lines[0] and "0.000" not in out.getvalue()
+        cells = line.replace("│", " ").replace("< ", "<").split()
+        assert [estimate, p, "cf_set", "120"] == cells[-4:], line
+    # The values compared, said once; the notes numbered beside the statistic, said below.
+    assert "every row that has them: a female; b male" in out.getvalue()
+    assert "0.000" not in out.getvalue()
+    assert "[1] ties with the observed value broken at random" in out.getvalue()
     (untested,) = [x for x in lines if "mean_across" in x]
-    assert untested.replace("│", " ").split()[-1] == "none"
+    assert untested.replace("│", " ").split()[-4:] == ["0.700", "-", "-", "-"]

@@ -9,9 +9,6 @@ from pathlib import Path
 from tests.paths import ROOT
 
 KINDS = ROOT / "simulator" / "kinds"
-#: Kinds other branches are rewriting (split into kinds of their own, typed results); they keep
-#: their own lazy lines until they land.
-NOT_YET = {"demographic_parity.py", "counterfactual_text.py"}
 
 
 def _lazy_names(path: Path) -> dict[str, int]:
@@ -34,7 +31,7 @@ def test_a_module_a_kind_loads_lazily_is_named_once() -> None:
     again = [
         f"{path.relative_to(ROOT)}:{line}: {module}"
         for path in sorted(KINDS.rglob("*.py"))
-        if path.name != "lazy.py" and path.name not in NOT_YET
+        if path.name != "lazy.py"
         for module, line in _lazy_names(path).items()
         if module in named
     ]

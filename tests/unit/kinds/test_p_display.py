@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from biasim.simulator.cli import app
 from biasim.simulator.common.html import format_p
-from biasim.simulator.kinds.sections.exclusions import print_exclusions
+from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.prism_baseline import reading
 
 ZERO_P = re.compile(r"\bp (= )?0\.000\b")
@@ -31,9 +31,11 @@ def test_the_exclusion_bounds_table_and_a_baseline_reading_print_small_p_as_such
     for scenario in ("valid_only", "excluded_as_negative", "excluded_as_positive"):
         row |= {f"dpd_{scenario}": 0.4, f"p_{scenario}": 0.00001}
     out = io.StringIO()
-    print_exclusions([row], ["case"], Console(file=out, width=200))
+    EXCLUSIONS.print(Console(file=out, width=200), [row], "dp")
     printed = out.getvalue()
-    assert "(p < 0.001)" in printed and not ZERO_P.search(printed)
+    # The three DPDs' p-values, each in its own column.
+    (line,) = [ln for ln in printed.splitlines() if ln.startswith("│ a ")]
+    assert line.count("< 0.001") == 3 and "0.000" not in line and not ZERO_P.search(printed)
     said = reading(
         {"side": "a", "dimension": "d", "observed": 0.5, "baseline": 0.1, "low": 0.0}
         | {"high": 0.2, "verdict": "masculine", "p": 0.00001}

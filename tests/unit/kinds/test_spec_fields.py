@@ -37,3 +37,20 @@ def test_every_adjust_option_offers_the_methods_adjust_implements() -> None:
     options = _options("adjust")
     assert {"pipeline", "policy_effect"} <= set(options)
     assert {name: set(o["enum"]) for name, o in options.items()} == dict.fromkeys(options, methods)
+
+
+def test_the_item_kinds_declare_their_share_options_once() -> None:
+    """``association`` and ``picks`` (a share of pairings or picks per item against chance)
+    offer ``positive``, ``category``, ``alpha`` and ``adjust`` from one declaration each: the
+    same default, bounds and wording but for what is counted."""
+    association, picks = (
+        get_kind(k).spec.model_json_schema()["properties"] for k in ("association", "picks")
+    )
+    assert association["alpha"] == picks["alpha"]
+    assert association["alpha"]["default"] == 0.05
+    for option in ("positive", "category", "adjust"):
+        a, p = association[option], picks[option]
+        assert a["default"] == p["default"], option
+        assert a["description"].split(" ")[:2] == p["description"].split(" ")[:2], option
+    assert picks["positive"]["description"].endswith("(default: the first value).")
+    assert association["adjust"]["description"].endswith("(`none`: the paper's count).")

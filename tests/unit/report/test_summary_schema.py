@@ -20,6 +20,21 @@ from biasim.simulator.report import schema as summary_schema
 from tests.paths import ROOT
 
 DOCS = ROOT / "docs" / "reference"
+#: A decision analysis's fields that are always there (a study whose decisions are all empty).
+DECISIONS: dict[str, Any] = {
+    "stage": "decide",
+    "target": "yes",
+    "field": "decision",
+    "case_columns": ["model_label", "attribute"],
+    "seed_paper": False,
+    "cases_note": "DPD = max - min rate",
+    "groups": [],
+    "cases": [],
+    "exclusions": [],
+    "model_estimates": [],
+    "share_figures": [],
+    "grade_figures": [],
+}
 
 #: A small summary as a run writes it (the e2e test validates every built-in study's).
 VALID: dict[str, Any] = {
@@ -40,7 +55,7 @@ VALID: dict[str, Any] = {
         }
     ],
     "analyses": [
-        {"kind": "demographic_parity", "name": "decisions", "cases": []},
+        {"kind": "demographic_parity", "name": "decisions", **DECISIONS},
         {
             "kind": "association",
             "name": "pairs",
@@ -139,7 +154,7 @@ def test_a_wrong_type_a_missing_or_an_undeclared_field_fails(change: Any, messag
 def test_a_kinds_part_applies_to_its_own_entries_only() -> None:
     """An entry of another kind without ``items`` (and with an ``adjust`` association's part
     would refuse) passes; the association entry needs it."""
-    entry = {"kind": "demographic_parity", "name": "x", "cases": [], "adjust": 3}
+    entry = {"kind": "demographic_parity", "name": "x", **DECISIONS, "adjust": 3}
     assert _errors(_changed(lambda s: s["analyses"].append(entry))) == []
 
 

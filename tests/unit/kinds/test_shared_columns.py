@@ -1,0 +1,62 @@
+"""Column groups several declared tables share are declared once
+(``simulator/kinds/sections/columns.py``): wherever a kind's table shows one of these concepts
+(a p-value, its adjustment, the test's unit and their count, the impact ratio, the four-fifths
+rule, a 95% interval), it has the one header and format, so the console, page, CSV and schema
+of every kind say it alike."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator
+
+import biasim.simulator.kinds as kinds_package
+from biasim.simulator.common.html import Column
+from biasim.simulator.common.result_tables import ResultTable
+from biasim.simulator.kinds.sections import columns
+
+
+def _declared() -> Iterator[tuple[str, Column]]:
+    """Every column of every table a module under ``simulator/kinds`` declares."""
+    prefix = kinds_package.__name__ + "."
+    for info in pkgutil.walk_packages(kinds_package.__path__, prefix):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, ResultTable):
+                for column in value.columns:
+                    yield f"{info.name}.{name}", column
+
+
+def test_the_declared_tables_were_read() -> None:
+    where = {table for table, _ in _declared()}
+    assert {"biasim.simulator.kinds.pipeline.STAGES", "biasim.simulator.kinds.picks.ITEMS"} <= where
+
+
+def test_an_impact_ratio_and_the_four_fifths_rule_are_one_declaration() -> None:
+    shared = {"impact_ratio": columns.impact_ratio(), "four_fifths": columns.below_four_fifths()}
+    found = [(table, c) for table, c in _declared() if c.key in shared]
+    assert len(found) >= 4, found  # pipeline's stages and policy_effect's rates, at least
+    assert all(c == shared[c.key] for _, c in found), found
+
+
+def test_a_tests_p_its_adjustment_and_its_unit_are_formatted_alike() -> None:
+    formats = {"p_value": "p", "p_adjusted": "p", "unit": "text", "n_units": "int"}
+    found = [(table, c) for table, c in _declared() if c.key in formats]
+    assert {c.key for _, c in found} == set(formats)
+    wrong = [(table, c) for table, c in found if c.spec != formats[c.key]]
+    assert not wrong, wrong
+    units = [(table, c) for table, c in found if c.key == "unit" and c.label != "unit"]
+    assert not units, units
+
+
+def test_every_interval_names_its_upper_bound() -> None:
+    intervals = [(table, c) for table, c in _declared() if c.spec == "ci"]
+    assert len(intervals) >= 10, intervals
+    assert all(c.upper for _, c in intervals), intervals
+
+
+def test_a_rate_and_its_interval_share_their_bounds() -> None:
+    value, ci = columns.rate("Hired / applicants.", "Pool bootstrap.", bounds="rate")
+    assert (value.key, value.spec, value.description) == ("rate", ".3f", "Hired / applicants.")
+    assert (ci.key, ci.upper, ci.label, ci.spec) == ("rate_low", "rate_high", "95% CI", "ci")
+    assert ci.description == "Pool bootstrap."
