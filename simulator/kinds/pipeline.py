@@ -35,7 +35,7 @@ from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
-from biasim.simulator.study.market import APPLIES_IN, in_base, person_of
+from biasim.simulator.study.market import person_of
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -577,9 +577,6 @@ def authors_table(results: pd.DataFrame, writing: str, groups: list[str]) -> pd.
     """One row per writer: its document's unit id, group values and whether it wrote."""
     columns = list(dict.fromkeys(["agent_id", "unit_id", "valid", *groups]))
     rows = results.loc[results["stage"] == writing]
-    if APPLIES_IN in rows.columns:
-        # A market with policies: each trajectory draws its own applicants; this is the base's.
-        rows = rows[in_base(rows[APPLIES_IN])]
     rows = rows[columns].reset_index(drop=True)
     # Strings stay in Arrow: through numpy, 100,000 ids became Python objects and back.
     return pd.DataFrame(

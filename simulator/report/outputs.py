@@ -28,6 +28,7 @@ from biasim.simulator.kinds import AnalysisContext, Section, get_kind, slug
 from biasim.simulator.llm.structured import OUTSIDE_CHOICES
 from biasim.simulator.study.config import StudyConfig, analysis_name
 from biasim.simulator.study.counterfactual import work_units
+from biasim.simulator.study.market import APPLIES_IN, in_base
 
 SYNTHETIC_NOTE = (
     "SYNTHETIC RESPONDER - not a language model. These answers were drawn from probabilities "
@@ -80,6 +81,7 @@ def base_summary(
         "outside_choices": int(df["error"].str.startswith(OUTSIDE_CHOICES, na=False).sum())
         if "error" in df
         else 0,
+        "policy_applicants": int((~_of_base(df)).sum()),
         "models": sorted({f"{b}:{m}" for b, m in zip(who["backend"], who["model"], strict=True)}),
         "model_labels": order,
         # Which model each label is, so a header pairs them right (labels are the user's order,
@@ -188,6 +190,9 @@ def analyze(
         evidence = Evidence(summary=base_summary(df, study, models))
         order = evidence.summary["model_labels"]
     in_order = _ReportOrder(order, study.personas.axes)
+    # A market with policies: each trajectory draws its own applicants, and the analyses are of
+    # the base's (market.csv holds every trajectory; the header counts the others' letters).
+    df = df[_of_base(df)]
     for i, spec in enumerate(study.analyses):
         name = analysis_name(spec, i)
         ctx = AnalysisContext(
@@ -213,6 +218,14 @@ def analyze(
         if note:
             figures.add_banner(figure, note)
     return evidence
+
+
+def _of_base(df: pd.DataFrame) -> pd.Series:
+    """Per row, whether it is the base trajectory's: every row but the letters of applicants
+    only a market's policies (or switched-off trajectories) drew."""
+    if APPLIES_IN not in df.columns:
+        return pd.Series(True, index=df.index)
+    return in_base(df[APPLIES_IN])
 
 
 def _synthetic_models(df: pd.DataFrame) -> set[str]:
@@ -364,6 +377,12 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         + (
             f"  excluded, outside the choices: {report['outside_choices']}"
             if report.get("outside_choices")
+            else ""
+        )
+        + (
+            f"  letters of applicants only a policy drew (not in the analyses of the base): "
+            f"{report['policy_applicants']}"
+            if report.get("policy_applicants")
             else ""
         )
     )

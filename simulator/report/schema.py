@@ -56,6 +56,12 @@ FIELDS: dict[str, dict[str, Any]] = {
         **_COUNT,
         "description": "Answers kept but excluded because they chose none of a stage's choices.",
     },
+    "policy_applicants": {
+        **_COUNT,
+        "description": "Letters of applicants a market's policy (or switched-off) trajectories "
+        "drew and its base did not: kept in results.parquet and read by those trajectories; the "
+        "analyses, of the base, leave them out.",
+    },
     "models": {**_TEXTS, "description": "Every `backend:model` that answered, sorted."},
     "model_labels": {**_TEXTS, "description": "Model labels in report order."},
     "model_of_label": {

@@ -41,7 +41,10 @@ def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Pat
     base's (10 people, managers who favour men when they see names: they do here, and the
     base drew from the people no trajectory employed before, so it did not stay the same)."""
     hiring = {"kind": "pipeline", "name": "hiring", "stages": ["offer"], "groups": ["gender"]}
-    small = market(design={"agents_per_value": 5}, analyses=[hiring])
+    # An analysis of the letters themselves reads the base's applicants too, as every kind does.
+    letters = {"kind": "letters", "name": "letters", "stage": "apply", "group": "gender"}
+    letters["compare"] = ["male", "female"]
+    small = market(design={"agents_per_value": 5}, analyses=[hiring, letters])
     small["roles"]["manager"]["synthetic"]["selected"] = {"by": "gender", "weights": {"male": 20}}
     plain = run(cli, tmp_path, small, "plain")
     both = run(cli, tmp_path, {**small, "policies": POLICIES}, "both")
@@ -78,13 +81,15 @@ def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Pat
         assert set(one.execute(calls)) <= set(two.execute(calls))
     per_cycle = results.groupby(["cycle", "stage"]).size().unstack()
     assert (per_cycle[["offer", "offer__same", "offer__redacted"]] == 1).all().all()
-    # The pipeline analysis of the base reads the base's applicants only: the plain run's.
-    sections = [
-        next(a for a in json.loads((out / "summary.json").read_text())["analyses"])
-        for out in (plain, both)
-    ]
-    assert sections[0]["applications"] == 12
-    assert sections[0] == sections[1]
+    # Every analysis reads the base's applicants only: the plain run's; the header counts the
+    # letters left out.
+    summaries = [json.loads((out / "summary.json").read_text()) for out in (plain, both)]
+    assert summaries[0]["analyses"][0]["applications"] == 12
+    assert summaries[0]["analyses"] == summaries[1]["analyses"]
+    assert (summaries[0]["policy_applicants"], summaries[1]["policy_applicants"]) == (
+        0,
+        len(others),
+    )
 
 
 def test_estimate_counts_each_policys_readings_in_every_cycle(cli, tmp_path: Path) -> None:
