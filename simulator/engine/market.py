@@ -248,7 +248,19 @@ class MarketModel(StudyModel):
         self._rejected: dict[int, None] = {}
         self.graph: nx.DiGraph | None = None
         self._exclusions: dict[str, Counter[str]] = {}
+        #: Letter units of the applicants only a trajectory besides the base drew, so far.
+        self._other_letters = 0
         super().__init__(study, *args, **kwargs)
+
+    @property
+    def total_units(self) -> int:
+        """The plan's units (:meth:`StudyModel.total_units`: validate's and estimate's count,
+        the base's applicants only) and the letter units of the applicants only another
+        trajectory drew in the cycles opened so far: each writes once per writing stage of the
+        applicants' population. Which people those are is known only as the trajectories'
+        hires make their workforces differ, so the total grows as the run opens cycles (the
+        progress, the summary and the manifest read it; estimate bounds it with ``<=``)."""
+        return super().total_units + self._other_letters
 
     @property
     def compositions(self) -> list[CycleComposition]:
@@ -335,6 +347,7 @@ class MarketModel(StudyModel):
             for entry in found:
                 union.setdefault(entry.person, entry)
         entries = sorted(union.values(), key=lambda e: e.person)
+        self._count_other_letters(len(entries) - len(drawn[BASE]))
         applied = [_in_cycle(self._pool[e.person], self._tag, self.replicate) for e in entries]
         self._applied = {spec.agent_id: spec for spec in applied}
         self._entries = {spec.agent_id: e for spec, e in zip(applied, entries, strict=True)}
@@ -357,6 +370,18 @@ class MarketModel(StudyModel):
                 _in_cycle(s, self._tag, self.replicate) for s in population_specs(self.study, name)
             ]
             self.members[name] = [cls(self, spec, self.study) for spec in specs]
+
+    def _count_other_letters(self, others: int) -> None:
+        """Add the letter units of this cycle's ``others`` applicants whom only trajectories
+        besides the base drew to :attr:`total_units`."""
+        source = self.market.applicants.population
+        writing = [
+            p.name
+            for p in self.plans
+            if self.stage_configs[p.name].reads is None
+            and self.views.stage_population[p.name] == source
+        ]
+        self._other_letters += others * len(writing)
 
     def _draw_applicants(self, trajectory: Trajectory) -> list[Entry]:
         """``trajectory``'s applicants this cycle (by person), none of them employed in it: the

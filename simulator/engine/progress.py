@@ -30,11 +30,15 @@ from rich.text import Text
 
 
 class Tick(Protocol):
-    """``tick(done, errors, latency)``: units finished so far, how many of them failed, and
+    """``tick(done, errors, latency, total)``: units finished so far, how many of them failed,
     the seconds the model took for the unit just finished (None when it asked no model:
-    a cached answer, a skipped unit, a stage counted in full)."""
+    a cached answer, a skipped unit, a stage counted in full), and the run's units now when
+    the run learns more of them than the factory was given (a market's letters of applicants
+    only a policy draws); None keeps the total."""
 
-    def __call__(self, done: int, errors: int, latency: float | None = None) -> None: ...
+    def __call__(
+        self, done: int, errors: int, latency: float | None = None, total: int | None = None
+    ) -> None: ...
 
 
 #: ``factory(total_units, label)`` returns the run's tick.
@@ -140,17 +144,25 @@ class TerminalProgress:
         progress = self._progress
         task = progress.add_task(label, total=total, errors=0, rate=None, eta=None)
         last = [0.0]
+        units = [total]
         pace = Pace()
 
-        def tick(done: int, errors: int, latency: float | None = None) -> None:
+        def tick(
+            done: int, errors: int, latency: float | None = None, total: int | None = None
+        ) -> None:
             now = time.monotonic()
             if latency is not None:
                 pace.answered(latency, now)
+            grown = total is not None and total != units[0]
+            if grown:
+                units[0] = total
             # Rich's bookkeeping costs more than a synthetic call: update ten times a second.
-            if now - last[0] >= 0.1 or done >= total:
+            if now - last[0] >= 0.1 or done >= units[0] or grown:
                 last[0] = now
-                eta = pace.eta(total - done)
-                progress.update(task, completed=done, errors=errors, rate=pace.rate(), eta=eta)
+                eta = pace.eta(units[0] - done)
+                progress.update(
+                    task, total=units[0], completed=done, errors=errors, rate=pace.rate(), eta=eta
+                )
 
         return tick
 
@@ -200,8 +212,12 @@ class LogProgress:
         with self._lock:
             self._states.append(state)
 
-        def tick(done: int, errors: int, latency: float | None = None) -> None:
+        def tick(
+            done: int, errors: int, latency: float | None = None, total: int | None = None
+        ) -> None:
             state.done, state.errors = done, errors
+            if total is not None:
+                state.total = total
             if latency is not None:
                 state.pace.answered(latency, time.monotonic())
 

@@ -525,8 +525,8 @@ def execute(
 
     Args:
         prepared: From :func:`prepare`.
-        progress: ``progress(total_units, label)`` returns a callback taking units finished
-            and how many of them failed.
+        progress: ``progress(total_units, label)`` returns a callback taking units finished,
+            how many of them failed, and the total when it grew (see ``progress.Tick``).
         notify: Prints a message to the user (default: standard error).
     """
     out = prepared.out
@@ -599,7 +599,7 @@ def _run_study(
     finally:
         if tick is not None:
             # A stop ends mid-stage: progress ends on the count the stop message gives.
-            tick(model.units_settled, dispatcher.errors)
+            tick(model.units_settled, dispatcher.errors, None, model.total_units)
         end.wall = time.perf_counter() - t0
         writer.close()
         results = writer.results()
@@ -845,8 +845,10 @@ def _step_until_done(
             # the dispatcher: count the stage in full when it ends, and those a `when` that
             # reads no answer skips from the start of their wave (model.skipped_ahead).
             offset = model.units_settled - dispatcher.units_finished
-            dispatcher.on_progress = lambda n, latency, offset=offset: tick(
-                n + offset, dispatcher.errors, latency
+            # A market learns of more units as it opens cycles (MarketModel.total_units).
+            total = model.total_units
+            dispatcher.on_progress = lambda n, latency, offset=offset, total=total: tick(
+                n + offset, dispatcher.errors, latency, total
             )
         name = model.plans[model.stage_index].name
         s0, w0 = time.perf_counter(), model.wave_seconds
@@ -857,7 +859,7 @@ def _step_until_done(
             spent = time.perf_counter() - s0 - (model.wave_seconds - w0)
             stage_seconds[name] = stage_seconds.get(name, 0.0) + spent
         if tick is not None:
-            tick(model.units_settled, dispatcher.errors)
+            tick(model.units_settled, dispatcher.errors, None, model.total_units)
 
 
 def _analysis_summary(

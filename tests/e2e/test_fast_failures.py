@@ -112,7 +112,7 @@ def test_the_progress_display_hears_of_each_failure_as_it_happens(tmp_path: Path
     ticks: list[tuple[int, int]] = []
 
     def factory(total: int, label: str):
-        return lambda done, errors, latency=None: ticks.append((done, errors))
+        return lambda done, errors, latency=None, total=None: ticks.append((done, errors))
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -3,6 +3,7 @@ common random numbers of the base, and market.csv holds every trajectory."""
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from pathlib import Path
@@ -90,6 +91,47 @@ def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Pat
         0,
         len(others),
     )
+
+
+def test_the_units_grow_with_the_letters_only_a_policys_trajectory_draws(tmp_path: Path) -> None:
+    """The plan counts the base's applicants' letters; those of applicants only a policy draws
+    are known as the cycles open: the total grows by them, so progress never passes it and
+    ends at done == total, and summary.json's units_expected (and the manifest's units) are
+    the units with results. validate's plan stays the first total."""
+    from biasim.simulator.engine.progress import LogProgress
+    from biasim.simulator.engine.runner import RunOptions, execute, prepare
+    from biasim.simulator.study.design import expected_units
+
+    small = market(design={"agents_per_value": 5}, policies=POLICIES)
+    small["roles"]["manager"]["synthetic"]["selected"] = {"by": "gender", "weights": {"male": 20}}
+    path = pipeline_studies.write(tmp_path / "grow.yaml", small)
+    seen: list[tuple[int, int]] = []
+    stream = io.StringIO()
+    with LogProgress(stream, every_s=3600) as shown:
+
+        def factory(total: int, label: str):
+            tick = shown(total, label)
+
+            def recorded(done, errors, latency=None, now=total):
+                seen.append((done, now))
+                tick(done, errors, latency, now)
+
+            return recorded
+
+        out = tmp_path / "run"
+        outcome = execute(prepare(RunOptions(study=str(path), out=out)), progress=factory)
+    assert outcome.status == "complete"
+    letters = outcome.results[outcome.results["stage"] == "apply"]
+    others = int((~letters["applies_in"].str.split("|").map(lambda keys: "base" in keys)).sum())
+    assert others, "no policy drew an applicant the base did not: the test tests nothing"
+    plan = expected_units(load_study(str(path)).config)
+    assert seen[0][1] == plan and seen[-1] == (plan + others, plan + others)
+    assert all(done <= total for done, total in seen)
+    assert f"{plan + others}/{plan + others} units (100%)" in stream.getvalue().splitlines()[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert summary["units_expected"] == summary["units"] == plan + others
+    assert manifest["counts"]["units"] == manifest["counts"]["units_done"] == plan + others
 
 
 def test_estimate_counts_each_policys_readings_in_every_cycle(cli, tmp_path: Path) -> None:

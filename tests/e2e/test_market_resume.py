@@ -4,6 +4,7 @@ keyed by seed and cycle, and each cycle's calls replay from the store)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -135,3 +136,8 @@ def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
         assert expected["referred_by"].notna().sum() == 8 and expected["reapplied"].any()
     pd.testing.assert_frame_equal(resumed, expected)
     assert (out / "market.csv").read_bytes() == (whole / "market.csv").read_bytes()
+    # The total grows with letters only a policy's applicants write (counted again on the
+    # resume's replay): both runs end with every unit they expected done.
+    summaries = [json.loads((run / "summary.json").read_text()) for run in (whole, out)]
+    assert [s["units_expected"] for s in summaries] == [s["units"] for s in summaries]
+    assert summaries[0]["units_expected"] == summaries[1]["units_expected"]

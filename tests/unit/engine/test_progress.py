@@ -88,6 +88,24 @@ def test_terminal_bar_shows_done_rate_errors_and_eta() -> None:
     assert re.search(r"calls/s|s/call", text)
 
 
+def test_a_total_the_run_learns_later_replaces_the_first() -> None:
+    """A market learns of letters only a policy's applicants write as it opens cycles: the
+    tick's total replaces the factory's, in the log line and the live bar, so the count
+    ends at 100 %, not 33/32."""
+    stream = io.StringIO()
+    with LogProgress(stream, every_s=3600) as factory:
+        tick = factory(32, "s")
+        tick(20, 0)
+        tick(33, 1, None, 33)
+    assert "progress s: 33/33 units (100%)" in stream.getvalue().splitlines()[-1]
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=120, color_system=None)
+    with TerminalProgress(console) as factory:
+        tick = factory(32, "study")
+        tick(33, 0, None, 33)
+    assert "33/33" in buffer.getvalue() and "33/32" not in buffer.getvalue()
+
+
 @pytest.mark.parametrize("batch_size", [None, 20])
 def test_units_a_when_skips_count_as_done_from_the_start(tmp_path: Path, batch_size) -> None:
     """Progress counts units whose `when` is false from the start, those of waves not yet
@@ -110,7 +128,7 @@ def test_units_a_when_skips_count_as_done_from_the_start(tmp_path: Path, batch_s
     seen: list[tuple[int, int]] = []
 
     def factory(total: int, label: str):
-        return lambda done, errors, latency=None: seen.append((done, total))
+        return lambda done, errors, latency=None, now=total: seen.append((done, now))
 
     outcome = execute(prepare(RunOptions(study=str(study), out=tmp_path / "run")), progress=factory)
     assert outcome.status == "complete"
