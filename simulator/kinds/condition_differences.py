@@ -14,13 +14,7 @@ from pydantic import Field
 from biasim.simulator.common.html import Column, from_paper
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    Section,
-    StudyFacts,
-    slug,
-)
+from biasim.simulator.kinds.base import AnalysisKind, Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
 from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.conditions import condition_differences
@@ -38,6 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class ConditionDifferencesSpec(StageDecisionsSpec):

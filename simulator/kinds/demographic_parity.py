@@ -17,13 +17,7 @@ import numpy as np
 from biasim.simulator.common.html import Column, from_paper
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    Section,
-    StudyFacts,
-    slug,
-)
+from biasim.simulator.kinds.base import AnalysisKind, Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, refusals, unit_stats
 from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.decisions import (
@@ -56,6 +50,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
 class DecisionsSpec(StageDecisionsSpec):
