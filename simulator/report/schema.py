@@ -126,7 +126,11 @@ FIELDS: dict[str, dict[str, Any]] = {
         },
         "description": "Seconds of this session: in all, per stage, and in scheduling waves.",
     },
-    "units_expected": {**_COUNT, "description": "Units the design makes."},
+    "units_expected": {
+        **_COUNT,
+        "description": "Units the design makes (a market with policies adds the letters of "
+        "applicants only a policy drew, as the run draws them).",
+    },
     "units_done": {**_COUNT, "description": "Units settled (answered, invalid, error, skipped)."},
     "units_from_cache": {**_COUNT, "description": "Units answered from the call store."},
     "skip_causes": {**_TEXT, "description": "What leaves a unit skipped in this study, in words."},
