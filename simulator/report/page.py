@@ -248,6 +248,12 @@ def limits(summary: dict[str, Any]) -> list[str]:
             "(invalid, error or skipped); they are excluded from the rates and counted per "
             "group above."
         )
+    if summary.get("policy_applicants"):
+        found.append(
+            f"{summary['policy_applicants']} letters were written by applicants only a market "
+            "policy's trajectory drew: the analyses, of the base trajectory, leave them out "
+            "(results.parquet keeps them; market.csv and the policies' tests count them)."
+        )
     if summary.get("analysis_error"):
         found.append(f"An analysis failed: {summary['analysis_error']}.")
     if summary.get("status") not in (None, "complete"):

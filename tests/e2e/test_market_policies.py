@@ -91,6 +91,8 @@ def test_adding_policies_leaves_the_base_trajectory_as_it_was(cli, tmp_path: Pat
         0,
         len(others),
     )
+    page = " ".join((both / "report.html").read_text().split())
+    assert f"{len(others)} letters were written by applicants only a market policy" in page
 
 
 def test_the_units_grow_with_the_letters_only_a_policys_trajectory_draws(tmp_path: Path) -> None:
