@@ -96,6 +96,15 @@ def result_schema(cls: type) -> dict[str, Any]:
     return {"type": "object", "required": required, "properties": properties}
 
 
+def older_summary(missing: KeyError) -> str:
+    """What the console and the page say of an analysis whose summary an older biasim wrote
+    (it lacks the field ``missing`` names), instead of failing the whole report."""
+    return (
+        f"This analysis's summary was written by an older version of biasim (it has no "
+        f"{missing}); run `biasim analyze run RUN_DIR` to compute it again and redraw it."
+    )
+
+
 def tables_of(cls: type, summary: dict[str, Any]) -> Iterator[tuple[ResultTable, Records, Key]]:
     """Each table of the summary with rows, in the order the result declares them (a nested
     part's where the part is declared): its description (``{key}`` and the text fields of the
@@ -117,7 +126,7 @@ def _tables(
     for f in dataclasses.fields(cls):
         spec: ResultTable | None = f.metadata.get("table")
         if f.name not in summary and not _without_none(hints[f.name])[1]:
-            # A summary an older version wrote: the page says so (``report.page``).
+            # A summary an older version wrote: the report says so (:func:`older_summary`).
             raise KeyError(f.name)
         held = summary.get(f.name)
         if not held:

@@ -22,6 +22,7 @@ from rich.text import Text
 from biasim.analysis import figures
 from biasim.analysis.stats.parity import status_rates
 from biasim.simulator.common.csvfiles import write_csv
+from biasim.simulator.common.results import older_summary
 from biasim.simulator.common.rundir import FILE_MODE
 from biasim.simulator.common.tables import print_table
 from biasim.simulator.kinds import AnalysisContext, Section, get_kind, slug
@@ -387,7 +388,10 @@ def print_report(report: dict[str, Any], console: Console | None = None) -> None
         )
     )
     for result in report["analyses"]:
-        get_kind(result["kind"]).print(result, console)
+        try:
+            get_kind(result["kind"]).print(result, console)
+        except KeyError as exc:
+            console.print(f"{result.get('name')}: {older_summary(exc)}", highlight=False)
     for axis, rows in report["outcomes_by_group"].items():
         table = Table(
             title=f"Answer outcomes by {axis} (a difference here is itself a bias signal)"

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from biasim.simulator.common.html import Column, HtmlSection, page
+from biasim.simulator.common.results import older_summary
 from biasim.simulator.common.rundir import write_atomic
 from biasim.simulator.common.samples import SMALL_N, few_pools, small_sample
 from biasim.simulator.kinds import get_kind
@@ -286,10 +287,7 @@ def _kind_html(kind: Any, analysis: dict[str, Any], section: HtmlSection) -> Non
         kind.html(analysis, section)
     except KeyError as exc:
         section.parts.clear()
-        section.paragraph(
-            f"This analysis's summary was written by an older version of biasim (it has no "
-            f"{exc}); run `biasim analyze run RUN_DIR` to compute it again and redraw this section."
-        )
+        section.paragraph(older_summary(exc))
 
 
 def _audits(summary: dict[str, Any]) -> dict[str, Any]:

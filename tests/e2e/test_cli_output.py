@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from biasim.simulator.cli import app
 from biasim.simulator.cli import common as cli_common
 from biasim.simulator.common.tables import print_table
-from biasim.simulator.engine.runner import RunOptions, execute, load_run, prepare
-from biasim.simulator.report.outputs import base_summary, print_report
+from biasim.simulator.engine.runner import RunOptions, execute, load_run, prepare, study_folder
+from biasim.simulator.report.outputs import analyze, print_report
 from tests.conftest import write_study
 from tests.golden_studies import GOLDEN_DIR, STUDIES
 
@@ -40,15 +40,26 @@ def _builtin_summaries(tmp_path: Path) -> dict[str, dict[str, Any]]:
         run.mkdir(parents=True)
         for file in ("results.parquet", "manifest.json"):
             shutil.copy(GOLDEN_DIR / name / file, run / file)
-        # The recorded inputs keep no results.csv nor digests: read as they are.
+        # The recorded inputs keep no results.csv nor digests: read as they are. The analyses
+        # are this version's (the recorded analyses.json is an older version's summary).
         study, results = load_run(run, accept_edits=True)
-        summary = base_summary(results, study.config)
-        summary["analyses"] = json.loads((GOLDEN_DIR / name / "analyses.json").read_text())
-        summaries[name] = summary
+        summaries[name] = analyze(results, study.config, data_dir=study_folder(study)).summary
     for name, agents in (("emergency_response", 4), ("hiring_pipeline", 2)):
         options = RunOptions(study=name, backend="synthetic", agents=agents, out=tmp_path / name)
         summaries[name] = execute(prepare(options)).summary
     return summaries
+
+
+def test_a_summary_an_older_biasim_wrote_prints_what_it_is(tmp_path: Path) -> None:
+    """A run's analysis whose summary lacks a field the kind now reads (an older version wrote
+    it) prints the line the page shows, naming the field and the command, not a traceback."""
+    recorded = json.loads((GOLDEN_DIR / "li2025_small" / "analyses.json").read_text())
+    summary = _builtin_summaries(tmp_path)["li2025_small"]
+    missing = next(k for k in summary["analyses"][0] if k not in recorded[0])
+    del summary["analyses"][0][missing]
+    text = " ".join(_printed(summary, 100).split())
+    assert f"written by an older version of biasim (it has no '{missing}')" in text
+    assert "biasim analyze run RUN_DIR" in text
 
 
 def test_no_table_cuts_a_number_at_60_columns(tmp_path: Path) -> None:
@@ -57,7 +68,9 @@ def test_no_table_cuts_a_number_at_60_columns(tmp_path: Path) -> None:
         assert "…" not in narrow, (name, narrow)
         assert max(len(line) for line in narrow.splitlines()) <= 60, name
         # The numbers of the wide report, whole (the long layout repeats headers such as
-        # "95% CI", so as a set): none cut, none folded in two.
+        # "95% CI", so as a set): none cut, none folded in two. A note naming the rows left
+        # out names as many as the width fits, "and N more": N is the width's, not a result.
+        narrow, wide = (re.sub(r"and\s+\d+\s+more\b", "", text) for text in (narrow, wide))
         assert set(NUMBER.findall(narrow)) == set(NUMBER.findall(wide)), name
 
 
