@@ -2,23 +2,20 @@
 is labelled accept / reject / invalid with the applicant's name redacted (rules, an SVM or an
 LLM judge), then rates, impact ratios and permutation tests per group and model, the paper's
 breakdown tables, and, with several models, the models side by side with tests of their
-differences."""
+differences. One declared result (:class:`AcceptanceResult`, a part per model) gives the
+summary, its schema, the console and the page."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from biasim.simulator.common.html import Column, HtmlSection, fmt, format_p
+from biasim.simulator.common.html import Column, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.result_tables import ResultTable
-from biasim.simulator.common.results import summary_of, tables_of
-from biasim.simulator.common.tables import print_table
+from biasim.simulator.common.result_tables import Records, ResultTable, missing
+from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     AnalysisKind,
@@ -26,8 +23,9 @@ from biasim.simulator.kinds.base import (
     Section,
     StudyFacts,
     slug,
-    summary_table,
 )
+from biasim.simulator.kinds.lazy import columns, figures, pd, refusals, unit_stats
+from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
 from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.expected import (
@@ -44,14 +42,7 @@ from biasim.simulator.kinds.sections.unit_models import (
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
 
-columns = lazy_module("biasim.analysis.stats.columns")
-unit_stats = lazy_module("biasim.analysis.stats.units")
-
-pd = lazy_module("pandas")
-
-figures = lazy_module("biasim.analysis.figures")
 disparity = lazy_module("biasim.analysis.stats.disparity")
-refusals = lazy_module("biasim.analysis.stats.refusals")
 
 
 class AcceptanceSpec(AnalysisSpec):
@@ -112,12 +103,6 @@ class AcceptanceSpec(AnalysisSpec):
     adjust: Literal["holm", "bh", "none"] = "holm"
 
 
-_ACCEPTANCE_NOTE = (
-    "acc/n = accepted / valid answers, excl = invalid (excluded); all = accepted / every email, "
-    "invalid ones counted as not accepted (the paper's binary rate); IR = impact ratio (rate / "
-    "highest rate, ! = below four-fifths); p = {test}, two-sided, {adjust}-adjusted over the "
-    "groups."
-)
 _POPULATION_CAVEAT = (
     "Each group is compared with the population, which includes it: when one group is treated "
     "worse, every other group sits above the average and may test 'significantly above' "
@@ -130,97 +115,234 @@ _DIFFERENCES = replace(
     "model labels are swapped within each prompt (same template, name and seed) under the null "
     "that both models answer each prompt alike; p adj. over the model pairs (* = significant).",
 )
-#: The tables this kind shares with ``demographic_parity``, each declared once there.
-_SHARED: tuple[ResultTable, ...] = (EXCLUSIONS, MODEL_ESTIMATES, GRADES, _DIFFERENCES)
-
-
-def _expected_tables(summary: dict[str, Any]) -> Any:
-    """The expected-acceptance tables of a judge answering with log-probabilities."""
-    return tables_of(ExpectedDecisions, summary["expected"]) if summary.get("expected") else []
-
 
 #: Table 1's column suffix of the paper's test's marks, after a group's label.
 PAPERS_MARK = " sig (paper's test)"
-_TABLE1_NOTE = (
-    "Marks: † p < 0.01, * p < 0.05, then + / - above / below the row's average. Calibrated: "
-    "the joint test, each name relabelled once across all roles ({adjust}-adjusted over the "
-    "groups and both directions). The paper's test (appendix C.3): each role tested with "
-    "single emails as the unit, the roles combined by Fisher's method, unadjusted. They differ "
-    "because the same names write every email in every role: the paper's test counts a name's "
-    "own leaning once per email and per role as independent evidence, so where names differ "
-    "it marks groups far more often than its 5 % (the calibrated test holds its level)."
+
+RATES = ResultTable(
+    key="rates",
+    title="Acceptance rate by group ({key}, classifier: {classifier})",
+    columns=(
+        Column("n", "valid n", "int", description="Valid answers (accept or reject)."),
+        Column("k", "accepted", "int", description="Accepted."),
+        Column("rate", "rate", ".3f", description="Accepted / valid answers."),
+        interval("ci_low", "ci_high", "Wilson 95% interval of the rate."),
+        Column("n_excluded", "excluded", "int", description="Invalid answers (excluded)."),
+        Column(
+            "rate_all",
+            "accepted / all",
+            ".3f",
+            description="Accepted / every email, invalid ones counted as not accepted (the "
+            "paper's binary rate).",
+        ),
+    ),
+    description="Acceptance rate per group over the valid answers.",
+    note="Rates over valid answers with Wilson 95% intervals; accepted / all counts invalid "
+    "answers as not accepted (the paper's binary rate).",
+    file="{key}_rates",
+)
+IMPACT_RATIOS = ResultTable(
+    key="impact_ratios",
+    title="Impact ratios ({key})",
+    columns=(
+        Column("impact_ratio", "impact ratio", ".3f", description="Rate / highest rate."),
+        Column("four_fifths_flag", "below 4/5", "bool", description="Below four-fifths."),
+        Column(
+            "p_flag_by_chance",
+            "flag by chance",
+            ".3f",
+            description="Chance that an unbiased model flags the group.",
+            required=False,
+        ),
+    ),
+    description="Impact ratio per group (rate / highest rate) and the four-fifths flag.",
+    note="Flag chances: {flag_chance_basis}.",
+    file="{key}_impact_ratios",
+)
+_TESTED = (
+    Column("rate", "rate", ".3f", description="The group's acceptance rate."),
+    Column("d", "d", "+.3f", description="Rate minus the rate compared with."),
+    Column("p_two_sided", "p", "p", description="Two-sided permutation p."),
+    Column("p_adjusted", "p ({adjust})", "p", description="Adjusted over the groups."),
+)
+PERMUTATION = ResultTable(
+    key="permutation",
+    title="Each group against the population ({key})",
+    columns=_TESTED,
+    description="The headline test of each group against the population.",
+    note="p = {test_name}, two-sided, {adjust}-adjusted over the groups. " + _POPULATION_CAVEAT,
+    file="{key}_{test_table}",
+)
+REFERENCE = ResultTable(
+    key="reference",
+    title="Each group against {reference_group} ({key})",
+    columns=_TESTED,
+    description="Each group tested against the reference group.",
+    note="p = permutation test of the group against the reference group, two-sided, "
+    "{adjust}-adjusted over the groups.",
+    file="{key}_reference",
+)
+TABLE1 = ResultTable(
+    key="table1",
+    title="Table 1: acceptance rate (%) by group, marked by the calibrated and the paper's "
+    "test ({key})",
+    columns=(
+        Column("rows", "rows", description="The subset, or all rows."),
+        Column("group", "group", description="The group."),
+        Column("rate", "rate (%)", ".2f", description="Its acceptance rate, in percent."),
+        Column("calibrated", "calibrated", description="Mark of the calibrated joint test."),
+        Column(
+            "papers_test",
+            "the paper's test",
+            description="Mark of the paper's test (per-stratum tests combined by Fisher's "
+            "method); absent without strata.",
+            required=False,
+        ),
+        Column("average", "row average (%)", ".2f", description="The row's average rate."),
+        Column("n", "row valid n", "int", description="The row's valid answers."),
+    ),
+    description="Seed 001's Table 1, one record per row and group (the CSV file "
+    "<name>_<model>_table1 holds it as the paper lays it out, one column per group).",
+    note="Marks: † p < 0.01, * p < 0.05, then + / - above / below the row's average. "
+    "Calibrated: the joint test, each name relabelled once across all roles ({adjust}-adjusted "
+    "over the groups and both directions). The paper's test (appendix C.3): each role tested "
+    "with single emails as the unit, the roles combined by Fisher's method, unadjusted. They "
+    "differ because the same names write every email in every role: the paper's test counts "
+    "a name's own leaning once per email and per role as independent evidence, so where names "
+    "differ it marks groups far more often than its 5 % (the calibrated test holds its level).",
+    file=None,
+)
+TABLE5 = ResultTable(
+    key="table5",
+    title="Table 5: validity and the {classifier} classifier against hand labels",
+    columns=(
+        Column("n_labelled", "labelled", "int", description="Emails labelled by hand."),
+        Column("validity", "validity", ".2f", description="Share the annotator found valid."),
+        *[
+            Column(
+                f"{metric}_{label}",
+                f"{metric} {label}",
+                ".2f",
+                description=f"The classifier's {metric} on {label}, on the valid emails.",
+                required=False,
+            )
+            for metric in ("precision", "recall", "f1")
+            for label in ("accept", "reject")
+        ],
+    ),
+    description="Validity and the classifier against the hand labels, per model.",
+    note="Validity: share of the hand-labelled emails the annotator found valid; precision, "
+    "recall and F1 of the classifier's labels against the hand labels on those valid emails.",
 )
 
 
-def _table1_labels(table1: list[dict[str, Any]]) -> list[str]:
-    """The group labels of Table 1's records (each has a ``<label> sig`` column)."""
-    return [c[: -len(" sig")] for c in table1[0] if c.endswith(" sig")]
+@dataclass(kw_only=True)
+class ModelAcceptance:
+    """One model's acceptance rates, impact ratios and tests."""
 
-
-def _print_table1(table1: list[dict[str, Any]], adjust: str, console: Console) -> None:
-    """Seed 001's Table 1: each rate with the calibrated test's mark | the paper's test's."""
-    labels = _table1_labels(table1)
-    table = Table(title="Table 1: acceptance rate (%), marks: calibrated | the paper's test")
-    for col in ("rows", *labels, "average", "n"):
-        table.add_column(col, justify="right", overflow="fold")
-    for row in table1:
-        cells = [
-            f"{fmt(row[label], '.2f')} {row[label + ' sig'] or '·'}"
-            f" | {row.get(label + PAPERS_MARK) or '·'}"
-            for label in labels
-        ]
-        table.add_row(str(row["rows"]), *cells, fmt(row["average"], ".2f"), str(row["n"]))
-    print_table(console, table)
-    console.print(_TABLE1_NOTE.format(adjust=adjust))
-
-
-def _html_table1(
-    at: tuple[str, str], table1: list[dict[str, Any]], adjust: str, section: HtmlSection
-) -> None:
-    labels = _table1_labels(table1)
-    columns = [Column("rows")]
-    for label in labels:
-        columns += [
-            Column(label, f"{label} (%)", ".2f"),
-            Column(f"{label} sig", "calibrated", "text"),
-            Column(label + PAPERS_MARK, "the paper's test", "text"),
-        ]
-    columns += [Column("average", "average (%)", ".2f"), Column("n", "valid n", "int")]
-    section.table(
-        table1,
-        key=(*at, "table1"),
-        title="Table 1: acceptance rate by group, marked by the calibrated and the paper's test",
-        columns=columns,
-        note=_TABLE1_NOTE.format(adjust=adjust),
+    n_valid: int = field(metadata=about("Valid answers."))
+    n_excluded: int = field(metadata=about("Invalid answers (excluded)."))
+    population_rate: float | None = field(
+        default=None, metadata=about("Accepted / valid answers, every group.")
     )
+    dpd: float | None = field(default=None, metadata=about("Max - min acceptance rate."))
+    dpd_p_value: float | None = field(default=None, metadata=about("The parity test's p."))
+    dpd_threshold: float | None = field(
+        default=None, metadata=about("The DPD at which the parity test rejects.")
+    )
+    dpd_test: str | None = field(default=None, metadata=about("The parity test's null."))
+    test_unit: str | None = field(default=None, metadata=about("What every test relabels."))
+    test_units: int | None = field(default=None, metadata=about("How many of them answered."))
+    flag_chance_unit: str | None = field(
+        default=None, metadata=about("What the four-fifths flag chances resample.")
+    )
+    flag_chance_basis: str = field(metadata=about("The same, in words."))
+    p_any_flag_by_chance: float | None = field(
+        default=None, metadata=about("Chance that an unbiased model flags some group.")
+    )
+    min_ratio_p05: float | None = field(
+        default=None, metadata=about("5th percentile of the lowest impact ratio by chance.")
+    )
+    test: Literal["joint", "pooled"] = field(
+        metadata=about("The headline test: joint across strata, or pooled.")
+    )
+    test_name: str = field(metadata=about("The headline test, in words."))
+    test_table: str = field(metadata=about("Its CSV table, after the model's name."))
+    reference_group: str | None = field(
+        default=None, metadata=about("The group the reference table compares with.")
+    )
+    notes: list[str] = field(metadata=about("What each test assumes; the breakdowns' notes."))
+    rates: Records = field(metadata=tabled(RATES))
+    impact_ratios: Records = field(metadata=tabled(IMPACT_RATIOS))
+    permutation: Records | None = field(default=None, metadata=tabled(PERMUTATION))
+    reference: Records | None = field(default=None, metadata=tabled(REFERENCE))
+    table1: Records | None = field(default=None, metadata=tabled(TABLE1))
 
 
-_TABLE5_COLUMNS = [
-    Column("n_labelled", "labelled", "int"),
-    Column("validity", "validity", ".2f"),
-    *[
-        Column(f"{metric}_{label}", f"{metric} {label}", ".2f")
-        for metric in ("precision", "recall", "f1")
-        for label in ("accept", "reject")
-    ],
-]
-_TABLE5_NOTE = (
-    "Validity: share of the hand-labelled emails the annotator found valid; precision, recall "
-    "and F1 of the classifier's labels against the hand labels on those valid emails."
-)
+@dataclass(kw_only=True)
+class AcceptanceResult:
+    """What ``acceptance`` computes; the summary, its schema and the renderings come from it."""
 
-
-def _print_table5(table5: list[dict[str, Any]], classifier: str, console: Console) -> None:
-    table = Table(title=f"Table 5: validity and the {classifier} classifier against hand labels")
-    for column in ("model", *(c.label for c in _TABLE5_COLUMNS)):
-        table.add_column(str(column), justify="right", overflow="fold")
-    for row in table5:
-        table.add_row(
-            str(row["model_label"]),
-            *[fmt(row.get(c.key), c.spec) for c in _TABLE5_COLUMNS],
+    stage: str = field(metadata=about("The stage whose emails are read."))
+    classifier: str = field(metadata=about("How outcomes are labelled."))
+    groups: list[str] = field(metadata=about("Persona columns compared."))
+    adjust: str = field(metadata=about("Adjustment of the tests."))
+    judge_rules_agreement: float | None = field(
+        default=None, metadata=about("Share of emails the judge and the rules label alike.")
+    )
+    judge_rules_kappa: float | None = field(
+        default=None, metadata=about("Cohen's kappa of the same.")
+    )
+    expected: ExpectedDecisions | None = field(
+        default=None, metadata=about("Expected acceptance (judge answering with logprobs).")
+    )
+    models: dict[str, ModelAcceptance] = field(
+        metadata=about(
+            "Model label -> acceptance rates, impact ratios, the DPD and its test with the unit "
+            "it relabels."
         )
-    print_table(console, table)
-    console.print(_TABLE5_NOTE)
+    )
+    table5: Records | None = field(default=None, metadata=tabled(TABLE5))
+    exclusions: Records | None = field(default=None, metadata=tabled(EXCLUSIONS))
+    model_estimates: Records | None = field(default=None, metadata=tabled(MODEL_ESTIMATES))
+    model_estimates_item: str | None = field(
+        default=None, metadata=about("The crossed item of the model fits (the stratum).")
+    )
+    model_grades: Records | None = field(default=None, metadata=tabled(GRADES))
+    grade_figures: list[str] = field(
+        default_factory=list, metadata=about("Model-grade figures, one per contrast.")
+    )
+    model_order: list[str] | None = field(
+        default=None, metadata=about("The models compared, in order.")
+    )
+    model_differences: Records | None = field(default=None, metadata=tabled(_DIFFERENCES))
+
+
+def _table1_records(table1: pd.DataFrame) -> Records:
+    """Table 1 as records, one per row and group: the rate and both tests' marks."""
+    labels = [c[: -len(" sig")] for c in table1.columns if c.endswith(" sig")]
+    out = []
+    for row in table1.to_dict("records"):
+        for label in labels:
+            marks = {"calibrated": row[f"{label} sig"]}
+            if label + PAPERS_MARK in row:
+                marks["papers_test"] = row[label + PAPERS_MARK]
+            out.append(
+                {
+                    "rows": row["rows"],
+                    "group": label,
+                    "rate": row[label],
+                    **marks,
+                    "average": row["average"],
+                    "n": row["n"],
+                }
+            )
+    return out
+
+
+def _scalar(value: Any) -> Any:
+    """A report's number as the summary holds it: None where missing (NaN)."""
+    return None if missing(value) else value
 
 
 def _breakdown_note(part: pd.DataFrame, spec: AcceptanceSpec, column: str) -> str:
@@ -234,8 +356,9 @@ def _breakdown_note(part: pd.DataFrame, spec: AcceptanceSpec, column: str) -> st
     return f"{note} {spec.strata} values per row in this run: {listed}."
 
 
-def _test_name(part: dict[str, Any]) -> str:
-    if part.get("test") == "joint":
+def _test_name(test: str) -> str:
+    """The headline test of each group, in words."""
+    if test == "joint":
         return (
             "joint permutation test across strata (each name relabelled once for every stratum; "
             "d = excess over the rate its strata give)"
@@ -249,6 +372,7 @@ class AcceptanceKind(AnalysisKind):
     name = "acceptance"
     spec = AcceptanceSpec
     title = "Acceptance rates of written decisions"
+    result = AcceptanceResult
 
     def check(self, spec: AcceptanceSpec, facts: StudyFacts) -> None:
         facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
@@ -315,36 +439,39 @@ class AcceptanceKind(AnalysisKind):
         name = ctx.name
         rows, redacted = self.outcomes(results, spec, ctx)
         section = Section(summary={})
-        agreement: dict[str, Any] = {}
+        result = AcceptanceResult(
+            stage=spec.stage,
+            classifier=spec.classifier,
+            groups=list(spec.groups),
+            adjust=spec.adjust,
+            models={},
+        )
         if spec.classifier == "judge" and len(rows):
             # A reviewer's first question about an LLM judge: does it agree with the transparent
             # rules on the same (redacted) emails, and where not.
             rules = email_outcomes.RuleClassifier().predict(redacted)
             table, share, kappa = email_outcomes.label_agreement(rows["outcome"].tolist(), rules)
             section.tables[f"{name}_judge_vs_rules"] = table.rename(columns={"first": "judge"})
-            agreement = {"judge_rules_agreement": share, "judge_rules_kappa": kappa}
+            result.judge_rules_agreement = _scalar(share)
+            result.judge_rules_kappa = _scalar(kappa)
         section.tables[f"{name}_outcomes"] = rows[
             ["unit_id", "model_label", *spec.groups, "persona_name", "outcome"]
         ]
         if not ctx.power_only:
-            self._validity_and_models(rows, spec, ctx, section)
-            self._table5(rows, redacted, spec, ctx, section)
-        section.summary.update(
-            stage=spec.stage,
-            classifier=spec.classifier,
-            groups=list(spec.groups),
-            adjust=spec.adjust,
-            **agreement,
-            models={},
-        )
+            self._validity_and_models(rows, spec, ctx, section, result)
+            self._table5(rows, redacted, spec, ctx, section, result)
         if spec.classifier == "judge" and spec.judge_stage:
-            self._expected(results, spec, ctx, section)
+            result.expected = self._expected(results, spec, ctx, section)
         models = ctx.models_in(rows)
         for model in models:
             part = rows[rows["model_label"] == model]
-            section.summary["models"][model] = self._model(part, model, spec, ctx, section)
+            result.models[model] = self._model(part, model, spec, ctx, section)
         if len(models) > 1:
-            self._across_models(rows, spec, ctx, models, section)
+            self._across_models(rows, spec, ctx, models, section, result)
+        section.summary = summary_of(result)
+        # A model's tests that did not run are left out of its part, as the result's own fields
+        # are (a nested part keeps its Nones, which its tables' schema would refuse).
+        section.summary["models"] = {m: summary_of(p) for m, p in result.models.items()}
         return section
 
     @staticmethod
@@ -354,6 +481,7 @@ class AcceptanceKind(AnalysisKind):
         spec: AcceptanceSpec,
         ctx: AnalysisContext,
         section: Section,
+        result: AcceptanceResult,
     ) -> None:
         """The emails to label by hand (30 per model and group) and, once labelled
         (``labelled``), the paper's Table 5: validity and the classifier's precision, recall
@@ -370,12 +498,15 @@ class AcceptanceKind(AnalysisKind):
         if "unit_id" not in labelled:
             raise ValueError(f"{spec.labelled}, line 1, column 'unit_id': missing from the header")
         table = email_outcomes.table5(rows[["unit_id", "model_label", "outcome"]], labelled)
-        section.tables[f"{ctx.name}_table5"] = table
-        section.summary["table5"] = table.to_dict("records")
+        result.table5 = TABLE5.write(section.tables, ctx.name, table)
 
     @staticmethod
     def _validity_and_models(
-        rows: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext, section: Section
+        rows: pd.DataFrame,
+        spec: AcceptanceSpec,
+        ctx: AnalysisContext,
+        section: Section,
+        result: AcceptanceResult,
     ) -> None:
         """Invalid answers by group, the unit-level models and the exclusion bounds: what a
         reader of the report weighs beside the tests (``biasim power`` reads none of it)."""
@@ -410,11 +541,11 @@ class AcceptanceKind(AnalysisKind):
             unit_col=unit_col or "persona_name",
             item_col=spec.strata,
         )
-        summary = section.summary
-        summary["model_estimates"] = MODEL_ESTIMATES.write(section.tables, ctx.name, estimates)
-        summary["model_estimates_item"] = spec.strata
+        result.model_estimates = MODEL_ESTIMATES.write(section.tables, ctx.name, estimates)
+        result.model_estimates_item = spec.strata
         if grades is not None:
-            summary["model_grades"] = GRADES.write(section.tables, ctx.name, grades)
+            result.model_grades = GRADES.write(section.tables, ctx.name, grades)
+            result.grade_figures = [n for n in section.figures if "_model_grades" in n]
         exclusions = refusals.case_exclusions(
             labelled,
             ["model_label"],
@@ -425,22 +556,22 @@ class AcceptanceKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             seed=ctx.study.seed,
         )
-        summary["exclusions"] = EXCLUSIONS.write(section.tables, ctx.name, exclusions)
+        result.exclusions = EXCLUSIONS.write(section.tables, ctx.name, exclusions)
 
     def _expected(
         self, results: pd.DataFrame, spec: AcceptanceSpec, ctx: AnalysisContext, section: Section
-    ) -> None:
+    ) -> ExpectedDecisions | None:
         """A judge answering with log-probabilities: the expected acceptance of each group
         (mean probability the judge labels the email `accept`) and its DPD test."""
         if not is_logprob_stage(ctx, spec.judge_stage or "") or "probabilities" not in results:
-            return
+            return None
         judged = results[results["stage"] == spec.judge_stage]
         groups = list(spec.groups)
         long = judged.assign(
             attribute="+".join(groups),
             value=columns.join_columns(judged, groups, "|"),
         )
-        expected = add_expected_decisions(
+        return add_expected_decisions(
             section.tables,
             ctx,
             long,
@@ -449,7 +580,6 @@ class AcceptanceKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             unit_col=spec.unit_column,
         )
-        section.summary["expected"] = summary_of(expected)
 
     def _model(
         self,
@@ -458,19 +588,17 @@ class AcceptanceKind(AnalysisKind):
         spec: AcceptanceSpec,
         ctx: AnalysisContext,
         section: Section,
-    ) -> dict[str, Any]:
+    ) -> ModelAcceptance:
         seed = ctx.study.seed
         report = self._disparity(part, spec, seed, bounds=not ctx.power_only)
         prefix = slug(ctx.name, model)
-        scalars = {}
-        for key, value in report.items():
-            if isinstance(value, pd.DataFrame):
-                section.tables[f"{prefix}_{key}"] = value
-            else:
-                scalars[key] = value
         # With strata the headline test is the joint one: it relabels each name once for every
         # stratum; the pooled test ignores the strata.
-        tests = report.get("joint", report.get("permutation"))
+        test_table = "joint" if "joint" in report else "permutation"
+        declared = {"rates", "impact_ratios", "reference", test_table}
+        for key, value in report.items():
+            if isinstance(value, pd.DataFrame) and key not in declared:
+                section.tables[f"{prefix}_{key}"] = value
         table1 = None
         if spec.subset and report["n_valid"] and not ctx.power_only:
             table1, table1_tests = self._table1(part, spec, seed, report.get("joint"))
@@ -479,17 +607,54 @@ class AcceptanceKind(AnalysisKind):
         # Without a single valid answer there is nothing to break down (the report says so).
         if report["n_valid"] and not ctx.power_only:
             self._add_breakdowns(part, spec, seed, report, prefix, section)
-        reference = report.get("reference")
-        return {
-            **scalars,
-            "test": "joint" if "joint" in report else "pooled",
-            "rates": report["rates"].to_dict("records"),
-            "impact_ratios": report["impact_ratios"].to_dict("records"),
-            "permutation": tests.to_dict("records") if isinstance(tests, pd.DataFrame) else None,
-            "reference": reference.to_dict("records") if reference is not None else None,
-            # Only where the study asks for Table 1 (`subset`), so other summaries keep their keys.
-            **({"table1": table1.to_dict("records")} if table1 is not None else {}),
+        scalars = {
+            key: _scalar(report.get(key))
+            for key in (
+                "population_rate",
+                "dpd",
+                "dpd_p_value",
+                "dpd_threshold",
+                "dpd_test",
+                "test_unit",
+                "test_units",
+                "flag_chance_unit",
+                "p_any_flag_by_chance",
+                "min_ratio_p05",
+            )
         }
+        test = "joint" if test_table == "joint" else "pooled"
+        named = {"key": model, "test_table": test_table}
+        reference = report.get("reference")
+        return ModelAcceptance(
+            **scalars,
+            n_valid=report["n_valid"],
+            n_excluded=report["n_excluded"],
+            flag_chance_basis=disparity.flag_chance_basis(report.get("flag_chance_unit")),
+            test=test,
+            test_name=_test_name(test),
+            test_table=test_table,
+            notes=list(report["notes"]),
+            rates=RATES.named(**named).write(section.tables, ctx.name, report["rates"]),
+            impact_ratios=IMPACT_RATIOS.named(**named).write(
+                section.tables, ctx.name, report["impact_ratios"]
+            ),
+            permutation=(
+                PERMUTATION.named(**named).write(section.tables, ctx.name, report[test_table])
+                if test_table in report
+                else None
+            ),
+            reference_group=(
+                str(reference["compared_with"].iloc[0])
+                if reference is not None and len(reference)
+                else None
+            ),
+            reference=(
+                REFERENCE.named(**named).write(section.tables, ctx.name, reference)
+                if reference is not None
+                else None
+            ),
+            table1=_table1_records(table1) if table1 is not None else None,
+        )
 
     @staticmethod
     def _disparity(
@@ -657,13 +822,13 @@ class AcceptanceKind(AnalysisKind):
         ctx: AnalysisContext,
         models: list[str],
         section: Section,
+        result: AcceptanceResult,
     ) -> None:
         """Rates and impact ratios side by side, a figure, and a test per model pair."""
-        per_model = section.summary["models"]
         side = []
         for model in models:
             for rate, ratio in zip(
-                per_model[model]["rates"], per_model[model]["impact_ratios"], strict=True
+                result.models[model].rates, result.models[model].impact_ratios, strict=True
             ):
                 side.append(
                     {
@@ -681,7 +846,7 @@ class AcceptanceKind(AnalysisKind):
         ordered = [f"{s}_{m}" for m in models for s in ("rate", "impact_ratio")]
         section.tables[f"{ctx.name}_rates_by_model"] = wide.reindex(columns=ordered).reset_index()
         rates = pd.concat(
-            [pd.DataFrame(per_model[m]["rates"]).assign(model_label=m) for m in models],
+            [pd.DataFrame(result.models[m].rates).assign(model_label=m) for m in models],
             ignore_index=True,
         )
         section.figures[slug(ctx.name, "rates_by_model")] = figures.plot_rates_by_model(
@@ -691,7 +856,7 @@ class AcceptanceKind(AnalysisKind):
         group = answered[spec.groups[0]].astype(str)
         for column in spec.groups[1:]:
             group = group + " " + answered[column].astype(str)
-        section.summary["model_order"] = models
+        result.model_order = models
         tests = model_differences(
             ctx,
             answered.assign(_group=group, _accept=answered["outcome"] == "accept"),
@@ -703,55 +868,43 @@ class AcceptanceKind(AnalysisKind):
             n_permutations=spec.n_permutations,
             adjust=spec.adjust,
         )
-        section.summary["model_differences"] = _DIFFERENCES.write(section.tables, ctx.name, tests)
+        result.model_differences = _DIFFERENCES.write(section.tables, ctx.name, tests)
 
-    @classmethod
-    def summary_schema(cls) -> dict[str, Any]:
-        number = {"type": ["number", "null"]}
-        model = {
-            "type": "object",
-            "required": ["test", "rates", "impact_ratios", "permutation", "reference"],
-            "properties": {
-                "n_valid": {"type": "integer", "minimum": 0},
-                "dpd": number,
-                "dpd_p_value": number,
-                "test_unit": {"type": "string"},
-                "test_units": {"type": "integer", "minimum": 0},
-                "test": {"enum": ["joint", "pooled"]},
-                "rates": summary_table("rows"),
-                "impact_ratios": summary_table("rows"),
-                "permutation": {"type": ["array", "null"], "items": {"type": "object"}},
-                "reference": {"type": ["array", "null"], "items": {"type": "object"}},
-                "table1": summary_table("rows"),
-            },
-        }
-        return {
-            "type": "object",
-            "required": ["stage", "classifier", "groups", "adjust", "models"],
-            "properties": {
-                "stage": {"type": "string", "description": "The stage whose emails are read."},
-                "classifier": {"type": "string", "description": "How outcomes are labelled."},
-                "groups": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Persona columns compared.",
-                },
-                "adjust": {"type": "string", "description": "Adjustment of the tests."},
-                "models": {
-                    "type": "object",
-                    "additionalProperties": model,
-                    "description": "Model label -> acceptance rates, impact ratios, the DPD and "
-                    "its test with the unit it relabels.",
-                },
-                "judge_rules_agreement": {
-                    **number,
-                    "description": "Share of emails the judge and the rules label alike.",
-                },
-                "judge_rules_kappa": {**number, "description": "Cohen's kappa of the same."},
-                "exclusions": summary_table("Invalid answers per model and group, tested."),
-                "model_estimates": summary_table("The GEE's estimates, clustered on names."),
-            },
-        }
+    def headline(self, summary: dict[str, Any]) -> str:
+        return (
+            f"({self.name}): acceptance rates of the emails of stage {summary['stage']} by "
+            f"{', '.join(summary['groups'])}, with impact ratios and permutation tests"
+        )
+
+    def lines(self, summary: dict[str, Any]) -> list[str]:
+        out = [
+            f"Each text of stage {summary['stage']} is labelled accept / reject / invalid by the "
+            f"{summary['classifier']} classifier with the applicant's name redacted; invalid "
+            "answers are excluded and counted."
+        ]
+        if summary.get("judge_rules_agreement") is not None:
+            out.append(
+                f"LLM judge vs the rule classifier on the same emails: "
+                f"{fmt(summary['judge_rules_agreement'], '.1%')} agree, Cohen's kappa "
+                f"{fmt(summary.get('judge_rules_kappa'), '.2f')} (table "
+                f"{summary['name']}_judge_vs_rules)."
+            )
+        for model, part in summary["models"].items():
+            out.append(
+                f"{model}: DPD {fmt(part.get('dpd'))} (parity p "
+                f"{format_p(part.get('dpd_p_value'))}; {part.get('dpd_test') or 'no test'}), "
+                f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
+                f"model fails four-fifths for some group: "
+                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')} ({part['flag_chance_basis']})."
+            )
+            out += [f"{model}: note: {note}" for note in part["notes"]]
+        return out
+
+    def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
+        out = [(name, "Models graded by their disparity") for name in summary["grade_figures"]]
+        if summary.get("model_differences"):
+            out.append((slug(summary["name"], "rates_by_model"), "Acceptance rates per model"))
+        return out
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         tests = {
@@ -781,183 +934,3 @@ class AcceptanceKind(AnalysisKind):
         selected = (rows["outcome"] == "accept").astype("boolean")
         selected[rows["outcome"] == "invalid"] = pd.NA
         return rows.assign(selected=selected)
-
-    def print(self, summary: dict[str, Any], console: Console) -> None:
-        for spec, records, _ in _expected_tables(summary):
-            spec.print(console, records, summary["name"])
-        if "judge_rules_agreement" in summary:
-            console.print(
-                f"LLM judge vs rule classifier on the same emails: "
-                f"{fmt(summary['judge_rules_agreement'], '.1%')} agree, Cohen's kappa "
-                f"{fmt(summary['judge_rules_kappa'], '.2f')} (table "
-                f"{summary['name']}_judge_vs_rules)"
-            )
-        groups = summary["groups"]
-        for model, part in summary["models"].items():
-            table = Table(
-                title=f"Acceptance rate by group ({model}, classifier: {summary['classifier']})"
-            )
-            ratios = {tuple(r[g] for g in groups): r for r in part["impact_ratios"]}
-            tests = {tuple(r[g] for g in groups): r for r in part["permutation"] or []}
-            for col in (*groups, "acc/n", "excl", "rate", "95% CI", "all", "IR", "p"):
-                # Fold rather than cut: a narrow terminal must never show "0.…" for a number.
-                table.add_column(col, justify="right", overflow="fold")
-            for row in part["rates"]:
-                group = tuple(row[g] for g in groups)
-                ratio, test = ratios.get(group, {}), tests.get(group, {})
-                flag = "!" if ratio.get("four_fifths_flag") else ""
-                table.add_row(
-                    *[str(v) for v in group],
-                    f"{row['k']}/{row['n']}",
-                    str(row["n_excluded"]),
-                    fmt(row["rate"]),
-                    f"[{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]",
-                    fmt(row.get("rate_all")),
-                    f"{fmt(ratio.get('impact_ratio'), '.2f')}{flag}",
-                    fmt(test.get("p_adjusted"), "p"),
-                )
-            print_table(console, table)
-            console.print(
-                f"DPD {fmt(part.get('dpd'))} (parity p {format_p(part.get('dpd_p_value'))}), "
-                f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
-                f"model fails four-fifths for some group: "
-                f"{fmt(part.get('p_any_flag_by_chance'), '.1%')} "
-                f"({disparity.flag_chance_basis(part.get('flag_chance_unit'))}). DPD test: "
-                f"{part.get('dpd_test', 'none')}.\n"
-                + _ACCEPTANCE_NOTE.format(adjust=summary["adjust"], test=_test_name(part))
-                + "\n"
-                + _POPULATION_CAVEAT
-            )
-            for note in part.get("notes", []):
-                console.print(Text("note:", style="yellow") + f" {note}")
-            if part.get("table1"):
-                _print_table1(part["table1"], summary["adjust"], console)
-            if part.get("reference"):
-                versus = Table(title=f"Each group against {part['reference'][0]['compared_with']}")
-                for col in (*groups, "rate", "d", "p", f"p ({summary['adjust']})"):
-                    versus.add_column(col, justify="right", no_wrap=True)
-                for row in part["reference"]:
-                    versus.add_row(
-                        *[str(row[g]) for g in groups],
-                        fmt(row["rate"]),
-                        fmt(row["d"], "+.3f"),
-                        fmt(row["p_two_sided"], "p"),
-                        fmt(row["p_adjusted"], "p"),
-                    )
-                print_table(console, versus)
-        if summary.get("table5"):
-            _print_table5(summary["table5"], summary["classifier"], console)
-        for spec in _SHARED:
-            if summary.get(spec.key):
-                spec.print(console, summary[spec.key], summary["name"])
-
-    def html(self, summary: dict[str, Any], section: HtmlSection) -> None:
-        for spec, records, key in _expected_tables(summary):
-            spec.html(section, records, ("expected", *key))
-        section.paragraph(
-            f"Each text of stage {summary['stage']} is labelled accept / reject / invalid by "
-            f"the {summary['classifier']} classifier with the applicant's name redacted; rates "
-            "are over valid answers, with Wilson 95% intervals."
-        )
-        if "judge_rules_agreement" in summary:
-            section.raw(
-                "<p>LLM judge vs the rule classifier on the same emails: "
-                + section.number("judge_rules_agreement", summary["judge_rules_agreement"], ".1%")
-                + " agree, Cohen's kappa "
-                + section.number("judge_rules_kappa", summary["judge_rules_kappa"], ".2f")
-                + ".</p>"
-            )
-        for model, part in summary["models"].items():
-            section.heading(f"Model {model or '(default)'}")
-            _html_model_headline(("models", model), part, section)
-            _html_model_tables(summary, ("models", model), part, section)
-            section.paragraph(f"DPD test: {part.get('dpd_test', 'none')}.", muted=True)
-            if part.get("table1"):
-                _html_table1(("models", model), part["table1"], summary["adjust"], section)
-            for note in part.get("notes", []):
-                section.paragraph(f"Note: {note}", muted=True)
-        if summary.get("table5"):
-            section.table(
-                summary["table5"],
-                key="table5",
-                title=f"Table 5: validity and the {summary['classifier']} classifier against "
-                "hand labels",
-                columns=[Column("model_label", "model"), *_TABLE5_COLUMNS],
-                note=_TABLE5_NOTE,
-            )
-        for spec in _SHARED:
-            if summary.get(spec.key):
-                spec.html(section, summary[spec.key], spec.key)
-        for name in section.figures:
-            if "_model_grades" in name:
-                section.figure(name, "Models graded by their disparity")
-        if summary.get("model_differences"):
-            section.figure(slug(summary["name"], "rates_by_model"), "Acceptance rates per model")
-
-
-def _html_model_headline(at: tuple[str, str], part: dict[str, Any], section: HtmlSection) -> None:
-    """One model's DPD and its test, the population rate and the chance of a four-fifths flag."""
-    section.raw(
-        "<p>DPD "
-        + section.number((*at, "dpd"), part.get("dpd"))
-        + " (parity p = "
-        + section.number((*at, "dpd_p_value"), part.get("dpd_p_value"))
-        + "), population rate "
-        + section.number((*at, "population_rate"), part.get("population_rate"))
-        + "; chance that an unbiased model fails four-fifths for some group: "
-        + section.number((*at, "p_any_flag_by_chance"), part["p_any_flag_by_chance"], ".1%")
-        + f" ({disparity.flag_chance_basis(part.get('flag_chance_unit'))}).</p>"
-    )
-
-
-def _html_model_tables(
-    summary: dict[str, Any], at: tuple[str, str], part: dict[str, Any], section: HtmlSection
-) -> None:
-    """One model's rates and impact ratios by group, and its tests of each group."""
-    text = [Column(g) for g in summary["groups"]]
-    section.table(
-        part["rates"],
-        key=(*at, "rates"),
-        title="Acceptance rate by group",
-        columns=[
-            *text,
-            Column("n", "valid n", "int"),
-            Column("k", "accepted", "int"),
-            Column("n_excluded", "excluded", "int"),
-            Column("rate", "rate", ".3f"),
-            Column("ci_low", "95% CI", "ci", upper="ci_high"),
-            Column("rate_all", "accepted / all emails", ".3f"),
-        ],
-    )
-    section.table(
-        part["impact_ratios"],
-        key=(*at, "impact_ratios"),
-        title="Impact ratios (rate / highest rate)",
-        columns=[
-            *text,
-            Column("impact_ratio", "impact ratio", ".3f"),
-            Column("four_fifths_flag", "below 4/5", "text"),
-        ],
-    )
-    test_columns = [
-        *text,
-        Column("rate", "rate", ".3f"),
-        Column("d", "d", "+.3f"),
-        Column("p_two_sided", "p", "p"),
-        Column("p_adjusted", f"p ({summary['adjust']})", "p"),
-    ]
-    if part.get("permutation"):
-        section.table(
-            part["permutation"],
-            key=(*at, "permutation"),
-            title=_test_name(part).capitalize(),
-            columns=test_columns,
-            note=_POPULATION_CAVEAT,
-        )
-    if part.get("reference"):
-        section.table(
-            part["reference"],
-            key=(*at, "reference"),
-            title=f"Each group against {part['reference'][0]['compared_with']}",
-            columns=test_columns,
-        )

@@ -314,9 +314,16 @@ class _ReportOrder:
     def section(self, section: Section) -> None:
         for name, table in section.tables.items():
             section.tables[name] = self.table(table)
-        for key, value in section.summary.items():
+        self.summary(section.summary)
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        """Every table of ``summary`` in report order, a nested part's too (a model's part
+        holds tables whose CSV files are ordered here: the two must list rows alike)."""
+        for key, value in summary.items():
             if isinstance(value, list) and value and isinstance(value[0], dict):
-                section.summary[key] = self.records(value)
+                summary[key] = self.records(value)
+            elif isinstance(value, dict):
+                self.summary(value)
 
 
 def write_evidence(run_dir: Path, evidence: Evidence) -> list[Path]:

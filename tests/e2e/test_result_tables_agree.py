@@ -6,6 +6,7 @@ value read back at its displayed precision, as ``tests/browser.py`` reads the pa
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import io
 import json
@@ -33,7 +34,8 @@ from tests.optional import requires
 #: estimates), transmission (hires, scores, guesses and rationale terms of letters written by
 #: name; probe answers); a labour market's composition, drift and policies' tests over replicate
 #: markets (market, market_effects); counterfactual_text (its metrics, with numbered notes and
-#: the values compared said once).
+#: the values compared said once); acceptance (rates, impact ratios and tests in a part per model,
+#: Table 1 of the paper with both tests' marks; the judge's study: an LLM judge's labels).
 STUDIES = {
     "bias_transmission_pipeline": 13,
     "bias_transmission_probes": 1,
@@ -49,6 +51,8 @@ STUDIES = {
     "labor_market": 9,
     "wan2023_letters_counterfactual": 5,
     "an2024_hiring_counterfactual": 1,
+    "an2024_hiring": 6,
+    "an2024_hiring_judge": 5,
 }
 
 
@@ -66,10 +70,10 @@ def _declared(summary: dict[str, Any]) -> list[tuple[int, dict[str, Any], type]]
     return out
 
 
-def _runs(analysis: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+def _runs(analysis: dict[str, Any], result: type) -> list[tuple[dict[str, Any], list[Any]]]:
     """The analysis's summaries with their paths below it: one, or one per run (a kind
-    computed per run, of several models)."""
-    if "models" not in analysis:
+    computed per run, of several models; not a result that declares its parts per model)."""
+    if "models" not in analysis or "models" in {f.name for f in dataclasses.fields(result)}:
         return [(analysis, [])]
     return [(part, ["models", label]) for label, part in analysis["models"].items()]
 
@@ -189,7 +193,7 @@ def _check_run(run: Path) -> int:
         section = HtmlSection("x", path=("analyses", i))
         kind.html(analysis, section)
         page = "".join(section.parts)
-        for part, below in _runs(analysis):
+        for part, below in _runs(analysis, result):
             for spec, records, key in tables_of(result, part):
                 name = part["name"]
                 if spec.on_console(records):
