@@ -147,15 +147,13 @@ def test_an2024_hiring_recovers_an_injected_effect(tmp_path, cli) -> None:
     # The printed report: impact ratios 0.45 / 0.75 = 0.6 are flagged below four-fifths.
     printed = cli.invoke(app, ["analyze", str(out)])
     assert printed.exit_code == 0, printed.output
-    rows = [line for line in printed.output.splitlines() if line.startswith("│")]
-    races = ("White", "Black", "Hispanic")
-    acceptance = [r for r in rows if "male" in r and any(race in r for race in races)]
-    white = [r for r in acceptance if "White" in r]
-    assert len(acceptance) == 6 and len(white) == 2
-    assert not any("!" in r for r in white)
-    assert all("!" in r for r in acceptance if r not in white)
+    ratios = printed.output.split("Impact ratios (", 1)[1].split("└", 1)[0]
+    rows = [line.strip("│").split("│") for line in ratios.splitlines() if line.startswith("│")]
+    below = {(race.strip(), gender.strip()): flag.strip() for race, gender, _, flag, *_ in rows}
+    assert len(below) == 6 and {g for (race, g) in below} == {"female", "male"}
+    assert all((flag == "no") == (race == "White") for (race, _), flag in below.items())
     flat = " ".join(printed.output.split())
-    assert "marks: calibrated | the paper's test" in flat and "Fisher's method" in flat
+    assert "marked by the calibrated and the paper's test" in flat and "Fisher's method" in flat
     # Table 2's rows are stated as not the paper's, with this run's roles per row.
     assert "imply 2 / 1 / 10 / 7 / 5 / 16 roles" in flat
     assert "Bachelor's degree 12" in flat and "High school diploma or equivalent 11" in flat
