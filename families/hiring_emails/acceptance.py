@@ -25,7 +25,7 @@ from biasim.simulator.kinds.base import (
     slug,
 )
 from biasim.simulator.kinds.lazy import columns, figures, pd, refusals, unit_stats
-from biasim.simulator.kinds.sections.columns import interval
+from biasim.simulator.kinds.sections.columns import impact_ratio, p_adjusted, rate
 from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
 from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.expected import (
@@ -125,8 +125,7 @@ RATES = ResultTable(
     columns=(
         Column("n", "valid n", "int", description="Valid answers (accept or reject)."),
         Column("k", "accepted", "int", description="Accepted."),
-        Column("rate", "rate", ".3f", description="Accepted / valid answers."),
-        interval("ci_low", "ci_high", "Wilson 95% interval of the rate."),
+        *rate("Accepted / valid answers.", "Wilson 95% interval of the rate."),
         Column("n_excluded", "excluded", "int", description="Invalid answers (excluded)."),
         Column(
             "rate_all",
@@ -145,7 +144,7 @@ IMPACT_RATIOS = ResultTable(
     key="impact_ratios",
     title="Impact ratios ({key})",
     columns=(
-        Column("impact_ratio", "impact ratio", ".3f", description="Rate / highest rate."),
+        impact_ratio(),
         Column("four_fifths_flag", "below 4/5", "bool", description="Below four-fifths."),
         Column(
             "p_flag_by_chance",
@@ -163,7 +162,7 @@ _TESTED = (
     Column("rate", "rate", ".3f", description="The group's acceptance rate."),
     Column("d", "d", "+.3f", description="Rate minus the rate compared with."),
     Column("p_two_sided", "p", "p", description="Two-sided permutation p."),
-    Column("p_adjusted", "p ({adjust})", "p", description="Adjusted over the groups."),
+    p_adjusted("the groups"),
 )
 PERMUTATION = ResultTable(
     key="permutation",
@@ -827,14 +826,14 @@ class AcceptanceKind(AnalysisKind):
         """Rates and impact ratios side by side, a figure, and a test per model pair."""
         side = []
         for model in models:
-            for rate, ratio in zip(
+            for group_rate, ratio in zip(
                 result.models[model].rates, result.models[model].impact_ratios, strict=True
             ):
                 side.append(
                     {
-                        **{g: rate[g] for g in spec.groups},
+                        **{g: group_rate[g] for g in spec.groups},
                         "model_label": model,
-                        "rate": rate["rate"],
+                        "rate": group_rate["rate"],
                         "impact_ratio": ratio["impact_ratio"],
                     }
                 )
