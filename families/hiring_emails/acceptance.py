@@ -8,6 +8,7 @@ summary, its schema, the console and the page."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -787,7 +788,9 @@ class AcceptanceKind(AnalysisKind):
         tested = pd.concat(tests, ignore_index=True)
         data = pd.concat(rows)
         order = list(dict.fromkeys(tested["_rows"]))  # the paper's: the subset, then all
-        table = disparity.rate_breakdown(
+        # The same rates twice, each marked by one test's p-values.
+        marked_by = partial(
+            disparity.rate_breakdown,
             data,
             "_rows",
             spec.groups,
@@ -795,19 +798,10 @@ class AcceptanceKind(AnalysisKind):
             "accept",
             row_order=order,
             tests=tested,
-            p_col="p_marked",
         )
+        table = marked_by(p_col="p_marked")
         if "p_papers_test" in tested:
-            papers = disparity.rate_breakdown(
-                data,
-                "_rows",
-                spec.groups,
-                "outcome",
-                "accept",
-                row_order=order,
-                tests=tested,
-                p_col="p_papers_test",
-            )
+            papers = marked_by(p_col="p_papers_test")
             for column in [c for c in papers.columns if c.endswith(" sig")]:
                 table[column[: -len(" sig")] + PAPERS_MARK] = papers[column].to_numpy()
         tested = tested.rename(columns={"_rows": "rows", "p_marked": "p_calibrated"})
