@@ -17,14 +17,7 @@ from biasim.simulator.common.html import Column, fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import (
-    AnalysisContext,
-    AnalysisKind,
-    AnalysisSpec,
-    Section,
-    StudyFacts,
-    slug,
-)
+from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import columns, figures, pd, refusals, unit_stats
 from biasim.simulator.kinds.sections.columns import impact_ratio, p_adjusted, rate
 from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
@@ -42,6 +35,7 @@ from biasim.simulator.kinds.sections.unit_models import (
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
+    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 disparity = lazy_module("biasim.analysis.stats.disparity")
 
