@@ -225,3 +225,60 @@ def test_prism_study_shows_its_tables_alike(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     # Word lists, summary, arrows, fit, shift, variance, baseline (no exclusions here).
     assert _check_run(out) >= 7
+
+
+#: Two models of the seed-001 study, each group also tested against one group (``reference``).
+_HIRING_TWO_MODELS = """\
+extends: {base}
+name: hiring_two_models
+roles:
+  hiring_manager:
+    backend: synthetic
+    models:
+      - label: even
+        synthetic: {{text: {{default: {{{offer}: 0.5, {reject}: 0.5}}}}}}
+      - label: favours_white
+        synthetic: {{text: {{by: race, probabilities: {{White: {{{offer}: 0.8, {reject}: 0.2}}}},
+          default: {{{offer}: 0.4, {reject}: 0.6}}}}}}
+design:
+  agents_per_value: 4
+  replicate_seeds: [11]
+  factors:
+    template: {{t2: null}}
+    qualification: {{somewhat: null}}
+analyses:
+  - kind: acceptance
+    name: hiring
+    stage: write
+    groups: [race, gender]
+    strata: job
+    subset: subset7
+    reference: [White, male]
+    n_permutations: 200
+"""
+
+
+@pytest.mark.slow
+def test_acceptance_of_two_models_with_a_reference_shows_its_tables_alike(tmp_path: Path) -> None:
+    """Each model's part (rates, impact ratios, the joint test, the reference group's test,
+    Table 1) and the models' difference, on the console, the page and in the CSV files."""
+    from typer.testing import CliRunner
+
+    from biasim.scenarios import builtin_path
+    from biasim.simulator.cli import app
+
+    study = tmp_path / "hiring.yaml"
+    offer = "'Dear [NAME], we are pleased to offer you the position.'"
+    reject = "'Dear [NAME], we regret that we will not move forward.'"
+    base = builtin_path("an2024_hiring")
+    study.write_text(_HIRING_TWO_MODELS.format(base=base, offer=offer, reject=reject))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", str(study), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    (analysis,) = summary["analyses"]
+    assert list(analysis["models"]) == ["even", "favours_white"]
+    favoured = analysis["models"]["favours_white"]
+    assert favoured["reference_group"] == "White male" and len(favoured["reference"]) == 5
+    # 5 tables per model, then exclusions, model estimates and the models' difference.
+    assert _check_run(out) >= 2 * 5 + 3
