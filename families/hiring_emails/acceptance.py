@@ -876,15 +876,18 @@ class AcceptanceKind(AnalysisKind):
                 f"{fmt(summary.get('judge_rules_kappa'), '.2f')} (table "
                 f"{summary['name']}_judge_vs_rules)."
             )
+        several = len(summary["models"]) > 1
         for model, part in summary["models"].items():
+            # The model named before its sentences only where there are several.
+            at = f"{model}: " if several else ""
             out.append(
-                f"{model}: DPD {fmt(part.get('dpd'))} (parity p "
+                f"{at}DPD {fmt(part.get('dpd'))} (parity p "
                 f"{format_p(part.get('dpd_p_value'))}; {part.get('dpd_test') or 'no test'}), "
                 f"population rate {fmt(part.get('population_rate'))}; chance that an unbiased "
                 f"model fails four-fifths for some group: "
                 f"{fmt(part.get('p_any_flag_by_chance'), '.1%')} ({part['flag_chance_basis']})."
             )
-            out += [f"{model}: note: {note}" for note in part["notes"]]
+            out += [f"{at}note: {note}" for note in part["notes"]]
         return out
 
     def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:

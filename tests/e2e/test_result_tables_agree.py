@@ -280,5 +280,8 @@ def test_acceptance_of_two_models_with_a_reference_shows_its_tables_alike(tmp_pa
     assert list(analysis["models"]) == ["even", "favours_white"]
     favoured = analysis["models"]["favours_white"]
     assert favoured["reference_group"] == "White male" and len(favoured["reference"]) == 5
+    # Each model's DPD sentence names its model (one model's would not).
+    flat = " ".join(result.output.split())
+    assert "even: DPD" in flat and "favours_white: DPD" in flat
     # 5 tables per model, then exclusions, model estimates and the models' difference.
     assert _check_run(out) >= 2 * 5 + 3
