@@ -90,7 +90,7 @@ class ResultTable:
         """The table with ``{field}`` in its title, note, file and column labels replaced by
         ``fields`` (a table per key: ``{key}``; text fields of the result holding it); a field
         not given stays as written."""
-        names = _Fields(fields)
+        names = KeptFields(fields)
         return replace(
             self,
             title=self.title.format_map(names),
@@ -280,7 +280,7 @@ class ResultTable:
         return frame[order]
 
 
-class _Fields(dict[str, Any]):
+class KeptFields(dict[str, Any]):
     """Fields for :meth:`ResultTable.named`: one not given is kept as ``{name}``."""
 
     def __missing__(self, key: str) -> str:

@@ -10,18 +10,17 @@ and two conditions side by side per item (Table 5).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable, missing
+from biasim.simulator.common.result_tables import Records, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds import spec_fields
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
-from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
 
 if TYPE_CHECKING:
@@ -55,106 +54,15 @@ class AssociationSpec(AnalysisSpec):
     n_boot: int = Field(2000, ge=100, description="Bootstrap resamples of calls (categories).")
 
 
-#: The test of a share against chance, its adjustment and its unit (items and categories of
-#: ``association`` and ``picks``).
-SHARE_COLUMNS = (
-    cols.p_value("Exact test against chance."),
-    cols.p_adjusted("the items (`adjust`)", "p adjusted"),
-    Column("deviates", "deviates", "bool", description="Adjusted p below `alpha`."),
-    cols.unit_of_test("The test's unit (calls)."),
-    cols.unit_count(),
-)
-#: What the intervals of the items and categories assume.
-_INTERVALS = (
-    "95% CI: Wilson, pairings as independent; bootstrap: resamples calls (one call pairs every "
-    "item of a category with the same two names)"
-)
-#: The share of pairings with the target value and its Wilson interval.
-_SHARE = cols.rate("Share paired with `positive`.", "Wilson interval.", key="share", label="share")
-ITEMS = ResultTable(
-    key="items",
-    title="per item",
-    columns=(
-        Column("item", "item", description="The item."),
-        Column("n", "pairings", "int", description="Pairings of the item."),
-        *_SHARE,
-        *SHARE_COLUMNS,
-    ),
-    description="Share of pairings with `positive` per item (and level of `by`): Wilson "
-    "interval, exact binomial test against chance, its unit.",
-    note=_INTERVALS.split(";")[0],
-    console=False,
-)
-CATEGORIES = ResultTable(
-    key="categories",
-    title="by category (Table 4)",
-    columns=(
-        Column("n", "pairings", "int", description="Pairings in the category."),
-        *_SHARE,
-        cols.interval("boot_low", "boot_high", "Over calls.", label="bootstrap"),
-        Column("calls", "calls", "int", description="Calls resampled."),
-    ),
-    description="Share per category of items.",
-    note=_INTERVALS,
-)
-DEVIATING = ResultTable(
-    key="deviates_from_chance",
-    title="items that deviate from chance",
-    columns=(
-        Column("deviate", "deviate", "int", description="Items whose test rejects chance."),
-        Column("items", "items", "int", description="Items tested."),
-    ),
-    description="Items deviating, per level.",
-    file=None,
-    note="exact binomial test of each item against 0.5",
-)
-POSITION = ResultTable(
-    key="position",
-    title="position effect (the target named first)",
-    columns=(
-        Column("calls_first", "calls, first", "int", description="Calls naming it first."),
-        Column("calls_second", "calls, second", "int", description="Naming it second."),
-        Column("share_when_first", "share, first", ".3f", description="Its share then."),
-        Column("share_when_second", "share, second", ".3f", description="Its share then."),
-        Column("effect", "effect", "+.3f", description="First minus second."),
-        cols.p_value("Welch test over calls."),
-    ),
-    description="Share when named first vs second.",
-    file=None,
-    note="the order is drawn at random per call, so a preference for the first-named cancels",
-    says_nothing=lambda r: missing(r.get("effect")),
-    why="every call named the target in one position",
-)
-COMPARISON = ResultTable(
-    key="comparison",
-    title="two conditions per item (Table 5)",
-    columns=(
-        Column("share_*", spec=".3f", description="Share at a level compared.", required=False),
-        Column("difference", "difference", ".3f", description="First level minus second."),
-        cols.interval("diff_low", "diff_high", "Its interval."),
-    ),
-    description="Two levels of `by` per item.",
-)
-ITEM_STATUS = ResultTable(
-    key="item_status",
-    title="items by status",
-    columns=(
-        Column("outcome", "outcome", description="`paired` or why an item was not."),
-        Column("items", "items", "int", description="Items shown with that outcome."),
-    ),
-    description="Items per outcome of their pairing.",
-    file="exclusions",
-)
-UNUSED_LINES = ResultTable(
-    key="unused_lines",
-    title="unused answer lines",
-    columns=(
-        cols.reason("Why the line gave no pair."),
-        Column("lines", "lines", "int", description="Lines."),
-    ),
-    description="Answer lines that were no pair, and why.",
-    file="lines",
-)
+#: The tables of its result, declared in association.tables.yaml.
+TABLES = tables_of(__name__)
+ITEMS = TABLES["items"]
+CATEGORIES = TABLES["categories"]
+DEVIATING = TABLES["deviates_from_chance"]
+POSITION = replace(TABLES["position"], says_nothing=lambda r: missing(r.get("effect")))
+COMPARISON = TABLES["comparison"]
+ITEM_STATUS = TABLES["item_status"]
+UNUSED_LINES = TABLES["unused_lines"]
 
 
 @dataclass(kw_only=True)

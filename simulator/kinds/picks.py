@@ -20,7 +20,7 @@ from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds import spec_fields
-from biasim.simulator.kinds.association import SHARE_COLUMNS, items_deviate
+from biasim.simulator.kinds.association import items_deviate
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, picks, transmission_figures
 from biasim.simulator.kinds.sections import columns as cols
@@ -54,7 +54,7 @@ _PICK_COLUMNS = (
         "Share of picks with `positive`.", "Its t interval, calls.", key="share", label="share"
     ),
     Column("chance", "chance", ".3f", description="The share chance gives (the null)."),
-    *SHARE_COLUMNS,
+    *cols.share_test(),
 )
 ITEMS = ResultTable(
     key="items",

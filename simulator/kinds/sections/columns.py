@@ -66,3 +66,15 @@ def below_four_fifths() -> Column:
 def reason(what: str = "Why.") -> Column:
     """Why rows were left out (``reason``), in a table of exclusions."""
     return Column("reason", "reason", description=what)
+
+
+def share_test() -> tuple[Column, ...]:
+    """A share's exact test against chance, its adjustment across the items, whether the
+    adjusted p is below ``alpha``, and its unit (the items of ``association`` and ``picks``)."""
+    return (
+        p_value("Exact test against chance."),
+        p_adjusted("the items (`adjust`)", "p adjusted"),
+        Column("deviates", "deviates", "bool", description="Adjusted p below `alpha`."),
+        unit_of_test("The test's unit (calls)."),
+        unit_count(),
+    )

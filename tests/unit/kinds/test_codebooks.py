@@ -1,0 +1,110 @@
+"""Each kind's codebook (``<module>.tables.yaml``) builds the tables its module renders: every
+table it declares is one the module holds, no column is written out twice (a column several
+tables show is a group or a shared column), and a codebook written wrong is named by file,
+line and field."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from biasim.simulator.common.errors import InputError
+from biasim.simulator.common.result_tables import ResultTable
+from biasim.simulator.kinds.codebook import tables_of
+
+ROOT = Path(__file__).resolve().parents[3]
+CODEBOOKS = sorted(
+    p for folder in ("simulator/kinds", "families") for p in (ROOT / folder).rglob("*.tables.yaml")
+)
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").with_suffix("").parts
+    return "biasim." + ".".join(parts)
+
+
+def test_there_are_codebooks() -> None:
+    assert len(CODEBOOKS) >= 1
+
+
+@pytest.mark.parametrize("path", CODEBOOKS, ids=lambda p: p.name)
+def test_every_table_of_a_codebook_is_one_its_module_renders(path: Path) -> None:
+    module = importlib.import_module(_module(path))
+    held = {(t.key, t.title) for t in vars(module).values() if isinstance(t, ResultTable)}
+    declared = {(t.key, t.title) for t in tables_of(module.__name__).values()}
+    assert declared <= held, f"declared in {path.name} but not used: {declared - held}"
+
+
+def test_no_column_is_written_out_twice() -> None:
+    written = Counter()
+    for path in CODEBOOKS:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        lists = [*(doc.get("groups") or {}).values()]
+        lists += [t.get("columns") or [] for t in (doc.get("tables") or {}).values()]
+        for columns in lists:
+            written.update(tuple(map(str, c)) for c in columns if isinstance(c, list))
+    twice = [column for column, times in written.items() if times > 1]
+    assert not twice, f"write these once, as a group or a shared column: {twice}"
+
+
+def _load(tmp_path: Path, text: str) -> dict[str, ResultTable]:
+    (tmp_path / "toy_kind.py").write_text("", encoding="utf-8")
+    (tmp_path / "toy_kind.tables.yaml").write_text(text, encoding="utf-8")
+    module = types.ModuleType("toy_kind")
+    module.__file__ = str(tmp_path / "toy_kind.py")
+    sys.modules["toy_kind"] = module
+    try:
+        return tables_of("toy_kind")
+    finally:
+        del sys.modules["toy_kind"]
+
+
+def test_groups_and_shared_columns_expand(tmp_path: Path) -> None:
+    tables = _load(
+        tmp_path,
+        "groups:\n  units:\n    - ['n_{what}', '{what}s', int, '{what}s read.']\n"
+        "tables:\n  t:\n    title: a {positive} table\n    description: D.\n    columns:\n"
+        "      - {group: units, what: pair}\n      - {shared: p_value, how: Sign test.}\n",
+    )
+    table = tables["t"]
+    assert [c.key for c in table.columns] == ["n_pair", "p_value"]
+    assert table.columns[0].label == "pairs" and table.columns[1].description == "Sign test."
+    assert table.named(positive="women").title == "a women table"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        (
+            "tables:\n  t:\n    title: T\n    description: D\n    columns:\n      - [a, no, int]\n",
+            6,
+            "text",
+        ),
+        (
+            "tables:\n  t:\n    title: T\n    description: D\n    columns:\n      - {group: x}\n",
+            6,
+            "groups",
+        ),
+        ("tables:\n  t:\n    title: T\n    colour: red\n    description: D\n", 4, "colour"),
+        (
+            "tables:\n  t:\n    title: T\n    description: D\n    columns:\n"
+            "      - {shared: nothing_such}\n",
+            6,
+            "nothing_such",
+        ),
+    ],
+)
+def test_a_codebook_written_wrong_names_its_line(
+    tmp_path: Path, text: str, line: int, words: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        _load(tmp_path, text)
+    problem = caught.value.problems[0]
+    assert problem.file.endswith("toy_kind.tables.yaml") and problem.line == line
+    assert words in str(caught.value)
