@@ -8,6 +8,7 @@ import re
 import sys
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -23,11 +24,16 @@ GUIDE = ROOT / "docs" / "extending" / "kinds.md"
 
 
 @pytest.fixture
-def guide() -> Iterator[dict[str, Any]]:
-    code = re.search(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.DOTALL)
-    assert code is not None
-    # A module of its own, as the guide's file would be (dataclasses look their module up).
+def guide(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    text = GUIDE.read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    codebook = re.search(r"```yaml\n(# codebook of .*?)```", text, re.DOTALL)
+    assert code is not None and codebook is not None
+    # A module of its own, as the guide's file would be (dataclasses look their module up),
+    # with its codebook beside it.
     module = types.ModuleType("mykinds_lengths")
+    module.__file__ = str(tmp_path / "lengths.py")
+    (tmp_path / "lengths.tables.yaml").write_text(codebook.group(1), encoding="utf-8")
     sys.modules[module.__name__] = module
     try:
         exec(compile(code.group(1), str(GUIDE), "exec", dont_inherit=True), module.__dict__)
