@@ -14,14 +14,14 @@ from pydantic import Field
 from biasim.simulator.common.html import Column, from_paper
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import AnalysisKind, Section, slug
+from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
 from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.conditions import condition_differences
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
+    DecisionsKind,
     case_tables,
-    check_decisions,
     decision_rows,
     figure_order,
     panel_cases,
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
-    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
+    from biasim.simulator.kinds.base import AnalysisContext
 
 
 class ConditionDifferencesSpec(StageDecisionsSpec):
@@ -87,16 +87,13 @@ class ConditionDifferencesResult:
     )
 
 
-class ConditionDifferencesKind(AnalysisKind):
+class ConditionDifferencesKind(DecisionsKind):
     """The DPD per case at each level of a condition, and the tests of their differences."""
 
     name = "condition_differences"
     spec = ConditionDifferencesSpec
     title = "DPD between conditions"
     result = ConditionDifferencesResult
-
-    def check(self, spec: ConditionDifferencesSpec, facts: StudyFacts) -> None:
-        check_decisions(spec, facts)
 
     def compute(
         self, results: pd.DataFrame, spec: ConditionDifferencesSpec, ctx: AnalysisContext

@@ -17,16 +17,16 @@ import numpy as np
 from biasim.simulator.common.html import Column, from_paper
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import AnalysisKind, Section, slug
+from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, refusals, unit_stats
 from biasim.simulator.kinds.sections.columns import interval
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
+    DecisionsKind,
     across_models_caption,
     add_across_models_figure,
     case_columns,
     case_tables,
-    check_decisions,
     decision_rows,
     figure_order,
     panel_cases,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from biasim.analysis.stats.units import Tested
-    from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
+    from biasim.simulator.kinds.base import AnalysisContext
 
 
 class DecisionsSpec(StageDecisionsSpec):
@@ -170,16 +170,13 @@ class DemographicParityResult:
     field: str = field(metadata=about("Its decision field."))
 
 
-class DemographicParityKind(AnalysisKind):
+class DemographicParityKind(DecisionsKind):
     """Decision rates, DPD per case and its parity test (seed 004 and any binary decision)."""
 
     name = "demographic_parity"
     spec = DecisionsSpec
     title = "Decision rates and demographic parity"
     result = DemographicParityResult
-
-    def check(self, spec: DecisionsSpec, facts: StudyFacts) -> None:
-        check_decisions(spec, facts)
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         tests: dict[str, Tested] = {}

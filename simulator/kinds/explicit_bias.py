@@ -14,18 +14,18 @@ from pydantic import Field
 from biasim.simulator.common.html import Column, from_paper
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import AnalysisKind, Section, slug
+from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
 from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     CaseTables,
+    DecisionsKind,
     across_models_caption,
     add_across_models_figure,
     case_columns,
     case_tables,
-    check_decisions,
     decision_rows,
     in_words,
     t_test_name,
@@ -133,7 +133,7 @@ class ExplicitBiasResult:
     implicit_vs_explicit: Records = field(metadata=tabled(IMPLICIT_VS_EXPLICIT))
 
 
-class ExplicitBiasKind(AnalysisKind):
+class ExplicitBiasKind(DecisionsKind):
     """Explicit DPDs per case and their comparison with the implicit ones."""
 
     name = "explicit_bias"
@@ -144,7 +144,7 @@ class ExplicitBiasKind(AnalysisKind):
     def check(self, spec: ExplicitBiasSpec, facts: StudyFacts) -> None:
         """The decisions, then each explicit stage with the answer field, tied to the one axis
         it asks about; a design whose questions would pool into one case is refused."""
-        check_decisions(spec, facts)
+        super().check(spec, facts)
         stages = spec.explicit.stages
         keys = list(stages) if isinstance(stages, dict) else list(range(len(stages)))
         names = list(stages.values()) if isinstance(stages, dict) else stages

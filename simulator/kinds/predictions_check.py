@@ -16,15 +16,14 @@ from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
-    AnalysisKind,
     Section,
     StudyFacts,
     resolve_data_path,
 )
 from biasim.simulator.kinds.lazy import case_stats
 from biasim.simulator.kinds.sections.decisions import (
+    DecisionsKind,
     case_columns,
-    check_decisions,
     decision_rows,
 )
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
@@ -69,7 +68,7 @@ class PredictionsCheckResult:
     alignment: Records = field(metadata=tabled(ALIGNMENT))
 
 
-class PredictionsCheckKind(AnalysisKind):
+class PredictionsCheckKind(DecisionsKind):
     """Whether each predicted direction holds in the observed rates."""
 
     name = "predictions_check"
@@ -78,7 +77,7 @@ class PredictionsCheckKind(AnalysisKind):
     result = PredictionsCheckResult
 
     def check(self, spec: PredictionsCheckSpec, facts: StudyFacts) -> None:
-        check_decisions(spec, facts)
+        super().check(spec, facts)
         if spec.predictions != "default":
             _check_predictions(spec.predictions, facts)
 

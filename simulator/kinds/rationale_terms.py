@@ -22,13 +22,12 @@ from biasim.analysis.text.term_sets import (
 from biasim.simulator.common.results import about, summary_of
 from biasim.simulator.kinds.base import (
     AnalysisContext,
-    AnalysisKind,
     Section,
     StudyFacts,
     resolve_data_path,
 )
 from biasim.simulator.kinds.lazy import pd, terms, unit_stats, unit_terms
-from biasim.simulator.kinds.sections.decisions import check_decisions, decision_rows
+from biasim.simulator.kinds.sections.decisions import DecisionsKind, decision_rows
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 from biasim.simulator.study.fields import Strict
 
@@ -94,7 +93,7 @@ class RationaleTermsResult:
     terms: TermsUsed = field(metadata=about("What the term counts and scans read."))
 
 
-class RationaleTermsKind(AnalysisKind):
+class RationaleTermsKind(DecisionsKind):
     """Term counts per group and case, and each group's distinctive words."""
 
     name = "rationale_terms"
@@ -103,7 +102,7 @@ class RationaleTermsKind(AnalysisKind):
     result = RationaleTermsResult
 
     def check(self, spec: RationaleTermsSpec, facts: StudyFacts) -> None:
-        check_decisions(spec, facts)
+        super().check(spec, facts)
         _check_terms(spec, facts)
 
     def notes(self, spec: RationaleTermsSpec, data_dir: Path | None) -> list[str]:

@@ -10,7 +10,7 @@ from itertools import product
 from typing import Any, Literal
 
 from biasim.simulator.common.html import from_paper
-from biasim.simulator.kinds.base import AnalysisContext, Section, StudyFacts, slug
+from biasim.simulator.kinds.base import AnalysisContext, AnalysisKind, Section, StudyFacts, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, pd, unit_stats
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
@@ -53,6 +53,14 @@ def check_decisions(spec: StageDecisionsSpec, facts: StudyFacts) -> None:
     for j, name in enumerate(spec.cases):
         facts.need_column(name, ("cases", j))
     facts.need_column(spec.condition, ("condition",))
+
+
+class DecisionsKind(AnalysisKind):
+    """A kind over one stage's decisions: its study is checked as every such kind's is (a kind
+    asking more adds its own checks after these)."""
+
+    def check(self, spec: StageDecisionsSpec, facts: StudyFacts) -> None:
+        check_decisions(spec, facts)
 
 
 def case_columns(spec: StageDecisionsSpec) -> list[str]:
