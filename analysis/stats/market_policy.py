@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from biasim.analysis.stats.policy import joint_statistic
+from biasim.analysis.stats.policy import joint_statistic, smallest_reachable_p
 
 #: Why a run of one replicate market has no test of a policy's effect.
 ONE_REPLICATE = (
@@ -122,7 +122,8 @@ def policy_market_tests(
     Returns:
         One row per policy: ``policy``, ``baseline``, ``from_cycle`` (the first cycle
         summed), ``unit`` (``replicate market``), ``n_units``, ``df``, ``statistic``,
-        ``n_permutations``, ``p_value`` and ``note`` (why there is no p, with one replicate).
+        ``n_permutations``, ``p_value``, ``smallest_p`` (the smallest any data could give: with
+        3 replicates 0.25) and ``note`` (why there is no p, with one replicate).
     """
     data = _replicates(table)
     starts = starts or {}
@@ -146,7 +147,7 @@ def _sign_flip(
     units = len(changes)
     if units < 2:
         return {"n_units": units, "df": 0, "statistic": np.nan, "n_permutations": 0,
-                "p_value": np.nan, "note": ONE_REPLICATE}  # fmt: skip
+                "p_value": np.nan, "smallest_p": np.nan, "note": ONE_REPLICATE}  # fmt: skip
     if units <= _EXACT:
         flips = np.array(list(itertools.product((1.0, -1.0), repeat=units)))
     else:
@@ -158,5 +159,6 @@ def _sign_flip(
     p = hits / len(flips) if exact else (1 + hits) / (1 + len(flips))
     if rank == 0:
         p = 1.0  # every replicate kept the same workforce under both: nothing changed
-    return {"n_units": units, "df": rank, "statistic": observed,
-            "n_permutations": len(flips), "p_value": p, "note": ""}  # fmt: skip
+    return {"n_units": units, "df": rank, "statistic": observed, "n_permutations": len(flips),
+            "p_value": p, "smallest_p": smallest_reachable_p(units, len(flips)),
+            "note": ""}  # fmt: skip

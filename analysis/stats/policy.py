@@ -223,6 +223,19 @@ def joint_statistic(changes: np.ndarray, flips: np.ndarray) -> tuple[np.ndarray,
     )
 
 
+def smallest_reachable_p(units: int, draws: int) -> float:
+    """The smallest p a sign-flip test over ``units`` clusters can give, whatever the data.
+
+    The joint statistic is even in the signs (flipping every cluster gives the same value), so
+    the observed assignment ties with its mirror: exact over all ``2**units`` assignments, no p
+    is below ``2 / 2**units`` (drawn at random, p lands about there, within the draws' noise);
+    with ``draws`` assignments drawn, none is below ``1 / (1 + draws)`` either. With 3
+    clusters it is 0.25: no test at alpha 0.05 can reject, and power is 0 by construction,
+    which the report and ``biasim power`` say instead of a bare 0 %.
+    """
+    return max(2.0 / 2.0**units, 1.0 / (1 + draws))
+
+
 def policy_tests(
     outcomes: pd.DataFrame,
     group: str,
@@ -245,7 +258,8 @@ def policy_tests(
         One row per policy other than ``baseline``, in the order given: ``group``,
         ``baseline``, ``policy``, ``unit`` (``cluster``: the pairs swapped) and ``n_units``
         (clusters), ``df``, ``statistic``, ``n_permutations``,
-        ``p_value`` and ``p_adjusted`` (``adjust`` across the policies).
+        ``p_value``, ``smallest_p`` (the smallest any data could give:
+        :func:`smallest_reachable_p`) and ``p_adjusted`` (``adjust`` across the policies).
     """
     if n_permutations < 1:
         raise ValueError("n_permutations must be at least 1")
@@ -269,6 +283,7 @@ def policy_tests(
                 "statistic": observed,
                 "n_permutations": n_permutations,
                 "p_value": (1 + hits) / (1 + n_permutations),
+                "smallest_p": smallest_reachable_p(len(counts.clusters), n_permutations),
             }
         )
     out = pd.DataFrame(
@@ -283,6 +298,7 @@ def policy_tests(
             "statistic",
             "n_permutations",
             "p_value",
+            "smallest_p",
         ],
     )
     out["p_adjusted"] = multiple.adjust(out["p_value"].to_numpy(dtype=float), adjust)

@@ -161,19 +161,27 @@ class Tested:
             family of tests (the smallest adjusted p over cases), the fewest in any of them.
         n_units_high: For a family of several tests, the most units in any of them (None:
             one test).
+        smallest_p: The smallest p the test could give with these units, whatever the data
+            (None: not stated); at or above alpha, the test cannot find anything.
     """
 
     p: float | None
     unit: str | None = None
     n_units: int | None = None
     n_units_high: int | None = None
+    smallest_p: float | None = None
 
     @classmethod
     def of(cls, row: Mapping[str, Any], p_key: str) -> Tested:
         """The test whose p-value is ``row[p_key]``, with the row's ``unit`` and ``n_units``
         (not known: None, NaN or NA, as ``excess_dpd_test`` writes without unit tables)."""
-        n = row.get("n_units")
-        return cls(row.get(p_key), row.get("unit"), None if _missing(n) else int(n))
+        n, floor = row.get("n_units"), row.get("smallest_p")
+        return cls(
+            row.get(p_key),
+            row.get("unit"),
+            None if _missing(n) else int(n),
+            smallest_p=None if _missing(floor) else float(floor),
+        )
 
     @classmethod
     def family(

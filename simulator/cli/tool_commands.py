@@ -197,15 +197,37 @@ def _print_power(rows: list, effect: float, alpha: float, studies: int) -> None:
             row.test,
             row.unit,
             str(row.agents),
-            f"{row.power:.0%}" if row.effect_declared else "0 %: no effect declared",
+            _power_cell(row, alpha),
             f"{row.false_positive_rate:.0%}",
         )
     print_table(out_console, table)
+    stuck = [row for row in rows if _unreachable(row, alpha)]
+    if stuck:
+        floor = min(row.smallest_p for row in stuck)
+        out_console.print(
+            f"Too few units: with the units of a test marked so, no p below {floor:.2g} is "
+            f"reachable whatever the data, so its power is 0 at alpha {alpha:g} by "
+            "construction; add units (replicate markets, pools) rather than studies."
+        )
     out_console.print(
         "A false-positive rate far above alpha means the test does not hold its level for this "
         "design; with few studies each share is rough (+/- about "
         f"{100 * 1.96 * (0.25 / studies) ** 0.5:.0f} points at 50%)."
     )
+
+
+def _power_cell(row: Any, alpha: float) -> str:
+    """A test's power, or why it is 0 whatever the effect."""
+    if not row.effect_declared:
+        return "0 %: no effect declared"
+    if _unreachable(row, alpha):
+        return f"{row.power:.0%} (too few units)"
+    return f"{row.power:.0%}"
+
+
+def _unreachable(row: Any, alpha: float) -> bool:
+    """Whether the test's units allow no p below ``alpha``, whatever the effect."""
+    return row.smallest_p is not None and row.smallest_p >= alpha
 
 
 def _write_power_csv(rows: list, out: Path) -> None:

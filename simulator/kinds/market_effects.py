@@ -21,6 +21,7 @@ from biasim.simulator.common.html import Column, fmt
 from biasim.simulator.common.lazy import lazy_module
 from biasim.simulator.common.result_tables import Records, ResultTable, missing
 from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.common.samples import unreachable
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
 from biasim.simulator.kinds.lazy import pd, unit_stats
 from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
@@ -205,7 +206,10 @@ class MarketEffectsKind(AnalysisKind):
         cycles from its start (``from_cycle``) on."""
         return {
             _test_name(row["policy"], row["baseline"], row["from_cycle"]): unit_stats.Tested(
-                row.get("p_value"), "replicate", row.get("n_units")
+                row.get("p_value"),
+                "replicate",
+                row.get("n_units"),
+                smallest_p=row.get("smallest_p"),
             )
             for row in summary.get("tests", [])
         }
@@ -259,7 +263,8 @@ class MarketEffectsKind(AnalysisKind):
                     for row in mine
                 )
             )
-        return lines
+        stuck = unreachable(summary["tests"], "replicate markets")
+        return [*lines, stuck] if stuck else lines
 
 
 def _test_name(policy: str, baseline: str, start: int) -> str:

@@ -18,7 +18,7 @@ from pydantic import Field
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.common.samples import few_pools
+from biasim.simulator.common.samples import few_pools, unreachable
 from biasim.simulator.kinds.base import AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import columns, figures, pd, policy_stats, unit_stats
 from biasim.simulator.kinds.pipeline import (
@@ -376,8 +376,9 @@ class PolicyEffectKind(PerRunKind):
         ]
         if summary.get("coupled"):
             out.append(_coupled_note(summary["coupled"]))
-        small = few_pools(str(summary["name"]), summary["clusters"])
-        return [*out, small] if small else out
+        tests = [row for parts in summary["by_group"].values() for row in parts["tests"]]
+        notes = (few_pools(str(summary["name"]), summary["clusters"]), unreachable(tests, "pools"))
+        return [*out, *(note for note in notes if note)]
 
     def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
         return [

@@ -62,6 +62,9 @@ class PowerRow:
         unit: The unit the test's null reshuffled and how many, as the simulated studies' own
             test rows state it (``AnalysisKind.power_tests``), e.g. ``persona_id, 60 units``;
             a range where the simulated studies differed.
+        smallest_p: The smallest p the test's units allowed in any simulated study, whatever
+            the data (None: the test does not say); at or above ``alpha`` its power is 0 by
+            construction (a sign-flip test over 3 replicate markets: 0.25).
     """
 
     analysis: str
@@ -72,6 +75,7 @@ class PowerRow:
     false_positive_rate: float
     effect_declared: bool = True
     unit: str = "not stated"
+    smallest_p: float | None = None
 
 
 def scale_table(table: SyntheticField, effect: float) -> dict[str, Any]:
@@ -370,6 +374,7 @@ def power(
                 false_positive_rate=sum(without) / len(without) if without else math.nan,
                 effect_declared=declared,
                 unit=unit_across(tested_units[(analysis, test, size)]),
+                smallest_p=smallest_reachable(tested_units[(analysis, test, size)]),
             )
         )
     return rows
@@ -391,6 +396,12 @@ def omitted_analyses(config: StudyConfig, rows: Sequence[PowerRow]) -> list[str]
         )
         lines.append(f"not counted: analysis {name} ({why})")
     return lines
+
+
+def smallest_reachable(tests: Sequence[Tested]) -> float | None:
+    """The smallest p any of the simulated studies' tests could reach (None: not stated)."""
+    floors = [t.smallest_p for t in tests if t.smallest_p is not None]
+    return min(floors) if floors else None
 
 
 def unit_across(tests: Sequence[Tested]) -> str:

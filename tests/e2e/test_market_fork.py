@@ -188,6 +188,11 @@ def test_power_counts_a_late_policys_test_over_its_own_cycles(cli, tmp_path: Pat
     assert (rows["unit"] == "replicate, 3 units").all()
     assert rows.loc["late vs base from cycle 3", "effect_declared"]
     assert not rows.loc["same vs base from cycle 3", "effect_declared"]
+    # 3 replicate markets: the sign-flip test's smallest p is 2/8, so its power is 0 whatever
+    # the effect, and the table says why instead of a bare 0 %.
+    assert rows.loc["late vs base from cycle 3", "smallest_p"] == 0.25
+    said = " ".join(result.output.split())
+    assert "0% (too few" in said and "no p below 0.25 is reachable" in said, result.output
 
 
 def test_compare_of_runs_with_a_late_policy_says_why_the_market_kinds_are_not_computed(

@@ -15,6 +15,7 @@ from biasim.analysis.stats.market_policy import (
     policy_market_tests,
     policy_shares,
 )
+from biasim.simulator.kinds import get_kind
 from tests.market_chain import expected_trajectory
 
 GROUPS = ("female", "male")
@@ -111,6 +112,23 @@ def test_one_replicate_gives_the_changes_and_no_test() -> None:
     assert shares["workforce_share_change"].notna().all()
     test = policy_market_tests(table).iloc[0]
     assert np.isnan(test["p_value"]) and test["note"] == ONE_REPLICATE
+
+
+def test_three_replicates_cannot_reach_alpha_and_the_row_says_so() -> None:
+    """Exact over the 8 sign assignments of 3 replicate markets, the observed one ties with its
+    mirror: no p is below 2/8, even for a policy with a large effect, and each row states
+    that floor (`smallest_p`), which power and the report read."""
+    rng = random.Random(5)
+    for _ in range(20):
+        test = policy_market_tests(simulate_set(rng, 3, effect=5.0)).iloc[0]
+        assert test["smallest_p"] == 0.25 and test["p_value"] >= 0.25
+    assert policy_market_tests(simulate_set(rng, 6)).iloc[0]["smallest_p"] == 2 / 64
+    # The kind says so under its tables; with 6 replicates p can reach 0.05 and it does not.
+    kind = get_kind("market_effects")
+    for replicates, said in ((3, True), (6, False)):
+        tests = policy_market_tests(simulate_set(rng, replicates)).to_dict("records")
+        lines = kind.lines({"effects": [], "decomposition": [], "tests": tests})
+        assert any("no p below 0.25 is reachable" in line for line in lines) is said, lines
 
 
 @pytest.mark.slow

@@ -125,6 +125,20 @@ def test_joint_pool_swap_p_matches_exact_enumeration() -> None:
     row = table.iloc[0]
     assert row["df"] == 2 and row["policy"] == "new" and row["n_units"] == 10
     assert row["p_value"] == pytest.approx(exact, abs=0.01)
+    # 10 pools: the observed assignment and its mirror are 2 of the 1024 (no p below them).
+    assert row["smallest_p"] == 2 / 1024
+
+
+def test_three_pools_cannot_reach_alpha_and_the_row_says_so() -> None:
+    """With 3 pools the joint statistic takes its largest value on 2 of the 8 sign
+    assignments, so p lands near 0.25 however strong the policy; the row states that floor."""
+    rng = np.random.default_rng(3)
+    race = rng.integers(0, 2, size=(3, 8))
+    base = hire(race, np.zeros_like(race), rng, {1: 50.0})
+    new = hire(race, np.zeros_like(race), rng, {0: 50.0})
+    frame = outcomes_frame(race, np.zeros_like(race), {"base": base, "new": new})
+    row = policy.policy_tests(frame, "race", "base", ["base", "new"], n_permutations=4000).iloc[0]
+    assert row["smallest_p"] == 0.25 and row["p_value"] > 0.2
 
 
 def test_joint_p_without_the_constraint_matches_exact_enumeration() -> None:
