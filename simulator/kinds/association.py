@@ -19,9 +19,9 @@ from biasim.simulator.common.result_tables import Records, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds import spec_fields
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
-from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import association, pd, transmission_figures, unit_stats
 from biasim.simulator.kinds.sections import validity
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested

@@ -16,7 +16,7 @@ import yaml
 
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.result_tables import ResultTable
-from biasim.simulator.kinds.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 ROOT = Path(__file__).resolve().parents[3]
 CODEBOOKS = sorted(
