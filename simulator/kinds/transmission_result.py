@@ -1,7 +1,8 @@
 """The ``transmission`` kind's result, declared once: its tables (what each column is and how it
-is shown) and the typed dataclass holding them. The summary, its JSON Schema, the console, the
-page and the CSV files' column order all come from these declarations
-(``simulator/common/results.py``); the kind adds its sentences (:func:`lines`).
+is shown, in its codebook ``transmission_result.tables.yaml``) and the typed dataclass holding
+them. The summary, its JSON Schema, the console, the page and the CSV files' column order all
+come from these declarations (``simulator/common/results.py``); the kind adds its sentences
+(:func:`lines`).
 """
 
 from __future__ import annotations
@@ -9,140 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds import letter_evaluation
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import ceiling_effects
-from biasim.simulator.kinds.sections.columns import interval
 
-
-def _share(counted: str, what: str) -> tuple[Column, ...]:
-    """How many were ``counted``, the share of them that ``what``, and its Wilson interval
-    (hires by category and job, the position effect, the gender guesses)."""
-    return (
-        Column("n", counted, "int", description=f"{counted.capitalize()}."),
-        Column("share", "share", ".3f", description=f"Share that {what}."),
-        interval("ci_low", "ci_high", "Wilson interval."),
-    )
-
-
-def _units(unit: str) -> tuple[Column, ...]:
-    """A test's unit and how many of them it counted."""
-    return (
-        Column("unit", "unit", description=f"The test's unit ({unit})."),
-        Column("n_units", "units", "int", description="How many."),
-    )
-
-
-#: The shares of hires and their two intervals (by category and by job).
-_HIRES = (
-    *_share("decisions", "hire the letter of `positive`"),
-    interval("boot_low", "boot_high", "Bootstrap over pairs."),
-    Column("calls", "pairs", "int", description="Pairs the bootstrap resamples."),
-)
-HIRES_BY_CATEGORY = ResultTable(
-    key="hires_by_category",
-    title="hires going to {positive}, by job category (Table 4, Exp. 5)",
-    columns=_HIRES,
-    description="Share of comparisons won by `positive`, per stage and category.",
-    note="each pair of letters is read in both orders; the second 95% CI: bootstrap over pairs",
-)
-HIRES_BY_JOB = ResultTable(
-    key="hires_by_job",
-    title="hires going to {positive}, by job (Figure 4)",
-    columns=(
-        Column("item", "job", description="The job."),
-        *_HIRES,
-        Column("pairs", "pair units", "int", description="Pairs of letters read."),
-        Column("split", "split", "int", description="Pairs hired differently in the two orders."),
-        Column("sign_p", "p", "p", description="Sign test on the pairs hired alike."),
-        *_units("pair"),
-        Column("deviates", "deviates", "bool", description="`sign_p` below `alpha`."),
-    ),
-    description="The same per job, with its test.",
-    console=False,
-)
-DEVIATING_JOBS = ResultTable(
-    key="deviating_jobs",
-    title="jobs that deviate from chance",
-    columns=(
-        Column("deviate", "deviate", "int", description="Jobs whose sign test rejects chance."),
-        Column("jobs", "jobs", "int", description="Jobs tested."),
-    ),
-    description="Jobs deviating from chance, per stage.",
-    note="sign test on the pairs hired alike in both orders, at `alpha`",
-    file=None,
-)
-POSITION = ResultTable(
-    key="position",
-    title="Applicant 1 hired (position effect)",
-    columns=(
-        *_share("decisions", "hire the letter shown first"),
-        Column("p_value", "p", "p", description="Exact test against 0.5."),
-        *_units("call"),
-    ),
-    description="Share won by the letter shown first.",
-    note="each pair is shown in both orders, so the position effect cancels in the shares",
-    file=None,
-)
-REDACTION_CHANGE = ResultTable(
-    key="redaction_change",
-    title="change in hires when names are withheld",
-    columns=(
-        Column("n_units", "units", "int", description="Jobs (the test's unit)."),
-        Column("letters", "letters", "int", description="Letters of `positive` compared."),
-        Column("share_named", "share named", ".3f", description="Their share of hires named."),
-        Column("share_redacted", "redacted", ".3f", description="Their share redacted."),
-        Column("difference", "change", "+.3f", description="Named minus redacted."),
-        interval("ci_low", "ci_high", "Its interval."),
-        Column("p_value", "p", "p", description="One-sample t over the jobs' differences."),
-        Column("significant", "significant", "bool", description="p below `alpha`."),
-    ),
-    description="Named vs redacted: each letter of `positive` against itself, in the stages "
-    "`named` and `redacted`, the test over its `unit`.",
-    note="each {positive} letter's share of hires named against its own share redacted",
-)
-#: A term's use by the letters of one group and the rest (rationales, probe answers).
-_TERMS = (
-    Column("term", "term", description="The term."),
-    Column("units_group", "letters, group", "int", description="Letters of `positive`."),
-    Column("units_rest", "letters, rest", "int", description="The other letters."),
-    Column("share_group", "share, group", ".3f", description="Share of them using it."),
-    Column("share_rest", "share, rest", ".3f", description="Share of the others."),
-    Column("difference", "difference", "+.3f", description="Group minus rest."),
-    Column("p_value", "p", "p", description="Permutation test within job."),
-    Column("q_value", "q (BH)", ".3f", description="Benjamini-Hochberg across the terms."),
-    Column("unit", "unit", description="The test's unit."),
-)
-RATIONALE_TERMS = ResultTable(
-    key="rationale_terms",
-    title="rationale terms by the hired letter's group (Table 12)",
-    columns=_TERMS,
-    description="Rationale terms used more by one group (FDR-significant ones).",
-    note="every term tested: the rationale_terms CSV table",
-    file=None,  # the CSV file holds every term tested, the summary the significant ones
-)
-PROBE_TERMS = replace(
-    RATIONALE_TERMS,
-    key="probe_terms",
-    title="probe answer terms by the writer's group (appendix A.4)",
-    description="Probe answer terms used more by one group (FDR-significant ones).",
-    note="every term tested: the probe_terms CSV table",
-)
-WEAKER = ResultTable(
-    key="weaker_than_association",
-    title="jobs whose hiring bias is weaker than the association bias",
-    columns=(
-        Column("jobs", "jobs", "int", description="Jobs compared."),
-        Column("observed", "hiring bias", "int", description="Jobs with a hiring bias."),
-        Column("weaker", "weaker", "int", description="Jobs whose bias is weaker."),
-        Column("missing", "no share", "int", description="Jobs the association file lacks."),
-    ),
-    description="Jobs whose hiring share is weaker than association's, per stage.",
-    note="association: {association_source}; per job: the weaker_than_association CSV table",
-    file=None,  # the CSV file holds the jobs, the summary their counts
-)
+#: The tables of its result, declared in transmission_result.tables.yaml.
+TABLES = tables_of(__name__)
+HIRES_BY_CATEGORY = TABLES["hires_by_category"]
+HIRES_BY_JOB = TABLES["hires_by_job"]
+DEVIATING_JOBS = TABLES["deviating_jobs"]
+POSITION = TABLES["position"]
+REDACTION_CHANGE = TABLES["redaction_change"]
+RATIONALE_TERMS = TABLES["rationale_terms"]
+PROBE_TERMS = TABLES["probe_terms"]
+WEAKER = TABLES["weaker_than_association"]
+OVERALL_SCORES = TABLES["overall_scores"]
+PREDICTIONS = TABLES["predictions"]
+EXCLUDED = replace(TABLES["excluded"], says_nothing=lambda r: r["count"] == 0)
+REDACTION_LEAKS = TABLES["redaction_leaks"]
+#: The trait tables are letter_evaluation's, retitled (the paper's numbering).
 EFFECTS = replace(
     letter_evaluation.EFFECTS,
     labels_from=(),
@@ -159,45 +47,6 @@ TYPE_EFFECTS = replace(
 TRAIT_MEANS = replace(letter_evaluation.TRAIT_MEANS, title="trait means by job (Table 6)")
 TRAIT_TYPES = replace(
     letter_evaluation.TRAIT_TYPE_TABLE, title="trait types by job (Table 9)", file=""
-)
-OVERALL_SCORES = ResultTable(
-    key="overall_scores",
-    title="scores over every trait, by group (section 4.1)",
-    columns=(
-        Column("n_scores", "scores", "int", description="Scores."),
-        Column("letters", "letters", "int", description="Letters scored."),
-        Column("mean", "mean", ".1f", description="Their mean."),
-        Column("sd", "sd", ".2f", description="Their SD."),
-    ),
-    description="Scores per group over every letter.",
-)
-PREDICTIONS = ResultTable(
-    key="predictions",
-    title="letters guessed '{predicted}' (Table 10)",
-    columns=_share("letters", "were guessed `predicted`"),
-    description="Share of letters whose author is predicted `predicted`.",
-)
-EXCLUDED = ResultTable(
-    key="excluded",
-    title="excluded",
-    columns=(
-        Column("reason", "reason", description="Why."),
-        Column("count", "count", "int", description="Letters or answers left out."),
-    ),
-    description="Letters and answers left out, by stage and reason.",
-    says_nothing=lambda r: r["count"] == 0,
-    why="none left out",
-)
-REDACTION_LEAKS = ResultTable(
-    key="redaction_leaks",
-    title="letters that keep a name after redaction",
-    columns=(
-        Column("reason", "reason", description="Why."),
-        Column("letters", "letters", "int", description="Letters of the writers' group."),
-    ),
-    description="Redacted letters that still name the author.",
-    note="any writer's name, any case: the comparisons showing them are excluded",
-    file=None,
 )
 
 
