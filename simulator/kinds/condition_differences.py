@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column, from_paper
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.html import from_paper
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
-from biasim.simulator.kinds.sections import columns as cols
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.conditions import condition_differences
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
@@ -44,32 +44,9 @@ class ConditionDifferencesSpec(StageDecisionsSpec):
     )
 
 
-DIFFERENCES = ResultTable(
-    key="condition_differences",
-    title="does the DPD differ between condition levels?",
-    columns=(
-        Column("compared", "compared", description="The levels compared (all, then each pair)."),
-        Column("dpd_*", "DPD", ".3f", description="The case's DPD at a level."),
-        Column("spread", "spread", ".3f", description="Largest minus smallest DPD compared."),
-        Column("n_matched", "matched agents", "int", description="Units matched across levels."),
-        cols.p_value("Permutation p of the spread."),
-        Column(
-            "p_adjusted",
-            "p adj.",
-            "p",
-            star="significant",
-            description="Adjusted over every case and comparison.",
-        ),
-    ),
-    description="Per case: DPD at each level, spread, permutation p and adjusted p.",
-    note=(
-        "spread = largest - smallest DPD over the conditions compared. p = permutation test: "
-        "each unit's condition labels (the analysis's unit: a persona with its replicates, or "
-        "a name with every persona drawn with it) are relabelled among its answers, under the "
-        "null that the condition does not change how a unit answers; p adj. over every case "
-        "and comparison (* = significant)."
-    ),
-)
+#: The table of its result, declared in condition_differences.tables.yaml.
+TABLES = tables_of(__name__)
+DIFFERENCES = TABLES["condition_differences"]
 
 
 @dataclass(kw_only=True)

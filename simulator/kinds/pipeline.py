@@ -16,9 +16,8 @@ import numpy as np
 from pydantic import Field
 
 from biasim.simulator.common.errors import InputError, Problem
-from biasim.simulator.common.html import Column
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.common.samples import few_pools
 from biasim.simulator.kinds.base import AnalysisSpec, Section, slug
@@ -31,8 +30,8 @@ from biasim.simulator.kinds.lazy import (
     pipeline_stats,
     unit_stats,
 )
-from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.market import person_of
@@ -60,119 +59,14 @@ class PipelineSpec(AnalysisSpec):
     adjust: Adjustment = Field("holm", description="Adjustment of the stage tests across stages.")
 
 
-_STAGE_NOTE = (
-    "entered = candidates in a valid evaluation of the stage (for pairs: showings, each pair "
-    "in both orders); advanced = picked (pairs, pools) or accepted (single readings); "
-    "cumulative = advanced / entered the first stage; IR = impact ratio (rate / highest "
-    "rate); 95% CI = Wilson interval of the rate (conservative for pools, where exactly k are "
-    "picked); p = the test named (permutation_within_pool: group labels shuffled within each "
-    "pool; concordant_pairs: the unit is the pair, whole authors swap groups within it, so "
-    "only pairs picked alike in both orders count), {adjust}-adjusted across stages."
-)
-#: The reading stage a row is about.
-_STAGE = Column("stage", "stage", description="The reading stage.")
-STAGES = ResultTable(
-    key="stages",
-    title="selection by stage and {key}",
-    columns=(
-        _STAGE,
-        cols.group_value(),
-        Column("entered", "entered", "int", description="Candidates in a valid evaluation."),
-        Column("advanced", "advanced", "int", description="Of them picked or accepted."),
-        *cols.rate("Advanced / entered.", "Its Wilson interval."),
-        Column("cumulative_rate", "cumulative", ".3f", description="Advanced / first entered."),
-        cols.impact_ratio(),
-        cols.below_four_fifths(),
-        Column("dpd", "DPD", ".3f", description="Highest minus lowest rate at the stage."),
-        Column("test", "test", description="The stage's test of the DPD."),
-        cols.unit_of_test("The unit its null exchanges."),
-        cols.p_value("Its p-value."),
-        cols.p_adjusted("stages"),
-    ),
-    description="Per stage: who entered and advanced, the rate, its test and unit.",
-    note=_STAGE_NOTE,
-    file="stages_{key}",
-)
-COMPOUNDING = ResultTable(
-    key="compounding",
-    title="end-to-end impact ratio by {key}, decomposed",
-    columns=(
-        cols.group_value(),
-        Column("end_to_end_rate", "end-to-end rate", ".3f", description="Hired / entered."),
-        Column("end_to_end_ratio", "end-to-end IR", ".3f", description="Over the highest's."),
-        Column("ratio_*", spec=".3f", description="The stage's rate over the reference group's."),
-        Column("product", "product", ".3f", description="The stage ratios multiplied."),
-        Column("identity_holds", "identity", "bool", description="Product = end-to-end."),
-        Column("undefined", "undefined because", description="Why no ratio (empty: defined)."),
-    ),
-    description="Stage ratios multiplied into the end-to-end one.",
-    note="End-to-end IR = the group's rate from the first stage to the last over the "
-    "reference group's (the highest); it is exactly the product of the stage ratios (each "
-    "stage's rate over the reference group's), so the table shows where the disparity entered.",
-    file="compounding_{key}",
-    hide=("group",),
-)
-POSITIONS = ResultTable(
-    key="position_effect",
-    title="is the first document shown picked more than chance?",
-    columns=(
-        _STAGE,
-        Column("size", "shown", "int", description="Documents per evaluation."),
-        Column("k", "picked", "int", description="Picked per evaluation."),
-        Column("n_evaluations", "evaluations", "int", description="Valid evaluations."),
-        Column("first_chosen", "first picked", "int", description="The first shown picked."),
-        Column("share", "share", ".3f", description="First picked / evaluations."),
-        Column("chance", "chance", ".3f", description="k / shown."),
-        cols.p_value("Against chance.", "p (exact binomial)"),
-        cols.p_adjusted("stages"),
-    ),
-    description="The first position's test against chance, per stage (evaluations as units).",
-    file=None,
-)
-CHOICES = ResultTable(
-    key="choice_rates",
-    title="picked when shown at {outer}, by {key}, against chance",
-    columns=(
-        cols.group_value(),
-        Column("shown", "shown", "int", description="Showings of the group's documents."),
-        Column("chosen", "picked", "int", description="Of them picked."),
-        Column("rate", "rate", ".3f", description="Picked / shown."),
-        Column("chance", "chance", ".3f", description="The mean k / shown of its showings."),
-        Column("ratio_to_chance", "rate / chance", ".3f", description="Rate over chance."),
-    ),
-    description="Each group's choice rate against chance.",
-    hide=("group",),
-    file=None,
-)
-COUNTERFACTUAL = ResultTable(
-    key="pairs",
-    title="counterfactual readings at {key}: the same document under names of two {axis} values",
-    columns=(
-        Column("a", "name A", description="The first name's value."),
-        Column("b", "name B", description="The second name's value."),
-        Column("n_pairs", "documents", "int", description="Documents read under both."),
-        Column("only_a", "only as A", "int", description="Advanced under A only."),
-        Column("only_b", "only as B", "int", description="Advanced under B only."),
-        Column("flip_rate", "flip rate", ".3f", description="(only A + only B) / documents."),
-        Column("rate_a", "advanced as A", ".3f", description="Advanced under A."),
-        Column("rate_b", "advanced as B", ".3f", description="Advanced under B."),
-        cols.p_value("Discordant pairs against 1/2.", "McNemar exact p"),
-        Column("excluded", "excluded", "int", description="Documents without both readings."),
-        cols.p_adjusted("the pairs"),
-    ),
-    description="The same documents advanced under either name: flip rate and McNemar's test.",
-    file="counterfactual_{key}",
-)
-EXCLUSIONS = ResultTable(
-    key="exclusions",
-    title="excluded, by stage and reason",
-    columns=(
-        Column("stage", "stage", description="Where (`(writing)`: never written)."),
-        cols.reason(),
-        Column("count", "candidates", "int", description="Candidates left out."),
-    ),
-    description="Candidates left out, by stage and reason.",
-)
+#: The tables of its result, declared in pipeline.tables.yaml.
+TABLES = tables_of(__name__)
+STAGES = TABLES["stages"]
+COMPOUNDING = TABLES["compounding"]
+POSITIONS = TABLES["position_effect"]
+CHOICES = TABLES["choice_rates"]
+COUNTERFACTUAL = TABLES["pairs"]
+EXCLUSIONS = TABLES["exclusions"]
 
 
 @dataclass(kw_only=True)

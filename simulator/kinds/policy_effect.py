@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.common.samples import few_pools, unreachable
 from biasim.simulator.kinds.base import AnalysisSpec, Section, slug
@@ -29,7 +28,7 @@ from biasim.simulator.kinds.pipeline import (
     stage_chain,
     stage_picks,
 )
-from biasim.simulator.kinds.sections import columns as cols
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.per_run import PerRunKind
 from biasim.simulator.kinds.spec_fields import Adjustment, groups_field
 from biasim.simulator.study.policies import BASE, policy_stage_name
@@ -65,95 +64,12 @@ class PolicyEffectSpec(AnalysisSpec):
     )
 
 
-_NOTE = (
-    "Impact ratio = the group's end-to-end selection rate over the highest group's under the "
-    "same policy (as NYC Local Law 144 defines it): an outcome disparity, which mixes "
-    "differences between the documents with discrimination. 95% intervals: percentiles of a "
-    "bootstrap of first-stage pools (the applicant where read alone)."
-)
-_TEST_NOTE = (
-    "One test per policy, joint across the groups: does the policy change how many of any "
-    "group a pool selects? Statistic: D' W+ D, D = the summed changes of each group's count "
-    "selected, W = the sum over pools of their products (a pool that selects as many under both "
-    "policies has changes summing to zero, so df = groups - 1). p: a permutation test swapping "
-    "the two policies of whole pools (unit of exchangeability: the first-stage pool, the "
-    "applicant where read alone); {adjust}-adjusted across the policies compared with "
-    "{baseline}."
-)
-_EFFECT_NOTE = (
-    "Every policy read the same documents in the same pools, so a policy's effect is paired "
-    "and causal for the policy (the documents are held fixed). change = policy minus "
-    "{baseline}; 95% intervals: paired pool bootstrap, one per group, intervals and not tests "
-    "(the policy's test is the joint one above). The impact ratio's change moves with every "
-    "group's rate. The causal effect of a name on a given document is measured by reading it "
-    "under swapped names (a `counterfactual` stage, reported by the `pipeline` analysis)."
-)
-
-
-RATES = ResultTable(
-    key="rates",
-    title="end-to-end impact ratio by {label}, per policy",
-    columns=(
-        Column("policy", "policy", description="The policy read under."),
-        cols.group_value("{label}"),
-        Column("entered", "applicants", "int", description="Applicants of the group."),
-        Column("selected", "hired", "int", description="Of them hired end to end."),
-        *cols.rate("Hired / applicants.", "Pool bootstrap.", bounds="rate"),
-        cols.impact_ratio(),
-        cols.interval("ratio_low", "ratio_high", "Pool bootstrap."),
-        cols.below_four_fifths(),
-    ),
-    description="End-to-end hire rates per group and policy.",
-    note=_NOTE,
-    file="rates_{label}",
-)
-TESTS = ResultTable(
-    key="tests",
-    title="policy tests by {label}, paired, joint across groups",
-    columns=(
-        Column("policy", "policy", description="The policy tested against the baseline."),
-        cols.unit_of_test("The unit the test swaps."),
-        cols.unit_count("pools"),
-        Column("df", "df", "int", description="Groups - 1."),
-        Column("statistic", "statistic", ".2f", description="D' W+ D."),
-        cols.p_value("Pool-swap permutation p."),
-        cols.p_adjusted("the policies"),
-    ),
-    description="Paired tests against the baseline, with the unit they swap.",
-    note=_TEST_NOTE,
-    file="tests_{label}",
-    hide=("group",),
-)
-EFFECTS = ResultTable(
-    key="effects",
-    title="policy effects by {label}, paired: intervals",
-    columns=(
-        cols.group_value("{label}"),
-        Column("policy", "policy", description="The policy against the baseline."),
-        Column("rate_baseline", "rate {baseline}", ".3f", description="Under the baseline."),
-        Column("rate_policy", "rate policy", ".3f", description="Under the policy."),
-        Column("rate_change", "rate change", "+.3f", description="Policy minus baseline."),
-        cols.interval("rate_change_low", "rate_change_high", "Paired pool bootstrap."),
-        Column("ratio_baseline", "IR {baseline}", ".3f", description="Under the baseline."),
-        Column("ratio_policy", "IR policy", ".3f", description="Under the policy."),
-        Column("ratio_change", "IR change", "+.3f", description="Policy minus baseline."),
-        cols.interval("ratio_change_low", "ratio_change_high", "Paired pool bootstrap."),
-    ),
-    description="Each policy minus the baseline, per group.",
-    note=_EFFECT_NOTE,
-    file="effects_{label}",
-    hide=("group",),
-)
-EXCLUDED = ResultTable(
-    key="excluded",
-    title="excluded, by reason",
-    columns=(
-        cols.reason(),
-        Column("count", "applicants", "int", description="Applicants left out."),
-    ),
-    description="Applicants left out, by reason.",
-    file=None,
-)
+#: The tables of its result, declared in policy_effect.tables.yaml.
+TABLES = tables_of(__name__)
+RATES = TABLES["rates"]
+TESTS = TABLES["tests"]
+EFFECTS = TABLES["effects"]
+EXCLUDED = TABLES["excluded"]
 
 
 @dataclass(kw_only=True)

@@ -13,8 +13,8 @@ from typing import Any
 from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds import letter_evaluation
-from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import ceiling_effects
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The tables of its result, declared in transmission_result.tables.yaml.
 TABLES = tables_of(__name__)
