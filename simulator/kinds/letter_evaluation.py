@@ -25,10 +25,11 @@ from pydantic import Field
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
 from biasim.analysis.studies.bias_transmission.trait_dimensions import DIMENSIONS, TRAIT_TYPES
-from biasim.simulator.common.html import Column, format_p
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.html import format_p
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import (
     association,
     ceiling_effects,
@@ -39,7 +40,6 @@ from biasim.simulator.kinds.lazy import (
     transmission_figures,
     unit_stats,
 )
-from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
 from biasim.simulator.study.fields import Strict
 
@@ -120,115 +120,15 @@ class LetterEvaluationSpec(AnalysisSpec):
     )
 
 
-def _share_columns(*tail: Column) -> tuple[Column, ...]:
-    """The hire share's columns and its sign test over pairs, then ``tail``."""
-    return (
-        Column("n", "decided", "int", description="Answers hiring one of the two."),
-        *cols.rate("Share hiring `share_of`.", "Wilson interval.", key="share", label="share"),
-        cols.p_value("Sign test against 0.5 over pairs."),
-        cols.p_adjusted("the jobs", "p (holm)", by="Holm"),
-        Column("pairs", "pairs", "int", description="Pairs of letters read."),
-        cols.unit_of_test("The test's unit (pair)."),
-        cols.unit_count("leaning", "Pairs that lean (tested)."),
-        *tail,
-    )
-
-
-_TIES = (
-    Column("ties", "ties", "int", description='"Equally qualified" answers.', required=False),
-    Column("tie_share", "tie share", ".3f", description="Their share.", required=False),
-    cols.interval("tie_low", "tie_high", label="tie 95% CI", required=False),
-)
-_SHARE_OF = Column("share_of", "share of", description="Whose share of hires.")
-RELATIVE = ResultTable(
-    key="relative",
-    title="hires between two letters",
-    columns=_share_columns(
-        _SHARE_OF,
-        Column("first_share", "applicant 1", ".3f", description="Share hiring Applicant 1."),
-        Column("first_p", "p, applicant 1", "p", description="Its test against 0.5."),
-        Column(
-            "position_share",
-            "by position",
-            ".3f",
-            description="The share position alone would give `share_of`.",
-        ),
-        Column("excluded", "excluded", "int", description="Answers neither 1, 2 nor a tie."),
-        *_TIES,
-    ),
-    description="Pairwise choices per level of `by`: share, interval, test, ties.",
-    note="p: sign test over pairs of letters (both orders and every reader of a pair are one "
-    "unit); applicant 1: the position effect",
-)
-RELATIVE_BY_JOB = ResultTable(
-    key="relative_by_job",
-    title="hires between two letters, per job",
-    columns=_share_columns(*_TIES, _SHARE_OF),
-    description="The same per value of `cluster`.",
-    console=False,
-)
-EFFECTS = ResultTable(
-    key="effects",
-    title="effect on each trait (Table 8)",
-    columns=(
-        Column("trait", "trait", description="The trait (or trait type)."),
-        Column("model", "model", description="The model fitted."),
-        Column("term", "term", description="The group compared."),
-        Column("reference", "vs", description="Against."),
-        Column("estimate", "estimate", "+.4f", star="significant", description="Its effect."),
-        Column("std_error", "se", ".4f", description="Standard error."),
-        cols.p_value("Its test."),
-        cols.unit_of_test(),
-        cols.unit_count(),
-        Column("warning", "warning", description="The fit's warning, if any."),
-        Column("significant", "significant", "bool", description="p below `alpha`."),
-    ),
-    description="Each trait's effect, its model and test (Table 8).",
-    note="fractional logit, p from permuting the label within job (tested) / the paper's beta "
-    "regression with a random job intercept (not calibrated near the ceiling)",
-    console=False,
-    labels_from=("by",),
-)
-TRAIT_MEANS = ResultTable(
-    key="trait_means",
-    title="trait means (Table 6)",
-    columns=(
-        Column("trait", "trait", description="The trait."),
-        Column("n", "n", "int", description="Scores."),
-        Column("mean", "mean", ".2f", description="Their mean."),
-        Column("sd", "sd", ".2f", description="Their SD."),
-    ),
-    description="Trait means per group (Table 6).",
-    console=False,
-)
-TRAIT_TYPE_TABLE = ResultTable(
-    key="trait_types",
-    title="trait types by job (Table 9)",
-    columns=(
-        Column("mean_*", spec=".2f", description="A group's mean.", required=False),
-        Column("difference", "difference", ".2f", description="Between the two groups."),
-    ),
-    description="Trait types per job (Table 9).",
-    console=False,
-    file=None,  # one file per experiment: each compares its own two groups
-)
-_EXCLUDED = (
-    Column("trait", "trait", description="The trait (or type)."),
-    cols.reason("Why its score was left out."),
-    Column("excluded", "excluded", "int", description="Scores left out."),
-)
-SCORES_EXCLUDED = ResultTable(
-    key="scores_excluded",
-    title="scores excluded",
-    columns=_EXCLUDED,
-    description="Scores left out, by reason.",
-)
-TYPES_EXCLUDED = ResultTable(
-    key="trait_types_excluded",
-    title="trait types left out",
-    columns=_EXCLUDED,
-    description="Trait types left out, by reason.",
-)
+#: The tables of its result, declared in letter_evaluation.tables.yaml.
+TABLES = tables_of(__name__)
+RELATIVE = TABLES["relative"]
+RELATIVE_BY_JOB = TABLES["relative_by_job"]
+EFFECTS = TABLES["effects"]
+TRAIT_MEANS = TABLES["trait_means"]
+TRAIT_TYPE_TABLE = TABLES["trait_types"]
+SCORES_EXCLUDED = TABLES["scores_excluded"]
+TYPES_EXCLUDED = TABLES["trait_types_excluded"]
 
 
 @dataclass(kw_only=True)

@@ -23,8 +23,7 @@ from pydantic import Field, field_validator
 
 from biasim.analysis.text.letter_text import generation_failure
 from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisKind,
@@ -33,9 +32,9 @@ from biasim.simulator.kinds.base import (
     model_problem,
     resolve_data_path,
 )
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import letters_tables, pd, unit_stats, weat
 from biasim.simulator.kinds.sections import classifier_metrics
-from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections.classifier_metrics import add_classifier_metrics
 from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.counterfactual import SET
@@ -55,7 +54,7 @@ CACHE_FILE = "text_scores.sqlite"
 #: Where scorers that train a model keep it in the run directory.
 MODELS_DIR = "models"
 #: The tables of a letters analysis, each per model then joined.
-TABLES = ("lexicon", "salient", "style", "shares", "hallucination", "weat")
+PER_MODEL_TABLES = ("lexicon", "salient", "style", "shares", "hallucination", "weat")
 #: Scorer options that must name an existing file (a model option may be a hub id).
 FILE_OPTIONS = ("train_csv", "stems")
 #: Scorer options naming a model, and the kind of model each must be (None: any).
@@ -174,82 +173,13 @@ def _counts_by_dimension(rows: list[dict[str, Any]], count: Callable[[dict], Any
     return ", ".join(f"{r.get(key, '?')} {n}" for r, n in zip(rows, counts, strict=True))
 
 
-_MODEL = Column("model_label", "model", description="The model that wrote the letters.")
-STYLE = ResultTable(
-    key="style",
-    title="language style, share of sentences",
-    columns=(
-        Column("dimension", "dimension", description="The style dimension."),
-        Column("scorer", "scorer", description="Its text scorer."),
-        Column("mean_*", spec=".3f", description="The group's mean share of sentences."),
-        Column("t_student", "t", ".2f", description="Student's t (the paper's)."),
-        Column("p_student", "p Student", "p", description="Its p, letters as units."),
-        Column("p_welch", "p Welch", "p", description="Welch's p, letters as units."),
-        Column("p_paired", "p paired", "p", description="Paired t, pairs.", required=False),
-        Column("p_unit", "p unit", "p", description="Relabelling the unit.", required=False),
-        Column("excluded", "no test because", description="Why a dimension was not tested."),
-        _MODEL,
-    ),
-    description="Style scores by group, with their test and unit.",
-    file="style",
-)
-LEXICON = ResultTable(
-    key="lexicon",
-    title="lexicon odds ratios",
-    columns=(
-        Column("category", "category", description="The lexicon category."),
-        Column("hits_*", spec="int", description="The group's words in the category."),
-        Column("odds_ratio", "OR", ".3f", description="First group's odds over the second's."),
-        cols.interval("ci_low", "ci_high", "Its interval."),
-        Column("p_permutation", "p perm.", "p", description="Permutation p, the unit named."),
-        _MODEL,
-    ),
-    description="Lexicon shares by group, with their test and unit.",
-    file="lexicon",
-)
-WEAT = ResultTable(
-    key="weat",
-    title="WEAT of the salient words (> 0: the first group's words nearer its attributes)",
-    columns=(
-        Column("test", "test", description="The attribute sets."),
-        Column("n_words", "words/side", "int", description="Salient words per side."),
-        Column("effect_size", "effect", ".3f", description="WEAT effect size."),
-        cols.p_value("Permuting the words (the unit)."),
-        Column("excluded", "no test because", description="Why no test ran."),
-        _MODEL,
-    ),
-    description="WEAT on the salient words, with its test.",
-    note="unit: word (the salient words are given; the letters and their writers do not "
-    "enter WEAT's null)",
-    file="weat",
-)
-HALLUCINATION = ResultTable(
-    key="hallucination",
-    title="hallucination bias, sentences not entailed",
-    columns=(
-        Column("dimension", "dimension", description="The style dimension."),
-        Column("group", "group", description="The group."),
-        Column("h1", "H1", description="The one-sided alternative."),
-        Column("mean_hallucinated", "mean halluc.", ".3f", description="In claims not entailed."),
-        Column("mean_full", "mean full", ".3f", description="In the whole letter."),
-        Column("letters", "letters", "int", description="Letters read."),
-        Column("p_student", "p Student", "p", description="Student's t, one-sided."),
-        Column("p_paired", "p paired", "p", description="Paired t, one-sided."),
-        _MODEL,
-    ),
-    description="Biography claims the letters contradict.",
-    file="hallucination",
-)
-EXCLUSIONS = ResultTable(
-    key="exclusions",
-    title="letters kept and excluded",
-    columns=(
-        Column("excluded", "reason", description="`kept`, or why left out."),
-        Column("letters", "letters", "int", description="Letters."),
-    ),
-    description="Letters left out, by reason.",
-    file="exclusions",
-)
+#: The tables of its result, declared in letters.tables.yaml.
+TABLES = tables_of(__name__)
+STYLE = TABLES["style"]
+LEXICON = TABLES["lexicon"]
+WEAT = TABLES["weat"]
+HALLUCINATION = TABLES["hallucination"]
+EXCLUSIONS = TABLES["exclusions"]
 
 
 @dataclass(kw_only=True)
@@ -510,7 +440,7 @@ class LettersKind(AnalysisKind):
         )
 
         groups = tuple(spec.compare)
-        tables: dict[str, list[pd.DataFrame]] = {key: [] for key in TABLES}
+        tables: dict[str, list[pd.DataFrame]] = {key: [] for key in PER_MODEL_TABLES}
         embed, word_sets = self._weat_inputs(spec, ctx) if models else (None, None)
         for model in models:
             part = kept[kept["model_label"] == model].reset_index(drop=True)
