@@ -1,6 +1,7 @@
 """Table 19 of seed 002 in the letters kind and ``analyze --texts``: each style scorer given
 labelled sentences (``style: {dim: {labelled: FILE}}``) gets its precision, recall and F1 there
-(``analysis.text.classifier_metrics``), in a table declared once (:data:`TABLE`)."""
+(``analysis.text.classifier_metrics``), in a table declared once in its codebook
+(:data:`TABLE`, ``classifier_metrics.tables.yaml``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.kinds.base import AnalysisContext, Section
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import classifier_metrics, pd
+
+#: Table 19: each scorer's precision, recall and F1 on its labelled sentences (label 1),
+#: declared in classifier_metrics.tables.yaml.
+TABLE = tables_of(__name__)["classifiers"]
 
 
 def classifier_table(
@@ -43,23 +47,3 @@ def add_classifier_metrics(
         return
     if table is not None:
         section.summary["classifiers"] = TABLE.write(section.tables, ctx.name, table)
-
-
-#: Table 19: each scorer's precision, recall and F1 on its labelled sentences (label 1).
-TABLE = ResultTable(
-    key="classifiers",
-    title="style scorers on labelled sentences (label 1)",
-    columns=(
-        Column("dimension", "dimension", description="The style dimension."),
-        Column("scorer", "scorer", description="Its scorer."),
-        Column("n", "sentences", "int", description="Labelled sentences."),
-        Column("n_unscored", "unscored", "int", description="Of them not scored."),
-        Column("precision", "precision", ".3f", description="Of label 1."),
-        Column("recall", "recall", ".3f", description="Of label 1."),
-        Column("f1", "F1", ".3f", description="Of label 1."),
-        Column("macro_f1", "macro F1", ".3f", description="Mean F1 of both labels."),
-        Column("accuracy", "accuracy", ".3f", description="Share labelled right."),
-    ),
-    description="The style classifiers' own metrics.",
-    file="classifiers",
-)

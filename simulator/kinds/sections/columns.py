@@ -15,6 +15,15 @@ def group_value(label: str = "{key}") -> Column:
     return Column("value", label, description="The group's value.")
 
 
+def contrast(vs: str = "reference") -> tuple[Column, Column]:
+    """The group a row compares (``group``) and the reference group (``reference``), headed
+    ``vs`` (a model's estimates and its grades)."""
+    return (
+        Column("group", "group", description="The group compared."),
+        Column("reference", vs, description="The reference group."),
+    )
+
+
 def interval(
     low: str, high: str, how: str = "", *, label: str = "95% CI", required: bool = True
 ) -> Column:

@@ -14,11 +14,10 @@ import warnings
 
 import numpy as np
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.kinds.base import AnalysisContext
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import pd, unit_models
-from biasim.simulator.kinds.sections.columns import interval
 
 # scipy.stats behind the model costs seconds to import; validate never fits it.
 
@@ -30,24 +29,8 @@ SCENARIO, UNIT = "scenario", "persona instance"
 _SPLIT = ("model_label", "attribute")
 
 
-DISCRIM_EVAL = ResultTable(
-    key="discrim_eval",
-    title="DiscrimEval mixed model of the log-odds (random effects per scenario)",
-    columns=(
-        Column("group", "group", description="The group compared."),
-        Column("reference", "reference", description="The reference group."),
-        Column("estimate", "log-odds difference", ".3f", description="Group minus reference."),
-        interval("ci_low", "ci_high", "Its Wald 95% interval."),
-        Column("p_value", "p", "p", description="Wald p."),
-        Column("n_units", "scenarios", "int", description="Decision scenarios fitted."),
-        Column("note", "note", description="Why there is no estimate, or what to mind."),
-    ),
-    description="The DiscrimEval model per model and attribute.",
-    note="Each answer's log-odds of the targeted decision (from its probabilities), regressed "
-    "on the group with random intercepts and group slopes per scenario (Tamkin et al. 2023); "
-    "Wald interval. Where a persona instance answers in several scenarios its own random "
-    "intercept is in the model too.",
-)
+#: The model's table, declared in discrim_eval.tables.yaml.
+DISCRIM_EVAL = tables_of(__name__)["discrim_eval"]
 
 
 def add_discrim_eval(

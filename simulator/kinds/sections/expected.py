@@ -4,16 +4,16 @@ test whose unit is the persona instance (``<name>_expected`` and ``<name>_expect
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import orjson
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds.base import AnalysisContext
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import case_stats, expected_stats, pd
 from biasim.simulator.kinds.sections.discrim_eval import DISCRIM_EVAL, add_discrim_eval
 
@@ -38,34 +38,10 @@ def target_probability(rows: pd.DataFrame, target: Any) -> pd.Series:
     return pd.Series(values, index=rows.index, dtype="Float64")
 
 
-EXPECTED_GROUPS = ResultTable(
-    key="groups",
-    title="Expected decisions: mean probability of {target} by group",
-    columns=(
-        Column("value", "group", description="The group's value."),
-        Column("n", "n", "int", description="Answers with a probability."),
-        Column("mean_probability", "mean probability", ".3f", description="Their mean."),
-    ),
-    description="Mean probability of the targeted decision per group and case.",
-    file="expected",
-)
-EXPECTED_CASES = ResultTable(
-    key="cases",
-    title="DPD of expected decisions per case",
-    columns=(
-        Column("n_units", "units", "int", description="Units relabelled by the test."),
-        Column("max_group", "highest", description="Group of the highest mean (none: equal)."),
-        Column("min_group", "lowest", description="Group of the lowest mean (none: equal)."),
-        Column("dpd", "DPD", ".3f", description="Highest minus lowest mean probability."),
-        Column("p_value", "p", "p", description="Permutation p relabelling whole units."),
-    ),
-    description="DPD of expected decisions per case, with its permutation test.",
-    note="Probabilities from the log-probabilities of the decision's first token. p: "
-    "permutation test relabelling whole units, the unit being the {unit} ({unit_means}).",
-    says_nothing=lambda row: row.get("dpd") is None,
-    why="fewer than two groups answered",
-    file="expected_cases",
-)
+#: The tables of the expected decisions, declared in expected.tables.yaml.
+TABLES = tables_of(__name__)
+EXPECTED_GROUPS = TABLES["groups"]
+EXPECTED_CASES = replace(TABLES["cases"], says_nothing=lambda row: row.get("dpd") is None)
 
 
 @dataclass(kw_only=True)

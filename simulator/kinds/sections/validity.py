@@ -8,18 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.common.results import tabled
+from biasim.simulator.kinds.codebook import tables_of
 from biasim.simulator.kinds.lazy import pd, refusals
-from biasim.simulator.kinds.sections import columns as cols
 
 _OUTCOME = "__answer__"
-NOTE = (
-    "valid = the answer could be used; gap = largest minus smallest valid share between the "
-    "groups, tested by relabelling the unit named (a failed answer that differs by group makes "
-    "the rates among valid answers compare different people)."
-)
 
 
 def validity_records(
@@ -68,25 +61,8 @@ def validity_records(
 
 
 #: ``validity`` of a declared result (``tabled(TABLE, by_key=BY_KEY)``): one table per group
-#: column, its strata leading.
-TABLE = ResultTable(
-    key="validity",
-    title="valid answers by {key}",
-    columns=(
-        Column("value", "group", "text", description="The group's value."),
-        Column("n_rows", "answers", "int", description="Answers of the group."),
-        Column("n_valid", "valid", "int", description="Of them valid."),
-        *cols.rate(
-            "Valid share.", "Its Wilson interval.", key="validity_rate", label="valid share"
-        ),
-        Column("validity_gap", "gap", ".3f", description="Largest minus smallest share."),
-        Column("validity_p_value", "p", "p", description="The gap's test."),
-        Column("validity_test", "test (unit)", "text", description="The test and its unit."),
-    ),
-    description="Valid answers per group, with the gap's test.",
-    note=NOTE,
-    file="validity_{key}",
-)
+#: column, its strata leading; declared in validity.tables.yaml.
+TABLE = tables_of(__name__)["validity"]
 #: What the keys of ``validity`` are.
 BY_KEY = "Valid answers per group, by what the groups are, with the gap's test."
 #: The metadata of a result's ``validity`` field (``field(default_factory=dict,

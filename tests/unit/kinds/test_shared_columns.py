@@ -39,6 +39,24 @@ def test_an_impact_ratio_and_the_four_fifths_rule_are_one_declaration() -> None:
     assert all(c == shared[c.key] for _, c in found), found
 
 
+def test_the_group_a_model_compares_and_its_reference_are_one_declaration() -> None:
+    """The model estimates, the models' grades and DiscrimEval's model (sections/) show the
+    contrast a row estimates with one header, format and description (``columns.contrast``)."""
+    pairs: dict[str, list[Column]] = {}
+    for table, column in _declared():
+        if table.startswith("biasim.simulator.kinds.sections.") and column.key in (
+            "group",
+            "reference",
+        ):
+            pairs.setdefault(table, []).append(column)
+    sections = "biasim.simulator.kinds.sections."
+    shown = {f"{sections}unit_models.MODEL_ESTIMATES", f"{sections}unit_models.GRADES"}
+    assert shown | {f"{sections}discrim_eval.DISCRIM_EVAL"} <= set(pairs), pairs
+    wrong = {t: p for t, p in pairs.items() if tuple(p) != columns.contrast(p[-1].label or "")}
+    assert not wrong, wrong
+    assert {p[-1].label for t, p in pairs.items() if t in shown} == {"vs"}
+
+
 def test_a_tests_p_its_adjustment_and_its_unit_are_formatted_alike() -> None:
     formats = {"p_value": "p", "p_adjusted": "p", "unit": "text", "n_units": "int"}
     found = [(table, c) for table, c in _declared() if c.key in formats]
