@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from biasim.simulator.kinds.base import AnalysisContext, Section
-from biasim.simulator.kinds.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import classifier_metrics, pd
 
 #: Table 19: each scorer's precision, recall and F1 on its labelled sentences (label 1),

@@ -4,7 +4,7 @@ codebook (``differences.tables.yaml``), with the case columns the kind has."""
 from __future__ import annotations
 
 from biasim.simulator.kinds.base import AnalysisContext, without_model
-from biasim.simulator.kinds.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import model_tests, pd
 
 #: The tests of the differences between models, declared in differences.tables.yaml.

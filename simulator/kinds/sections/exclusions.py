@@ -4,7 +4,7 @@ the validity test and the exclusion bounds per case, declared once in its codebo
 
 from __future__ import annotations
 
-from biasim.simulator.kinds.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The table of refusals and invalid answers, declared in exclusions.tables.yaml.
 EXCLUSIONS = tables_of(__name__)["exclusions"]

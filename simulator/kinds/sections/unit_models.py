@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
-from biasim.simulator.kinds.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import figures, grading, pd, unit_models
 
 #: The numbers of a fit, left out where it did not converge.
