@@ -78,3 +78,9 @@ def share_test() -> tuple[Column, ...]:
         unit_of_test("The test's unit (calls)."),
         unit_count(),
     )
+
+
+def dpd_threshold() -> Column:
+    """The parity test's threshold: the DPD at which it rejects (``demographic_parity``'s
+    cases and ``explicit_bias``'s)."""
+    return Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null.")
