@@ -63,6 +63,11 @@ def below_four_fifths() -> Column:
     return Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8.")
 
 
+def group(what: str = "The group.") -> Column:
+    """The group a row is of (``group``), by its label."""
+    return Column("group", "group", description=what)
+
+
 def reason(what: str = "Why.") -> Column:
     """Why rows were left out (``reason``), in a table of exclusions."""
     return Column("reason", "reason", description=what)
