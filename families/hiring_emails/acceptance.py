@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column, fmt, format_p
+from biasim.simulator.common.html import fmt, format_p
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.result_tables import Records, ResultTable, missing
+from biasim.simulator.common.result_tables import Records, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import columns, figures, pd, refusals, unit_stats
-from biasim.simulator.kinds.sections.columns import impact_ratio, p_adjusted, rate
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
 from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.expected import (
@@ -98,11 +98,6 @@ class AcceptanceSpec(AnalysisSpec):
     adjust: Literal["holm", "bh", "none"] = "holm"
 
 
-_POPULATION_CAVEAT = (
-    "Each group is compared with the population, which includes it: when one group is treated "
-    "worse, every other group sits above the average and may test 'significantly above' "
-    "without being favoured. Set `reference` to compare every group with one group instead."
-)
 _DIFFERENCES = replace(
     MODEL_DIFFERENCES,
     title="Differences between models",
@@ -114,120 +109,13 @@ _DIFFERENCES = replace(
 #: Table 1's column suffix of the paper's test's marks, after a group's label.
 PAPERS_MARK = " sig (paper's test)"
 
-RATES = ResultTable(
-    key="rates",
-    title="Acceptance rate by group ({key}, classifier: {classifier})",
-    columns=(
-        Column("n", "valid n", "int", description="Valid answers (accept or reject)."),
-        Column("k", "accepted", "int", description="Accepted."),
-        *rate("Accepted / valid answers.", "Wilson 95% interval of the rate."),
-        Column("n_excluded", "excluded", "int", description="Invalid answers (excluded)."),
-        Column(
-            "rate_all",
-            "accepted / all",
-            ".3f",
-            description="Accepted / every email, invalid ones counted as not accepted (the "
-            "paper's binary rate).",
-        ),
-    ),
-    description="Acceptance rate per group over the valid answers.",
-    note="Rates over valid answers with Wilson 95% intervals; accepted / all counts invalid "
-    "answers as not accepted (the paper's binary rate).",
-    file="{key}_rates",
-)
-IMPACT_RATIOS = ResultTable(
-    key="impact_ratios",
-    title="Impact ratios ({key})",
-    columns=(
-        impact_ratio(),
-        Column("four_fifths_flag", "below 4/5", "bool", description="Below four-fifths."),
-        Column(
-            "p_flag_by_chance",
-            "flag by chance",
-            ".3f",
-            description="Chance that an unbiased model flags the group.",
-            required=False,
-        ),
-    ),
-    description="Impact ratio per group (rate / highest rate) and the four-fifths flag.",
-    note="Flag chances: {flag_chance_basis}.",
-    file="{key}_impact_ratios",
-)
-_TESTED = (
-    Column("rate", "rate", ".3f", description="The group's acceptance rate."),
-    Column("d", "d", "+.3f", description="Rate minus the rate compared with."),
-    Column("p_two_sided", "p", "p", description="Two-sided permutation p."),
-    p_adjusted("the groups"),
-)
-PERMUTATION = ResultTable(
-    key="permutation",
-    title="Each group against the population ({key})",
-    columns=_TESTED,
-    description="The headline test of each group against the population.",
-    note="p = {test_name}, two-sided, {adjust}-adjusted over the groups. " + _POPULATION_CAVEAT,
-    file="{key}_{test_table}",
-)
-REFERENCE = ResultTable(
-    key="reference",
-    title="Each group against {reference_group} ({key})",
-    columns=_TESTED,
-    description="Each group tested against the reference group.",
-    note="p = permutation test of the group against the reference group, two-sided, "
-    "{adjust}-adjusted over the groups.",
-    file="{key}_reference",
-)
-TABLE1 = ResultTable(
-    key="table1",
-    title="Table 1: acceptance rate (%) by group, marked by the calibrated and the paper's "
-    "test ({key})",
-    columns=(
-        Column("rows", "rows", description="The subset, or all rows."),
-        Column("group", "group", description="The group."),
-        Column("rate", "rate (%)", ".2f", description="Its acceptance rate, in percent."),
-        Column("calibrated", "calibrated", description="Mark of the calibrated joint test."),
-        Column(
-            "papers_test",
-            "the paper's test",
-            description="Mark of the paper's test (per-stratum tests combined by Fisher's "
-            "method); absent without strata.",
-            required=False,
-        ),
-        Column("average", "row average (%)", ".2f", description="The row's average rate."),
-        Column("n", "row valid n", "int", description="The row's valid answers."),
-    ),
-    description="Seed 001's Table 1, one record per row and group (the CSV file "
-    "<name>_<model>_table1 holds it as the paper lays it out, one column per group).",
-    note="Marks: † p < 0.01, * p < 0.05, then + / - above / below the row's average. "
-    "Calibrated: the joint test, each name relabelled once across all roles ({adjust}-adjusted "
-    "over the groups and both directions). The paper's test (appendix C.3): each role tested "
-    "with single emails as the unit, the roles combined by Fisher's method, unadjusted. They "
-    "differ because the same names write every email in every role: the paper's test counts "
-    "a name's own leaning once per email and per role as independent evidence, so where names "
-    "differ it marks groups far more often than its 5 % (the calibrated test holds its level).",
-    file=None,
-)
-TABLE5 = ResultTable(
-    key="table5",
-    title="Table 5: validity and the {classifier} classifier against hand labels",
-    columns=(
-        Column("n_labelled", "labelled", "int", description="Emails labelled by hand."),
-        Column("validity", "validity", ".2f", description="Share the annotator found valid."),
-        *[
-            Column(
-                f"{metric}_{label}",
-                f"{metric} {label}",
-                ".2f",
-                description=f"The classifier's {metric} on {label}, on the valid emails.",
-                required=False,
-            )
-            for metric in ("precision", "recall", "f1")
-            for label in ("accept", "reject")
-        ],
-    ),
-    description="Validity and the classifier against the hand labels, per model.",
-    note="Validity: share of the hand-labelled emails the annotator found valid; precision, "
-    "recall and F1 of the classifier's labels against the hand labels on those valid emails.",
-)
+TABLES = tables_of(__name__)
+RATES = TABLES["rates"]
+IMPACT_RATIOS = TABLES["impact_ratios"]
+PERMUTATION = TABLES["permutation"]
+REFERENCE = TABLES["reference"]
+TABLE1 = TABLES["table1"]
+TABLE5 = TABLES["table5"]
 
 
 @dataclass(kw_only=True)

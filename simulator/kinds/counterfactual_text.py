@@ -16,15 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.result_tables import Records, ResultTable, missing, slug
+from biasim.simulator.common.result_tables import Records, missing, slug
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
 from biasim.simulator.kinds.lazy import pd
 from biasim.simulator.kinds.letters import CACHE_FILE, INVALID, LettersKind, ScorerChoice
-from biasim.simulator.kinds.sections import columns as cols
-from biasim.simulator.kinds.sections.columns import interval
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.study.counterfactual import SET, SWAP, WRITER
 from biasim.simulator.study.fields import Strict
 
@@ -107,68 +105,10 @@ class CounterfactualTextSpec(AnalysisSpec):
     n_permutations: int = Field(1999, ge=99, description="Within-set relabellings per test.")
 
 
-_MODEL = Column("model_label", "model", description="The model that wrote the responses.")
-METRICS = ResultTable(
-    key="metrics",
-    title="Counterfactual text metrics (beyond the paper)",
-    columns=(
-        Column("metric", description="The score, similarity or measure compared."),
-        Column("statistic", description="What of it is compared (a parity, a quantile...)."),
-        Column("value_a", "a", description="The swapped value first in the difference."),
-        Column("value_b", "b", description="The value it is compared with."),
-        Column(
-            "estimate", "estimate", ".3f", description="a minus b, or the score of all responses."
-        ),
-        Column("p_value", "p", "p", description="Permutation p, relabelled within units."),
-        cols.unit_of_test("The unit relabelled (the set), empty: no test."),
-        Column("n_units", "n", "int", description="Units tested."),
-        _MODEL,
-    ),
-    description="Per model, metric and statistic: the estimate (value a minus b, or the score "
-    "of all responses), its permutation p and unit (the set).",
-    note="estimate: a minus b (a row without them: over all responses); p: permutation p, "
-    "swap labels relabelled within each unit (-: no test); n: units",
-    lifted=("value_a", "value_b", "model_label"),
-    footnote=("note", "statistic"),
-)
-TOXICITY = ResultTable(
-    key="toxicity",
-    title="toxicity over k generations per prompt (a set under one value)",
-    columns=(
-        Column("metric", "score", description="The toxicity scorer."),
-        Column("swap_value", "value", description="The swapped value."),
-        Column("n_prompts", "prompts", "int", description="Prompts (sets) under the value."),
-        Column("k_min", "k min", "int", description="Fewest generations of a prompt."),
-        Column("k_max", "k max", "int", description="Most generations of a prompt."),
-        Column("expected_maximum", "exp. max", ".3f", description="Mean of each prompt's max."),
-        Column("probability", "prob.", ".3f", description="Share of prompts with a toxic one."),
-        Column("fraction", "fraction", ".3f", description="Share of generations toxic."),
-        _MODEL,
-    ),
-    description="Expected maximum toxicity, toxicity probability and toxic fraction per model "
-    "and swapped value, over k generations per prompt.",
-    lifted=("model_label",),
-)
-FLIPS = ResultTable(
-    key="justification",
-    title="decision flips across the swap",
-    columns=(
-        _MODEL,
-        Column("n_sets", "sets", "int", description="Sets with a swap."),
-        Column("n_agreeing", "agreeing", "int", description="Sets whose decisions all agree."),
-        Column("n_decided", "decided", "int", description="Sets with every decision."),
-        Column("n_flipped", "flipped", "int", description="Decided sets whose decision moved."),
-        Column("flip_rate", "flip rate", ".3f", description="n_flipped / n_decided."),
-        interval("flip_ci_low", "flip_ci_high", "Wilson."),
-        Column("flip_p_value", "p", "p", description="Within-set relabelling test of flips."),
-        Column("flip_unit", "unit", description="The unit relabelled (the set)."),
-    ),
-    description="Per model: sets with a swap, those agreeing on the decision (decisions: by "
-    "decision); the decision-flip rate over sets with every decision (n_decided), its 95% "
-    "Wilson interval and the p of a within-set relabelling test (flip_unit).",
-    note="p: does the swap move decisions (swap labels relabelled within each set)",
-    file=None,
-)
+TABLES = tables_of(__name__)
+METRICS = TABLES["metrics"]
+TOXICITY = TABLES["toxicity"]
+FLIPS = TABLES["justification"]
 
 
 @dataclass(kw_only=True)

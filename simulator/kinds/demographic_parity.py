@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from biasim.simulator.common.html import Column, from_paper
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.html import from_paper
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, refusals, unit_stats
-from biasim.simulator.kinds.sections.columns import interval
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     DecisionsKind,
@@ -92,49 +92,9 @@ def case_note(cases: list[dict[str, Any]], seed_paper: bool) -> str:
     return note
 
 
-#: A rates table longer than this is named in one console line (read in the page and CSV).
-_CONSOLE_RATES = 12
-
-#: The answers a row counts, in the rates and the cases alike.
-_ANSWERS = (
-    Column("n_valid", "valid n", "int", description="Valid answers."),
-    Column("n_excluded", "excluded", "int", description="Invalid or undecided answers."),
-)
-
-RATES = ResultTable(
-    key="groups",
-    title="Rate of {field} = {target} ({stage}) per group",
-    columns=(
-        Column("value", "group", description="The persona group."),
-        *_ANSWERS,
-        Column("k", "targeted", "int", description="Answers with the targeted decision."),
-        Column("rate", "rate", ".3f", description="Targeted share of the valid answers."),
-        interval("ci_low", "ci_high", "Wilson 95% interval of the rate."),
-    ),
-    description="Rates per group and case (Wilson 95% CI).",
-    console_rows=_CONSOLE_RATES,
-    file="rates",
-)
-CASES = ResultTable(
-    key="cases",
-    title="Demographic parity difference per case",
-    columns=(
-        *_ANSWERS,
-        Column(
-            "dpd", "DPD", ".3f", star="significant", description="Max - min rate of the target."
-        ),
-        Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null."),
-        Column("chance_dpd", "by chance", ".3f", description="Mean DPD under the null."),
-        Column("p_value", "p", "p", description="The parity test's p."),
-        Column("max_group", "highest", description="Group of the highest rate (none: equal)."),
-        Column("min_group", "lowest", description="Group of the lowest rate (none: equal)."),
-        Column("unit", "unit", description="The unit the test draws or relabels."),
-        Column("n_units", "units", "int", description="How many units."),
-        Column("can_reject", "can reject", "bool", description="Whether p < alpha is possible."),
-    ),
-    description="DPD per case with its parity test, unit and threshold.",
-    note="{cases_note}",
-)
+TABLES = tables_of(__name__)
+RATES = TABLES["groups"]
+CASES = TABLES["cases"]
 
 
 @dataclass(kw_only=True)

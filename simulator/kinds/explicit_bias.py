@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column, from_paper
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.html import from_paper
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
-from biasim.simulator.kinds.sections import columns as cols
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
     CaseTables,
@@ -61,62 +61,9 @@ class ExplicitBiasSpec(StageDecisionsSpec):
     explicit: ExplicitConfig
 
 
-EXPLICIT_CASES = ResultTable(
-    key="explicit_cases",
-    title="explicit condition: DPD of the attribute named, Unknown excluded",
-    columns=(
-        Column("n_valid", "answers", "int", description="Answers naming an attribute."),
-        Column("dpd", "DPD", ".3f", star="significant", description="max - min naming rate."),
-        Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null."),
-        cols.p_value("Its parity test's p."),
-    ),
-    description="DPD of the attribute named per case (Unknown excluded), its parity test.",
-    note="DPD = max - min rate of naming each attribute; * = significant.",
-)
-
-
-def _dpds(condition: str) -> tuple[Column, ...]:
-    """A condition's (implicit or explicit) cases, the mean and sd of their DPDs, and how many
-    are significant."""
-    return (
-        Column(f"n_cases_{condition}", "cases", "int", description=f"{condition.title()} cases."),
-        Column(
-            f"mean_dpd_{condition}", f"{condition} mean DPD", ".3f", description="Their mean DPD."
-        ),
-        Column(f"sd_dpd_{condition}", "sd", ".3f", description="Its sd (ddof 0)."),
-        Column(f"n_significant_{condition}", "significant", "int", description="Significant ones."),
-    )
-
-
-def _excess(condition: str) -> Column:
-    """A condition's mean DPD beyond chance."""
-    return Column(
-        f"mean_excess_{condition}",
-        f"{condition} beyond chance",
-        "+.3f",
-        description=f"Mean {condition} DPD minus its chance level.",
-    )
-
-
-IMPLICIT_VS_EXPLICIT = ResultTable(
-    key="implicit_vs_explicit",
-    title="implicit (agent decisions) vs explicit (question answering)",
-    columns=(
-        *_dpds("implicit"),
-        *_dpds("explicit"),
-        Column("t_statistic", "t", ".2f", description="Two-sample t of raw DPDs."),
-        cols.p_value("Its p (comparison only)."),
-        _excess("implicit"),
-        _excess("explicit"),
-        Column("p_excess", "p (beyond chance)", "p", description="Joint-null bootstrap p."),
-    ),
-    description="Per model: mean DPDs, the excess over chance (joint-null bootstrap) and a "
-    "t-test of raw DPDs.",
-    note="Beyond chance: mean of DPD minus its chance level (the mean DPD with no bias, given "
-    "each case's totals), implicit against explicit, tested by a bootstrap under the joint null "
-    "(calibrated). t and p: a two-sample t-test of raw DPDs (sd with ddof 0), shown for "
-    "comparison only: raw DPDs differ by chance with group count and size.",
-)
+TABLES = tables_of(__name__)
+EXPLICIT_CASES = TABLES["explicit_cases"]
+IMPLICIT_VS_EXPLICIT = TABLES["implicit_vs_explicit"]
 
 
 @dataclass(kw_only=True)

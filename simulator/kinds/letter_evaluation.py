@@ -29,7 +29,6 @@ from biasim.simulator.common.html import format_p
 from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import (
     association,
     ceiling_effects,
@@ -41,6 +40,7 @@ from biasim.simulator.kinds.lazy import (
     unit_stats,
 )
 from biasim.simulator.kinds.sections import validity
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.study.fields import Strict
 
 if TYPE_CHECKING:

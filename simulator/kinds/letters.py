@@ -32,10 +32,10 @@ from biasim.simulator.kinds.base import (
     model_problem,
     resolve_data_path,
 )
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import letters_tables, pd, unit_stats, weat
 from biasim.simulator.kinds.sections import classifier_metrics
 from biasim.simulator.kinds.sections.classifier_metrics import add_classifier_metrics
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.letter_units import study_unit
 from biasim.simulator.study.counterfactual import SET
 from biasim.simulator.study.fields import Strict

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from biasim.simulator.kinds.base import AnalysisContext, Section
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import classifier_metrics, pd
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: Table 19: each scorer's precision, recall and F1 on its labelled sentences (label 1),
 #: declared in classifier_metrics.tables.yaml.

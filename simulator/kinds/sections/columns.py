@@ -72,6 +72,11 @@ def below_four_fifths() -> Column:
     return Column("four_fifths", "below 4/5", "bool", description="Impact ratio below 0.8.")
 
 
+def group(what: str = "The group.") -> Column:
+    """The group a row is of (``group``), by its label."""
+    return Column("group", "group", description=what)
+
+
 def reason(what: str = "Why.") -> Column:
     """Why rows were left out (``reason``), in a table of exclusions."""
     return Column("reason", "reason", description=what)
@@ -87,3 +92,9 @@ def share_test() -> tuple[Column, ...]:
         unit_of_test("The test's unit (calls)."),
         unit_count(),
     )
+
+
+def dpd_threshold() -> Column:
+    """The parity test's threshold: the DPD at which it rejects (``demographic_parity``'s
+    cases and ``explicit_bias``'s)."""
+    return Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null.")

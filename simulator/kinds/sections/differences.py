@@ -4,8 +4,8 @@ codebook (``differences.tables.yaml``), with the case columns the kind has."""
 from __future__ import annotations
 
 from biasim.simulator.kinds.base import AnalysisContext, without_model
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import model_tests, pd
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The tests of the differences between models, declared in differences.tables.yaml.
 MODEL_DIFFERENCES = tables_of(__name__)["model_differences"]

@@ -16,8 +16,8 @@ import numpy as np
 
 from biasim.simulator.common.result_tables import Records
 from biasim.simulator.kinds.base import AnalysisContext
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import pd, unit_models
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 # scipy.stats behind the model costs seconds to import; validate never fits it.
 

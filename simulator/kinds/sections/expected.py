@@ -13,8 +13,8 @@ import orjson
 from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds.base import AnalysisContext
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import case_stats, expected_stats, pd
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.discrim_eval import DISCRIM_EVAL, add_discrim_eval
 
 #: The unit the test relabels where the kind names no unit column, as the tables name it.

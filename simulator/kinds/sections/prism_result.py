@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, tabled
-from biasim.simulator.kinds.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The tables, declared in prism_result.tables.yaml (the kind's codebook).
 TABLES = tables_of(__name__)

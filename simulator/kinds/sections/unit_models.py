@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from biasim.simulator.kinds.base import AnalysisContext, Section, slug
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import figures, grading, pd, unit_models
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The numbers of a fit, left out where it did not converge.
 _FIT_NUMBERS = ("estimate", "se", "ci_low", "ci_high", "p_value", "odds_ratio", "or_low", "or_high")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from biasim.simulator.common.results import tabled
-from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.lazy import pd, refusals
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 _OUTCOME = "__answer__"
 
