@@ -98,3 +98,21 @@ def dpd_threshold() -> Column:
     """The parity test's threshold: the DPD at which it rejects (``demographic_parity``'s
     cases and ``explicit_bias``'s)."""
     return Column("threshold", "threshold", ".3f", description="95th percentile of DPD, null.")
+
+
+def significant(what: str = "p below `alpha`.") -> Column:
+    """Whether the row's test rejects at ``alpha`` (``significant``)."""
+    return Column("significant", "significant", "bool", description=what)
+
+
+def mean_sd(spec: str = ".2f") -> tuple[Column, Column]:
+    """The mean of the scores counted before it (``spec`` its format) and their SD."""
+    return (
+        Column("mean", "mean", spec, description="Their mean."),
+        Column("sd", "sd", ".2f", description="Their SD."),
+    )
+
+
+def dimension() -> Column:
+    """The style dimension a letters table is split by (``dimension``)."""
+    return Column("dimension", "dimension", description="The style dimension.")
