@@ -13,18 +13,17 @@ each policy's and each switched-off trajectory is read against it by ``market_ef
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column, fmt
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.html import fmt
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import market_figures, market_stats, pd, unit_stats
-from biasim.simulator.kinds.sections import columns as cols
-from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.study.market import COMPOSITION_COLUMNS, MARKET_CSV, NO_SWITCH
 from biasim.simulator.study.policies import BASE
 
@@ -52,66 +51,10 @@ _ONE_MARKET = (
     "one replicate market: the trajectory is one draw, shown without intervals (a market's "
     "cycles are not independent, so they give no interval; declare `market: {replicates: N}`)"
 )
-TRAJECTORY = ResultTable(
-    key="trajectory",
-    title="share per cycle by {by}",
-    columns=(
-        Column("measure", "share of", "text", description="hires, workforce or deciders."),
-        CYCLE,
-        group(),
-        Column("mean", "mean share", ".3f", description="Mean share over replicate markets."),
-        Column("sd", "sd over markets", ".3f", description="Its sd over replicate markets."),
-        over_markets("ci_low", "ci_high"),
-        markets("n_replicates"),
-    ),
-    description="Per measure, cycle and group: mean share over replicate markets, sd, t interval.",
-    note="share = the group's share of the cycle's hires, of the workforce at the end of the "
-    "cycle and of the cycle's decision-makers, averaged over replicate markets; {interval}",
-)
-IMPACT_RATIOS = ResultTable(
-    key="impact_ratios",
-    title="impact ratios of hiring",
-    columns=(
-        CYCLE,
-        group(),
-        Column("applicants", "applied", "int", description="Applicants, over markets."),
-        Column("hires", "hired", "int", description="Hires, over markets."),
-        Column("rate", "hire rate", ".3f", description="Hires over applicants."),
-        cols.impact_ratio(),
-        Column("cumulative_rate", "cumulative rate", ".3f", description="Over cycles so far."),
-        Column(
-            "cumulative_impact_ratio",
-            "cumulative IR",
-            ".3f",
-            description="The cumulative rate over the highest group's.",
-        ),
-    ),
-    description="Per cycle and group: hire rate among applicants and its ratio to the highest "
-    "group's, in the cycle and cumulatively (pooled over markets).",
-    note="IR = hire rate / highest group's in the cycle; cumulative: over every cycle up to "
-    "this one; counts pooled over replicate markets: point estimates, no interval",
-)
-DRIFT = ResultTable(
-    key="drift",
-    title="drift of the workforce's composition",
-    columns=(
-        group(),
-        Column("start", "share at start", ".3f", description="Mean share at the first cycle."),
-        Column("end", "share at end", ".3f", description="Mean share at the last cycle."),
-        Column("change", "change", "+.3f", description="End minus start."),
-        over_markets("ci_low", "ci_high"),
-        Column("p_value", "p", "p", description="One-sample t test of the change."),
-        markets("n_units"),
-    ),
-    description="Per group: the workforce share's change from cycle 0 to the last, t test "
-    "over replicate markets (empty with one market); `same_test_as` names the group whose "
-    "test a second of two groups repeats.",
-    note="p: one-sample t test of each market's change of workforce share from the first cycle "
-    "to the last (unit: the replicate market)",
-    says_nothing=lambda row: bool(row.get("same_test_as")),
-    why="the same test as the first group's (two groups: the shares add up to 1, so the "
-    "change is the first's negated)",
-)
+TABLES = tables_of(__name__)
+TRAJECTORY = TABLES["trajectory"]
+IMPACT_RATIOS = TABLES["impact_ratios"]
+DRIFT = replace(TABLES["drift"], says_nothing=lambda row: bool(row.get("same_test_as")))
 
 
 @dataclass(kw_only=True)

@@ -12,19 +12,19 @@ removes, alone and as its Shapley share (:func:`analysis.stats.market_decompose.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from biasim.simulator.common.html import Column, fmt
+from biasim.simulator.common.html import fmt
 from biasim.simulator.common.lazy import lazy_module
-from biasim.simulator.common.result_tables import Records, ResultTable, missing
+from biasim.simulator.common.result_tables import Records, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.common.samples import unreachable
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section
 from biasim.simulator.kinds.lazy import pd, unit_stats
-from biasim.simulator.kinds.sections.market_columns import CYCLE, group, markets, over_markets
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.study.market import MARKET_CSV, NO_SWITCH
 from biasim.simulator.study.policies import BASE
 
@@ -50,85 +50,10 @@ class MarketEffectsSpec(AnalysisSpec):
     )
 
 
-_POLICY = Column("policy", "policy", "text", description="The policy.")
-_GROUP = group("group")
-_AGAINST = Column("baseline", "against", "text", description="The trajectory compared with.")
-
-
-def _share(measure: str, what: str) -> tuple[Column, ...]:
-    """The share of ``measure`` under the base and the policy, and the change."""
-    return (
-        Column(f"{measure}_share_baseline", f"{what} share, base", ".3f", description="Base."),
-        Column(f"{measure}_share_policy", f"{what} share, policy", ".3f", description="Policy."),
-        Column(f"{measure}_share_change", f"{what} change", "+.3f", description="The change."),
-    )
-
-
-def _interval(measure: str, what: str) -> Column:
-    """The t interval of the change of the share of ``measure``."""
-    change = f"{measure}_share_change"
-    return over_markets(f"{change}_low", f"{change}_high", f"{what} change CI")
-
-
-EFFECTS = ResultTable(
-    key="effects",
-    title="each policy's shares per cycle",
-    columns=(
-        _POLICY,
-        _AGAINST,
-        CYCLE,
-        _GROUP,
-        markets("replicates"),
-        *_share("hire", "hire"),
-        *_share("workforce", "workforce"),
-        _interval("hire", "hire"),
-        _interval("workforce", "workforce"),
-    ),
-    description="Per policy, cycle and group: hire and workforce share under the policy and "
-    "the base, the change and its interval over replicate markets.",
-    note="share of the cycle's hires and of the workforce at its end, mean over replicate "
-    "markets paired on the base's random numbers; CI: t interval over them",
-    console=False,
-)
-TESTS = ResultTable(
-    key="tests",
-    title="one test per policy",
-    columns=(
-        _POLICY,
-        _AGAINST,
-        Column("from_cycle", "from cycle", "int", description="The first cycle the test sums."),
-        markets("n_units"),
-        Column("df", "df", "int", description="Rank of the joint statistic."),
-        Column("statistic", "statistic", ".3f", description="The joint statistic."),
-        Column("n_permutations", "sign flips", "int", description="Assignments compared."),
-        Column("p_value", "joint p", "p", description="Sign-flip p (None with one market)."),
-    ),
-    description="One test per policy, unit the replicate market (no p for one market); a "
-    "policy with `from_cycle` k is tested over cycles >= k (`from_cycle`).",
-    note="joint over the groups: sign flips of each replicate market's changes in the "
-    "workforce, summed over the cycles from `from cycle` on (a policy started later is the "
-    "base before); unit: the replicate market",
-    says_nothing=lambda row: missing(row.get("p_value")),
-    why="no test (one replicate market: one unit)",
-)
-DECOMPOSITION = ResultTable(
-    key="decomposition",
-    title="where the drift comes from",
-    columns=(
-        CYCLE,
-        _GROUP,
-        Column("switch", "switch", "text", description="The mechanism switched off."),
-        Column("drift", "drift", "+.3f", description="The workforce share's drift, all on."),
-        Column("drift_all_off", "all off", "+.3f", description="The drift, every switch off."),
-        Column("removed_alone", "removed alone", "+.3f", description="Drift it removes alone."),
-        Column("shapley", "Shapley", "+.3f", description="Its Shapley share of the drift."),
-        markets("replicates"),
-    ),
-    description="Per cycle, group and switch: the drift, what switching it off removes "
-    "alone, and its Shapley share.",
-    note="one-at-a-time removals depend on the order of switching; Shapley values add up",
-    console=False,
-)
+TABLES = tables_of(__name__)
+EFFECTS = TABLES["effects"]
+TESTS = replace(TABLES["tests"], says_nothing=lambda row: missing(row.get("p_value")))
+DECOMPOSITION = TABLES["decomposition"]
 
 
 @dataclass(kw_only=True)

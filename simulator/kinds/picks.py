@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from biasim.analysis.studies.bias_transmission.answer_lines import PAIRED
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds import spec_fields
 from biasim.simulator.kinds.association import items_deviate
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import association, pd, picks, transmission_figures
-from biasim.simulator.kinds.sections import columns as cols
 from biasim.simulator.kinds.sections import validity
+from biasim.simulator.kinds.sections.codebook import tables_of
 
 if TYPE_CHECKING:
     from biasim.analysis.stats.units import Tested
@@ -47,56 +46,11 @@ class PicksSpec(AnalysisSpec):
     adjust: Literal["none", "holm", "bh"] = spec_fields.paper_count_adjust_field("the items")
 
 
-#: Share of picks with the target value, per item or category: interval and exact test.
-_PICK_COLUMNS = (
-    Column("calls", "calls", "int", description="Calls that picked (the test's units)."),
-    *cols.rate(
-        "Share of picks with `positive`.", "Its t interval, calls.", key="share", label="share"
-    ),
-    Column("chance", "chance", ".3f", description="The share chance gives (the null)."),
-    *cols.share_test(),
-)
-ITEMS = ResultTable(
-    key="items",
-    title="per item",
-    columns=(Column("item", "item", description="The item (job)."), *_PICK_COLUMNS),
-    description="Share of picks with `positive` per item: interval, test against chance.",
-    note="p: exact test against the hypergeometric null, calls as units; * below alpha.",
-    console=False,
-)
-CATEGORIES = ResultTable(
-    key="categories",
-    title="by category",
-    columns=_PICK_COLUMNS,
-    description="Share per category of items.",
-)
-COMPARISON = ResultTable(
-    key="comparison",
-    title="against one pick of two",
-    columns=(
-        Column("share_picks", "share, picks", ".3f", description="Share among the picks."),
-        Column("share_single", "share, one of two", ".3f", description="With one of two."),
-        Column("difference", "difference", ".3f", description="Picks minus one of two."),
-        cols.interval("diff_low", "diff_high", "Its interval."),
-        Column(
-            "bias_change",
-            "bias change",
-            "+.3f",
-            description="Bias (|share - 0.5|) picking several minus picking one.",
-        ),
-    ),
-    description="Categories against one pick of two.",
-    note="bias = |share - 0.5|; bias change < 0: less biased when picking several",
-)
-OUTCOMES = ResultTable(
-    key="outcomes",
-    title="calls by outcome",
-    columns=(
-        Column("outcome", "outcome", description="What the answer's picks were."),
-        Column("calls", "calls", "int", description="Calls."),
-    ),
-    description="Calls per outcome of their picks (only `picked` ones are used).",
-)
+TABLES = tables_of(__name__)
+ITEMS = TABLES["items"]
+CATEGORIES = TABLES["categories"]
+COMPARISON = TABLES["comparison"]
+OUTCOMES = TABLES["outcomes"]
 
 
 @dataclass(kw_only=True)

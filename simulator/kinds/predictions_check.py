@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import Field
 
-from biasim.simulator.common.html import Column
-from biasim.simulator.common.result_tables import Records, ResultTable
+from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
@@ -21,6 +20,7 @@ from biasim.simulator.kinds.base import (
     resolve_data_path,
 )
 from biasim.simulator.kinds.lazy import case_stats
+from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.decisions import (
     DecisionsKind,
     case_columns,
@@ -42,21 +42,8 @@ class PredictionsCheckSpec(StageDecisionsSpec):
     )
 
 
-ALIGNMENT = ResultTable(
-    key="alignment",
-    title="directional alignment with real-world findings",
-    columns=(
-        Column("statement", "prediction", description="The finding predicted."),
-        Column("higher", "higher", description="The group predicted to have the higher rate."),
-        Column("lower", "lower", description="The group predicted to have the lower rate."),
-        Column("rate_higher", "rate, higher", ".3f", description="The observed rate of `higher`."),
-        Column("rate_lower", "rate, lower", ".3f", description="The observed rate of `lower`."),
-        Column("difference", "difference", "+.3f", description="`rate_higher - rate_lower`."),
-        Column("aligned", "aligned", "bool", description="Whether the difference is above 0."),
-    ),
-    description="Per prediction: the observed rates and whether they point its way.",
-    note="aligned: the observed rates point the way the prediction does (a direction, no test).",
-)
+TABLES = tables_of(__name__)
+ALIGNMENT = TABLES["alignment"]
 
 
 @dataclass(kw_only=True)

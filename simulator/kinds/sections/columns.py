@@ -1,8 +1,10 @@
 """Columns several declared tables share, each declared once: a group's value headed by its
 group column, a rate with its 95% interval, a test's p-value, its adjustment across a family
-and its unit, and the impact ratio with the four-fifths rule. Each function takes only what
-really differs between the tables (the key, the header, what the value is there), so the same
-concept has one header, format and schema description wherever a table shows it."""
+and its unit, the impact ratio with the four-fifths rule, and a market's cycle, group,
+replicate markets and t interval over them (``market``, ``market_effects``). Each function
+takes only what really differs between the tables (the key, the header, what the value is
+there), so the same concept has one header, format and schema description wherever a table
+shows it."""
 
 from __future__ import annotations
 
@@ -116,3 +118,29 @@ def mean_sd(spec: str = ".2f") -> tuple[Column, Column]:
 def dimension() -> Column:
     """The style dimension a letters table is split by (``dimension``)."""
     return Column("dimension", "dimension", description="The style dimension.")
+
+
+def cycle() -> Column:
+    """The cycle of a market (0: the initial workforce, before any hiring)."""
+    return Column("cycle", "cycle", "int", description="The cycle (0: the initial workforce).")
+
+
+def market_group(label: str = "{by}") -> Column:
+    """A market's group, headed by the persona axis counted (``{by}``: the result's field)."""
+    return Column("group", label, "text", description="The group (a value of `by`).")
+
+
+def markets(key: str) -> Column:
+    """How many replicate markets a row holds: the unit of its interval or test."""
+    return Column(key, "markets", "int", description="Replicate markets (the unit).")
+
+
+def over_markets(low: str, high: str, label: str = "interval") -> Column:
+    """A t interval from ``low`` to ``high`` over replicate markets (none with one market)."""
+    return Column(
+        low,
+        label,
+        "ci",
+        upper=high,
+        description="A t interval over replicate markets (None with one market).",
+    )

@@ -78,3 +78,23 @@ def test_a_rate_and_its_interval_share_their_bounds() -> None:
     assert (value.key, value.spec, value.description) == ("rate", ".3f", "Hired / applicants.")
     assert (ci.key, ci.upper, ci.label, ci.spec) == ("rate_low", "rate_high", "95% CI", "ci")
     assert ci.description == "Pool bootstrap."
+
+
+def test_a_markets_cycle_group_and_replicates_are_one_declaration() -> None:
+    """market and market_effects show a cycle, a group and the replicate markets (the unit of
+    every interval and test of a market) with one header, format and description."""
+    market_tables = [
+        (table, c)
+        for table, c in _declared()
+        if table.startswith(("biasim.simulator.kinds.market.", "biasim.simulator.kinds.market_"))
+    ]
+    assert {t.rsplit(".", 2)[1] for t, _ in market_tables} == {"market", "market_effects"}
+    cycles = [c for _, c in market_tables if c.key == "cycle"]
+    assert len(cycles) >= 4 and all(c == columns.cycle() for c in cycles), cycles
+    groups = [c for _, c in market_tables if c.key == "group"]
+    assert all(c == columns.market_group(c.label or "") for c in groups), groups
+    counted = [c for _, c in market_tables if c.label == "markets"]
+    assert len(counted) >= 5 and all(c == columns.markets(c.key) for c in counted), counted
+    intervals = [c for _, c in market_tables if c.spec == "ci"]
+    assert len(intervals) >= 4, intervals
+    assert all(c == columns.over_markets(c.key, c.upper or "", c.label or "") for c in intervals)
