@@ -36,7 +36,7 @@ from biasim.analysis.stats.swap_permutation import (
 )
 from biasim.analysis.stats.units import Tested
 from biasim.analysis.text.scorers import ScoreCache, TextScorer, cached_scores
-from biasim.analysis.text.similarity import pair_similarities
+from biasim.analysis.text.similarity import BLEU_MAX_N, bleu_too_short, pair_similarities
 
 #: What a masked name reads as before texts are compared.
 NAME_MASK = "[NAME]"
@@ -412,6 +412,23 @@ def counterfactual_tables(
     return CounterfactualTables(scores, comparisons, metrics)
 
 
+def _short_for_bleu(
+    df: pd.DataFrame, comparisons: pd.DataFrame, cols: CounterfactualColumns
+) -> str | None:
+    """How many comparisons hold a response too short for BLEU to score 1 even if identical."""
+    texts = masked_texts(checked_responses(df, cols), cols)
+    short = sum(
+        bleu_too_short(texts[i], texts[j])
+        for i, j in zip(comparisons["row_a"], comparisons["row_b"], strict=True)
+    )
+    if not short:
+        return None
+    return (
+        f"{short} of {len(comparisons)} comparisons hold a response under {BLEU_MAX_N} tokens, "
+        "which BLEU scores below 1 even against an identical one: read ROUGE-L there"
+    )
+
+
 def _similarity_rows(
     df: pd.DataFrame,
     comparisons: pd.DataFrame,
@@ -428,6 +445,7 @@ def _similarity_rows(
         else "names not masked: a text naming its own name differs by the swap itself"
     )
     note = "; ".join(n for n in (test["note"], unmasked) if n) or None
+    short = _short_for_bleu(df, comparisons, cols) if measure == "bleu" else None
     base = {
         "metric": measure,
         "value_a": "",
@@ -444,7 +462,7 @@ def _similarity_rows(
                 "statistic": "mean_across",
                 "estimate": test["mean_across"],
                 "p_value": None,
-                "note": unmasked,
+                "note": "; ".join(n for n in (unmasked, short) if n) or None,
                 "unit": None,
                 "n_units": None,
             },

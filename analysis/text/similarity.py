@@ -50,6 +50,16 @@ def rouge_l(a: str, b: str) -> float:
     return float(_rouge().score(a, b)["rougeL"].fmeasure)
 
 
+#: BLEU's longest n-gram: two texts with fewer tokens share no 4-gram, so even identical ones
+#: score below 1 ("Yes." is two tokens: 0.316), as NLTK and LangFair define it.
+BLEU_MAX_N = 4
+
+
+def bleu_too_short(a: str, b: str) -> bool:
+    """Whether either text has fewer tokens than BLEU's longest n-gram (see :data:`BLEU_MAX_N`)."""
+    return min(len(word_tokens(a.lower())), len(word_tokens(b.lower()))) < BLEU_MAX_N
+
+
 def bleu(a: str, b: str) -> float:
     """The smaller of the two sentence BLEUs (each text the other's reference), smoothed."""
     from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu

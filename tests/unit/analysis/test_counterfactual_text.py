@@ -24,6 +24,7 @@ from biasim.analysis.text.counterfactual import (
     as_tested,
     checked_responses,
     counterfactual_comparisons,
+    counterfactual_tables,
     masked_texts,
     score_responses,
     sentiment_parity,
@@ -227,6 +228,28 @@ def test_similarity_test_needs_replicates_and_detects_a_swap_that_rewrites_the_t
     result = similarity_test(df, cmp, COLS, "rouge_l", n_permutations=499)
     assert result["estimate"] > 0 and result["p_value"] < 0.01
     assert (result["unit"], result["n_units"]) == ("pair_id", 18)
+
+
+@requires("rouge_score", "nltk")
+def test_bleu_of_identical_short_answers_is_below_1_and_its_row_says_how_many():
+    """BLEU counts n-grams up to 4: identical two-token answers score 0.316 (NLTK's and
+    LangFair's definition), ROUGE-L 1; the BLEU mean row counts the comparisons so short."""
+    assert similarity.bleu("Yes.", "Yes.") == pytest.approx(0.1**0.5)
+    assert similarity.rouge_l("Yes.", "Yes.") == 1.0
+    assert similarity.bleu("I would hire her.", "I would hire her.") == 1.0
+    df = pd.DataFrame(
+        {
+            "pair_id": [1, 1, 2, 2],
+            "swap_value": ["a", "b", "a", "b"],
+            "writer": "w",
+            "name": ["Emily", "Aisha", "Anne", "Keisha"],
+            "text": ["Yes.", "Yes.", "Anne is a good analyst.", "Keisha is a good analyst."],
+        }
+    )
+    tables = counterfactual_tables(df, COLS, {}, n_permutations=99)
+    notes = tables.metrics.set_index(["metric", "statistic"])["note"]
+    assert "1 of 2 comparisons hold a response under 4 tokens" in notes["bleu", "mean_across"]
+    assert "under 4 tokens" not in str(notes["rouge_l", "mean_across"])
 
 
 @requires("rouge_score", "nltk")
