@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -51,7 +52,7 @@ BIOGRAPHIES_OPTION = typer.Option(
 )
 
 
-def fail_input(exc: InputError) -> None:
+def fail_input(exc: InputError) -> NoReturn:
     for problem in exc.problems:
         err_console.print(
             styled("error", "red", f" {str(problem).removeprefix(': ')}"),

@@ -542,7 +542,11 @@ def schema() -> None:
     """Print the JSON Schema of study files."""
     from biasim.simulator.study.load import study_json_schema
 
-    sys.stdout.write(json.dumps(study_json_schema(), indent=2) + "\n")
+    try:  # a plug-in kind's codebook written wrong is named, not a traceback
+        text = json.dumps(study_json_schema(), indent=2)
+    except InputError as exc:
+        fail_input(exc)
+    sys.stdout.write(text + "\n")
 
 
 @app.command(name="list")
@@ -568,8 +572,11 @@ def kinds() -> None:
     table = Table(show_header=True)
     for col in ("kind", "what", "fields"):
         table.add_column(col)
-    for name in kind_names():
-        kind = get_kind(name)
+    try:  # a plug-in kind's codebook written wrong is named, not a traceback
+        found = [get_kind(name) for name in kind_names()]
+    except InputError as exc:
+        fail_input(exc)
+    for kind in found:
         fields = ", ".join(f for f in kind.spec.model_fields if f not in ("kind", "name"))
-        table.add_row(name, kind.title, fields)
+        table.add_row(kind.name, kind.title, fields)
     print_table(out_console, table)

@@ -22,6 +22,9 @@ entries stand for several columns, so that each is written once:
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import fields
@@ -49,27 +52,49 @@ def codebook_path(module: str) -> Path:
     return Path(sys.modules[module].__file__ or "").with_suffix(".tables.yaml")
 
 
-def tables_of(module: str) -> dict[str, ResultTable]:
+class Codebook(dict[str, ResultTable]):
+    """A codebook's tables by name; asking for one it does not declare names the file."""
+
+    def __init__(self, path: Path, tables: dict[str, ResultTable]) -> None:
+        super().__init__(tables)
+        self.path = path
+
+    def __missing__(self, name: str) -> ResultTable:
+        raise KeyError(f"{self.path} declares no table {name!r} (it declares {sorted(self)})")
+
+
+def tables_of(module: str) -> Codebook:
     """The tables declared in the codebook of ``module`` (a module's ``__name__``), by name.
 
     Raises:
-        InputError: Naming the file, line and field of a table or column written wrong.
+        InputError: Naming the file, line and field of a table or column written wrong, or the
+            file missing (a plug-in's package must ship it as package data).
     """
     path = codebook_path(module)
+    if not path.is_file():
+        raise InputError(
+            f"{path}: no codebook beside {module}: write its tables there, and ship it as "
+            'package data ([tool.setuptools.package-data] <package> = ["*.tables.yaml"])'
+        )
     doc, where = load_yaml(path.read_text(encoding="utf-8"), str(path))
-    reader = _Reader(doc.get("groups") or {}, where)
-    return {
-        name: reader.table(name, entry, ("tables", name))
-        for name, entry in (doc.get("tables") or {}).items()
-    }
+    reader = _Reader(doc, where)
+    return Codebook(
+        path, {name: reader.table(name, entry, ("tables", name)) for name, entry in reader.tables}
+    )
 
 
 class _Reader:
     """Builds tables and columns from one codebook, naming the line of anything wrong."""
 
-    def __init__(self, groups: Mapping[str, Any], where: SourceMap) -> None:
-        self.groups = groups
+    def __init__(self, doc: Any, where: SourceMap) -> None:
         self.where = where
+        if not isinstance(doc, dict) or not isinstance(doc.get("tables"), dict):
+            raise self.fail((), "a codebook is a mapping with `tables:` (name: table), and "
+                            "may have `groups:` (name: list of columns)")  # fmt: skip
+        self.groups: Mapping[str, Any] = doc.get("groups") or {}
+        if not isinstance(self.groups, dict):
+            raise self.fail(("groups",), "`groups:` maps a name to a list of columns")
+        self.tables = list(doc["tables"].items())
 
     def fail(self, path: FieldPath, message: str) -> InputError:
         return InputError([self.where.problem(path, message)])
@@ -77,18 +102,19 @@ class _Reader:
     def table(self, name: str, entry: Any, path: FieldPath) -> ResultTable:
         if not isinstance(entry, dict):
             raise self.fail(path, "a table is a mapping (title, description, columns, ...)")
-        unknown = set(entry) - _TABLE_FIELDS - {"columns"}
-        if unknown:
-            raise self.fail((*path, sorted(unknown)[0]), f"not a table field: {sorted(unknown)}")
+        allowed = _TABLE_FIELDS | {"columns"}
+        for field in entry:
+            if field not in allowed:
+                raise self.fail((*path, field), _unknown("table field", field, allowed))
+        for field in ("title", "description"):
+            if not isinstance(entry.get(field), str):
+                raise self.fail(path, f"a table needs `{field}:` (text): {_REQUIRED}")
         settings = {k: tuple(v) if k in _TUPLES else v for k, v in entry.items()}
         settings["columns"] = tuple(
             self.columns(entry.get("columns") or [], (*path, "columns"), {})
         )
         settings.setdefault("key", name)
-        try:
-            return ResultTable(**settings)
-        except TypeError as error:
-            raise self.fail(path, f"{error}") from None
+        return ResultTable(**settings)
 
     def columns(self, entries: list[Any], path: FieldPath, fill: Mapping[str, Any]) -> list:
         out: list[Column] = []
@@ -97,34 +123,35 @@ class _Reader:
         return out
 
     def entry(self, entry: Any, path: FieldPath, fill: Mapping[str, Any]) -> list[Column]:
-        if isinstance(entry, list) and 1 <= len(entry) <= 5:
+        if isinstance(entry, list) and entry:
             return [self.column(entry, path, fill)]
         if isinstance(entry, dict) and "shared" in entry:
             return self.shared(entry, path, fill)
-        if isinstance(entry, dict) and entry.get("group") in self.groups:
+        if isinstance(entry, dict) and "group" in entry:
+            if entry["group"] not in self.groups:
+                raise self.fail(path, _unknown("group", entry["group"], self.groups))
             given = {**fill, **{k: v for k, v in entry.items() if k != "group"}}
             return self.columns(self.groups[entry["group"]], path, given)
-        raise self.fail(
-            path,
-            "a column is [key, header, format, description] or {shared: ...} or "
-            f"{{group: ...}} naming one of this codebook's groups {sorted(self.groups)}",
-        )
+        raise self.fail(path, f"{_COLUMN_FORMS}; this is {entry!r}")
 
     def column(self, entry: list[Any], path: FieldPath, fill: Mapping[str, Any]) -> Column:
         extra = entry[-1] if isinstance(entry[-1], dict) else {}
         words = entry[:-1] if extra else entry
-        if len(words) > 4 or set(extra) - _COLUMN_EXTRAS:
-            raise self.fail(
-                path,
-                "a column is [key, header, format, description], then a "
-                f"mapping of {sorted(_COLUMN_EXTRAS)}",
-            )
+        if len(words) > 4:
+            raise self.fail(path, f"{len(entry)} items: {_COLUMN_FORMS}")
+        for field in extra:
+            if field not in _COLUMN_EXTRAS:
+                raise self.fail(path, _unknown("column field", field, _COLUMN_EXTRAS))
         key, label, spec, description = (*words, *_COLUMN_DEFAULTS[len(words) :])
-        if not all(isinstance(w, str) for w in (key, spec, description)) or not isinstance(
-            label, str | None
-        ):
-            # YAML reads `no`, `on`, `1.5` or a bare `null` as other than text: quote it.
-            raise self.fail(path, "a column's key, header, format and description are text")
+        for what, value in (("key", key), ("format", spec), ("description", description)):
+            if not isinstance(value, str):
+                raise self.fail(path, f"its {what} {value!r} is not text: {_QUOTE}")
+        if not isinstance(label, str | None):
+            raise self.fail(path, f"its header {label!r} is not text: {_QUOTE}")
+        if spec not in _WORD_SPECS and not _NUMBER_SPEC.match(spec):
+            raise self.fail(path, f"format {spec!r} is not one of {_SPECS}")
+        if spec == "ci" and not extra.get("upper"):
+            raise self.fail(path, "format `ci` needs its upper bound's key: {upper: KEY}")
         return Column(
             _filled(key, fill),
             _filled(label, fill),
@@ -135,15 +162,43 @@ class _Reader:
 
     def shared(self, entry: dict[str, Any], path: FieldPath, fill: Mapping[str, Any]) -> list:
         name = entry["shared"]
-        make = getattr(shared_columns, name, None)
-        if not callable(make) or name.startswith("_"):
-            raise self.fail(path, f"no shared column {name!r} in kinds/sections/columns.py")
+        if name not in SHARED:
+            raise self.fail(path, _unknown("shared column", name, SHARED))
         kwargs = {k: _filled(v, fill) for k, v in entry.items() if k != "shared"}
         try:
-            made = make(**kwargs)
+            made = SHARED[name](**kwargs)
         except TypeError as error:
             raise self.fail(path, f"shared column {name}: {error}") from None
         return list(made) if isinstance(made, tuple) else [made]
+
+
+#: The shared columns a codebook may name: the public functions of sections/columns.py.
+SHARED = {
+    name: make
+    for name, make in vars(shared_columns).items()
+    if inspect.isfunction(make) and make.__module__ == shared_columns.__name__
+    and not name.startswith("_")
+}  # fmt: skip
+#: What a column entry may be.
+_COLUMN_FORMS = (
+    "a column is [key, header, format, description] (then, if needed, a mapping of "
+    f"{sorted(_COLUMN_EXTRAS)}), {{shared: NAME, ...}} or {{group: NAME, ...}}"
+)
+#: What a table must say.
+_REQUIRED = "title and description are required; columns, note and the rest are optional"
+#: Why a value YAML read was not text.
+_QUOTE = 'YAML reads no, yes, on, off, null and numbers as other than text; quote it ("no")'
+#: Formats named by a word, and a number's format spec (``.3f``, ``+.3f``, ``.1%``).
+_WORD_SPECS = ("text", "int", "bool", "p", "ci")
+_NUMBER_SPEC = re.compile(r"^\+?\.\d+[efg%]$")
+_SPECS = f"{', '.join(_WORD_SPECS)} or a number's format such as .3f, +.3f, .1%"
+
+
+def _unknown(what: str, name: Any, known: Any) -> str:
+    """``name`` is no ``what``: the closest of ``known``, then all of them."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"no {what} {name!r}: {hint}the {what}s are {sorted(map(str, known))}"
 
 
 def _filled(text: Any, fill: Mapping[str, Any]) -> Any:

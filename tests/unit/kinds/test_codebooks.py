@@ -6,7 +6,9 @@ line and field."""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
+import textwrap
 import types
 from collections import Counter
 from pathlib import Path
@@ -16,7 +18,7 @@ import yaml
 
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.result_tables import ResultTable
-from biasim.simulator.kinds.sections.codebook import tables_of
+from biasim.simulator.kinds.sections.codebook import SHARED, tables_of
 
 ROOT = Path(__file__).resolve().parents[3]
 CODEBOOKS = sorted(
@@ -78,33 +80,62 @@ def test_groups_and_shared_columns_expand(tmp_path: Path) -> None:
     assert table.named(positive="women").title == "a women table"
 
 
+_T = "tables:\n  t:\n    title: T\n    description: D\n    columns:\n"
+
+
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
+        (_T + "      - [a, no, int]\n", 6, "its header False is not text"),
+        (_T + "      - {group: x}\n", 6, "no group 'x'"),
         (
-            "tables:\n  t:\n    title: T\n    description: D\n    columns:\n      - [a, no, int]\n",
-            6,
-            "text",
+            "tables:\n  t:\n    title: T\n    notes: N\n    description: D\n",
+            4,
+            "did you mean 'note'",
         ),
-        (
-            "tables:\n  t:\n    title: T\n    description: D\n    columns:\n      - {group: x}\n",
-            6,
-            "groups",
-        ),
-        ("tables:\n  t:\n    title: T\n    colour: red\n    description: D\n", 4, "colour"),
-        (
-            "tables:\n  t:\n    title: T\n    description: D\n    columns:\n"
-            "      - {shared: nothing_such}\n",
-            6,
-            "nothing_such",
-        ),
+        (_T + "      - {shared: p_valeu}\n", 6, "did you mean 'p_value'"),
+        (_T + "      - [a, b, int, d, e, f]\n", 6, "6 items"),
+        (_T + "      - [a, b, 1f, d]\n", 6, "format '1f' is not one of"),
+        (_T + "      - [a, b, ci, d]\n", 6, "{upper: KEY}"),
+        ("tables:\n  t:\n    description: D\n", 2, "needs `title:`"),
+        ("tables:\n  - t\n", None, "a codebook is a mapping with `tables:`"),
+        ("", None, "a codebook is a mapping with `tables:`"),
     ],
 )
 def test_a_codebook_written_wrong_names_its_line(
-    tmp_path: Path, text: str, line: int, words: str
+    tmp_path: Path, text: str, line: int | None, words: str
 ) -> None:
     with pytest.raises(InputError) as caught:
         _load(tmp_path, text)
     problem = caught.value.problems[0]
     assert problem.file.endswith("toy_kind.tables.yaml") and problem.line == line
-    assert words in str(caught.value)
+    assert words in str(caught.value), str(caught.value)
+
+
+def test_a_missing_codebook_or_table_is_named(tmp_path: Path) -> None:
+    module = types.ModuleType("toy_kind")
+    module.__file__ = str(tmp_path / "toy_kind.py")
+    sys.modules["toy_kind"] = module
+    try:
+        with pytest.raises(InputError, match=r"no codebook beside toy_kind.*package-data"):
+            tables_of("toy_kind")
+    finally:
+        del sys.modules["toy_kind"]
+    tables = _load(tmp_path, "tables:\n  gap:\n    title: T\n    description: D\n")
+    with pytest.raises(KeyError, match="declares no table 'gaps' \\(it declares \\['gap'\\]"):
+        tables["gaps"]
+
+
+GUIDE = ROOT / "docs" / "extending" / "kinds.md"
+
+
+def test_the_guides_codebooks_load_and_its_table_lists_every_shared_column(
+    tmp_path: Path,
+) -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n( *# codebook of .*?)```", text, re.DOTALL)
+    assert len(blocks) == 2
+    for block in blocks:
+        assert _load(tmp_path, textwrap.dedent(block))
+    listed = set(re.findall(r"^ *\| `(\w+)` \|", text, re.MULTILINE))
+    assert listed == set(SHARED), listed ^ set(SHARED)

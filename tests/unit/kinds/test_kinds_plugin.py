@@ -170,3 +170,31 @@ def test_a_family_counts_the_units_of_the_tests_that_ran() -> None:
     family = Tested.family(0.12, rows)
     assert (family.n_units, family.n_units_high) == (38, 40)
     assert family.label == "letter, 38-40 units per test"
+
+
+def test_a_plugin_whose_codebook_is_written_wrong_is_named_not_a_traceback(
+    tmp_path, monkeypatch, cli
+) -> None:
+    """`biasim kinds` and `biasim schema` load every plug-in kind: one whose codebook YAML
+    reads a header as a boolean is an error naming the file and line (exit 2)."""
+    site = tmp_path / "site"
+    package = site / "toy_badbook"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "from biasim.simulator.kinds.sections.codebook import tables_of\n"
+        "TABLES = tables_of(__name__)\n"
+    )
+    (package / "__init__.tables.yaml").write_text(
+        "tables:\n  t:\n    title: T\n    description: D\n    columns:\n      - [a, no, int]\n"
+    )
+    dist = site / "toy_badbook-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-badbook\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[biasim.analyses]\nbadbook = toy_badbook:Kind\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "toy_badbook", raising=False)
+    for command in ("kinds", "schema"):
+        result = cli.invoke(app, [command])
+        assert result.exit_code == 2, result.output
+        assert "__init__.tables.yaml:6: tables.t.columns[0]: its header False" in result.stderr
+        assert "Traceback" not in result.output + result.stderr
