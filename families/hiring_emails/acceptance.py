@@ -19,6 +19,7 @@ from biasim.simulator.common.result_tables import Records, missing
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import AnalysisKind, AnalysisSpec, Section, slug
 from biasim.simulator.kinds.lazy import columns, figures, pd, refusals, unit_stats
+from biasim.simulator.kinds.sections import unit_models
 from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
 from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
@@ -26,11 +27,6 @@ from biasim.simulator.kinds.sections.expected import (
     ExpectedDecisions,
     add_expected_decisions,
     is_logprob_stage,
-)
-from biasim.simulator.kinds.sections.unit_models import (
-    GRADES,
-    MODEL_ESTIMATES,
-    add_model_estimates,
 )
 
 if TYPE_CHECKING:
@@ -110,12 +106,6 @@ _DIFFERENCES = replace(
 PAPERS_MARK = " sig (paper's test)"
 
 TABLES = tables_of(__name__)
-RATES = TABLES["rates"]
-IMPACT_RATIOS = TABLES["impact_ratios"]
-PERMUTATION = TABLES["permutation"]
-REFERENCE = TABLES["reference"]
-TABLE1 = TABLES["table1"]
-TABLE5 = TABLES["table5"]
 
 
 @dataclass(kw_only=True)
@@ -154,11 +144,11 @@ class ModelAcceptance:
         default=None, metadata=about("The group the reference table compares with.")
     )
     notes: list[str] = field(metadata=about("What each test assumes; the breakdowns' notes."))
-    rates: Records = field(metadata=tabled(RATES))
-    impact_ratios: Records = field(metadata=tabled(IMPACT_RATIOS))
-    permutation: Records | None = field(default=None, metadata=tabled(PERMUTATION))
-    reference: Records | None = field(default=None, metadata=tabled(REFERENCE))
-    table1: Records | None = field(default=None, metadata=tabled(TABLE1))
+    rates: Records = field(metadata=tabled(TABLES["rates"]))
+    impact_ratios: Records = field(metadata=tabled(TABLES["impact_ratios"]))
+    permutation: Records | None = field(default=None, metadata=tabled(TABLES["permutation"]))
+    reference: Records | None = field(default=None, metadata=tabled(TABLES["reference"]))
+    table1: Records | None = field(default=None, metadata=tabled(TABLES["table1"]))
 
 
 @dataclass(kw_only=True)
@@ -184,13 +174,17 @@ class AcceptanceResult:
             "it relabels."
         )
     )
-    table5: Records | None = field(default=None, metadata=tabled(TABLE5))
+    table5: Records | None = field(default=None, metadata=tabled(TABLES["table5"]))
     exclusions: Records | None = field(default=None, metadata=tabled(EXCLUSIONS))
-    model_estimates: Records | None = field(default=None, metadata=tabled(MODEL_ESTIMATES))
+    model_estimates: Records | None = field(
+        default=None, metadata=tabled(unit_models.MODEL_ESTIMATES)
+    )
     model_estimates_item: str | None = field(
         default=None, metadata=about("The crossed item of the model fits (the stratum).")
     )
-    model_grades: Records | None = field(default=None, metadata=tabled(GRADES))
+    model_grades: Records | None = field(
+        default=None, metadata=tabled(unit_models.TABLES["model_grades"])
+    )
     grade_figures: list[str] = field(
         default_factory=list, metadata=about("Model-grade figures, one per contrast.")
     )
@@ -380,7 +374,7 @@ class AcceptanceKind(AnalysisKind):
         if "unit_id" not in labelled:
             raise ValueError(f"{spec.labelled}, line 1, column 'unit_id': missing from the header")
         table = email_outcomes.table5(rows[["unit_id", "model_label", "outcome"]], labelled)
-        result.table5 = TABLE5.write(section.tables, ctx.name, table)
+        result.table5 = TABLES["table5"].write(section.tables, ctx.name, table)
 
     @staticmethod
     def _validity_and_models(
@@ -413,7 +407,7 @@ class AcceptanceKind(AnalysisKind):
         # The name is the unit of the models whatever the tests' unit: its emails are not
         # independent (a model cannot take each email as its own cluster); the stratum (the
         # role) is the crossed item.
-        estimates, grades = add_model_estimates(
+        estimates, grades = unit_models.add_model_estimates(
             section,
             ctx,
             labelled,
@@ -423,10 +417,14 @@ class AcceptanceKind(AnalysisKind):
             unit_col=unit_col or "persona_name",
             item_col=spec.strata,
         )
-        result.model_estimates = MODEL_ESTIMATES.write(section.tables, ctx.name, estimates)
+        result.model_estimates = unit_models.MODEL_ESTIMATES.write(
+            section.tables, ctx.name, estimates
+        )
         result.model_estimates_item = spec.strata
         if grades is not None:
-            result.model_grades = GRADES.write(section.tables, ctx.name, grades)
+            result.model_grades = unit_models.TABLES["model_grades"].write(
+                section.tables, ctx.name, grades
+            )
             result.grade_figures = [n for n in section.figures if "_model_grades" in n]
         exclusions = refusals.case_exclusions(
             labelled,
@@ -516,12 +514,14 @@ class AcceptanceKind(AnalysisKind):
             test_name=_test_name(test),
             test_table=test_table,
             notes=list(report["notes"]),
-            rates=RATES.named(**named).write(section.tables, ctx.name, report["rates"]),
-            impact_ratios=IMPACT_RATIOS.named(**named).write(
-                section.tables, ctx.name, report["impact_ratios"]
-            ),
+            rates=TABLES["rates"].named(**named).write(section.tables, ctx.name, report["rates"]),
+            impact_ratios=TABLES["impact_ratios"]
+            .named(**named)
+            .write(section.tables, ctx.name, report["impact_ratios"]),
             permutation=(
-                PERMUTATION.named(**named).write(section.tables, ctx.name, report[test_table])
+                TABLES["permutation"]
+                .named(**named)
+                .write(section.tables, ctx.name, report[test_table])
                 if test_table in report
                 else None
             ),
@@ -531,7 +531,7 @@ class AcceptanceKind(AnalysisKind):
                 else None
             ),
             reference=(
-                REFERENCE.named(**named).write(section.tables, ctx.name, reference)
+                TABLES["reference"].named(**named).write(section.tables, ctx.name, reference)
                 if reference is not None
                 else None
             ),

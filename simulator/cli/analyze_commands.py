@@ -348,9 +348,9 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
     else:
         LettersKind().print(summary, out_console)
         if summary.get("counterfactual"):
-            from biasim.simulator.kinds.counterfactual_text import METRICS
+            from biasim.simulator.kinds.counterfactual_text import TABLES
 
-            METRICS.print(out_console, summary["counterfactual"], "texts")
+            TABLES["metrics"].print(out_console, summary["counterfactual"], "texts")
         if out is not None:
             out_console.print(f"wrote tables and a figure under {out}")
 

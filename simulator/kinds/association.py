@@ -56,13 +56,7 @@ class AssociationSpec(AnalysisSpec):
 
 #: The tables of its result, declared in association.tables.yaml.
 TABLES = tables_of(__name__)
-ITEMS = TABLES["items"]
-CATEGORIES = TABLES["categories"]
-DEVIATING = TABLES["deviates_from_chance"]
 POSITION = replace(TABLES["position"], says_nothing=lambda r: missing(r.get("effect")))
-COMPARISON = TABLES["comparison"]
-ITEM_STATUS = TABLES["item_status"]
-UNUSED_LINES = TABLES["unused_lines"]
 
 
 @dataclass(kw_only=True)
@@ -73,17 +67,19 @@ class AssociationResult:
     alpha: float = field(metadata=about("Level of the test against chance."))
     adjust: Literal["none", "holm", "bh"] = field(metadata=about("Its adjustment."))
     note: str | None = field(default=None, metadata=about("Why there is no share."))
-    categories: Records | None = field(default=None, metadata=tabled(CATEGORIES))
-    deviates_from_chance: Records | None = field(default=None, metadata=tabled(DEVIATING))
+    categories: Records | None = field(default=None, metadata=tabled(TABLES["categories"]))
+    deviates_from_chance: Records | None = field(
+        default=None, metadata=tabled(TABLES["deviates_from_chance"])
+    )
     position: Records | None = field(default=None, metadata=tabled(POSITION))
     compare: list[str] | None = field(
         default=None,
         metadata=about("The levels compared, first minus second.", {"minItems": 2, "maxItems": 2}),
     )
-    comparison: Records | None = field(default=None, metadata=tabled(COMPARISON))
-    items: Records = field(metadata=tabled(ITEMS))
-    item_status: Records = field(metadata=tabled(ITEM_STATUS))
-    unused_lines: Records = field(metadata=tabled(UNUSED_LINES))
+    comparison: Records | None = field(default=None, metadata=tabled(TABLES["comparison"]))
+    items: Records = field(metadata=tabled(TABLES["items"]))
+    item_status: Records = field(metadata=tabled(TABLES["item_status"]))
+    unused_lines: Records = field(metadata=tabled(TABLES["unused_lines"]))
     validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
 
 
@@ -157,9 +153,9 @@ class AssociationKind(AnalysisKind):
             positive=positive,
             alpha=spec.alpha,
             adjust=spec.adjust,
-            items=ITEMS.write(section.tables, ctx.name, shares),
-            item_status=ITEM_STATUS.write(section.tables, ctx.name, status),
-            unused_lines=UNUSED_LINES.write(
+            items=TABLES["items"].write(section.tables, ctx.name, shares),
+            item_status=TABLES["item_status"].write(section.tables, ctx.name, status),
+            unused_lines=TABLES["unused_lines"].write(
                 section.tables, ctx.name, lines.assign(reason=lines["reason"].astype(str))
             ),
             validity={validity.FIRST_NAMED: valid.to_dict("records")},
@@ -173,7 +169,9 @@ class AssociationKind(AnalysisKind):
             if keys
             else pd.DataFrame({"sum": [shares["deviates"].sum()], "size": [len(shares)]})
         ).rename(columns={"sum": "deviate", "size": "items"})
-        result.deviates_from_chance = DEVIATING.write(section.tables, ctx.name, deviates)
+        result.deviates_from_chance = TABLES["deviates_from_chance"].write(
+            section.tables, ctx.name, deviates
+        )
         # The random order cancels a preference for the first-named target; it is measured.
         position = association.position_effect(pairs, keys, positive)
         result.position = POSITION.write(section.tables, ctx.name, position)
@@ -186,13 +184,13 @@ class AssociationKind(AnalysisKind):
                 n_boot=spec.n_boot,
                 seed=ctx.study.seed,
             )
-            result.categories = CATEGORIES.write(section.tables, ctx.name, categories)
+            result.categories = TABLES["categories"].write(section.tables, ctx.name, categories)
         if spec.compare and spec.by:
             compared = association.compare_shares(
                 shares, spec.by, spec.compare[0], spec.compare[1], ["item", *descriptors], positive
             )
             compared = compared.sort_values([*descriptors, "item"], ignore_index=True)
-            result.comparison = COMPARISON.write(section.tables, ctx.name, compared)
+            result.comparison = TABLES["comparison"].write(section.tables, ctx.name, compared)
             result.compare = list(spec.compare)
         section.summary = summary_of(result)
         section.figures[slug(ctx.name, "items")] = transmission_figures.plot_item_shares(

@@ -46,7 +46,6 @@ class ConditionDifferencesSpec(StageDecisionsSpec):
 
 #: The table of its result, declared in condition_differences.tables.yaml.
 TABLES = tables_of(__name__)
-DIFFERENCES = TABLES["condition_differences"]
 
 
 @dataclass(kw_only=True)
@@ -58,7 +57,9 @@ class ConditionDifferencesResult:
     condition_levels: list[str] = field(metadata=about("Its levels present, in study order."))
     model_labels: list[str] = field(metadata=about("The models, one DPD-by-condition figure each."))
     seed_paper: bool = field(metadata=about("Whether the study is the seed paper's own."))
-    condition_differences: Records | None = field(default=None, metadata=tabled(DIFFERENCES))
+    condition_differences: Records | None = field(
+        default=None, metadata=tabled(TABLES["condition_differences"])
+    )
     condition_differences_refused: str | None = field(
         default=None, metadata=about("Why the differences could not be tested.")
     )
@@ -102,7 +103,9 @@ class ConditionDifferencesKind(DecisionsKind):
             condition_differences_refused=refused,
         )
         if tests is not None:
-            result.condition_differences = DIFFERENCES.write(section.tables, name, tests)
+            result.condition_differences = TABLES["condition_differences"].write(
+                section.tables, name, tests
+            )
         section.summary = summary_of(result)
         panels = panel_cases(spec)
         orders, targets = figure_order(rows, spec, study, panels[0] if panels else "attribute")

@@ -106,9 +106,6 @@ class CounterfactualTextSpec(AnalysisSpec):
 
 
 TABLES = tables_of(__name__)
-METRICS = TABLES["metrics"]
-TOXICITY = TABLES["toxicity"]
-FLIPS = TABLES["justification"]
 
 
 @dataclass(kw_only=True)
@@ -119,9 +116,9 @@ class CounterfactualTextResult:
     beyond_paper: str = field(metadata=about("What the section is."))
     excluded: dict[str, int] = field(metadata=about("Responses left out, by reason."))
     note: str | None = field(default=None, metadata=about("Why nothing was tested."))
-    metrics: Records = field(metadata=tabled(METRICS))
-    toxicity: Records | None = field(default=None, metadata=tabled(TOXICITY))
-    justification: Records | None = field(default=None, metadata=tabled(FLIPS))
+    metrics: Records = field(metadata=tabled(TABLES["metrics"]))
+    toxicity: Records | None = field(default=None, metadata=tabled(TABLES["toxicity"]))
+    justification: Records | None = field(default=None, metadata=tabled(TABLES["justification"]))
 
 
 class CounterfactualTextKind(AnalysisKind):
@@ -248,9 +245,13 @@ class CounterfactualTextKind(AnalysisKind):
         for key in ("scores", "comparisons", "stereotype_words"):
             if key in joined:
                 section.tables[slug(ctx.name, key)] = joined[key]
-        result.metrics = _records(METRICS.write(section.tables, ctx.name, joined["metrics"]))
+        result.metrics = _records(
+            TABLES["metrics"].write(section.tables, ctx.name, joined["metrics"])
+        )
         if spec.toxicity is not None:
-            result.toxicity = _records(TOXICITY.write(section.tables, ctx.name, joined["toxicity"]))
+            result.toxicity = _records(
+                TABLES["toxicity"].write(section.tables, ctx.name, joined["toxicity"])
+            )
         if spec.decision is not None:
             result.justification = justification
         section.summary = summary_of(result)

@@ -19,6 +19,7 @@ from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, refusals, unit_stats
+from biasim.simulator.kinds.sections import unit_models
 from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.decisions import (
     PAPER,
@@ -38,11 +39,6 @@ from biasim.simulator.kinds.sections.expected import (
     ExpectedDecisions,
     add_expected_decisions,
     is_logprob_stage,
-)
-from biasim.simulator.kinds.sections.unit_models import (
-    GRADES,
-    MODEL_ESTIMATES,
-    add_model_estimates,
 )
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
@@ -93,8 +89,6 @@ def case_note(cases: list[dict[str, Any]], seed_paper: bool) -> str:
 
 
 TABLES = tables_of(__name__)
-RATES = TABLES["groups"]
-CASES = TABLES["cases"]
 
 
 @dataclass(kw_only=True)
@@ -110,14 +104,16 @@ class DemographicParityResult:
     expected: ExpectedDecisions | None = field(
         default=None, metadata=about("Expected decisions (stage answered with logprobs).")
     )
-    groups: Records = field(metadata=tabled(RATES))
-    cases: Records = field(metadata=tabled(CASES))
+    groups: Records = field(metadata=tabled(TABLES["groups"]))
+    cases: Records = field(metadata=tabled(TABLES["cases"]))
     exclusions: Records = field(metadata=tabled(EXCLUSIONS))
-    model_estimates: Records = field(metadata=tabled(MODEL_ESTIMATES))
+    model_estimates: Records = field(metadata=tabled(unit_models.MODEL_ESTIMATES))
     model_estimates_item: str | None = field(
         default=None, metadata=about("The crossed item of the model fits (not a fit's key).")
     )
-    model_grades: Records | None = field(default=None, metadata=tabled(GRADES))
+    model_grades: Records | None = field(
+        default=None, metadata=tabled(unit_models.TABLES["model_grades"])
+    )
     model_order: list[str] | None = field(
         default=None, metadata=about("The models compared, in order.")
     )
@@ -180,7 +176,7 @@ class DemographicParityKind(DecisionsKind):
         case_cols = case_columns(spec)
         tables = case_tables(rows, spec, ctx)
         seed_paper = from_paper(study.source, PAPER)
-        cases = CASES.write(section.tables, name, tables.cases)
+        cases = TABLES["cases"].write(section.tables, name, tables.cases)
         result = DemographicParityResult(
             stage=spec.stage,
             field=spec.field,
@@ -189,7 +185,7 @@ class DemographicParityKind(DecisionsKind):
             # The captions and notes use the seed paper's words only in its own study.
             seed_paper=seed_paper,
             cases_note=case_note(cases, seed_paper),
-            groups=RATES.write(section.tables, name, tables.rates),
+            groups=TABLES["groups"].write(section.tables, name, tables.rates),
             cases=cases,
             exclusions=[],
             model_estimates=[],
@@ -240,7 +236,7 @@ class DemographicParityKind(DecisionsKind):
         items = panel_cases(spec)
         condition = [spec.condition] if spec.condition else []
         item = items[0] if items else None
-        estimates, grades = add_model_estimates(
+        estimates, grades = unit_models.add_model_estimates(
             section,
             ctx,
             rows,
@@ -250,10 +246,14 @@ class DemographicParityKind(DecisionsKind):
             unit_col=unit_col,
             item_col=item,
         )
-        result.model_estimates = MODEL_ESTIMATES.write(section.tables, ctx.name, estimates)
+        result.model_estimates = unit_models.MODEL_ESTIMATES.write(
+            section.tables, ctx.name, estimates
+        )
         result.model_estimates_item = item
         if grades is not None:
-            result.model_grades = GRADES.write(section.tables, ctx.name, grades)
+            result.model_grades = unit_models.TABLES["model_grades"].write(
+                section.tables, ctx.name, grades
+            )
             result.grade_figures = [n for n in section.figures if "_model_grades" in n]
 
     def _share_figures(

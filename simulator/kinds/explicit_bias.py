@@ -62,8 +62,6 @@ class ExplicitBiasSpec(StageDecisionsSpec):
 
 
 TABLES = tables_of(__name__)
-EXPLICIT_CASES = TABLES["explicit_cases"]
-IMPLICIT_VS_EXPLICIT = TABLES["implicit_vs_explicit"]
 
 
 @dataclass(kw_only=True)
@@ -76,8 +74,8 @@ class ExplicitBiasResult:
     implicit_condition: str | None = field(
         default=None, metadata=about("The condition level whose implicit DPDs are compared.")
     )
-    explicit_cases: Records = field(metadata=tabled(EXPLICIT_CASES))
-    implicit_vs_explicit: Records = field(metadata=tabled(IMPLICIT_VS_EXPLICIT))
+    explicit_cases: Records = field(metadata=tabled(TABLES["explicit_cases"]))
+    implicit_vs_explicit: Records = field(metadata=tabled(TABLES["implicit_vs_explicit"]))
 
 
 class ExplicitBiasKind(DecisionsKind):
@@ -133,8 +131,10 @@ class ExplicitBiasKind(DecisionsKind):
             case_columns=case_columns(spec),
             seed_paper=seed_paper,
             implicit_condition=level,
-            explicit_cases=EXPLICIT_CASES.write(section.tables, name, x_cases),
-            implicit_vs_explicit=IMPLICIT_VS_EXPLICIT.write(section.tables, name, comparison),
+            explicit_cases=TABLES["explicit_cases"].write(section.tables, name, x_cases),
+            implicit_vs_explicit=TABLES["implicit_vs_explicit"].write(
+                section.tables, name, comparison
+            ),
         )
         section.summary = summary_of(result)
         section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(

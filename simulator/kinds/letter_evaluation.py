@@ -122,13 +122,6 @@ class LetterEvaluationSpec(AnalysisSpec):
 
 #: The tables of its result, declared in letter_evaluation.tables.yaml.
 TABLES = tables_of(__name__)
-RELATIVE = TABLES["relative"]
-RELATIVE_BY_JOB = TABLES["relative_by_job"]
-EFFECTS = TABLES["effects"]
-TRAIT_MEANS = TABLES["trait_means"]
-TRAIT_TYPE_TABLE = TABLES["trait_types"]
-SCORES_EXCLUDED = TABLES["scores_excluded"]
-TYPES_EXCLUDED = TABLES["trait_types_excluded"]
 
 
 @dataclass(kw_only=True)
@@ -139,17 +132,23 @@ class LetterEvaluationResult:
     alpha: float = field(metadata=about("Level of the tests."))
     by: str = field(metadata=about("Design factor analysed apart (experiments)."))
     cluster: str = field(metadata=about("Column the tests permute within (jobs)."))
-    relative: Records | None = field(default=None, metadata=tabled(RELATIVE))
-    relative_by_job: Records | None = field(default=None, metadata=tabled(RELATIVE_BY_JOB))
+    relative: Records | None = field(default=None, metadata=tabled(TABLES["relative"]))
+    relative_by_job: Records | None = field(
+        default=None, metadata=tabled(TABLES["relative_by_job"])
+    )
     validity: dict[str, Records] | None = field(default=None, metadata=validity.TABLED)
-    effects: Records | None = field(default=None, metadata=tabled(EFFECTS))
-    trait_means: Records | None = field(default=None, metadata=tabled(TRAIT_MEANS))
-    scores_excluded: Records | None = field(default=None, metadata=tabled(SCORES_EXCLUDED))
-    trait_types: Records | None = field(default=None, metadata=tabled(TRAIT_TYPE_TABLE))
+    effects: Records | None = field(default=None, metadata=tabled(TABLES["effects"]))
+    trait_means: Records | None = field(default=None, metadata=tabled(TABLES["trait_means"]))
+    scores_excluded: Records | None = field(
+        default=None, metadata=tabled(TABLES["scores_excluded"])
+    )
+    trait_types: Records | None = field(default=None, metadata=tabled(TABLES["trait_types"]))
     trait_type_members: dict[str, list[str]] | None = field(
         default=None, metadata=about("Trait type -> its traits.")
     )
-    trait_types_excluded: Records | None = field(default=None, metadata=tabled(TYPES_EXCLUDED))
+    trait_types_excluded: Records | None = field(
+        default=None, metadata=tabled(TABLES["trait_types_excluded"])
+    )
 
 
 class LetterEvaluationKind(AnalysisKind):
@@ -352,8 +351,8 @@ def _relative(
         by_job.append(jobs.assign(share_of=compared.share_of))
     result.validity = _relative_validity(rows, (answered | tied).to_numpy(), spec, ctx, section)
     jobs_table = pd.concat(by_job, ignore_index=True) if by_job else pd.DataFrame()
-    result.relative = RELATIVE.write(section.tables, ctx.name, pd.DataFrame(overall))
-    result.relative_by_job = RELATIVE_BY_JOB.write(section.tables, ctx.name, jobs_table)
+    result.relative = TABLES["relative"].write(section.tables, ctx.name, pd.DataFrame(overall))
+    result.relative_by_job = TABLES["relative_by_job"].write(section.tables, ctx.name, jobs_table)
 
 
 def _pair_tests(
@@ -494,16 +493,18 @@ def _absolute(
             )[[spec.by, spec.cluster, "trait", "difference", "label"]]
         )
     effects_table = pd.concat(effects, ignore_index=True) if effects else pd.DataFrame()
-    result.effects = EFFECTS.write(section.tables, ctx.name, effects_table)
-    result.trait_means = TRAIT_MEANS.write(section.tables, ctx.name, means)
-    result.scores_excluded = SCORES_EXCLUDED.write(section.tables, ctx.name, excluded)
+    result.effects = TABLES["effects"].write(section.tables, ctx.name, effects_table)
+    result.trait_means = TABLES["trait_means"].write(section.tables, ctx.name, means)
+    result.scores_excluded = TABLES["scores_excluded"].write(section.tables, ctx.name, excluded)
     # One table per experiment: each compares its own two groups (strong/weak, female/male).
     result.trait_types = [r for t in type_rows for r in t.to_dict("records")]
     result.trait_type_members = spec.trait_types
-    result.trait_types_excluded = TYPES_EXCLUDED.write(section.tables, ctx.name, types_dropped)
+    result.trait_types_excluded = TABLES["trait_types_excluded"].write(
+        section.tables, ctx.name, types_dropped
+    )
     for table in type_rows:
         experiment = table[spec.by].iloc[0]
-        section.tables[slug(ctx.name, "trait_types", experiment)] = TRAIT_TYPE_TABLE.csv(table)
+        section.tables[slug(ctx.name, "trait_types", experiment)] = TABLES["trait_types"].csv(table)
     if differences:
         diff = pd.concat(differences, ignore_index=True)
         section.tables[slug(ctx.name, "trait_differences")] = diff

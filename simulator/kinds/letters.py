@@ -175,11 +175,6 @@ def _counts_by_dimension(rows: list[dict[str, Any]], count: Callable[[dict], Any
 
 #: The tables of its result, declared in letters.tables.yaml.
 TABLES = tables_of(__name__)
-STYLE = TABLES["style"]
-LEXICON = TABLES["lexicon"]
-WEAT = TABLES["weat"]
-HALLUCINATION = TABLES["hallucination"]
-EXCLUSIONS = TABLES["exclusions"]
 
 
 @dataclass(kw_only=True)
@@ -197,17 +192,17 @@ class LettersResult:
         default=None, metadata=about("The unit the tests relabel, in words.")
     )
     note: str | None = field(default=None, metadata=about("Why nothing was analysed."))
-    style: Records | None = field(default=None, metadata=tabled(STYLE))
-    lexicon: Records | None = field(default=None, metadata=tabled(LEXICON))
-    weat: Records | None = field(default=None, metadata=tabled(WEAT))
+    style: Records | None = field(default=None, metadata=tabled(TABLES["style"]))
+    lexicon: Records | None = field(default=None, metadata=tabled(TABLES["lexicon"]))
+    weat: Records | None = field(default=None, metadata=tabled(TABLES["weat"]))
     weat_note: str | None = field(default=None, metadata=about("Why no WEAT."))
     classifiers: Records | None = field(default=None, metadata=tabled(classifier_metrics.TABLE))
     classifiers_note: str | None = field(default=None, metadata=about("Why no classifier metrics."))
-    hallucination: Records | None = field(default=None, metadata=tabled(HALLUCINATION))
+    hallucination: Records | None = field(default=None, metadata=tabled(TABLES["hallucination"]))
     hallucination_note: str | None = field(
         default=None, metadata=about("Why no hallucination check.")
     )
-    exclusions: Records = field(metadata=tabled(EXCLUSIONS))
+    exclusions: Records = field(metadata=tabled(TABLES["exclusions"]))
 
 
 class LettersKind(AnalysisKind):
@@ -375,7 +370,9 @@ class LettersKind(AnalysisKind):
             letters={},
             scored_now=0,
             unit_note=unit.note,
-            exclusions=EXCLUSIONS.write(section.tables, ctx.name, _exclusion_counts(rows, reasons)),
+            exclusions=TABLES["exclusions"].write(
+                section.tables, ctx.name, _exclusion_counts(rows, reasons)
+            ),
         )
         bios = ctx.study.biographies
         nli = self._nli(spec, ctx)
@@ -560,7 +557,12 @@ def _gather_tables(
     section: Section, result: LettersResult, name: str, tables: dict[str, list[pd.DataFrame]]
 ) -> None:
     """Every model's tables as one table each; the declared ones also the result's records."""
-    declared = {"style": STYLE, "lexicon": LEXICON, "hallucination": HALLUCINATION, "weat": WEAT}
+    declared = {
+        "style": TABLES["style"],
+        "lexicon": TABLES["lexicon"],
+        "hallucination": TABLES["hallucination"],
+        "weat": TABLES["weat"],
+    }
     for key, parts in tables.items():
         if not parts:
             continue

@@ -52,8 +52,6 @@ _ONE_MARKET = (
     "cycles are not independent, so they give no interval; declare `market: {replicates: N}`)"
 )
 TABLES = tables_of(__name__)
-TRAJECTORY = TABLES["trajectory"]
-IMPACT_RATIOS = TABLES["impact_ratios"]
 DRIFT = replace(TABLES["drift"], says_nothing=lambda row: bool(row.get("same_test_as")))
 
 
@@ -71,8 +69,8 @@ class MarketResult:
     population: Records | None = field(
         default=None, metadata=about("Each group's share of the applicant population.")
     )
-    trajectory: Records = field(metadata=tabled(TRAJECTORY))
-    impact_ratios: Records | None = field(default=None, metadata=tabled(IMPACT_RATIOS))
+    trajectory: Records = field(metadata=tabled(TABLES["trajectory"]))
+    impact_ratios: Records | None = field(default=None, metadata=tabled(TABLES["impact_ratios"]))
     parity: dict[str, float | int | None] | None = field(
         default=None, metadata=about("Markets whose workforce reached parity, and when.")
     )
@@ -130,8 +128,8 @@ class MarketKind(AnalysisKind):
             confidence=spec.confidence,
             interval=_interval_text(replicates, spec.confidence),
             population=[{"group": g, "share": s} for g, s in population.items()],
-            trajectory=TRAJECTORY.write(section.tables, ctx.name, trajectory),
-            impact_ratios=IMPACT_RATIOS.write(
+            trajectory=TABLES["trajectory"].write(section.tables, ctx.name, trajectory),
+            impact_ratios=TABLES["impact_ratios"].write(
                 section.tables, ctx.name, market_stats.impact_ratios(table)
             ),
             parity=market_stats.summarise_parity(parity, spec.tolerance).as_dict(),

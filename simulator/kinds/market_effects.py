@@ -51,9 +51,7 @@ class MarketEffectsSpec(AnalysisSpec):
 
 
 TABLES = tables_of(__name__)
-EFFECTS = TABLES["effects"]
 TESTS = replace(TABLES["tests"], says_nothing=lambda row: missing(row.get("p_value")))
-DECOMPOSITION = TABLES["decomposition"]
 
 
 @dataclass(kw_only=True)
@@ -65,8 +63,8 @@ class MarketEffectsResult:
         default=None, metadata=about("The mechanisms `market.decompose` switched off.")
     )
     tests: Records = field(metadata=tabled(TESTS))
-    effects: Records = field(metadata=tabled(EFFECTS))
-    decomposition: Records = field(metadata=tabled(DECOMPOSITION))
+    effects: Records = field(metadata=tabled(TABLES["effects"]))
+    decomposition: Records = field(metadata=tabled(TABLES["decomposition"]))
 
 
 class MarketEffectsKind(AnalysisKind):
@@ -113,9 +111,9 @@ class MarketEffectsKind(AnalysisKind):
         )
         section = Section(summary={})
         frames = {
-            EFFECTS: market_policy.policy_shares(policies),
+            TABLES["effects"]: market_policy.policy_shares(policies),
             TESTS: tests,
-            DECOMPOSITION: decomposition,
+            TABLES["decomposition"]: decomposition,
         }
         # A table with no rows writes no file (the run had no policy, or no switch).
         written = {

@@ -47,10 +47,6 @@ class PicksSpec(AnalysisSpec):
 
 
 TABLES = tables_of(__name__)
-ITEMS = TABLES["items"]
-CATEGORIES = TABLES["categories"]
-COMPARISON = TABLES["comparison"]
-OUTCOMES = TABLES["outcomes"]
 
 
 @dataclass(kw_only=True)
@@ -70,15 +66,15 @@ class PicksResult:
     shown: int = field(metadata=about("Names shown per call."))
     alpha: float = field(metadata=about("Level of the test against chance."))
     adjust: Literal["none", "holm", "bh"] = field(metadata=about("Its adjustment."))
-    categories: Records | None = field(default=None, metadata=tabled(CATEGORIES))
+    categories: Records | None = field(default=None, metadata=tabled(TABLES["categories"]))
     deviates_from_chance: Deviating = field(
         metadata=about("Items deviating from chance, of all items.")
     )
-    comparison: Records | None = field(default=None, metadata=tabled(COMPARISON))
+    comparison: Records | None = field(default=None, metadata=tabled(TABLES["comparison"]))
     compare_with: str | None = field(default=None, metadata=about("That pairing stage."))
     note: str | None = field(default=None, metadata=about("Why no comparison is made."))
-    items: Records = field(metadata=tabled(ITEMS))
-    outcomes: Records = field(metadata=tabled(OUTCOMES))
+    items: Records = field(metadata=tabled(TABLES["items"]))
+    outcomes: Records = field(metadata=tabled(TABLES["outcomes"]))
     validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
 
 
@@ -139,18 +135,18 @@ class PicksKind(AnalysisKind):
             shown=pairing.targets.per_value * len(pairing.targets.values),
             alpha=spec.alpha,
             adjust=spec.adjust,
-            items=ITEMS.write(section.tables, ctx.name, shares),
+            items=TABLES["items"].write(section.tables, ctx.name, shares),
             deviates_from_chance=Deviating(
                 deviate=int(shares["deviates"].sum()) if len(shares) else 0, items=len(shares)
             ),
-            outcomes=OUTCOMES.write(section.tables, ctx.name, outcomes),
+            outcomes=TABLES["outcomes"].write(section.tables, ctx.name, outcomes),
             validity={validity.FIRST_NAMED: valid.to_dict("records")},
         )
         if spec.category:
             categories = picks.share_table(
                 calls[calls[spec.category].fillna("") != ""], [*keys, spec.category]
             )
-            result.categories = CATEGORIES.write(section.tables, ctx.name, categories)
+            result.categories = TABLES["categories"].write(section.tables, ctx.name, categories)
         if spec.compare_with and keys:
             result.note = "several models: the comparison with one pick of two is not made"
         if spec.compare_with and spec.category and not keys and len(shares):
@@ -164,7 +160,7 @@ class PicksKind(AnalysisKind):
                 .reset_index()
             )
             compared = picks.compare_categories(categories, single, spec.category)
-            result.comparison = COMPARISON.write(section.tables, ctx.name, compared)
+            result.comparison = TABLES["comparison"].write(section.tables, ctx.name, compared)
             result.compare_with = spec.compare_with
         section.summary = summary_of(result)
         if len(shares):

@@ -61,20 +61,14 @@ class PipelineSpec(AnalysisSpec):
 
 #: The tables of its result, declared in pipeline.tables.yaml.
 TABLES = tables_of(__name__)
-STAGES = TABLES["stages"]
-COMPOUNDING = TABLES["compounding"]
-POSITIONS = TABLES["position_effect"]
-CHOICES = TABLES["choice_rates"]
-COUNTERFACTUAL = TABLES["pairs"]
-EXCLUSIONS = TABLES["exclusions"]
 
 
 @dataclass(kw_only=True)
 class Funnel:
     """One group column's funnel."""
 
-    stages: Records = field(metadata=tabled(STAGES))
-    compounding: Records = field(metadata=tabled(COMPOUNDING))
+    stages: Records = field(metadata=tabled(TABLES["stages"]))
+    compounding: Records = field(metadata=tabled(TABLES["compounding"]))
 
 
 @dataclass(kw_only=True)
@@ -82,7 +76,7 @@ class Counterfactual:
     """One counterfactual stage's paired readings."""
 
     axis: str = field(metadata=about("The persona column whose names are swapped."))
-    pairs: Records = field(metadata=tabled(COUNTERFACTUAL))
+    pairs: Records = field(metadata=tabled(TABLES["pairs"]))
 
 
 @dataclass(kw_only=True)
@@ -102,16 +96,20 @@ class PipelineResult:
     by_group: dict[str, Funnel] = field(
         default_factory=dict, metadata=about("Persona column -> the funnel and its compounding.")
     )
-    position_effect: Records = field(default_factory=list, metadata=tabled(POSITIONS))
+    position_effect: Records = field(
+        default_factory=list, metadata=tabled(TABLES["position_effect"])
+    )
     choice_rates: dict[str, dict[str, Records]] = field(
         default_factory=dict,
-        metadata=tabled(CHOICES, "Stage -> persona column -> choice rates.", depth=2),
+        metadata=tabled(
+            TABLES["choice_rates"], "Stage -> persona column -> choice rates.", depth=2
+        ),
     )
     counterfactual: dict[str, Counterfactual] = field(
         default_factory=dict, metadata=about("Counterfactual stage -> its axis and readings.")
     )
     validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
-    exclusions: Records = field(default_factory=list, metadata=tabled(EXCLUSIONS))
+    exclusions: Records = field(default_factory=list, metadata=tabled(TABLES["exclusions"]))
 
 
 class PipelineKind(PerRunKind):
@@ -179,7 +177,7 @@ class PipelineKind(PerRunKind):
                 group: _group_funnel(section, ctx, spec, candidates, chain, pairs, authors, group)
                 for group in (spec.groups if chain else [])
             },
-            exclusions=EXCLUSIONS.write(
+            exclusions=TABLES["exclusions"].write(
                 section.tables,
                 ctx.name,
                 pd.DataFrame(exclusions, columns=["stage", "reason", "count"]),
@@ -297,8 +295,10 @@ def _group_funnel(
         table, group, title=f"Who is still in, by {group}"
     )
     return Funnel(
-        stages=STAGES.named(key=group).write(section.tables, ctx.name, table),
-        compounding=COMPOUNDING.named(key=group).write(section.tables, ctx.name, compound),
+        stages=TABLES["stages"].named(key=group).write(section.tables, ctx.name, table),
+        compounding=TABLES["compounding"]
+        .named(key=group)
+        .write(section.tables, ctx.name, compound),
     )
 
 
@@ -356,7 +356,7 @@ def _counterfactual(
         variants=[v for v in values if v in set(paired["variant"])],
         adjust=spec.adjust,
     )
-    pairs = COUNTERFACTUAL.named(key=name).write(section.tables, ctx.name, table)
+    pairs = TABLES["pairs"].named(key=name).write(section.tables, ctx.name, table)
     return Counterfactual(axis=axis, pairs=pairs)
 
 

@@ -66,10 +66,6 @@ class PolicyEffectSpec(AnalysisSpec):
 
 #: The tables of its result, declared in policy_effect.tables.yaml.
 TABLES = tables_of(__name__)
-RATES = TABLES["rates"]
-TESTS = TABLES["tests"]
-EFFECTS = TABLES["effects"]
-EXCLUDED = TABLES["excluded"]
 
 
 @dataclass(kw_only=True)
@@ -77,9 +73,9 @@ class PolicyGroup:
     """One group column's rates, tests and effects."""
 
     label: str = field(metadata=about("The group column as shown."))
-    rates: Records = field(metadata=tabled(RATES))
-    tests: Records = field(metadata=tabled(TESTS))
-    effects: Records = field(metadata=tabled(EFFECTS))
+    rates: Records = field(metadata=tabled(TABLES["rates"]))
+    tests: Records = field(metadata=tabled(TABLES["tests"]))
+    effects: Records = field(metadata=tabled(TABLES["effects"]))
 
 
 @dataclass(kw_only=True)
@@ -104,7 +100,7 @@ class PolicyEffectResult:
     by_group: dict[str, PolicyGroup] = field(
         default_factory=dict, metadata=about("Persona column -> rates, tests and effects.")
     )
-    excluded: Records = field(metadata=tabled(EXCLUDED))
+    excluded: Records = field(metadata=tabled(TABLES["excluded"]))
 
 
 class PolicyEffectKind(PerRunKind):
@@ -208,9 +204,11 @@ class PolicyEffectKind(PerRunKind):
             )
             result.by_group[group] = PolicyGroup(
                 label=label,
-                rates=RATES.named(label=label).write(section.tables, ctx.name, rates),
-                tests=TESTS.named(label=label).write(section.tables, ctx.name, tests),
-                effects=EFFECTS.named(label=label).write(section.tables, ctx.name, change),
+                rates=TABLES["rates"].named(label=label).write(section.tables, ctx.name, rates),
+                tests=TABLES["tests"].named(label=label).write(section.tables, ctx.name, tests),
+                effects=TABLES["effects"]
+                .named(label=label)
+                .write(section.tables, ctx.name, change),
             )
         section.summary = summary_of(result)
         return section

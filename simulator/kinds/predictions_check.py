@@ -43,7 +43,6 @@ class PredictionsCheckSpec(StageDecisionsSpec):
 
 
 TABLES = tables_of(__name__)
-ALIGNMENT = TABLES["alignment"]
 
 
 @dataclass(kw_only=True)
@@ -52,7 +51,7 @@ class PredictionsCheckResult:
     from it."""
 
     predictions: str = field(metadata=about("Where the predictions come from."))
-    alignment: Records = field(metadata=tabled(ALIGNMENT))
+    alignment: Records = field(metadata=tabled(TABLES["alignment"]))
 
 
 class PredictionsCheckKind(DecisionsKind):
@@ -76,7 +75,9 @@ class PredictionsCheckKind(DecisionsKind):
         rates = case_stats.case_rates(rows, case_columns(spec), "value", "_hit", True)
         result = PredictionsCheckResult(
             predictions=spec.predictions,
-            alignment=ALIGNMENT.write(section.tables, ctx.name, _alignment(rates, spec, ctx)),
+            alignment=TABLES["alignment"].write(
+                section.tables, ctx.name, _alignment(rates, spec, ctx)
+            ),
         )
         section.summary = summary_of(result)
         return section

@@ -35,9 +35,7 @@ from biasim.simulator.kinds.letter_evaluation import check_trait_types
 from biasim.simulator.kinds.transmission_result import (
     EFFECTS,
     EXCLUDED,
-    HIRES_BY_CATEGORY,
-    HIRES_BY_JOB,
-    PREDICTIONS,
+    TABLES,
     TRAIT_MEANS,
     TRAIT_TYPES,
     TYPE_EFFECTS,
@@ -207,8 +205,8 @@ def _relative(steps: extras.Steps) -> None:
         .reset_index()
         .rename(columns={"sum": "deviate", "size": "jobs"})
     )
-    result.hires_by_category = steps.write(HIRES_BY_CATEGORY, by_category)
-    result.hires_by_job = steps.write(HIRES_BY_JOB, by_job)
+    result.hires_by_category = steps.write(TABLES["hires_by_category"], by_category)
+    result.hires_by_job = steps.write(TABLES["hires_by_job"], by_job)
     result.deviating_jobs = deviating.to_dict("records")
     # Applicant 1's share of hires: each pair is shown in both orders, so the order effect is
     # measured and cancels in the shares above (counting showings is conservative here: the
@@ -392,4 +390,4 @@ def _predictions(steps: extras.Steps) -> None:
                 | {"ci_low": float(low), "ci_high": float(high)}
             )
     steps.result.predicted = spec.predicted
-    steps.result.predictions = steps.write(PREDICTIONS, pd.DataFrame(out))
+    steps.result.predictions = steps.write(TABLES["predictions"], pd.DataFrame(out))

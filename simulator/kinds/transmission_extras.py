@@ -18,10 +18,7 @@ from biasim.simulator.common.result_tables import Records, ResultTable
 from biasim.simulator.kinds.base import Section, resolve_data_path, slug
 from biasim.simulator.kinds.lazy import hiring_summaries, pd, terms, unit_terms
 from biasim.simulator.kinds.transmission_result import (
-    OVERALL_SCORES,
-    PROBE_TERMS,
-    RATIONALE_TERMS,
-    REDACTION_CHANGE,
+    TABLES,
     TransmissionResult,
 )
 
@@ -193,7 +190,7 @@ def _redaction(shown: pd.DataFrame, steps: Steps) -> None:
     )
     change = hiring_summaries.redaction_change(shares, named[0], redacted[0])
     change["significant"] = bool(change["p_value"] < spec.alpha)
-    steps.result.redaction_change = steps.write(REDACTION_CHANGE, pd.DataFrame([change]))
+    steps.result.redaction_change = steps.write(TABLES["redaction_change"], pd.DataFrame([change]))
 
 
 def _rationales(shown: pd.DataFrame, steps: Steps) -> None:
@@ -237,7 +234,7 @@ def _rationales(shown: pd.DataFrame, steps: Steps) -> None:
         scans.append(scan.assign(stage=stage, unit="hired letter"))
     if scans:
         found = pd.concat(scans, ignore_index=True)
-        steps.result.rationale_terms = _term_records(RATIONALE_TERMS, found, steps)
+        steps.result.rationale_terms = _term_records(TABLES["rationale_terms"], found, steps)
         steps.result.rationale_terms_tested = len(found)
 
 
@@ -283,7 +280,7 @@ def _association(by_job: pd.DataFrame, steps: Steps) -> None:
 def overall(scores: pd.DataFrame, steps: Steps) -> None:
     """The overall mean (SD) of every score by group (section 4.1)."""
     table = hiring_summaries.overall_scores(scores, steps.spec.group)
-    steps.result.overall_scores = steps.write(OVERALL_SCORES, table)
+    steps.result.overall_scores = steps.write(TABLES["overall_scores"], table)
 
 
 def probes(steps: Steps) -> None:
@@ -305,5 +302,5 @@ def probes(steps: Steps) -> None:
     steps.csv("probe_answers", pd.concat(answers, ignore_index=True))
     if scans:
         found = pd.concat(scans, ignore_index=True)
-        steps.result.probe_terms = _term_records(PROBE_TERMS, found, steps)
+        steps.result.probe_terms = _term_records(TABLES["probe_terms"], found, steps)
     steps.result.probes = list(spec.probes)

@@ -18,21 +18,10 @@ from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The tables of its result, declared in transmission_result.tables.yaml.
 TABLES = tables_of(__name__)
-HIRES_BY_CATEGORY = TABLES["hires_by_category"]
-HIRES_BY_JOB = TABLES["hires_by_job"]
-DEVIATING_JOBS = TABLES["deviating_jobs"]
-POSITION = TABLES["position"]
-REDACTION_CHANGE = TABLES["redaction_change"]
-RATIONALE_TERMS = TABLES["rationale_terms"]
-PROBE_TERMS = TABLES["probe_terms"]
-WEAKER = TABLES["weaker_than_association"]
-OVERALL_SCORES = TABLES["overall_scores"]
-PREDICTIONS = TABLES["predictions"]
 EXCLUDED = replace(TABLES["excluded"], says_nothing=lambda r: r["count"] == 0)
-REDACTION_LEAKS = TABLES["redaction_leaks"]
 #: The trait tables are letter_evaluation's, retitled (the paper's numbering).
 EFFECTS = replace(
-    letter_evaluation.EFFECTS,
+    letter_evaluation.TABLES["effects"],
     labels_from=(),
     note="fractional logit with job fixed effects, p from permuting the group across letters "
     "within job (tested) / the paper's beta regression with a random job intercept (not "
@@ -44,9 +33,9 @@ TYPE_EFFECTS = replace(
     title="effect on each trait type (Table 8)",
     description="Each trait type's effect.",
 )
-TRAIT_MEANS = replace(letter_evaluation.TRAIT_MEANS, title="trait means by job (Table 6)")
+TRAIT_MEANS = replace(letter_evaluation.TABLES["trait_means"], title="trait means by job (Table 6)")
 TRAIT_TYPES = replace(
-    letter_evaluation.TRAIT_TYPE_TABLE, title="trait types by job (Table 9)", file=""
+    letter_evaluation.TABLES["trait_types"], title="trait types by job (Table 9)", file=""
 )
 
 
@@ -63,29 +52,39 @@ class TransmissionResult:
     notes: list[str] | None = field(
         default=None, metadata=about("What could not be computed, and why.")
     )
-    hires_by_category: Records | None = field(default=None, metadata=tabled(HIRES_BY_CATEGORY))
-    hires_by_job: Records | None = field(default=None, metadata=tabled(HIRES_BY_JOB))
-    deviating_jobs: Records | None = field(default=None, metadata=tabled(DEVIATING_JOBS))
-    position: Records | None = field(default=None, metadata=tabled(POSITION))
-    redaction_change: Records | None = field(default=None, metadata=tabled(REDACTION_CHANGE))
-    rationale_terms: Records | None = field(default=None, metadata=tabled(RATIONALE_TERMS))
+    hires_by_category: Records | None = field(
+        default=None, metadata=tabled(TABLES["hires_by_category"])
+    )
+    hires_by_job: Records | None = field(default=None, metadata=tabled(TABLES["hires_by_job"]))
+    deviating_jobs: Records | None = field(default=None, metadata=tabled(TABLES["deviating_jobs"]))
+    position: Records | None = field(default=None, metadata=tabled(TABLES["position"]))
+    redaction_change: Records | None = field(
+        default=None, metadata=tabled(TABLES["redaction_change"])
+    )
+    rationale_terms: Records | None = field(
+        default=None, metadata=tabled(TABLES["rationale_terms"])
+    )
     rationale_terms_tested: int | None = field(default=None, metadata=about("Terms tested."))
     association_source: str | None = field(default=None, metadata=about("What is compared."))
-    weaker_than_association: Records | None = field(default=None, metadata=tabled(WEAKER))
+    weaker_than_association: Records | None = field(
+        default=None, metadata=tabled(TABLES["weaker_than_association"])
+    )
     effects: Records | None = field(default=None, metadata=tabled(EFFECTS))
     trait_means: Records | None = field(default=None, metadata=tabled(TRAIT_MEANS))
-    overall_scores: Records | None = field(default=None, metadata=tabled(OVERALL_SCORES))
+    overall_scores: Records | None = field(default=None, metadata=tabled(TABLES["overall_scores"]))
     trait_type_members: dict[str, list[str]] | None = field(
         default=None, metadata=about("Trait type -> its traits.")
     )
     type_effects: Records | None = field(default=None, metadata=tabled(TYPE_EFFECTS))
     trait_types: Records | None = field(default=None, metadata=tabled(TRAIT_TYPES))
     predicted: str | None = field(default=None, metadata=about("The prediction counted."))
-    predictions: Records | None = field(default=None, metadata=tabled(PREDICTIONS))
+    predictions: Records | None = field(default=None, metadata=tabled(TABLES["predictions"]))
     probes: list[str] | None = field(default=None, metadata=about("The probe stages."))
-    probe_terms: Records | None = field(default=None, metadata=tabled(PROBE_TERMS))
+    probe_terms: Records | None = field(default=None, metadata=tabled(TABLES["probe_terms"]))
     excluded: Records = field(default_factory=list, metadata=tabled(EXCLUDED))
-    redaction_leaks: Records | None = field(default=None, metadata=tabled(REDACTION_LEAKS))
+    redaction_leaks: Records | None = field(
+        default=None, metadata=tabled(TABLES["redaction_leaks"])
+    )
 
 
 def lines(summary: dict[str, Any]) -> list[str]:

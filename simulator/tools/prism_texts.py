@@ -31,8 +31,7 @@ from biasim.simulator.kinds.prism import (
 )
 from biasim.simulator.kinds.sections.prism_baseline import model_baselines
 from biasim.simulator.kinds.sections.prism_result import (
-    SCORE_SUMMARY,
-    TEXT_EXCLUSIONS,
+    TABLES,
     PrismTextsResult,
 )
 from biasim.simulator.kinds.sections.prism_validation import (
@@ -177,8 +176,8 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
         texts_scored_now=fresh,
         device=str(scorer.lm.device),
         dropped=dropped,
-        score_summary=SCORE_SUMMARY.write(section.tables, NAME, described),
-        exclusions=TEXT_EXCLUSIONS.write(section.tables, NAME, exclusions),
+        score_summary=TABLES["score_summary"].write(section.tables, NAME, described),
+        exclusions=TABLES["text_exclusions"].write(section.tables, NAME, exclusions),
         **baseline_summary(
             baselines.assign(model_label=label),
             word_list_table(scorer, dropped),

@@ -40,7 +40,6 @@ def target_probability(rows: pd.DataFrame, target: Any) -> pd.Series:
 
 #: The tables of the expected decisions, declared in expected.tables.yaml.
 TABLES = tables_of(__name__)
-EXPECTED_GROUPS = TABLES["groups"]
 EXPECTED_CASES = replace(TABLES["cases"], says_nothing=lambda row: row.get("dpd") is None)
 
 
@@ -52,7 +51,7 @@ class ExpectedDecisions:
     unit: str = field(metadata=about("The unit the permutation test relabels."))
     unit_means: str = field(metadata=about("What that unit is."))
     case_columns: list[str] = field(metadata=about("What splits the answers into cases."))
-    groups: Records = field(metadata=tabled(EXPECTED_GROUPS))
+    groups: Records = field(metadata=tabled(TABLES["groups"]))
     cases: Records = field(metadata=tabled(EXPECTED_CASES))
     discrim_eval: Records = field(metadata=tabled(DISCRIM_EVAL))
 
@@ -114,7 +113,7 @@ def add_expected_decisions(
         unit=unit,
         unit_means=UNIT_MEANS if unit == UNIT else "replicates pooled",
         case_columns=case_cols,
-        groups=EXPECTED_GROUPS.write(tables, ctx.name, pd.DataFrame(groups)),
+        groups=TABLES["groups"].write(tables, ctx.name, pd.DataFrame(groups)),
         cases=EXPECTED_CASES.write(tables, ctx.name, _nones(pd.DataFrame(cases))),
         discrim_eval=add_discrim_eval(tables, ctx, rows, case_cols),
     )

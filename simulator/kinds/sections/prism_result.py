@@ -14,18 +14,6 @@ from biasim.simulator.kinds.sections.codebook import tables_of
 
 #: The tables, declared in prism_result.tables.yaml (the kind's codebook).
 TABLES = tables_of(__name__)
-WORD_LISTS = TABLES["word_list_sizes"]
-EXCLUSIONS = TABLES["exclusions"]
-SUMMARY = TABLES["summary"]
-ARROWS = TABLES["arrows"]
-FIT = TABLES["fit"]
-SHIFT = TABLES["shift"]
-VARIANCE = TABLES["variance"]
-BASELINE = TABLES["baseline"]
-MODELS = TABLES["model_comparison"]
-VALIDATION = TABLES["validation"]
-SCORE_SUMMARY = TABLES["score_summary"]
-TEXT_EXCLUSIONS = TABLES["text_exclusions"]
 
 
 #: The baselines' sentences, in both results.
@@ -47,18 +35,20 @@ class PrismResult:
     postings: int = field(metadata=about("Postings with one pair each.", {"minimum": 0}))
     texts_scored_now: int = field(metadata=about("Texts not read from the cache.", {"minimum": 0}))
     excluded_applications: int = field(metadata=about("Applications left out.", {"minimum": 0}))
-    word_list_sizes: Records = field(metadata=tabled(WORD_LISTS))
-    exclusions: Records = field(metadata=tabled(EXCLUSIONS))
-    summary: Records = field(metadata=tabled(SUMMARY))
-    arrows: Records = field(metadata=tabled(ARROWS))
-    fit: Records = field(metadata=tabled(FIT))
-    shift: Records = field(metadata=tabled(SHIFT))
-    variance: Records = field(metadata=tabled(VARIANCE))
-    baseline: Records = field(metadata=tabled(BASELINE))
+    word_list_sizes: Records = field(metadata=tabled(TABLES["word_list_sizes"]))
+    exclusions: Records = field(metadata=tabled(TABLES["exclusions"]))
+    summary: Records = field(metadata=tabled(TABLES["summary"]))
+    arrows: Records = field(metadata=tabled(TABLES["arrows"]))
+    fit: Records = field(metadata=tabled(TABLES["fit"]))
+    shift: Records = field(metadata=tabled(TABLES["shift"]))
+    variance: Records = field(metadata=tabled(TABLES["variance"]))
+    baseline: Records = field(metadata=tabled(TABLES["baseline"]))
     baseline_readings: list[str] = field(metadata=READINGS)
     baseline_warnings: list[str] = field(metadata=WARNINGS)
-    model_comparison: Records | None = field(default=None, metadata=tabled(MODELS))
-    validation: Records | None = field(default=None, metadata=tabled(VALIDATION))
+    model_comparison: Records | None = field(
+        default=None, metadata=tabled(TABLES["model_comparison"])
+    )
+    validation: Records | None = field(default=None, metadata=tabled(TABLES["validation"]))
 
 
 @dataclass(kw_only=True)
@@ -71,9 +61,9 @@ class PrismTextsResult:
     dropped: dict[str, list[str]] = field(
         metadata=about("`dimension.side` -> its words not in the masked LM's vocabulary.")
     )
-    score_summary: Records = field(metadata=tabled(SCORE_SUMMARY))
-    exclusions: Records = field(metadata=tabled(TEXT_EXCLUSIONS))
-    baseline: Records = field(metadata=tabled(BASELINE))
+    score_summary: Records = field(metadata=tabled(TABLES["score_summary"]))
+    exclusions: Records = field(metadata=tabled(TABLES["text_exclusions"]))
+    baseline: Records = field(metadata=tabled(TABLES["baseline"]))
     baseline_readings: list[str] = field(metadata=READINGS)
     baseline_warnings: list[str] = field(metadata=WARNINGS)
-    validation: Records | None = field(default=None, metadata=tabled(VALIDATION))
+    validation: Records | None = field(default=None, metadata=tabled(TABLES["validation"]))

@@ -11,7 +11,7 @@ from biasim.simulator.common.csvfiles import read_csv
 from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import pd
-from biasim.simulator.kinds.sections.prism_result import VALIDATION
+from biasim.simulator.kinds.sections.prism_result import TABLES
 
 #: Columns of a human-ratings CSV (the analysis module, which brings scipy.stats and matplotlib,
 #: is imported only to correlate: validating a study reads the file, never correlates).
@@ -98,4 +98,4 @@ def add_validation(
     merged = pd.concat(tables, ignore_index=True)
     # The masked LM first: the declared table shows the leading text columns as labels.
     merged = merged[["masked_lm", *[c for c in merged.columns if c != "masked_lm"]]]
-    section.summary["validation"] = VALIDATION.write(section.tables, name, merged)
+    section.summary["validation"] = TABLES["validation"].write(section.tables, name, merged)

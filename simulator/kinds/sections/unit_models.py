@@ -26,7 +26,6 @@ def _unfitted(row: dict[str, Any]) -> bool:
 #: The tables of the estimates and the grades, declared in unit_models.tables.yaml.
 TABLES = tables_of(__name__)
 MODEL_ESTIMATES = replace(TABLES["model_estimates"], says_nothing=_unfitted)
-GRADES = TABLES["model_grades"]
 
 
 def add_model_estimates(

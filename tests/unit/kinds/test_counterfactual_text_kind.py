@@ -312,7 +312,7 @@ def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
 
     from rich.console import Console
 
-    from biasim.simulator.kinds.counterfactual_text import METRICS
+    from biasim.simulator.kinds.counterfactual_text import TABLES
 
     rows = [
         _metric_row("justification: sentiment_value", "within_minus_across", 0.0123, 0.2),
@@ -321,7 +321,7 @@ def test_the_console_table_keeps_each_row_on_one_line_at_80_columns() -> None:
         _metric_row("rouge_l", "mean_across", 0.7, None),
     ]
     out = io.StringIO()
-    METRICS.print(Console(file=out, width=80), rows, "cf")
+    TABLES["metrics"].print(Console(file=out, width=80), rows, "cf")
     lines = out.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80
     for statistic, estimate, p in (

@@ -10,7 +10,7 @@ import pandas as pd
 from rich.console import Console
 
 from biasim.analysis.stats.cases import case_parity, case_rates
-from biasim.simulator.kinds.demographic_parity import CASES
+from biasim.simulator.kinds.demographic_parity import TABLES
 
 
 def _decisions(yes: dict[str, int]) -> pd.DataFrame:
@@ -27,7 +27,7 @@ def _shown(yes: dict[str, int]) -> tuple[dict, str]:
     rates = case_rates(_decisions(yes), ["case"], "value", "decision", "Yes")
     (case,) = case_parity(rates, ["case"], "value", n_simulations=200).to_dict("records")
     out = io.StringIO()
-    CASES.named(cases_note="").print(Console(file=out, width=250), [case], "dp")
+    TABLES["cases"].named(cases_note="").print(Console(file=out, width=250), [case], "dp")
     return case, out.getvalue()
 
 

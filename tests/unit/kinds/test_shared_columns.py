@@ -14,22 +14,30 @@ import biasim.simulator.kinds as kinds_package
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import ResultTable
 from biasim.simulator.kinds.sections import columns
+from biasim.simulator.kinds.sections.codebook import Codebook
 
 
 def _declared() -> Iterator[tuple[str, Column]]:
-    """Every column of every table a module under ``simulator/kinds`` declares."""
+    """Every column of every table a module under ``simulator/kinds`` declares: in its
+    codebook (``module.TABLES[key]``) or derived from one in code (``module.NAME``)."""
     prefix = kinds_package.__name__ + "."
     for info in pkgutil.walk_packages(kinds_package.__path__, prefix):
         module = importlib.import_module(info.name)
-        for name, value in vars(module).items():
+        tables = {f"{info.name}.{name}": value for name, value in vars(module).items()}
+        if isinstance(codebook := tables.pop(f"{info.name}.TABLES", None), Codebook):
+            tables |= {f'{info.name}.TABLES["{key}"]': value for key, value in codebook.items()}
+        for name, value in tables.items():
             if isinstance(value, ResultTable):
                 for column in value.columns:
-                    yield f"{info.name}.{name}", column
+                    yield name, column
 
 
 def test_the_declared_tables_were_read() -> None:
     where = {table for table, _ in _declared()}
-    assert {"biasim.simulator.kinds.pipeline.STAGES", "biasim.simulator.kinds.picks.ITEMS"} <= where
+    assert {
+        'biasim.simulator.kinds.pipeline.TABLES["stages"]',
+        'biasim.simulator.kinds.picks.TABLES["items"]',
+    } <= where
 
 
 def test_an_impact_ratio_and_the_four_fifths_rule_are_one_declaration() -> None:
@@ -50,7 +58,10 @@ def test_the_group_a_model_compares_and_its_reference_are_one_declaration() -> N
         ):
             pairs.setdefault(table, []).append(column)
     sections = "biasim.simulator.kinds.sections."
-    shown = {f"{sections}unit_models.MODEL_ESTIMATES", f"{sections}unit_models.GRADES"}
+    shown = {
+        f"{sections}unit_models.MODEL_ESTIMATES",
+        f'{sections}unit_models.TABLES["model_grades"]',
+    }
     assert shown | {f"{sections}discrim_eval.DISCRIM_EVAL"} <= set(pairs), pairs
     wrong = {t: p for t, p in pairs.items() if tuple(p) != columns.contrast(p[-1].label or "")}
     assert not wrong, wrong
