@@ -1,17 +1,20 @@
 """Every ```yaml snippet in README.md and docs/ validates: a whole study as written, a fragment
 (first line ``# fragment of STUDY``) merged onto the built-in study it names, as a file that
 ``extends`` it would be (a kind's codebook, first line ``# codebook of``, is the kinds guide's
-test's to load). A snippet that no longer validates fails here, naming its file and line."""
+test's to load; the kinds guide's study entry validates with the guide's kind registered). A
+snippet that no longer validates fails here, naming its file and line."""
 
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.study.load import load_study
+from tests.guide_kind import GUIDE, guide_kind
 from tests.paths import ROOT
 
 README = ROOT / "README.md"
@@ -48,8 +51,10 @@ def _load(tmp_path: Path, where: str, snippet: str) -> None:
     (tmp_path / "data").symlink_to(ROOT / "scenarios" / "data")
     path = tmp_path / "snippet.yaml"
     path.write_text(_as_study(snippet), encoding="utf-8")
+    on_guide = where.startswith(f"{GUIDE.relative_to(ROOT)}:")
     try:
-        load_study(str(path))
+        with guide_kind(tmp_path) if on_guide else nullcontext():
+            load_study(str(path))
     except InputError as exc:
         problems = "\n".join(str(p) for p in exc.problems)
         pytest.fail(f"{where}: the snippet does not validate:\n{problems}")
