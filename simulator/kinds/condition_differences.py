@@ -13,26 +13,16 @@ from pydantic import Field
 
 from biasim.simulator.common.html import from_paper
 from biasim.simulator.common.result_tables import Records
-from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import Section, slug
+from biasim.simulator.common.results import about, tabled
+from biasim.simulator.kinds.base import slug
 from biasim.simulator.kinds.lazy import case_stats, figures, unit_stats
+from biasim.simulator.kinds.sections import decisions
 from biasim.simulator.kinds.sections.codebook import tables_of
 from biasim.simulator.kinds.sections.conditions import condition_differences
-from biasim.simulator.kinds.sections.decisions import (
-    PAPER,
-    DecisionsKind,
-    case_tables,
-    decision_rows,
-    figure_order,
-    panel_cases,
-)
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from biasim.analysis.stats.units import Tested
-    from biasim.simulator.kinds.base import AnalysisContext
 
 
 class ConditionDifferencesSpec(StageDecisionsSpec):
@@ -65,7 +55,7 @@ class ConditionDifferencesResult:
     )
 
 
-class ConditionDifferencesKind(DecisionsKind):
+class ConditionDifferencesKind(decisions.DecisionsKind):
     """The DPD per case at each level of a condition, and the tests of their differences."""
 
     name = "condition_differences"
@@ -73,13 +63,12 @@ class ConditionDifferencesKind(DecisionsKind):
     title = "DPD between conditions"
     result = ConditionDifferencesResult
 
-    def compute(
-        self, results: pd.DataFrame, spec: ConditionDifferencesSpec, ctx: AnalysisContext
-    ) -> Section:
+    def read(
+        self, stage: decisions.Decisions, spec: ConditionDifferencesSpec
+    ) -> ConditionDifferencesResult:
+        _, rows, ctx, section = stage
         study, name = ctx.study, ctx.name
-        section = Section(summary={})
-        rows = decision_rows(results, spec, ctx)
-        cases = case_tables(rows, spec, ctx).cases
+        cases = decisions.case_tables(rows, spec, ctx).cases
         case_keys = ["model_label", *spec.cases, "attribute"]
         section.tables[f"{name}_ablation"] = case_stats.ablation_table(
             cases, case_keys, spec.condition, conditions=None
@@ -99,16 +88,17 @@ class ConditionDifferencesKind(DecisionsKind):
             condition_factor=spec.condition,
             condition_levels=levels,
             model_labels=[str(m) for m in cases["model_label"].unique()],
-            seed_paper=from_paper(study.source, PAPER),
+            seed_paper=from_paper(study.source, decisions.PAPER),
             condition_differences_refused=refused,
         )
         if tests is not None:
             result.condition_differences = TABLES["condition_differences"].write(
                 section.tables, name, tests
             )
-        section.summary = summary_of(result)
-        panels = panel_cases(spec)
-        orders, targets = figure_order(rows, spec, study, panels[0] if panels else "attribute")
+        panels = decisions.panel_cases(spec)
+        orders, targets = decisions.figure_order(
+            rows, spec, study, panels[0] if panels else "attribute"
+        )
         for model, part in cases.groupby("model_label"):
             section.figures[slug(name, "dpd_by_condition", model)] = figures.plot_dpd_by_condition(
                 part,
@@ -123,7 +113,7 @@ class ConditionDifferencesKind(DecisionsKind):
                 targets=targets,
                 title=f"DPD by {spec.condition}: {model}",
             )
-        return section
+        return result
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         levels = summary.get("condition_levels") or []
@@ -152,7 +142,7 @@ class ConditionDifferencesKind(DecisionsKind):
 
     def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
         caption = "DPD by persona condition" + (
-            f" ({PAPER}, Fig. 5)" if summary.get("seed_paper") else ""
+            f" ({decisions.PAPER}, Fig. 5)" if summary.get("seed_paper") else ""
         )
         return [
             (slug(summary["name"], "dpd_by_condition", m), caption) for m in summary["model_labels"]

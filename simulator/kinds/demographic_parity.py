@@ -16,23 +16,11 @@ import numpy as np
 
 from biasim.simulator.common.html import from_paper
 from biasim.simulator.common.result_tables import Records
-from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds.base import Section, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, refusals, unit_stats
-from biasim.simulator.kinds.sections import unit_models
+from biasim.simulator.kinds.sections import decisions, unit_models
 from biasim.simulator.kinds.sections.codebook import tables_of
-from biasim.simulator.kinds.sections.decisions import (
-    PAPER,
-    DecisionsKind,
-    across_models_caption,
-    add_across_models_figure,
-    case_columns,
-    case_tables,
-    decision_rows,
-    figure_order,
-    panel_cases,
-    technique_level,
-)
 from biasim.simulator.kinds.sections.differences import MODEL_DIFFERENCES, model_differences
 from biasim.simulator.kinds.sections.exclusions import EXCLUSIONS
 from biasim.simulator.kinds.sections.expected import (
@@ -126,7 +114,7 @@ class DemographicParityResult:
     field: str = field(metadata=about("Its decision field."))
 
 
-class DemographicParityKind(DecisionsKind):
+class DemographicParityKind(decisions.DecisionsKind):
     """Decision rates, DPD per case and its parity test (seed 004 and any binary decision)."""
 
     name = "demographic_parity"
@@ -169,13 +157,12 @@ class DemographicParityKind(DecisionsKind):
         answered = rows["valid"].astype("boolean").fillna(False) & rows[spec.field].notna()
         return rows.assign(selected=(rows[spec.field] == target).astype("boolean").where(answered))
 
-    def compute(self, results: pd.DataFrame, spec: DecisionsSpec, ctx: AnalysisContext) -> Section:
+    def read(self, stage: decisions.Decisions, spec: DecisionsSpec) -> DemographicParityResult:
+        results, rows, ctx, section = stage
         study, name = ctx.study, ctx.name
-        section = Section(summary={})
-        rows = decision_rows(results, spec, ctx)
-        case_cols = case_columns(spec)
-        tables = case_tables(rows, spec, ctx)
-        seed_paper = from_paper(study.source, PAPER)
+        case_cols = decisions.case_columns(spec)
+        tables = decisions.case_tables(rows, spec, ctx)
+        seed_paper = from_paper(study.source, decisions.PAPER)
         cases = TABLES["cases"].write(section.tables, name, tables.cases)
         result = DemographicParityResult(
             stage=spec.stage,
@@ -205,8 +192,7 @@ class DemographicParityKind(DecisionsKind):
         models = ctx.models_in(results)
         if len(models) > 1:
             self._across_models(rows, tables.cases, spec, ctx, models, section, result)
-        section.summary = summary_of(result)
-        return section
+        return result
 
     def _unit_models(
         self,
@@ -222,7 +208,7 @@ class DemographicParityKind(DecisionsKind):
         unit_col = unit_stats.UNIT_COLUMNS[spec.unit]
         exclusions = refusals.case_exclusions(
             rows,
-            case_columns(spec),
+            decisions.case_columns(spec),
             "value",
             "_hit",
             unit_col=unit_col,
@@ -233,7 +219,7 @@ class DemographicParityKind(DecisionsKind):
         result.exclusions = EXCLUSIONS.write(section.tables, ctx.name, exclusions)
         # One model per case without its first case column (the scenario), which becomes the
         # crossed item: a group's odds ratio across the scenarios, units and items respected.
-        items = panel_cases(spec)
+        items = decisions.panel_cases(spec)
         condition = [spec.condition] if spec.condition else []
         item = items[0] if items else None
         estimates, grades = unit_models.add_model_estimates(
@@ -268,9 +254,9 @@ class DemographicParityKind(DecisionsKind):
         study, name = ctx.study, ctx.name
         rates, cases = tables.rates, tables.cases
         condition = [spec.condition] if spec.condition else []
-        panels = panel_cases(spec)
+        panels = decisions.panel_cases(spec)
         col_col = panels[0] if panels else "attribute"
-        orders, targets = figure_order(rows, spec, study, col_col)
+        orders, targets = decisions.figure_order(rows, spec, study, col_col)
         names = []
         for key, part in rates.groupby(["model_label", *condition], sort=False):
             key = key if isinstance(key, tuple) else (key,)
@@ -307,9 +293,13 @@ class DemographicParityKind(DecisionsKind):
         # there are several.
         drawn, technique = cases, ""
         if spec.condition and cases[spec.condition].nunique() > 1:
-            technique = technique_level(ctx.study, spec.condition, cases[spec.condition]) or ""
+            technique = (
+                decisions.technique_level(ctx.study, spec.condition, cases[spec.condition]) or ""
+            )
             drawn = cases[cases[spec.condition] == technique]
-        add_across_models_figure(section, drawn, rows, spec, ctx, models, "implicit", technique)
+        decisions.add_across_models_figure(
+            section, drawn, rows, spec, ctx, models, "implicit", technique
+        )
         answered = rows[rows["_hit"].notna()]
         tests = model_differences(
             ctx,
@@ -339,11 +329,13 @@ class DemographicParityKind(DecisionsKind):
 
     def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
         seed_paper = bool(summary.get("seed_paper"))
-        shares = "Decision shares per case" + (f" ({PAPER}, Fig. 4)" if seed_paper else "")
+        shares = "Decision shares per case" + (
+            f" ({decisions.PAPER}, Fig. 4)" if seed_paper else ""
+        )
         out = [(name, shares) for name in summary["share_figures"]]
         out += [(name, "Models graded by their disparity") for name in summary["grade_figures"]]
         if summary.get("model_differences"):
-            out.append(across_models_caption(summary["name"], seed_paper, "implicit"))
+            out.append(decisions.across_models_caption(summary["name"], seed_paper, "implicit"))
         return out
 
 

@@ -13,24 +13,12 @@ from pydantic import Field
 
 from biasim.simulator.common.html import from_paper
 from biasim.simulator.common.result_tables import Records
-from biasim.simulator.common.results import about, summary_of, tabled
-from biasim.simulator.kinds.base import Section, slug
+from biasim.simulator.common.results import about, tabled
+from biasim.simulator.kinds.base import slug
 from biasim.simulator.kinds.explicit_questions import tie_questions
 from biasim.simulator.kinds.lazy import case_stats, excess_stats, figures, unit_stats
+from biasim.simulator.kinds.sections import decisions
 from biasim.simulator.kinds.sections.codebook import tables_of
-from biasim.simulator.kinds.sections.decisions import (
-    PAPER,
-    CaseTables,
-    DecisionsKind,
-    across_models_caption,
-    add_across_models_figure,
-    case_columns,
-    case_tables,
-    decision_rows,
-    in_words,
-    t_test_name,
-    technique_level,
-)
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 from biasim.simulator.study.fields import Strict
 
@@ -78,7 +66,7 @@ class ExplicitBiasResult:
     implicit_vs_explicit: Records = field(metadata=tabled(TABLES["implicit_vs_explicit"]))
 
 
-class ExplicitBiasKind(DecisionsKind):
+class ExplicitBiasKind(decisions.DecisionsKind):
     """Explicit DPDs per case and their comparison with the implicit ones."""
 
     name = "explicit_bias"
@@ -101,13 +89,10 @@ class ExplicitBiasKind(DecisionsKind):
         for path, message in ties.problems:
             facts.problem(path, message)
 
-    def compute(
-        self, results: pd.DataFrame, spec: ExplicitBiasSpec, ctx: AnalysisContext
-    ) -> Section:
+    def read(self, stage: decisions.Decisions, spec: ExplicitBiasSpec) -> ExplicitBiasResult:
+        results, rows, ctx, section = stage
         study, name = ctx.study, ctx.name
-        section = Section(summary={})
-        rows = decision_rows(results, spec, ctx)
-        implicit = case_tables(rows, spec, ctx)
+        implicit = decisions.case_tables(rows, spec, ctx)
         explicit_cols = ["model_label", *spec.cases, "attribute"]
         x_rates = case_stats.explicit_rates(
             _explicit_trials(results, spec, study),
@@ -126,9 +111,9 @@ class ExplicitBiasKind(DecisionsKind):
         )
         section.tables[f"{name}_explicit_rates"] = x_rates
         level, comparison = _comparison(implicit, (x_rates, x_cases), spec, ctx)
-        seed_paper = from_paper(study.source, PAPER)
+        seed_paper = from_paper(study.source, decisions.PAPER)
         result = ExplicitBiasResult(
-            case_columns=case_columns(spec),
+            case_columns=decisions.case_columns(spec),
             seed_paper=seed_paper,
             implicit_condition=level,
             explicit_cases=TABLES["explicit_cases"].write(section.tables, name, x_cases),
@@ -136,16 +121,17 @@ class ExplicitBiasKind(DecisionsKind):
                 section.tables, name, comparison
             ),
         )
-        section.summary = summary_of(result)
         section.figures[slug(name, "implicit_vs_explicit")] = figures.plot_implicit_explicit(
             comparison,
             model_order=ctx.models_in(comparison) or None,
-            t_test=t_test_name(seed_paper).lower(),
+            t_test=decisions.t_test_name(seed_paper).lower(),
         )
         models = ctx.models_in(results)
         if len(models) > 1:
-            add_across_models_figure(section, x_cases, rows, spec, ctx, models, "explicit")
-        return section
+            decisions.add_across_models_figure(
+                section, x_cases, rows, spec, ctx, models, "explicit"
+            )
+        return result
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         tests: dict[str, Tested] = {}
@@ -167,12 +153,14 @@ class ExplicitBiasKind(DecisionsKind):
         level = summary.get("implicit_condition")
         out = [f"implicit side: the {level} condition's cases"] if level else []
         if summary.get("seed_paper"):
-            out.append(f"t and p: the paper's t-test ({PAPER}, 5.1; sd with ddof 0 as the paper)")
+            out.append(
+                f"t and p: the paper's t-test ({decisions.PAPER}, 5.1; sd with ddof 0 as the paper)"
+            )
         return out
 
     def figures(self, summary: dict[str, Any]) -> list[tuple[str, str]]:
         seed_paper = bool(summary.get("seed_paper"))
-        mean = in_words(
+        mean = decisions.in_words(
             seed_paper,
             "Implicit vs explicit bias per model",
             "Mean DPD per model: agents' decisions vs the direct question",
@@ -180,14 +168,14 @@ class ExplicitBiasKind(DecisionsKind):
         return [
             (
                 slug(summary["name"], "implicit_vs_explicit"),
-                mean + (f" ({PAPER}, Fig. 3)" if seed_paper else ""),
+                mean + (f" ({decisions.PAPER}, Fig. 3)" if seed_paper else ""),
             ),
-            across_models_caption(summary["name"], seed_paper, "explicit"),
+            decisions.across_models_caption(summary["name"], seed_paper, "explicit"),
         ]
 
 
 def _comparison(
-    implicit: CaseTables,
+    implicit: decisions.CaseTables,
     explicit: tuple[pd.DataFrame, pd.DataFrame],
     spec: ExplicitBiasSpec,
     ctx: AnalysisContext,
@@ -199,7 +187,7 @@ def _comparison(
     rates, cases, units = implicit.rates, implicit.cases, implicit.units
     level = None
     if spec.condition:
-        level = technique_level(ctx.study, spec.condition, cases[spec.condition])
+        level = decisions.technique_level(ctx.study, spec.condition, cases[spec.condition])
         if level is not None:
             cases = cases[cases[spec.condition] == level]
             rates = rates[rates[spec.condition] == level]
@@ -210,7 +198,7 @@ def _comparison(
     excess = excess_stats.excess_dpd_test(
         rates,
         x_rates,
-        case_columns(spec),
+        decisions.case_columns(spec),
         ["model_label", *spec.cases, "attribute"],
         unknown=spec.explicit.unknown,
         alpha=spec.alpha,

@@ -12,20 +12,15 @@ import yaml
 from pydantic import Field
 
 from biasim.simulator.common.result_tables import Records
-from biasim.simulator.common.results import about, summary_of, tabled
+from biasim.simulator.common.results import about, tabled
 from biasim.simulator.kinds.base import (
     AnalysisContext,
-    Section,
     StudyFacts,
     resolve_data_path,
 )
 from biasim.simulator.kinds.lazy import case_stats
+from biasim.simulator.kinds.sections import decisions
 from biasim.simulator.kinds.sections.codebook import tables_of
-from biasim.simulator.kinds.sections.decisions import (
-    DecisionsKind,
-    case_columns,
-    decision_rows,
-)
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 
 if TYPE_CHECKING:
@@ -54,7 +49,7 @@ class PredictionsCheckResult:
     alignment: Records = field(metadata=tabled(TABLES["alignment"]))
 
 
-class PredictionsCheckKind(DecisionsKind):
+class PredictionsCheckKind(decisions.DecisionsKind):
     """Whether each predicted direction holds in the observed rates."""
 
     name = "predictions_check"
@@ -67,20 +62,18 @@ class PredictionsCheckKind(DecisionsKind):
         if spec.predictions != "default":
             _check_predictions(spec.predictions, facts)
 
-    def compute(
-        self, results: pd.DataFrame, spec: PredictionsCheckSpec, ctx: AnalysisContext
-    ) -> Section:
-        section = Section(summary={})
-        rows = decision_rows(results, spec, ctx)
-        rates = case_stats.case_rates(rows, case_columns(spec), "value", "_hit", True)
+    def read(
+        self, stage: decisions.Decisions, spec: PredictionsCheckSpec
+    ) -> PredictionsCheckResult:
+        _, rows, ctx, section = stage
+        rates = case_stats.case_rates(rows, decisions.case_columns(spec), "value", "_hit", True)
         result = PredictionsCheckResult(
             predictions=spec.predictions,
             alignment=TABLES["alignment"].write(
                 section.tables, ctx.name, _alignment(rates, spec, ctx)
             ),
         )
-        section.summary = summary_of(result)
-        return section
+        return result
 
     def headline(self, summary: dict[str, Any]) -> str:
         return f"({self.name}): observed rates against predictions ({summary['predictions']})"

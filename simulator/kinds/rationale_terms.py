@@ -19,7 +19,7 @@ from biasim.analysis.text.term_sets import (
     load_term_sets,
     term_set_sources,
 )
-from biasim.simulator.common.results import about, summary_of
+from biasim.simulator.common.results import about
 from biasim.simulator.kinds.base import (
     AnalysisContext,
     Section,
@@ -27,7 +27,7 @@ from biasim.simulator.kinds.base import (
     resolve_data_path,
 )
 from biasim.simulator.kinds.lazy import pd, terms, unit_stats, unit_terms
-from biasim.simulator.kinds.sections.decisions import DecisionsKind, decision_rows
+from biasim.simulator.kinds.sections import decisions
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
 from biasim.simulator.study.fields import Strict
 
@@ -93,7 +93,7 @@ class RationaleTermsResult:
     terms: TermsUsed = field(metadata=about("What the term counts and scans read."))
 
 
-class RationaleTermsKind(DecisionsKind):
+class RationaleTermsKind(decisions.DecisionsKind):
     """Term counts per group and case, and each group's distinctive words."""
 
     name = "rationale_terms"
@@ -112,15 +112,11 @@ class RationaleTermsKind(DecisionsKind):
         lines += [f"  {name}: {shorten(source, 80)}" for name, source in sources.items()]
         return lines
 
-    def compute(
-        self, results: pd.DataFrame, spec: RationaleTermsSpec, ctx: AnalysisContext
-    ) -> Section:
-        section = Section(summary={})
-        rows = decision_rows(results, spec, ctx)
+    def read(self, stage: decisions.Decisions, spec: RationaleTermsSpec) -> RationaleTermsResult:
+        results, rows, ctx, section = stage
         condition = [spec.condition] if spec.condition else []
         used = self._terms(results, rows, spec, ctx, condition, section)
-        section.summary = summary_of(RationaleTermsResult(terms=used))
-        return section
+        return RationaleTermsResult(terms=used)
 
     def _terms(
         self,

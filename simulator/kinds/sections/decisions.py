@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from biasim.simulator.common.html import from_paper
+from biasim.simulator.common.results import summary_of
 from biasim.simulator.kinds.base import AnalysisContext, AnalysisKind, Section, StudyFacts, slug
 from biasim.simulator.kinds.lazy import case_stats, figures, pd, unit_stats
 from biasim.simulator.study.decisions_spec import StageDecisionsSpec
@@ -57,10 +58,33 @@ def check_decisions(spec: StageDecisionsSpec, facts: StudyFacts) -> None:
 
 class DecisionsKind(AnalysisKind):
     """A kind over one stage's decisions: its study is checked as every such kind's is (a kind
-    asking more adds its own checks after these)."""
+    asking more adds its own checks after these), and it reads the decisions in the one long
+    form :func:`decision_rows` gives, so the tests of every such kind count the same units."""
 
     def check(self, spec: StageDecisionsSpec, facts: StudyFacts) -> None:
         check_decisions(spec, facts)
+
+    def compute(self, results: pd.DataFrame, spec: Any, ctx: AnalysisContext) -> Section:
+        section = Section(summary={})
+        rows = decision_rows(results, spec, ctx)
+        section.summary = summary_of(self.read(Decisions(results, rows, ctx, section), spec))
+        return section
+
+    def read(self, decisions: Decisions, spec: Any) -> Any:
+        """The kind's result (its ``result`` dataclass), its CSV tables and figures put in
+        ``decisions.section``."""
+        raise NotImplementedError
+
+
+class Decisions(NamedTuple):
+    """What a kind over a stage's decisions reads, and the section it fills."""
+
+    #: Every row of the run (every stage and model).
+    results: pd.DataFrame
+    #: The stage's decisions in long form (:func:`decision_rows`).
+    rows: pd.DataFrame
+    ctx: AnalysisContext
+    section: Section
 
 
 def case_columns(spec: StageDecisionsSpec) -> list[str]:
