@@ -12,12 +12,22 @@ the kinds' modules (``tests/unit/architecture/test_import_contract.py``).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
+
+
+def nearest(name: str, available: Iterable[str]) -> str:
+    """``; did you mean `x`?`` for the closest of ``available`` (difflib), else ``""``. Here,
+    in the lowest layer, so that every unknown plug-in's message and the study checks above
+    name the closest name alike."""
+    close = difflib.get_close_matches(name, list(available), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 class UnknownPlugin(KeyError):
@@ -29,8 +39,15 @@ class UnknownPlugin(KeyError):
         self.name = name
 
     def __str__(self) -> str:
-        known = ", ".join(self.registry.names()) or "none is installed"
-        return f"unknown {self.registry.what} `{self.name}`; known: {known}"
+        """The closest known name, every known name, and how a plug-in becomes known."""
+        what, names = self.registry.what, self.registry.names()
+        known = ", ".join(names) or "none is installed"
+        family = " (or registered by its study family's register())"
+        how = (
+            f"a plug-in {what} is known once its package is installed with a "
+            f"`{self.registry.group}` entry point{family if self.registry.from_families else ''}"
+        )
+        return f"unknown {what} `{self.name}`{nearest(self.name, names)}; known: {known}; {how}"
 
 
 class MissingExtra(ImportError):

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from jinja2 import TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 
-from biasim.registry import BACKENDS, KINDS
+from biasim.registry import BACKENDS, KINDS, UnknownPlugin
 from biasim.simulator.common.errors import Problem
 from biasim.simulator.common.yamlsource import FieldPath, SourceMap
 from biasim.simulator.study import registered_prompts
@@ -123,10 +123,7 @@ def _unknown_backend_problems(
     for name, role in config.roles.items():
         if role.backend not in known_backends:
             add(
-                smap.problem(
-                    ("roles", name, "backend"),
-                    f"unknown backend `{role.backend}`; known: {', '.join(known_backends)}",
-                )
+                smap.problem(("roles", name, "backend"), str(UnknownPlugin(BACKENDS, role.backend)))
             )
         elif why := BACKENDS.missing_extra(role.backend):
             add(smap.problem(("roles", name, "backend"), why))
@@ -221,13 +218,8 @@ def _model_label_problems(
         if check_backends:
             for j, variant in enumerate(role.variants().values()):
                 if variant.backend not in known_backends:
-                    add(
-                        smap.problem(
-                            ("roles", name, "models", j, "backend"),
-                            f"unknown backend `{variant.backend}`; known: "
-                            f"{', '.join(known_backends)}",
-                        )
-                    )
+                    where = ("roles", name, "models", j, "backend")
+                    add(smap.problem(where, str(UnknownPlugin(BACKENDS, variant.backend))))
     return problems
 
 

@@ -3,13 +3,13 @@ template variables exist at that place, and the nearest name to a misspelt one."
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from jinja2 import nodes
 
+from biasim.registry import nearest
 from biasim.simulator.study.fields import (
     IDENTIFIER_PATTERN,
     LABEL_PATTERN,
@@ -45,12 +45,6 @@ def synthetic_hint(owner: str) -> str:
         f"; to drop these declared answers (the synthetic responder then answers uniformly; "
         f"real backends never read them), write `synthetic: null` under `{owner}`"
     )
-
-
-def nearest(name: str, available: Iterable[str]) -> str:
-    """``; did you mean `x`?`` for the closest of ``available`` (difflib), else ``""``."""
-    close = difflib.get_close_matches(name, list(available), n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def undefined_message(message: str, source: str | None, context: Mapping[str, Any] | None) -> str:

@@ -164,7 +164,8 @@ def test_the_wheel_ships_the_families_package_and_the_family_template(
     made = _biasim(wheel_venv, tmp_path, "init", "toyfam", "--family")
     assert made.returncode == 0, made.stderr
     written = {str(p.relative_to(tmp_path / "toyfam")) for p in (tmp_path / "toyfam").rglob("*")}
-    assert {"pyproject.toml", "toyfam/kinds.py", "toyfam/cli.py", "study/study.yaml"} <= written
+    shipped = {"pyproject.toml", "toyfam/kinds.py", "toyfam/kinds.tables.yaml", "toyfam/cli.py"}
+    assert shipped | {"study/study.yaml"} <= written
     python = wheel_venv / "bin" / "python"
     probe = subprocess.run(
         [str(python), "-c", "import biasim.families as f; print(f.__file__)"],

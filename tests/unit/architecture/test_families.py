@@ -9,6 +9,7 @@ its own command reads the run. No file of the checkout changes on the way.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from biasim.registry import (
@@ -38,6 +40,7 @@ SKELETON = {
     "toyfam/__init__.py",
     "toyfam/stats.py",
     "toyfam/kinds.py",
+    "toyfam/kinds.tables.yaml",
     "toyfam/cli.py",
     "study/study.yaml",
     "study/README.md",
@@ -80,8 +83,8 @@ def install(folder: Path, name: str) -> None:
     (info / "entry_points.txt").write_text(f"[biasim.families]\n{name} = {name}:register\n")
 
 
-def gap_by_hand(results: Path) -> tuple[float, int]:
-    """The oracle: the share of `Approve` per gender from results.csv, highest minus lowest."""
+def rates_by_hand(results: Path) -> dict[str, list[int]]:
+    """The oracle: per gender, the valid answers of `decide` that are `Approve`, and all of them."""
     counts: dict[str, list[int]] = {}
     with results.open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
@@ -89,11 +92,24 @@ def gap_by_hand(results: Path) -> tuple[float, int]:
                 hits = counts.setdefault(row["gender"], [0, 0])
                 hits[0] += row["decision"] == "Approve"
                 hits[1] += 1
-    rates = [approved / n for approved, n in counts.values()]
-    return max(rates) - min(rates), sum(n for _, n in counts.values())
+    return counts
 
 
-def test_a_new_family_from_the_template_touches_only_its_package_and_study(tmp_path) -> None:
+def kind_schema(family: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The JSON Schema the family's kind declares for its summary, drawn from its result."""
+    monkeypatch.syspath_prepend(str(family))
+    try:
+        from toyfam.kinds import RateGapKind  # type: ignore[import-not-found]
+
+        return RateGapKind.summary_schema()
+    finally:
+        for name in [n for n in sys.modules if n == "toyfam" or n.startswith("toyfam.")]:
+            del sys.modules[name]
+
+
+def test_a_new_family_from_the_template_touches_only_its_package_and_study(
+    tmp_path, monkeypatch
+) -> None:
     before = checkout_state()
     family = tmp_path / "toyfam"
     made = biasim("init", "toyfam", "--family", "--out", family)
@@ -108,14 +124,30 @@ def test_a_new_family_from_the_template_touches_only_its_package_and_study(tmp_p
     install(family, "toyfam")
     run = biasim("run", "study", "--backend", "synthetic", "--out", "run", path=family)
     assert run.returncode == 0, run.stderr
-    gap, answers = gap_by_hand(family / "run" / "results.csv")
+    counts = rates_by_hand(family / "run" / "results.csv")
+    rates = {gender: approved / n for gender, (approved, n) in counts.items()}
+    gap, answers = max(rates.values()) - min(rates.values()), sum(n for _, n in counts.values())
     assert answers == 30 and gap > 0  # the synthetic truth approves women more often
-    # Its kind ran with its statistic: the table, the summary and the console agree with the oracle.
-    with (family / "run" / "tables" / "gap_rate_gap.csv").open(encoding="utf-8") as handle:
+    # Its kind ran with its statistic: the table, the summary, the console and the page agree
+    # with the oracle, all drawn from the kind's codebook and declared result.
+    with (family / "run" / "tables" / "gap_rates.csv").open(encoding="utf-8") as handle:
         table = list(csv.DictReader(handle))
-    assert {row["gender"] for row in table} == {"male", "female", "non-binary"}
-    assert float(table[0]["gap"]) == pytest.approx(gap)
-    assert f"gap in the rate of Approve by gender: {gap:.3f}" in run.stdout
+    assert list(table[0]) == ["gender", "n", "rate"]
+    assert {row["gender"]: float(row["rate"]) for row in table} == pytest.approx(rates)
+    summary = json.loads((family / "run" / "summary.json").read_text(encoding="utf-8"))
+    entry = summary["analyses"][1]
+    assert (entry["kind"], entry["gap"]) == ("toyfam_rate_gap", pytest.approx(gap))
+    schema = kind_schema(family, monkeypatch)
+    assert schema["required"] == ["by", "target", "rates"]  # the gap is absent with no answers
+    jsonschema.validate(entry, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**entry, "rates": [{"gender": "male", "n": "ten"}]}, schema)
+    said = f"gap in the rate of Approve by gender: {gap:.3f}"
+    assert said in run.stdout and f"<p>{said}</p>" in (family / "run" / "report.html").read_text()
+    assert "gap: rate of Approve per gender" in run.stdout
+    # The codebook ships with the package: the generated pyproject names it as package data.
+    project = tomllib.loads((family / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["tool"]["setuptools"]["package-data"] == {"toyfam": ["*.tables.yaml"]}
 
     # Its own command is a `biasim` subcommand, and reads the run.
     listed = biasim("--help", path=family)

@@ -112,8 +112,29 @@ def test_an_unknown_kind_names_the_known_ones(tmp_path, cli) -> None:
     study.write_text(study.read_text() + STUDY_TAIL)
     bad = cli.invoke(app, ["validate", str(study)])
     assert bad.exit_code == 2
-    assert "analyses[1].kind: unknown analysis kind `answer_length`" in bad.stderr
-    assert "acceptance" in bad.stderr and "demographic_parity" in bad.stderr
+    said = " ".join(bad.stderr.split())
+    assert "analyses[1].kind: unknown analysis kind `answer_length`; known: acceptance," in said
+    assert "demographic_parity" in said and "did you mean" not in said  # nothing close
+    # How a plug-in kind becomes known: installed with its entry point, or by its family.
+    assert said.endswith(
+        "; a plug-in analysis kind is known once its package is installed with a "
+        "`biasim.analyses` entry point (or registered by its study family's register())"
+    )
+
+
+def test_a_misspelt_kind_is_refused_at_its_line_with_the_closest_name(
+    toy_kind, tmp_path, cli
+) -> None:
+    study = write_study(tmp_path / "s.yaml")
+    study.write_text(study.read_text() + STUDY_TAIL.replace("answer_length", "answer_lenght"))
+    bad = cli.invoke(app, ["validate", str(study)])
+    assert bad.exit_code == 2
+    said = " ".join(bad.stderr.split())
+    assert (
+        f"{study}:41: analyses[1].kind: unknown analysis kind `answer_lenght`; "
+        "did you mean `answer_length`?; known: " in said
+    )
+    assert "installed with a `biasim.analyses` entry point" in said
 
 
 def test_a_kind_from_an_installed_entry_point(tmp_path, monkeypatch) -> None:

@@ -117,7 +117,24 @@ def test_cross_references_are_checked(tmp_path: Path) -> None:
     found = "\n".join(problems(path))
     assert "stages[0].role: no role named `judge`" in found
     assert "analyses[0].target: `Flee` is not one of ['Evacuate', 'Stay']" in found
-    assert "roles.decider.backend: unknown backend `warp-drive`" in found
+    assert "roles.decider.backend: unknown backend `warp-drive`; known: " in found
+    assert "did you mean" not in found  # no backend's name is close to it
+
+
+def test_a_misspelt_backend_names_the_closest_and_how_a_plug_in_is_known(tmp_path: Path) -> None:
+    """The registry's one message for an unknown plug-in, here a backend's: no study family
+    registers backends, so it names the entry point only."""
+    path = write_study(tmp_path / "s.yaml")
+    path.write_text(path.read_text().replace("backend: synthetic", "backend: synthetc"))
+    found = "\n".join(problems(path))
+    assert (
+        "s.yaml:8: roles.decider.backend: unknown backend `synthetc`; did you mean `synthetic`?; "
+        "known: " in found
+    )
+    assert found.endswith(
+        "; a plug-in backend is known once its package is installed with a `biasim.backends` "
+        "entry point"
+    )
 
 
 def test_api_key_may_not_be_written_in_a_study(tmp_path: Path) -> None:
