@@ -440,13 +440,14 @@ def _checked_audit_target(
 
 def _audit_source_problems(source: Path, audit_format: str) -> list:
     """Why ``source`` cannot be audited in ``audit_format``: an unknown format, no source."""
-    from biasim.registry import AUDIT_FORMATS
+    from biasim.registry import AUDIT_FORMATS, UnknownPlugin
     from biasim.simulator.common.errors import Problem
 
     problems = []
     if audit_format not in AUDIT_FORMATS:
-        known = ", ".join(AUDIT_FORMATS.names())
-        problems.append(Problem("--format", None, "", f"`{audit_format}`; known: {known}"))
+        problems.append(
+            Problem("--format", None, "", str(UnknownPlugin(AUDIT_FORMATS, audit_format)))
+        )
     if not source.exists():
         problems.append(Problem(str(source), None, "", "no such run directory or file"))
     return problems

@@ -22,7 +22,7 @@ import yaml
 from pydantic import Field, field_validator
 
 from biasim.analysis.text.letter_text import generation_failure
-from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory, scorer_names
+from biasim.analysis.text.scorers import PATH_OPTIONS, ScoreCache, scorer_factory
 from biasim.simulator.common.result_tables import Records
 from biasim.simulator.common.results import about, summary_of, tabled
 from biasim.simulator.kinds.base import (
@@ -219,6 +219,8 @@ class LettersKind(AnalysisKind):
 
     def check(self, spec: LettersSpec, facts: StudyFacts) -> None:
         """The stage, field, axis, compared values, pair column and scorer names exist."""
+        from biasim.registry import SCORERS, UnknownPlugin
+
         facts.need_field(spec.stage, spec.field, ("field",), ("stage",))
         if spec.group not in facts.axes:
             facts.problem(("group",), f"`{spec.group}` is not a persona axis")
@@ -243,11 +245,8 @@ class LettersKind(AnalysisKind):
                 ("lexicon",), f"no such file: {spec.lexicon} (relative paths: the study's folder)"
             )
         for dim, choice in spec.style.items():
-            if choice.scorer not in scorer_names():
-                facts.problem(
-                    ("style", dim, "scorer"),
-                    f"unknown text scorer `{choice.scorer}` (known: {', '.join(scorer_names())})",
-                )
+            if choice.scorer not in SCORERS:
+                facts.problem(("style", dim, "scorer"), str(UnknownPlugin(SCORERS, choice.scorer)))
             if choice.scorer == "column":
                 self._check_column_scorer(spec, facts, dim, choice)
             if choice.labelled is not None:
