@@ -4,6 +4,7 @@ numbers they write are checked against the scorer called directly and against sc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -22,6 +23,7 @@ from biasim.analysis.studies.prism.score import (
 )
 from biasim.analysis.studies.prism.scorer import vocabulary_scorer
 from biasim.simulator.cli import app
+from biasim.simulator.kinds.sections.prism_result import PrismResult, PrismTextsResult
 from tests.optional import requires
 from tests.paths import ROOT, SHARED
 from tests.tiny_models import build_tiny_bert
@@ -185,6 +187,36 @@ def test_reanalysis_is_served_from_the_score_cache(study_run, cli):
     pd.testing.assert_frame_equal(pd.read_csv(study_run / "tables" / "prism_scores.csv"), before)
 
 
+def test_analyze_prism_json_is_the_analysis_as_the_runs_summary_holds_it(
+    study_run, tiny_bert, cli, tmp_path
+):
+    """One derivation: ``analyze prism --paired-column --json`` on the run's own pairs prints
+    the keys of the run's summary.json entry, each table once under its declared field, with
+    the same records (the file's name where the run has its model's label)."""
+    rows = pd.read_parquet(study_run / "results.parquet")
+    rows = rows[rows["stage"] == "apply"]
+    assert rows["status"].eq("answered").all()
+    csv = tmp_path / "pairs.csv"
+    pd.DataFrame({"posting": rows["posting_text"], "application": rows["text"]}).to_csv(
+        csv, index=False
+    )
+    args = ["--text-col", "application", "--paired-column", "posting", "--masked-lm", tiny_bert]
+    result = cli.invoke(app, ["analyze", "prism", str(csv), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    (written,) = json.loads((study_run / "summary.json").read_text(encoding="utf-8"))["analyses"]
+    assert list(printed) == list(written)
+    (label,) = rows["model_label"].unique()
+    assert printed["masked_lm_by_model"] == {"pairs.csv": tiny_bert}
+    assert written["masked_lm_by_model"] == {label: tiny_bert}
+    assert printed["baseline_readings"] == written["baseline_readings"]
+    tables = [f.name for f in dataclasses.fields(PrismResult) if "table" in f.metadata]
+    assert {"summary", "fit", "shift", "variance", "baseline"} <= set(printed) & set(tables)
+    for key in set(printed) & set(tables):
+        ours = pd.DataFrame(written[key]).replace({"model_label": {label: "pairs.csv"}})
+        pd.testing.assert_frame_equal(pd.DataFrame(printed[key]), ours, rtol=1e-9, obj=key)
+
+
 def test_postings_from_a_csv_on_the_command_line(cli, tiny_bert, tmp_path):
     csv = tmp_path / "postings.csv"
     pd.DataFrame(
@@ -278,6 +310,13 @@ def test_analyze_texts_unpaired(cli, tiny_bert, tmp_path):
     (gsc,) = [line for line in printed.splitlines() if line.strip("│ ").startswith("gsc ")]
     assert f"{described.loc['gsc', 'mean']:.3f}" in gsc
     assert "prism: scores against the no-gender-signal baseline" in result.stdout
+    # --json: each table once, under its declared field (PrismTextsResult), the CSV's records.
+    result = cli.invoke(app, ["analyze", "prism", str(csv), "--masked-lm", tiny_bert, "--json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    fields = [f.name for f in dataclasses.fields(PrismTextsResult) if f.name != "validation"]
+    assert list(printed) == ["name", *fields]
+    assert pd.DataFrame(printed["score_summary"]).set_index("score").equals(described)
 
 
 def _read_png(path: Path) -> np.ndarray:
