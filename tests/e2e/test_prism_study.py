@@ -5,6 +5,7 @@ numbers they write are checked against the scorer called directly and against sc
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from biasim.analysis.studies.prism.baseline import WITHIN
 from biasim.analysis.studies.prism.score import (
     EXAMPLE_WORD_LISTS,
     WordLists,
@@ -215,6 +217,31 @@ def test_analyze_prism_json_is_the_analysis_as_the_runs_summary_holds_it(
     for key in set(printed) & set(tables):
         ours = pd.DataFrame(written[key]).replace({"model_label": {label: "pairs.csv"}})
         pd.testing.assert_frame_equal(pd.DataFrame(printed[key]), ours, rtol=1e-9, obj=key)
+
+
+def test_console_at_80_columns_shows_each_baseline_row_on_one_line(study_run):
+    """ding2024_prism is the one built-in study tests/e2e/test_console_widths.py cannot run:
+    at 80 columns its report fits, and the baseline table (the widest) wraps no row when the
+    readings differ (one side called feminine here, the rest as the run read them), as every
+    `within the baseline` row did over three lines."""
+    from rich.console import Console
+
+    from biasim.simulator.report.outputs import print_report
+
+    summary = json.loads((study_run / "summary.json").read_text(encoding="utf-8"))
+    records = summary["analyses"][0]["baseline"]
+    assert {r["verdict"] for r in records} == {WITHIN}
+    records[-1]["verdict"] = "feminine"
+    buffer = io.StringIO()
+    print_report(summary, Console(file=buffer, width=80, color_system=None, markup=False))
+    lines = buffer.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    start = lines.index("prism: scores against the no-gender-signal baseline") + 1
+    assert "reading" in lines[start].split()
+    grid = [line.split() for line in lines[start + 2 : start + 2 + len(records)]]
+    assert [row[:2] for row in grid] == [[r["dimension"], r["side"]] for r in records]
+    assert [row[5] for row in grid] == [r["verdict"] for r in records]
+    assert lines[start + 2 + len(records)].startswith("every row")
 
 
 def test_postings_from_a_csv_on_the_command_line(cli, tiny_bert, tmp_path):
