@@ -677,11 +677,7 @@ def _analyze_texts(request: Any, as_json: bool) -> None:
         for name, figure in result.figures.items():
             written.append(save_figure(figure, request.out / f"{name}.png"))
     if as_json:
-        payload = {
-            **result.summary,
-            **{k: v.to_dict("records") for k, v in result.tables.items() if k.endswith("_summary")},
-        }
-        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(result.summary, indent=2, default=str) + "\n")
         return
     if request.paired_column:
         from biasim.simulator.kinds import get_kind

@@ -149,8 +149,8 @@ class Section:
     """What one analysis produced.
 
     Attributes:
-        summary: JSON-able results; the report adds ``kind`` and ``name``. Consoles and HTML
-            pages render from it, so the numbers they show are the numbers in summary.json.
+        summary: JSON-able results; :meth:`entry` adds ``kind`` and ``name``. Consoles and
+            HTML pages render from it, so the numbers they show are the numbers in summary.json.
         tables: Table name (file stem) -> table.
         figures: Figure name (file stem) -> figure.
     """
@@ -158,6 +158,11 @@ class Section:
     summary: dict[str, Any]
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: dict[str, Figure] = field(default_factory=dict)
+
+    def entry(self, kind: str, name: str) -> dict[str, Any]:
+        """The analysis as summary.json's ``analyses`` holds it; ``analyze prism --json``
+        prints the same, so the two cannot drift apart."""
+        return {"kind": kind, "name": name, **self.summary}
 
 
 class AnalysisKind:

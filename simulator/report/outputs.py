@@ -209,7 +209,7 @@ def analyze(
             in_order.section(section)
         evidence.tables.update(section.tables)
         evidence.figures.update(section.figures)
-        evidence.summary["analyses"].append({"kind": spec.kind, "name": name, **section.summary})
+        evidence.summary["analyses"].append(section.entry(spec.kind, name))
     synthetic = _synthetic_models(df) if evidence.figures else set()
     for name, figure in evidence.figures.items():
         figures.keep_inside(figure)

@@ -39,6 +39,7 @@ from biasim.simulator.kinds.sections.prism_validation import (
     ratings_problem,
     read_ratings,
 )
+from biasim.simulator.study.options import PRISM_KIND
 
 #: Prefix of the tables and figures ``analyze prism`` writes.
 NAME = "prism"
@@ -66,7 +67,8 @@ class TextsRequest:
 
 @dataclass
 class TextsResult:
-    """Tables, figures and a summary line's numbers."""
+    """Tables, figures and the summary (what ``--json`` prints: each table once, under its
+    declared result's field)."""
 
     tables: dict[str, pd.DataFrame]
     figures: dict[str, Any] = field(default_factory=dict)
@@ -157,13 +159,14 @@ def analyze_texts(request: TextsRequest, frame: pd.DataFrame) -> TextsResult:
             "masked_lm": request.masked_lm,
             "word_lists": str(request.word_lists or "paper's example words"),
             "alpha": request.alpha,
+            "masked_lm_by_model": {label: request.masked_lm},
         }
         baselines = model_baselines(scorer, ids, paired, texts, answered, _baseline_path(request))
         lists = word_list_table(scorer, dropped)
         section = paired_section(pairs, scorer, lists, fresh, NAME, [label], settings, baselines)
         _validation(request, scorer, section)
-        summary = {"name": NAME, **section.summary, "device": scorer.lm.device}
-        return TextsResult(section.tables, section.figures, summary)
+        # The analysis as a run's summary.json holds it (the same keys and records).
+        return TextsResult(section.tables, section.figures, section.entry(PRISM_KIND, NAME))
     out = scores.iloc[n:].reset_index(drop=True)
     out.insert(0, "row", range(1, len(out) + 1))
     reasons = out["excluded"].dropna().value_counts()

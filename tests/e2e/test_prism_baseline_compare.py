@@ -78,7 +78,7 @@ def test_a_random_weight_model_is_not_called_masculine_or_feminine(runs):
     baseline = pd.DataFrame(section["baseline"])
     assert sorted(baseline["dimension"].unique()) == sorted(DIMS)
     assert set(baseline["side"]) == {"posting", "application"}
-    assert (baseline["verdict"] == "within the baseline").all(), baseline
+    assert (baseline["verdict"] == "within").all(), baseline
     assert all("within the baseline" in line for line in section["baseline_readings"])
     text = " ".join(stdout.split())
     assert "scores against the no-gender-signal baseline" in text

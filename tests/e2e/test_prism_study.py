@@ -4,6 +4,8 @@ numbers they write are checked against the scorer called directly and against sc
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import re
 from pathlib import Path
@@ -13,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from biasim.analysis.studies.prism.baseline import WITHIN
 from biasim.analysis.studies.prism.score import (
     EXAMPLE_WORD_LISTS,
     WordLists,
@@ -22,6 +25,7 @@ from biasim.analysis.studies.prism.score import (
 )
 from biasim.analysis.studies.prism.scorer import vocabulary_scorer
 from biasim.simulator.cli import app
+from biasim.simulator.kinds.sections.prism_result import PrismResult, PrismTextsResult
 from tests.optional import requires
 from tests.paths import ROOT, SHARED
 from tests.tiny_models import build_tiny_bert
@@ -185,6 +189,61 @@ def test_reanalysis_is_served_from_the_score_cache(study_run, cli):
     pd.testing.assert_frame_equal(pd.read_csv(study_run / "tables" / "prism_scores.csv"), before)
 
 
+def test_analyze_prism_json_is_the_analysis_as_the_runs_summary_holds_it(
+    study_run, tiny_bert, cli, tmp_path
+):
+    """One derivation: ``analyze prism --paired-column --json`` on the run's own pairs prints
+    the keys of the run's summary.json entry, each table once under its declared field, with
+    the same records (the file's name where the run has its model's label)."""
+    rows = pd.read_parquet(study_run / "results.parquet")
+    rows = rows[rows["stage"] == "apply"]
+    assert rows["status"].eq("answered").all()
+    csv = tmp_path / "pairs.csv"
+    pd.DataFrame({"posting": rows["posting_text"], "application": rows["text"]}).to_csv(
+        csv, index=False
+    )
+    args = ["--text-col", "application", "--paired-column", "posting", "--masked-lm", tiny_bert]
+    result = cli.invoke(app, ["analyze", "prism", str(csv), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    (written,) = json.loads((study_run / "summary.json").read_text(encoding="utf-8"))["analyses"]
+    assert list(printed) == list(written)
+    (label,) = rows["model_label"].unique()
+    assert printed["masked_lm_by_model"] == {"pairs.csv": tiny_bert}
+    assert written["masked_lm_by_model"] == {label: tiny_bert}
+    assert printed["baseline_readings"] == written["baseline_readings"]
+    tables = [f.name for f in dataclasses.fields(PrismResult) if "table" in f.metadata]
+    assert {"summary", "fit", "shift", "variance", "baseline"} <= set(printed) & set(tables)
+    for key in set(printed) & set(tables):
+        ours = pd.DataFrame(written[key]).replace({"model_label": {label: "pairs.csv"}})
+        pd.testing.assert_frame_equal(pd.DataFrame(printed[key]), ours, rtol=1e-9, obj=key)
+
+
+def test_console_at_80_columns_shows_each_baseline_row_on_one_line(study_run):
+    """ding2024_prism is the one built-in study tests/e2e/test_console_widths.py cannot run:
+    at 80 columns its report fits, and the baseline table (the widest) wraps no row when the
+    readings differ (one side called feminine here, the rest as the run read them), as every
+    `within the baseline` row did over three lines."""
+    from rich.console import Console
+
+    from biasim.simulator.report.outputs import print_report
+
+    summary = json.loads((study_run / "summary.json").read_text(encoding="utf-8"))
+    records = summary["analyses"][0]["baseline"]
+    assert {r["verdict"] for r in records} == {WITHIN}
+    records[-1]["verdict"] = "feminine"
+    buffer = io.StringIO()
+    print_report(summary, Console(file=buffer, width=80, color_system=None, markup=False))
+    lines = buffer.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    start = lines.index("prism: scores against the no-gender-signal baseline") + 1
+    assert "reading" in lines[start].split()
+    grid = [line.split() for line in lines[start + 2 : start + 2 + len(records)]]
+    assert [row[:2] for row in grid] == [[r["dimension"], r["side"]] for r in records]
+    assert [row[5] for row in grid] == [r["verdict"] for r in records]
+    assert lines[start + 2 + len(records)].startswith("every row")
+
+
 def test_postings_from_a_csv_on_the_command_line(cli, tiny_bert, tmp_path):
     csv = tmp_path / "postings.csv"
     pd.DataFrame(
@@ -278,6 +337,13 @@ def test_analyze_texts_unpaired(cli, tiny_bert, tmp_path):
     (gsc,) = [line for line in printed.splitlines() if line.strip("│ ").startswith("gsc ")]
     assert f"{described.loc['gsc', 'mean']:.3f}" in gsc
     assert "prism: scores against the no-gender-signal baseline" in result.stdout
+    # --json: each table once, under its declared field (PrismTextsResult), the CSV's records.
+    result = cli.invoke(app, ["analyze", "prism", str(csv), "--masked-lm", tiny_bert, "--json"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    fields = [f.name for f in dataclasses.fields(PrismTextsResult) if f.name != "validation"]
+    assert list(printed) == ["name", *fields]
+    assert pd.DataFrame(printed["score_summary"]).set_index("score").equals(described)
 
 
 def _read_png(path: Path) -> np.ndarray:

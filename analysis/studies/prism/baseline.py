@@ -33,7 +33,7 @@ from biasim.analysis.studies.prism.score import WordLists, rank_plan, token_scor
 PERMUTATIONS = 199
 #: Level at which a side is called masculine or feminine beyond the baseline.
 LEVEL = 0.05
-WITHIN = "within the baseline"
+WITHIN = "within"
 
 
 def expected_no_signal_score(n_fem: int, n_mas: int, alpha: float) -> float:
