@@ -1,6 +1,7 @@
 """Every built-in study's console report fits a default terminal and a wide one: tables as
 grids (wrapped, abbreviated or split into column groups), never a ``- key: value`` block per
-row, no internal (``_``) column, no line wider than the console."""
+row, no internal (``_``) column, no line wider than the console, no ``{field}`` of a codebook
+left unfilled."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from biasim.simulator.report.outputs import print_report
 from tests.builtin_runs import STUDIES, BuiltinRuns
 
 BLOCK = re.compile(r"^\s*- \w+:")
+#: A codebook's ``{field}`` that neither its group nor ``named()`` filled.
+PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 RULE = re.compile(r"^[\s─━┡┩╇]+$")
 
 
@@ -39,6 +42,7 @@ def test_console_report_fits_80_and_200_columns(name: str, builtin_runs: Builtin
         lines = text.splitlines()
         assert not [line for line in lines if BLOCK.match(line)], (name, width, text)
         assert max(map(len, lines)) <= width, (name, width)
+        assert not PLACEHOLDER.search(text), (name, width, PLACEHOLDER.findall(text))
         headers = _headers(text)
         assert headers, (name, width)  # every report prints at least one table
         for header in headers:
