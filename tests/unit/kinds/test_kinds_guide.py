@@ -7,7 +7,8 @@ import io
 import re
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,12 @@ from tests.paths import ROOT
 GUIDE = ROOT / "docs" / "extending" / "kinds.md"
 
 
-@pytest.fixture
-def guide(tmp_path: Path) -> Iterator[dict[str, Any]]:
+@contextmanager
+def guide_kind(
+    folder: Path, edit: Callable[[str], str] = lambda codebook: codebook
+) -> Iterator[dict[str, Any]]:
+    """The guide's kind loaded and registered, its codebook (changed by ``edit``) beside it in
+    ``folder``; its module's names."""
     text = GUIDE.read_text(encoding="utf-8")
     code = re.search(r"```python\n(.*?)```", text, re.DOTALL)
     codebook = re.search(r"```yaml\n(# codebook of .*?)```", text, re.DOTALL)
@@ -32,8 +37,8 @@ def guide(tmp_path: Path) -> Iterator[dict[str, Any]]:
     # A module of its own, as the guide's file would be (dataclasses look their module up),
     # with its codebook beside it.
     module = types.ModuleType("mykinds_lengths")
-    module.__file__ = str(tmp_path / "lengths.py")
-    (tmp_path / "lengths.tables.yaml").write_text(codebook.group(1), encoding="utf-8")
+    module.__file__ = str(folder / "lengths.py")
+    (folder / "lengths.tables.yaml").write_text(edit(codebook.group(1)), encoding="utf-8")
     sys.modules[module.__name__] = module
     try:
         exec(compile(code.group(1), str(GUIDE), "exec", dont_inherit=True), module.__dict__)
@@ -41,6 +46,12 @@ def guide(tmp_path: Path) -> Iterator[dict[str, Any]]:
     finally:
         unregister_kind("answer_length")
         del sys.modules[module.__name__]
+
+
+@pytest.fixture
+def guide(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    with guide_kind(tmp_path) as names:
+        yield names
 
 
 def test_the_guides_kind_derives_its_schema_console_and_page(guide: dict[str, Any]) -> None:
