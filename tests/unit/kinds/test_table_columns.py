@@ -5,6 +5,7 @@ instead of vanishing from the console and the page and breaking summary.json's s
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_a_plugin_whose_codebook_misspells_a_column_fails_its_analysis_not_the_r
 ) -> None:
     """The guide's kind with `mean_char` for the data's `mean_chars`: `biasim run` keeps every
     answer and says which table and column (exit 1, as any failing analysis); `biasim analyze
-    run` says the same; no traceback."""
+    run` and `biasim compare` say the same, `biasim power` too; no traceback."""
     study = write_study(tmp_path / "s.yaml", agents=6)
     study.write_text(study.read_text() + _TAIL)
     out = tmp_path / "run"
@@ -96,10 +97,16 @@ def test_a_plugin_whose_codebook_misspells_a_column_fails_its_analysis_not_the_r
         f"{tmp_path / 'lengths.tables.yaml'} the column(s) 'mean_char' (did you mean "
         "'mean_chars'?) that its data lacks; the data has gender, n, mean_chars"
     )
+    twin, target = tmp_path / "twin", tmp_path / "compared"
     with guide_kind(tmp_path, _misspelt):
         ran = cli.invoke(app, ["run", str(study), "--out", str(out)])
         redone = cli.invoke(app, ["analyze", "run", str(out)])
-    for result in (ran, redone):
+        shutil.copytree(out, twin)
+        labels = ["--label", f"a={out}", "--label", f"b={twin}"]
+        compared = cli.invoke(app, ["compare", str(out), str(twin), *labels, "--out", str(target)])
+        power = ["power", str(study), "--agents", "2", "--studies", "2", "--workers", "1"]
+        powered = cli.invoke(app, power)
+    for result in (ran, redone, compared):
         assert result.exit_code == 1, result.output
         # Rich wraps at the terminal width, in a long path too: compared without spaces.
         stderr = "".join(result.stderr.split())
@@ -110,3 +117,10 @@ def test_a_plugin_whose_codebook_misspells_a_column_fails_its_analysis_not_the_r
     assert manifest["status"] == "complete" and manifest["counts"]["rows"] > 0
     assert summary["analysis_error"].startswith(said)
     assert len(pd.read_parquet(out / "results.parquet")) == manifest["counts"]["rows"]
+    assert not (target / "summary.json").exists()
+    # power refuses what it cannot simulate as bad input (exit 2), naming the table.
+    assert powered.exit_code == 2, powered.output
+    assert "".join(said.split("MissingColumnsError: ")[1].split()) in "".join(
+        powered.stderr.split()
+    )
+    assert "Traceback" not in powered.output + powered.stderr
