@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,11 @@ KIND = "answer_length"
 
 
 @contextmanager
-def guide_kind(folder: Path) -> Iterator[dict[str, Any]]:
-    """The guide's module (its names), registered, its codebook written into ``folder``."""
+def guide_kind(
+    folder: Path, edit: Callable[[str], str] = lambda codebook: codebook
+) -> Iterator[dict[str, Any]]:
+    """The guide's module (its names), registered, its codebook (changed by ``edit``) written
+    into ``folder``."""
     text = GUIDE.read_text(encoding="utf-8")
     code = re.search(r"```python\n(.*?)```", text, re.DOTALL)
     codebook = re.search(r"```yaml\n(# codebook of .*?)```", text, re.DOTALL)
@@ -31,7 +34,7 @@ def guide_kind(folder: Path) -> Iterator[dict[str, Any]]:
     # with its codebook beside it.
     module = types.ModuleType("mykinds_lengths")
     module.__file__ = str(folder / "lengths.py")
-    (folder / "lengths.tables.yaml").write_text(codebook.group(1), encoding="utf-8")
+    (folder / "lengths.tables.yaml").write_text(edit(codebook.group(1)), encoding="utf-8")
     sys.modules[module.__name__] = module
     try:
         exec(compile(code.group(1), str(GUIDE), "exec", dont_inherit=True), module.__dict__)

@@ -283,6 +283,11 @@ def compare(
         )
     except InputError as exc:
         fail_input(exc)
+    except Exception as exc:
+        # A statistic failing on the combined answers (as `analyze run` says it): which one,
+        # without a traceback; the runs compared are only read.
+        err_console.print(styled("analysis failed", "red", f": {type(exc).__name__}: {exc}"))
+        raise typer.Exit(1) from None
     if as_json:
         sys.stdout.write(json.dumps(evidence.summary, indent=2, default=str) + "\n")
         return

@@ -13,10 +13,11 @@ and the summary only.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -36,6 +37,8 @@ Key = tuple[str | int, ...]
 #: The JSON type of a column's values, by its format (a label may be any scalar).
 _TYPES: dict[str, list[str]] = {"int": ["integer", "null"], "bool": ["boolean", "null"], "text": []}
 _NUMBER = ["number", "null"]
+#: The most of a frame's columns a missing column's message names (a per-item table has many).
+_MAX_NAMED = 40
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ class ResultTable:
         console_rows: The most rows the console shows (None: any); a longer table is named
             in one line, as one with ``console`` False (rates per group: a few in a study of
             one case, hundreds across cases).
+        codebook: The codebook file that declares it (None: declared in code), named when
+            its data lacks a declared column; not part of what the table is (equality).
     """
 
     key: str
@@ -85,6 +90,7 @@ class ResultTable:
     lifted: tuple[str, ...] = ()
     footnote: tuple[str, str] | None = None
     console_rows: int | None = None
+    codebook: str | None = field(default=None, compare=False, repr=False)
 
     def named(self, **fields: Any) -> ResultTable:
         """The table with ``{field}`` in its title, note, file and column labels replaced by
@@ -255,11 +261,47 @@ class ResultTable:
 
     def write(self, tables: dict[str, pd.DataFrame], analysis: str, frame: pd.DataFrame) -> Records:
         """Put ``frame`` in ``tables`` as its CSV file (columns in :meth:`csv`'s order; none
-        when the summary holds it alone), and return its records for the summary."""
+        when the summary holds it alone), and return its records for the summary.
+
+        Raises:
+            MissingColumnsError: ``frame`` has rows but lacks a column the table declares
+                required (a codebook's key misspelt, or the code's): the summary would break its
+                own schema and the column vanish from every rendering.
+        """
+        self.check_columns(frame)
         stem = self.file_name(analysis)
         if stem is not None:
             tables[stem] = self.csv(frame)
         return frame.to_dict("records")
+
+    def check_columns(self, frame: pd.DataFrame) -> None:
+        """Raise :class:`MissingColumnsError` when ``frame`` has rows and lacks a required
+        declared column (a family ``key*`` may have no member; an empty frame holds none)."""
+        if frame.empty:
+            return
+        held = [str(c) for c in frame.columns]
+        lacking = [
+            c.key
+            for c in self.columns
+            if c.required and not c.key.endswith("*") and c.key not in held
+        ]
+        if lacking:
+            raise MissingColumnsError(self._missing_message(lacking, held))
+
+    def _missing_message(self, lacking: list[str], held: list[str]) -> str:
+        hints = []
+        for key in lacking:
+            close = difflib.get_close_matches(key, held, n=1)
+            hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+        where = f" in {self.codebook}" if self.codebook else ""
+        has = ", ".join(held[:_MAX_NAMED]) + (
+            f" and {len(held) - _MAX_NAMED} more" if len(held) > _MAX_NAMED else ""
+        )
+        return (
+            f"table {self.key!r} ({self.title}) declares{where} the column(s) "
+            f"{', '.join(hints)} that its data lacks; the data has {has}; fix the key, or "
+            "declare the column `{required: false}` where the data may lack it"
+        )
 
     def csv(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with its declared columns in the declared order, each undeclared column
@@ -278,6 +320,11 @@ class ResultTable:
                 blocks[current].append(column)
         order = lead + [c for key in declared for c in blocks[key]]
         return frame[order]
+
+
+class MissingColumnsError(ValueError):
+    """A table's data lacks a column its declaration requires: the analysis fails with the
+    table, the column, the closest column the data has and the codebook file."""
 
 
 class KeptFields(dict[str, Any]):

@@ -38,7 +38,7 @@ from biasim.simulator.common.yamlsource import FieldPath, SourceMap, load_yaml
 from biasim.simulator.kinds.sections import columns as shared_columns
 
 #: Fields of a table a codebook may set (``columns`` apart; ``says_nothing`` is code).
-_TABLE_FIELDS = {f.name for f in fields(ResultTable)} - {"columns", "says_nothing"}
+_TABLE_FIELDS = {f.name for f in fields(ResultTable)} - {"columns", "says_nothing", "codebook"}
 #: Fields a column's fifth item may set.
 _COLUMN_EXTRAS = {f.name for f in fields(Column)} - {"key", "label", "spec", "description"}
 #: A column's key, header, format and description where its list stops short.
@@ -77,7 +77,7 @@ def tables_of(module: str) -> Codebook:
             'package data ([tool.setuptools.package-data] <package> = ["*.tables.yaml"])'
         )
     doc, where = load_yaml(path.read_text(encoding="utf-8"), str(path))
-    reader = _Reader(doc, where)
+    reader = _Reader(doc, where, path)
     return Codebook(
         path, {name: reader.table(name, entry, ("tables", name)) for name, entry in reader.tables}
     )
@@ -86,8 +86,9 @@ def tables_of(module: str) -> Codebook:
 class _Reader:
     """Builds tables and columns from one codebook, naming the line of anything wrong."""
 
-    def __init__(self, doc: Any, where: SourceMap) -> None:
+    def __init__(self, doc: Any, where: SourceMap, path: Path) -> None:
         self.where = where
+        self.path = path
         if not isinstance(doc, dict) or not isinstance(doc.get("tables"), dict):
             raise self.fail((), "a codebook is a mapping with `tables:` (name: table), and "
                             "may have `groups:` (name: list of columns)")  # fmt: skip
@@ -114,7 +115,7 @@ class _Reader:
             self.columns(entry.get("columns") or [], (*path, "columns"), {})
         )
         settings.setdefault("key", name)
-        return ResultTable(**settings)
+        return ResultTable(**settings, codebook=str(self.path))
 
     def columns(self, entries: list[Any], path: FieldPath, fill: Mapping[str, Any]) -> list:
         out: list[Column] = []
