@@ -364,13 +364,13 @@ def paired_section(
         postings=len(postings),
         texts_scored_now=fresh,
         excluded_applications=int(pairs["excluded"].notna().sum()),
-        word_list_sizes=declared.WORD_LISTS.write(write, name, _labels_first(lists)),
-        exclusions=declared.EXCLUSIONS.write(write, name, exclusions),
-        summary=declared.SUMMARY.write(write, name, merged["summary"]),
-        arrows=declared.ARROWS.write(write, name, merged["arrows"]),
-        fit=declared.FIT.write(write, name, merged["fit"]),
-        shift=declared.SHIFT.write(write, name, merged["shift"]),
-        variance=declared.VARIANCE.write(write, name, merged["variance"]),
+        word_list_sizes=declared.TABLES["word_list_sizes"].write(write, name, _labels_first(lists)),
+        exclusions=declared.TABLES["exclusions"].write(write, name, exclusions),
+        summary=declared.TABLES["summary"].write(write, name, merged["summary"]),
+        arrows=declared.TABLES["arrows"].write(write, name, merged["arrows"]),
+        fit=declared.TABLES["fit"].write(write, name, merged["fit"]),
+        shift=declared.TABLES["shift"].write(write, name, merged["shift"]),
+        variance=declared.TABLES["variance"].write(write, name, merged["variance"]),
         **baseline_summary(baselines, lists, write, name),
     )
     if len(models) > 1:
@@ -384,7 +384,7 @@ def paired_section(
             baselines,
             {m: lm_of.get(m, settings["masked_lm"]) for m in models},
         )
-        result.model_comparison = declared.MODELS.write(write, name, table)
+        result.model_comparison = declared.TABLES["model_comparison"].write(write, name, table)
         section.figures[slug(name, "models")] = plot_models(table, dims)
     section.summary = summary_of(result)
     return section
@@ -457,7 +457,9 @@ def baseline_summary(
 
     frame = _labels_first(baselines)
     records = (
-        frame.to_dict("records") if tables is None else declared.BASELINE.write(tables, name, frame)
+        frame.to_dict("records")
+        if tables is None
+        else declared.TABLES["baseline"].write(tables, name, frame)
     )
     return {
         "baseline": records,
