@@ -157,7 +157,7 @@ def gee_odds_ratios(
     degrees of freedom (the conservative Welch bound; units of the group and of the
     reference). On the normal scale it rejected a true null in 10-13 % of simulated studies of
     8-12 names, and a group of one unit got a sandwich variance near 0 and p = 0; with t it
-    rejects 3-5 %, and a group of one unit gets no p (see
+    rejects 2-5 % (conservative), and a group of one unit gets no p (see
     tests/unit/analysis/test_unit_models_calibration.py).
     """
     import statsmodels.api as sm
