@@ -6,8 +6,11 @@ Input is one estimate per model with its standard error (here the cluster-robust
 ratio of a group against the reference, so the units are respected). The model is normal-normal:
 ``estimate_m ~ N(theta_m, se_m^2)``, ``theta_m ~ N(mu, tau^2)``; ``mu`` and ``tau^2`` by the
 DerSimonian-Laird moment estimator, and each ``theta_m``'s posterior mean and sd given them.
-"This one discriminates" is the two-sided z-test of ``theta_m = 0`` from its own estimate,
-q-values by Benjamini-Hochberg over every model and contrast tested together.
+"This one discriminates" is the two-sided test of ``theta_m = 0`` from its own estimate: the
+fit's own p where the table has one (the GEE's, on Student's t with its units' df, none where
+a group has one unit: such a row is left out), else the z-test; q-values by
+Benjamini-Hochberg over every model and contrast tested together. Re-testing the GEE's
+estimate on the normal scale would bring back the anti-conservative p its own test replaced.
 
 Grades: ``discriminates`` (q < 0.05), ``suggestive`` (q < 0.20), ``no evidence`` otherwise; the
 direction says who is favoured. Shrinkage ranks the models; the grade never rests on it.
@@ -53,8 +56,10 @@ def grade_models(
     """Shrink, test and grade every model's estimate, contrast by contrast.
 
     Args:
-        table: One row per model and contrast with an estimate and its standard error; rows
-            with a missing or non-positive se are left out (a model that was not fitted).
+        table: One row per model and contrast with an estimate and its standard error, and
+            optionally the fit's ``p_value``; rows with a missing or non-positive se, or a
+            missing ``p_value`` where the column is given, are left out (a model that was not
+            fitted, or whose fit could not test the contrast).
 
     Returns:
         The rows kept, with ``z``, ``p_value``, ``q_value`` (BH over every row), ``shrunk``,
@@ -63,7 +68,11 @@ def grade_models(
         ``direction`` (``favours <group>`` / ``favours <reference>`` when graded, else empty).
     """
     keys = list(contrast_cols)
-    data = table[table[se_col].gt(0) & table[estimate_col].notna()].reset_index(drop=True)
+    own_p = "p_value" in table.columns
+    usable = table[se_col].gt(0) & table[estimate_col].notna()
+    if own_p:
+        usable &= table["p_value"].notna()
+    data = table[usable].reset_index(drop=True)
     if data.empty:
         return data.assign(
             z=[],
@@ -78,7 +87,8 @@ def grade_models(
             direction=[],
         )
     out = data.assign(z=data[estimate_col] / data[se_col])
-    out["p_value"] = 2 * stats.norm.sf(np.abs(out["z"]))
+    if not own_p:
+        out["p_value"] = 2 * stats.norm.sf(np.abs(out["z"]))
     out["q_value"] = benjamini_hochberg(out["p_value"].to_numpy())
     parts = []
     for _, part in out.groupby(keys, sort=False):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from statsmodels.stats.meta_analysis import combine_effects
 from statsmodels.stats.multitest import multipletests
 
@@ -72,3 +73,25 @@ def test_eight_models_two_of_which_discriminate_are_graded() -> None:
     assert set(graded.index[graded["grade"] == "discriminates"]) == {"m2", "m5"}
     assert graded.loc["m2", "direction"] == "favours A"
     assert set(graded.nsmallest(2, "shrunk").index) == {"m2", "m5"}
+
+
+def test_grades_take_the_gee_s_own_p_and_leave_out_a_contrast_it_could_not_test() -> None:
+    """Few names: the GEE's p is on Student's t; the grade must not re-test its estimate on the
+    normal scale. A model with one name a group has no p and is not graded."""
+    rng = np.random.default_rng(4)
+    data = eight_models(rng, {}, names=12)
+    one = data[(data["model_label"] == "m0") & data["name"].isin([0, 11])]
+    data = pd.concat([data[data["model_label"] != "m0"], one], ignore_index=True)
+    fits = pd.concat(
+        [
+            unit_models.gee_odds_ratios(part, "group", "hit", "name", "item").assign(model_label=m)
+            for m, part in data.groupby("model_label", sort=True)
+        ],
+        ignore_index=True,
+    )
+    graded = grades_of(data)
+    assert "m0" not in graded.index and len(graded) == 7
+    tested = fits.set_index("model_label").loc[graded.index]
+    np.testing.assert_allclose(graded["p_value"], tested["p_value"])
+    normal = 2 * stats.norm.sf(np.abs(graded["z"]))
+    assert (graded["p_value"] >= normal).all() and (graded["p_value"] > normal)[normal < 0.5].all()

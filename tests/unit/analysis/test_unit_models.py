@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 import statsmodels.formula.api as smf
+from scipy import stats
 
 from biasim.analysis.stats import unit_models
 
@@ -36,10 +37,23 @@ def test_gee_equals_logistic_estimates_with_statsmodels_cluster_robust_errors() 
     assert row["estimate"] == pytest.approx(oracle.params["C(group)[T.B]"], rel=1e-6)
     g, n, k = df["name"].nunique(), len(df), 1 + 1 + 3
     correction = np.sqrt(g / (g - 1) * (n - 1) / (n - k))
-    se = (row["ci_high"] - row["ci_low"]) / (2 * 1.959963984540054)
+    # Student's t on the fewer units of the two groups less one: 30 names a group, 29 df.
+    half = stats.t.ppf(0.975, 29)
+    se = (row["ci_high"] - row["ci_low"]) / (2 * half)
     assert se == pytest.approx(oracle.bse["C(group)[T.B]"] * correction, rel=1e-4)
+    assert row["p_value"] == pytest.approx(2 * stats.t.sf(abs(row["estimate"]) / se, 29))
     assert row["odds_ratio"] == pytest.approx(np.exp(row["estimate"]))
     assert row["converged"] and row["n_units"] == 60 and row["unit"] == "name"
+
+
+def test_gee_gives_no_p_where_a_group_has_one_unit() -> None:
+    """One name a group: the contrast is constant within each cluster, so the sandwich variance
+    comes out near 0; on the normal scale it printed p = 0 (golden an2024_hiring). Now no p."""
+    df = clustered(names=60)
+    one = df[df["name"].isin([0, 59])]
+    (row,) = unit_models.gee_odds_ratios(one, "group", "hit", "name", "item").to_dict("records")
+    assert np.isnan(row["p_value"]) and np.isnan(row["ci_low"]) and np.isfinite(row["estimate"])
+    assert row["note"].startswith("no p-value where a group or the reference has one unit")
 
 
 def test_mixed_model_without_unit_variation_is_the_plain_logistic_fit() -> None:

@@ -4,6 +4,10 @@ or scenarios, sd 0.5), several answers per name and item, no group effect.
 
 * GEE, cluster-robust on the name: 500 null studies, rejection 3-7 % (Monte Carlo error of a
   5 % rate: 1.0 point).
+* GEE with few names (12, 6 a group) answering unequally often (1-5 times an item): on the
+  normal scale it rejected 8.25 % of this test's 400 null studies (10-13 % of 1000 with 8-12
+  names in a scratch study); on Student's t with the fewer units of the two groups less one
+  as df, 2.25 % (conservative, Monte Carlo error 0.7 point), so the bound is 2-7 %.
 * Mixed logistic (Laplace, crossed name and item intercepts): its 95 % interval excluded the
   true null in 12 % of 100 null studies with 20 names per group (Monte Carlo error 3 points),
   so the model prints no p-value; this test keeps that rate from growing (<= 15 %).
@@ -44,10 +48,10 @@ def null_study(rng: np.random.Generator, names: int = 60, items: int = 4, reps: 
     )
 
 
-def _rejected(fit, rng, n_studies: int, **design) -> float:
+def _rejected(fit, rng, n_studies: int, design=null_study, **sizes) -> float:
     rejected = 0
     for _ in range(n_studies):
-        table = fit(null_study(rng, **design))
+        table = fit(design(rng, **sizes))
         assert table["converged"].all() or table["note"].str.len().gt(0).all()
         rejected += bool((table["p_value"] < ALPHA).any())
     return rejected / n_studies
@@ -60,6 +64,23 @@ def test_gee_holds_its_level_with_names_crossed_with_items() -> None:
         500,
     )
     assert 0.03 <= rate <= 0.07
+
+
+def few_unequal_names(rng: np.random.Generator, names: int = 12, items: int = 4) -> pd.DataFrame:
+    """``null_study``'s design with few names, each answering 1-5 times an item."""
+    table = null_study(rng, names=names, items=items, reps=5)
+    keep = rng.integers(1, 6, names)[table["name"]]
+    return table[table.groupby(["name", "item"]).cumcount() < keep]
+
+
+def test_gee_holds_its_level_with_few_names_answering_unequally() -> None:
+    rate = _rejected(
+        lambda d: unit_models.gee_odds_ratios(d, "group", "hit", "name", "item"),
+        np.random.default_rng(12),
+        400,
+        design=few_unequal_names,
+    )
+    assert 0.02 <= rate <= 0.07, rate
 
 
 def test_mixed_model_interval_excludes_a_true_null_no_more_than_measured() -> None:
