@@ -261,7 +261,18 @@ class ResultTable:
 
     def write(self, tables: dict[str, pd.DataFrame], analysis: str, frame: pd.DataFrame) -> Records:
         """Put ``frame`` in ``tables`` as its CSV file (columns in :meth:`csv`'s order; none
-        when the summary holds it alone), and return its records for the summary.
+        when the summary holds it alone), and return its records for the summary
+        (:meth:`records`: nothing is written when they lack a declared column).
+        """
+        records = self.records(frame)
+        stem = self.file_name(analysis)
+        if stem is not None:
+            tables[stem] = self.csv(frame)
+        return records
+
+    def records(self, frame: pd.DataFrame) -> Records:
+        """``frame``'s rows for the summary: the one way a table's rows reach it, with or
+        without a CSV file.
 
         Raises:
             MissingColumnsError: ``frame`` has rows but lacks a column the table declares
@@ -269,9 +280,6 @@ class ResultTable:
                 own schema and the column vanish from every rendering.
         """
         self.check_columns(frame)
-        stem = self.file_name(analysis)
-        if stem is not None:
-            tables[stem] = self.csv(frame)
         return frame.to_dict("records")
 
     def check_columns(self, frame: pd.DataFrame) -> None:

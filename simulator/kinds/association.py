@@ -158,7 +158,7 @@ class AssociationKind(AnalysisKind):
             unused_lines=TABLES["unused_lines"].write(
                 section.tables, ctx.name, lines.assign(reason=lines["reason"].astype(str))
             ),
-            validity={validity.FIRST_NAMED: valid.to_dict("records")},
+            validity={validity.FIRST_NAMED: validity.TABLE.records(valid)},
         )
         if shares.empty:
             result.note = NO_PAIRING

@@ -420,7 +420,7 @@ def _relative_validity(
         seed=ctx.study.seed,
     )  # fmt: skip
     section.tables[slug(ctx.name, "validity", FIRST)] = table
-    return {FIRST: table.to_dict("records")}
+    return {FIRST: validity.TABLE.records(table)}
 
 
 def _ties(ties: np.ndarray, decided: np.ndarray) -> dict[str, np.ndarray]:
@@ -497,7 +497,7 @@ def _absolute(
     result.trait_means = TABLES["trait_means"].write(section.tables, ctx.name, means)
     result.scores_excluded = TABLES["scores_excluded"].write(section.tables, ctx.name, excluded)
     # One table per experiment: each compares its own two groups (strong/weak, female/male).
-    result.trait_types = [r for t in type_rows for r in t.to_dict("records")]
+    result.trait_types = [r for t in type_rows for r in TABLES["trait_types"].records(t)]
     result.trait_type_members = spec.trait_types
     result.trait_types_excluded = TABLES["trait_types_excluded"].write(
         section.tables, ctx.name, types_dropped

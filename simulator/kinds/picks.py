@@ -140,7 +140,7 @@ class PicksKind(AnalysisKind):
                 deviate=int(shares["deviates"].sum()) if len(shares) else 0, items=len(shares)
             ),
             outcomes=TABLES["outcomes"].write(section.tables, ctx.name, outcomes),
-            validity={validity.FIRST_NAMED: valid.to_dict("records")},
+            validity={validity.FIRST_NAMED: validity.TABLE.records(valid)},
         )
         if spec.category:
             categories = picks.share_table(

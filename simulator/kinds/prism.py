@@ -456,11 +456,8 @@ def baseline_summary(
     from biasim.simulator.kinds.sections.prism_baseline import reading, warnings
 
     frame = _labels_first(baselines)
-    records = (
-        frame.to_dict("records")
-        if tables is None
-        else declared.TABLES["baseline"].write(tables, name, frame)
-    )
+    table = declared.TABLES["baseline"]
+    records = table.records(frame) if tables is None else table.write(tables, name, frame)
     return {
         "baseline": records,
         "baseline_readings": [

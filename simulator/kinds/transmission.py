@@ -207,15 +207,15 @@ def _relative(steps: extras.Steps) -> None:
     )
     result.hires_by_category = steps.write(TABLES["hires_by_category"], by_category)
     result.hires_by_job = steps.write(TABLES["hires_by_job"], by_job)
-    result.deviating_jobs = deviating.to_dict("records")
+    result.deviating_jobs = TABLES["deviating_jobs"].records(deviating)
     # Applicant 1's share of hires: each pair is shown in both orders, so the order effect is
     # measured and cancels in the shares above (counting showings is conservative here: the
     # two showings of a pair tend to pick the same letter, hence opposite positions).
     first = table.assign(_all="all", value=table["position"].map({1: "first", 2: "second"}))
-    result.position = (
-        association.share_table(first, ["stage", "_all"], "first", alpha=spec.alpha)
-        .drop(columns="_all")
-        .to_dict("records")
+    result.position = TABLES["position"].records(
+        association.share_table(first, ["stage", "_all"], "first", alpha=spec.alpha).drop(
+            columns="_all"
+        )
     )
     extras.after_relative(pd.concat(showings, ignore_index=True), by_job, steps)
     steps.section.figures[slug(steps.ctx.name, "hires")] = transmission_figures.plot_item_shares(

@@ -243,7 +243,7 @@ def _term_records(table: ResultTable, found: pd.DataFrame, steps: Steps) -> Reco
     first (it names the row), for the summary."""
     steps.csv(table.key, table.csv(found))
     significant = found[found["significant"]]
-    return significant[["stage", *[c for c in found.columns if c != "stage"]]].to_dict("records")
+    return table.records(significant[["stage", *[c for c in found.columns if c != "stage"]]])
 
 
 def _writer_names(authors: pd.DataFrame) -> list[str]:
