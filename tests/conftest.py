@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,6 +94,23 @@ def builtin_runs(tmp_path_factory: pytest.TempPathFactory) -> BuiltinRuns:
 def cli() -> CliRunner:
     """Typer's runner (stdout and stderr kept apart)."""
     return CliRunner()
+
+
+def answered_calls(db: Path, stage: str | None = None) -> int:
+    """Answered calls in a run's store while the run may still be writing it.
+
+    Opens read-only: a plain connect would create ``calls.sqlite`` in a run directory the run
+    has just made, and the run, finding it not empty, would refuse to start.
+    """
+    if not db.exists():
+        return 0
+    where, args = ("AND stage=?", (stage,)) if stage else ("", ())
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            sql = f"SELECT COUNT(*) FROM calls WHERE status='answered' {where}"
+            return conn.execute(sql, args).fetchone()[0]
+    except sqlite3.OperationalError:  # the table is not created yet
+        return 0
 
 
 def dedent(text: str) -> str:

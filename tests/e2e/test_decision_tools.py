@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.cli import app
+from tests.conftest import answered_calls
 from tests.decision_tool_server import ToolServer, label, score
 
 KEY = "sk-live-7f3Qw9ZzTestKeyNeverWritten"
@@ -213,14 +213,6 @@ def test_a_missing_key_variable_is_exit_2_before_any_call(tmp_path, cli, monkeyp
     assert not run.exists()
 
 
-def answered(db: Path) -> int:
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT COUNT(*) FROM calls WHERE status='answered'").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 @pytest.mark.slow
 def test_resume_after_a_kill_pays_no_answered_call_twice(tmp_path):
     # 408 calls of 10 ms, 4 in flight: about a second of work, killed after 100 answers.
@@ -232,13 +224,13 @@ def test_resume_after_a_kill_pays_no_answered_call_twice(tmp_path):
         cmd = [*BIASIM, "run", str(study), "--allow-endpoint", "127.0.0.1", "--out", str(run)]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
-        while answered(run / "calls.sqlite") < 100:
+        while answered_calls(run / "calls.sqlite") < 100:
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
             assert time.monotonic() < deadline
             time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        before = answered(run / "calls.sqlite")
+        before = answered_calls(run / "calls.sqlite")
         assert before < 408
         done = subprocess.run(
             [*BIASIM, "run", "--resume", str(run), "--allow-endpoint", "127.0.0.1"],

@@ -12,19 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.conftest import write_study
+from tests.conftest import answered_calls, write_study
 
 BIASIM = [sys.executable, "-m", "biasim"]
-
-
-def answered_count(db: Path) -> int:
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT COUNT(*) FROM calls WHERE status='answered'").fetchone()[0]
-    except sqlite3.OperationalError:  # table not created yet
-        return 0
 
 
 def test_sigkill_mid_stage_then_resume_finishes_every_unit_once(tmp_path: Path) -> None:
@@ -37,13 +27,13 @@ def test_sigkill_mid_stage_then_resume_finishes_every_unit_once(tmp_path: Path) 
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while answered_count(out / "calls.sqlite") < 150:
+    while answered_calls(out / "calls.sqlite") < 150:
         assert proc.poll() is None, "run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    before = answered_count(out / "calls.sqlite")
+    before = answered_calls(out / "calls.sqlite")
     assert 150 <= before < 900
     assert not (out / "results.parquet").exists()  # killed before the end: nothing half-written
 

@@ -21,6 +21,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from biasim.simulator.cli import app
 from tests import pipeline_studies
+from tests.conftest import answered_calls
 
 BIASIM = [sys.executable, "-m", "biasim"]
 
@@ -267,18 +268,6 @@ def test_pairs_measure_the_position_effect(tmp_path: Path, cli) -> None:
     assert (out / "tables" / "pipeline_validity_gender.csv").exists()
 
 
-def answered(db: Path, stage: str) -> int:
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute(
-                "SELECT COUNT(*) FROM calls WHERE status='answered' AND stage=?", (stage,)
-            ).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_kill_in_a_pool_stage_then_resume_reads_the_same_documents(tmp_path: Path, cli) -> None:
     data = pipeline_studies.study()
     data["design"]["agents_per_value"] = 24  # 192 letters, 24 pools
@@ -292,13 +281,13 @@ def test_kill_in_a_pool_stage_then_resume_reads_the_same_documents(tmp_path: Pat
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while answered(out / "calls.sqlite", "screen") < 6:
+    while answered_calls(out / "calls.sqlite", "screen") < 6:
         assert proc.poll() is None, "run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 6 <= answered(out / "calls.sqlite", "screen") < 24
+    assert 6 <= answered_calls(out / "calls.sqlite", "screen") < 24
     done = subprocess.run(
         [*BIASIM, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120
     )
