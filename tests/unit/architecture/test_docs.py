@@ -46,3 +46,21 @@ def test_the_generated_reference_pages_are_up_to_date() -> None:
     from biasim.simulator.cli.reference_docs import main
 
     assert main(["--check"]) == 0, "run: python -m biasim.simulator.cli.reference_docs"
+
+
+def test_no_file_holds_a_merge_conflicts_markers() -> None:
+    # A conflict resolved in the code but not in the prose once shipped both sides of a page.
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    markers = ("<<<<<<< ", ">>>>>>> ")
+    found = [
+        f"{name}:{number}"
+        for name in tracked
+        if (ROOT / name).is_file() and (ROOT / name).stat().st_size < 2_000_000
+        for number, line in enumerate(
+            (ROOT / name).read_text(encoding="utf-8", errors="replace").splitlines(), 1
+        )
+        if line.startswith(markers) or line == "======="
+    ]
+    assert found == []
