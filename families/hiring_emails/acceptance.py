@@ -242,13 +242,10 @@ def _test_name(test: str) -> str:
     return "permutation test of the group against the population"
 
 
-class AcceptanceKind(AnalysisKind):
+class AcceptanceKind(AnalysisKind, spec=AcceptanceSpec, result=AcceptanceResult):
     """Acceptance rates of hiring-decision emails by group (seed 001)."""
 
-    name = "acceptance"
-    spec = AcceptanceSpec
     title = "Acceptance rates of written decisions"
-    result = AcceptanceResult
 
     def check(self, spec: AcceptanceSpec, facts: StudyFacts) -> None:
         facts.need_field(spec.stage, spec.field, ("field",), ("stage",))

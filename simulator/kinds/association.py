@@ -83,13 +83,10 @@ class AssociationResult:
     validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
 
 
-class AssociationKind(AnalysisKind):
+class AssociationKind(AnalysisKind, spec=AssociationSpec, result=AssociationResult):
     """Share of pairings with one target value, per item, category and condition."""
 
-    name = "association"
-    spec = AssociationSpec
     title = "Association bias: word pairings"
-    result = AssociationResult
 
     def check(self, spec: AssociationSpec, facts: StudyFacts) -> None:
         stage = next((s for s in facts.config.stages if s.name == spec.stage), None)

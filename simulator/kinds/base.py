@@ -8,9 +8,10 @@ the engine. Everything a kind returns is plain data: JSON-able summaries, DataFr
 from __future__ import annotations
 
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 # Re-exported: kinds and sections name their tables' and figures' files with it.
 from biasim.simulator.common.result_tables import slug as slug
@@ -165,15 +166,24 @@ class Section:
         return {"kind": kind, "name": name, **self.summary}
 
 
+def spec_kind(spec: type[AnalysisSpec]) -> str | None:
+    """The one value a spec's ``kind`` admits (``kind: Literal["pipeline"]``), else None."""
+    annotation = spec.model_fields["kind"].annotation
+    admitted = typing.get_args(annotation)
+    return admitted[0] if typing.get_origin(annotation) is Literal and len(admitted) == 1 else None
+
+
 class AnalysisKind:
-    """Base of every analysis kind. Subclasses set ``name``, ``spec`` and ``title`` and
-    override :meth:`compute`; the other hooks have working defaults.
+    """Base of every analysis kind. A subclass names its spec and result in its class line,
+    ``class LengthKind(AnalysisKind, spec=LengthSpec, result=LengthResult)``, sets ``title`` and
+    overrides :meth:`compute`; the other hooks have working defaults.
 
     Register a kind with :func:`simulator.kinds.register_kind` or the ``biasim.analyses``
     entry-point group; nothing central changes.
     """
 
-    #: The value of ``kind:`` in the study file.
+    #: The value of ``kind:`` in the study file: the one value of the spec's ``kind: Literal``
+    #: (see :meth:`__init_subclass__`), so the study file and the kind cannot name it apart.
     name: ClassVar[str]
     #: The pydantic model of this kind's entry in ``analyses:``.
     spec: ClassVar[type[AnalysisSpec]]
@@ -184,6 +194,34 @@ class AnalysisKind:
     #: page and the summary's JSON Schema are then drawn from it, the kind adding its
     #: sentences (:meth:`headline`, :meth:`lines`) and figures (:meth:`figures`).
     result: ClassVar[type | None] = None
+
+    def __init_subclass__(
+        cls, *, spec: type[AnalysisSpec] | None = None, result: type | None = None, **kwargs: Any
+    ) -> None:
+        """Take ``spec`` and ``result`` from the class line, and the name from the spec.
+
+        Raises:
+            TypeError: The class sets a ``name`` its spec's ``kind`` does not admit.
+        """
+        super().__init_subclass__(**kwargs)
+        if spec is not None:
+            cls.spec = spec
+        if result is not None:
+            cls.result = result
+        if "spec" not in vars(cls):
+            return  # a base for kinds (DecisionsKind) or a variant of one: it keeps what it has
+        named = spec_kind(cls.spec)
+        if "name" not in vars(cls):
+            if named is None:
+                raise TypeError(
+                    f"{cls.__qualname__}: its spec's `kind` is not one Literal value; "
+                    'write `kind: Literal["<name>"]` in the spec, or set `name`'
+                )
+            cls.name = named
+        elif named is not None and cls.name != named:
+            raise TypeError(
+                f"{cls.__qualname__}: name {cls.name!r} but its spec admits kind {named!r}"
+            )
 
     def check(self, spec: Any, facts: StudyFacts) -> None:
         """Report what the spec names that the study lacks (stages, fields, axes, columns).

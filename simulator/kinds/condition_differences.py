@@ -55,13 +55,12 @@ class ConditionDifferencesResult:
     )
 
 
-class ConditionDifferencesKind(decisions.DecisionsKind):
+class ConditionDifferencesKind(
+    decisions.DecisionsKind, spec=ConditionDifferencesSpec, result=ConditionDifferencesResult
+):
     """The DPD per case at each level of a condition, and the tests of their differences."""
 
-    name = "condition_differences"
-    spec = ConditionDifferencesSpec
     title = "DPD between conditions"
-    result = ConditionDifferencesResult
 
     def read(
         self, stage: decisions.Decisions, spec: ConditionDifferencesSpec

@@ -121,13 +121,12 @@ class CounterfactualTextResult:
     justification: Records | None = field(default=None, metadata=tabled(TABLES["justification"]))
 
 
-class CounterfactualTextKind(AnalysisKind):
+class CounterfactualTextKind(
+    AnalysisKind, spec=CounterfactualTextSpec, result=CounterfactualTextResult
+):
     """See the module docstring."""
 
-    name = "counterfactual_text"
-    spec = CounterfactualTextSpec
     title = "Counterfactual text: what a swapped name or attribute changes (beyond the paper)"
-    result = CounterfactualTextResult
 
     def reads_counterfactual_sets(self, spec: CounterfactualTextSpec) -> bool:
         """The set is its unit."""

@@ -114,13 +114,12 @@ class DemographicParityResult:
     field: str = field(metadata=about("Its decision field."))
 
 
-class DemographicParityKind(decisions.DecisionsKind):
+class DemographicParityKind(
+    decisions.DecisionsKind, spec=DecisionsSpec, result=DemographicParityResult
+):
     """Decision rates, DPD per case and its parity test (seed 004 and any binary decision)."""
 
-    name = "demographic_parity"
-    spec = DecisionsSpec
     title = "Decision rates and demographic parity"
-    result = DemographicParityResult
 
     def power_tests(self, summary: dict[str, Any]) -> dict[str, Tested]:
         tests: dict[str, Tested] = {}

@@ -66,13 +66,10 @@ class ExplicitBiasResult:
     implicit_vs_explicit: Records = field(metadata=tabled(TABLES["implicit_vs_explicit"]))
 
 
-class ExplicitBiasKind(decisions.DecisionsKind):
+class ExplicitBiasKind(decisions.DecisionsKind, spec=ExplicitBiasSpec, result=ExplicitBiasResult):
     """Explicit DPDs per case and their comparison with the implicit ones."""
 
-    name = "explicit_bias"
-    spec = ExplicitBiasSpec
     title = "Implicit and explicit bias"
-    result = ExplicitBiasResult
 
     def check(self, spec: ExplicitBiasSpec, facts: StudyFacts) -> None:
         """The decisions, then each explicit stage with the answer field, tied to the one axis

@@ -151,13 +151,10 @@ class LetterEvaluationResult:
     )
 
 
-class LetterEvaluationKind(AnalysisKind):
+class LetterEvaluationKind(AnalysisKind, spec=LetterEvaluationSpec, result=LetterEvaluationResult):
     """Hires between two letters and scores of one, per experiment."""
 
-    name = "letter_evaluation"
-    spec = LetterEvaluationSpec
     title = "Letter evaluations: relative and absolute"
-    result = LetterEvaluationResult
 
     def check(self, spec: LetterEvaluationSpec, facts: StudyFacts) -> None:
         recorded = set(facts.config.design.record)

@@ -205,13 +205,10 @@ class LettersResult:
     exclusions: Records = field(metadata=tabled(TABLES["exclusions"]))
 
 
-class LettersKind(AnalysisKind):
+class LettersKind(AnalysisKind, spec=LettersSpec, result=LettersResult):
     """See the module docstring."""
 
-    name = "letters"
-    spec = LettersSpec
     title = "Reference letters: lexicon, salient words and language style"
-    result = LettersResult
 
     def reads_counterfactual_sets(self, spec: LettersSpec) -> bool:
         """With `pair: cf_set` a set's letters are paired, and the pair is the unit."""

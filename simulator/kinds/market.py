@@ -85,13 +85,10 @@ class MarketResult:
     )
 
 
-class MarketKind(AnalysisKind):
+class MarketKind(AnalysisKind, spec=MarketSpec, result=MarketResult):
     """Hiring over cycles: composition, impact ratios, parity and drift over replicates."""
 
-    name = "market"
-    spec = MarketSpec
     title = "Market: composition over cycles"
-    result = MarketResult
 
     def check(self, spec: MarketSpec, facts: StudyFacts) -> None:
         if facts.config.market is None:

@@ -67,14 +67,11 @@ class MarketEffectsResult:
     decomposition: Records = field(metadata=tabled(TABLES["decomposition"]))
 
 
-class MarketEffectsKind(AnalysisKind):
+class MarketEffectsKind(AnalysisKind, spec=MarketEffectsSpec, result=MarketEffectsResult):
     """Per cycle: each policy's paired change of hire and workforce share, its test over
     replicate markets, and the drift each switched-off mechanism removes."""
 
-    name = "market_effects"
-    spec = MarketEffectsSpec
     title = "Market effects: each policy and each mechanism over cycles"
-    result = MarketEffectsResult
 
     def check(self, spec: MarketEffectsSpec, facts: StudyFacts) -> None:
         config = facts.config

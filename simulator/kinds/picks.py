@@ -78,13 +78,10 @@ class PicksResult:
     validity: dict[str, Records] = field(default_factory=dict, metadata=validity.TABLED)
 
 
-class PicksKind(AnalysisKind):
+class PicksKind(AnalysisKind, spec=PicksSpec, result=PicksResult):
     """Share of picks with one target value when each call picks k of n."""
 
-    name = "picks"
-    spec = PicksSpec
     title = "Association bias: pick k of n"
-    result = PicksResult
 
     def check(self, spec: PicksSpec, facts: StudyFacts) -> None:
         stages = {s.name: s for s in facts.config.stages}

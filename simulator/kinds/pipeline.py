@@ -112,13 +112,10 @@ class PipelineResult:
     exclusions: Records = field(default_factory=list, metadata=tabled(TABLES["exclusions"]))
 
 
-class PipelineKind(PerRunKind):
+class PipelineKind(PerRunKind, spec=PipelineSpec, result=PipelineResult):
     """Selection through the stages of a pipeline, by group."""
 
-    name = "pipeline"
-    spec = PipelineSpec
     title = "Pipeline: selection by stage"
-    result = PipelineResult
 
     def check(self, spec: PipelineSpec, facts: StudyFacts) -> None:
         facts.need_axes(spec.groups, ("groups",))

@@ -103,12 +103,9 @@ class PolicyEffectResult:
     excluded: Records = field(metadata=tabled(TABLES["excluded"]))
 
 
-class PolicyEffectKind(PerRunKind):
+class PolicyEffectKind(PerRunKind, spec=PolicyEffectSpec, result=PolicyEffectResult):
     """End-to-end selection by group under each policy, and each policy's paired effect."""
 
-    name = "policy_effect"
-    spec = PolicyEffectSpec
-    result = PolicyEffectResult
     title = "Policy experiment: who is selected under each policy"
 
     def check(self, spec: PolicyEffectSpec, facts: StudyFacts) -> None:

@@ -49,13 +49,12 @@ class PredictionsCheckResult:
     alignment: Records = field(metadata=tabled(TABLES["alignment"]))
 
 
-class PredictionsCheckKind(decisions.DecisionsKind):
+class PredictionsCheckKind(
+    decisions.DecisionsKind, spec=PredictionsCheckSpec, result=PredictionsCheckResult
+):
     """Whether each predicted direction holds in the observed rates."""
 
-    name = "predictions_check"
-    spec = PredictionsCheckSpec
     title = "Directional alignment with real-world findings"
-    result = PredictionsCheckResult
 
     def check(self, spec: PredictionsCheckSpec, facts: StudyFacts) -> None:
         super().check(spec, facts)

@@ -38,7 +38,7 @@ from biasim.simulator.kinds.sections.prism_validation import (
     read_ratings,
 )
 from biasim.simulator.kinds.spec_fields import model_field
-from biasim.simulator.study.options import POSTING_FACTOR, PRISM_KIND
+from biasim.simulator.study.options import POSTING_FACTOR
 
 #: The score cache's file in the run directory.
 SCORE_CACHE = "prism_scores.sqlite"
@@ -133,13 +133,10 @@ def word_list_problem(word_lists: Path | None, model_folder: Path | None) -> str
     return None
 
 
-class PrismKind(AnalysisKind):
+class PrismKind(AnalysisKind, spec=PrismSpec, result=declared.PrismResult):
     """PRISM scores of postings and applications, and the posting -> application tests."""
 
-    name = PRISM_KIND
-    spec = PrismSpec
     title = "PRISM: gendered language, posting -> application"
-    result = declared.PrismResult
 
     def check(self, spec: PrismSpec, facts: StudyFacts) -> None:
         facts.need_field(spec.stage, spec.field, ("field",), ("stage",))

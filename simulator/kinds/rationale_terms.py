@@ -93,13 +93,12 @@ class RationaleTermsResult:
     terms: TermsUsed = field(metadata=about("What the term counts and scans read."))
 
 
-class RationaleTermsKind(decisions.DecisionsKind):
+class RationaleTermsKind(
+    decisions.DecisionsKind, spec=RationaleTermsSpec, result=RationaleTermsResult
+):
     """Term counts per group and case, and each group's distinctive words."""
 
-    name = "rationale_terms"
-    spec = RationaleTermsSpec
     title = "Rationale terms"
-    result = RationaleTermsResult
 
     def check(self, spec: RationaleTermsSpec, facts: StudyFacts) -> None:
         super().check(spec, facts)

@@ -48,13 +48,10 @@ if TYPE_CHECKING:
     from biasim.simulator.kinds.base import AnalysisContext, StudyFacts
 
 
-class TransmissionKind(AnalysisKind):
+class TransmissionKind(AnalysisKind, spec=TransmissionSpec, result=TransmissionResult):
     """Hires, scores and gender guesses of letters written by name."""
 
-    name = "transmission"
-    spec = TransmissionSpec
     title = "Bias transmission: hires, scores and guesses of letters written by name"
-    result = TransmissionResult
 
     def reads_counterfactual_sets(self, spec: TransmissionSpec) -> bool:
         """Its tables count letters as the readers read them, and no reader reads a twin

@@ -37,9 +37,7 @@ class AnswerLengthSpec(AnalysisSpec):
     min_chars: int = Field(0, ge=0)
 
 
-class AnswerLengthKind(AnalysisKind):
-    name = "answer_length"
-    spec = AnswerLengthSpec
+class AnswerLengthKind(AnalysisKind, spec=AnswerLengthSpec):
     title = "Answer length"
 
     def check(self, spec: AnswerLengthSpec, facts: StudyFacts) -> None:
@@ -219,3 +217,33 @@ def test_a_plugin_whose_codebook_is_written_wrong_is_named_not_a_traceback(
         assert result.exit_code == 2, result.output
         assert "__init__.tables.yaml:6: tables.t.columns[0]: its header False" in result.stderr
         assert "Traceback" not in result.output + result.stderr
+
+
+def test_every_kind_is_named_once_by_its_specs_kind() -> None:
+    # The study file's `kind:`, the registry's key and the kind's `name` are one value: the
+    # kind takes its name from its spec's Literal, and the registry finds it under that name.
+    from biasim.simulator.kinds.base import spec_kind
+
+    for name in kind_names():
+        kind = get_kind(name)
+        assert kind.name == name == spec_kind(kind.spec), (name, kind.name)
+
+
+def test_a_name_its_spec_does_not_admit_is_refused_where_the_class_is_written() -> None:
+    with pytest.raises(TypeError, match="name 'lengths' but its spec admits kind 'answer_length'"):
+
+        class _Misnamed(AnalysisKind, spec=AnswerLengthSpec):
+            name = "lengths"
+
+    class _Loose(AnalysisSpec):
+        kind: str = "anything"
+
+    with pytest.raises(TypeError, match="not one Literal value"):
+
+        class _Unnamed(AnalysisKind, spec=_Loose):
+            pass
+
+    class _Named(AnalysisKind, spec=_Loose):  # a spec that admits any kind: the class names it
+        name = "loose"
+
+    assert _Named.name == "loose" and _Named.spec is _Loose and _Named.result is None
