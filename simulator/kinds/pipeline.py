@@ -316,22 +316,22 @@ def _add_position_effects(
     # The tests tell evaluations apart, never read their ids: codes check and group faster
     # than 100,000 names, four times per stage.
     chosen = chosen.assign(evaluation=pd.factorize(chosen["evaluation"])[0])
+    firsts = []
     for stage, shown in chosen.groupby("stage", sort=False):
         # Per stage: two stages may show the same format to different readers.
         rows = pipeline_stats.CheckedReadings.of(shown, spec.groups)
         positions = pipeline_stats.position_table(rows).assign(stage=stage)
         section.tables[slug(ctx.name, "positions", stage)] = positions
-        first = pipeline_stats.first_position_test(rows, adjust="none").assign(stage=stage)
-        result.position_effect += first.to_dict("records")
+        firsts.append(pipeline_stats.first_position_test(rows, adjust="none").assign(stage=stage))
         result.choice_rates[str(stage)] = {
-            group: pipeline_stats.choice_rates(rows, group).to_dict("records")
+            group: TABLES["choice_rates"].records(pipeline_stats.choice_rates(rows, group))
             for group in spec.groups
         }
-    if result.position_effect:
-        p = np.array([r["p_value"] for r in result.position_effect])
-        adjusted = multiple.adjust(p, spec.adjust)
-        for record, value in zip(result.position_effect, adjusted, strict=True):
-            record["p_adjusted"] = float(value)
+    if firsts:
+        first = pd.concat(firsts, ignore_index=True)
+        # Adjusted across the stages: one family of first-position tests per analysis.
+        first["p_adjusted"] = multiple.adjust(first["p_value"].to_numpy(float), spec.adjust)
+        result.position_effect = TABLES["position_effect"].records(first)
 
 
 def _counterfactual(
