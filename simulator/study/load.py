@@ -257,11 +257,16 @@ def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list
         if not isinstance(entry, dict):
             problems.append(smap.problem(("analyses", i), "an analysis must be a mapping"))
             continue
-        name = entry.get("kind") or DEFAULT_KIND
+        name = str(entry.get("kind") or DEFAULT_KIND)
         try:
-            kind = KINDS.instance(str(name))
+            kind = KINDS.instance(name)
         except (UnknownPlugin, MissingExtra) as exc:
             problems.append(smap.problem(("analyses", i, "kind"), str(exc)))
+            continue
+        if kind.name != name:
+            # Registered (an entry point, register_kind) under another name than its spec's
+            # `kind`: the run would look it up by the spec's name and not find it.
+            problems.append(smap.problem(("analyses", i, "kind"), _misregistered(name, kind)))
             continue
         try:
             specs.append(kind.spec.model_validate({**entry, "kind": kind.name}))
@@ -271,6 +276,14 @@ def _parse_analyses(raw: Any, smap: SourceMap) -> tuple[list[AnalysisSpec], list
                 for e in exc.errors()
             )
     return specs, problems
+
+
+def _misregistered(name: str, kind: Any) -> str:
+    return (
+        f"the analysis kind registered as `{name}` ({type(kind).__module__}."
+        f"{type(kind).__qualname__}) is named `{kind.name}` by its spec's `kind` Literal: "
+        f"register it (its `biasim.analyses` entry point) as `{kind.name}`, or change the Literal"
+    )
 
 
 def _fields_at(model: Any, loc: tuple[Any, ...]) -> list[str]:

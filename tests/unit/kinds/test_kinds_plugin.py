@@ -105,6 +105,22 @@ def test_a_kind_registered_in_code_runs_prints_and_validates(toy_kind, tmp_path,
     assert bad.exit_code == 2 and "analyses[1].x: unknown field" in bad.stderr
 
 
+def test_a_kind_registered_under_another_name_than_its_spec_is_refused(tmp_path, cli) -> None:
+    # An entry point named apart from the spec's Literal: the run would look the kind up by the
+    # spec's name and not find it, so validate says so at the line, naming both names.
+    register_kind(AnswerLengthKind, name="lengths")
+    try:
+        study = write_study(tmp_path / "s.yaml")
+        study.write_text(study.read_text() + STUDY_TAIL.replace("answer_length", "lengths"))
+        bad = cli.invoke(app, ["validate", str(study)])
+    finally:
+        unregister_kind("lengths")
+    assert bad.exit_code == 2
+    said = " ".join(bad.stderr.split())
+    assert f"{study}:41: analyses[1].kind: the analysis kind registered as `lengths`" in said
+    assert "is named `answer_length` by its spec's `kind` Literal: register it" in said
+
+
 def test_an_unknown_kind_names_the_known_ones(tmp_path, cli) -> None:
     study = write_study(tmp_path / "s.yaml")
     study.write_text(study.read_text() + STUDY_TAIL)
