@@ -2,12 +2,15 @@
 names nested in two groups (name propensity sd 1 on the logit), crossed with items (templates
 or scenarios, sd 0.5), several answers per name and item, no group effect.
 
-* GEE, cluster-robust on the name: 500 null studies, rejection 3-7 % (Monte Carlo error of a
-  5 % rate: 1.0 point).
-* GEE with few names (12, 6 a group) answering unequally often (1-5 times an item): on the
-  normal scale it rejected 8.25 % of this test's 400 null studies (10-13 % of 1000 with 8-12
-  names in a scratch study); on Student's t with the fewer units of the two groups less one
-  as df, 2.25 % (conservative, Monte Carlo error 0.7 point), so the bound is 2-7 %.
+* GEE, cluster-robust on the name (bias-reduced CR2 sandwich, Student's t with
+  Bell-McCaffrey Satterthwaite df): 500 null studies, rejection 3-7 %; measured 4.6 % (4.0 %
+  with the usual CR1 sandwich on the fewer units less one; Monte Carlo error of a 5 % rate:
+  1.0 point).
+* GEE with few names (12, 6 a group) answering unequally often (1-5 times an item): 400 null
+  studies, rejection 3-7 %; measured 4.0 % (Monte Carlo error 1.1 points; 4.9 % of 3000 with
+  another seed, 4.7 % of 2000 with 8 names, 4.55 % of 2000 with 20, in a scratch study).
+  Before CR2: on the normal scale 8.25 % (10-13 % of 1000 with 8-12 names), with CR1 on
+  Student's t with the fewer units of the two groups less one as df 2.25 % (conservative).
 * Mixed logistic (Laplace, crossed name and item intercepts): its 95 % interval excluded the
   true null in 12 % of 100 null studies with 20 names per group (Monte Carlo error 3 points),
   so the model prints no p-value; this test keeps that rate from growing (<= 15 %).
@@ -63,7 +66,8 @@ def test_gee_holds_its_level_with_names_crossed_with_items() -> None:
         np.random.default_rng(5),
         500,
     )
-    assert 0.03 <= rate <= 0.07
+    # CR2 with Satterthwaite df: 4.6 % measured (CR1 on min(units) - 1 df: 4.0 %).
+    assert 0.03 <= rate <= 0.07, rate
 
 
 def few_unequal_names(rng: np.random.Generator, names: int = 12, items: int = 4) -> pd.DataFrame:
@@ -80,7 +84,8 @@ def test_gee_holds_its_level_with_few_names_answering_unequally() -> None:
         400,
         design=few_unequal_names,
     )
-    assert 0.02 <= rate <= 0.07, rate
+    # CR2 with Satterthwaite df: 4.0 % measured (CR1 on min(units) - 1 df: 2.25 %).
+    assert 0.03 <= rate <= 0.07, rate
 
 
 def test_mixed_model_interval_excludes_a_true_null_no_more_than_measured() -> None:
