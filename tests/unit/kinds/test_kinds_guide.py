@@ -79,7 +79,9 @@ def test_the_guides_pyproject_names_the_kind_and_ships_its_codebook() -> None:
     entry = project["project"]["entry-points"]["biasim.analyses"]
     # The module path the guide's code block names, and the class it defines.
     assert entry == {"answer_length": "mykinds.lengths:LengthKind"}
-    assert "# mykinds/lengths.py" in text and "class LengthKind(AnalysisKind, spec=LengthSpec" in text
+    assert (
+        "# mykinds/lengths.py" in text and "class LengthKind(AnalysisKind, spec=LengthSpec" in text
+    )
     assert project["tool"]["setuptools"]["package-data"] == {"mykinds": ["*.tables.yaml"]}
 
 
