@@ -145,10 +145,15 @@ class ResultTable:
         if not quiet:
             return list(range(len(records))), None
         names = _name_columns(self.shown(records))
-        rows = tuple(
-            " ".join(fmt(records[i].get(c), "text") for c in names) or "all" for i in quiet
-        )
-        return [i for i in range(len(records)) if i not in set(quiet)], Hidden(rows, self.why)
+        named = [[_named(c, record.get(c.key)) for c in names] for record in records]
+        # Leading names every row of the table shares (the model's label, the persona axis)
+        # are said once, so the hidden rows' own names (which fit, which contrast) are listed.
+        common = 0
+        while len(quiet) > 1 and common < len(names) - 1 and len({r[common] for r in named}) == 1:
+            common += 1
+        rows = tuple(" ".join(named[i][common:]) or "all" for i in quiet)
+        shown = [i for i in range(len(records)) if i not in set(quiet)]
+        return shown, Hidden(rows, self.why, of=" ".join(named[0][:common]))
 
     def parts(self, records: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[Column]]]:
         """The rows shown (not hidden), split where their columns differ (a table joined from
@@ -372,14 +377,20 @@ def _justify(column: Column) -> Any:
     return "left" if column.spec in ("text", "bool") else "right"
 
 
-def _name_columns(columns: Sequence[Column]) -> list[str]:
+def _name_columns(columns: Sequence[Column]) -> list[Column]:
     """The leading label columns that name a row (none: the table's one row is ``all``)."""
     names = []
     for column in columns:
         if column.spec != "text":
             break
-        names.append(column.key)
+        names.append(column)
     return names
+
+
+def _named(column: Column, value: Any) -> str:
+    """A label column's part of a row's name: a contrast's reference reads ``vs A``."""
+    text = fmt(value, "text")
+    return f"vs {text}" if column.key == "reference" else text
 
 
 def _column_schema(column: Column) -> dict[str, Any]:

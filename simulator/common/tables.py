@@ -50,13 +50,15 @@ class Hidden:
     when the reason leaves no room on it for the rows' names).
 
     Attributes:
-        rows: Each hidden row by its key columns (``"gender female vs male"``), so a reader
+        rows: Each hidden row by its key columns (``"GEE female vs male"``), so a reader
             knows which rows the CSV holds that the console does not show.
         why: Why they say nothing.
+        of: The leading key columns every hidden row shares (``"gpt-4o gender"``), said once.
     """
 
     rows: tuple[str, ...]
     why: str
+    of: str = ""
 
     @property
     def count(self) -> int:
@@ -66,11 +68,12 @@ class Hidden:
         """The note, the rows named as far as ``width`` allows (then ``and N more``)."""
         rows = "row" if self.count == 1 else "rows"
         head = f"{self.count} {rows} not shown (kept in the CSV tables): {self.why}"
-        room = width - len(head) - len(" (rows: )")
+        label = f"{rows} of {self.of}:" if self.of else f"{rows}:"
+        room = width - len(head) - len(f" ({label} )")
         if len(_listed(self.rows, 0)) <= room:
-            return f"{head} (rows: {_listed(self.rows, room)})"
+            return f"{head} ({label} {_listed(self.rows, room)})"
         # A long reason: the names on a line of their own, which they fit.
-        return f"{head}\n  rows: {_listed(self.rows, width - len('  rows: '))}"
+        return f"{head}\n  {label} {_listed(self.rows, width - len(f'  {label} '))}"
 
 
 def _listed(names: Sequence[str], room: int) -> str:

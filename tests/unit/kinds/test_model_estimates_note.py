@@ -77,11 +77,23 @@ def test_unfitted_models_say_nothing_and_are_counted_in_one_line():
     grid = [line for line in text.splitlines() if "│" in line]
     assert len(grid) == 1 and "separation" in grid[0] and "no" in grid[0]
     assert "2 rows not shown (kept in the CSV tables): the model was not fitted" in text
-    assert "mixed logistic B A" in text
+    assert "(rows: mixed logistic B vs A; mixed logistic B vs A)" in text
     # None fitted: the title and the count, not the note that explains the fitted models.
     text = _printed(rows[1:])
     assert text.splitlines()[1].startswith("2 rows not shown")
     assert "Odds ratio of each group" not in text
+    # A run's every fit unfitted (make run's few answers): the model and axis every row shares
+    # are said once, then each row by its fit and contrast.
+    run = [
+        {"model_label": "local:m", "attribute": "gender", **_row(model, False, unfitted, np.nan)}
+        | {"group": group, "reference": "male"}
+        for model in ("GEE logistic", "mixed logistic")
+        for group in ("female", "non-binary")
+    ]
+    assert (
+        "(rows of local:m gender: GEE logistic female vs male; GEE logistic non-binary vs male"
+        " and 2 more)"
+    ) in " ".join(_printed(run).split())
 
 
 def test_a_fit_that_did_not_converge_shows_no_number_on_any_route():

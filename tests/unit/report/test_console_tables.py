@@ -121,9 +121,16 @@ def test_hidden_rows_are_counted_and_named_in_one_note_line() -> None:
     empty = _printed(_table("estimates", ("group", "OR")), 80, Hidden(("B vs A",), "not fitted"))
     assert empty.splitlines() == [
         "estimates",
-        "1 row not shown (kept in the CSV tables): not fitted (rows: B vs A)",
+        "1 row not shown (kept in the CSV tables): not fitted (row: B vs A)",
     ]
     assert "not shown" not in _printed(table, 80, Hidden((), "not fitted"))
+    # What every hidden row shares is said once, before the rows' own names.
+    shared = Hidden(("GEE B vs A", "mixed B vs A"), "not fitted", of="gpt-4o gender")
+    assert (
+        _printed(table, 120, shared)
+        .splitlines()[-1]
+        .endswith("not fitted (rows of gpt-4o gender: GEE B vs A; mixed B vs A)")
+    )
 
 
 def test_many_hidden_rows_are_named_as_far_as_the_width_allows() -> None:

@@ -68,7 +68,7 @@ def test_console_and_page_show_the_same_rows_and_name_the_hidden_one() -> None:
     assert "assoc: share per item" in text
     assert re.search(r"Nurse\s*│\s*12\s*│\s*0\.750\s*│\s*\[0\.470,0\.910\]\s*│\s*< 0\.001\*", text)
     assert "Pilot" not in text.split("not shown")[0]
-    assert "1 row not shown (kept in the CSV tables): no test ran (rows: e1 Pilot)" in text
+    assert "1 row not shown (kept in the CSV tables): no test ran (row: e1 Pilot)" in text
     assert "p: exact binomial test against 0.5." in text
     section = HtmlSection("x", path=("analyses", 0))
     SHARES.html(section, RECORDS, ("shares",))
