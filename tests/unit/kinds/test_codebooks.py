@@ -18,7 +18,12 @@ import yaml
 
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.result_tables import ResultTable
-from biasim.simulator.kinds.sections.codebook import SHARED, shared_arguments, tables_of
+from biasim.simulator.kinds.sections.codebook import (
+    _TABLE_FIELDS,
+    SHARED,
+    shared_arguments,
+    tables_of,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CODEBOOKS = sorted(
@@ -180,3 +185,10 @@ def test_a_shared_column_given_too_little_or_a_stray_argument_says_so_in_codeboo
         _load(tmp_path, _T + "      - {shared: rate, what: S., how: W., bond: share}\n")
     with pytest.raises(InputError, match="`impact_ratio` takes no `how:` \\(it takes no arg"):
         _load(tmp_path, _T + "      - {shared: impact_ratio, how: W.}\n")
+
+
+def test_the_guide_names_every_table_field_a_codebook_may_set() -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    said = text[text.index("The other table fields") : text.index("A codebook written wrong")]
+    others = _TABLE_FIELDS - {"title", "description", "note"}
+    assert others <= set(re.findall(r"`(\w+)", said)), others - set(re.findall(r"`(\w+)", said))
