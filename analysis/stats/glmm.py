@@ -13,6 +13,7 @@ Model: ``logit P(y) = X beta + u[unit] + v[item]``, ``u ~ N(0, su^2)``, ``v ~ N(
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,8 @@ class GlmmFit:
         beta: Fixed effects (the columns of ``x``). cov: Their covariance given the variances.
         sd: Standard deviation of each random-effect factor. converged: Both the inner Newton
         iterations and the search over the variances converged. message: Why not, if not.
+        near_singular: Newton steps whose Hessian scipy found ill-conditioned (its
+        ``LinAlgWarning``, kept off stderr): the data hardly determine some effect.
     """
 
     beta: np.ndarray
@@ -39,6 +42,18 @@ class GlmmFit:
     sd: np.ndarray
     converged: bool
     message: str
+    near_singular: int = 0
+
+    @property
+    def note(self) -> str:
+        """What the near-singular steps mean for the estimates; empty when there were none."""
+        if not self.near_singular:
+            return ""
+        return (
+            f"the Laplace Hessian was near-singular in {self.near_singular} Newton step(s): "
+            "an effect the data hardly determine (separation, or groups that coincide), so "
+            "its interval is unreliable"
+        )
 
 
 def _factor_dummies(codes: list[np.ndarray]) -> tuple[sparse.csr_matrix, np.ndarray]:
@@ -53,11 +68,12 @@ def _factor_dummies(codes: list[np.ndarray]) -> tuple[sparse.csr_matrix, np.ndar
 
 
 def _newton(a, n, k, penalty, start):
-    """Mode of the penalised binomial log likelihood; returns (params, hessian, value, ok).
-    ``a`` is a dense array (small designs, where sparse factorisation costs more than it saves)
-    or a sparse matrix; the Hessian returned is of the same kind."""
+    """Mode of the penalised binomial log likelihood; returns (params, hessian, value, ok,
+    near-singular steps). ``a`` is a dense array (small designs, where sparse factorisation
+    costs more than it saves) or a sparse matrix; the Hessian returned is of the same kind."""
     gamma = start.copy()
     dense = isinstance(a, np.ndarray)
+    ill = 0
 
     def value(g: np.ndarray) -> float:
         eta = a @ g
@@ -71,7 +87,12 @@ def _newton(a, n, k, penalty, start):
         weight = n * mu * (1 - mu)
         if dense:
             hess = a.T @ (weight[:, None] * a) + np.diag(penalty)
-            step = linalg.solve(hess, grad, assume_a="pos")
+            # scipy warns of an ill-conditioned Hessian on stderr, once per step and between a
+            # power run's progress lines: counted here and said once in the fit's note.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", linalg.LinAlgWarning)
+                step = linalg.solve(hess, grad, assume_a="pos")
+            ill += any(issubclass(w.category, linalg.LinAlgWarning) for w in caught)
         else:
             hess = (a.T @ sparse.diags(weight) @ a + sparse.diags(penalty)).tocsc()
             step = splu(hess).solve(grad)
@@ -84,8 +105,8 @@ def _newton(a, n, k, penalty, start):
             scale /= 2
         gamma, current = candidate, new
         if np.abs(scale * step).max() < 1e-10:
-            return gamma, hess, current, True
-    return gamma, hess, current, False
+            return gamma, hess, current, True, ill
+    return gamma, hess, current, False, ill
 
 
 def _logdet(block) -> float:
@@ -115,12 +136,13 @@ def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndar
         a = a.toarray()
     p = x.shape[1]
     n, k = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
-    state = {"gamma": np.zeros(a.shape[1]), "ok": True}
+    state = {"gamma": np.zeros(a.shape[1]), "ok": True, "ill": 0}
 
     def laplace(log_sd: np.ndarray):
         var = np.exp(2 * np.clip(log_sd, *_LOG_SD))
         penalty = np.r_[np.zeros(p), 1 / var[owner]]
-        gamma, hess, value, ok = _newton(a, n, k, penalty, state["gamma"])
+        gamma, hess, value, ok, ill = _newton(a, n, k, penalty, state["gamma"])
+        state["ill"] += ill
         logdet = _logdet(hess[p:, p:])
         return gamma, hess, ok, value - 0.5 * np.log(var[owner]).sum() - 0.5 * logdet
 
@@ -150,6 +172,7 @@ def fit_glmm(x: np.ndarray, factors: list[np.ndarray], n: np.ndarray, k: np.ndar
         sd=np.exp(search.x),
         converged=not messages,
         message="; ".join(f"{m} did not converge" for m in messages),
+        near_singular=state["ill"],
     )
 
 

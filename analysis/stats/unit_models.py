@@ -324,7 +324,9 @@ def mixed_odds_ratios(
         unit=unit_col,
         n_units=n_units,
         converged=fit.converged and finite,
-        note=note or f"random-intercept sd: {sds}; {UNCALIBRATED}",
+        note="; ".join(
+            m for m in (fit.note, note or f"random-intercept sd: {sds}; {UNCALIBRATED}") if m
+        ),
     )
     # The interval is conditional on the estimated variances: with 20 names per group it
     # excluded a true null in 12 % of 100 simulated studies, so no p-value is given.

@@ -7,9 +7,11 @@ schema, whose study it reads: loading and checking a study finds a kind by name
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from biasim.registry import nearest
 from biasim.simulator.study.columns import COUNTERFACTUAL_COLUMNS
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ class StudyFacts:
         if stage in self.stage_fields:
             self.stages_read.append((stage, path))
             return True
-        self.problem(path, f"no stage named `{stage}`")
+        self.problem(path, f"no stage named `{stage}`" + _known(stage, self.stage_fields))
         return False
 
     def need_field(self, stage: str, name: str, path: FieldPath, stage_path: FieldPath) -> None:
@@ -79,15 +81,28 @@ class StudyFacts:
             return
         fields = self.stage_fields[stage] or {"text": None}
         if name not in fields:
-            self.problem(path, f"stage `{stage}` has no output field `{name}`")
+            self.problem(
+                path, f"stage `{stage}` has no output field `{name}`" + _known(name, fields)
+            )
 
     def need_column(self, name: str | None, path: FieldPath) -> None:
         """Report a name that is not a design factor, recorded variable or ``model_label``."""
         if name is not None and name not in self.columns:
-            self.problem(path, f"`{name}` is not a design factor or recorded variable")
+            self.problem(
+                path,
+                f"`{name}` is not a design factor or recorded variable"
+                + _known(name, self.columns),
+            )
 
     def need_axes(self, axes: list[str], path: FieldPath) -> None:
         """Report every name in ``axes`` that is not a persona axis."""
         for axis in axes:
             if axis not in self.axes:
-                self.problem(path, f"`{axis}` is not a persona axis")
+                self.problem(path, f"`{axis}` is not a persona axis" + _known(axis, self.axes))
+
+
+def _known(name: str, known: Iterable[str]) -> str:
+    """The closest of ``known`` to a misspelt ``name`` and all of them, so the fix is in the
+    message rather than in the study file's other sections."""
+    names = sorted(known)
+    return nearest(name, names) + f" (known: {', '.join(f'`{n}`' for n in names) or 'none'})"

@@ -327,7 +327,9 @@ def power(
     if not any(role.synthetic for role in study.config.roles.values()):
         raise ValueError(
             "the study declares no synthetic truth (roles.<role>.synthetic): there is no effect "
-            "to find"
+            "to find; declare one under a role as docs/guides/backends.md shows (its fields: "
+            "SyntheticField in docs/reference/study-file.md), or start from `biasim init`, "
+            "whose study declares one"
         )
     untested = [s for s in study.config.analyses if not get_kind(s.kind).has_power_tests()]
     if len(untested) == len(study.config.analyses):  # some omitted: `omitted_analyses` says

@@ -129,6 +129,7 @@ def test_power_needs_a_declared_truth_and_good_options(tmp_path: Path) -> None:
     path = write(tmp_path / "none.yaml", data)
     result = CliRunner().invoke(app, ["power", str(path), "--studies", "2"])
     assert result.exit_code == 2 and "declares no synthetic truth" in result.output
+    assert "SyntheticField in docs/reference/study-file.md" in " ".join(result.output.split())
     result = CliRunner().invoke(app, ["power", str(path), "--agents", "two"])
     assert result.exit_code == 2 and "--agents" in result.output
 

@@ -31,6 +31,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from biasim.registry import nearest
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.html import Column
 from biasim.simulator.common.result_tables import KeptFields, ResultTable
@@ -166,10 +167,10 @@ class _Reader:
         if name not in SHARED:
             raise self.fail(path, _unknown("shared column", name, SHARED))
         kwargs = {k: _filled(v, fill) for k, v in entry.items() if k != "shared"}
-        try:
-            made = SHARED[name](**kwargs)
-        except TypeError as error:
-            raise self.fail(path, f"shared column {name}: {error}") from None
+        wrong = _arguments_wrong(name, kwargs)
+        if wrong:
+            raise self.fail(path, wrong)
+        made = SHARED[name](**kwargs)
         return list(made) if isinstance(made, tuple) else [made]
 
 
@@ -193,6 +194,33 @@ _QUOTE = 'YAML reads no, yes, on, off, null and numbers as other than text; quot
 _WORD_SPECS = ("text", "int", "bool", "p", "ci")
 _NUMBER_SPEC = re.compile(r"^\+?\.\d+[efg%]$")
 _SPECS = f"{', '.join(_WORD_SPECS)} or a number's format such as .3f, +.3f, .1%"
+
+
+def shared_arguments(name: str) -> tuple[list[str], list[str]]:
+    """The arguments a codebook's ``{shared: name}`` entry must give, and those it may give."""
+    params = inspect.signature(SHARED[name]).parameters.values()
+    required = [p.name for p in params if p.default is inspect.Parameter.empty]
+    return required, [p.name for p in params if p.default is not inspect.Parameter.empty]
+
+
+def _arguments_wrong(name: str, given: Mapping[str, Any]) -> str:
+    """What is wrong with the arguments ``given`` to the shared column ``name``, said in the
+    codebook's words (``needs `how:` ``) rather than as Python's TypeError; empty if nothing."""
+    required, optional = shared_arguments(name)
+    said = [
+        f"{', '.join(f'`{a}:`' for a in names)} ({what})"
+        for names, what in ((required, "required"), (optional, "optional"))
+        if names
+    ]
+    takes = f"it takes {' and '.join(said)}" if said else "it takes no arguments"
+    for argument in given:
+        if argument not in (*required, *optional):
+            hint = nearest(argument, [*required, *optional])
+            return f"shared column `{name}` takes no `{argument}:`{hint} ({takes})"
+    missing = [f"`{a}:`" for a in required if a not in given]
+    if missing:
+        return f"shared column `{name}` needs {' and '.join(missing)} ({takes})"
+    return ""
 
 
 def _unknown(what: str, name: Any, known: Any) -> str:

@@ -18,7 +18,12 @@ import yaml
 
 from biasim.simulator.common.errors import InputError
 from biasim.simulator.common.result_tables import ResultTable
-from biasim.simulator.kinds.sections.codebook import SHARED, tables_of
+from biasim.simulator.kinds.sections.codebook import (
+    _TABLE_FIELDS,
+    SHARED,
+    shared_arguments,
+    tables_of,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 CODEBOOKS = sorted(
@@ -151,5 +156,39 @@ def test_the_guides_codebooks_load_and_its_table_lists_every_shared_column(
     assert len(blocks) == 2
     for block in blocks:
         assert _load(tmp_path, textwrap.dedent(block))
-    listed = set(re.findall(r"^ *\| `(\w+)` \|", text, re.MULTILINE))
-    assert listed == set(SHARED), listed ^ set(SHARED)
+    rows = {
+        name: [set(re.findall(r"`(\w+)`", cell)) for cell in cells.split("|")]
+        for name, cells in re.findall(r"^ *\| `(\w+)` \|(.*)\|$", text, re.MULTILINE)
+    }
+    assert set(rows) == set(SHARED), set(rows) ^ set(SHARED)
+    for name, (required, optional, keys, _) in rows.items():
+        assert [required, optional] == list(map(set, shared_arguments(name))), name
+        # Each argument given its own name, as the table's "the `low` given" says.
+        made = SHARED[name](**{a: a for a in shared_arguments(name)[0]})
+        columns = made if isinstance(made, tuple) else (made,)
+        produced = {c.key for c in columns} | {c.upper for c in columns if c.upper}
+        assert produced <= keys, (name, produced - keys)
+
+
+def test_a_shared_column_given_too_little_or_a_stray_argument_says_so_in_codebook_words(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(InputError) as caught:
+        _load(tmp_path, _T + "      - {shared: rate, what: Share., key: share}\n")
+    problem = caught.value.problems[0]
+    assert problem.file.endswith("toy_kind.tables.yaml") and problem.line == 6
+    assert "shared column `rate` needs `how:` (it takes `what:`, `how:` (required)" in str(
+        caught.value
+    )
+    assert "TypeError" not in str(caught.value) and "positional" not in str(caught.value)
+    with pytest.raises(InputError, match="takes no `bond:`; did you mean `bounds`"):
+        _load(tmp_path, _T + "      - {shared: rate, what: S., how: W., bond: share}\n")
+    with pytest.raises(InputError, match="`impact_ratio` takes no `how:` \\(it takes no arg"):
+        _load(tmp_path, _T + "      - {shared: impact_ratio, how: W.}\n")
+
+
+def test_the_guide_names_every_table_field_a_codebook_may_set() -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    said = text[text.index("The other table fields") : text.index("A codebook written wrong")]
+    others = _TABLE_FIELDS - {"title", "description", "note"}
+    assert others <= set(re.findall(r"`(\w+)", said)), others - set(re.findall(r"`(\w+)", said))
