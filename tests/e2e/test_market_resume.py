@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from tests import pipeline_studies
-from tests.e2e.test_kill_resume import answered_count
+from tests.conftest import answered_calls
 from tests.market_studies import market, referral_market
 
 BIASIM = [sys.executable, "-m", "biasim"]
@@ -114,13 +114,13 @@ def test_a_market_stopped_mid_cycle_resumes_to_the_uninterrupted_result(
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while answered_count(out / "calls.sqlite") < kill_at:
+    while answered_calls(out / "calls.sqlite") < kill_at:
         assert proc.poll() is None, "run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.01)
     os.kill(proc.pid, stop)  # SIGINT: Ctrl-C, the run saves what it has and exits
     proc.wait(timeout=60)
-    before = answered_count(out / "calls.sqlite")
+    before = answered_calls(out / "calls.sqlite")
     assert kill_at <= before < calls
     done = subprocess.run(
         [*BIASIM, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120

@@ -23,7 +23,7 @@ from biasim.simulator.kinds import get_kind
 from biasim.simulator.study.casting import castings
 from biasim.simulator.study.load import load_study
 from biasim.simulator.study.personas import SEED004_PERSONA_PROMPT
-from tests.e2e.test_kill_resume import answered_count
+from tests.conftest import answered_calls
 
 STUDY = """\
 name: ablate
@@ -268,13 +268,13 @@ def test_a_run_killed_while_personas_are_written_resumes_each_persona_once(
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while answered_count(out / "calls.sqlite") < 40:
+    while answered_calls(out / "calls.sqlite") < 40:
         assert proc.poll() is None, "run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    before = answered_count(out / "calls.sqlite")
+    before = answered_calls(out / "calls.sqlite")
     assert 40 <= before < 120
     done = subprocess.run(
         [*biasim, "run", "--resume", str(out)], capture_output=True, text=True, timeout=120

@@ -20,8 +20,7 @@ import pandas as pd
 import pytest
 
 from biasim.simulator.llm.local import default_model_path
-from tests.conftest import write_study
-from tests.e2e.test_kill_resume import answered_count
+from tests.conftest import answered_calls, write_study
 
 BIASIM = [sys.executable, "-m", "biasim"]
 #: What a clean stop never prints.
@@ -40,7 +39,7 @@ def stop_run(
         text=True,
     )
     deadline = time.monotonic() + 600  # a loaded CI machine starts slowly
-    while answered_count(out / "calls.sqlite") < after_answers:
+    while answered_calls(out / "calls.sqlite") < after_answers:
         assert proc.poll() is None, "the run finished before it could be stopped"
         assert time.monotonic() < deadline
         time.sleep(0.01)
@@ -65,7 +64,7 @@ def assert_stopped_cleanly(done: subprocess.CompletedProcess[str], out: Path, si
     # The answers that came back before the stop are in the results, each once.
     results = pd.read_parquet(out / "results.parquet")
     assert results["unit_id"].is_unique
-    assert len(results) <= answered_count(out / "calls.sqlite")
+    assert len(results) <= answered_calls(out / "calls.sqlite")
 
 
 def assert_resume_finishes(out: Path, units: int) -> pd.DataFrame:
@@ -104,7 +103,7 @@ def test_a_signal_stops_a_synthetic_run_cleanly_and_resume_finishes_it(
     out = tmp_path / "run"
     done = stop_run([str(study)], out, signals, after, gap)
     assert_stopped_cleanly(done, out, signals[0])
-    stopped = answered_count(out / "calls.sqlite")
+    stopped = answered_calls(out / "calls.sqlite")
     assert stopped < 900
     if len(signals) == 1:
         # One signal lets the 8 calls in flight finish and sends no more; the count read

@@ -25,7 +25,7 @@ from biasim.simulator.engine.store import CallRecord, CallStore
 from biasim.simulator.engine.store_writer import WriterError, lock_path
 from biasim.simulator.llm.types import LLMResponse
 from tests import pipeline_studies
-from tests.e2e.test_kill_resume import answered_count
+from tests.conftest import answered_calls
 from tests.e2e.test_power_fast_path import HOW
 
 #: Every column but when the row was written.
@@ -254,7 +254,7 @@ def test_a_run_killed_while_its_writer_commits_resumes_exactly_once(tmp_path: Pa
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
-    while answered_count(out / "calls.sqlite") < store_module._OFFLOAD_AFTER + 200:
+    while answered_calls(out / "calls.sqlite") < store_module._OFFLOAD_AFTER + 200:
         assert proc.poll() is None, "the run finished before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.005)
