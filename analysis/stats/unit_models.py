@@ -107,11 +107,15 @@ def _table(
 ) -> pd.DataFrame:
     """One row per group; Wald intervals and p on the normal scale, or on Student's t with
     ``df`` degrees of freedom per group where given (NaN where a group's ``df`` is below 1)."""
+    # A contrast resting on one unit has se 0: its p is undefined and left NaN (the table's
+    # note says why), so the division is not a warning on the user's console.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, np.abs(estimate / se), np.nan)
     if df is None:
-        quantile, p_value = _Z, 2 * stats.norm.sf(np.abs(estimate / se))
+        quantile, p_value = _Z, 2 * stats.norm.sf(z)
     else:
         df = np.where(df >= 1, df, np.nan)
-        quantile, p_value = stats.t.ppf(0.975, df), 2 * stats.t.sf(np.abs(estimate / se), df)
+        quantile, p_value = stats.t.ppf(0.975, df), 2 * stats.t.sf(z, df)
     low, high = estimate - quantile * se, estimate + quantile * se
     out = pd.DataFrame(
         {
