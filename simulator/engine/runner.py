@@ -75,7 +75,13 @@ from biasim.simulator.llm.registry import create_backend, unsupported_setting
 from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import canonical_json
-from biasim.simulator.report.outputs import analyze, base_summary, write_evidence
+from biasim.simulator.report.outputs import (
+    FAILED_ANALYSES,
+    analysis_failure,
+    analyze,
+    base_summary,
+    write_evidence,
+)
 from biasim.simulator.report.page import write_report
 from biasim.simulator.study.config import RoleConfig, Study
 from biasim.simulator.study.load import validate_study
@@ -629,6 +635,8 @@ def _run_study(
             _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
         write_summary(out, summary)
         _record_session(prepared, manifest, model, results, summary, end, ledger)
+    if end.status == "complete" and analysis_failure(summary):
+        exit_code = EXIT_BROKEN  # every answer is in; `biasim analyze run` redoes the rest
     status, message = end.status, end.message
     return RunOutcome(
         out=out,
@@ -732,7 +740,7 @@ def _session_summary(
     """``summary.json``: the analyses' summary, with how the session ended and what it cost."""
     summary.update(
         status=end.status,
-        message=end.message,
+        message=end.message or _analysis_message(summary),
         accounting=ledger["totals"],
         calls={"new": ledger["new_calls"], "from_cache": ledger["hits"]},
         timings={"wall_s": end.wall, "stages_s": end.stage_seconds, "waves_s": model.wave_seconds},
@@ -747,6 +755,23 @@ def _session_summary(
     if end.failure:
         summary["traceback"] = end.failure
     return summary
+
+
+def _analysis_message(summary: dict[str, Any]) -> str:
+    """A complete session's message: empty, or which analyses failed (never a clean
+    `complete` over a summary that lacks some)."""
+    failure = analysis_failure(summary)
+    return f"analysis failed: {failure}" if failure else ""
+
+
+def _record_analysis(manifest: dict[str, Any], summary: dict[str, Any]) -> None:
+    """The manifest's ``analysis_failed``: which analyses of the last one written failed (a
+    reader of the manifest alone must not take a `complete` run for a fully analysed one)."""
+    failure = analysis_failure(summary)
+    if failure:
+        manifest["analysis_failed"] = failure
+    else:
+        manifest.pop("analysis_failed", None)
 
 
 def _record_session(
@@ -777,6 +802,7 @@ def _record_session(
         # What `--resume` expects to find in the store (see store_check).
         "stored_answers": ledger["stored_answers"],
     }
+    _record_analysis(manifest, summary)
     if "resume" in summary:
         manifest["resume"] = summary["resume"]
     else:
@@ -960,11 +986,17 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     evidence = analyze(results, study.config, data_dir=study_folder(study), out_dir=run_dir)
     written = write_evidence(run_dir, evidence)
     previous = read_run_json(run_dir / SUMMARY, required=False)
-    previous.pop("analysis_error", None)
-    previous.pop("report_error", None)
+    for stale in ("analysis_error", FAILED_ANALYSES, "report_error"):
+        previous.pop(stale, None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
+    if summary.get("status") == "complete":
+        summary["message"] = _analysis_message(summary)
     manifest = read_manifest(run_dir)
+    recorded = manifest.get("analysis_failed")
+    _record_analysis(manifest, summary)
+    if manifest.get("analysis_failed") != recorded:  # else the manifest is left as it was
+        write_json(run_dir / MANIFEST, manifest)
     for name, note in (
         ("partial", partial_note(run_dir, manifest)),
         ("edited", edits_note(manifest)),
