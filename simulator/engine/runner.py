@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import platform
+import re
 import sys
 import time
 import traceback
@@ -24,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.errors import InputError, Problem, format_path
 from biasim.simulator.common.interrupts import StopControl, stop_on_signals
 from biasim.simulator.common.results_digests import (
     EDITS,
@@ -47,7 +48,7 @@ from biasim.simulator.common.rundir import (
     write_json,
     write_summary,
 )
-from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.common.yamlsource import SourceMap, load_yaml
 from biasim.simulator.engine.batching import BATCHES, BatchLedger
 from biasim.simulator.engine.budget import CostBudget, output_token_bound
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
@@ -1022,6 +1023,38 @@ def check_run_dir(run_dir: Path) -> None:
         )
 
 
+#: The last part of a field's path (``.kind``, ``[1]``): cut to find the nearest located parent.
+_LAST_PART = re.compile(r"(\.[^.\[\]]+|\[\d+\])$")
+
+
+def in_recorded_study(problems: list[Problem], source: str, manifest_path: Path) -> list[Problem]:
+    """``problems`` of a run's recorded study placed where that study is, the run's manifest
+    (``runs/x/manifest.json:41``), each at the line of its field or nearest parent: the study
+    file's name alone says neither which of two compared runs it is nor a line (the study is
+    read from the manifest, and the file may have changed since). Problems in other files (a
+    data file the study names) are kept as they are."""
+    try:
+        _, located = load_yaml(manifest_path.read_text(encoding="utf-8"), str(manifest_path))
+    except (InputError, OSError):
+        located = SourceMap()  # the run's folder is still named, without a line
+    lines = {
+        format_path(path[1:]): line
+        for path, (_, line) in located.locations.items()
+        if path[:1] == ("study",)
+    }
+    placed = []
+    for problem in problems:
+        if problem.file != source:
+            placed.append(problem)
+            continue
+        field = problem.field
+        while field and field not in lines:
+            field = _LAST_PART.sub("", field)
+        line = lines.get(field) if field else None
+        placed.append(dataclasses.replace(problem, file=str(manifest_path), line=line))
+    return placed
+
+
 def load_run(
     run_dir: Path, *, accept_edits: bool = False, command: str = "analyze"
 ) -> tuple[Study, pd.DataFrame]:
@@ -1035,8 +1068,9 @@ def load_run(
         command: What reads them (recorded with an accepted edit).
 
     Raises:
-        InputError: Not a run directory, a corrupt manifest, or results edited after the run
-            (and not accepted).
+        InputError: Not a run directory, a corrupt manifest, results edited after the run
+            (and not accepted), or a recorded study that no longer loads (a plug-in kind
+            uninstalled since), located in the manifest.
     """
     check_run_dir(run_dir)
     manifest_path = run_dir / MANIFEST
@@ -1046,12 +1080,15 @@ def load_run(
     # the run: beside the study file, while it is still there.
     origin = Path(str(manifest.get("study_path") or ""))
     source = origin if origin.suffix in {".yaml", ".yml"} and origin.is_file() else manifest_path
-    study = validate_study(
-        manifest["study"],
-        SourceMap(default_file=str(source)),
-        str(source),
-        check_backends=False,
-    )
+    try:
+        study = validate_study(
+            manifest["study"],
+            SourceMap(default_file=str(source)),
+            str(source),
+            check_backends=False,
+        )
+    except InputError as exc:
+        raise InputError(in_recorded_study(exc.problems, str(source), manifest_path)) from None
     results = read_results(run_dir / RESULTS_PARQUET)
     if edits:  # recorded once the edited tables are read, not for a refusal
         manifest[EDITS] = [*(manifest.get(EDITS) or []), *edits]

@@ -1,6 +1,7 @@
 """One analysis whose computation raises loses only itself: the study's other analyses are
 computed and written as usual, summary.json (valid against its schema) and the manifest record
-which one failed and why, and `run`, `analyze run` and `compare` exit 1."""
+which one failed and why, and `run`, `analyze run` and `compare` exit 1. A run whose recorded
+study no longer loads is named by its own manifest, each run once."""
 
 from __future__ import annotations
 
@@ -107,3 +108,30 @@ def test_a_failing_analysis_keeps_the_others_and_is_recorded(flaky, tmp_path, cl
     assert [a["kind"] for a in summary["analyses"]] == ["demographic_parity", "flaky"]
     assert "failed_analyses" not in summary and summary["message"] == ""
     assert "analysis_failed" not in json.loads((out / "manifest.json").read_text())
+
+
+def test_compare_names_each_run_whose_recorded_study_names_an_unknown_kind(
+    tmp_path, cli, monkeypatch
+):
+    study, out, twin = _study(tmp_path), tmp_path / "run", tmp_path / "twin"
+    monkeypatch.setattr(FlakyKind, "broken", False)
+    register_kind(FlakyKind)
+    try:
+        assert cli.invoke(app, ["run", str(study), "--out", str(out)]).exit_code == 0
+    finally:
+        unregister_kind("flaky")  # as a plug-in uninstalled since the runs
+    shutil.copytree(out, twin)
+    target = tmp_path / "compared"
+    compared = cli.invoke(app, ["compare", str(out), str(twin), "--out", str(target)])
+    redone = cli.invoke(app, ["analyze", "run", str(out)])
+    # The line of the kind in the manifest, where the run's study is recorded.
+    lines = (out / "manifest.json").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if '"kind": "flaky"' in text)
+    unknown = "analyses[1].kind: unknown analysis kind `flaky`"
+    for result, runs in ((compared, (out, twin)), (redone, (out,))):
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.stderr.split())
+        for run in runs:
+            assert said.count(f"error {run}/manifest.json:{line}: {unknown}") == 1, said
+        assert said.count("error ") == len(runs)
+    assert not target.exists()
