@@ -22,6 +22,7 @@ from biasim.simulator.cli.common import (
     fail_input,
     out_console,
     print_written,
+    say_failed_analyses,
     styled,
 )
 from biasim.simulator.cli.option_groups import GroupOption, OptionGroup, with_groups
@@ -356,7 +357,8 @@ def _analyze_letter_texts(texts: Path, options: Any, out: Path | None, as_json: 
 
 
 def _reanalyze_run(run_dir: Path, as_json: bool, accept_edits: bool) -> None:
-    """``analyze run``: the run's analyses recomputed from its results, printed."""
+    """``analyze run``: the run's analyses recomputed from its results, printed; exit 1 when
+    one failed (the others are written)."""
     from biasim.simulator.engine.runner import reanalyze
     from biasim.simulator.report.outputs import print_report
 
@@ -376,6 +378,9 @@ def _reanalyze_run(run_dir: Path, as_json: bool, accept_edits: bool) -> None:
     else:
         print_report(summary, out_console)
         print_written(run_dir, summary)
+    redo = f"the others are written; once fixed: biasim analyze run {run_dir}"
+    if say_failed_analyses(summary, redo):
+        raise typer.Exit(1)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,17 @@ def fail_input(exc: InputError) -> NoReturn:
     raise typer.Exit(2)
 
 
+def say_failed_analyses(summary: dict, then: str) -> bool:
+    """Say on standard error which analyses failed (``then``: what to do about it), as
+    ``run``, ``analyze run`` and ``compare`` do; whether any failed (they exit 1)."""
+    from biasim.simulator.report.outputs import analysis_failure
+
+    failure = analysis_failure(summary)
+    if failure:
+        err_console.print(styled("analysis failed", "red", f": {failure}\n") + then)
+    return bool(failure)
+
+
 def comma_list(text: str | None) -> list[str]:
     return [v.strip() for v in (text or "").split(",") if v.strip()]
 

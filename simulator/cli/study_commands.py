@@ -22,6 +22,7 @@ from biasim.simulator.cli.common import (
     fail_input,
     out_console,
     print_written,
+    say_failed_analyses,
     styled,
 )
 from biasim.simulator.common.errors import InputError
@@ -204,12 +205,11 @@ def _report_outcome(outcome: Any) -> None:
 
     if outcome.summary.get("units"):
         print_report(outcome.summary, out_console)
-    if "analysis_error" in outcome.summary:
-        err_console.print(
-            styled("analysis failed", "red", f": {outcome.summary['analysis_error']}\n")
-            + f"every answer is saved in {outcome.out}; redo the analysis with: "
-            f"biasim analyze run {outcome.out}"
-        )
+    say_failed_analyses(
+        outcome.summary,
+        f"every answer is saved in {outcome.out}; redo the analysis with: "
+        f"biasim analyze run {outcome.out}",
+    )
     _print_accounting(outcome.summary)
     _print_errors(outcome.results)
     calls = outcome.summary["calls"]
@@ -222,8 +222,8 @@ def _report_outcome(outcome: Any) -> None:
         highlight=False,
     )
     print_written(outcome.out, outcome.summary)
-    if outcome.status == "complete" and "analysis_error" in outcome.summary:
-        raise typer.Exit(1)
+    if outcome.status == "complete" and outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)  # an analysis failed
     if outcome.status != "complete":
         how = (
             f"fix the cause, then continue with: biasim run --resume {outcome.out}"

@@ -21,6 +21,7 @@ from biasim.simulator.cli.common import (
     fail_input,
     out_console,
     print_written,
+    say_failed_analyses,
     styled,
 )
 from biasim.simulator.cli.option_groups import GroupOption, OptionGroup, with_groups
@@ -269,7 +270,8 @@ def compare(
 ) -> None:
     """Combine runs of the same study on different models into one report: the models side by
     side, cross-model figures, tests of model differences, report.html. With --designs, two
-    runs whose process differs, compared unpaired."""
+    runs whose process differs, compared unpaired. Exit 1 when an analysis failed (the others
+    are written; summary.json names it)."""
     from biasim.simulator.report.outputs import print_report
     from biasim.simulator.tools.compare import compare_runs
 
@@ -290,16 +292,18 @@ def compare(
         raise typer.Exit(1) from None
     if as_json:
         sys.stdout.write(json.dumps(evidence.summary, indent=2, default=str) + "\n")
-        return
-    print_report(evidence.summary, out_console)
-    if evidence.summary.get("edited"):
-        err_console.print(styled("warning", "yellow", f": {evidence.summary['edited']}"))
-    for difference in differences:
-        err_console.print(styled("forced", "yellow", f": {difference}"), highlight=False)
-    out_console.print(
-        f"models in order: {', '.join(evidence.summary['model_labels'])}", highlight=False
-    )
-    print_written(target, evidence.summary)
+    else:
+        print_report(evidence.summary, out_console)
+        if evidence.summary.get("edited"):
+            err_console.print(styled("warning", "yellow", f": {evidence.summary['edited']}"))
+        for difference in differences:
+            err_console.print(styled("forced", "yellow", f": {difference}"), highlight=False)
+        out_console.print(
+            f"models in order: {', '.join(evidence.summary['model_labels'])}", highlight=False
+        )
+        print_written(target, evidence.summary)
+    if say_failed_analyses(evidence.summary, f"the others are written in {target}"):
+        raise typer.Exit(1)
 
 
 def _compare_designs(

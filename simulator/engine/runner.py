@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import platform
+import re
 import sys
 import time
 import traceback
@@ -24,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from biasim.simulator.common.errors import InputError, Problem
+from biasim.simulator.common.errors import InputError, Problem, format_path
 from biasim.simulator.common.interrupts import StopControl, stop_on_signals
 from biasim.simulator.common.results_digests import (
     EDITS,
@@ -47,7 +48,7 @@ from biasim.simulator.common.rundir import (
     write_json,
     write_summary,
 )
-from biasim.simulator.common.yamlsource import SourceMap
+from biasim.simulator.common.yamlsource import SourceMap, load_yaml
 from biasim.simulator.engine.batching import BATCHES, BatchLedger
 from biasim.simulator.engine.budget import CostBudget, output_token_bound
 from biasim.simulator.engine.dispatch import Dispatcher, RunAborted, RunInterrupted
@@ -75,7 +76,13 @@ from biasim.simulator.llm.registry import create_backend, unsupported_setting
 from biasim.simulator.llm.retry import RetryPolicy
 from biasim.simulator.llm.runtime import BackendRuntime
 from biasim.simulator.llm.structured import canonical_json
-from biasim.simulator.report.outputs import analyze, base_summary, write_evidence
+from biasim.simulator.report.outputs import (
+    FAILED_ANALYSES,
+    analysis_failure,
+    analyze,
+    base_summary,
+    write_evidence,
+)
 from biasim.simulator.report.page import write_report
 from biasim.simulator.study.config import RoleConfig, Study
 from biasim.simulator.study.load import validate_study
@@ -629,6 +636,8 @@ def _run_study(
             _write_page(out, summary, redact_study(prepared.study.resolved), manifest)
         write_summary(out, summary)
         _record_session(prepared, manifest, model, results, summary, end, ledger)
+    if end.status == "complete" and analysis_failure(summary):
+        exit_code = EXIT_BROKEN  # every answer is in; `biasim analyze run` redoes the rest
     status, message = end.status, end.message
     return RunOutcome(
         out=out,
@@ -732,7 +741,7 @@ def _session_summary(
     """``summary.json``: the analyses' summary, with how the session ended and what it cost."""
     summary.update(
         status=end.status,
-        message=end.message,
+        message=end.message or _analysis_message(summary),
         accounting=ledger["totals"],
         calls={"new": ledger["new_calls"], "from_cache": ledger["hits"]},
         timings={"wall_s": end.wall, "stages_s": end.stage_seconds, "waves_s": model.wave_seconds},
@@ -747,6 +756,23 @@ def _session_summary(
     if end.failure:
         summary["traceback"] = end.failure
     return summary
+
+
+def _analysis_message(summary: dict[str, Any]) -> str:
+    """A complete session's message: empty, or which analyses failed (never a clean
+    `complete` over a summary that lacks some)."""
+    failure = analysis_failure(summary)
+    return f"analysis failed: {failure}" if failure else ""
+
+
+def _record_analysis(manifest: dict[str, Any], summary: dict[str, Any]) -> None:
+    """The manifest's ``analysis_failed``: which analyses of the last one written failed (a
+    reader of the manifest alone must not take a `complete` run for a fully analysed one)."""
+    failure = analysis_failure(summary)
+    if failure:
+        manifest["analysis_failed"] = failure
+    else:
+        manifest.pop("analysis_failed", None)
 
 
 def _record_session(
@@ -777,6 +803,7 @@ def _record_session(
         # What `--resume` expects to find in the store (see store_check).
         "stored_answers": ledger["stored_answers"],
     }
+    _record_analysis(manifest, summary)
     if "resume" in summary:
         manifest["resume"] = summary["resume"]
     else:
@@ -960,11 +987,17 @@ def _reanalyze(run_dir: Path, study: Study, results: pd.DataFrame) -> dict[str, 
     evidence = analyze(results, study.config, data_dir=study_folder(study), out_dir=run_dir)
     written = write_evidence(run_dir, evidence)
     previous = read_run_json(run_dir / SUMMARY, required=False)
-    previous.pop("analysis_error", None)
-    previous.pop("report_error", None)
+    for stale in ("analysis_error", FAILED_ANALYSES, "report_error"):
+        previous.pop(stale, None)
     summary = {**previous, **evidence.summary}
     summary["outputs"] = [str(p.relative_to(run_dir)) for p in written]
+    if summary.get("status") == "complete":
+        summary["message"] = _analysis_message(summary)
     manifest = read_manifest(run_dir)
+    recorded = manifest.get("analysis_failed")
+    _record_analysis(manifest, summary)
+    if manifest.get("analysis_failed") != recorded:  # else the manifest is left as it was
+        write_json(run_dir / MANIFEST, manifest)
     for name, note in (
         ("partial", partial_note(run_dir, manifest)),
         ("edited", edits_note(manifest)),
@@ -990,6 +1023,38 @@ def check_run_dir(run_dir: Path) -> None:
         )
 
 
+#: The last part of a field's path (``.kind``, ``[1]``): cut to find the nearest located parent.
+_LAST_PART = re.compile(r"(\.[^.\[\]]+|\[\d+\])$")
+
+
+def in_recorded_study(problems: list[Problem], source: str, manifest_path: Path) -> list[Problem]:
+    """``problems`` of a run's recorded study placed where that study is, the run's manifest
+    (``runs/x/manifest.json:41``), each at the line of its field or nearest parent: the study
+    file's name alone says neither which of two compared runs it is nor a line (the study is
+    read from the manifest, and the file may have changed since). Problems in other files (a
+    data file the study names) are kept as they are."""
+    try:
+        _, located = load_yaml(manifest_path.read_text(encoding="utf-8"), str(manifest_path))
+    except (InputError, OSError):
+        located = SourceMap()  # the run's folder is still named, without a line
+    lines = {
+        format_path(path[1:]): line
+        for path, (_, line) in located.locations.items()
+        if path[:1] == ("study",)
+    }
+    placed = []
+    for problem in problems:
+        if problem.file != source:
+            placed.append(problem)
+            continue
+        field = problem.field
+        while field and field not in lines:
+            field = _LAST_PART.sub("", field)
+        line = lines.get(field) if field else None
+        placed.append(dataclasses.replace(problem, file=str(manifest_path), line=line))
+    return placed
+
+
 def load_run(
     run_dir: Path, *, accept_edits: bool = False, command: str = "analyze"
 ) -> tuple[Study, pd.DataFrame]:
@@ -1003,8 +1068,9 @@ def load_run(
         command: What reads them (recorded with an accepted edit).
 
     Raises:
-        InputError: Not a run directory, a corrupt manifest, or results edited after the run
-            (and not accepted).
+        InputError: Not a run directory, a corrupt manifest, results edited after the run
+            (and not accepted), or a recorded study that no longer loads (a plug-in kind
+            uninstalled since), located in the manifest.
     """
     check_run_dir(run_dir)
     manifest_path = run_dir / MANIFEST
@@ -1014,12 +1080,15 @@ def load_run(
     # the run: beside the study file, while it is still there.
     origin = Path(str(manifest.get("study_path") or ""))
     source = origin if origin.suffix in {".yaml", ".yml"} and origin.is_file() else manifest_path
-    study = validate_study(
-        manifest["study"],
-        SourceMap(default_file=str(source)),
-        str(source),
-        check_backends=False,
-    )
+    try:
+        study = validate_study(
+            manifest["study"],
+            SourceMap(default_file=str(source)),
+            str(source),
+            check_backends=False,
+        )
+    except InputError as exc:
+        raise InputError(in_recorded_study(exc.problems, str(source), manifest_path)) from None
     results = read_results(run_dir / RESULTS_PARQUET)
     if edits:  # recorded once the edited tables are read, not for a refusal
         manifest[EDITS] = [*(manifest.get(EDITS) or []), *edits]

@@ -36,6 +36,8 @@ SYNTHETIC_NOTE = (
     "declared in the study file; they test the pipeline and power, not a model."
 )
 TABLES_DIR = "tables"
+#: The summary's list of analyses whose compute raised (each kind, name and error).
+FAILED_ANALYSES = "failed_analyses"
 FIGURES_DIR = "figures"
 
 if TYPE_CHECKING:
@@ -204,7 +206,17 @@ def analyze(
             out_dir=out_dir,
             power_only=power_only,
         )
-        section = get_kind(spec.kind).compute(df, spec, ctx)
+        try:
+            section = get_kind(spec.kind).compute(df, spec, ctx)
+        except Exception as exc:
+            if power_only:
+                raise  # power reads every test: a missing one would read as never significant
+            # One kind failing on these answers must not take the others' evidence with it:
+            # it is recorded (summary.json, the page, the exit code) and the rest go on.
+            evidence.summary.setdefault(FAILED_ANALYSES, []).append(
+                failed_entry(spec.kind, name, exc)
+            )
+            continue
         if not power_only:
             in_order.section(section)
         evidence.tables.update(section.tables)
@@ -219,6 +231,23 @@ def analyze(
         if note:
             figures.add_banner(figure, note)
     return evidence
+
+
+def failed_entry(kind: str, name: str, exc: Exception) -> dict[str, str]:
+    """An analysis that failed, as ``failed_analyses`` records it: its kind, its name and the
+    error's first line (the whole message can be a page of columns)."""
+    lines = str(exc).strip().splitlines()
+    said = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return {"kind": kind, "name": name, "error": said}
+
+
+def analysis_failure(summary: dict[str, Any]) -> str:
+    """What failed of a summary's analyses in one line: the reason none was written
+    (``analysis_error``), else each failed one's ``name (kind): error``; empty when none
+    failed."""
+    return summary.get("analysis_error") or "; ".join(
+        f"{f['name']} ({f['kind']}): {f['error']}" for f in summary.get(FAILED_ANALYSES, [])
+    )
 
 
 def _of_base(df: pd.DataFrame) -> pd.Series:

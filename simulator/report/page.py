@@ -16,7 +16,7 @@ from biasim.simulator.common.rundir import write_atomic
 from biasim.simulator.common.samples import SMALL_N, few_pools, small_sample
 from biasim.simulator.kinds import get_kind
 from biasim.simulator.report.audit_section import audit_html, audit_limits
-from biasim.simulator.report.outputs import SYNTHETIC_NOTE, units_text
+from biasim.simulator.report.outputs import SYNTHETIC_NOTE, analysis_failure, units_text
 from biasim.simulator.report.prompts_section import prompts_section
 
 REPORT_HTML = "report.html"
@@ -255,8 +255,8 @@ def limits(summary: dict[str, Any]) -> list[str]:
             "policy's trajectory drew: the analyses, of the base trajectory, leave them out "
             "(results.parquet keeps them; market.csv and the policies' tests count them)."
         )
-    if summary.get("analysis_error"):
-        found.append(f"An analysis failed: {summary['analysis_error']}.")
+    if analysis_failure(summary):
+        found.append(f"An analysis failed: {analysis_failure(summary)}.")
     if summary.get("status") not in (None, "complete"):
         found.append(f"The run is {summary['status']}: not every unit was answered.")
     if summary.get("analyses"):

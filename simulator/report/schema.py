@@ -96,14 +96,19 @@ FIELDS: dict[str, dict[str, Any]] = {
         "type": "array",
         "items": {"$ref": "#/$defs/analysis"},
         "description": "One entry per analysis of the study, in its order: `kind`, `name` and "
-        "what the kind computed (see the kinds below).",
+        "what the kind computed (see the kinds below); one that failed is in "
+        "`failed_analyses` instead.",
     },
     "outputs": {**_TEXTS, "description": "Tables and figures written, relative to the folder."},
     "status": {
         "enum": ["complete", "interrupted", "failed"],
         "description": "How the run's last session ended.",
     },
-    "message": {**_TEXT, "description": "Why it ended so (empty when complete)."},
+    "message": {
+        **_TEXT,
+        "description": "Why it ended so; when complete, which analyses failed (empty when "
+        "none did).",
+    },
     "resume": {**_TEXT, "description": "The command that continues an unfinished run."},
     "traceback": {**_TEXT, "description": "The failure's traceback, when the session failed."},
     "accounting": {
@@ -149,6 +154,18 @@ FIELDS: dict[str, dict[str, Any]] = {
     "analysis_error": {
         **_TEXT,
         "description": "Why the analyses are missing (`biasim analyze` redoes them).",
+    },
+    "failed_analyses": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["kind", "name", "error"],
+            "properties": {"kind": _TEXT, "name": _TEXT, "error": _TEXT},
+            "additionalProperties": False,
+        },
+        "description": "Analyses whose computation raised, each with its `kind`, `name` and "
+        "the error's first line; the others are in `analyses` and written as usual (the "
+        "command exits 1).",
     },
     "report_error": {**_TEXT, "description": "Why report.html could not be drawn."},
     "partial": {**_TEXT, "description": "A reanalysed run that is not complete, in words."},

@@ -87,8 +87,9 @@ def test_a_plugin_whose_codebook_misspells_a_column_fails_its_analysis_not_the_r
     tmp_path: Path, cli
 ) -> None:
     """The guide's kind with `mean_char` for the data's `mean_chars`: `biasim run` keeps every
-    answer and says which table and column (exit 1, as any failing analysis); `biasim analyze
-    run` and `biasim compare` say the same, `biasim power` too; no traceback."""
+    answer and the study's other analysis, and says which analysis, table and column (exit 1,
+    as any failing analysis); `biasim analyze run` and `biasim compare` say the same, `biasim
+    power` too; no traceback."""
     study = write_study(tmp_path / "s.yaml", agents=6)
     study.write_text(study.read_text() + _TAIL)
     out = tmp_path / "run"
@@ -110,14 +111,19 @@ def test_a_plugin_whose_codebook_misspells_a_column_fails_its_analysis_not_the_r
         assert result.exit_code == 1, result.output
         # Rich wraps at the terminal width, in a long path too: compared without spaces.
         stderr = "".join(result.stderr.split())
-        assert "".join(f"analysis failed: {said}".split()) in stderr, result.stderr
+        failed = f"analysis failed: lengths (answer_length): {said}"
+        assert "".join(failed.split()) in stderr, result.stderr
         assert "Traceback" not in result.output + result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
-    summary = json.loads((out / "summary.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["rows"] > 0
-    assert summary["analysis_error"].startswith(said)
+    assert manifest["analysis_failed"].startswith(f"lengths (answer_length): {said}")
     assert len(pd.read_parquet(out / "results.parquet")) == manifest["counts"]["rows"]
-    assert not (target / "summary.json").exists()
+    for folder in (out, target):  # the run's and the comparison's: the other analysis is kept
+        summary = json.loads((folder / "summary.json").read_text())
+        assert [a["kind"] for a in summary["analyses"]] == ["demographic_parity"]
+        [failure] = summary["failed_analyses"]
+        assert (failure["kind"], failure["name"]) == ("answer_length", "lengths")
+        assert failure["error"].startswith(said)
     # power refuses what it cannot simulate as bad input (exit 2), naming the table.
     assert powered.exit_code == 2, powered.output
     assert "".join(said.split("MissingColumnsError: ")[1].split()) in "".join(
