@@ -54,6 +54,20 @@ class MissingExtra(ImportError):
     """A built-in plug-in needs an optional extra of the package that is not installed."""
 
 
+class PluginNotLoaded(Exception):
+    """A registered plug-in cannot be used: importing or creating it raised, or it names itself
+    apart from the name it is registered under. The message names the plug-in, where it is
+    registered and what to do, for one line on the command line, never a traceback.
+
+    Attributes:
+        own: The name the plug-in gives itself, when that is what is wrong; else ``None``.
+    """
+
+    def __init__(self, message: str, own: str | None = None) -> None:
+        super().__init__(message)
+        self.own = own
+
+
 def load_target(target: Any) -> Any:
     """A ``"module:attr"`` path imported; anything else as given."""
     if isinstance(target, str):
@@ -76,6 +90,9 @@ class Registry:
             ``register()`` runs before a name is listed or looked up in vain, so a kind or a
             prompt of a family is found by its name as a built-in one is (a run recorded
             before its study named the family still reads).
+        named_by: The attribute a plug-in names itself by and, in words, what sets it (a kind's
+            ``name``, set by its spec's ``kind`` Literal): one registered under another name is
+            refused, since whoever looks it up by its own name would not find it.
     """
 
     what: str
@@ -83,6 +100,7 @@ class Registry:
     builtin: dict[str, str]
     extras: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     from_families: bool = False
+    named_by: tuple[str, str] | None = None
     _extra: dict[str, Any] = field(default_factory=dict)
     _needs: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     _instances: dict[str, Any] = field(default_factory=dict)
@@ -159,16 +177,81 @@ class Registry:
             return target.load()
         return load_target(target)
 
+    def origin(self, name: str) -> str:
+        """Where ``name`` is registered, in words: its entry point and package, or its path."""
+        target = self._target(name)
+        if isinstance(target, EntryPoint):
+            package = f" of the package `{target.dist.name}`" if target.dist else ""
+            return f"entry point `{target.name} = {target.value}`{package}"
+        if isinstance(target, str):
+            return f"`{target}`"
+        cls = target if isinstance(target, type) else type(target)
+        return f"`{cls.__module__}:{cls.__qualname__}`"
+
     def instance(self, name: str) -> Any:
         """The plug-in ``name`` as one shared object: a registered class is instantiated once.
 
         Raises:
             UnknownPlugin: Nothing of that name is registered.
+            MissingExtra: It needs an optional extra that is not installed.
+            PluginNotLoaded: Importing or creating it raised; it names itself apart from
+                ``name`` (:attr:`named_by`); or, for a name nothing is registered under, a
+                plug-in registered under another name names itself ``name``.
         """
         if name not in self._instances:
-            target = self.load(name)
-            self._instances[name] = target() if isinstance(target, type) else target
+            try:
+                target = self.load(name)
+                plugin = target() if isinstance(target, type) else target
+            except UnknownPlugin:
+                if why := self._registered_apart(name):
+                    raise PluginNotLoaded(
+                        f"no {self.what} is registered as `{name}`: {why}"
+                    ) from None
+                raise
+            except MissingExtra:
+                raise
+            except Exception as exc:  # the plug-in's own failure, named where it is asked for
+                raise PluginNotLoaded(
+                    f"{self.what} `{name}` not loaded ({self.origin(name)}): "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if self.named_by and (own := getattr(plugin, self.named_by[0], name)) != name:
+                raise PluginNotLoaded(self._misregistered(name, own), own)
+            self._instances[name] = plugin
         return self._instances[name]
+
+    def _misregistered(self, name: str, own: str) -> str:
+        words = self.named_by[1] if self.named_by else ""
+        return (
+            f"the {self.what} registered as `{name}` ({self.origin(name)}) is named `{own}` by "
+            f"{words}: register it as `{own}` (its `{self.group}` entry point, or its family's "
+            f"register()), or change {words}"
+        )
+
+    def _registered_apart(self, name: str) -> str | None:
+        """Why the plug-in registered under another name that names itself ``name`` is refused;
+        ``None`` when none does. Built-ins are registered under their own names."""
+        for other in sorted((set(self._extra) | set(self._plugins())) - {name}):
+            try:
+                self.instance(other)
+            except PluginNotLoaded as exc:
+                if exc.own == name:
+                    return str(exc)
+            except MissingExtra:
+                continue
+        return None
+
+    def each(self) -> tuple[list[Any], list[str]]:
+        """Every available plug-in that loads, and why each other does not: a listing shows the
+        rest, and one line for each broken plug-in (one broken plug-in hides none)."""
+        loaded: list[Any] = []
+        failures: list[str] = []
+        for name in self.names():
+            try:
+                loaded.append(self.instance(name))
+            except (MissingExtra, PluginNotLoaded) as exc:
+                failures.append(str(exc))
+        return loaded, failures
 
 
 #: Analysis kinds (``analyses: - kind: NAME``).
@@ -201,6 +284,7 @@ KINDS = Registry(
         "prism": ("prism", ("torch", "transformers")),
     },
     from_families=True,
+    named_by=("name", "its spec's `kind` Literal"),
 )
 
 #: Language-model backends (``roles: NAME: {backend: NAME}``): factories ``f(role) -> Backend``.

@@ -540,13 +540,19 @@ def _print_analysis_notes(config: Any, data_dir: Path) -> None:
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of study files."""
+    from biasim.registry import KINDS
     from biasim.simulator.study.load import study_json_schema
 
-    try:  # a plug-in kind's codebook written wrong is named, not a traceback
-        text = json.dumps(study_json_schema(), indent=2)
-    except InputError as exc:
-        fail_input(exc)
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(json.dumps(study_json_schema(), indent=2) + "\n")
+    _warn_broken(KINDS.each()[1])  # the kinds the schema leaves out, and why
+
+
+def _warn_broken(failures: list[str]) -> None:
+    """One warning line for each plug-in that failed to load (the listing shows the rest)."""
+    for failure in failures:
+        err_console.print(
+            styled("warning", "yellow", f" {failure}"), highlight=False, soft_wrap=True
+        )
 
 
 @app.command(name="list")
@@ -564,19 +570,17 @@ def list_studies() -> None:
 
 @app.command()
 def kinds() -> None:
-    """List the analysis kinds a study's `analyses:` may use (built-in and plug-ins)."""
-    from biasim.registry import load_families
-    from biasim.simulator.kinds import get_kind, kind_names
+    """List the analysis kinds a study's `analyses:` may use (built-in and plug-ins), and
+    warn of each plug-in kind that fails to load, naming it, where it is registered and why."""
+    from biasim.registry import KINDS, load_families
 
     load_families()  # the families' own kinds too (a failure is warned of at start)
+    found, failures = KINDS.each()
     table = Table(show_header=True)
     for col in ("kind", "what", "fields"):
         table.add_column(col)
-    try:  # a plug-in kind's codebook written wrong is named, not a traceback
-        found = [get_kind(name) for name in kind_names()]
-    except InputError as exc:
-        fail_input(exc)
     for kind in found:
         fields = ", ".join(f for f in kind.spec.model_fields if f not in ("kind", "name"))
         table.add_row(kind.name, kind.title, fields)
     print_table(out_console, table)
+    _warn_broken(failures)

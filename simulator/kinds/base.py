@@ -220,7 +220,8 @@ class AnalysisKind:
             cls.name = named
         elif named is not None and cls.name != named:
             raise TypeError(
-                f"{cls.__qualname__}: name {cls.name!r} but its spec admits kind {named!r}"
+                f"{cls.__qualname__}: name {cls.name!r} but its spec admits kind {named!r}; "
+                "drop `name`: the spec's Literal names the kind"
             )
 
     def check(self, spec: Any, facts: StudyFacts) -> None:

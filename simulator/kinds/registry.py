@@ -47,6 +47,9 @@ def get_kind(name: str) -> AnalysisKind:
 
     Raises:
         UnknownKind: Nothing is registered under that name.
+        biasim.registry.MissingExtra: It needs an optional extra that is not installed.
+        biasim.registry.PluginNotLoaded: Its import raised, or it is registered under another
+            name than its spec's ``kind`` Literal (the message names both and the fix).
     """
     kind = KINDS.instance(name)
     if not isinstance(kind, AnalysisKind):

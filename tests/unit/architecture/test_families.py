@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import typer
 
 from biasim.registry import (
     FAMILIES,
@@ -29,7 +30,7 @@ from biasim.registry import (
     builtin_families,
     load_family,
 )
-from biasim.simulator.common.errors import InputError
+from biasim.simulator.common.errors import InputError, Problem
 from biasim.simulator.study import templating
 from biasim.simulator.tools.authoring import family_files, write_family
 from tests.paths import ROOT
@@ -155,6 +156,11 @@ def test_a_new_family_from_the_template_touches_only_its_package_and_study(
     command = biasim("toyfam", "gap", "run", path=family)
     assert command.returncode == 0, command.stderr
     assert command.stdout.strip() == f"gap: gap {gap:.3f} over {answers}"
+    # On a folder that is no finished run: one located error line, exit 2, as built-ins do.
+    not_run = biasim("toyfam", "gap", "study", path=family)
+    assert not_run.returncode == 2
+    assert not_run.stderr.startswith("error study: not a finished run directory")
+    assert "Traceback" not in not_run.stderr
 
     # Nothing outside the family's folder changed.
     assert checkout_state() == before
@@ -296,6 +302,41 @@ def test_a_family_command_never_replaces_a_built_in_one_and_a_broken_one_is_a_wa
     assert "warning command `run` not added: `biasim run` is a built-in command" in err
     assert "command `toy_broken` not loaded: ModuleNotFoundError" in err
     assert app.registered_groups == before
+
+
+def refusing_app() -> typer.Typer:
+    """A family's commands: `check` refuses its input as a family's command would."""
+    family_app = typer.Typer()
+
+    @family_app.command()
+    def check(path: str) -> None:
+        raise InputError([Problem(path, 3, "x", "not what this command reads")])
+
+    @family_app.command()
+    def other() -> None:
+        """A second command, so that typer makes a group: each is reached by its name."""
+
+    return family_app
+
+
+REFUSING = refusing_app()
+
+
+def test_a_family_command_raising_an_input_error_prints_it_located_and_exits_2(cli) -> None:
+    from biasim.registry import COMMANDS
+    from biasim.simulator.cli import add_family_commands, app
+
+    before = list(app.registered_groups)
+    COMMANDS.register("toy_refusing", f"{__name__}:REFUSING")
+    try:
+        add_family_commands()
+        result = cli.invoke(app, ["toy_refusing", "check", "in.yaml"])
+    finally:
+        COMMANDS.unregister("toy_refusing")
+        app.registered_groups[:] = before
+    assert result.exit_code == 2
+    assert result.stderr == "error in.yaml:3: x: not what this command reads\n"
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 class NeedsAnExtra:

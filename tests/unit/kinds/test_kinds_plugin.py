@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
@@ -151,28 +152,33 @@ def test_a_misspelt_kind_is_refused_at_its_line_with_the_closest_name(
     assert "installed with a `biasim.analyses` entry point" in said
 
 
+def install(site: Path, dist: str, entry: str, package: dict[str, str] | None = None) -> None:
+    """What pip leaves for a distribution ``dist`` declaring the ``biasim.analyses`` entry point
+    ``entry``: its metadata on the path and the files of ``package`` (module path -> source)."""
+    for name, source in (package or {}).items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(textwrap.dedent(source))
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[biasim.analyses]\n{entry}\n")
+
+
 def test_a_kind_from_an_installed_entry_point(tmp_path, monkeypatch) -> None:
     """A distribution on sys.path declaring ``[biasim.analyses]`` is all a package needs."""
-    site = tmp_path / "site"
-    package = site / "toy_lengths"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(
-        textwrap.dedent(
-            """
-            from tests.unit.kinds.test_kinds_plugin import AnswerLengthKind
+    source = """
+        from tests.unit.kinds.test_kinds_plugin import AnswerLengthKind
 
-            class EntryPointKind(AnswerLengthKind):
-                name = "answer_length_ep"
-            """
-        )
+        class EntryPointKind(AnswerLengthKind):
+            name = "answer_length_ep"
+        """
+    install(
+        tmp_path,
+        "toy-lengths",
+        "answer_length_ep = toy_lengths:EntryPointKind",
+        {"toy_lengths/__init__.py": source},
     )
-    dist = site / "toy_lengths-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-lengths\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[biasim.analyses]\nanswer_length_ep = toy_lengths:EntryPointKind\n"
-    )
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tmp_path))
     assert "answer_length_ep" in kind_names()
     kind = get_kind("answer_length_ep")
     assert kind.name == "answer_length_ep" and kind.spec is AnswerLengthSpec
@@ -207,32 +213,100 @@ def test_a_family_counts_the_units_of_the_tests_that_ran() -> None:
     assert family.label == "letter, 38-40 units per test"
 
 
+def broken_plugin_said(cli, warning: str) -> None:
+    """``biasim kinds`` and ``biasim schema`` with a broken plug-in kind installed: each lists
+    the built-in kinds (exit 0) and warns of the broken one in one line, never a traceback."""
+    for command, listed in (
+        ("kinds", "demographic_parity"),
+        ("schema", "ConditionDifferencesSpec"),
+    ):
+        result = cli.invoke(app, [command])
+        assert result.exit_code == 0, result.output
+        assert listed in result.stdout
+        said = " ".join(result.stderr.split())
+        assert said.startswith("warning ") and said.count("warning ") == 1, said
+        assert warning in said
+        assert "Traceback" not in result.output + result.stderr
+
+
 def test_a_plugin_whose_codebook_is_written_wrong_is_named_not_a_traceback(
     tmp_path, monkeypatch, cli
 ) -> None:
     """`biasim kinds` and `biasim schema` load every plug-in kind: one whose codebook YAML
-    reads a header as a boolean is an error naming the file and line (exit 2)."""
-    site = tmp_path / "site"
-    package = site / "toy_badbook"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(
-        "from biasim.simulator.kinds.sections.codebook import tables_of\n"
-        "TABLES = tables_of(__name__)\n"
+    reads a header as a boolean is a warning naming it, its entry point, the file and line."""
+    install(
+        tmp_path,
+        "toy-badbook",
+        "badbook = toy_badbook:Kind",
+        {
+            "toy_badbook/__init__.py": """
+                from biasim.simulator.kinds.sections.codebook import tables_of
+                TABLES = tables_of(__name__)
+                """,
+            "toy_badbook/__init__.tables.yaml": (
+                "tables:\n  t:\n    title: T\n    description: D\n    columns:\n"
+                "      - [a, no, int]\n"
+            ),
+        },
     )
-    (package / "__init__.tables.yaml").write_text(
-        "tables:\n  t:\n    title: T\n    description: D\n    columns:\n      - [a, no, int]\n"
-    )
-    dist = site / "toy_badbook-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-badbook\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[biasim.analyses]\nbadbook = toy_badbook:Kind\n")
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "toy_badbook", raising=False)
-    for command in ("kinds", "schema"):
-        result = cli.invoke(app, [command])
-        assert result.exit_code == 2, result.output
-        assert "__init__.tables.yaml:6: tables.t.columns[0]: its header False" in result.stderr
-        assert "Traceback" not in result.output + result.stderr
+    broken_plugin_said(
+        cli,
+        "analysis kind `badbook` not loaded (entry point `badbook = toy_badbook:Kind` of the "
+        "package `toy-badbook`): InputError: ",
+    )
+    said = " ".join(cli.invoke(app, ["kinds"]).stderr.split())
+    assert "__init__.tables.yaml:6: tables.t.columns[0]: its header False" in said
+
+
+def test_a_plugin_kind_whose_import_raises_is_refused_only_where_a_study_names_it(
+    tmp_path, monkeypatch, cli
+) -> None:
+    # A class setting a `name` its spec's Literal does not admit raises at import.
+    source = """
+        from tests.unit.kinds.test_kinds_plugin import AnswerLengthKind, AnswerLengthSpec
+
+        class MisnamedKind(AnswerLengthKind, spec=AnswerLengthSpec):
+            name = "lengths"
+        """
+    entry = "answer_length = toy_misnamed:MisnamedKind"
+    install(tmp_path / "site", "toy-misnamed", entry, {"toy_misnamed/__init__.py": source})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "toy_misnamed", raising=False)
+    why = (
+        f"analysis kind `answer_length` not loaded (entry point `{entry}` of the package "
+        "`toy-misnamed`): TypeError: MisnamedKind: name 'lengths' but its spec admits kind "
+        "'answer_length'; drop `name`: the spec's Literal names the kind"
+    )
+    broken_plugin_said(cli, why)
+    study = write_study(tmp_path / "s.yaml")
+    assert cli.invoke(app, ["validate", str(study)]).exit_code == 0  # it does not name it
+    study.write_text(study.read_text() + STUDY_TAIL)
+    bad = cli.invoke(app, ["validate", str(study)])
+    assert bad.exit_code == 2
+    assert f"error {study}:41: analyses[1].kind: {why}" in " ".join(bad.stderr.split())
+
+
+def test_a_plugin_kind_registered_apart_from_its_spec_names_both_in_kinds_and_validate(
+    tmp_path, monkeypatch, cli
+) -> None:
+    # Its entry point `lengths`, its spec's Literal `answer_length`: a study can name neither.
+    entry = "lengths = tests.unit.kinds.test_kinds_plugin:AnswerLengthKind"
+    install(tmp_path / "site", "toy-apart", entry)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    why = (
+        f"the analysis kind registered as `lengths` (entry point `{entry}` of the package "
+        "`toy-apart`) is named `answer_length` by its spec's `kind` Literal: register it as "
+        "`answer_length`"
+    )
+    broken_plugin_said(cli, why)
+    study = write_study(tmp_path / "s.yaml")
+    study.write_text(study.read_text() + STUDY_TAIL)  # `kind: answer_length`, its own name
+    bad = cli.invoke(app, ["validate", str(study)])
+    assert bad.exit_code == 2
+    said = " ".join(bad.stderr.split())
+    assert f"analyses[1].kind: no analysis kind is registered as `answer_length`: {why}" in said
 
 
 def test_every_kind_is_named_once_by_its_specs_kind() -> None:
