@@ -73,7 +73,7 @@ def test_replicate_markets_give_shares_with_intervals_and_a_drift_test(cli, tmp_
     assert "one-sample t test of each market's change of workforce share" in text
     # Two groups: one drift test, shown once; the other group's row is named as its repeat.
     why = "the same test as the first group's (two groups: the shares add up to 1"
-    assert "1 row not shown" in text and why in text and "rows: male" in text
+    assert "1 row not shown" in text and why in text and "row: male" in text
     assert len(tests) == 1 and [r["same_test_as"] for r in part["drift"]] == ["", "female"]
     page = " ".join((out / "report.html").read_text().split())
     assert "share per cycle by gender" in page and "t interval" in page

@@ -158,7 +158,7 @@ def test_the_market_effects_analysis_prints_reports_and_writes_its_tables(
     assert "1 row not shown (kept in the CSV tables): no test (one replicate market" in " ".join(
         shown.split()
     ), shown
-    assert "rows: redacted" in shown, shown
+    assert "row: redacted" in shown, shown
     assert "attrition off removes" in shown and "Shapley" in shown, shown
     assert all(len(line) <= 80 for line in lines[start : start + 20]), shown
     tables = {
