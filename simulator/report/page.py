@@ -55,6 +55,13 @@ def _head(summary: dict[str, Any], study: dict[str, Any], runs: list[dict[str, A
             f'<p class="banner">Run status: {html.escape(str(status))}. '
             f"{html.escape(str(summary.get('message') or ''))}</p>"
         )
+    if failed := analysis_failure(summary):
+        # Said where the reader starts, as a partial run is: a section missing below is this.
+        parts.append(
+            f'<p class="banner">An analysis failed: {html.escape(failed)}. Its tables are '
+            "missing below; the other analyses are complete (biasim analyze run redoes them "
+            "once it is fixed).</p>"
+        )
     forced = summary.get("study_differences") or []
     if forced:
         items = "".join(f"<li>{html.escape(d)}</li>" for d in forced)
@@ -255,8 +262,6 @@ def limits(summary: dict[str, Any]) -> list[str]:
             "policy's trajectory drew: the analyses, of the base trajectory, leave them out "
             "(results.parquet keeps them; market.csv and the policies' tests count them)."
         )
-    if analysis_failure(summary):
-        found.append(f"An analysis failed: {analysis_failure(summary)}.")
     if summary.get("status") not in (None, "complete"):
         found.append(f"The run is {summary['status']}: not every unit was answered.")
     if summary.get("analyses"):

@@ -98,7 +98,10 @@ def test_a_failing_analysis_keeps_the_others_and_is_recorded(flaky, tmp_path, cl
     assert summary["message"] == f"analysis failed: {SAID}"
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["analysis_failed"] == SAID
-    assert "An analysis failed: shaky (flaky)" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    # Said at the top, where the reader starts, before any section.
+    assert '<p class="banner">An analysis failed: shaky (flaky)' in page
+    assert page.index("An analysis failed") < page.index("<h2>")
     _kept_beside_the_failure(target)
     # Fixed, the analysis is redone: no failure is left recorded anywhere.
     monkeypatch.setattr(FlakyKind, "broken", False)
